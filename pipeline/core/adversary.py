@@ -1,0 +1,282 @@
+"""What can be learned from a release: rule confidences (Lemma 22 / expected supports) and the
+strong-rule adversary of P1 §3.3.
+
+Both work on released tables only (plus, for the adversary's evaluation, the private list of
+which released records truly contain which rule). A release here is a mixed release
+(``sac_released`` + ``attribute_table`` + ``id_table`` + ``attribute_clusters``) or a Rating
+release (pass an empty ``sac_released``).
+
+Sources: P1 §3.3 (attack), Lemma 12, Lemma 22; SPEC §8, §10, §11 (average confidence).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "disclosure_probabilities",
+    "per_record_disclosure",
+    "recover_rule_confidences",
+    "rule_holders",
+]
+
+
+def _cluster_of(attribute_clusters: pd.DataFrame) -> dict[str, int]:
+    return dict(zip(attribute_clusters["attribute"], attribute_clusters["cluster_id"], strict=True))
+
+
+def _sid_value_shares(id_table: pd.DataFrame) -> pd.DataFrame:
+    """Per (attribute, sid, value): the value's count and the SID's total count."""
+    totals = id_table.groupby(["attribute", "sid"])["count"].transform("sum")
+    return id_table.assign(sid_total=totals)
+
+
+def _at_probability(
+    attribute_table: pd.DataFrame, shares: pd.DataFrame, attribute: str, value: str
+) -> np.ndarray:
+    """P(AT record has ``value`` on ``attribute``) = count of value in its SID / SID total."""
+    rows = shares[(shares["attribute"] == attribute) & (shares["value"] == value)]
+    lookup = pd.Series((rows["count"] / rows["sid_total"]).to_numpy(), index=rows["sid"].to_numpy())
+    sids = attribute_table[attribute]
+    return sids.map(lookup).fillna(0.0).to_numpy(dtype=float)
+
+
+def recover_rule_confidences(
+    rules: pd.DataFrame,
+    *,
+    sac_released: pd.DataFrame,
+    attribute_table: pd.DataFrame,
+    id_table: pd.DataFrame,
+    attribute_clusters: pd.DataFrame,
+) -> pd.DataFrame:
+    """Recover every rule's supports and confidence from released tables alone.
+
+    Parameters
+    ----------
+    rules
+        Rules to evaluate (``antecedent_attribute``, ``antecedent_value``,
+        ``consequent_attribute``, ``consequent_value``; other columns are kept).
+    sac_released, attribute_table, id_table, attribute_clusters
+        Release tables (release contract). ``sac_released`` may be empty (Rating release).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``rules`` plus ``released_support_antecedent`` (float64, records),
+        ``released_support_both`` (float64, records; integral when exact) and
+        ``released_confidence`` (float64, NaN when the antecedent has zero released support).
+        ``support(a)`` = SAC~ rows holding ``a`` + occurrences of ``a`` in the IDT (Lemma 22);
+        ``support(a ∧ b)`` = SAC~ rows holding both when the attributes share a cluster, else
+        the expected count ``Σ_groups #a·#b/|group|``, plus the attribute table's expected
+        count ``Σ_t P(a ∈ t)·P(b ∈ t)`` (0 in a mixed release, SPEC §8; the Rating estimate
+        of §11 otherwise).
+
+    References
+    ----------
+    P1 Lemma 22; SPEC §8 and §11 ("average confidence").
+    """
+    cluster_of = _cluster_of(attribute_clusters) if len(attribute_clusters) else {}
+    shares = _sid_value_shares(id_table)
+    idt_support = id_table.groupby(["attribute", "value"])["count"].sum()
+    support_antecedent, support_both = [], []
+    for rule in rules.itertuples(index=False):
+        a_attr, a_val = rule.antecedent_attribute, str(rule.antecedent_value)
+        b_attr, b_val = rule.consequent_attribute, str(rule.consequent_value)
+        supp_a = float(idt_support.get((a_attr, a_val), 0))
+        supp_ab = 0.0
+        if len(sac_released):
+            has_a = (sac_released[a_attr].astype(str) == a_val).to_numpy()
+            has_b = (sac_released[b_attr].astype(str) == b_val).to_numpy()
+            supp_a += float(has_a.sum())
+            if cluster_of.get(a_attr) is not None and cluster_of.get(a_attr) == cluster_of.get(b_attr):
+                supp_ab += float((has_a & has_b).sum())
+            else:
+                per_group = pd.DataFrame({"g": sac_released["group_id"], "a": has_a, "b": has_b})
+                sums = per_group.groupby("g").agg(a=("a", "sum"), b=("b", "sum"), n=("a", "size"))
+                supp_ab += float((sums["a"] * sums["b"] / sums["n"]).sum())
+        if len(attribute_table):
+            p_a = _at_probability(attribute_table, shares, a_attr, a_val)
+            p_b = _at_probability(attribute_table, shares, b_attr, b_val)
+            supp_ab += float((p_a * p_b).sum())
+        support_antecedent.append(supp_a)
+        support_both.append(supp_ab)
+    result = rules.copy()
+    result["released_support_antecedent"] = np.asarray(support_antecedent, dtype=float)
+    result["released_support_both"] = np.asarray(support_both, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        result["released_confidence"] = np.where(
+            result["released_support_antecedent"] > 0,
+            result["released_support_both"] / result["released_support_antecedent"],
+            np.nan,
+        )
+    return result
+
+
+def rule_holders(
+    records: pd.DataFrame, rules: pd.DataFrame, *, row_map: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Which records truly contain which rule (the ground truth of the attack evaluation).
+
+    Parameters
+    ----------
+    records
+        The raw table (``row_id`` + sensitive attributes). PRIVATE.
+    rules
+        Strong rules (index = rule number).
+    row_map
+        Optional ``source_row_id`` -> ``row_id`` map; records not in it (deleted) are dropped
+        and ids are translated to release row ids.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``row_id`` (int64, release id when ``row_map`` is given) and ``rule`` (int64, index
+        into ``rules``), one row per (record, rule it contains).
+    """
+    pieces = []
+    pairs = rules.groupby(["antecedent_attribute", "consequent_attribute"], sort=False)
+    for (a_attr, b_attr), chunk in pairs:
+        keys = pd.DataFrame(
+            {a_attr + "\x00a": chunk["antecedent_value"].astype(str), b_attr + "\x00b": chunk["consequent_value"].astype(str), "rule": chunk.index}
+        )
+        left = pd.DataFrame(
+            {"row_id": records["row_id"].to_numpy(np.int64), a_attr + "\x00a": records[a_attr].astype(str).to_numpy(), b_attr + "\x00b": records[b_attr].astype(str).to_numpy()}
+        )
+        pieces.append(left.merge(keys, on=[a_attr + "\x00a", b_attr + "\x00b"])[["row_id", "rule"]])
+    holders = (
+        pd.concat(pieces, ignore_index=True) if pieces else pd.DataFrame({"row_id": pd.Series(dtype="int64"), "rule": pd.Series(dtype="int64")})
+    )
+    if row_map is not None:
+        holders = holders.merge(row_map, left_on="row_id", right_on="source_row_id", suffixes=("_source", ""))
+        holders = holders[["row_id", "rule"]]
+    return holders.astype({"row_id": "int64", "rule": "int64"}).sort_values(["row_id", "rule"]).reset_index(drop=True)
+
+
+def disclosure_probabilities(
+    holders: pd.DataFrame,
+    rules: pd.DataFrame,
+    *,
+    sac_released: pd.DataFrame,
+    attribute_table: pd.DataFrame,
+    id_table: pd.DataFrame,
+    attribute_clusters: pd.DataFrame,
+) -> pd.DataFrame:
+    """The strong-rule adversary: P(record t contains rule r) for given (t, r) pairs.
+
+    The adversary knows the release, the victim's row (through its quasi-identifiers) and
+    every strong rule with its exact confidence ``support_both / support_antecedent``.
+
+    Parameters
+    ----------
+    holders
+        ``row_id`` (release ids) and ``rule`` (index into ``rules``): the pairs to evaluate.
+    rules
+        Strong rules with ``support_antecedent`` and ``support_both`` (int counts).
+    sac_released, attribute_table, id_table, attribute_clusters
+        The release (``sac_released`` empty for a Rating release).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``holders`` plus ``numerator``, ``denominator`` (int64) and ``probability`` (float64).
+        SAC~ row: (#rows of its group holding both sides, cluster tuples kept) / group size
+        (Lemma 12), or the product of the two marginal shares when the attributes are in
+        different clusters. Attribute-table row: ``N_r / |M_r|`` if the record's SIDs contain
+        both sides, else 0, where ``n_a`` = occurrences of ``a`` in the antecedent's SIDs plus
+        SAC~ rows holding ``a``, ``N_r = ⌈conf·n_a⌉`` minus the holders visible in SAC~, and
+        ``M_r`` = attribute-table rows whose SIDs contain ``a`` and ``b`` (capped at 1).
+
+    References
+    ----------
+    P1 §3.3 and Lemma 12; SPEC §9.2 and §10.
+    """
+    cluster_of = _cluster_of(attribute_clusters) if len(attribute_clusters) else {}
+    numerators = np.zeros(len(holders), dtype=np.int64)
+    denominators = np.ones(len(holders), dtype=np.int64)
+    in_sac_rows = set(sac_released["row_id"].tolist()) if len(sac_released) else set()
+    sac_by_row = sac_released.set_index("row_id") if len(sac_released) else None
+    at_by_row = attribute_table.set_index("row_id") if len(attribute_table) else None
+    shares = _sid_value_shares(id_table)
+    holder_rules = holders["rule"].to_numpy()
+    holder_rows = holders["row_id"].to_numpy()
+    for rule_index in np.unique(holder_rules):
+        rule = rules.loc[int(rule_index)]
+        a_attr, a_val = rule["antecedent_attribute"], str(rule["antecedent_value"])
+        b_attr, b_val = rule["consequent_attribute"], str(rule["consequent_value"])
+        select = np.flatnonzero(holder_rules == rule_index)
+        rows = holder_rows[select]
+        sac_mask = np.fromiter((r in in_sac_rows for r in rows), dtype=bool, count=len(rows))
+        visible = 0
+        sac_support_a = 0
+        if sac_by_row is not None:
+            has_a = sac_released[a_attr].astype(str) == a_val
+            has_b = sac_released[b_attr].astype(str) == b_val
+            same_cluster = cluster_of.get(a_attr) is not None and cluster_of.get(a_attr) == cluster_of.get(b_attr)
+            frame = pd.DataFrame({"group_id": sac_released["group_id"], "a": has_a, "b": has_b, "ab": has_a & has_b})
+            sums = frame.groupby("group_id").agg(a=("a", "sum"), b=("b", "sum"), ab=("ab", "sum"), n=("a", "size"))
+            sac_support_a = int(has_a.sum())
+            visible = int((has_a & has_b).sum()) if same_cluster else 0
+            if sac_mask.any():
+                groups = sac_by_row.loc[rows[sac_mask], "group_id"].to_numpy()
+                g = sums.loc[groups]
+                if same_cluster:
+                    numerators[select[sac_mask]] = g["ab"].to_numpy()
+                    denominators[select[sac_mask]] = g["n"].to_numpy()
+                else:
+                    numerators[select[sac_mask]] = (g["a"] * g["b"]).to_numpy()
+                    denominators[select[sac_mask]] = (g["n"] * g["n"]).to_numpy()
+        at_mask = ~sac_mask
+        if at_mask.any() and at_by_row is not None:
+            a_sids = set(shares.loc[(shares["attribute"] == a_attr) & (shares["value"] == a_val), "sid"].tolist())
+            b_sids = set(shares.loc[(shares["attribute"] == b_attr) & (shares["value"] == b_val), "sid"].tolist())
+            n_a = int(shares.loc[(shares["attribute"] == a_attr) & (shares["value"] == a_val), "count"].sum())
+            n_a += sac_support_a
+            both, antecedent = int(rule["support_both"]), int(rule["support_antecedent"])
+            required = -(-both * n_a // antecedent)  # ⌈conf · n_a⌉ with conf = both / antecedent
+            required = max(0, required - visible)
+            in_m = attribute_table[a_attr].isin(a_sids) & attribute_table[b_attr].isin(b_sids)
+            size_m = int(in_m.sum())
+            at_rows = rows[at_mask]
+            member = at_by_row.loc[at_rows, a_attr].isin(a_sids).to_numpy() & at_by_row.loc[
+                at_rows, b_attr
+            ].isin(b_sids).to_numpy()
+            target = select[at_mask]
+            if size_m > 0:
+                numerators[target] = np.where(member, min(required, size_m), 0)
+                denominators[target] = size_m
+    result = holders.copy()
+    result["numerator"] = numerators
+    result["denominator"] = denominators
+    result["probability"] = numerators / denominators
+    return result
+
+
+def per_record_disclosure(probabilities: pd.DataFrame) -> pd.DataFrame:
+    """Per-record disclosure probability: the maximum over the rules the record contains.
+
+    Parameters
+    ----------
+    probabilities
+        Output of :func:`disclosure_probabilities`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per record that contains at least one strong rule: ``row_id`` (int64),
+        ``numerator``, ``denominator`` (int64, of the maximising rule) and ``probability``.
+
+    References
+    ----------
+    P1 Figures 10-11; SPEC §10 and §15 row 20.
+    """
+    if len(probabilities) == 0:
+        return pd.DataFrame(
+            {c: pd.Series(dtype=t) for c, t in [("row_id", "int64"), ("numerator", "int64"), ("denominator", "int64"), ("probability", "float64")]}
+        )
+    order = probabilities.sort_values(["row_id", "probability"], ascending=[True, False], kind="stable")
+    best = order.drop_duplicates("row_id", keep="first")
+    return best[["row_id", "numerator", "denominator", "probability"]].reset_index(drop=True)
+
