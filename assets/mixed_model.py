@@ -1,0 +1,156 @@
+"""Mixed model stages: SAC/IR split, attribute clusters, SAC~ groups, permutation, improved Rating."""
+
+
+import dagster as dg
+import numpy as np
+import pandas as pd
+
+from pipeline.core.grouping import group_sac, permute_within_groups
+from pipeline.core.partition import cluster_sensitive_attributes, split_sac_ir
+from pipeline.core.rating import rating_tables
+from pipeline.resources import ReleaseSettings
+
+PRIVATE = "private"
+KINDS = {"duckdb", "pandas"}
+
+
+def _in(name: str) -> dg.AssetIn:
+    return dg.AssetIn(key=[PRIVATE, name])
+
+
+def clusters_from_frame(frame: pd.DataFrame) -> list[list[str]]:
+    """``Cluster_Set`` from a ``cluster_id, attribute`` frame (order kept)."""
+    return [list(chunk["attribute"]) for _, chunk in frame.groupby("cluster_id", sort=True)]
+
+
+def s_max_from_frame(frame: pd.DataFrame) -> str | None:
+    """``S_max`` from a ``strong_value_occurrences`` frame (None when there is no strong rule)."""
+    chosen = frame.loc[frame["is_s_max"].astype(bool), "attribute"]
+    return str(chosen.iloc[0]) if len(chosen) else None
+
+
+@dg.multi_asset(
+    outs={
+        "sac_ir_split": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
+                                    description="PRIVATE: each record's part, SAC (holds a strong value off S_max) or IR (Algorithm 7)."),
+        "strong_value_occurrences": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
+                                                description="Per sensitive attribute: records holding a strong value, and which attribute is S_max."),
+    },
+    ins={"raw_records": _in("raw_records"), "strong_rules": _in("strong_rules")},
+    group_name="mixed_model",
+)
+def sac_ir_split(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_records: pd.DataFrame, strong_rules: pd.DataFrame):
+    """Algorithm 7: choose S_max and split the table into SAC and IR."""
+    split = split_sac_ir(raw_records, settings.sensitive_attributes, strong_rules)
+    parts = pd.DataFrame(
+        {
+            "row_id": np.concatenate([split.sac_row_ids, split.ir_row_ids]),
+            "part": ["SAC"] * len(split.sac_row_ids) + ["IR"] * len(split.ir_row_ids),
+        }
+    ).sort_values("row_id", kind="stable")
+    occurrences = pd.DataFrame(
+        {
+            "attribute": settings.sensitive_attributes,
+            "occurrences": [split.strong_value_occurrences[a] for a in settings.sensitive_attributes],
+            "is_s_max": [a == split.s_max for a in settings.sensitive_attributes],
+        }
+    )
+    context.add_output_metadata(
+        {"n_sac": len(split.sac_row_ids), "n_ir": len(split.ir_row_ids), "s_max": split.s_max or "(none)"},
+        output_name="sac_ir_split",
+    )
+    return parts.reset_index(drop=True), occurrences
+
+
+@dg.asset(key_prefix=PRIVATE, ins={"strong_rules": _in("strong_rules")}, group_name="mixed_model", kinds=KINDS)
+def sensitive_attribute_clusters(context: dg.AssetExecutionContext, settings: ReleaseSettings, strong_rules: pd.DataFrame) -> pd.DataFrame:
+    """Algorithm 10 (fix-point): clusters of sensitive attributes linked by strong rules."""
+    clusters = cluster_sensitive_attributes(settings.sensitive_attributes, strong_rules)
+    context.add_output_metadata({"n_clusters": len(clusters), "largest_cluster": max(len(c) for c in clusters)})
+    return pd.DataFrame(
+        [(k + 1, a) for k, cluster in enumerate(clusters) for a in cluster], columns=["cluster_id", "attribute"]
+    ).astype({"cluster_id": "int32"})
+
+
+@dg.multi_asset(
+    outs={
+        "sac_groups": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
+                                  description="PRIVATE: members of each SAC~ group of exactly ℓ records (Algorithm 11), with their origin (SAC or borrowed from IR)."),
+        "deleted_records": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
+                                       description="PRIVATE: seeds whose group could not be completed; they are not published."),
+        "ir_left": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
+                               description="PRIVATE: IR records not borrowed into groups, published by improved Rating."),
+    },
+    ins={"raw_records": _in("raw_records"), "sac_ir_split": _in("sac_ir_split")},
+    group_name="mixed_model",
+)
+def sac_groups(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_records: pd.DataFrame, sac_ir_split: pd.DataFrame):
+    """Algorithm 11: group SAC into groups of ℓ records pairwise different on every sensitive attribute, borrowing from IR."""
+    sac_ids = sac_ir_split.loc[sac_ir_split["part"] == "SAC", "row_id"].to_numpy()
+    ir_ids = sac_ir_split.loc[sac_ir_split["part"] == "IR", "row_id"].to_numpy()
+    grouping = group_sac(raw_records, settings.sensitive_attributes, sac_ids, ir_ids, ell=settings.ell)
+    borrowed = set(grouping.borrowed)
+    members = pd.DataFrame(
+        [
+            (g + 1, position + 1, row_id, "IR" if row_id in borrowed else "SAC")
+            for g, group in enumerate(grouping.groups)
+            for position, row_id in enumerate(group)
+        ],
+        columns=["group_id", "member_position", "row_id", "source"],
+    ).astype({"group_id": "int64", "member_position": "int64", "row_id": "int64"})
+    context.add_output_metadata(
+        {"n_groups": len(grouping.groups), "n_borrowed": len(grouping.borrowed)}, output_name="sac_groups"
+    )
+    context.add_output_metadata({"n_deleted": len(grouping.deleted)}, output_name="deleted_records")
+    context.add_output_metadata({"n_ir_left": len(grouping.ir_left)}, output_name="ir_left")
+    return (
+        members,
+        pd.DataFrame({"row_id": np.asarray(grouping.deleted, dtype=np.int64)}),
+        pd.DataFrame({"row_id": np.asarray(grouping.ir_left, dtype=np.int64)}),
+    )
+
+
+@dg.asset(
+    key_prefix=PRIVATE,
+    ins={"raw_records": _in("raw_records"), "sac_groups": _in("sac_groups"), "sensitive_attribute_clusters": _in("sensitive_attribute_clusters")},
+    group_name="mixed_model",
+    kinds=KINDS,
+)
+def sac_permuted(
+    context: dg.AssetExecutionContext,
+    settings: ReleaseSettings,
+    raw_records: pd.DataFrame,
+    sac_groups: pd.DataFrame,
+    sensitive_attribute_clusters: pd.DataFrame,
+) -> pd.DataFrame:
+    """SAC~: per group and per attribute cluster, a seeded uniform random permutation of the cluster tuples (SPEC §5.2)."""
+    ordered = sac_groups.sort_values(["group_id", "member_position"])
+    groups = [list(chunk["row_id"]) for _, chunk in ordered.groupby("group_id", sort=True)]
+    clusters = clusters_from_frame(sensitive_attribute_clusters)
+    columns = ["row_id", *settings.quasi_identifiers, *settings.sensitive_attributes]
+    permuted = permute_within_groups(raw_records[columns], groups, clusters, seed=settings.seed)
+    context.add_output_metadata({"n_rows": len(permuted), "n_groups": len(groups)})
+    return permuted
+
+
+@dg.multi_asset(
+    outs={
+        "ir_id_table": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
+                                   description="PRIVATE candidate: SIDs of IR_left per sensitive attribute (improved Rating, Algorithms 13 and 19)."),
+        "ir_attribute_sids": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
+                                         description="PRIVATE candidate: each IR_left record's SID per sensitive attribute (NULL = suppressed cell)."),
+    },
+    ins={"raw_records": _in("raw_records"), "ir_left": _in("ir_left")},
+    group_name="mixed_model",
+)
+def ir_rating(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_records: pd.DataFrame, ir_left: pd.DataFrame):
+    """Improved Rating on IR_left: dangerous buckets, Algorithm 13 reordering, residuals and suppression."""
+    records = raw_records.set_index("row_id", drop=False).loc[ir_left["row_id"]].reset_index(drop=True)
+    id_table, attribute_sids = rating_tables(records, settings.sensitive_attributes, ell=settings.ell)
+    suppressed = {f"n_suppressed_cells_{a}": int(attribute_sids[a].isna().sum()) for a in settings.sensitive_attributes}
+    context.add_output_metadata(
+        {"n_sids": int(id_table.groupby("attribute")["sid"].nunique().sum()) if len(id_table) else 0,
+         "n_suppressed_cells": sum(suppressed.values()), **suppressed},
+        output_name="ir_id_table",
+    )
+    return id_table, attribute_sids

@@ -1,0 +1,171 @@
+"""Release: assemble the candidate tables, then (only if every blocking gate passed) publish."""
+
+
+import json
+import time
+from datetime import datetime, timezone
+
+import dagster as dg
+import pandas as pd
+
+from assets.mixed_model import clusters_from_frame
+from pipeline.core.mixed_model import assemble_release_tables
+from pipeline.publish import contract_schemas, package_versions, publish_release
+from pipeline.resources import ReleaseSettings, ReleaseStore
+
+PRIVATE = "private"
+CANDIDATE = "candidate"
+KINDS = {"duckdb", "pandas"}
+CANDIDATE_TABLES = ("sac_released", "attribute_table", "id_table", "attribute_clusters")
+
+
+def _in(prefix: str, name: str) -> dg.AssetIn:
+    return dg.AssetIn(key=[prefix, name])
+
+
+@dg.multi_asset(
+    outs={
+        "sac_released": dg.AssetOut(key_prefix=CANDIDATE, kinds=KINDS,
+                                    description="Candidate release table: SAC~ rows (row_id, group_id, quasi-identifiers, permuted sensitive attributes)."),
+        "attribute_table": dg.AssetOut(key_prefix=CANDIDATE, kinds=KINDS,
+                                       description="Candidate release table: attribute table (row_id, quasi-identifiers, SID number per sensitive attribute, NULL = suppressed)."),
+        "id_table": dg.AssetOut(key_prefix=CANDIDATE, kinds=KINDS,
+                                description="Candidate release table: ID table (attribute, sid, value, count)."),
+        "attribute_clusters": dg.AssetOut(key_prefix=CANDIDATE, kinds=KINDS,
+                                          description="Candidate release table: attribute clusters (cluster_id, attribute)."),
+        "release_candidate": dg.AssetOut(key_prefix=CANDIDATE, kinds=KINDS,
+                                         description="The candidate release as a whole (one row of table sizes); the release gates are attached here."),
+        "release_row_map": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
+                                       description="PRIVATE: internal row id -> release row id; used by the gates, never released."),
+    },
+    ins={
+        "raw_records": _in(PRIVATE, "raw_records"),
+        "sac_permuted": _in(PRIVATE, "sac_permuted"),
+        "ir_attribute_sids": _in(PRIVATE, "ir_attribute_sids"),
+        "ir_id_table": _in(PRIVATE, "ir_id_table"),
+        "sensitive_attribute_clusters": _in(PRIVATE, "sensitive_attribute_clusters"),
+    },
+    group_name="release",
+)
+def release_candidate(
+    context: dg.AssetExecutionContext,
+    settings: ReleaseSettings,
+    raw_records: pd.DataFrame,
+    sac_permuted: pd.DataFrame,
+    ir_attribute_sids: pd.DataFrame,
+    ir_id_table: pd.DataFrame,
+    sensitive_attribute_clusters: pd.DataFrame,
+):
+    """Assemble the candidate release: contract tables with fresh row ids that carry no input order."""
+    tables = assemble_release_tables(
+        raw_records,
+        settings.quasi_identifiers,
+        settings.sensitive_attributes,
+        sac_permuted=sac_permuted,
+        attribute_sids=ir_attribute_sids.astype({a: "Int32" for a in settings.sensitive_attributes}),
+        id_table=ir_id_table,
+        clusters=clusters_from_frame(sensitive_attribute_clusters),
+    )
+    sizes = {f"n_rows_{name}": len(getattr(tables, name)) for name in CANDIDATE_TABLES}
+    for name in CANDIDATE_TABLES:
+        context.add_output_metadata({"n_rows": sizes[f"n_rows_{name}"]}, output_name=name)
+    context.add_output_metadata(sizes, output_name="release_candidate")
+    return (
+        tables.sac_released,
+        tables.attribute_table,
+        tables.id_table,
+        tables.attribute_clusters,
+        pd.DataFrame([sizes]),
+        tables.row_map,
+    )
+
+
+def gate_outcomes(context: dg.AssetExecutionContext) -> list[dict]:
+    """Results of this run's asset checks, read from the Dagster event log (name, passed, figures)."""
+    records = context.instance.get_records_for_run(
+        context.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
+    ).records
+    outcomes = []
+    for record in records:
+        evaluation = record.event_log_entry.dagster_event.event_specific_data
+        figures = {key: value.value for key, value in evaluation.metadata.items()}
+        outcomes.append({"name": evaluation.check_name, "passed": bool(evaluation.passed), "observed": figures})
+    return sorted(outcomes, key=lambda o: o["name"])
+
+
+@dg.asset(
+    ins={
+        **{name: _in(CANDIDATE, name) for name in CANDIDATE_TABLES},
+        "release_candidate": _in(CANDIDATE, "release_candidate"),
+        "input_summary": _in(PRIVATE, "input_summary"),
+        "deleted_records": _in(PRIVATE, "deleted_records"),
+    },
+    group_name="release",
+    kinds={"duckdb", "parquet"},
+)
+def release(
+    context: dg.AssetExecutionContext,
+    settings: ReleaseSettings,
+    store: ReleaseStore,
+    sac_released: pd.DataFrame,
+    attribute_table: pd.DataFrame,
+    id_table: pd.DataFrame,
+    attribute_clusters: pd.DataFrame,
+    release_candidate: pd.DataFrame,
+    input_summary: pd.DataFrame,
+    deleted_records: pd.DataFrame,
+) -> dg.MaterializeResult:
+    """Publish the gated release atomically to $MSA_RELEASE_HOME/releases/<release_id>/ and update LATEST."""
+    started = time.monotonic()
+    now = datetime.now(timezone.utc)
+    release_id = f"{now.strftime('%Y%m%dT%H%M%S')}Z-{context.run_id[:8]}"
+    gates = gate_outcomes(context)
+    failed = [g["name"] for g in gates if not g["passed"]]
+    if failed:  # blocking checks already stop this step; this is a second lock on the door
+        raise dg.Failure(f"release refused: gate(s) {failed} failed")
+    qi, sa = settings.quasi_identifiers, settings.sensitive_attributes
+    summary = input_summary.iloc[0]
+    attribute_table = attribute_table.astype({a: "Int32" for a in sa})
+    n_suppressed = int(attribute_table[sa].isna().sum().sum())
+    manifest = {
+        "release_id": release_id,
+        "created_at": now.isoformat(timespec="seconds"),
+        "input_sha256": str(summary["input_sha256"]),
+        "model": "mixed",
+        "ell": settings.ell,
+        "min_confidence": settings.min_confidence,
+        "seed": settings.seed,
+        "quasi_identifiers": list(qi),
+        "sensitive_attributes": list(sa),
+        "n_input": int(summary["n_input"]),
+        "n_dropped_missing": int(summary["n_dropped_missing"]),
+        "n_sac_released": len(sac_released),
+        "n_attribute_table": len(attribute_table),
+        "n_deleted": len(deleted_records),
+        "n_suppressed_cells": n_suppressed,
+        "checks": gates,
+        "package_versions": package_versions(),
+    }
+    tables = {
+        "sac_released": sac_released[["row_id", "group_id", *qi, *sa]],
+        "attribute_table": attribute_table[["row_id", *qi, *sa]],
+        "id_table": id_table[["attribute", "sid", "value", "count"]],
+        "attribute_clusters": attribute_clusters[["cluster_id", "attribute"]],
+    }
+    path = publish_release(store.releases_dir, release_id, tables, contract_schemas(qi, sa), manifest)
+    context.log.info(f"published release {release_id} at {path}")
+    return dg.MaterializeResult(
+        metadata={
+            "release_id": release_id,
+            "path": dg.MetadataValue.path(str(path)),
+            "n_input": manifest["n_input"],
+            "n_dropped_missing": manifest["n_dropped_missing"],
+            "n_sac_released": manifest["n_sac_released"],
+            "n_attribute_table": manifest["n_attribute_table"],
+            "n_deleted": manifest["n_deleted"],
+            "n_suppressed_cells": n_suppressed,
+            "n_gates_passed": sum(g["passed"] for g in gates),
+            "publish_seconds": round(time.monotonic() - started, 3),
+            "gates": dg.MetadataValue.json(json.loads(json.dumps([{k: g[k] for k in ("name", "passed")} for g in gates]))),
+        }
+    )

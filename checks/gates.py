@@ -1,0 +1,275 @@
+"""Release gates: blocking Dagster asset checks on the candidate release, each a GX suite on a
+derived frame from ``pipeline.core.verification``. Any failure stops ``release`` in the same run."""
+
+
+import dagster as dg
+import numpy as np
+import pandas as pd
+
+from assets.mixed_model import clusters_from_frame, s_max_from_frame
+from checks import suites
+from checks.gx_runner import SuiteOutcome, validate_frame
+from pipeline.core import verification
+from pipeline.core.adversary import disclosure_probabilities, per_record_disclosure, recover_rule_confidences, rule_holders
+from pipeline.core.rules import strong_values
+from pipeline.resources import ReleaseSettings
+
+CANDIDATE = "candidate"
+PRIVATE = "private"
+
+
+#: Every gate is attached to this asset; ``release`` depends on it, so one failure blocks it.
+GATED = dg.AssetKey([CANDIDATE, "release_candidate"])
+
+
+def _in(prefix: str, name: str) -> dg.AssetIn:
+    return dg.AssetIn(key=[prefix, name])
+
+
+def _result(outcome: SuiteOutcome, figures: dict) -> dg.AssetCheckResult:
+    """Check result with the observed figures, GX statistics and failed expectation types."""
+    metadata = {key: value for key, value in figures.items()}
+    metadata["gx_success_percent"] = float(outcome.statistics.get("success_percent") or 0.0)
+    metadata["gx_evaluated_expectations"] = int(outcome.statistics.get("evaluated_expectations", 0))
+    metadata["failed_expectations"] = ", ".join(outcome.failed_expectations) or "none"
+    return dg.AssetCheckResult(passed=outcome.success, metadata=metadata)
+
+
+def _original_sensitive(raw_records: pd.DataFrame, release_row_map: pd.DataFrame, sensitive_attributes) -> pd.DataFrame:
+    merged = release_row_map.merge(raw_records[["row_id", *sensitive_attributes]], left_on="source_row_id", right_on="row_id", suffixes=("", "_raw"))
+    return merged[["row_id", *sensitive_attributes]]
+
+
+@dg.asset_check(
+    asset=GATED,
+    blocking=True,
+    additional_ins={
+        "sac_released": _in(CANDIDATE, "sac_released"),
+        "raw_records": _in(PRIVATE, "raw_records"),
+        "release_row_map": _in(PRIVATE, "release_row_map"),
+        "attribute_clusters": _in(CANDIDATE, "attribute_clusters"),
+    },
+    description="Gate 1: every SAC~ group has exactly ℓ rows and ℓ distinct values on every sensitive attribute; cluster tuples are a permutation of the original.",
+)
+def sac_released_is_l_diverse(
+    settings: ReleaseSettings,
+    sac_released: pd.DataFrame,
+    raw_records: pd.DataFrame,
+    release_row_map: pd.DataFrame,
+    attribute_clusters: pd.DataFrame,
+) -> dg.AssetCheckResult:
+    sa = settings.sensitive_attributes
+    summary = verification.group_diversity_summary(
+        sac_released, _original_sensitive(raw_records, release_row_map, sa), sa, clusters_from_frame(attribute_clusters)
+    )
+    outcome = validate_frame(summary, suites.sac_diversity_suite(ell=settings.ell))
+    return _result(
+        outcome,
+        {
+            "ell_required": settings.ell,
+            "n_groups": len(summary),
+            "min_group_size": int(summary["n_rows"].min()) if len(summary) else 0,
+            "max_group_size": int(summary["n_rows"].max()) if len(summary) else 0,
+            "min_distinct_values_observed": int(summary["min_distinct_values"].min()) if len(summary) else 0,
+            "n_groups_tuples_not_preserved": int((~summary["cluster_tuples_preserved"]).sum()),
+        },
+    )
+
+
+@dg.asset_check(
+    asset=GATED,
+    blocking=True,
+    additional_ins={
+        "attribute_table": _in(CANDIDATE, "attribute_table"),"id_table": _in(CANDIDATE, "id_table")},
+    description="Gate 2: every SID of every attribute has at least ℓ distinct values (no value above 1/ℓ); suppressed cells are counted.",
+)
+def attribute_table_is_l_diverse(settings: ReleaseSettings, attribute_table: pd.DataFrame, id_table: pd.DataFrame) -> dg.AssetCheckResult:
+    sa = settings.sensitive_attributes
+    summary = verification.sid_diversity_summary(attribute_table, id_table, sa)
+    outcome = validate_frame(summary, suites.sid_diversity_suite(ell=settings.ell))
+    return _result(
+        outcome,
+        {
+            "ell_required": settings.ell,
+            "n_sids": len(summary),
+            "min_distinct_values_observed": int(summary["n_distinct_values"].min()) if len(summary) else 0,
+            "n_suppressed_cells": int(attribute_table[sa].isna().sum().sum()),
+            "n_attribute_table_rows": len(attribute_table),
+        },
+    )
+
+
+@dg.asset_check(
+    asset=GATED,
+    blocking=True,
+    additional_ins={
+        "sac_released": _in(CANDIDATE, "sac_released"),
+        "raw_records": _in(PRIVATE, "raw_records"),
+        "strong_rules": _in(PRIVATE, "strong_rules"),
+        "release_row_map": _in(PRIVATE, "release_row_map"),
+        "attribute_table": _in(CANDIDATE, "attribute_table"),
+        "id_table": _in(CANDIDATE, "id_table"),
+        "attribute_clusters": _in(CANDIDATE, "attribute_clusters"),
+    },
+    description="Gate 3: the strong-rule adversary (SPEC §10) run on the candidate gives every record a disclosure probability ≤ 1/ℓ.",
+)
+def disclosure_within_bound(
+    settings: ReleaseSettings,
+    sac_released: pd.DataFrame,
+    raw_records: pd.DataFrame,
+    strong_rules: pd.DataFrame,
+    release_row_map: pd.DataFrame,
+    attribute_table: pd.DataFrame,
+    id_table: pd.DataFrame,
+    attribute_clusters: pd.DataFrame,
+) -> dg.AssetCheckResult:
+    holders = rule_holders(raw_records, strong_rules, row_map=release_row_map)
+    probabilities = disclosure_probabilities(
+        holders, strong_rules, sac_released=sac_released, attribute_table=attribute_table.astype({a: "Int32" for a in settings.sensitive_attributes}),
+        id_table=id_table, attribute_clusters=attribute_clusters,
+    )
+    summary = verification.disclosure_summary(per_record_disclosure(probabilities), ell=settings.ell)
+    outcome = validate_frame(summary, suites.disclosure_suite(ell=settings.ell))
+    edges = np.linspace(0.0, 1.0, 11)
+    histogram, _ = np.histogram(summary["probability"].to_numpy(), bins=edges)
+    return _result(
+        outcome,
+        {
+            "bound": 1.0 / settings.ell,
+            "max_disclosure_probability": float(summary["probability"].max()) if len(summary) else 0.0,
+            "n_records_with_strong_rules": len(summary),
+            "n_records_above_bound": int((~summary["within_bound"]).sum()),
+            "histogram_bins_0_to_1_step_0.1": dg.MetadataValue.json([int(x) for x in histogram]),
+        },
+    )
+
+
+@dg.asset_check(
+    asset=GATED,
+    blocking=True,
+    additional_ins={
+        "id_table": _in(CANDIDATE, "id_table"),
+        "strong_rules": _in(PRIVATE, "strong_rules"),
+        "sac_released": _in(CANDIDATE, "sac_released"),
+        "attribute_table": _in(CANDIDATE, "attribute_table"),
+        "attribute_clusters": _in(CANDIDATE, "attribute_clusters"),
+        "deleted_records": _in(PRIVATE, "deleted_records"),
+    },
+    description="Gate 4: every strong rule's confidence recovered from the released tables alone (Lemma 22) equals the raw one; "
+    "with deleted records or suppressed cells, the largest deviation must stay within the tolerance.",
+)
+def rule_confidence_preserved(
+    settings: ReleaseSettings,
+    id_table: pd.DataFrame,
+    strong_rules: pd.DataFrame,
+    sac_released: pd.DataFrame,
+    attribute_table: pd.DataFrame,
+    attribute_clusters: pd.DataFrame,
+    deleted_records: pd.DataFrame,
+) -> dg.AssetCheckResult:
+    sa = settings.sensitive_attributes
+    attribute_table = attribute_table.astype({a: "Int32" for a in sa})
+    recovered = recover_rule_confidences(
+        strong_rules, sac_released=sac_released, attribute_table=attribute_table, id_table=id_table, attribute_clusters=attribute_clusters
+    )
+    summary = verification.confidence_summary(recovered)
+    n_suppressed = int(attribute_table[sa].isna().sum().sum())
+    exact = len(deleted_records) == 0 and n_suppressed == 0
+    outcome = validate_frame(summary, suites.confidence_suite(exact=exact, tolerance=settings.confidence_tolerance))
+    return _result(
+        outcome,
+        {
+            "n_strong_rules": len(summary),
+            "n_rules_exact": int(summary["exact"].sum()),
+            "max_confidence_deviation": float(summary["deviation"].max()) if len(summary) else 0.0,
+            "tolerance": settings.confidence_tolerance,
+            "exact_required": exact,
+            "average_raw_confidence": float(summary["raw_confidence"].mean()) if len(summary) else 0.0,
+            "average_released_confidence": float(summary["released_confidence"].mean()) if len(summary) else 0.0,
+        },
+    )
+
+
+@dg.asset_check(
+    asset=GATED,
+    blocking=True,
+    additional_ins={
+        "attribute_table": _in(CANDIDATE, "attribute_table"),
+        "raw_records": _in(PRIVATE, "raw_records"),
+        "release_row_map": _in(PRIVATE, "release_row_map"),
+        "deleted_records": _in(PRIVATE, "deleted_records"),
+        "sac_released": _in(CANDIDATE, "sac_released"),
+        "input_summary": _in(PRIVATE, "input_summary"),
+    },
+    description="Gate 5: every input record is in exactly one of SAC~, the attribute table or the deleted list; counts add up.",
+)
+def records_accounted_for(
+    attribute_table: pd.DataFrame,
+    raw_records: pd.DataFrame,
+    release_row_map: pd.DataFrame,
+    deleted_records: pd.DataFrame,
+    sac_released: pd.DataFrame,
+    input_summary: pd.DataFrame,
+) -> dg.AssetCheckResult:
+    to_source = release_row_map.set_index("row_id")["source_row_id"]
+    summary = verification.accounting_summary(
+        raw_records["row_id"],
+        sac_row_ids=to_source.reindex(sac_released["row_id"]).fillna(-1).astype("int64"),
+        attribute_table_row_ids=to_source.reindex(attribute_table["row_id"]).fillna(-1).astype("int64"),
+        deleted_row_ids=deleted_records["row_id"],
+    )
+    n_input = int(input_summary["n_input"].iloc[0])
+    n_dropped = int(input_summary["n_dropped_missing"].iloc[0])
+    totals_add_up = n_input - n_dropped == len(sac_released) + len(attribute_table) + len(deleted_records)
+    outcome = validate_frame(summary, suites.accounting_suite())
+    outcome = SuiteOutcome(
+        success=outcome.success and totals_add_up,
+        statistics=outcome.statistics,
+        expectations=outcome.expectations + [{"type": "totals_add_up", "success": totals_add_up}],
+    )
+    return _result(
+        outcome,
+        {
+            "n_input": n_input,
+            "n_dropped_missing": n_dropped,
+            "n_sac_released": len(sac_released),
+            "n_attribute_table": len(attribute_table),
+            "n_deleted": len(deleted_records),
+            "n_records_not_exactly_once": int((summary["n_places"] != 1).sum()),
+        },
+    )
+
+
+@dg.asset_check(
+    asset=GATED,
+    blocking=True,
+    additional_ins={
+        "id_table": _in(CANDIDATE, "id_table"),
+        "strong_rules": _in(PRIVATE, "strong_rules"),
+        "strong_value_occurrences": _in(PRIVATE, "strong_value_occurrences"),
+    },
+    description="Gate 6: no SID of an attribute other than S_max contains a strong value (no probability tilt in the attribute table).",
+)
+def no_probability_tilt(
+    settings: ReleaseSettings, id_table: pd.DataFrame, strong_rules: pd.DataFrame, strong_value_occurrences: pd.DataFrame
+) -> dg.AssetCheckResult:
+    s_max = s_max_from_frame(strong_value_occurrences)
+    summary = verification.strong_values_in_sids(id_table, strong_values(strong_rules, settings.sensitive_attributes), s_max)
+    outcome = validate_frame(summary, suites.no_probability_tilt_suite())
+    return _result(
+        outcome,
+        {
+            "n_sids_checked": len(summary),
+            "n_sids_with_strong_values": int((summary["n_strong_values"] > 0).sum()),
+        },
+    )
+
+
+GATES = [
+    sac_released_is_l_diverse,
+    attribute_table_is_l_diverse,
+    disclosure_within_bound,
+    rule_confidence_preserved,
+    records_accounted_for,
+    no_probability_tilt,
+]

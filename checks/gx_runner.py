@@ -1,0 +1,77 @@
+"""Run a Great Expectations suite on a pandas frame in an ephemeral context (no Dagster here)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from functools import lru_cache
+
+import pandas as pd
+
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+
+import great_expectations as gx  # noqa: E402
+from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: E402
+
+__all__ = ["SuiteOutcome", "validate_frame"]
+
+
+@dataclass(frozen=True)
+class SuiteOutcome:
+    """Outcome of one suite: overall success, GX statistics, and per expectation its type,
+    success and observed figures (counts only; never values from the frame)."""
+
+    success: bool
+    statistics: dict[str, float]
+    expectations: list[dict]
+
+    @property
+    def failed_expectations(self) -> list[str]:
+        return [e["type"] for e in self.expectations if not e["success"]]
+
+
+@lru_cache(maxsize=1)
+def _context():
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    return context
+
+
+_SAFE_RESULT_KEYS = ("observed_value", "element_count", "unexpected_count", "unexpected_percent", "missing_count")
+
+
+def validate_frame(frame: pd.DataFrame, suite: gx.ExpectationSuite) -> SuiteOutcome:
+    """Validate ``frame`` against ``suite``.
+
+    Parameters
+    ----------
+    frame
+        A derived gate frame (ids, counts, flags; see ``pipeline.core.verification``).
+    suite
+        A fresh suite from ``checks.suites``.
+
+    Returns
+    -------
+    SuiteOutcome
+    """
+    context = _context()
+    name = f"{suite.name}-{uuid.uuid4().hex[:8]}"
+    source = context.data_sources.add_pandas(name)
+    batch_definition = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe(name)
+    suite = context.suites.add(gx.ExpectationSuite(name=name, expectations=[e.copy() for e in suite.expectations]))
+    definition = context.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch_definition, suite=suite))
+    try:
+        result = definition.run(batch_parameters={"dataframe": frame})
+    finally:
+        context.validation_definitions.delete(name)
+        context.suites.delete(name)
+        context.data_sources.delete(name)
+    expectations = []
+    for item in result.results:
+        figures = {k: item.result.get(k) for k in _SAFE_RESULT_KEYS if item.result.get(k) is not None}
+        expectations.append(
+            {"type": item.expectation_config.type, "column": item.expectation_config.kwargs.get("column"),
+             "success": bool(item.success), **figures}
+        )
+    return SuiteOutcome(success=bool(result.success), statistics=dict(result.statistics), expectations=expectations)

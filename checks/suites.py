@@ -1,0 +1,82 @@
+"""Great Expectations suites of the release gates (no Dagster here).
+
+Each factory returns a new ``gx.ExpectationSuite`` for one derived frame of
+``pipeline.core.verification``; the gate passes iff every expectation holds.
+"""
+
+from __future__ import annotations
+
+import great_expectations as gx
+import great_expectations.expectations as gxe
+
+__all__ = [
+    "accounting_suite",
+    "confidence_suite",
+    "disclosure_suite",
+    "no_probability_tilt_suite",
+    "sac_diversity_suite",
+    "sid_diversity_suite",
+]
+
+
+def sac_diversity_suite(*, ell: int) -> gx.ExpectationSuite:
+    """Gate 1 on ``group_diversity_summary``: every group has exactly ℓ rows and ℓ distinct
+    values on every sensitive attribute; cluster tuples are a permutation of the original."""
+    return gx.ExpectationSuite(
+        name="sac_released_is_l_diverse",
+        expectations=[
+            gxe.ExpectColumnValuesToBeBetween(column="n_rows", min_value=ell, max_value=ell),
+            gxe.ExpectColumnValuesToBeBetween(column="min_distinct_values", min_value=ell, max_value=ell),
+            gxe.ExpectColumnValuesToBeInSet(column="cluster_tuples_preserved", value_set=[True]),
+        ],
+    )
+
+
+def sid_diversity_suite(*, ell: int) -> gx.ExpectationSuite:
+    """Gate 2 on ``sid_diversity_summary``: every SID has >= ℓ distinct values, no value above
+    1/ℓ of it, and one record per value occurrence."""
+    return gx.ExpectationSuite(
+        name="attribute_table_is_l_diverse",
+        expectations=[
+            gxe.ExpectColumnValuesToBeBetween(column="n_distinct_values", min_value=ell),
+            gxe.ExpectColumnValuesToBeBetween(column="max_value_share", max_value=1.0 / ell + 1e-12),
+            gxe.ExpectColumnValuesToBeInSet(column="records_match_occurrences", value_set=[True]),
+        ],
+    )
+
+
+def disclosure_suite(*, ell: int) -> gx.ExpectationSuite:
+    """Gate 3 on ``disclosure_summary``: every record's disclosure probability is <= 1/ℓ
+    (exact rational comparison)."""
+    return gx.ExpectationSuite(
+        name="disclosure_within_bound",
+        expectations=[
+            gxe.ExpectColumnValuesToBeInSet(column="within_bound", value_set=[True]),
+        ],
+    )
+
+
+def confidence_suite(*, exact: bool, tolerance: float) -> gx.ExpectationSuite:
+    """Gate 4 on ``confidence_summary``: recovered confidences equal the raw ones exactly
+    (``exact=True``: nothing was deleted or suppressed) or within ``tolerance``."""
+    expectations = [gxe.ExpectColumnValuesToBeBetween(column="deviation", min_value=0.0, max_value=tolerance)]
+    if exact:
+        expectations.append(gxe.ExpectColumnValuesToBeInSet(column="exact", value_set=[True]))
+    return gx.ExpectationSuite(name="rule_confidence_preserved", expectations=expectations)
+
+
+def accounting_suite() -> gx.ExpectationSuite:
+    """Gate 5 on ``accounting_summary``: every input record is in exactly one place."""
+    return gx.ExpectationSuite(
+        name="records_accounted_for",
+        expectations=[gxe.ExpectColumnValuesToBeBetween(column="n_places", min_value=1, max_value=1)],
+    )
+
+
+def no_probability_tilt_suite() -> gx.ExpectationSuite:
+    """Gate 6 on ``strong_values_in_sids``: no SID of an attribute other than S_max holds a
+    strong value."""
+    return gx.ExpectationSuite(
+        name="no_probability_tilt",
+        expectations=[gxe.ExpectColumnValuesToBeBetween(column="n_strong_values", min_value=0, max_value=0)],
+    )

@@ -1,0 +1,239 @@
+"""Derived frames that state the privacy claims of SPEC §9 row by row, for the release gates.
+
+Each function returns a small frame with one row per group / SID / record / rule and boolean or
+numeric columns that a Great Expectations suite then checks (``checks/suites.py``). Nothing here
+returns raw values: only ids, counts and flags.
+
+Sources: P1 Lemmas 12 and 22; SPEC §8-§10.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "accounting_summary",
+    "confidence_summary",
+    "disclosure_summary",
+    "group_diversity_summary",
+    "sid_diversity_summary",
+    "strong_values_in_sids",
+]
+
+
+def group_diversity_summary(
+    sac_released: pd.DataFrame,
+    original_sensitive: pd.DataFrame,
+    sensitive_attributes: Sequence[str],
+    clusters: Sequence[Sequence[str]],
+) -> pd.DataFrame:
+    """One row per SAC~ group: size, distinct values per attribute, cluster tuples preserved.
+
+    Parameters
+    ----------
+    sac_released
+        ``row_id``, ``group_id`` and the (permuted) sensitive attributes.
+    original_sensitive
+        ``row_id`` and the sensitive attributes of the same records before the permutation
+        (PRIVATE: from the raw table through the row map).
+    sensitive_attributes, clusters
+        Attribute names and ``Cluster_Set``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``group_id``, ``n_rows`` (int64), ``min_distinct_values`` (int64, minimum over the
+        sensitive attributes of the distinct values in the group) and
+        ``cluster_tuples_preserved`` (bool: for every cluster, the multiset of cluster tuples
+        equals the original members' one).
+
+    References
+    ----------
+    SPEC §9.1 (P1 §4: SAC~ is ℓ-diverse on every attribute).
+    """
+    if len(sac_released) == 0:
+        return pd.DataFrame(
+            {"group_id": pd.Series(dtype="int64"), "n_rows": pd.Series(dtype="int64"),
+             "min_distinct_values": pd.Series(dtype="int64"), "cluster_tuples_preserved": pd.Series(dtype=bool)}
+        )
+    released = sac_released[["row_id", "group_id", *sensitive_attributes]].astype({a: str for a in sensitive_attributes})
+    original = released[["row_id", "group_id"]].merge(
+        original_sensitive.astype({a: str for a in sensitive_attributes}), on="row_id", how="left"
+    )
+    grouped = released.groupby("group_id")
+    summary = pd.DataFrame({"n_rows": grouped.size()})
+    summary["min_distinct_values"] = grouped[list(sensitive_attributes)].nunique().min(axis=1)
+    preserved = pd.Series(True, index=summary.index)
+    for cluster in clusters:
+        key = list(cluster)
+        released_tuples = released[key].agg("\x1f".join, axis=1)
+        original_tuples = original[key].agg("\x1f".join, axis=1)
+        released_sets = pd.DataFrame({"g": released["group_id"], "t": released_tuples}).groupby("g")["t"].agg(
+            lambda s: tuple(sorted(s))
+        )
+        original_sets = pd.DataFrame({"g": original["group_id"], "t": original_tuples}).groupby("g")["t"].agg(
+            lambda s: tuple(sorted(s))
+        )
+        preserved &= released_sets == original_sets.reindex(released_sets.index)
+    summary["cluster_tuples_preserved"] = preserved.astype(bool)
+    return summary.reset_index().astype({"group_id": "int64", "n_rows": "int64", "min_distinct_values": "int64"})
+
+
+def sid_diversity_summary(attribute_table: pd.DataFrame, id_table: pd.DataFrame, sensitive_attributes: Sequence[str]) -> pd.DataFrame:
+    """One row per (attribute, SID): distinct values, value occurrences, records mapped to it.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``attribute``, ``sid``, ``n_distinct_values``, ``n_value_occurrences`` (sum of
+        ``count``), ``n_records`` (attribute-table rows pointing to the SID), ``max_value_share``
+        (largest count / occurrences, float; Def. 2 requires <= 1/ℓ) and
+        ``records_match_occurrences`` (bool: each value occurrence stands for one record).
+
+    References
+    ----------
+    P1 Definition 2 and §5; SPEC §6.6 and §9.3.
+    """
+    per_sid = id_table.groupby(["attribute", "sid"]).agg(
+        n_distinct_values=("value", "nunique"), n_value_occurrences=("count", "sum"), max_count=("count", "max")
+    )
+    pointing = []
+    for attribute in sensitive_attributes:
+        counts = attribute_table[attribute].dropna().astype("int64").value_counts()
+        pointing.append(pd.DataFrame({"attribute": attribute, "sid": counts.index, "n_records": counts.to_numpy()}))
+    records = pd.concat(pointing, ignore_index=True) if pointing else pd.DataFrame(columns=["attribute", "sid", "n_records"])
+    records = records.astype({"sid": "int64", "n_records": "int64"})
+    summary = per_sid.reset_index().astype({"sid": "int64"}).merge(records, on=["attribute", "sid"], how="outer")
+    summary = summary.fillna({"n_distinct_values": 0, "n_value_occurrences": 0, "max_count": 0, "n_records": 0})
+    summary["max_value_share"] = np.where(
+        summary["n_value_occurrences"] > 0, summary["max_count"] / summary["n_value_occurrences"].clip(lower=1), 1.0
+    )
+    summary["records_match_occurrences"] = summary["n_records"] == summary["n_value_occurrences"]
+    return summary.drop(columns="max_count").astype(
+        {"n_distinct_values": "int64", "n_value_occurrences": "int64", "n_records": "int64"}
+    )
+
+
+def strong_values_in_sids(
+    id_table: pd.DataFrame, strong_values: dict[str, set[str]], s_max: str | None
+) -> pd.DataFrame:
+    """One row per SID of an attribute other than ``S_max`` with its number of strong values.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``attribute``, ``sid``, ``n_strong_values`` (int64; must be 0: no probability tilt).
+
+    References
+    ----------
+    SPEC §9.4 (P1 §4.3: the only strong values left in IR belong to ``S_max``).
+    """
+    others = id_table[id_table["attribute"] != s_max]
+    strong = np.fromiter(
+        (str(v) in strong_values.get(a, set()) for a, v in zip(others["attribute"], others["value"], strict=True)),
+        dtype=bool,
+        count=len(others),
+    )
+    frame = others[["attribute", "sid"]].assign(n_strong_values=strong.astype("int64"))
+    return frame.groupby(["attribute", "sid"], as_index=False)["n_strong_values"].sum()
+
+
+def disclosure_summary(per_record: pd.DataFrame, *, ell: int) -> pd.DataFrame:
+    """Per-record disclosure with an exact ``within_bound`` flag (probability <= 1/ℓ).
+
+    Parameters
+    ----------
+    per_record
+        Output of :func:`pipeline.core.adversary.per_record_disclosure`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``per_record`` plus ``within_bound`` (bool, ``numerator·ℓ <= denominator``).
+
+    References
+    ----------
+    P1 Lemma 12; SPEC §9.2 and §10.
+    """
+    return per_record.assign(within_bound=per_record["numerator"] * ell <= per_record["denominator"])
+
+
+def confidence_summary(recovered: pd.DataFrame) -> pd.DataFrame:
+    """One row per strong rule: raw vs recovered confidence and the deviation.
+
+    Parameters
+    ----------
+    recovered
+        Output of :func:`pipeline.core.adversary.recover_rule_confidences` (with the raw
+        ``support_antecedent`` and ``support_both`` counts).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``rule`` (int64), ``raw_confidence``, ``released_confidence``, ``deviation`` (float64,
+        absolute difference; 1.0 when nothing of the antecedent was released) and ``exact``
+        (bool: the recovered supports are integers whose ratio equals the raw ratio exactly).
+
+    References
+    ----------
+    P1 Lemma 22; SPEC §8.
+    """
+    raw = recovered["support_both"] / recovered["support_antecedent"]
+    released = recovered["released_confidence"]
+    exact = []
+    for row in recovered.itertuples(index=False):
+        a, b = row.released_support_antecedent, row.released_support_both
+        if a > 0 and float(a).is_integer() and float(b).is_integer():
+            exact.append(Fraction(int(b), int(a)) == Fraction(int(row.support_both), int(row.support_antecedent)))
+        else:
+            exact.append(False)
+    return pd.DataFrame(
+        {
+            "rule": np.arange(len(recovered), dtype=np.int64),
+            "raw_confidence": raw.to_numpy(dtype=float),
+            "released_confidence": released.to_numpy(dtype=float),
+            "deviation": (released - raw).abs().fillna(1.0).to_numpy(dtype=float),
+            "exact": np.asarray(exact, dtype=bool),
+        }
+    )
+
+
+def accounting_summary(
+    input_row_ids: Sequence[int], *, sac_row_ids: Sequence[int], attribute_table_row_ids: Sequence[int], deleted_row_ids: Sequence[int]
+) -> pd.DataFrame:
+    """One row per input record (after the missing-value policy) with the number of places it is in.
+
+    Parameters
+    ----------
+    input_row_ids
+        Internal ids of all records that entered the model.
+    sac_row_ids, attribute_table_row_ids, deleted_row_ids
+        Internal ids published in SAC~, published in the attribute table, and deleted.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``row_id`` and ``n_places`` (int64; must be exactly 1), plus one extra row per id that
+        appears in an output but not in the input (``n_places`` = -1 marks it).
+
+    References
+    ----------
+    SPEC §9.5.
+    """
+    placed = pd.Series(
+        np.concatenate(
+            [np.asarray(sac_row_ids, dtype=np.int64), np.asarray(attribute_table_row_ids, dtype=np.int64),
+             np.asarray(deleted_row_ids, dtype=np.int64)]
+        )
+    ).value_counts()
+    inputs = pd.Index(np.asarray(input_row_ids, dtype=np.int64))
+    counts = placed.reindex(inputs, fill_value=0)
+    unknown = placed.index.difference(inputs)
+    frame = pd.DataFrame({"row_id": inputs.to_numpy(), "n_places": counts.to_numpy(dtype=np.int64)})
+    if len(unknown):
+        frame = pd.concat([frame, pd.DataFrame({"row_id": unknown.to_numpy(), "n_places": -1})], ignore_index=True)
+    return frame

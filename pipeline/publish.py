@@ -1,0 +1,182 @@
+"""Publishing a release directory atomically (no Dagster here).
+
+Layout: ``<home>/releases/<release_id>/`` holds ``release.duckdb`` (only the contract tables),
+one Parquet file per table and ``manifest.json``; ``<home>/releases/LATEST`` names the newest
+complete release. The directory is written under a hidden staging name, fsynced, then renamed;
+LATEST is replaced atomically last, so a reader sees a complete release or none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+__all__ = [
+    "MANIFEST_COLUMNS",
+    "contract_schemas",
+    "package_versions",
+    "publish_release",
+    "read_latest",
+]
+
+#: Columns of ``release_manifest`` and their DuckDB types, in order.
+MANIFEST_COLUMNS = {
+    "release_id": "VARCHAR",
+    "created_at": "VARCHAR",
+    "input_sha256": "VARCHAR",
+    "model": "VARCHAR",
+    "ell": "INTEGER",
+    "min_confidence": "DOUBLE",
+    "seed": "BIGINT",
+    "quasi_identifiers": "VARCHAR",
+    "sensitive_attributes": "VARCHAR",
+    "n_input": "BIGINT",
+    "n_dropped_missing": "BIGINT",
+    "n_sac_released": "BIGINT",
+    "n_attribute_table": "BIGINT",
+    "n_deleted": "BIGINT",
+    "n_suppressed_cells": "BIGINT",
+    "checks": "VARCHAR",
+    "package_versions": "VARCHAR",
+}
+
+_PACKAGES = ("msa-release", "dagster", "pandas", "duckdb", "mlxtend", "great-expectations", "pyarrow", "numpy")
+
+
+def package_versions() -> dict[str, str]:
+    """Installed versions of the packages a release depends on."""
+    versions = {}
+    for name in _PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def contract_schemas(quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str]) -> dict[str, dict[str, str]]:
+    """Column -> DuckDB type of every table of the mixed-model release contract."""
+    qi = {c: "VARCHAR" for c in quasi_identifiers}
+    return {
+        "sac_released": {"row_id": "BIGINT", "group_id": "BIGINT", **qi, **{a: "VARCHAR" for a in sensitive_attributes}},
+        "attribute_table": {"row_id": "BIGINT", **qi, **{a: "INTEGER" for a in sensitive_attributes}},
+        "id_table": {"attribute": "VARCHAR", "sid": "INTEGER", "value": "VARCHAR", "count": "INTEGER"},
+        "attribute_clusters": {"cluster_id": "INTEGER", "attribute": "VARCHAR"},
+        "release_manifest": dict(MANIFEST_COLUMNS),
+    }
+
+
+def _fsync_tree(directory: Path) -> None:
+    for path in sorted(directory.rglob("*")):
+        if path.is_file():
+            with path.open("rb") as handle:
+                os.fsync(handle.fileno())
+    _fsync_directory(directory)
+
+
+def _fsync_directory(directory: Path) -> None:
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def publish_release(
+    releases_dir: Path,
+    release_id: str,
+    tables: Mapping[str, pd.DataFrame],
+    schemas: Mapping[str, Mapping[str, str]],
+    manifest: Mapping[str, object],
+) -> Path:
+    """Write a release directory atomically and point ``LATEST`` at it.
+
+    Parameters
+    ----------
+    releases_dir
+        ``<home>/releases`` (created if needed).
+    release_id
+        Directory name of the new release; must not exist yet.
+    tables
+        Table name -> frame; each frame must have exactly the columns of ``schemas[name]``.
+    schemas
+        Table name -> {column: DuckDB type}; tables are created with these exact types.
+    manifest
+        The manifest row (keys of ``MANIFEST_COLUMNS``; lists/dicts are stored as JSON text).
+
+    Returns
+    -------
+    Path
+        The published directory.
+
+    Raises
+    ------
+    ValueError
+        A table whose columns differ from its schema, or an existing ``release_id``.
+    OSError
+        The directory is not writable or the disk is full; nothing is published then and the
+        staging directory is removed.
+    """
+    releases_dir.mkdir(parents=True, exist_ok=True)
+    final = releases_dir / release_id
+    if final.exists():
+        raise ValueError(f"release {release_id} already exists in {releases_dir}")
+    manifest_row = {
+        k: (json.dumps(v, sort_keys=True) if isinstance(v, (list, dict, tuple)) else v) for k, v in manifest.items()
+    }
+    all_tables = dict(tables)
+    all_tables["release_manifest"] = pd.DataFrame([{c: manifest_row.get(c) for c in MANIFEST_COLUMNS}])
+    staging = releases_dir / f".staging-{release_id}"
+    staging.mkdir(mode=0o755)
+    try:
+        connection = duckdb.connect(str(staging / "release.duckdb"))
+        try:
+            for name, frame in all_tables.items():
+                schema = schemas[name]
+                if list(frame.columns) != list(schema):
+                    raise ValueError(f"table {name}: columns {list(frame.columns)} differ from the contract {list(schema)}")
+                columns = ", ".join(f"{_quote(c)} {t}" for c, t in schema.items())
+                connection.execute(f"CREATE TABLE {_quote(name)} ({columns})")
+                connection.register("frame_to_publish", frame)
+                connection.execute(f"INSERT INTO {_quote(name)} SELECT * FROM frame_to_publish")
+                connection.unregister("frame_to_publish")
+                target = str(staging / f"{name}.parquet").replace("'", "''")
+                connection.execute(f"COPY {_quote(name)} TO '{target}' (FORMAT parquet)")
+            connection.execute("CHECKPOINT")
+        finally:
+            connection.close()
+        readable = {k: (json.loads(v) if k in ("quasi_identifiers", "sensitive_attributes", "checks", "package_versions") and isinstance(v, str) else v)
+                    for k, v in manifest_row.items()}
+        (staging / "manifest.json").write_text(json.dumps(readable, indent=2, sort_keys=True) + "\n")
+        _fsync_tree(staging)
+        os.rename(staging, final)
+        _fsync_directory(releases_dir)
+        latest_tmp = releases_dir / ".LATEST.tmp"
+        latest_tmp.write_text(release_id + "\n")
+        with latest_tmp.open("rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(latest_tmp, releases_dir / "LATEST")
+        _fsync_directory(releases_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return final
+
+
+def read_latest(releases_dir: Path) -> Path | None:
+    """The directory named by ``releases/LATEST``, or None when nothing was published."""
+    latest = releases_dir / "LATEST"
+    if not latest.is_file():
+        return None
+    return releases_dir / latest.read_text().strip()

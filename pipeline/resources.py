@@ -1,0 +1,126 @@
+"""Dagster resources: the release parameters (one config for the whole run) and the release home."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dagster as dg
+from pydantic import Field, field_validator, model_validator
+
+__all__ = [
+    "ADULT_COLUMNS",
+    "ReleaseSettings",
+    "ReleaseStore",
+    "release_home",
+]
+
+#: Column names of UCI Adult's ``adult.data`` (no header row in the file).
+ADULT_COLUMNS = [
+    "age",
+    "workclass",
+    "fnlwgt",
+    "education",
+    "education-num",
+    "marital-status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "capital-gain",
+    "capital-loss",
+    "hours-per-week",
+    "native-country",
+    "income",
+]
+
+
+def release_home() -> Path:
+    """``$MSA_RELEASE_HOME`` (default ``./var``) as an absolute path; created with mode 0700."""
+    home = Path(os.environ.get("MSA_RELEASE_HOME", "var")).expanduser().resolve()
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return home
+
+
+class ReleaseSettings(dg.ConfigurableResource):
+    """Parameters of one release run, shared by every asset and gate of the job.
+
+    The defaults publish UCI Adult as in P1 §6 (SPEC §12): quasi-identifiers sex, race,
+    marital-status, native-country, workclass; sensitive attributes education, occupation,
+    age, relationship; ℓ = 3; min_confidence = 0.8; seed 0.
+    """
+
+    input_path: str = Field(
+        default="data/adult/adult.data",
+        description="Input table: a CSV or Parquet file (relative paths: working directory, then the project root).",
+    )
+    input_format: str = Field(default="auto", description="'csv', 'parquet' or 'auto' (by file extension).")
+    csv_header: bool = Field(default=False, description="Whether the CSV's first row holds the column names.")
+    column_names: list[str] = Field(
+        default=ADULT_COLUMNS,
+        description="Names of all columns in file order; required for a CSV without header row (empty list: use the header).",
+    )
+    delimiter: str = Field(default=",", description="CSV field separator.")
+    strip_whitespace: bool = Field(default=True, description="Strip spaces around every value (Adult writes ', ').")
+    quasi_identifiers: list[str] = Field(
+        default=["sex", "race", "marital-status", "native-country", "workclass"],
+        description="Quasi-identifier columns, published unchanged.",
+    )
+    sensitive_attributes: list[str] = Field(
+        default=["education", "occupation", "age", "relationship"],
+        description="Sensitive attribute columns (at least 2), in schema order.",
+    )
+    ell: int = Field(default=3, ge=2, le=1000, description="ℓ: group size of SAC~ and minimum distinct values per SID.")
+    min_confidence: float = Field(
+        default=0.8, gt=0.0, le=1.0, description="Minimum confidence of a strong rule, in (0, 1]; compared with >=."
+    )
+    seed: int = Field(default=0, ge=0, description="Seed of the per-group, per-cluster random permutation.")
+    missing_value_tokens: list[str] = Field(
+        default=["", "NULL", "?"], description="Values that mean 'missing' (SQL NULL always does)."
+    )
+    missing_value_policy: str = Field(
+        default="drop_records_missing_sensitive",
+        description="'drop_records_missing_sensitive': drop records with a missing sensitive value; "
+        "a missing quasi-identifier is kept as the value '?'. Both counts are reported.",
+    )
+    confidence_tolerance: float = Field(
+        default=0.05,
+        ge=0.0,
+        le=1.0,
+        description="Largest accepted |recovered - raw| rule confidence when records were deleted or cells suppressed.",
+    )
+
+    @field_validator("input_format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        if value not in ("auto", "csv", "parquet"):
+            raise ValueError(f"input_format must be 'auto', 'csv' or 'parquet', got {value!r}")
+        return value
+
+    @field_validator("missing_value_policy")
+    @classmethod
+    def _known_policy(cls, value: str) -> str:
+        if value != "drop_records_missing_sensitive":
+            raise ValueError(
+                f"missing_value_policy {value!r} is not supported; use 'drop_records_missing_sensitive'"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _columns_consistent(self) -> ReleaseSettings:
+        if len(self.sensitive_attributes) < 2:
+            raise ValueError("sensitive_attributes needs at least 2 columns")
+        both = sorted(set(self.quasi_identifiers) & set(self.sensitive_attributes))
+        if both:
+            raise ValueError(f"column(s) {both} are both quasi-identifier and sensitive attribute")
+        return self
+
+
+class ReleaseStore(dg.ConfigurableResource):
+    """Where releases are published: ``<home>/releases/<release_id>/`` and ``<home>/releases/LATEST``."""
+
+    home: str = Field(description="Absolute path of $MSA_RELEASE_HOME.")
+
+    @property
+    def releases_dir(self) -> Path:
+        return Path(self.home) / "releases"
