@@ -152,6 +152,13 @@ class ReleaseTables:
     row_map: pd.DataFrame
 
 
+def _row_keys(frame: pd.DataFrame) -> np.ndarray:
+    """One text key per row joining all columns (empty strings when there are no columns)."""
+    if frame.shape[1] == 0:
+        return np.full(len(frame), "", dtype=object)
+    return frame.astype(str).agg("\x1f".join, axis=1).to_numpy(dtype=object)
+
+
 def _as_text(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     return frame.assign(**{c: frame[c].astype(str) for c in columns})
 
@@ -191,17 +198,18 @@ def assemble_release_tables(
     sa = list(sensitive_attributes)
     records_text = _as_text(records[["row_id", *qi, *sa]], [*qi, *sa])
     sac = _as_text(sac_permuted[["group_id", "row_id", *qi, *sa]], [*qi, *sa])
-    original = records_text.set_index("row_id").loc[sac["row_id"], sa].reset_index(drop=True)
-    member_key = sac[qi].agg("\x1f".join, axis=1) if qi else pd.Series("", index=sac.index)
-    original_key = original.agg("\x1f".join, axis=1)
-    keys = pd.DataFrame({"group_id": sac["group_id"], "qi": member_key, "orig": original_key})
-    group_key = keys.groupby("group_id").agg(
-        qi=("qi", lambda s: "\x1e".join(sorted(s))), orig=("orig", lambda s: "\x1e".join(sorted(s)))
-    )
-    new_group = group_key.sort_values(["qi", "orig"], kind="stable").index.to_numpy()
-    renumber = pd.Series(np.arange(1, len(new_group) + 1, dtype=np.int64), index=new_group)
-    sac = sac.assign(group_id=sac["group_id"].map(renumber).astype("int64"))
-    sac = sac.sort_values(["group_id", *qi, *sa], kind="stable").reset_index(drop=True)
+    if len(sac):
+        original = records_text.set_index("row_id").loc[sac["row_id"], sa].reset_index(drop=True)
+        member_key = _row_keys(sac[qi])
+        original_key = _row_keys(original)
+        keys = pd.DataFrame({"group_id": sac["group_id"].to_numpy(), "qi": member_key, "orig": original_key})
+        group_key = keys.groupby("group_id").agg(
+            qi=("qi", lambda s: "\x1e".join(sorted(s))), orig=("orig", lambda s: "\x1e".join(sorted(s)))
+        )
+        new_group = group_key.sort_values(["qi", "orig"], kind="stable").index.to_numpy()
+        renumber = pd.Series(np.arange(1, len(new_group) + 1, dtype=np.int64), index=new_group)
+        sac = sac.assign(group_id=sac["group_id"].map(renumber).astype("int64"))
+        sac = sac.sort_values(["group_id", *qi, *sa], kind="stable").reset_index(drop=True)
     n_sac = len(sac)
     sac_row_ids = np.arange(1, n_sac + 1, dtype=np.int64)
 

@@ -1,0 +1,38 @@
+# msa-release: two commands for a new user: `make release` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+UV_VERSION := 0.13.9
+# uv from PATH if present, else a pinned copy bootstrapped into .tools/ from PyPI
+UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
+VENV := .venv
+export MSA_RELEASE_HOME ?= $(CURDIR)/var
+export GX_ANALYTICS_ENABLED := false
+export DAGSTER_HOME ?= $(MSA_RELEASE_HOME)/dagster
+
+.PHONY: release test ui env clean
+
+.tools/bin/uv:
+	$(PYTHON) -m venv .tools
+	.tools/bin/pip install --quiet uv==$(UV_VERSION)
+
+$(VENV)/.installed: pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen --compile-bytecode --python $(PYTHON)
+	touch $@
+
+env: $(VENV)/.installed
+
+$(DAGSTER_HOME)/dagster.yaml:
+	mkdir -p $(DAGSTER_HOME)
+	printf 'telemetry:\n  enabled: false\n' > $@
+
+release: env $(DAGSTER_HOME)/dagster.yaml
+	$(VENV)/bin/msa-release run
+
+test: env
+	$(VENV)/bin/python -m pytest -q
+
+ui: env $(DAGSTER_HOME)/dagster.yaml
+	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p $${PORT:-3000}
+
+clean:
+	rm -rf $(VENV) .tools

@@ -1,0 +1,28 @@
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def golden() -> dict:
+    """SPEC §16 golden examples (copied from shared/golden/golden_expected.json)."""
+    return json.loads((FIXTURES / "golden_expected.json").read_text())
+
+
+def example_frame(example: dict) -> pd.DataFrame:
+    """Golden example input as a records frame: row_id, quasi-identifiers (text), sensitive attributes."""
+    rows = [
+        {"row_id": r["id"], **{k: str(v) for k, v in r["qi"].items()}, **r["sa"]} for r in example["input"]
+    ]
+    return pd.DataFrame(rows)
+
+
+def example_quasi_identifiers(example: dict) -> list[str]:
+    return list(example["input"][0]["qi"])
