@@ -83,7 +83,7 @@ def release_candidate(
 def gate_outcomes(context: dg.AssetExecutionContext) -> list[dict]:
     """Results of this run's asset checks, read from the Dagster event log (name, passed, figures)."""
     records = context.instance.get_records_for_run(
-        context.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
+        context.run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
     ).records
     outcomes = []
     for record in records:
@@ -93,17 +93,33 @@ def gate_outcomes(context: dg.AssetExecutionContext) -> list[dict]:
     return sorted(outcomes, key=lambda o: o["name"])
 
 
-@dg.asset(
+_PUBLISH_INPUTS = [
+    *[dg.AssetKey([CANDIDATE, name]) for name in CANDIDATE_TABLES],
+    dg.AssetKey([CANDIDATE, "release_candidate"]),
+    dg.AssetKey([PRIVATE, "input_summary"]),
+    dg.AssetKey([PRIVATE, "deleted_records"]),
+]
+
+
+@dg.multi_asset(
+    name="publish_release",
+    specs=[
+        dg.AssetSpec(
+            "release",
+            description="Publish the gated release atomically to $MSA_RELEASE_HOME/releases/<release_id>/ and update LATEST.",
+            group_name="release",
+            kinds={"duckdb", "parquet"},
+            deps=[key for key in _PUBLISH_INPUTS],
+        )
+    ],
     ins={
         **{name: _in(CANDIDATE, name) for name in CANDIDATE_TABLES},
         "release_candidate": _in(CANDIDATE, "release_candidate"),
         "input_summary": _in(PRIVATE, "input_summary"),
         "deleted_records": _in(PRIVATE, "deleted_records"),
     },
-    group_name="release",
-    kinds={"duckdb", "parquet"},
 )
-def release(
+def publish_release_asset(
     context: dg.AssetExecutionContext,
     settings: ReleaseSettings,
     store: ReleaseStore,
@@ -118,7 +134,7 @@ def release(
     """Publish the gated release atomically to $MSA_RELEASE_HOME/releases/<release_id>/ and update LATEST."""
     started = time.monotonic()
     now = datetime.now(timezone.utc)
-    release_id = f"{now.strftime('%Y%m%dT%H%M%S')}Z-{context.run_id[:8]}"
+    release_id = f"{now.strftime('%Y%m%dT%H%M%S')}Z-{context.run.run_id[:8]}"
     gates = gate_outcomes(context)
     failed = [g["name"] for g in gates if not g["passed"]]
     if failed:  # blocking checks already stop this step; this is a second lock on the door
@@ -155,6 +171,7 @@ def release(
     path = publish_release(store.releases_dir, release_id, tables, contract_schemas(qi, sa), manifest)
     context.log.info(f"published release {release_id} at {path}")
     return dg.MaterializeResult(
+        asset_key="release",
         metadata={
             "release_id": release_id,
             "path": dg.MetadataValue.path(str(path)),

@@ -1,0 +1,183 @@
+"""The Dagster job in-process: golden example B through every asset and gate, the release
+contract, a deliberately broken candidate that the gates must stop, and Adult end to end."""
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pandas as pd
+import pytest
+
+from pipeline.definitions import ASSETS, build_definitions
+from pipeline.publish import read_latest
+from tests.conftest import example_frame, example_quasi_identifiers
+
+CONTRACT_TABLES = {"sac_released", "attribute_table", "id_table", "attribute_clusters", "release_manifest"}
+
+
+def _settings_for(example: dict, path: Path) -> dict:
+    return {
+        "input_path": str(path),
+        "csv_header": True,
+        "column_names": [],
+        "quasi_identifiers": example_quasi_identifiers(example),
+        "sensitive_attributes": example["SA"],
+        "ell": example["l"],
+        "min_confidence": example["min_conf"],
+        "seed": 0,
+    }
+
+
+@pytest.fixture
+def example_b_csv(golden, tmp_path) -> tuple[dict, Path]:
+    example = golden["example_B"]
+    path = tmp_path / "example_b.csv"
+    example_frame(example).drop(columns="row_id").to_csv(path, index=False)
+    return example, path
+
+
+def _run(home: Path, settings: dict, assets=None):
+    definitions = build_definitions(home)
+    if assets is None:
+        job = definitions.resolve_job_def("release")
+        return job.execute_in_process(run_config={"resources": {"settings": {"config": settings}}}, raise_on_error=False)
+    resources = definitions.resources
+    return dg.materialize(
+        assets,
+        resources=resources,
+        run_config={"resources": {"settings": {"config": settings}}},
+        raise_on_error=False,
+        selection=None,
+    )
+
+
+def test_definitions_load():
+    dg.Definitions.validate_loadable(build_definitions(Path("var-test-unused").resolve()))
+
+
+def test_golden_example_b_through_the_job(example_b_csv, tmp_path):
+    example, path = example_b_csv
+    result = _run(tmp_path / "home", _settings_for(example, path))
+    assert result.success
+    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert set(evaluations) == {
+        "sac_released_is_l_diverse", "attribute_table_is_l_diverse", "disclosure_within_bound",
+        "rule_confidence_preserved", "records_accounted_for", "no_probability_tilt",
+    }
+    assert all(e.passed for e in evaluations.values())
+    disclosure = {k: v.value for k, v in evaluations["disclosure_within_bound"].metadata.items()}
+    assert disclosure["max_disclosure_probability"] == pytest.approx(1 / 3)
+    assert disclosure["n_records_with_strong_rules"] == len(example["attack_mixed"])
+
+    release_dir = read_latest(tmp_path / "home" / "releases")
+    manifest = json.loads((release_dir / "manifest.json").read_text())
+    assert manifest["n_deleted"] == len(example["deleted_ids"])
+    assert manifest["n_sac_released"] == sum(len(g) for g in example["groups"])
+    assert manifest["n_attribute_table"] == len(example["IR_left_ids"])
+    assert manifest["n_suppressed_cells"] == sum(len(v["suppressed_ids"]) for v in example["improved_rating_on_IR"].values())
+    assert manifest["n_input"] - manifest["n_dropped_missing"] == (
+        manifest["n_sac_released"] + manifest["n_attribute_table"] + manifest["n_deleted"]
+    )
+    assert {c["name"] for c in manifest["checks"]} == set(evaluations)
+    _assert_contract(release_dir, example_quasi_identifiers(example), example["SA"])
+
+
+def _assert_contract(release_dir: Path, quasi_identifiers, sensitive_attributes):
+    """release.duckdb holds only the contract tables with exactly the contract columns and types."""
+    connection = duckdb.connect(str(release_dir / "release.duckdb"), read_only=True)
+    try:
+        tables = {r[0] for r in connection.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        assert tables == CONTRACT_TABLES
+        def columns(table):
+            return connection.execute(
+                "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
+                [table],
+            ).fetchall()
+        qi = [(c, "VARCHAR") for c in quasi_identifiers]
+        assert columns("sac_released") == [("row_id", "BIGINT"), ("group_id", "BIGINT"), *qi, *[(a, "VARCHAR") for a in sensitive_attributes]]
+        assert columns("attribute_table") == [("row_id", "BIGINT"), *qi, *[(a, "INTEGER") for a in sensitive_attributes]]
+        assert columns("id_table") == [("attribute", "VARCHAR"), ("sid", "INTEGER"), ("value", "VARCHAR"), ("count", "INTEGER")]
+        assert columns("attribute_clusters") == [("cluster_id", "INTEGER"), ("attribute", "VARCHAR")]
+        row_ids = connection.execute(
+            "SELECT row_id FROM sac_released UNION ALL SELECT row_id FROM attribute_table"
+        ).fetchall()
+        assert len(row_ids) == len(set(row_ids))
+        assert connection.execute("SELECT count(*) FROM release_manifest").fetchone()[0] == 1
+    finally:
+        connection.close()
+    parquet = {p.stem for p in release_dir.glob("*.parquet")}
+    assert parquet == CONTRACT_TABLES
+
+
+@dg.asset(key=["private", "sac_permuted"], ins={"raw_records": dg.AssetIn(key=["private", "raw_records"]),
+                                                 "sac_groups": dg.AssetIn(key=["private", "sac_groups"])},
+          group_name="mixed_model")
+def broken_sac_permuted(raw_records: pd.DataFrame, sac_groups: pd.DataFrame) -> pd.DataFrame:
+    """A deliberately broken SAC~: every member of a group gets the seed's sensitive values."""
+    members = sac_groups.merge(raw_records, on="row_id").sort_values(["group_id", "member_position"])
+    sensitive = [c for c in raw_records.columns if c.startswith("S")]
+    seeds = members.groupby("group_id")[sensitive].transform("first")
+    members[sensitive] = seeds
+    return members[["group_id", "row_id", *[c for c in raw_records.columns if c != "row_id"]]]
+
+
+def test_failing_gate_blocks_the_release_and_keeps_the_previous_one(example_b_csv, tmp_path):
+    example, path = example_b_csv
+    home = tmp_path / "home"
+    settings = _settings_for(example, path)
+    assert _run(home, settings).success
+    previous = read_latest(home / "releases")
+    previous_bytes = (previous / "release.duckdb").read_bytes()
+
+    assets = [a for a in ASSETS if dg.AssetKey(["private", "sac_permuted"]) not in a.keys] + [broken_sac_permuted]
+    definitions = build_definitions(home)
+    from checks.gates import GATES
+
+    result = dg.materialize(
+        [*assets, *GATES], resources=definitions.resources,
+        run_config={"resources": {"settings": {"config": settings}}}, raise_on_error=False,
+    )
+    assert not result.success
+    failed = {e.check_name for e in result.get_asset_check_evaluations() if not e.passed}
+    assert "sac_released_is_l_diverse" in failed
+    materialized = {e.asset_key for e in result.get_asset_materialization_events()}
+    assert dg.AssetKey("release") not in materialized
+    assert read_latest(home / "releases") == previous
+    assert (previous / "release.duckdb").read_bytes() == previous_bytes
+    assert [p.name for p in (home / "releases").iterdir() if p.name.startswith(".staging")] == []
+
+
+def test_bad_configuration_is_refused_before_anything_runs(example_b_csv, tmp_path):
+    example, path = example_b_csv
+    settings = {**_settings_for(example, path), "sensitive_attributes": ["S1", "not_a_column"]}
+    result = _run(tmp_path / "home", settings)
+    assert not result.success
+    messages = " ".join(
+        e.step_failure_data.error.cause.message if e.step_failure_data.error.cause else e.step_failure_data.error.message
+        for e in result.all_events if e.is_step_failure
+    )
+    assert "not_a_column" in messages and str(path) in messages
+    assert read_latest(tmp_path / "home" / "releases") is None
+
+
+@pytest.mark.slow
+def test_adult_default_release_end_to_end(tmp_path):
+    """The default configuration (UCI Adult, SPEC §12) through the CLI: 30,718 records, all gates green."""
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    runner = CliRunner()
+    outcome = runner.invoke(main, ["run", "--home", str(tmp_path / "home")], catch_exceptions=False)
+    assert outcome.exit_code == 0, outcome.output
+    release_dir = read_latest(tmp_path / "home" / "releases")
+    manifest = json.loads((release_dir / "manifest.json").read_text())
+    assert manifest["n_input"] == 32561
+    assert manifest["n_input"] - manifest["n_dropped_missing"] == 30718
+    assert manifest["n_sac_released"] + manifest["n_attribute_table"] + manifest["n_deleted"] == 30718
+    assert all(c["passed"] for c in manifest["checks"]) and len(manifest["checks"]) == 6
+    disclosure = next(c for c in manifest["checks"] if c["name"] == "disclosure_within_bound")
+    assert disclosure["observed"]["max_disclosure_probability"] <= 1 / 3 + 1e-12
+    assert "Published release" in outcome.output
+    _assert_contract(release_dir, manifest["quasi_identifiers"], manifest["sensitive_attributes"])
