@@ -4,6 +4,7 @@
 import dagster as dg
 import pandas as pd
 
+from assets.keys import KINDS, PRIVATE
 from pipeline.loading import load_records
 from pipeline.resources import ReleaseSettings
 
@@ -11,14 +12,14 @@ from pipeline.resources import ReleaseSettings
 @dg.multi_asset(
     outs={
         "raw_records": dg.AssetOut(
-            key_prefix="private",
+            key_prefix=PRIVATE,
             description="PRIVATE: the input records after the missing-value policy (quasi-identifiers and sensitive attributes, internal row ids).",
-            kinds={"duckdb", "pandas"},
+            kinds=KINDS,
         ),
         "input_summary": dg.AssetOut(
-            key_prefix="private",
+            key_prefix=PRIVATE,
             description="One row of input accounting: records read, dropped for a missing sensitive value, kept with a missing quasi-identifier, file hash.",
-            kinds={"duckdb", "pandas"},
+            kinds=KINDS,
         ),
     },
     group_name="ingest",

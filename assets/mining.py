@@ -4,15 +4,16 @@
 import dagster as dg
 import pandas as pd
 
+from assets.keys import KINDS, PRIVATE, inputs
 from pipeline.core.rules import mine_strong_rules, strong_values
 from pipeline.resources import ReleaseSettings
 
 
 @dg.asset(
-    key_prefix="private",
-    ins={"raw_records": dg.AssetIn(key=["private", "raw_records"])},
+    key_prefix=PRIVATE,
+    ins=inputs(private=["raw_records"]),
     group_name="mining",
-    kinds={"duckdb", "pandas"},
+    kinds=KINDS,
 )
 def strong_rules(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_records: pd.DataFrame) -> pd.DataFrame:
     """PRIVATE: every strong rule (S_i = a) => (S_j = b), Apriori with max_len 2, min_support 1 record, confidence >= min_confidence."""

@@ -8,14 +8,9 @@ import pandas as pd
 from pipeline.core.grouping import group_sac, permute_within_groups
 from pipeline.core.partition import cluster_sensitive_attributes, split_sac_ir
 from pipeline.core.rating import rating_tables
+from assets.keys import KINDS, PRIVATE, inputs
 from pipeline.resources import ReleaseSettings
 
-PRIVATE = "private"
-KINDS = {"duckdb", "pandas"}
-
-
-def _in(name: str) -> dg.AssetIn:
-    return dg.AssetIn(key=[PRIVATE, name])
 
 
 def clusters_from_frame(frame: pd.DataFrame) -> list[list[str]]:
@@ -36,7 +31,7 @@ def s_max_from_frame(frame: pd.DataFrame) -> str | None:
         "strong_value_occurrences": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
                                                 description="Per sensitive attribute: records holding a strong value, and which attribute is S_max."),
     },
-    ins={"raw_records": _in("raw_records"), "strong_rules": _in("strong_rules")},
+    ins=inputs(private=["raw_records", "strong_rules"]),
     group_name="mixed_model",
 )
 def sac_ir_split(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_records: pd.DataFrame, strong_rules: pd.DataFrame):
@@ -62,7 +57,7 @@ def sac_ir_split(context: dg.AssetExecutionContext, settings: ReleaseSettings, r
     return parts.reset_index(drop=True), occurrences
 
 
-@dg.asset(key_prefix=PRIVATE, ins={"strong_rules": _in("strong_rules")}, group_name="mixed_model", kinds=KINDS)
+@dg.asset(key_prefix=PRIVATE, ins=inputs(private=["strong_rules"]), group_name="mixed_model", kinds=KINDS)
 def sensitive_attribute_clusters(context: dg.AssetExecutionContext, settings: ReleaseSettings, strong_rules: pd.DataFrame) -> pd.DataFrame:
     """Algorithm 10 (fix-point): clusters of sensitive attributes linked by strong rules."""
     clusters = cluster_sensitive_attributes(settings.sensitive_attributes, strong_rules)
@@ -81,7 +76,7 @@ def sensitive_attribute_clusters(context: dg.AssetExecutionContext, settings: Re
         "ir_left": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
                                description="PRIVATE: IR records not borrowed into groups, published by improved Rating."),
     },
-    ins={"raw_records": _in("raw_records"), "sac_ir_split": _in("sac_ir_split")},
+    ins=inputs(private=["raw_records", "sac_ir_split"]),
     group_name="mixed_model",
 )
 def sac_groups(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_records: pd.DataFrame, sac_ir_split: pd.DataFrame):
@@ -112,7 +107,7 @@ def sac_groups(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw
 
 @dg.asset(
     key_prefix=PRIVATE,
-    ins={"raw_records": _in("raw_records"), "sac_groups": _in("sac_groups"), "sensitive_attribute_clusters": _in("sensitive_attribute_clusters")},
+    ins=inputs(private=["raw_records", "sac_groups", "sensitive_attribute_clusters"]),
     group_name="mixed_model",
     kinds=KINDS,
 )
@@ -140,7 +135,7 @@ def sac_permuted(
         "ir_attribute_sids": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
                                          description="PRIVATE candidate: each IR_left record's SID per sensitive attribute (NULL = suppressed cell)."),
     },
-    ins={"raw_records": _in("raw_records"), "ir_left": _in("ir_left")},
+    ins=inputs(private=["raw_records", "ir_left"]),
     group_name="mixed_model",
 )
 def ir_rating(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_records: pd.DataFrame, ir_left: pd.DataFrame):

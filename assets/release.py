@@ -8,19 +8,13 @@ from datetime import datetime, timezone
 import dagster as dg
 import pandas as pd
 
+from assets.keys import CANDIDATE, KINDS, PRIVATE, inputs
 from assets.mixed_model import clusters_from_frame
 from pipeline.core.mixed_model import assemble_release_tables
 from pipeline.publish import contract_schemas, package_versions, publish_release
 from pipeline.resources import ReleaseSettings, ReleaseStore
 
-PRIVATE = "private"
-CANDIDATE = "candidate"
-KINDS = {"duckdb", "pandas"}
 CANDIDATE_TABLES = ("sac_released", "attribute_table", "id_table", "attribute_clusters")
-
-
-def _in(prefix: str, name: str) -> dg.AssetIn:
-    return dg.AssetIn(key=[prefix, name])
 
 
 @dg.multi_asset(
@@ -38,13 +32,7 @@ def _in(prefix: str, name: str) -> dg.AssetIn:
         "release_row_map": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
                                        description="PRIVATE: internal row id -> release row id; used by the gates, never released."),
     },
-    ins={
-        "raw_records": _in(PRIVATE, "raw_records"),
-        "sac_permuted": _in(PRIVATE, "sac_permuted"),
-        "ir_attribute_sids": _in(PRIVATE, "ir_attribute_sids"),
-        "ir_id_table": _in(PRIVATE, "ir_id_table"),
-        "sensitive_attribute_clusters": _in(PRIVATE, "sensitive_attribute_clusters"),
-    },
+    ins=inputs(private=["raw_records", "sac_permuted", "ir_attribute_sids", "ir_id_table", "sensitive_attribute_clusters"]),
     group_name="release",
 )
 def release_candidate(
@@ -93,12 +81,7 @@ def gate_outcomes(context: dg.AssetExecutionContext) -> list[dict]:
     return sorted(outcomes, key=lambda o: o["name"])
 
 
-_PUBLISH_INPUTS = [
-    *[dg.AssetKey([CANDIDATE, name]) for name in CANDIDATE_TABLES],
-    dg.AssetKey([CANDIDATE, "release_candidate"]),
-    dg.AssetKey([PRIVATE, "input_summary"]),
-    dg.AssetKey([PRIVATE, "deleted_records"]),
-]
+_PUBLISH_INPUTS = inputs(private=["input_summary", "deleted_records"], candidate=[*CANDIDATE_TABLES, "release_candidate"])
 
 
 @dg.multi_asset(
@@ -109,15 +92,10 @@ _PUBLISH_INPUTS = [
             description="Publish the gated release atomically to $MSA_RELEASE_HOME/releases/<release_id>/ and update LATEST.",
             group_name="release",
             kinds={"duckdb", "parquet"},
-            deps=[key for key in _PUBLISH_INPUTS],
+            deps=[asset_in.key for asset_in in _PUBLISH_INPUTS.values()],
         )
     ],
-    ins={
-        **{name: _in(CANDIDATE, name) for name in CANDIDATE_TABLES},
-        "release_candidate": _in(CANDIDATE, "release_candidate"),
-        "input_summary": _in(PRIVATE, "input_summary"),
-        "deleted_records": _in(PRIVATE, "deleted_records"),
-    },
+    ins=_PUBLISH_INPUTS,
 )
 def publish_release_asset(
     context: dg.AssetExecutionContext,

@@ -6,6 +6,7 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
+from assets.keys import CANDIDATE, inputs
 from assets.mixed_model import clusters_from_frame, s_max_from_frame
 from checks import suites
 from checks.gx_runner import SuiteOutcome, validate_frame
@@ -14,16 +15,10 @@ from pipeline.core.adversary import disclosure_probabilities, per_record_disclos
 from pipeline.core.rules import strong_values
 from pipeline.resources import ReleaseSettings
 
-CANDIDATE = "candidate"
-PRIVATE = "private"
 
 
 #: Every gate is attached to this asset; ``release`` depends on it, so one failure blocks it.
 GATED = dg.AssetKey([CANDIDATE, "release_candidate"])
-
-
-def _in(prefix: str, name: str) -> dg.AssetIn:
-    return dg.AssetIn(key=[prefix, name])
 
 
 def _result(outcome: SuiteOutcome, figures: dict) -> dg.AssetCheckResult:
@@ -43,12 +38,7 @@ def _original_sensitive(raw_records: pd.DataFrame, release_row_map: pd.DataFrame
 @dg.asset_check(
     asset=GATED,
     blocking=True,
-    additional_ins={
-        "sac_released": _in(CANDIDATE, "sac_released"),
-        "raw_records": _in(PRIVATE, "raw_records"),
-        "release_row_map": _in(PRIVATE, "release_row_map"),
-        "attribute_clusters": _in(CANDIDATE, "attribute_clusters"),
-    },
+    additional_ins=inputs(private=["raw_records", "release_row_map"], candidate=["sac_released", "attribute_clusters"]),
     description="Gate 1: every SAC~ group has exactly ℓ rows and ℓ distinct values on every sensitive attribute; cluster tuples are a permutation of the original.",
 )
 def sac_released_is_l_diverse(
@@ -79,8 +69,7 @@ def sac_released_is_l_diverse(
 @dg.asset_check(
     asset=GATED,
     blocking=True,
-    additional_ins={
-        "attribute_table": _in(CANDIDATE, "attribute_table"),"id_table": _in(CANDIDATE, "id_table")},
+    additional_ins=inputs(candidate=["attribute_table", "id_table"]),
     description="Gate 2: every SID of every attribute has at least ℓ distinct values (no value above 1/ℓ); suppressed cells are counted.",
 )
 def attribute_table_is_l_diverse(settings: ReleaseSettings, attribute_table: pd.DataFrame, id_table: pd.DataFrame) -> dg.AssetCheckResult:
@@ -102,15 +91,7 @@ def attribute_table_is_l_diverse(settings: ReleaseSettings, attribute_table: pd.
 @dg.asset_check(
     asset=GATED,
     blocking=True,
-    additional_ins={
-        "sac_released": _in(CANDIDATE, "sac_released"),
-        "raw_records": _in(PRIVATE, "raw_records"),
-        "strong_rules": _in(PRIVATE, "strong_rules"),
-        "release_row_map": _in(PRIVATE, "release_row_map"),
-        "attribute_table": _in(CANDIDATE, "attribute_table"),
-        "id_table": _in(CANDIDATE, "id_table"),
-        "attribute_clusters": _in(CANDIDATE, "attribute_clusters"),
-    },
+    additional_ins=inputs(private=["raw_records", "strong_rules", "release_row_map"], candidate=["sac_released", "attribute_table", "id_table", "attribute_clusters"]),
     description="Gate 3: the strong-rule adversary (SPEC §10) run on the candidate gives every record a disclosure probability ≤ 1/ℓ.",
 )
 def disclosure_within_bound(
@@ -147,14 +128,7 @@ def disclosure_within_bound(
 @dg.asset_check(
     asset=GATED,
     blocking=True,
-    additional_ins={
-        "id_table": _in(CANDIDATE, "id_table"),
-        "strong_rules": _in(PRIVATE, "strong_rules"),
-        "sac_released": _in(CANDIDATE, "sac_released"),
-        "attribute_table": _in(CANDIDATE, "attribute_table"),
-        "attribute_clusters": _in(CANDIDATE, "attribute_clusters"),
-        "deleted_records": _in(PRIVATE, "deleted_records"),
-    },
+    additional_ins=inputs(private=["strong_rules", "deleted_records"], candidate=["id_table", "sac_released", "attribute_table", "attribute_clusters"]),
     description="Gate 4: every strong rule's confidence recovered from the released tables alone (Lemma 22) equals the raw one; "
     "with deleted records or suppressed cells, the largest deviation must stay within the tolerance.",
 )
@@ -193,14 +167,7 @@ def rule_confidence_preserved(
 @dg.asset_check(
     asset=GATED,
     blocking=True,
-    additional_ins={
-        "attribute_table": _in(CANDIDATE, "attribute_table"),
-        "raw_records": _in(PRIVATE, "raw_records"),
-        "release_row_map": _in(PRIVATE, "release_row_map"),
-        "deleted_records": _in(PRIVATE, "deleted_records"),
-        "sac_released": _in(CANDIDATE, "sac_released"),
-        "input_summary": _in(PRIVATE, "input_summary"),
-    },
+    additional_ins=inputs(private=["raw_records", "release_row_map", "deleted_records", "input_summary"], candidate=["attribute_table", "sac_released"]),
     description="Gate 5: every input record is in exactly one of SAC~, the attribute table or the deleted list; counts add up.",
 )
 def records_accounted_for(
@@ -243,11 +210,7 @@ def records_accounted_for(
 @dg.asset_check(
     asset=GATED,
     blocking=True,
-    additional_ins={
-        "id_table": _in(CANDIDATE, "id_table"),
-        "strong_rules": _in(PRIVATE, "strong_rules"),
-        "strong_value_occurrences": _in(PRIVATE, "strong_value_occurrences"),
-    },
+    additional_ins=inputs(private=["strong_rules", "strong_value_occurrences"], candidate=["id_table"]),
     description="Gate 6: no SID of an attribute other than S_max contains a strong value (no probability tilt in the attribute table).",
 )
 def no_probability_tilt(

@@ -11,7 +11,6 @@ Sources: P1 §3.3 (attack), Lemma 12, Lemma 22; SPEC §8, §10, §11 (average co
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
