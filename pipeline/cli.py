@@ -25,11 +25,18 @@ def _split(value: str | None) -> list[str] | None:
     return items
 
 
-def prepare_dagster_home(home: Path) -> Path:
-    """Use ``$DAGSTER_HOME`` if set, else ``<home>/dagster`` with a telemetry-off dagster.yaml."""
-    if os.environ.get("DAGSTER_HOME"):
-        return Path(os.environ["DAGSTER_HOME"])
-    dagster_home = home / "dagster"
+def prepare_dagster_home(home: Path, *, explicit_home: bool = False) -> Path:
+    """Make Dagster's instance directory exist and return it.
+
+    ``<home>/dagster`` when the user named ``--home`` (so a run never writes into another
+    home's instance) or when ``$DAGSTER_HOME`` is unset; otherwise ``$DAGSTER_HOME``. The
+    directory is created if missing (Dagster refuses a missing one) and gets a
+    ``dagster.yaml`` with telemetry disabled unless it already has one.
+    """
+    if os.environ.get("DAGSTER_HOME") and not explicit_home:
+        dagster_home = Path(os.environ["DAGSTER_HOME"]).expanduser().resolve()
+    else:
+        dagster_home = home / "dagster"
     dagster_home.mkdir(parents=True, exist_ok=True)
     config = dagster_home / "dagster.yaml"
     if not config.exists():
@@ -132,7 +139,7 @@ def run(**options) -> None:
     from pipeline.resources import release_home
 
     home = release_home()
-    prepare_dagster_home(home)
+    prepare_dagster_home(home, explicit_home=bool(options["home"]))
 
     import dagster as dg
 
