@@ -35,12 +35,20 @@ def s_max_from_frame(frame: pd.DataFrame) -> str | None:
     group_name="mixed_model",
 )
 def sac_ir_split(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_records: pd.DataFrame, strong_rules: pd.DataFrame):
-    """Algorithm 7: choose S_max and split the table into SAC and IR."""
+    """Algorithm 7: choose S_max and split the table into SAC and IR.
+
+    With ``model = 'rating'`` (plain Rating baseline, SPEC §7) every record goes to IR, so the
+    whole table is bucketized by Rating; S_max and the occurrences are still reported.
+    """
     split = split_sac_ir(raw_records, settings.sensitive_attributes, strong_rules)
+    if settings.model == "rating":
+        sac_ids, ir_ids = np.array([], dtype=np.int64), raw_records["row_id"].to_numpy(np.int64)
+    else:
+        sac_ids, ir_ids = split.sac_row_ids, split.ir_row_ids
     parts = pd.DataFrame(
         {
-            "row_id": np.concatenate([split.sac_row_ids, split.ir_row_ids]),
-            "part": ["SAC"] * len(split.sac_row_ids) + ["IR"] * len(split.ir_row_ids),
+            "row_id": np.concatenate([sac_ids, ir_ids]).astype(np.int64),
+            "part": ["SAC"] * len(sac_ids) + ["IR"] * len(ir_ids),
         }
     ).sort_values("row_id", kind="stable")
     occurrences = pd.DataFrame(
@@ -51,7 +59,7 @@ def sac_ir_split(context: dg.AssetExecutionContext, settings: ReleaseSettings, r
         }
     )
     context.add_output_metadata(
-        {"n_sac": len(split.sac_row_ids), "n_ir": len(split.ir_row_ids), "s_max": split.s_max or "(none)"},
+        {"n_sac": len(sac_ids), "n_ir": len(ir_ids), "s_max": split.s_max or "(none)", "model": settings.model},
         output_name="sac_ir_split",
     )
     return parts.reset_index(drop=True), occurrences

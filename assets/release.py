@@ -1,6 +1,7 @@
 """Release: assemble the candidate tables, then (only if every blocking gate passed) publish."""
 
 
+import dataclasses
 import json
 import time
 from datetime import datetime, timezone
@@ -54,6 +55,8 @@ def release_candidate(
         id_table=ir_id_table,
         clusters=clusters_from_frame(sensitive_attribute_clusters),
     )
+    if settings.model == "rating":  # plain Rating publishes no SAC~ and no clusters (SPEC §7)
+        tables = dataclasses.replace(tables, attribute_clusters=tables.attribute_clusters.iloc[0:0])
     sizes = {f"n_rows_{name}": len(getattr(tables, name)) for name in CANDIDATE_TABLES}
     for name in CANDIDATE_TABLES:
         context.add_output_metadata({"n_rows": sizes[f"n_rows_{name}"]}, output_name=name)
@@ -68,6 +71,20 @@ def release_candidate(
     )
 
 
+def input_reading(settings: ReleaseSettings) -> dict:
+    """How the input was read, so that ``msa-release audit --raw`` reads the raw table the same way."""
+    return {
+        "input_path": settings.input_path,
+        "input_format": settings.input_format,
+        "csv_header": settings.csv_header,
+        "column_names": list(settings.column_names),
+        "delimiter": settings.delimiter,
+        "strip_whitespace": settings.strip_whitespace,
+        "missing_value_tokens": list(settings.missing_value_tokens),
+        "missing_value_policy": settings.missing_value_policy,
+    }
+
+
 def gate_outcomes(context: dg.AssetExecutionContext) -> list[dict]:
     """Results of this run's asset checks, read from the Dagster event log (name, passed, figures)."""
     records = context.instance.get_records_for_run(
@@ -77,7 +94,16 @@ def gate_outcomes(context: dg.AssetExecutionContext) -> list[dict]:
     for record in records:
         evaluation = record.event_log_entry.dagster_event.event_specific_data
         figures = {key: value.value for key, value in evaluation.metadata.items()}
-        outcomes.append({"name": evaluation.check_name, "passed": bool(evaluation.passed), "observed": figures})
+        applicable = figures.pop("applicable", True)
+        if not applicable:
+            status = "not_applicable"
+        elif evaluation.passed:
+            status = "passed"
+        elif evaluation.severity == dg.AssetCheckSeverity.WARN:
+            status = "failed_overridden"
+        else:
+            status = "failed"
+        outcomes.append({"name": evaluation.check_name, "passed": bool(evaluation.passed), "status": status, "observed": figures})
     return sorted(outcomes, key=lambda o: o["name"])
 
 
@@ -114,9 +140,12 @@ def publish_release_asset(
     now = datetime.now(timezone.utc)
     release_id = f"{now.strftime('%Y%m%dT%H%M%S')}Z-{context.run.run_id[:8]}"
     gates = gate_outcomes(context)
-    failed = [g["name"] for g in gates if not g["passed"]]
+    failed = [g["name"] for g in gates if g["status"] == "failed"]
     if failed:  # blocking checks already stop this step; this is a second lock on the door
         raise dg.Failure(f"release refused: gate(s) {failed} failed")
+    overridden = [g["name"] for g in gates if g["status"] == "failed_overridden"]
+    if overridden and not settings.allow_disclosure:
+        raise dg.Failure(f"release refused: gate(s) {overridden} failed and allow_disclosure is off")
     qi, sa = settings.quasi_identifiers, settings.sensitive_attributes
     summary = input_summary.iloc[0]
     attribute_table = attribute_table.astype({a: "Int32" for a in sa})
@@ -125,7 +154,10 @@ def publish_release_asset(
         "release_id": release_id,
         "created_at": now.isoformat(timespec="seconds"),
         "input_sha256": str(summary["input_sha256"]),
-        "model": "mixed",
+        "model": settings.model,
+        "allow_disclosure": settings.allow_disclosure,
+        "disclosure_override_used": bool(overridden),
+        "input_reading": input_reading(settings),
         "ell": settings.ell,
         "min_confidence": settings.min_confidence,
         "seed": settings.seed,
@@ -140,13 +172,15 @@ def publish_release_asset(
         "checks": gates,
         "package_versions": package_versions(),
     }
-    tables = {
-        "sac_released": sac_released[["row_id", "group_id", *qi, *sa]],
-        "attribute_table": attribute_table[["row_id", *qi, *sa]],
-        "id_table": id_table[["attribute", "sid", "value", "count"]],
-        "attribute_clusters": attribute_clusters[["cluster_id", "attribute"]],
+    schemas = contract_schemas(qi, sa, model=settings.model)
+    candidates = {
+        "sac_released": sac_released,
+        "attribute_table": attribute_table,
+        "id_table": id_table,
+        "attribute_clusters": attribute_clusters,
     }
-    path = publish_release(store.releases_dir, release_id, tables, contract_schemas(qi, sa), manifest)
+    tables = {name: candidates[name][list(schema)] for name, schema in schemas.items() if name in candidates}
+    path = publish_release(store.releases_dir, release_id, tables, schemas, manifest)
     context.log.info(f"published release {release_id} at {path}")
     return dg.MaterializeResult(
         asset_key="release",
@@ -161,6 +195,8 @@ def publish_release_asset(
             "n_suppressed_cells": n_suppressed,
             "n_gates_passed": sum(g["passed"] for g in gates),
             "publish_seconds": round(time.monotonic() - started, 3),
-            "gates": dg.MetadataValue.json(json.loads(json.dumps([{k: g[k] for k in ("name", "passed")} for g in gates]))),
+            "model": settings.model,
+            "disclosure_override_used": int(bool(overridden)),
+            "gates": dg.MetadataValue.json(json.loads(json.dumps([{k: g[k] for k in ("name", "status")} for g in gates]))),
         }
     )

@@ -30,6 +30,13 @@ def _result(outcome: SuiteOutcome, figures: dict) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(passed=outcome.success, metadata=metadata)
 
 
+def _not_applicable(model: str, reason: str, figures: dict | None = None) -> dg.AssetCheckResult:
+    """A gate that does not apply to the chosen publication model: reported, never blocking."""
+    metadata = {"applicable": False, "model": model, "reason": reason}
+    metadata.update(figures or {})
+    return dg.AssetCheckResult(passed=True, metadata=metadata)
+
+
 def _original_sensitive(raw_records: pd.DataFrame, release_row_map: pd.DataFrame, sensitive_attributes) -> pd.DataFrame:
     merged = release_row_map.merge(raw_records[["row_id", *sensitive_attributes]], left_on="source_row_id", right_on="row_id", suffixes=("", "_raw"))
     return merged[["row_id", *sensitive_attributes]]
@@ -48,6 +55,8 @@ def sac_released_is_l_diverse(
     release_row_map: pd.DataFrame,
     attribute_clusters: pd.DataFrame,
 ) -> dg.AssetCheckResult:
+    if settings.model == "rating":
+        return _not_applicable(settings.model, "a Rating release has no SAC~ groups")
     sa = settings.sensitive_attributes
     summary = verification.group_diversity_summary(
         sac_released, _original_sensitive(raw_records, release_row_map, sa), sa, clusters_from_frame(attribute_clusters)
@@ -113,16 +122,24 @@ def disclosure_within_bound(
     outcome = validate_frame(summary, suites.disclosure_suite(ell=settings.ell))
     edges = np.linspace(0.0, 1.0, 11)
     histogram, _ = np.histogram(summary["probability"].to_numpy(), bins=edges)
-    return _result(
+    result = _result(
         outcome,
         {
             "bound": 1.0 / settings.ell,
             "max_disclosure_probability": float(summary["probability"].max()) if len(summary) else 0.0,
+            "mean_disclosure_probability": float(summary["probability"].mean()) if len(summary) else 0.0,
             "n_records_with_strong_rules": len(summary),
             "n_records_above_bound": int((~summary["within_bound"]).sum()),
+            "n_records_certain": int((summary["numerator"] == summary["denominator"]).sum()),
             "histogram_bins_0_to_1_step_0.1": dg.MetadataValue.json([int(x) for x in histogram]),
+            "overridden_by_allow_disclosure": bool(not outcome.success and settings.allow_disclosure),
         },
     )
+    if not outcome.success and settings.allow_disclosure:
+        # The user accepted the disclosure explicitly: the gate still fails (and says so in the
+        # manifest) but with WARN severity, which does not block `release`.
+        result = dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.WARN, metadata=result.metadata)
+    return result
 
 
 @dg.asset_check(
@@ -149,19 +166,19 @@ def rule_confidence_preserved(
     summary = verification.confidence_summary(recovered)
     n_suppressed = int(attribute_table[sa].isna().sum().sum())
     exact = len(deleted_records) == 0 and n_suppressed == 0
+    figures = {
+        "n_strong_rules": len(summary),
+        "n_rules_exact": int(summary["exact"].sum()),
+        "max_confidence_deviation": float(summary["deviation"].max()) if len(summary) else 0.0,
+        "tolerance": settings.confidence_tolerance,
+        "exact_required": exact,
+        "average_raw_confidence": float(summary["raw_confidence"].mean()) if len(summary) else 0.0,
+        "average_released_confidence": float(summary["released_confidence"].mean()) if len(summary) else 0.0,
+    }
+    if settings.model == "rating":
+        return _not_applicable(settings.model, "Rating does not promise rule confidences (SPEC §11 expected supports)", figures)
     outcome = validate_frame(summary, suites.confidence_suite(exact=exact, tolerance=settings.confidence_tolerance))
-    return _result(
-        outcome,
-        {
-            "n_strong_rules": len(summary),
-            "n_rules_exact": int(summary["exact"].sum()),
-            "max_confidence_deviation": float(summary["deviation"].max()) if len(summary) else 0.0,
-            "tolerance": settings.confidence_tolerance,
-            "exact_required": exact,
-            "average_raw_confidence": float(summary["raw_confidence"].mean()) if len(summary) else 0.0,
-            "average_released_confidence": float(summary["released_confidence"].mean()) if len(summary) else 0.0,
-        },
-    )
+    return _result(outcome, figures)
 
 
 @dg.asset_check(
@@ -216,6 +233,8 @@ def records_accounted_for(
 def no_probability_tilt(
     settings: ReleaseSettings, id_table: pd.DataFrame, strong_rules: pd.DataFrame, strong_value_occurrences: pd.DataFrame
 ) -> dg.AssetCheckResult:
+    if settings.model == "rating":
+        return _not_applicable(settings.model, "Rating keeps strong values in its SIDs by design; the disclosure gate measures the effect")
     s_max = s_max_from_frame(strong_value_occurrences)
     summary = verification.strong_values_in_sids(id_table, strong_values(strong_rules, settings.sensitive_attributes), s_max)
     outcome = validate_frame(summary, suites.no_probability_tilt_suite())

@@ -59,6 +59,8 @@ def build_settings_config(
     seed: int | None,
     missing_tokens: list[str] | None,
     confidence_tolerance: float | None,
+    model: str | None = None,
+    allow_disclosure: bool | None = None,
 ) -> dict:
     """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
 
@@ -90,6 +92,8 @@ def build_settings_config(
         ("seed", seed),
         ("missing_value_tokens", missing_tokens),
         ("confidence_tolerance", confidence_tolerance),
+        ("model", model),
+        ("allow_disclosure", allow_disclosure),
     ):
         if value is not None:
             config[key] = value
@@ -113,6 +117,9 @@ def main() -> None:
 @click.option("--min-confidence", type=click.FloatRange(min=0.0, max=1.0, min_open=True), help="In (0, 1]; default 0.8.")
 @click.option("--seed", type=click.IntRange(min=0), help="Seed of the per-group permutation (default 0).")
 @click.option("--missing-tokens", help="Comma-separated values meaning 'missing' (default: '', NULL, ?).")
+@click.option("--model", type=click.Choice(["mixed", "rating"]), help="Publication model (default mixed; rating = plain Rating baseline).")
+@click.option("--allow-disclosure", is_flag=True, default=None,
+              help="Publish even if the strong-rule adversary beats 1/ell (recorded in the manifest).")
 @click.option("--confidence-tolerance", type=click.FloatRange(0.0, 1.0), help="Gate 4 tolerance (default 0.05).")
 @click.option("--home", type=click.Path(file_okay=False), help="Release home (default $MSA_RELEASE_HOME or ./var).")
 @click.option("--verbose", is_flag=True, help="Show Dagster's step-by-step log.")
@@ -135,6 +142,8 @@ def run(**options) -> None:
         seed=options["seed"],
         missing_tokens=(options["missing_tokens"].split(",") if options["missing_tokens"] is not None else None),
         confidence_tolerance=options["confidence_tolerance"],
+        model=options["model"],
+        allow_disclosure=options["allow_disclosure"],
     )
     from pipeline.resources import release_home
 
@@ -153,7 +162,7 @@ def run(**options) -> None:
         result = job.execute_in_process(
             run_config={
                 "resources": {"settings": {"config": config}},
-                "loggers": {"console": {"config": {"log_level": "DEBUG" if options["verbose"] else "ERROR"}}},
+                "loggers": {"console": {"config": {"log_level": "DEBUG" if options["verbose"] else "CRITICAL"}}},
             },
             instance=instance,
             raise_on_error=False,
@@ -168,8 +177,17 @@ def run(**options) -> None:
     click.echo(f"msa-release: NO release published (run {result.run_id}, {elapsed:.1f} s)", err=True)
     for evaluation in gates:
         figures = {k: v.value for k, v in evaluation.metadata.items()}
-        status = "passed" if evaluation.passed else "FAILED"
+        if figures.get("applicable") is False:
+            status = "not applicable"
+        else:
+            status = "passed" if evaluation.passed else "FAILED"
         click.echo(f"  gate {evaluation.check_name}: {status} {json.dumps(figures, default=str)}", err=True)
+        if evaluation.check_name == "disclosure_within_bound" and not evaluation.passed:
+            click.echo(
+                "  the strong-rule adversary beats 1/ell on this release; use the mixed model, or pass "
+                "--allow-disclosure to publish anyway (recorded in the manifest)",
+                err=True,
+            )
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
             error = event.step_failure_data.error
@@ -202,14 +220,19 @@ def render_summary(manifest: dict, path: Path, elapsed: float) -> str:
         f"  strong rules   {rules.get('n_strong_rules', '?')} (recovered exactly: {rules.get('n_rules_exact', '?')}, "
         f"max deviation {rules.get('max_confidence_deviation', '?')})"
     )
-    lines.append(f"  groups         {groups.get('n_groups', '?')} SAC~ groups of {manifest['ell']}")
+    if manifest["model"] == "mixed":
+        lines.append(f"  groups         {groups.get('n_groups', '?')} SAC~ groups of {manifest['ell']}")
     lines.append(
         f"  disclosure     max {disclosure.get('max_disclosure_probability', '?')} over "
         f"{disclosure.get('n_records_with_strong_rules', '?')} rule holders (bound 1/ell = {1 / manifest['ell']:.4f})"
     )
+    if manifest.get("disclosure_override_used"):
+        lines.append("  WARNING        published with --allow-disclosure: the disclosure bound 1/ell does NOT hold")
     lines.append("  gates")
+    labels = {"passed": "PASS", "failed": "FAIL", "failed_overridden": "FAIL (overridden)", "not_applicable": "n/a "}
     for gate in gates:
-        lines.append(f"    {'PASS' if gate['passed'] else 'FAIL'}  {gate['name']}")
+        label = labels.get(gate.get("status", ""), "PASS" if gate["passed"] else "FAIL")
+        lines.append(f"    {label}  {gate['name']}")
     lines.append(f"  time           {elapsed:.1f} s")
     return "\n".join(lines)
 

@@ -20,6 +20,7 @@ import pandas as pd
 
 __all__ = [
     "MANIFEST_COLUMNS",
+    "MODEL_TABLES",
     "contract_schemas",
     "package_versions",
     "publish_release",
@@ -32,6 +33,9 @@ MANIFEST_COLUMNS = {
     "created_at": "VARCHAR",
     "input_sha256": "VARCHAR",
     "model": "VARCHAR",
+    "allow_disclosure": "BOOLEAN",
+    "disclosure_override_used": "BOOLEAN",
+    "input_reading": "VARCHAR",
     "ell": "INTEGER",
     "min_confidence": "DOUBLE",
     "seed": "BIGINT",
@@ -65,16 +69,35 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def contract_schemas(quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str]) -> dict[str, dict[str, str]]:
-    """Column -> DuckDB type of every table of the mixed-model release contract."""
+#: Tables each publication model releases (besides ``release_manifest``).
+MODEL_TABLES = {
+    "mixed": ("sac_released", "attribute_table", "id_table", "attribute_clusters"),
+    "rating": ("attribute_table", "id_table"),
+}
+
+
+def contract_schemas(
+    quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str], *, model: str = "mixed"
+) -> dict[str, dict[str, str]]:
+    """Column -> DuckDB type of every table of the release contract of ``model``.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``model`` (known: ``MODEL_TABLES``).
+    """
+    if model not in MODEL_TABLES:
+        raise ValueError(f"unknown model {model!r}; known: {sorted(MODEL_TABLES)}")
     qi = {c: "VARCHAR" for c in quasi_identifiers}
-    return {
+    every = {
         "sac_released": {"row_id": "BIGINT", "group_id": "BIGINT", **qi, **{a: "VARCHAR" for a in sensitive_attributes}},
         "attribute_table": {"row_id": "BIGINT", **qi, **{a: "INTEGER" for a in sensitive_attributes}},
         "id_table": {"attribute": "VARCHAR", "sid": "INTEGER", "value": "VARCHAR", "count": "INTEGER"},
         "attribute_clusters": {"cluster_id": "INTEGER", "attribute": "VARCHAR"},
-        "release_manifest": dict(MANIFEST_COLUMNS),
     }
+    schemas = {name: every[name] for name in MODEL_TABLES[model]}
+    schemas["release_manifest"] = dict(MANIFEST_COLUMNS)
+    return schemas
 
 
 def _fsync_tree(directory: Path) -> None:
@@ -156,7 +179,7 @@ def publish_release(
             connection.execute("CHECKPOINT")
         finally:
             connection.close()
-        readable = {k: (json.loads(v) if k in ("quasi_identifiers", "sensitive_attributes", "checks", "package_versions") and isinstance(v, str) else v)
+        readable = {k: (json.loads(v) if k in ("quasi_identifiers", "sensitive_attributes", "checks", "package_versions", "input_reading") and isinstance(v, str) else v)
                     for k, v in manifest_row.items()}
         (staging / "manifest.json").write_text(json.dumps(readable, indent=2, sort_keys=True) + "\n")
         _fsync_tree(staging)

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 __all__ = [
     "ADULT_COLUMNS",
+    "MODELS",
     "ReleaseSettings",
     "ReleaseStore",
     "release_home",
@@ -33,6 +34,10 @@ ADULT_COLUMNS = [
     "native-country",
     "income",
 ]
+
+
+#: Publication models: the mixed model of P1 and the plain Rating baseline (SPEC §7).
+MODELS = ("mixed", "rating")
 
 
 def release_home() -> Path:
@@ -83,6 +88,16 @@ class ReleaseSettings(dg.ConfigurableResource):
         description="'drop_records_missing_sensitive': drop records with a missing sensitive value; "
         "a missing quasi-identifier is kept as the value '?'. Both counts are reported.",
     )
+    model: str = Field(
+        default="mixed",
+        description="Publication model: 'mixed' (SAC~ + improved Rating, P1) or 'rating' (plain Rating on the "
+        "whole table, the baseline of P1 §6; refused by the disclosure gate unless allow_disclosure).",
+    )
+    allow_disclosure: bool = Field(
+        default=False,
+        description="Publish even if the strong-rule adversary beats 1/ℓ (the disclosure gate then only warns). "
+        "Recorded in the manifest. Meant for the Rating baseline; never needed by the mixed model.",
+    )
     confidence_tolerance: float = Field(
         default=0.05,
         ge=0.0,
@@ -95,6 +110,13 @@ class ReleaseSettings(dg.ConfigurableResource):
     def _known_format(cls, value: str) -> str:
         if value not in ("auto", "csv", "parquet"):
             raise ValueError(f"input_format must be 'auto', 'csv' or 'parquet', got {value!r}")
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        if value not in MODELS:
+            raise ValueError(f"model must be one of {list(MODELS)}, got {value!r}")
         return value
 
     @field_validator("missing_value_policy")
