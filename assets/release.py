@@ -85,6 +85,16 @@ def input_reading(settings: ReleaseSettings) -> dict:
     }
 
 
+def stage_seconds(context: dg.AssetExecutionContext) -> dict[str, float]:
+    """Wall time (s) of every step of this run finished so far, from the Dagster event log."""
+    started, finished = {}, {}
+    for event_type, into in ((dg.DagsterEventType.STEP_START, started), (dg.DagsterEventType.STEP_SUCCESS, finished)):
+        for record in context.instance.get_records_for_run(context.run.run_id, of_type=event_type).records:
+            entry = record.event_log_entry
+            into[entry.step_key] = entry.timestamp
+    return {step: round(finished[step] - started[step], 3) for step in sorted(finished) if step in started}
+
+
 def gate_outcomes(context: dg.AssetExecutionContext) -> list[dict]:
     """Results of this run's asset checks, read from the Dagster event log (name, passed, figures)."""
     records = context.instance.get_records_for_run(
@@ -170,6 +180,7 @@ def publish_release_asset(
         "n_deleted": len(deleted_records),
         "n_suppressed_cells": n_suppressed,
         "checks": gates,
+        "stage_seconds": stage_seconds(context),
         "package_versions": package_versions(),
     }
     schemas = contract_schemas(qi, sa, model=settings.model)
@@ -195,6 +206,7 @@ def publish_release_asset(
             "n_suppressed_cells": n_suppressed,
             "n_gates_passed": sum(g["passed"] for g in gates),
             "publish_seconds": round(time.monotonic() - started, 3),
+            **{f"seconds_{step}": value for step, value in manifest["stage_seconds"].items()},
             "model": settings.model,
             "disclosure_override_used": int(bool(overridden)),
             "gates": dg.MetadataValue.json(json.loads(json.dumps([{k: g[k] for k in ("name", "status")} for g in gates]))),

@@ -9,22 +9,22 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
 import dagster as dg  # noqa: E402
 
-from assets import ingest, mining, mixed_model, release  # noqa: E402
+from assets import audit, ingest, mining, mixed_model, release  # noqa: E402
 from checks.gates import GATES  # noqa: E402
 from pipeline.resources import ReleaseSettings, ReleaseStore, release_home  # noqa: E402
 from pipeline.warehouse import WarehouseIOManager  # noqa: E402
 
 __all__ = ["RELEASE_JOB_GROUPS", "build_definitions", "defs"]
 
-RELEASE_JOB_GROUPS = ("ingest", "mining", "mixed_model", "release")
+RELEASE_JOB_GROUPS = ("ingest", "mining", "mixed_model", "release", "audit")
 
-ASSETS = dg.load_assets_from_modules([ingest, mining, mixed_model, release])
+ASSETS = dg.load_assets_from_modules([ingest, mining, mixed_model, release, audit])
 
 release_job = dg.define_asset_job(
     name="release",
     selection=dg.AssetSelection.groups(*RELEASE_JOB_GROUPS),
     executor_def=dg.in_process_executor,
-    description="Mixed model end to end: raw table -> strong rules -> SAC/IR -> SAC~ + IDT/AT -> gates -> published release.",
+    description="Raw table -> strong rules -> SAC/IR -> SAC~ + IDT/AT (or plain Rating) -> gates -> published release -> audit.",
 )
 
 

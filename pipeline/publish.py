@@ -48,6 +48,7 @@ MANIFEST_COLUMNS = {
     "n_deleted": "BIGINT",
     "n_suppressed_cells": "BIGINT",
     "checks": "VARCHAR",
+    "stage_seconds": "VARCHAR",
     "package_versions": "VARCHAR",
 }
 
@@ -179,7 +180,7 @@ def publish_release(
             connection.execute("CHECKPOINT")
         finally:
             connection.close()
-        readable = {k: (json.loads(v) if k in ("quasi_identifiers", "sensitive_attributes", "checks", "package_versions", "input_reading") and isinstance(v, str) else v)
+        readable = {k: (json.loads(v) if k in ("quasi_identifiers", "sensitive_attributes", "checks", "package_versions", "input_reading", "stage_seconds") and isinstance(v, str) else v)
                     for k, v in manifest_row.items()}
         (staging / "manifest.json").write_text(json.dumps(readable, indent=2, sort_keys=True) + "\n")
         _fsync_tree(staging)

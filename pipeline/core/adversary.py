@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
+    "adversary_view",
     "disclosure_probabilities",
     "per_record_disclosure",
     "recover_rule_confidences",
@@ -279,3 +280,66 @@ def per_record_disclosure(probabilities: pd.DataFrame) -> pd.DataFrame:
     best = order.drop_duplicates("row_id", keep="first")
     return best[["row_id", "numerator", "denominator", "probability"]].reset_index(drop=True)
 
+
+
+def adversary_view(
+    rules: pd.DataFrame,
+    *,
+    sac_released: pd.DataFrame,
+    attribute_table: pd.DataFrame,
+    id_table: pd.DataFrame,
+    attribute_clusters: pd.DataFrame,
+) -> pd.DataFrame:
+    """The adversary's belief for every released record and every known rule (no ground truth).
+
+    Unlike :func:`disclosure_probabilities` on the true rule holders, this needs only the
+    release and the rules, so it can audit a published release directory: it is what an
+    adversary who knows the rules computes for each released row.
+
+    Parameters
+    ----------
+    rules
+        Known strong rules with ``antecedent_*``, ``consequent_*`` and the integer counts
+        ``support_antecedent`` and ``support_both`` (index = rule number).
+    sac_released, attribute_table, id_table, attribute_clusters
+        A release (``sac_released`` / ``attribute_clusters`` empty for a Rating release).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per released record (``row_id``, int64, ascending) with ``numerator``,
+        ``denominator`` (int64) and ``probability`` (float64) of the most likely rule, and
+        ``rule`` (int64, index into ``rules``; -1 when no rule has a positive probability,
+        then the probability is 0 over 1).
+
+    References
+    ----------
+    P1 §3.3; SPEC §10 (ratio adversary, per-record maximum of §15 row 20).
+    """
+    released = np.concatenate(
+        [
+            sac_released["row_id"].to_numpy(np.int64) if len(sac_released) else np.array([], dtype=np.int64),
+            attribute_table["row_id"].to_numpy(np.int64) if len(attribute_table) else np.array([], dtype=np.int64),
+        ]
+    )
+    released.sort()
+    if len(rules) == 0 or len(released) == 0:
+        return pd.DataFrame(
+            {"row_id": released, "rule": np.full(len(released), -1, dtype=np.int64),
+             "numerator": np.zeros(len(released), dtype=np.int64), "denominator": np.ones(len(released), dtype=np.int64),
+             "probability": np.zeros(len(released))}
+        )
+    pairs = pd.DataFrame(
+        {"row_id": np.repeat(released, len(rules)), "rule": np.tile(rules.index.to_numpy(np.int64), len(released))}
+    )
+    probabilities = disclosure_probabilities(
+        pairs, rules, sac_released=sac_released, attribute_table=attribute_table, id_table=id_table,
+        attribute_clusters=attribute_clusters,
+    )
+    best = per_record_disclosure(probabilities)
+    chosen = probabilities.sort_values(["row_id", "probability"], ascending=[True, False], kind="stable").drop_duplicates("row_id")
+    best = best.merge(chosen[["row_id", "rule"]], on="row_id", how="left")
+    best.loc[best["probability"] <= 0, ["rule", "numerator", "denominator"]] = [-1, 0, 1]
+    return best[["row_id", "rule", "numerator", "denominator", "probability"]].astype(
+        {"row_id": "int64", "rule": "int64", "numerator": "int64", "denominator": "int64", "probability": "float64"}
+    )

@@ -1,0 +1,384 @@
+"""Audit a published release directory from its files alone (no Dagster, no warehouse).
+
+The adversary of SPEC §10 knows the released tables and the strong rules with their exact
+confidences. ``audit_release`` re-mines those rules from a raw table read exactly as the
+release read it (``manifest.json`` → ``input_reading``), runs the adversary on every released
+record, re-checks ℓ-diversity and record counts on the files, recovers every rule's
+confidence from the release, and computes AIL and RCE (SPEC §11). The result is a JSON-safe
+dict holding only counts, probabilities, rule values and release row ids: never a raw record.
+
+Sources: P1 §3.3, Definition 2, Lemmas 12 and 22; SPEC §8-§11.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from pipeline.core.adversary import adversary_view, recover_rule_confidences
+from pipeline.core.metrics import additional_information_loss, domain_sizes, reconstruction_error
+from pipeline.core.rules import mine_strong_rules
+from pipeline.loading import InputError, load_records
+from pipeline.publish import MODEL_TABLES
+
+__all__ = ["AuditError", "AuditResult", "PublishedRelease", "audit_release", "run_audit", "disclosure_histogram", "read_release", "release_metrics"]
+
+#: Right edges of the disclosure histogram bins (left-open except the first): 0, (0, 0.1], …, (0.9, 1].
+HISTOGRAM_EDGES = tuple(round(0.1 * k, 1) for k in range(11))
+
+
+class AuditError(ValueError):
+    """The release directory or the raw table cannot be audited; the message says why."""
+
+
+@dataclass(frozen=True)
+class PublishedRelease:
+    """A release directory read back: the manifest and the contract tables as pandas frames.
+
+    ``sac_released`` and ``attribute_clusters`` are empty frames with the contract columns
+    for a Rating release; SID columns of ``attribute_table`` are nullable ``Int32``.
+    """
+
+    path: Path
+    manifest: dict
+    sac_released: pd.DataFrame
+    attribute_table: pd.DataFrame
+    id_table: pd.DataFrame
+    attribute_clusters: pd.DataFrame
+
+    @property
+    def ell(self) -> int:
+        return int(self.manifest["ell"])
+
+    @property
+    def sensitive_attributes(self) -> list[str]:
+        return list(self.manifest["sensitive_attributes"])
+
+    @property
+    def quasi_identifiers(self) -> list[str]:
+        return list(self.manifest["quasi_identifiers"])
+
+
+def _resolve_release_dir(path: Path) -> Path:
+    """A release directory, or a ``releases`` directory whose ``LATEST`` names one."""
+    if (path / "manifest.json").is_file():
+        return path
+    if (path / "LATEST").is_file():
+        return path / (path / "LATEST").read_text().strip()
+    if (path / "releases" / "LATEST").is_file():
+        return _resolve_release_dir(path / "releases")
+    raise AuditError(
+        f"{path} is not a release directory: it has no manifest.json (nor a LATEST file naming one); "
+        "pass $MSA_RELEASE_HOME/releases/<release_id>"
+    )
+
+
+def read_release(path: str | Path) -> PublishedRelease:
+    """Read a published release directory (its Parquet files and ``manifest.json``).
+
+    Parameters
+    ----------
+    path
+        ``<home>/releases/<release_id>``, or ``<home>/releases`` / ``<home>`` (then LATEST).
+
+    Returns
+    -------
+    PublishedRelease
+
+    Raises
+    ------
+    AuditError
+        No manifest, an unknown model, or a contract table missing.
+    """
+    directory = _resolve_release_dir(Path(path).expanduser().resolve())
+    manifest_path = directory / "manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise AuditError(f"{manifest_path}: cannot read the manifest ({error})") from error
+    model = manifest.get("model")
+    if model not in MODEL_TABLES:
+        raise AuditError(f"{manifest_path}: unknown model {model!r} (known: {sorted(MODEL_TABLES)})")
+    quasi_identifiers = list(manifest["quasi_identifiers"])
+    sensitive_attributes = list(manifest["sensitive_attributes"])
+    empty_columns = {
+        "sac_released": ["row_id", "group_id", *quasi_identifiers, *sensitive_attributes],
+        "attribute_clusters": ["cluster_id", "attribute"],
+    }
+    tables: dict[str, pd.DataFrame] = {}
+    for name in ("sac_released", "attribute_table", "id_table", "attribute_clusters"):
+        file = directory / f"{name}.parquet"
+        if name in MODEL_TABLES[model]:
+            if not file.is_file():
+                raise AuditError(f"{file} is missing: a {model} release must contain {list(MODEL_TABLES[model])}")
+            tables[name] = duckdb.sql(f"SELECT * FROM read_parquet('{str(file).replace(chr(39), chr(39) * 2)}')").df()
+        else:
+            tables[name] = pd.DataFrame({c: pd.Series(dtype=object) for c in empty_columns[name]})
+    tables["attribute_table"] = tables["attribute_table"].astype({a: "Int32" for a in sensitive_attributes})
+    for column in ("row_id", "group_id"):
+        if column in tables["sac_released"]:
+            tables["sac_released"][column] = tables["sac_released"][column].astype("int64")
+    tables["sac_released"] = tables["sac_released"].astype({a: str for a in sensitive_attributes})
+    tables["id_table"] = tables["id_table"].astype({"sid": "int32", "count": "int32", "value": str, "attribute": str})
+    return PublishedRelease(path=directory, manifest=manifest, **tables)
+
+
+def disclosure_histogram(probabilities: np.ndarray) -> dict[str, int]:
+    """Counts per bin: ``"0"`` (exactly 0), then ``"(0.0, 0.1]"`` … ``"(0.9, 1.0]"``."""
+    probabilities = np.asarray(probabilities, dtype=float)
+    counts = {"0": int((probabilities <= 0).sum())}
+    for left, right in zip(HISTOGRAM_EDGES[:-1], HISTOGRAM_EDGES[1:], strict=True):
+        inside = (probabilities > left + 1e-12) & (probabilities <= right + 1e-12) if left else (probabilities > 0) & (probabilities <= right + 1e-12)
+        counts[f"({left}, {right}]"] = int(inside.sum())
+    return counts
+
+
+def release_metrics(
+    release: PublishedRelease, rules: pd.DataFrame, *, domain: Mapping[str, int]
+) -> dict:
+    """Utility metrics of a release (SPEC §11): AIL, RCE, rule confidences, suppression.
+
+    Parameters
+    ----------
+    release
+        The release read back.
+    rules
+        Strong rules of the raw table (``support_antecedent``, ``support_both`` counts).
+    domain
+        Attribute → number of distinct values in the raw table (RCE factor of a suppressed cell).
+
+    Returns
+    -------
+    dict
+        ``additional_information_loss`` (fraction of cells, 0..1), ``reconstruction_error``
+        (sum over input records, 0..n), ``reconstruction_error_per_record``,
+        ``average_raw_confidence``, ``average_released_confidence``, ``rules`` (one dict per
+        rule: attributes, values, raw and released confidence), ``n_suppressed_cells``,
+        ``n_deleted``.
+    """
+    sa = release.sensitive_attributes
+    n_deleted = int(release.manifest.get("n_deleted", 0))
+    recovered = recover_rule_confidences(
+        rules, sac_released=release.sac_released, attribute_table=release.attribute_table,
+        id_table=release.id_table, attribute_clusters=release.attribute_clusters,
+    )
+    raw_confidence = recovered["support_both"] / recovered["support_antecedent"]
+    n_records = len(release.sac_released) + len(release.attribute_table) + n_deleted
+    rce = reconstruction_error(
+        sac_released=release.sac_released, attribute_table=release.attribute_table, id_table=release.id_table,
+        attribute_clusters=release.attribute_clusters, sensitive_attributes=sa, domain_sizes=dict(domain),
+        n_deleted=n_deleted,
+    )
+    return {
+        "additional_information_loss": additional_information_loss(
+            sac_released=release.sac_released, attribute_table=release.attribute_table, id_table=release.id_table,
+            sensitive_attributes=sa, ell=release.ell, n_deleted=n_deleted,
+        ),
+        "reconstruction_error": rce,
+        "reconstruction_error_per_record": rce / n_records if n_records else 0.0,
+        "average_raw_confidence": float(raw_confidence.mean()) if len(rules) else None,
+        "average_released_confidence": float(recovered["released_confidence"].mean()) if len(rules) else None,
+        "rules": [
+            {
+                "antecedent": [row.antecedent_attribute, str(row.antecedent_value)],
+                "consequent": [row.consequent_attribute, str(row.consequent_value)],
+                "raw_confidence": float(row.support_both / row.support_antecedent),
+                "released_confidence": None if np.isnan(row.released_confidence) else float(row.released_confidence),
+            }
+            for row in recovered.itertuples(index=False)
+        ],
+        "n_suppressed_cells": int(release.attribute_table[sa].isna().sum().sum()),
+        "n_deleted": n_deleted,
+    }
+
+
+def _structure(release: PublishedRelease) -> dict:
+    """ℓ-diversity of SIDs and groups, and record counts, checked on the files (SPEC §9.1, §9.3)."""
+    ell, sa = release.ell, release.sensitive_attributes
+    per_sid = release.id_table.groupby(["attribute", "sid"])["value"].nunique()
+    n_sids_below = int((per_sid < ell).sum())
+    sac = release.sac_released
+    if len(sac):
+        groups = sac.groupby("group_id")
+        sizes = groups.size()
+        distinct = groups[sa].nunique().min(axis=1)
+        n_groups_bad = int(((sizes != ell) | (distinct < ell)).sum())
+        n_groups = len(sizes)
+    else:
+        n_groups_bad = n_groups = 0
+    counts_match = (
+        len(sac) == int(release.manifest.get("n_sac_released", len(sac)))
+        and len(release.attribute_table) == int(release.manifest.get("n_attribute_table", len(release.attribute_table)))
+    )
+    return {
+        "n_sids": int(len(per_sid)),
+        "n_sids_below_ell": n_sids_below,
+        "n_groups": n_groups,
+        "n_groups_not_ell_diverse": n_groups_bad,
+        "record_counts_match_manifest": bool(counts_match),
+        "passed": n_sids_below == 0 and n_groups_bad == 0 and counts_match,
+    }
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """``report``: the JSON-safe audit (see :func:`audit_release`). ``per_record``: the
+    adversary's view of every released record (:func:`pipeline.core.adversary.adversary_view`:
+    ``row_id``, ``rule``, ``numerator``, ``denominator``, ``probability``)."""
+
+    report: dict
+    per_record: pd.DataFrame
+
+
+def audit_release(
+    release_dir: str | Path,
+    raw_path: str | Path,
+    *,
+    min_confidence: float | None = None,
+    max_listed_records: int = 1000,
+) -> dict:
+    """Audit a release directory against the strong rules of a raw table (the report only).
+
+    See :func:`run_audit` for parameters, result and errors.
+    """
+    return run_audit(release_dir, raw_path, min_confidence=min_confidence, max_listed_records=max_listed_records).report
+
+
+def run_audit(
+    release_dir: str | Path,
+    raw_path: str | Path,
+    *,
+    min_confidence: float | None = None,
+    max_listed_records: int = 1000,
+) -> AuditResult:
+    """Audit a release directory against the strong rules of a raw table.
+
+    Parameters
+    ----------
+    release_dir
+        A release directory (see :func:`read_release`).
+    raw_path
+        The raw table the adversary mines the rules from; read with the release's
+        ``input_reading`` (format, header, column names, delimiter, missing-value tokens).
+    min_confidence
+        Threshold of the adversary's rules (default: the release's).
+    max_listed_records
+        At most this many release row ids above the bound are listed in the result.
+
+    Returns
+    -------
+    AuditResult
+        ``report`` is JSON-safe: ``verdict`` ("PASS"/"FAIL"), ``reasons``, ``release`` (id, model, ℓ,
+        directory), ``raw`` (path, sha256, whether it is the release's input), ``adversary``
+        (bound, max/mean probability, records above the bound, certain records, histogram,
+        per-rule maxima), ``structure`` (ℓ-diversity and counts on the files) and ``metrics``
+        (:func:`release_metrics`). The verdict is PASS when no released record exceeds
+        1/ℓ (exact rational comparison) and the structure checks hold.
+
+    Raises
+    ------
+    AuditError
+        Unreadable release or raw table (the message names the file and what to do).
+    """
+    release = read_release(release_dir)
+    manifest = release.manifest
+    reading = manifest.get("input_reading")
+    if reading is None:
+        raise AuditError(
+            f"{release.path / 'manifest.json'} has no input_reading (release made before it was recorded); "
+            "re-publish the release to audit it with --raw"
+        )
+    try:
+        loaded = load_records(
+            raw_path,
+            quasi_identifiers=release.quasi_identifiers,
+            sensitive_attributes=release.sensitive_attributes,
+            input_format=reading["input_format"],
+            csv_header=reading["csv_header"],
+            column_names=reading["column_names"],
+            delimiter=reading["delimiter"],
+            strip_whitespace=reading["strip_whitespace"],
+            missing_value_tokens=reading["missing_value_tokens"],
+        )
+    except InputError as error:
+        raise AuditError(f"raw table {raw_path}: {error}") from error
+    threshold = float(manifest["min_confidence"]) if min_confidence is None else float(min_confidence)
+    rules = mine_strong_rules(loaded.records, release.sensitive_attributes, min_confidence=threshold)
+    view = adversary_view(
+        rules, sac_released=release.sac_released, attribute_table=release.attribute_table,
+        id_table=release.id_table, attribute_clusters=release.attribute_clusters,
+    )
+    ell = release.ell
+    above = view[view["numerator"] * ell > view["denominator"]]
+    max_row = view.loc[view["probability"].idxmax()] if len(view) else None
+    max_probability = (
+        str(Fraction(int(max_row["numerator"]), int(max_row["denominator"]))) if max_row is not None else "0"
+    )
+    per_rule = []
+    for index, rule in rules.iterrows():
+        chosen = view[view["rule"] == index]
+        per_rule.append(
+            {
+                "antecedent": [rule["antecedent_attribute"], str(rule["antecedent_value"])],
+                "consequent": [rule["consequent_attribute"], str(rule["consequent_value"])],
+                "confidence": float(rule["support_both"] / rule["support_antecedent"]),
+                "n_records_most_exposed_by_rule": int(len(chosen)),
+                "max_probability": float(chosen["probability"].max()) if len(chosen) else 0.0,
+            }
+        )
+    structure = _structure(release)
+    reasons = []
+    if len(above):
+        reasons.append(f"{len(above)} released record(s) above the bound 1/{ell} (max {max_probability})")
+    if not structure["passed"]:
+        reasons.append("the release files break ℓ-diversity or the manifest's record counts")
+    raw_matches = loaded.input_sha256 == manifest.get("input_sha256")
+    result = {
+        "verdict": "PASS" if not reasons else "FAIL",
+        "reasons": reasons,
+        "release": {
+            "release_id": manifest.get("release_id"),
+            "directory": str(release.path),
+            "model": manifest["model"],
+            "ell": ell,
+            "min_confidence": manifest["min_confidence"],
+            "disclosure_override_used": bool(manifest.get("disclosure_override_used", False)),
+        },
+        "raw": {
+            "path": str(raw_path),
+            "sha256": loaded.input_sha256,
+            "is_release_input": bool(raw_matches),
+            "n_records": len(loaded.records),
+        },
+        "adversary": {
+            "min_confidence": threshold,
+            "n_rules": len(rules),
+            "bound": 1.0 / ell,
+            "n_released_records": len(view),
+            "max_probability": max_probability,
+            "max_probability_float": float(view["probability"].max()) if len(view) else 0.0,
+            "mean_probability_over_exposed": float(view.loc[view["probability"] > 0, "probability"].mean())
+            if (view["probability"] > 0).any() else 0.0,
+            "n_records_exposed": int((view["probability"] > 0).sum()),
+            "n_records_above_bound": int(len(above)),
+            "n_records_certain": int(((view["numerator"] == view["denominator"]) & (view["numerator"] > 0)).sum()),
+            "histogram": disclosure_histogram(view["probability"].to_numpy()),
+            "release_row_ids_above_bound": [int(r) for r in above["row_id"].head(max_listed_records)],
+            "per_rule": per_rule,
+        },
+        "structure": structure,
+        "metrics": release_metrics(release, rules, domain=domain_sizes(loaded.records, release.sensitive_attributes)),
+    }
+    if not raw_matches:
+        result["warnings"] = [
+            "the raw table is not the release's input (SHA-256 differs): the rules and the metrics describe "
+            "this table, not the one the release was made from"
+        ]
+    return AuditResult(report=result, per_record=view)
