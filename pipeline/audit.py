@@ -308,7 +308,8 @@ def run_audit(
             missing_value_tokens=reading["missing_value_tokens"],
         )
     except InputError as error:
-        raise AuditError(f"raw table {raw_path}: {error}") from error
+        message = str(error)
+        raise AuditError(message if str(raw_path) in message else f"raw table {raw_path}: {message}") from error
     threshold = float(manifest["min_confidence"]) if min_confidence is None else float(min_confidence)
     rules = mine_strong_rules(loaded.records, release.sensitive_attributes, min_confidence=threshold)
     view = adversary_view(

@@ -100,36 +100,64 @@ def build_settings_config(
     return config
 
 
+class UnusableInput(click.ClickException):
+    """An input that cannot be used (exit status 2, like a usage error; 1 means a FAIL verdict)."""
+
+    exit_code = 2
+
+
 @click.group()
 def main() -> None:
     """Publish microdata with several sensitive attributes (strong-rule mixed model)."""
 
 
-@main.command()
-@click.option("--input", "input_path", type=click.Path(dir_okay=False), help="CSV or Parquet file (default: UCI Adult).")
-@click.option("--input-format", type=click.Choice(["auto", "csv", "parquet"]), help="Default: by extension.")
-@click.option("--header/--no-header", default=None, help="Whether the CSV has a header row (default with --input: yes).")
-@click.option("--column-names", help="All column names in file order, comma-separated (CSV without header).")
-@click.option("--delimiter", help="CSV field separator (default ',').")
-@click.option("--quasi-identifiers", help="Comma-separated quasi-identifier columns.")
-@click.option("--sensitive-attributes", help="Comma-separated sensitive attribute columns (at least 2).")
-@click.option("--ell", type=click.IntRange(min=2), help="ℓ (integer >= 2; default 3).")
-@click.option("--min-confidence", type=click.FloatRange(min=0.0, max=1.0, min_open=True), help="In (0, 1]; default 0.8.")
-@click.option("--seed", type=click.IntRange(min=0), help="Seed of the per-group permutation (default 0).")
-@click.option("--missing-tokens", help="Comma-separated values meaning 'missing' (default: '', NULL, ?).")
-@click.option("--model", type=click.Choice(["mixed", "rating"]), help="Publication model (default mixed; rating = plain Rating baseline).")
-@click.option("--allow-disclosure", is_flag=True, default=None,
-              help="Publish even if the strong-rule adversary beats 1/ell (recorded in the manifest).")
-@click.option("--confidence-tolerance", type=click.FloatRange(0.0, 1.0), help="Gate 4 tolerance (default 0.05).")
-@click.option("--home", type=click.Path(file_okay=False), help="Release home (default $MSA_RELEASE_HOME or ./var).")
-@click.option("--verbose", is_flag=True, help="Show Dagster's step-by-step log.")
-def run(**options) -> None:
-    """Run the Dagster `release` job in-process and print a summary of the published release."""
-    started = time.monotonic()
-    if options["home"]:
-        os.environ["MSA_RELEASE_HOME"] = str(Path(options["home"]).resolve())
+def input_options(command):
+    """The options that say which table to read and which columns play which role."""
+    for option in reversed(
+        [
+            click.option("--input", "input_path", type=click.Path(dir_okay=False), help="CSV or Parquet file (default: UCI Adult)."),
+            click.option("--input-format", type=click.Choice(["auto", "csv", "parquet"]), help="Default: by extension."),
+            click.option("--header/--no-header", default=None, help="Whether the CSV has a header row (default with --input: yes)."),
+            click.option("--column-names", help="All column names in file order, comma-separated (CSV without header)."),
+            click.option("--delimiter", help="CSV field separator (default ',')."),
+            click.option("--quasi-identifiers", help="Comma-separated quasi-identifier columns."),
+            click.option("--sensitive-attributes", help="Comma-separated sensitive attribute columns (at least 2)."),
+            click.option("--missing-tokens", help="Comma-separated values meaning 'missing' (default: '', NULL, ?)."),
+            click.option("--home", type=click.Path(file_okay=False), help="Release home (default $MSA_RELEASE_HOME or ./var)."),
+            click.option("--verbose", is_flag=True, help="Show Dagster's step-by-step log."),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+def execute_job(job_name: str, run_config: dict, *, home_option: str | None, verbose: bool):
+    """Run a job of the code location in-process on the persistent Dagster instance.
+
+    Returns ``(result, home)``; ``home`` is the release home ($MSA_RELEASE_HOME).
+    """
+    from pipeline.resources import release_home
+
+    if home_option:
+        os.environ["MSA_RELEASE_HOME"] = str(Path(home_option).resolve())
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    config = build_settings_config(
+    home = release_home()
+    prepare_dagster_home(home, explicit_home=bool(home_option))
+
+    import dagster as dg
+
+    from pipeline.definitions import build_definitions
+
+    job = build_definitions(home).resolve_job_def(job_name)
+    config = dict(run_config)
+    config["loggers"] = {"console": {"config": {"log_level": "DEBUG" if verbose else "CRITICAL"}}}
+    with dg.DagsterInstance.get() as instance:
+        result = job.execute_in_process(run_config=config, instance=instance, raise_on_error=False)
+    return result, home
+
+
+def _settings_from_options(options: dict) -> dict:
+    return build_settings_config(
         input_path=options["input_path"],
         input_format=options["input_format"],
         header=options["header"],
@@ -137,36 +165,46 @@ def run(**options) -> None:
         delimiter=options["delimiter"],
         quasi_identifiers=_split(options["quasi_identifiers"]),
         sensitive_attributes=_split(options["sensitive_attributes"]),
-        ell=options["ell"],
-        min_confidence=options["min_confidence"],
-        seed=options["seed"],
+        ell=options.get("ell"),
+        min_confidence=options.get("min_confidence"),
+        seed=options.get("seed"),
         missing_tokens=(options["missing_tokens"].split(",") if options["missing_tokens"] is not None else None),
-        confidence_tolerance=options["confidence_tolerance"],
-        model=options["model"],
-        allow_disclosure=options["allow_disclosure"],
+        confidence_tolerance=options.get("confidence_tolerance"),
+        model=options.get("model"),
+        allow_disclosure=options.get("allow_disclosure"),
     )
+
+
+def _report_step_failures(result) -> None:
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
+            error = event.step_failure_data.error
+            cause = error.cause or error
+            click.echo(f"  step {event.step_key} failed: {cause.message.strip()}", err=True)
+
+
+@main.command()
+@input_options
+@click.option("--ell", type=click.IntRange(min=2), help="ℓ (integer >= 2; default 3).")
+@click.option("--min-confidence", type=click.FloatRange(min=0.0, max=1.0, min_open=True), help="In (0, 1]; default 0.8.")
+@click.option("--seed", type=click.IntRange(min=0), help="Seed of the per-group permutation (default 0).")
+@click.option("--model", type=click.Choice(["mixed", "rating"]), help="Publication model (default mixed; rating = plain Rating baseline).")
+@click.option("--allow-disclosure", is_flag=True, default=None,
+              help="Publish even if the strong-rule adversary beats 1/ell (recorded in the manifest).")
+@click.option("--confidence-tolerance", type=click.FloatRange(0.0, 1.0), help="Gate 4 tolerance (default 0.05).")
+def run(**options) -> None:
+    """Run the Dagster `release` job in-process and print a summary of the published release."""
+    started = time.monotonic()
+    config = _settings_from_options(options)
+    from pipeline.publish import read_latest
     from pipeline.resources import release_home
 
-    home = release_home()
-    prepare_dagster_home(home, explicit_home=bool(options["home"]))
-
-    import dagster as dg
-
-    from pipeline.definitions import build_definitions
-    from pipeline.publish import read_latest
-
-    previous = read_latest(home / "releases")
-    definitions = build_definitions(home)
-    job = definitions.resolve_job_def("release")
-    with dg.DagsterInstance.get() as instance:
-        result = job.execute_in_process(
-            run_config={
-                "resources": {"settings": {"config": config}},
-                "loggers": {"console": {"config": {"log_level": "DEBUG" if options["verbose"] else "CRITICAL"}}},
-            },
-            instance=instance,
-            raise_on_error=False,
-        )
+    if options["home"]:
+        os.environ["MSA_RELEASE_HOME"] = str(Path(options["home"]).resolve())
+    previous = read_latest(release_home() / "releases")
+    result, home = execute_job(
+        "release", {"resources": {"settings": {"config": config}}}, home_option=options["home"], verbose=options["verbose"]
+    )
     elapsed = time.monotonic() - started
     gates = result.get_asset_check_evaluations()
     latest = read_latest(home / "releases")
@@ -188,14 +226,64 @@ def run(**options) -> None:
                 "--allow-disclosure to publish anyway (recorded in the manifest)",
                 err=True,
             )
-    for event in result.all_events:
-        if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
-            error = event.step_failure_data.error
-            cause = error.cause or error
-            click.echo(f"  step {event.step_key} failed: {cause.message.strip()}", err=True)
+    _report_step_failures(result)
     if previous is not None:
         click.echo(f"  the previous release is untouched: {previous}", err=True)
     sys.exit(1)
+
+
+#: A few points per figure: checks the whole path in minutes (CI, first look at a new table).
+QUICK_PLAN = {
+    "ell_values": [2, 3],
+    "min_confidence_values": [0.8, 0.9],
+    "record_counts": [1000, 0],
+    "histogram_ells": [3, 2],
+    "timing_repeats": 1,
+}
+
+
+@main.command()
+@input_options
+@click.option("--output", type=click.Path(file_okay=False), help="Output directory (default: reports/experiments).")
+@click.option("--repeats", type=click.IntRange(1, 100), help="Timed runs per point of Figures 1-2 (default 5).")
+@click.option("--quick", is_flag=True, help="A few points per figure (minutes instead of the full sweep).")
+def experiments(**options) -> None:
+    """Run the Dagster `evaluation` job: P1 §6 Figures 1-11, results.json and REPORT.md.
+
+    Sensitive attributes are taken in the given order; Figures 2, 5 and 9 use the first m.
+    """
+    started = time.monotonic()
+    config = _settings_from_options(options)
+    experiment_config: dict = dict(QUICK_PLAN) if options["quick"] else {}
+    if options["output"]:
+        experiment_config["output_dir"] = str(Path(options["output"]).resolve())
+    if options["repeats"]:
+        experiment_config["timing_repeats"] = options["repeats"]
+    from pipeline.resources import ReleaseSettings
+
+    m_all = len(config.get("sensitive_attributes") or ReleaseSettings().sensitive_attributes)
+    experiment_config["attribute_set_sizes"] = sorted({2, m_all}) if options["quick"] else list(range(2, m_all + 1))
+    if options["input_path"]:
+        experiment_config["dataset_description"] = Path(options["input_path"]).name
+    result, _ = execute_job(
+        "evaluation",
+        {"resources": {"settings": {"config": config}, "experiments": {"config": experiment_config}}},
+        home_option=options["home"],
+        verbose=options["verbose"],
+    )
+    elapsed = time.monotonic() - started
+    if not result.success:
+        click.echo(f"msa-release: the evaluation run failed ({elapsed:.0f} s)", err=True)
+        _report_step_failures(result)
+        sys.exit(1)
+    report = None
+    for event in result.get_asset_materialization_events():
+        materialization = event.event_specific_data.materialization
+        if materialization.asset_key.path[-1] == "experiment_report":
+            report = materialization.metadata["report"].value
+    click.echo(f"Experiments done in {elapsed:.0f} s: {report}")
+    if report:
+        click.echo(f"  figures and results.json beside it in {Path(report).parent}")
 
 
 @main.command()
@@ -218,7 +306,7 @@ def audit(release_dir: str, raw_path: str, min_confidence: float | None, output:
     try:
         report = audit_release(release_dir, raw_path, min_confidence=min_confidence)
     except AuditError as error:
-        raise click.ClickException(str(error)) from error
+        raise UnusableInput(str(error)) from error
     target = Path(output or f"audit-{report['release']['release_id']}.json")
     target.write_text(json.dumps(report, indent=2) + "\n")
     click.echo(render_audit(report, target))

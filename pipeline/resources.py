@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 __all__ = [
     "ADULT_COLUMNS",
+    "ExperimentSettings",
     "MODELS",
     "ReleaseSettings",
     "ReleaseStore",
@@ -146,3 +147,49 @@ class ReleaseStore(dg.ConfigurableResource):
     @property
     def releases_dir(self) -> Path:
         return Path(self.home) / "releases"
+
+
+class ExperimentSettings(dg.ConfigurableResource):
+    """Points of the P1 §6 experiments (``evaluation`` assets); defaults: SPEC §12 on all of Adult.
+
+    The data, quasi-identifiers, sensitive attributes (in schema order; m = the first m) come
+    from :class:`ReleaseSettings`, so users run the same comparison on their own table.
+    """
+
+    output_dir: str = Field(default="reports/experiments", description="Where figures, results.json and REPORT.md go (relative: project root).")
+    ell_values: list[int] = Field(default=[2, 3, 4, 5, 6], description="ℓ sweep (Figures 3, 6, 7).")
+    min_confidence_values: list[float] = Field(
+        default=[0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95], description="min_confidence sweep (Figures 4, 8)."
+    )
+    record_counts: list[int] = Field(
+        default=[2000, 5000, 10000, 15000, 20000, 25000, 0], description="Random-subset sizes of Figure 1 (0 = all)."
+    )
+    attribute_set_sizes: list[int] = Field(default=[2, 3, 4], description="m values (Figures 2, 5, 9).")
+    default_ell: int = Field(default=3, ge=2, description="ℓ while another parameter varies.")
+    default_min_confidence: float = Field(default=0.8, gt=0.0, le=1.0, description="min_confidence while another parameter varies.")
+    histogram_ells: list[int] = Field(default=[3, 2], description="ℓ of Figures 10 and 11.")
+    timing_repeats: int = Field(default=5, ge=1, le=100, description="Timed runs per point of Figures 1-2 (median reported).")
+    seed: int = Field(default=0, ge=0, description="Seed of the random subsets and of the SAC~ permutation.")
+    dataset_description: str = Field(default="UCI Adult (adult.data, CC BY 4.0)", description="Named in REPORT.md.")
+
+    def plan(self):
+        """The :class:`pipeline.evaluation.ExperimentPlan` of these settings (validated)."""
+        from pipeline.evaluation import ExperimentPlan
+
+        return ExperimentPlan(
+            ell_values=tuple(self.ell_values),
+            min_confidence_values=tuple(self.min_confidence_values),
+            record_counts=tuple(self.record_counts),
+            attribute_set_sizes=tuple(self.attribute_set_sizes),
+            default_ell=self.default_ell,
+            default_min_confidence=self.default_min_confidence,
+            histogram_ells=tuple(self.histogram_ells),
+            timing_repeats=self.timing_repeats,
+            seed=self.seed,
+        )
+
+    def output_path(self) -> Path:
+        path = Path(self.output_dir)
+        if not path.is_absolute():
+            path = Path(__file__).resolve().parents[1] / path
+        return path

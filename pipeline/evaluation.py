@@ -1,0 +1,357 @@
+"""The experiments of P1 §6 (SPEC §12) as plain functions: model comparison sweeps and
+SID-creation timings. No Dagster here: the ``evaluation`` assets and ``msa-release
+experiments`` call these, ``pipeline.figures`` plots them and ``pipeline.report`` writes
+REPORT.md.
+
+Every number is computed from released tables only (plus, for the disclosure of the records
+that truly contain a rule, the private row map), with the same functions the release gates
+and ``msa-release audit`` use.
+
+Sources: P1 §6 (Figures 1-11); SPEC §7, §10, §11, §12.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+
+from pipeline.core.adversary import disclosure_probabilities, per_record_disclosure, recover_rule_confidences, rule_holders
+from pipeline.core.metrics import additional_information_loss, domain_sizes, reconstruction_error
+from pipeline.core.mixed_model import assemble_release_tables, run_mixed_model
+from pipeline.core.rating import create_sids, rating_tables
+from pipeline.core.rules import mine_strong_rules
+
+__all__ = [
+    "ExperimentPlan",
+    "evaluate_release",
+    "run_model_sweeps",
+    "run_sid_creation_timings",
+]
+
+MODELS = ("mixed", "rating")
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ExperimentPlan:
+    """Which points every figure has (defaults: SPEC §12 on the whole of Adult).
+
+    Attributes
+    ----------
+    ell_values
+        ℓ sweep of Figures 3, 6, 7 (each >= 2).
+    min_confidence_values
+        min_confidence sweep of Figures 4 and 8, each in (0, 1].
+    record_counts
+        Random-subset sizes of Figure 1 (0 = all records).
+    attribute_set_sizes
+        m values of Figures 2, 5, 9: the first m sensitive attributes in schema order.
+    default_ell, default_min_confidence
+        The fixed parameters while another one varies.
+    histogram_ells
+        ℓ of Figures 10 and 11.
+    timing_repeats
+        Timed runs per point; figures show the median (and min-max).
+    seed
+        Seed of the random subsets and of the SAC~ permutation.
+    """
+
+    ell_values: tuple[int, ...] = (2, 3, 4, 5, 6)
+    min_confidence_values: tuple[float, ...] = (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
+    record_counts: tuple[int, ...] = (2000, 5000, 10000, 15000, 20000, 25000, 0)
+    attribute_set_sizes: tuple[int, ...] = (2, 3, 4)
+    default_ell: int = 3
+    default_min_confidence: float = 0.8
+    histogram_ells: tuple[int, ...] = (3, 2)
+    timing_repeats: int = 5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if any(ell < 2 for ell in (*self.ell_values, *self.histogram_ells, self.default_ell)):
+            raise ValueError("every ℓ of the plan must be >= 2")
+        if any(not 0 < c <= 1 for c in (*self.min_confidence_values, self.default_min_confidence)):
+            raise ValueError("every min_confidence of the plan must be in (0, 1]")
+        if any(m < 2 for m in self.attribute_set_sizes):
+            raise ValueError("attribute_set_sizes must be >= 2 (the models need two sensitive attributes)")
+        if self.timing_repeats < 1:
+            raise ValueError("timing_repeats must be >= 1")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class _Cache:
+    rules: dict = field(default_factory=dict)
+    points: dict = field(default_factory=dict)
+
+
+def _fraction_counts(per_record: pd.DataFrame) -> dict[str, int]:
+    """Exact disclosure values -> number of records, e.g. ``{"1/3": 1451}``."""
+    counts: dict[str, int] = {}
+    for numerator, denominator in zip(per_record["numerator"], per_record["denominator"], strict=True):
+        key = str(Fraction(int(numerator), int(denominator)))
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: Fraction(item[0])))
+
+
+def evaluate_release(
+    records: pd.DataFrame,
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+    *,
+    model: str,
+    ell: int,
+    min_confidence: float,
+    seed: int = 0,
+    rules: pd.DataFrame | None = None,
+) -> dict:
+    """Build one release in memory and measure it: privacy, utility, confidences, time.
+
+    Parameters
+    ----------
+    records
+        ``row_id`` + quasi-identifiers + sensitive attributes (text), no missing sensitive value.
+    quasi_identifiers, sensitive_attributes
+        Columns; at least 2 sensitive attributes.
+    model
+        ``"mixed"`` (P1) or ``"rating"`` (plain Rating on the whole table, SPEC §7).
+    ell, min_confidence, seed
+        Model parameters.
+    rules
+        Strong rules of ``records`` at ``min_confidence`` (mined when None).
+
+    Returns
+    -------
+    dict
+        JSON-safe: parameters, ``n_records``, ``n_strong_rules``, ``n_sac_released``,
+        ``n_attribute_table``, ``n_deleted``, ``n_suppressed_cells``,
+        ``additional_information_loss`` (0..1), ``reconstruction_error`` (sum over records)
+        and ``reconstruction_error_per_record``, ``average_raw_confidence``,
+        ``average_released_confidence`` (None without rules), ``n_rule_holders``,
+        ``max_disclosure``, ``mean_disclosure``, ``n_holders_above_bound``,
+        ``n_holders_certain``, ``disclosure_counts`` (exact probability -> records, over the
+        published records that truly contain a rule) and ``seconds`` (model wall time).
+
+    Raises
+    ------
+    ValueError
+        Unknown model or invalid parameters (see the core functions).
+
+    References
+    ----------
+    P1 §6; SPEC §10, §11.
+    """
+    if model not in MODELS:
+        raise ValueError(f"unknown model {model!r}; known: {list(MODELS)}")
+    qi, sa = list(quasi_identifiers), list(sensitive_attributes)
+    if rules is None:
+        rules = mine_strong_rules(records, sa, min_confidence=min_confidence)
+    started = time.perf_counter()
+    if model == "mixed":
+        result = run_mixed_model(records, sa, ell=ell, min_confidence=min_confidence, seed=seed, rules=rules)
+        tables = assemble_release_tables(
+            records, qi, sa, sac_permuted=result.sac_permuted, attribute_sids=result.attribute_sids,
+            id_table=result.id_table, clusters=result.clusters,
+        )
+        n_deleted = len(result.grouping.deleted)
+    else:
+        id_table, attribute_sids = rating_tables(records, sa, ell=ell)
+        empty = pd.DataFrame({c: pd.Series(dtype=object) for c in ["group_id", "row_id", *qi, *sa]})
+        tables = assemble_release_tables(
+            records, qi, sa, sac_permuted=empty, attribute_sids=attribute_sids, id_table=id_table, clusters=[]
+        )
+        n_deleted = 0
+    seconds = time.perf_counter() - started
+    release = {
+        "sac_released": tables.sac_released,
+        "attribute_table": tables.attribute_table,
+        "id_table": tables.id_table,
+        "attribute_clusters": tables.attribute_clusters,
+    }
+    recovered = recover_rule_confidences(rules, **release)
+    holders = rule_holders(records, rules, row_map=tables.row_map)
+    per_record = per_record_disclosure(disclosure_probabilities(holders, rules, **release))
+    rce = reconstruction_error(
+        **release, sensitive_attributes=sa, domain_sizes=domain_sizes(records, sa), n_deleted=n_deleted
+    )
+    above = per_record["numerator"] * ell > per_record["denominator"]
+    certain = per_record["numerator"] == per_record["denominator"]
+    return {
+        "model": model,
+        "ell": ell,
+        "min_confidence": min_confidence,
+        "m": len(sa),
+        "sensitive_attributes": sa,
+        "n_records": len(records),
+        "n_strong_rules": len(rules),
+        "n_sac_released": len(tables.sac_released),
+        "n_attribute_table": len(tables.attribute_table),
+        "n_deleted": n_deleted,
+        "n_suppressed_cells": int(tables.attribute_table[sa].isna().sum().sum()),
+        "additional_information_loss": additional_information_loss(
+            sac_released=tables.sac_released, attribute_table=tables.attribute_table, id_table=tables.id_table,
+            sensitive_attributes=sa, ell=ell, n_deleted=n_deleted,
+        ),
+        "reconstruction_error": rce,
+        "reconstruction_error_per_record": rce / len(records) if len(records) else 0.0,
+        "average_raw_confidence": float((rules["support_both"] / rules["support_antecedent"]).mean()) if len(rules) else None,
+        "average_released_confidence": float(recovered["released_confidence"].mean()) if len(rules) else None,
+        "n_rules_recovered_exactly": int(
+            sum(
+                abs(row.released_support_both * row.support_antecedent - row.support_both * row.released_support_antecedent) < 1e-9
+                for row in recovered.itertuples(index=False)
+            )
+        ),
+        "n_rule_holders": len(per_record),
+        "max_disclosure": float(per_record["probability"].max()) if len(per_record) else 0.0,
+        "mean_disclosure": float(per_record["probability"].mean()) if len(per_record) else 0.0,
+        "n_holders_above_bound": int(above.sum()),
+        "n_holders_certain": int(certain.sum()),
+        "disclosure_counts": _fraction_counts(per_record),
+        "seconds": seconds,
+    }
+
+
+def run_model_sweeps(
+    records: pd.DataFrame,
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+    plan: ExperimentPlan,
+    *,
+    progress: Progress | None = None,
+) -> list[dict]:
+    """Every model-comparison point of Figures 3-11, each configuration evaluated once.
+
+    Sweeps (both models each): ``"ell"`` over ``plan.ell_values`` for the first 2 and for all
+    sensitive attributes; ``"min_confidence"`` over ``plan.min_confidence_values`` with all
+    attributes; ``"attributes"`` over ``plan.attribute_set_sizes``; ``"histogram"`` for
+    ``plan.histogram_ells`` with all attributes. Fixed parameters: ``plan.default_*``.
+
+    Returns
+    -------
+    list[dict]
+        One :func:`evaluate_release` dict per (sweep, point, model) plus ``sweep``;
+        configurations shared by several sweeps are computed once.
+
+    Raises
+    ------
+    ValueError
+        A plan asking for more sensitive attributes than configured.
+    """
+    sa = list(sensitive_attributes)
+    if max(plan.attribute_set_sizes, default=2) > len(sa):
+        raise ValueError(f"the plan asks for m up to {max(plan.attribute_set_sizes)}, only {len(sa)} sensitive attributes")
+    m_all = len(sa)
+    wanted: list[tuple[str, int, float, int]] = []
+    for ell in plan.ell_values:
+        for m in sorted({2, m_all}):
+            wanted.append(("ell", ell, plan.default_min_confidence, m))
+    for confidence in plan.min_confidence_values:
+        wanted.append(("min_confidence", plan.default_ell, confidence, m_all))
+    for m in plan.attribute_set_sizes:
+        wanted.append(("attributes", plan.default_ell, plan.default_min_confidence, m))
+    for ell in plan.histogram_ells:
+        wanted.append(("histogram", ell, plan.default_min_confidence, m_all))
+    cache = _Cache()
+    points = []
+    for sweep, ell, confidence, m in wanted:
+        attributes = sa[:m]
+        rules_key = (confidence, m)
+        if rules_key not in cache.rules:
+            cache.rules[rules_key] = mine_strong_rules(records, attributes, min_confidence=confidence)
+        for model in MODELS:
+            key = (model, ell, confidence, m)
+            if key not in cache.points:
+                if progress:
+                    progress(f"{model} ell={ell} min_confidence={confidence} m={m}")
+                cache.points[key] = evaluate_release(
+                    records, quasi_identifiers, attributes, model=model, ell=ell, min_confidence=confidence,
+                    seed=plan.seed, rules=cache.rules[rules_key],
+                )
+            points.append({"sweep": sweep, **cache.points[key]})
+    return points
+
+
+def _time_sid_creation(record_ids: list[int], columns: list[list[str]], ell: int, method: str) -> float:
+    started = time.perf_counter()
+    for values in columns:
+        create_sids(record_ids, values, ell=ell, method=method)
+    return time.perf_counter() - started
+
+
+def run_sid_creation_timings(
+    records: pd.DataFrame,
+    sensitive_attributes: Sequence[str],
+    plan: ExperimentPlan,
+    *,
+    progress: Progress | None = None,
+) -> list[dict]:
+    """Wall time of SID creation, improved (Algorithms 13 + 19) vs the old stable bubble sort.
+
+    Figure 1: all sensitive attributes, random subsets of ``plan.record_counts`` records
+    (kept in table order). Figure 2: all records, the first m attributes for each m of
+    ``plan.attribute_set_sizes``. Each point is timed ``plan.timing_repeats`` times per
+    method, the methods interleaved; the identical output of both methods (SIDs, record→SID
+    map, suppressions) is checked once per point, as the comparison requires (SPEC §11).
+
+    Returns
+    -------
+    list[dict]
+        ``figure`` (1 or 2), ``n_records``, ``m``, ``ell``, ``method``, ``seconds`` (list of
+        every run, s), ``median_seconds``, ``min_seconds``, ``max_seconds``,
+        ``identical_output`` (bool).
+    """
+    sa = list(sensitive_attributes)
+    rng = np.random.default_rng(plan.seed)
+    configurations = []
+    for count in plan.record_counts:
+        n = len(records) if count == 0 or count >= len(records) else count
+        configurations.append((1, n, len(sa)))
+    for m in plan.attribute_set_sizes:
+        configurations.append((2, len(records), m))
+    points = []
+    for figure, n, m in configurations:
+        if n == len(records):
+            subset = records
+        else:
+            chosen = np.sort(rng.choice(len(records), size=n, replace=False))
+            subset = records.iloc[chosen]
+        record_ids = subset["row_id"].astype("int64").tolist()
+        columns = [subset[a].astype(str).tolist() for a in sa[:m]]
+        identical = all(
+            (lambda a, b: a.record_to_sid == b.record_to_sid and a.suppressed == b.suppressed
+             and [sorted(v) for v in a.sid_values] == [sorted(v) for v in b.sid_values])(
+                create_sids(record_ids, values, ell=plan.default_ell, method="improved"),
+                create_sids(record_ids, values, ell=plan.default_ell, method="plain"),
+            )
+            for values in columns
+        )
+        if progress:
+            progress(f"SID creation timing: figure {figure}, n={n}, m={m}")
+        runs: dict[str, list[float]] = {"improved": [], "plain": []}
+        for _ in range(plan.timing_repeats):
+            for method in ("improved", "plain"):
+                runs[method].append(_time_sid_creation(record_ids, columns, plan.default_ell, method))
+        for method, seconds in runs.items():
+            points.append(
+                {
+                    "figure": figure,
+                    "n_records": n,
+                    "m": m,
+                    "ell": plan.default_ell,
+                    "method": method,
+                    "seconds": seconds,
+                    "median_seconds": statistics.median(seconds),
+                    "min_seconds": min(seconds),
+                    "max_seconds": max(seconds),
+                    "identical_output": bool(identical),
+                }
+            )
+    return points
