@@ -9,7 +9,7 @@ export MSA_RELEASE_HOME ?= $(CURDIR)/var
 export GX_ANALYTICS_ENABLED := false
 export DAGSTER_HOME ?= $(MSA_RELEASE_HOME)/dagster
 
-.PHONY: release test ui env clean
+.PHONY: release test experiments ui env clean
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -27,6 +27,9 @@ $(DAGSTER_HOME)/dagster.yaml:
 
 release: env $(DAGSTER_HOME)/dagster.yaml
 	$(VENV)/bin/msa-release run
+
+experiments: env $(DAGSTER_HOME)/dagster.yaml
+	$(VENV)/bin/msa-release experiments
 
 test: env
 	$(VENV)/bin/python -m pytest -q

@@ -83,7 +83,8 @@ def _timing_verdicts(timings):
         first, last = speedups[0], speedups[-1]
         n_last = fig1["improved"][-1]["n_records"]
         identical = all(t["identical_output"] for t in timings)
-        if last >= 2 and last >= first:
+        gaps = [p["median_seconds"] - i["median_seconds"] for i, p in zip(fig1["improved"], fig1["plain"], strict=True)]
+        if last >= 2 and gaps[-1] > gaps[0]:
             verdict = "agrees"
         elif last > 1:
             verdict = "partly agrees"
@@ -93,6 +94,7 @@ def _timing_verdicts(timings):
             f"Median speed-up of the improved method (old / improved) is {first:.2f}× at "
             f"{fig1['improved'][0]['n_records']} records and {last:.2f}× at {n_last} records "
             f"(old: {fig1['plain'][-1]['median_seconds']:.3f} s, improved: {fig1['improved'][-1]['median_seconds']:.3f} s). "
+            f"The absolute gap grows from {gaps[0]:.3f} s to {gaps[-1]:.3f} s. "
             f"Both methods produced identical SIDs, record→SID maps and suppressions at every point: {identical}."
         ))
     fig2 = {m: sorted((t for t in timings if t["figure"] == 2 and t["method"] == m), key=lambda t: t["m"]) for m in ("improved", "plain")}
@@ -167,9 +169,16 @@ def _model_verdicts(points, histogram_ells):
         deviations = [p for p in mixed_points if p["average_raw_confidence"] is not None
                       and abs(p["average_released_confidence"] - p["average_raw_confidence"]) >= 1e-9]
         explained = all(p["n_deleted"] > 0 for p in deviations)
-        verdict = "agrees" if counted and explained and far == counted else ("partly agrees" if counted else "no rules to compare")
+        largest = max((abs(p["average_released_confidence"] - p["average_raw_confidence"]) for p in deviations), default=0.0)
+        if not counted:
+            verdict = "no rules to compare"
+        elif explained and far == counted and largest <= 0.05:
+            verdict = "agrees"
+        else:
+            verdict = "partly agrees"
         return verdict, "; ".join(lines) + (
-            f". Mixed equals raw at {equal} of {counted} points (every deviation has deleted seeds: {explained}); "
+            f". Mixed equals raw at {equal} of {counted} points (largest deviation {largest:.4f}; every deviation has "
+            f"deleted seeds: {explained}); "
             f"Rating below half the raw confidence at {far} of {counted} points."
         )
 
@@ -201,34 +210,41 @@ def _model_verdicts(points, histogram_ells):
 
 
 WHY = {
-    1: "Our old method is a faithful stable bubble sort that stops when a pass makes no swap; after each SID only the ℓ "
-       "chosen buckets move down by one, so the sequence is nearly sorted and each re-sort costs about one pass over the "
-       "buckets. The improved method saves that pass, so the gap is proportional to the number of distinct values, not "
-       "to n² — P1 does not state how its old implementation sorted, and a naïve full sort would widen the gap.",
-    2: "The bubble sort's cost per SID grows with the number of buckets; age has 73 distinct values against 16, 14 and 6.",
-    3: "Our AIL is dominated by suppressed cells (AIL = 1 each, SPEC §11 [choice]). On Adult, relationship = Husband "
-       "holds about 41 % of the records, more than 1/ℓ for ℓ ≥ 3, so no SID partition of all records can keep every "
-       "value at most 1/ℓ: Rating has to suppress cells (the residual rule, SPEC §15 row 15), and the mixed model, whose "
-       "IR_left is more skewed once the rule holders leave, suppresses more. P1 reports < 0.03 %, which is only possible "
-       "without such suppression (P1 does not say how residuals that fit nowhere were handled; the AIL formula of its "
-       "reference [12] is lost, SPEC §11).",
-    4: "Lower thresholds give more strong rules and strong values, so more records move to SAC and borrowing, and the "
-       "remaining IR_left is smaller and more skewed.",
+    1: "Both implementations are ours, in Python, with identical output. The old one re-sorts the bucket sequence with "
+       "a stable bubble sort after every SID; since only the ℓ chosen buckets shrink by one, the sequence is nearly "
+       "sorted and a pass with early exit costs about one sweep over the buckets. The improved one moves one block "
+       "(Algorithm 13). The saving per SID is proportional to the number of buckets, so the absolute gap grows with n "
+       "(more SIDs) while the ratio stays roughly constant. P1 does not say how its old re-sort was written; a full "
+       "re-sort would widen the gap.",
+    2: "The bubble sort's cost per SID grows with the number of buckets; age has 73 distinct values against 16, 14 and "
+       "6, so adding it (m = 3) dominates the old method's time.",
+    3: "Our AIL is dominated by suppressed cells (AIL = 1 each, SPEC §11 [choice]). A SID holds each value at most "
+       "once, so at most n/ℓ records of a value can be placed (Anatomy's eligibility condition): on Adult, "
+       "relationship = Husband (≈ 41 %) exceeds 1/ℓ from ℓ = 3 and education = HS-grad (≈ 32 %) from ℓ = 4, and the "
+       "excess must be suppressed by both models (SPEC §15 row 15). The mixed model's IR_left is more skewed once the "
+       "rule holders leave, and at large ℓ deleted seeds add whole records of loss, so its AIL is higher. P1's "
+       "< 0.03 % is impossible on Adult under this definition; P1 does not say how it handled values above 1/ℓ, and the "
+       "AIL of its reference [12] is lost (SPEC §11).",
+    4: "Lower thresholds give more strong rules and strong values, so more records move to SAC (and are borrowed into "
+       "groups, or deleted when a group cannot be completed), leaving a smaller, more skewed IR_left.",
     5: "With more attributes there are more strong rules, more SAC records and a more skewed IR_left for the mixed "
-       "model; Rating's loss per attribute does not depend on the other attributes, but the mean over m cells does "
-       "change with m when one attribute (relationship) is suppressed heavily — so 'flat' holds only per attribute.",
-    6: "Lemma 22: with fix-point clustering (SPEC §4) both sides of every rule are in one cluster, the SAC~ "
-       "permutation keeps cluster tuples, and no rule holder is left in the attribute table, so the recovered "
-       "confidence is exact unless seeds are deleted (or, with single-pass clustering, attributes end up in different "
-       "clusters). Rating's expected supports (SPEC §11 [choice]) spread each rule over SIDs of ≥ ℓ values.",
-    7: "Same mechanism as Figure 6.",
-    8: "Same mechanism; lower thresholds add rules of lower raw confidence, which lowers the raw average itself.",
-    9: "Same mechanism; the rule set changes with m (rules need both attributes in the set).",
+       "model. Rating's loss of one attribute does not depend on the others, but the mean over m attributes jumps when "
+       "an attribute with a dominant value (relationship) joins the set, so Rating is flat per attribute, not overall.",
+    6: "Lemma 22: with fix-point clustering (SPEC §4) both sides of every rule share a cluster, the SAC~ permutation "
+       "keeps cluster tuples, and no rule holder is left in the attribute table, so the recovered confidence is exact "
+       "unless seeds are deleted. Deleted seeds remove holders from the numerator and the denominator unevenly. "
+       "Rating's expected supports (SPEC §11 [choice]) spread each rule over SIDs of ≥ ℓ values.",
+    7: "Same mechanism as Figure 6. With relationship in the set, groups need ℓ distinct relationship values out of "
+       "6, so at ℓ = 5 and 6 many seeds cannot be completed and are deleted: the deviation is not 'slight' there.",
+    8: "Same mechanism; lower thresholds add rules of lower raw confidence (lowering the raw average itself) and cause "
+       "deletions.",
+    9: "Same mechanism; the rule set changes with m (a rule needs both attributes in the set).",
     10: "In SAC~ every group holds ℓ distinct values per attribute, so a rule holder's group has exactly one row with "
-        "both sides: probability 1/ℓ (Lemma 12). Against Rating, the ratio adversary (SPEC §10) gives N_r/|M_r|; on "
-        "Adult the rules' consequents are frequent values, so M_r is large and most probabilities sit near 0.5 rather "
-        "than above 0.8; the records at 1 are those of a rule whose antecedent is rare (|M_r| = N_r).",
-    11: "As Figure 10.",
+        "both sides: probability 1/ℓ (Lemma 12). Against Rating, the ratio adversary (SPEC §10) gives N_r/|M_r|, where "
+        "M_r is every record whose two SIDs contain both sides of the rule; on Adult most rules' consequents are "
+        "frequent values, so M_r is about twice N_r and most probabilities sit near 0.5 rather than above 0.8. The "
+        "records at 1 belong to a rule whose antecedent is rare (|M_r| = N_r, P1's Alice case).",
+    11: "As Figure 10; with ℓ = 2 the SIDs are smaller, so M_r shrinks and Rating's probabilities rise.",
 }
 
 
@@ -251,7 +267,7 @@ def write_report(path: Path, *, timings: Sequence[dict], points: Sequence[dict],
         f"{', '.join(dataset['sensitive_attributes'])}; quasi-identifiers {', '.join(dataset['quasi_identifiers'])}.",
         f"- Fixed parameters: ℓ = {plan['default_ell']}, min_confidence = {plan['default_min_confidence']}, "
         f"m = all {len(dataset['sensitive_attributes'])} attributes unless the figure varies it; permutation seed {plan['seed']}.",
-        f"- Timings: median of {plan['timing_repeats']} runs per point (bars: min–max), both methods interleaved, "
+        f"- Timings: median of {plan['timing_repeats']} run(s) per point (bars: min–max), both methods interleaved, "
         f"on {machine['platform']}, {machine['cpu_count']} CPUs, Python {machine['python']}. "
         "The machine is shared; treat differences under ~10 % as noise.",
         f"- Wall time of this run: " + ", ".join(f"{k} {v:.0f} s" for k, v in wall_seconds.items()) + ".",
@@ -286,16 +302,21 @@ def write_report(path: Path, *, timings: Sequence[dict], points: Sequence[dict],
         "",
         "## Known differences from P1, in one place",
         "",
+        "(Written for UCI Adult, the data of P1 and of the committed report; on other data, trust the verdicts and "
+        "numbers above, which are recomputed on every run.)",
+        "",
         "1. Suppression: our improved Rating suppresses a cell when no SID can take it without breaking ℓ-diversity "
         "(SPEC §15 row 15). On Adult this dominates AIL (Figures 3–5). P1's < 0.03 % AIL cannot include such cells.",
         "2. Deleted seeds (Algorithm 11 as resolved in SPEC §5.1) are the only cause of a mixed-model confidence "
-        "differing from the raw one; they appear only at the larger ℓ, if at all.",
+        "differing from the raw one. On Adult with all four attributes they appear at ℓ ≥ 5 and at low min_confidence, "
+        "and they are many (a group needs ℓ distinct values of relationship, which has 6).",
         "3. Clustering is the fix-point version of Algorithm 10 (SPEC §4 [choice]); with single-pass clustering a rule "
         "could straddle two clusters and its confidence would only be estimated (SPEC §8).",
         "4. Timings compare two implementations written by us in Python with identical output; absolute values are "
         "not comparable with P1's.",
-        "5. The Rating adversary gives mostly ≈ 0.5 on Adult instead of P1's 'mostly above 0.8' (Figures 10–11): the "
-        "ratio N_r/|M_r| depends on how many records share the consequent's SIDs, which P1 does not report.",
+        "5. Against Rating, the ratio adversary of SPEC §10 gives mostly values near 0.5 on Adult rather than P1's "
+        "'mostly above 0.8' (Figures 10–11): N_r/|M_r| depends on how many records share the consequent's SIDs, which "
+        "P1 does not report; Rating still exceeds 1/ℓ for every rule holder at ℓ = 2 and 3, which is P1's point.",
         "",
     ]
     path.write_text("\n".join(lines))
