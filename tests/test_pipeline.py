@@ -162,12 +162,14 @@ def test_bad_configuration_is_refused_before_anything_runs(example_b_csv, tmp_pa
 
 
 @pytest.mark.slow
-def test_adult_default_release_end_to_end(tmp_path):
+def test_adult_default_release_end_to_end(tmp_path, monkeypatch):
     """The default configuration (UCI Adult, SPEC §12) through the CLI: 30,718 records, all gates green."""
     from click.testing import CliRunner
 
     from pipeline.cli import main
 
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.delenv("MSA_RELEASE_HOME", raising=False)
     runner = CliRunner()
     outcome = runner.invoke(main, ["run", "--home", str(tmp_path / "home")], catch_exceptions=False)
     assert outcome.exit_code == 0, outcome.output
@@ -181,3 +183,35 @@ def test_adult_default_release_end_to_end(tmp_path):
     assert disclosure["observed"]["max_disclosure_probability"] <= 1 / 3 + 1e-12
     assert "Published release" in outcome.output
     _assert_contract(release_dir, manifest["quasi_identifiers"], manifest["sensitive_attributes"])
+
+
+@pytest.mark.slow
+def test_adult_rating_is_refused_unless_overridden_and_fails_the_audit(tmp_path, monkeypatch):
+    """Issue 3's done-criterion on Adult: Rating's disclosure gate refuses it (P1 §3.3: the
+    strong-rule adversary beats 1/ℓ); --allow-disclosure publishes it, recorded; the audit of
+    that release from its files says FAIL (exit 1) and the mixed one PASS (exit 0)."""
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.delenv("MSA_RELEASE_HOME", raising=False)
+    monkeypatch.chdir(tmp_path)
+    home = tmp_path / "home"
+    runner = CliRunner()
+    refused = runner.invoke(main, ["run", "--model", "rating", "--home", str(home)], catch_exceptions=False)
+    assert refused.exit_code == 1 and "--allow-disclosure" in refused.output
+    assert read_latest(home / "releases") is None
+    published = runner.invoke(main, ["run", "--model", "rating", "--allow-disclosure", "--home", str(home)], catch_exceptions=False)
+    assert published.exit_code == 0, published.output
+    manifest = json.loads((read_latest(home / "releases") / "manifest.json").read_text())
+    assert manifest["model"] == "rating" and manifest["disclosure_override_used"] is True
+    statuses = {c["name"]: c["status"] for c in manifest["checks"]}
+    assert statuses["disclosure_within_bound"] == "failed_overridden"
+    assert statuses["attribute_table_is_l_diverse"] == statuses["records_accounted_for"] == "passed"
+    adult = str(Path(__file__).resolve().parents[1] / "data" / "adult" / "adult.data")
+    audit = runner.invoke(main, ["audit", str(home / "releases"), "--raw", adult, "--output", "rating.json"])
+    assert audit.exit_code == 1, audit.output
+    report = json.loads((tmp_path / "rating.json").read_text())
+    assert report["verdict"] == "FAIL" and report["adversary"]["n_records_above_bound"] > 0
+    assert report["raw"]["is_release_input"] is True
