@@ -266,7 +266,8 @@ def per_record_disclosure(probabilities: pd.DataFrame) -> pd.DataFrame:
     -------
     pandas.DataFrame
         One row per record that contains at least one strong rule: ``row_id`` (int64),
-        ``numerator``, ``denominator`` (int64, of the maximising rule) and ``probability``.
+        ``rule`` (int64, the maximising rule), ``numerator``, ``denominator`` (int64) and
+        ``probability``.
 
     References
     ----------
@@ -274,11 +275,11 @@ def per_record_disclosure(probabilities: pd.DataFrame) -> pd.DataFrame:
     """
     if len(probabilities) == 0:
         return pd.DataFrame(
-            {c: pd.Series(dtype=t) for c, t in [("row_id", "int64"), ("numerator", "int64"), ("denominator", "int64"), ("probability", "float64")]}
+            {c: pd.Series(dtype=t) for c, t in [("row_id", "int64"), ("rule", "int64"), ("numerator", "int64"), ("denominator", "int64"), ("probability", "float64")]}
         )
     order = probabilities.sort_values(["row_id", "probability"], ascending=[True, False], kind="stable")
     best = order.drop_duplicates("row_id", keep="first")
-    return best[["row_id", "numerator", "denominator", "probability"]].reset_index(drop=True)
+    return best[["row_id", "rule", "numerator", "denominator", "probability"]].reset_index(drop=True)
 
 
 
@@ -337,8 +338,6 @@ def adversary_view(
         attribute_clusters=attribute_clusters,
     )
     best = per_record_disclosure(probabilities)
-    chosen = probabilities.sort_values(["row_id", "probability"], ascending=[True, False], kind="stable").drop_duplicates("row_id")
-    best = best.merge(chosen[["row_id", "rule"]], on="row_id", how="left")
     best.loc[best["probability"] <= 0, ["rule", "numerator", "denominator"]] = [-1, 0, 1]
     return best[["row_id", "rule", "numerator", "denominator", "probability"]].astype(
         {"row_id": "int64", "rule": "int64", "numerator": "int64", "denominator": "int64", "probability": "float64"}
