@@ -267,7 +267,7 @@ def write_report(path: Path, *, timings: Sequence[dict], points: Sequence[dict],
         f"{', '.join(dataset['sensitive_attributes'])}; quasi-identifiers {', '.join(dataset['quasi_identifiers'])}.",
         f"- Fixed parameters: ℓ = {plan['default_ell']}, min_confidence = {plan['default_min_confidence']}, "
         f"m = all {len(dataset['sensitive_attributes'])} attributes unless the figure varies it; permutation seed {plan['seed']}.",
-        f"- Timings: median of {plan['timing_repeats']} run(s) per point (bars: min–max), both methods interleaved, "
+        f"- Timings: median of {plan['timing_repeats']} run(s) per point (bars: min–max), both methods interleaved, garbage collector paused while timing, "
         f"on {machine['platform']}, {machine['cpu_count']} CPUs, Python {machine['python']}. "
         "The machine is shared; treat differences under ~10 % as noise.",
         f"- Wall time of this run: " + ", ".join(f"{k} {v:.0f} s" for k, v in wall_seconds.items()) + ".",
