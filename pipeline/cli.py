@@ -131,17 +131,22 @@ def input_options(command):
     return command
 
 
+def use_home(home_option: str | None) -> Path:
+    """The release home: ``--home`` when given (exported as $MSA_RELEASE_HOME), else the default."""
+    from pipeline.resources import release_home
+
+    if home_option:
+        os.environ["MSA_RELEASE_HOME"] = str(Path(home_option).resolve())
+    return release_home()
+
+
 def execute_job(job_name: str, run_config: dict, *, home_option: str | None, verbose: bool):
     """Run a job of the code location in-process on the persistent Dagster instance.
 
     Returns ``(result, home)``; ``home`` is the release home ($MSA_RELEASE_HOME).
     """
-    from pipeline.resources import release_home
-
-    if home_option:
-        os.environ["MSA_RELEASE_HOME"] = str(Path(home_option).resolve())
+    home = use_home(home_option)
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    home = release_home()
     prepare_dagster_home(home, explicit_home=bool(home_option))
 
     import dagster as dg
@@ -197,11 +202,8 @@ def run(**options) -> None:
     started = time.monotonic()
     config = _settings_from_options(options)
     from pipeline.publish import read_latest
-    from pipeline.resources import release_home
 
-    if options["home"]:
-        os.environ["MSA_RELEASE_HOME"] = str(Path(options["home"]).resolve())
-    previous = read_latest(release_home() / "releases")
+    previous = read_latest(use_home(options["home"]) / "releases")
     result, home = execute_job(
         "release", {"resources": {"settings": {"config": config}}}, home_option=options["home"], verbose=options["verbose"]
     )

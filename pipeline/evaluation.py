@@ -280,6 +280,15 @@ def run_model_sweeps(
     return points
 
 
+def _same_sids(first, second) -> bool:
+    """Same SIDs (as value sets, in creation order), record→SID map and suppressed records."""
+    return (
+        first.record_to_sid == second.record_to_sid
+        and first.suppressed == second.suppressed
+        and [sorted(v) for v in first.sid_values] == [sorted(v) for v in second.sid_values]
+    )
+
+
 def _time_sid_creation(record_ids: list[int], columns: list[list[str]], ell: int, method: str) -> float:
     """Seconds to create the SIDs of every column, with the garbage collector paused (as
     ``timeit`` does: a collection triggered by earlier allocations would be billed to
@@ -337,8 +346,7 @@ def run_sid_creation_timings(
         record_ids = subset["row_id"].astype("int64").tolist()
         columns = [subset[a].astype(str).tolist() for a in sa[:m]]
         identical = all(
-            (lambda a, b: a.record_to_sid == b.record_to_sid and a.suppressed == b.suppressed
-             and [sorted(v) for v in a.sid_values] == [sorted(v) for v in b.sid_values])(
+            _same_sids(
                 create_sids(record_ids, values, ell=plan.default_ell, method="improved"),
                 create_sids(record_ids, values, ell=plan.default_ell, method="plain"),
             )

@@ -248,6 +248,12 @@ WHY = {
 }
 
 
+def _figure_title(number: int, plan: dict) -> str:
+    """Title of a figure; Figures 10 and 11 name their ℓ (the plan's histogram_ells)."""
+    ells = plan["histogram_ells"]
+    return FIGURE_TITLES[number].format(ell=ells[min(number - 10, len(ells) - 1)] if number >= 10 else "")
+
+
 def write_report(path: Path, *, timings: Sequence[dict], points: Sequence[dict], plan: dict, dataset: dict,
                  machine: dict, wall_seconds: dict) -> Path:
     """REPORT.md: per figure, the image, P1's claim, our numbers, a verdict and the reason."""
@@ -280,11 +286,11 @@ def write_report(path: Path, *, timings: Sequence[dict], points: Sequence[dict],
         "|---|---|---|---|",
     ]
     for number in range(1, 12):
-        title = FIGURE_TITLES[number].format(ell=plan["histogram_ells"][min(number - 10, len(plan["histogram_ells"]) - 1)] if number >= 10 else "")
+        title = _figure_title(number, plan)
         verdict = verdicts.get(number, ("not measured", ""))[0]
         lines.append(f"| {number} | {title} | {PAPER_CLAIMS[number]} | **{verdict}** |")
     for number in range(1, 12):
-        title = FIGURE_TITLES[number].format(ell=plan["histogram_ells"][min(number - 10, len(plan["histogram_ells"]) - 1)] if number >= 10 else "")
+        title = _figure_title(number, plan)
         verdict, numbers = verdicts.get(number, ("not measured", "No data for this figure in this plan."))
         image = figure_path(out_dir, number).name
         lines += [
