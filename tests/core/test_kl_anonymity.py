@@ -1,0 +1,336 @@
+"""(k, ℓ)-anonymity core (P2, SPEC §14): the golden example of SPEC §16.5, the invariants of the
+model (every cluster ≥ k, Diverse ≥ ℓ, exact ≤ approximate cost), Diverse itself, and the
+validation of hierarchies."""
+
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.core import kl_anonymity as kl
+from pipeline.core.hierarchies import Hierarchy, HierarchyError, load_hierarchies, read_hierarchy
+
+QUASI_IDENTIFIERS = ["BirthDate", "Sex", "Zipcode"]
+SENSITIVE_ATTRIBUTES = ["Allergy", "Disease"]
+
+# SPEC §16.5: records (BirthDate mm-dd-yy, Sex, Zipcode | Allergy, Disease)
+GOLDEN_RECORDS = [
+    (1, "03-24-39", "F", "13053", "Penicillin", "Cancer"),
+    (2, "11-08-39", "F", "13068", "Sulfur", "Cancer"),
+    (3, "03-15-39", "F", "13053", "Sulfur", "Cancer"),
+    (4, "08-02-57", "M", "13053", "No", "Polio"),
+    (5, "07-19-39", "F", "13068", "Penicillin", "Polio"),
+    (6, "02-13-39", "F", "13092", "No", "Stoke"),
+    (7, "09-21-57", "M", "14850", "Penicillin", "Stoke"),
+]
+
+# SPEC §16.5 edge weights S({u,v}) (upper triangle) and naive '*' counts (lower triangle)
+GOLDEN_EDGE_WEIGHTS = """
+   -    560.0     20.0  72004.0    560.0    560.0  88004.0
+   8        -    560.0  72084.0    480.0    560.0  88004.0
+   2        8        -  72004.0    560.0    560.0  88004.0
+   8       12        8        -  72084.0  72084.0  16480.0
+   8        4        8       12        -    560.0  88004.0
+   8        8        8       12        8        -  88004.0
+  16       16       16       12       16       16        -
+"""
+
+
+def golden_frame() -> pd.DataFrame:
+    return pd.DataFrame(GOLDEN_RECORDS, columns=["row_id", *QUASI_IDENTIFIERS, *SENSITIVE_ATTRIBUTES])
+
+
+def golden_hierarchies() -> dict[str, Hierarchy]:
+    """SPEC §16.5: BirthDate exact → mm-*-yy (R 30) → *-*-yy (R 360) → *-*-* (R 36000), H = 3;
+    Sex → * (R 2); Zipcode one digit per level (R = 10^h), H = 5."""
+    frame = golden_frame()
+
+    def date(value):
+        month, _, year = value.split("-")
+        return [value, f"{month}-*-{year}", f"*-*-{year}", "*-*-*"]
+
+    def zipcode(value):
+        return [value[: 5 - h] + "*" * h for h in range(6)]
+
+    return {
+        "BirthDate": Hierarchy.from_rows([date(v) for v in frame["BirthDate"]], attribute="BirthDate", level_ranges=[1, 30, 360, 36000]),
+        "Sex": Hierarchy.from_rows([["F", "*"], ["M", "*"]], attribute="Sex", level_ranges=[1, 2]),
+        "Zipcode": Hierarchy.from_rows(
+            [zipcode(z) for z in sorted(set(frame["Zipcode"]))], attribute="Zipcode", level_ranges=[1, 10, 100, 1000, 10000, 100000]
+        ),
+    }
+
+
+@pytest.fixture
+def golden_table() -> kl.EncodedTable:
+    return kl.encode_table(golden_frame(), QUASI_IDENTIFIERS, SENSITIVE_ATTRIBUTES, golden_hierarchies())
+
+
+def _parse_golden_matrix():
+    rows = [line.split() for line in GOLDEN_EDGE_WEIGHTS.strip().splitlines()]
+    weights = np.zeros((7, 7))
+    naive = np.zeros((7, 7), dtype=int)
+    for i in range(7):
+        for j in range(7):
+            if i < j:
+                weights[i, j] = weights[j, i] = float(rows[i][j])
+            elif i > j:
+                naive[i, j] = naive[j, i] = int(rows[i][j])
+    return weights, naive
+
+
+def test_golden_edge_weights_and_naive_costs(golden_table):
+    weights, naive = _parse_golden_matrix()
+    np.testing.assert_allclose(kl.edge_weights(golden_table), weights)
+    for u, v in combinations(range(7), 2):
+        assert kl.cluster_cost(golden_table, [u, v]) == pytest.approx(weights[u, v])
+        assert kl.cluster_naive_cost(golden_table, [u, v]) == naive[u, v]
+
+
+def test_golden_hand_checks(golden_table):
+    # SPEC §16.5: records 1 and 3 differ only in the day -> each pays (1/3)*30 = 10 -> S = 20;
+    # records 2 and 5 share zip 13068 but not the month -> each pays (2/3)*360 = 240 -> 480.
+    assert kl.cluster_cost(golden_table, [0, 2]) == pytest.approx(20.0)
+    assert kl.cluster_cost(golden_table, [1, 4]) == pytest.approx(480.0)
+
+
+GOLDEN_RESULTS = {
+    (2, 2): {
+        "merges": [[1, 6], [2, 5], [1, 3, 6], [4, 7]],
+        "approximate": [[1, 3, 6], [2, 5], [4, 7]],
+        "approximate_cost": 17800.0,
+        "exact": [[1, 3, 6], [2, 5], [4, 7]],
+        "exact_cost": 17800.0,
+        "exact_labels": {1: ("*-*-39", "F", "130**"), 2: ("*-*-39", "F", "13068"), 4: ("*-*-57", "M", "1****")},
+    },
+    (3, 2): {
+        "merges": [[1, 6], [2, 5], [1, 3, 6], [4, 7], [1, 2, 3, 5, 6], [1, 2, 3, 4, 5, 6, 7]],
+        "approximate": [[1, 2, 3, 4, 5, 6, 7]],
+        "approximate_cost": 308014.0,
+        "exact": [[1, 2, 3, 5], [4, 6, 7]],
+        "exact_cost": 133126.0,
+        "exact_labels": {1: ("*-*-39", "F", "130**"), 4: ("*-*-*", "*", "1****")},
+    },
+}
+
+
+@pytest.mark.parametrize("k,ell", sorted(GOLDEN_RESULTS))
+def test_golden_approximation(golden_table, k, ell):
+    expected = GOLDEN_RESULTS[(k, ell)]
+    trace = []
+    clusters = kl.greedy_clusters(golden_table, k=k, ell=ell, trace=trace)
+    assert trace == [("merge", m) for m in expected["merges"]]
+    assert [sorted(golden_table.row_ids[c].tolist()) for c in clusters] == expected["approximate"]
+    assert sum(kl.cluster_cost(golden_table, c) for c in clusters) == pytest.approx(expected["approximate_cost"])
+
+
+@pytest.mark.parametrize("k,ell", sorted(GOLDEN_RESULTS))
+def test_golden_exact(golden_table, k, ell):
+    expected = GOLDEN_RESULTS[(k, ell)]
+    clusters = kl.exact_clusters(golden_table, k=k, ell=ell)
+    assert [sorted(golden_table.row_ids[c].tolist()) for c in clusters] == expected["exact"]
+    assert sum(kl.cluster_cost(golden_table, c) for c in clusters) == pytest.approx(expected["exact_cost"])
+    assert [kl.diverse(golden_table.sensitive_codes[c]) >= ell for c in clusters] == [True] * len(clusters)
+
+
+@pytest.mark.parametrize("k,ell", sorted(GOLDEN_RESULTS))
+def test_golden_release_table(k, ell):
+    expected = GOLDEN_RESULTS[(k, ell)]
+    frame = golden_frame()
+    anonymization = kl.kl_anonymize(frame, QUASI_IDENTIFIERS, SENSITIVE_ATTRIBUTES, golden_hierarchies(), k=k, ell=ell, method="exact")
+    assert anonymization.total_cost == pytest.approx(expected["exact_cost"])
+    released, row_map = kl.kl_release_table(frame, anonymization, QUASI_IDENTIFIERS, SENSITIVE_ATTRIBUTES)
+    assert list(released.columns) == ["row_id", "cluster_id", *QUASI_IDENTIFIERS, *SENSITIVE_ATTRIBUTES]
+    by_source = released.merge(row_map, on="row_id").set_index("source_row_id")
+    for first_member, labels in expected["exact_labels"].items():
+        assert tuple(by_source.loc[first_member, QUASI_IDENTIFIERS]) == labels
+    # sensitive values are published unchanged, record by record
+    original = frame.set_index("row_id")[SENSITIVE_ATTRIBUTES]
+    pd.testing.assert_frame_equal(by_source.sort_index()[SENSITIVE_ATTRIBUTES], original.sort_index(), check_names=False)
+    # released ids carry no input order: row 1 of the input is not row 1 of the release
+    assert sorted(released["row_id"]) == list(range(1, 8))
+
+
+def test_golden_infeasible(golden_table):
+    with pytest.raises(kl.InfeasibleError, match="k=2 < ell=3"):
+        kl.greedy_clusters(golden_table, k=2, ell=3)
+    with pytest.raises(kl.InfeasibleError, match="Diverse"):
+        kl.greedy_clusters(golden_table, k=4, ell=4)  # only 3 allergies
+    with pytest.raises(kl.InfeasibleError, match="fewer than k"):
+        kl.exact_clusters(golden_table, k=8, ell=2)
+
+
+# ------------------------------------------------------------------ Diverse
+
+
+def brute_force_diverse(tuples: np.ndarray) -> int:
+    distinct = np.unique(tuples, axis=0)
+    for size in range(len(distinct), 0, -1):
+        for chosen in combinations(range(len(distinct)), size):
+            if all((distinct[a] != distinct[b]).all() for a, b in combinations(chosen, 2)):
+                return size
+    return 0
+
+
+tuple_sets = st.integers(1, 3).flatmap(
+    lambda m: st.lists(st.tuples(*[st.integers(0, 3)] * m), min_size=1, max_size=9)
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(tuple_sets)
+def test_diverse_exact_is_the_largest_totally_different_set(rows):
+    codes = np.array(rows)
+    expected = brute_force_diverse(codes)
+    assert kl.diverse_exact(codes) == expected
+    assert kl.diverse_greedy(codes) <= expected
+    witness = kl.diverse_witness(codes)
+    assert len(witness) == expected
+    chosen = codes[witness]
+    assert all((chosen[a] != chosen[b]).all() for a, b in combinations(range(len(chosen)), 2))
+    for ell in range(1, 5):
+        assert kl.diverse_at_least(codes, ell) == (expected >= ell)
+
+
+def test_diverse_single_attribute_is_distinct_count():
+    codes = np.array([[0], [0], [1], [2], [2]])
+    assert kl.diverse(codes) == 3
+
+
+# ------------------------------------------------------------------ invariants on random tables
+
+
+def random_table(seed: int, n: int, n_sensitive: int = 2) -> tuple[pd.DataFrame, dict[str, Hierarchy]]:
+    rng = np.random.default_rng(seed)
+    zipcodes = [f"{a}{b}" for a in "12" for b in "123"]
+    zip_hierarchy = Hierarchy.from_rows([[z, z[0] + "*", "**"] for z in zipcodes], attribute="zip")
+    age_hierarchy = Hierarchy.from_rows(
+        [[str(a), f"{a // 4 * 4}-{a // 4 * 4 + 3}", f"{a // 8 * 8}-{a // 8 * 8 + 7}", "*"] for a in range(16)], attribute="age"
+    )
+    frame = pd.DataFrame(
+        {
+            "row_id": np.arange(1, n + 1),
+            "zip": rng.choice(zipcodes, n),
+            "age": rng.integers(0, 16, n).astype(str),
+            **{f"s{j}": rng.choice(list("abcd"), n) for j in range(n_sensitive)},
+        }
+    )
+    return frame, {"zip": zip_hierarchy, "age": age_hierarchy}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n=st.integers(4, 9), k=st.integers(2, 3), ell=st.integers(1, 2))
+def test_exact_is_never_worse_and_both_are_valid(seed, n, k, ell):
+    frame, hierarchies = random_table(seed, n)
+    table = kl.encode_table(frame, ["zip", "age"], ["s0", "s1"], hierarchies)
+    if n < k or brute_force_diverse(table.sensitive_codes) < ell:
+        with pytest.raises(kl.InfeasibleError):
+            kl.exact_clusters(table, k=k, ell=ell)
+        return
+    exact = kl.exact_clusters(table, k=k, ell=ell)
+    approximate = kl.greedy_clusters(table, k=k, ell=ell)
+    for clusters in (exact, approximate):
+        assert sorted(np.concatenate(clusters).tolist()) == list(range(n))  # a partition
+        for cluster in clusters:
+            assert len(cluster) >= k
+            assert brute_force_diverse(table.sensitive_codes[cluster]) >= ell
+    exact_cost = sum(kl.cluster_cost(table, c) for c in exact)
+    approximate_cost = sum(kl.cluster_cost(table, c) for c in approximate)
+    assert exact_cost <= approximate_cost + 1e-9
+    # the optimum beats every partition we can enumerate cheaply: the whole table as one cluster
+    assert exact_cost <= kl.cluster_cost(table, np.arange(n)) + 1e-9
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n=st.integers(40, 160), k=st.integers(2, 5), ell=st.integers(2, 3))
+def test_blocked_clusters_satisfy_k_ell(seed, n, k, ell):
+    frame, hierarchies = random_table(seed, n, n_sensitive=3)
+    table = kl.encode_table(frame, ["zip", "age"], ["s0", "s1", "s2"], hierarchies)
+    if not kl.diverse_at_least(table.sensitive_codes, ell):
+        return
+    clusters, n_blocks = kl.blocked_clusters(table, k=k, ell=ell, max_block_size=max(2 * k, 16))
+    assert n_blocks >= 1
+    assert sorted(np.concatenate(clusters).tolist()) == list(range(n))
+    for cluster in clusters:
+        assert len(cluster) >= k
+        assert brute_force_diverse(table.sensitive_codes[cluster]) >= ell
+
+
+def test_cost_is_zero_without_generalisation_and_grows_with_the_lca():
+    frame, hierarchies = random_table(1, 30)
+    table = kl.encode_table(frame, ["zip", "age"], ["s0", "s1"], hierarchies)
+    same = np.flatnonzero((table.quasi_identifier_codes == table.quasi_identifier_codes[0]).all(axis=1))
+    assert kl.cluster_cost(table, same) == 0.0
+    assert kl.cluster_naive_cost(table, same) == 0
+    everything = np.arange(len(table))
+    # a superset never has a lower LCA, so its per-record cost is at least the subset's
+    assert kl.cluster_cost(table, everything) / len(everything) >= kl.cluster_cost(table, everything[:5]) / 5
+
+
+def test_weights_scale_the_cost():
+    frame, hierarchies = random_table(2, 20)
+    unweighted = kl.encode_table(frame, ["zip", "age"], ["s0", "s1"], hierarchies)
+    weighted = kl.encode_table(frame, ["zip", "age"], ["s0", "s1"], hierarchies, weights={"zip": 0.0, "age": 2.0})
+    zip_only = kl.encode_table(frame, ["zip"], ["s0", "s1"], {"zip": hierarchies["zip"]})
+    age_only = kl.encode_table(frame, ["age"], ["s0", "s1"], {"age": hierarchies["age"]})
+    members = np.arange(20)
+    assert kl.cluster_cost(unweighted, members) == pytest.approx(kl.cluster_cost(zip_only, members) + kl.cluster_cost(age_only, members))
+    assert kl.cluster_cost(weighted, members) == pytest.approx(2 * kl.cluster_cost(age_only, members))
+    with pytest.raises(ValueError, match="not quasi-identifiers"):
+        kl.encode_table(frame, ["zip"], ["s0"], hierarchies, weights={"age": 1.0})
+
+
+# ------------------------------------------------------------------ hierarchies
+
+
+def test_hierarchy_ranges_count_base_values():
+    hierarchy = Hierarchy.from_rows([["a", "x", "*"], ["b", "x", "*"], ["c", "y", "*"]], attribute="t")
+    assert hierarchy.height == 2
+    assert list(hierarchy.ranges[1]) == [2.0, 1.0]
+    assert list(hierarchy.ranges[2]) == [3.0]
+
+
+@pytest.mark.parametrize(
+    "rows,message",
+    [
+        ([], "empty"),
+        ([["a", "*"], ["b", "x", "*"]], "same number of levels"),
+        ([["a"], ["b"]], "single column"),
+        ([["a", "*"], ["a", "*"]], "appears on rows 1 and 2"),
+        ([["a", "x", "*"], ["b", "y", "+"]], "single root"),
+        ([["a", "x", "p", "*"], ["b", "x", "q", "*"]], "levels do not nest"),
+        ([["a", "", "*"]], "empty label"),
+    ],
+)
+def test_invalid_hierarchies_are_refused(rows, message):
+    with pytest.raises(HierarchyError, match=message):
+        Hierarchy.from_rows(rows, attribute="t", source="t.csv")
+
+
+def test_value_missing_from_hierarchy_is_named(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("a;*\nb;*\n")
+    hierarchy = read_hierarchy(path, attribute="t")
+    with pytest.raises(HierarchyError, match=r"column 't' of my.csv has value\(s\) \['zz'\].*t.csv"):
+        hierarchy.encode(["a", "zz"], column_source="my.csv")
+
+
+def test_shipped_adult_hierarchies_cover_adult():
+    from pipeline.loading import load_records
+    from pipeline.resources import ADULT_COLUMNS
+
+    quasi_identifiers = ["age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex", "native-country", "income"]
+    loaded = load_records(
+        "data/adult/adult.data", quasi_identifiers=quasi_identifiers[:-1], sensitive_attributes=["income", "fnlwgt"],
+        column_names=ADULT_COLUMNS, csv_header=False,
+    )
+    hierarchies = load_hierarchies(
+        "data/adult/hierarchies", quasi_identifiers, data_values={a: loaded.records[a] for a in quasi_identifiers}
+    )
+    assert hierarchies["native-country"].encode(["?"]).size == 1  # '?' is a value of its own
+    assert hierarchies["age"].height == 4
+    with pytest.raises(HierarchyError, match="expected a file 'hours-per-week.csv'"):
+        load_hierarchies("data/adult/hierarchies", ["hours-per-week"])
