@@ -52,8 +52,8 @@ def _run(home: Path, settings: dict, assets=None):
     )
 
 
-def test_definitions_load():
-    dg.Definitions.validate_loadable(build_definitions(Path("var-test-unused").resolve()))
+def test_definitions_load(tmp_path):
+    dg.Definitions.validate_loadable(build_definitions(tmp_path / "home"))
 
 
 def test_golden_example_b_through_the_job(example_b_csv, tmp_path):
