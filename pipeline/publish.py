@@ -20,6 +20,7 @@ import pandas as pd
 
 __all__ = [
     "MANIFEST_COLUMNS",
+    "MANIFEST_JSON_COLUMNS",
     "MODEL_TABLES",
     "contract_schemas",
     "package_versions",
@@ -50,7 +51,30 @@ MANIFEST_COLUMNS = {
     "checks": "VARCHAR",
     "stage_seconds": "VARCHAR",
     "package_versions": "VARCHAR",
+    # (k, ℓ) model (P2, SPEC §14); NULL in mixed and Rating releases
+    "k": "INTEGER",
+    "kl_method": "VARCHAR",
+    "max_block_size": "INTEGER",
+    "hierarchies": "VARCHAR",
+    "generalization_weights": "VARCHAR",
+    "n_released": "BIGINT",
+    "n_suppressed_records": "BIGINT",
+    "n_clusters": "BIGINT",
+    "total_generalization_cost": "DOUBLE",
+    "total_naive_cost": "BIGINT",
 }
+
+#: Manifest columns that hold JSON text in ``release_manifest`` (objects in ``manifest.json``).
+MANIFEST_JSON_COLUMNS = (
+    "quasi_identifiers",
+    "sensitive_attributes",
+    "checks",
+    "package_versions",
+    "input_reading",
+    "stage_seconds",
+    "hierarchies",
+    "generalization_weights",
+)
 
 _PACKAGES = ("msa-release", "dagster", "pandas", "duckdb", "mlxtend", "great-expectations", "pyarrow", "numpy")
 
@@ -74,6 +98,7 @@ def _quote(name: str) -> str:
 MODEL_TABLES = {
     "mixed": ("sac_released", "attribute_table", "id_table", "attribute_clusters"),
     "rating": ("attribute_table", "id_table"),
+    "kl": ("kl_released",),
 }
 
 
@@ -95,6 +120,7 @@ def contract_schemas(
         "attribute_table": {"row_id": "BIGINT", **qi, **{a: "INTEGER" for a in sensitive_attributes}},
         "id_table": {"attribute": "VARCHAR", "sid": "INTEGER", "value": "VARCHAR", "count": "INTEGER"},
         "attribute_clusters": {"cluster_id": "INTEGER", "attribute": "VARCHAR"},
+        "kl_released": {"row_id": "BIGINT", "cluster_id": "BIGINT", **qi, **{a: "VARCHAR" for a in sensitive_attributes}},
     }
     schemas = {name: every[name] for name in MODEL_TABLES[model]}
     schemas["release_manifest"] = dict(MANIFEST_COLUMNS)
@@ -137,7 +163,8 @@ def publish_release(
     schemas
         Table name -> {column: DuckDB type}; tables are created with these exact types.
     manifest
-        The manifest row (keys of ``MANIFEST_COLUMNS``; lists/dicts are stored as JSON text).
+        The manifest row (keys of ``MANIFEST_COLUMNS``; lists/dicts are stored as JSON text). A
+        column left out is NULL in ``release_manifest`` and ``null`` in ``manifest.json``.
 
     Returns
     -------
@@ -147,7 +174,8 @@ def publish_release(
     Raises
     ------
     ValueError
-        A table whose columns differ from its schema, or an existing ``release_id``.
+        A table whose columns differ from its schema, a manifest key that is not a column of
+        ``MANIFEST_COLUMNS``, or an existing ``release_id``.
     OSError
         The directory is not writable or the disk is full; nothing is published then and the
         staging directory is removed.
@@ -156,6 +184,9 @@ def publish_release(
     final = releases_dir / release_id
     if final.exists():
         raise ValueError(f"release {release_id} already exists in {releases_dir}")
+    unknown = sorted(set(manifest) - set(MANIFEST_COLUMNS))
+    if unknown:
+        raise ValueError(f"manifest keys {unknown} are not columns of release_manifest")
     manifest_row = {
         k: (json.dumps(v, sort_keys=True) if isinstance(v, (list, dict, tuple)) else v) for k, v in manifest.items()
     }
@@ -180,8 +211,10 @@ def publish_release(
             connection.execute("CHECKPOINT")
         finally:
             connection.close()
-        readable = {k: (json.loads(v) if k in ("quasi_identifiers", "sensitive_attributes", "checks", "package_versions", "input_reading", "stage_seconds") and isinstance(v, str) else v)
-                    for k, v in manifest_row.items()}
+        readable = {
+            k: (json.loads(v) if k in MANIFEST_JSON_COLUMNS and isinstance(v, str) else v)
+            for k, v in ((c, manifest_row.get(c)) for c in MANIFEST_COLUMNS)
+        }
         (staging / "manifest.json").write_text(json.dumps(readable, indent=2, sort_keys=True) + "\n")
         _fsync_tree(staging)
         os.rename(staging, final)

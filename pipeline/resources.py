@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 __all__ = [
     "ADULT_COLUMNS",
     "ExperimentSettings",
+    "KL_METHODS",
     "MODELS",
     "ReleaseSettings",
     "ReleaseStore",
@@ -37,8 +38,14 @@ ADULT_COLUMNS = [
 ]
 
 
-#: Publication models: the mixed model of P1 and the plain Rating baseline (SPEC §7).
-MODELS = ("mixed", "rating")
+#: Publication models: the mixed model of P1, the plain Rating baseline (SPEC §7) and the
+#: (k, ℓ)-anonymity model of P2 (SPEC §14).
+MODELS = ("mixed", "rating", "kl")
+
+#: Methods of the (k, ℓ) model (``pipeline.core.kl_anonymity.kl_anonymize``).
+KL_METHODS = ("blocked", "greedy", "exact")
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 def release_home() -> Path:
@@ -53,7 +60,11 @@ class ReleaseSettings(dg.ConfigurableResource):
 
     The defaults publish UCI Adult as in P1 §6 (SPEC §12): quasi-identifiers sex, race,
     marital-status, native-country, workclass; sensitive attributes education, occupation,
-    age, relationship; ℓ = 3; min_confidence = 0.8; seed 0.
+    age, relationship; ℓ = 3; min_confidence = 0.8; seed 0. With ``model = 'kl'`` (the
+    ``kl_release`` job) the quasi-identifiers are generalised along the hierarchies of
+    ``hierarchies_dir`` into equivalence classes of at least ``k`` records with ``Diverse ≥ ℓ``
+    (P2, SPEC §14); ``min_confidence``, ``seed``, ``allow_disclosure`` and
+    ``confidence_tolerance`` do not apply to it.
     """
 
     input_path: str = Field(
@@ -92,7 +103,8 @@ class ReleaseSettings(dg.ConfigurableResource):
     model: str = Field(
         default="mixed",
         description="Publication model: 'mixed' (SAC~ + improved Rating, P1) or 'rating' (plain Rating on the "
-        "whole table, the baseline of P1 §6; refused by the disclosure gate unless allow_disclosure).",
+        "whole table, the baseline of P1 §6; refused by the disclosure gate unless allow_disclosure), both published "
+        "by the `release` job; or 'kl' ((k, ℓ)-anonymity by generalisation, P2), published by the `kl_release` job.",
     )
     allow_disclosure: bool = Field(
         default=False,
@@ -104,6 +116,35 @@ class ReleaseSettings(dg.ConfigurableResource):
         ge=0.0,
         le=1.0,
         description="Largest accepted |recovered - raw| rule confidence when records were deleted or cells suppressed.",
+    )
+    k: int = Field(
+        default=3,
+        ge=2,
+        le=1_000_000,
+        description="(k, ℓ) model: minimum number of records of an equivalence class (cluster_id); k >= ℓ.",
+    )
+    hierarchies_dir: str = Field(
+        default="data/adult/hierarchies",
+        description="(k, ℓ) model: folder of ARX generalization hierarchies, one file per quasi-identifier named "
+        "'<quasi-identifier>.csv' or '*_hierarchy_<quasi-identifier>.csv' (relative paths: working directory, then "
+        "the project root).",
+    )
+    generalization_weights: dict[str, float] = Field(
+        default={},
+        description="(k, ℓ) model: weight c_i >= 0 of each quasi-identifier in the generalisation cost S "
+        "(SPEC §14.2); a quasi-identifier not listed weighs 1.",
+    )
+    kl_method: str = Field(
+        default="blocked",
+        description="(k, ℓ) model: 'blocked' (default: Mondrian-style blocks of at most max_block_size records, "
+        "then the §14.3 greedy in each), 'greedy' (§14.3 on the whole table; at most 6000 records, O(n²) memory) "
+        "or 'exact' (§14.4 subset DP; at most 16 records).",
+    )
+    max_block_size: int = Field(
+        default=256,
+        ge=4,
+        le=6000,
+        description="(k, ℓ) model, method 'blocked': largest block the greedy runs on (at least 2k).",
     )
 
     @field_validator("input_format")
@@ -118,6 +159,13 @@ class ReleaseSettings(dg.ConfigurableResource):
     def _known_model(cls, value: str) -> str:
         if value not in MODELS:
             raise ValueError(f"model must be one of {list(MODELS)}, got {value!r}")
+        return value
+
+    @field_validator("kl_method")
+    @classmethod
+    def _known_kl_method(cls, value: str) -> str:
+        if value not in KL_METHODS:
+            raise ValueError(f"kl_method must be one of {list(KL_METHODS)}, got {value!r}")
         return value
 
     @field_validator("missing_value_policy")
@@ -136,7 +184,40 @@ class ReleaseSettings(dg.ConfigurableResource):
         both = sorted(set(self.quasi_identifiers) & set(self.sensitive_attributes))
         if both:
             raise ValueError(f"column(s) {both} are both quasi-identifier and sensitive attribute")
+        if self.model == "kl":
+            self._check_kl_parameters()
         return self
+
+    def _check_kl_parameters(self) -> None:
+        if self.k < self.ell:
+            raise ValueError(
+                f"the (k, ℓ) model needs k >= ell (an equivalence class of k records cannot hold ℓ pairwise "
+                f"totally different sensitive tuples otherwise), got k={self.k}, ell={self.ell}; raise k or lower ell"
+            )
+        if self.kl_method == "blocked" and self.max_block_size < 2 * self.k:
+            raise ValueError(
+                f"max_block_size={self.max_block_size} must be at least 2k={2 * self.k} for kl_method 'blocked'"
+            )
+        unknown = sorted(set(self.generalization_weights) - set(self.quasi_identifiers))
+        if unknown:
+            raise ValueError(
+                f"generalization_weights names {unknown}, which are not quasi-identifiers {list(self.quasi_identifiers)}"
+            )
+        negative = sorted(name for name, weight in self.generalization_weights.items() if not weight >= 0)
+        if negative:
+            raise ValueError(f"generalization_weights must be >= 0; {negative} are not")
+
+    def effective_generalization_weights(self) -> dict[str, float]:
+        """Weight ``c_i`` of every quasi-identifier, in quasi-identifier order (1 when not configured)."""
+        return {name: float(self.generalization_weights.get(name, 1.0)) for name in self.quasi_identifiers}
+
+    def hierarchies_path(self) -> Path:
+        """``hierarchies_dir`` resolved like ``input_path``: as given (absolute, or existing relative to
+        the working directory), else relative to the project root. Not checked for existence."""
+        candidate = Path(self.hierarchies_dir).expanduser()
+        if candidate.is_absolute() or candidate.exists():
+            return candidate.resolve()
+        return (PROJECT_ROOT / candidate).resolve()
 
 
 class ReleaseStore(dg.ConfigurableResource):
