@@ -13,6 +13,9 @@ __all__ = [
     "accounting_suite",
     "confidence_suite",
     "disclosure_suite",
+    "kl_accounting_suite",
+    "kl_diversity_suite",
+    "kl_equivalence_class_suite",
     "no_probability_tilt_suite",
     "sac_diversity_suite",
     "sid_diversity_suite",
@@ -79,4 +82,40 @@ def no_probability_tilt_suite() -> gx.ExpectationSuite:
     return gx.ExpectationSuite(
         name="no_probability_tilt",
         expectations=[gxe.ExpectColumnValuesToBeBetween(column="n_strong_values", min_value=0, max_value=0)],
+    )
+
+
+def kl_equivalence_class_suite(*, k: int) -> gx.ExpectationSuite:
+    """(k, ℓ) gate on ``kl_equivalence_class_summary``: every equivalence class has at least
+    ``k`` rows and exactly one generalised quasi-identifier tuple, and every published label
+    generalises the member's own value."""
+    return gx.ExpectationSuite(
+        name="kl_clusters_are_k_anonymous",
+        expectations=[
+            gxe.ExpectColumnValuesToBeBetween(column="n_rows", min_value=k),
+            gxe.ExpectColumnValuesToBeBetween(column="n_quasi_identifier_tuples", min_value=1, max_value=1),
+            gxe.ExpectColumnValuesToBeInSet(column="generalization_truthful", value_set=[True]),
+        ],
+    )
+
+
+def kl_diversity_suite(*, ell: int) -> gx.ExpectationSuite:
+    """(k, ℓ) gate on ``kl_diversity_summary``: every equivalence class has at least ℓ distinct
+    values on every sensitive attribute (necessary) and ``Diverse ≥ ℓ`` proven (the frame's
+    ``diverse_at_least_ell`` flag, computed for the same ℓ)."""
+    return gx.ExpectationSuite(
+        name="kl_clusters_are_l_diverse",
+        expectations=[
+            gxe.ExpectColumnValuesToBeBetween(column="min_distinct_values", min_value=ell),
+            gxe.ExpectColumnValuesToBeInSet(column="diverse_at_least_ell", value_set=[True]),
+        ],
+    )
+
+
+def kl_accounting_suite() -> gx.ExpectationSuite:
+    """(k, ℓ) gate on ``kl_accounting_summary``: every input record is released exactly once or
+    reported suppressed."""
+    return gx.ExpectationSuite(
+        name="kl_records_accounted_for",
+        expectations=[gxe.ExpectColumnValuesToBeBetween(column="n_places", min_value=1, max_value=1)],
     )

@@ -4,22 +4,28 @@ Each function returns a small frame with one row per group / SID / record / rule
 numeric columns that a Great Expectations suite then checks (``checks/suites.py``). Nothing here
 returns raw values: only ids, counts and flags.
 
-Sources: P1 Lemmas 12 and 22; SPEC §8-§10.
+Sources: P1 Lemmas 12 and 22; SPEC §8-§10; for the (k, ℓ)-anonymity model, SPEC §14.1.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
 import numpy as np
 import pandas as pd
+
+from pipeline.core.hierarchies import Hierarchy
+from pipeline.core.kl_anonymity import diverse, diverse_at_least
 
 __all__ = [
     "accounting_summary",
     "confidence_summary",
     "disclosure_summary",
     "group_diversity_summary",
+    "kl_accounting_summary",
+    "kl_diversity_summary",
+    "kl_equivalence_class_summary",
     "sid_diversity_summary",
     "strong_values_in_sids",
 ]
@@ -237,3 +243,183 @@ def accounting_summary(
     if len(unknown):
         frame = pd.concat([frame, pd.DataFrame({"row_id": unknown.to_numpy(), "n_places": -1})], ignore_index=True)
     return frame
+
+
+# --------------------------------------------------------------------------- (k, ℓ) model
+
+
+def kl_equivalence_class_summary(
+    kl_released: pd.DataFrame,
+    quasi_identifiers: Sequence[str],
+    *,
+    original_quasi_identifiers: pd.DataFrame,
+    hierarchies: Mapping[str, Hierarchy],
+) -> pd.DataFrame:
+    """One row per equivalence class (``cluster_id``) of a (k, ℓ) release: its size, the number
+    of distinct generalised quasi-identifier tuples it shows, and whether every published label
+    truly generalises the member's own value.
+
+    Parameters
+    ----------
+    kl_released
+        The candidate table: ``row_id``, ``cluster_id`` and the generalised quasi-identifier
+        columns (text).
+    quasi_identifiers
+        Column names.
+    original_quasi_identifiers
+        PRIVATE: ``row_id`` (release row id, through the row map) and the members' raw
+        quasi-identifier values (text); a released row missing here counts as not truthful.
+    hierarchies
+        Quasi-identifier -> hierarchy the release was generalised along.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``cluster_id`` (int64), ``n_rows`` (int64), ``n_quasi_identifier_tuples`` (int64: distinct
+        generalised tuples among the class's rows; must be 1) and ``generalization_truthful``
+        (bool: for every row and quasi-identifier, the published label is the raw value or one
+        of its ancestors in the hierarchy). Empty input gives an empty frame with these columns.
+
+    Raises
+    ------
+    KeyError
+        A quasi-identifier without hierarchy, or a column missing.
+
+    References
+    ----------
+    SPEC §14.1 (P2: a cluster's records share one generalised tuple, the per-attribute lowest
+    common ancestor; k-anonymity requires at least ``k`` records per cluster).
+    """
+    quasi_identifiers = list(quasi_identifiers)
+    columns = {
+        "cluster_id": pd.Series(dtype="int64"),
+        "n_rows": pd.Series(dtype="int64"),
+        "n_quasi_identifier_tuples": pd.Series(dtype="int64"),
+        "generalization_truthful": pd.Series(dtype=bool),
+    }
+    if len(kl_released) == 0:
+        return pd.DataFrame(columns)
+    released = kl_released[["row_id", "cluster_id", *quasi_identifiers]].astype({c: str for c in quasi_identifiers})
+    original = released[["row_id"]].merge(
+        original_quasi_identifiers[["row_id", *quasi_identifiers]].astype({c: str for c in quasi_identifiers}),
+        on="row_id",
+        how="left",
+    )
+    truthful = original[quasi_identifiers[0]].notna().to_numpy() if quasi_identifiers else np.ones(len(released), bool)
+    for attribute in quasi_identifiers:
+        hierarchy = hierarchies[attribute]
+        ancestors = {
+            base: {hierarchy.label(level, int(hierarchy.codes[code, level])) for level in range(hierarchy.height + 1)}
+            for code, base in enumerate(hierarchy.base_values)
+        }
+        truthful &= np.fromiter(
+            (label in ancestors.get(value, ()) for label, value in zip(released[attribute], original[attribute], strict=True)),
+            dtype=bool,
+            count=len(released),
+        )
+    tuples = released[quasi_identifiers].agg("\x1f".join, axis=1) if quasi_identifiers else pd.Series("", index=released.index)
+    frame = pd.DataFrame({"cluster_id": released["cluster_id"].to_numpy(), "tuple": tuples.to_numpy(), "truthful": truthful})
+    grouped = frame.groupby("cluster_id", sort=True)
+    summary = pd.DataFrame(
+        {
+            "n_rows": grouped.size(),
+            "n_quasi_identifier_tuples": grouped["tuple"].nunique(),
+            "generalization_truthful": grouped["truthful"].all(),
+        }
+    )
+    return summary.reset_index().astype(
+        {"cluster_id": "int64", "n_rows": "int64", "n_quasi_identifier_tuples": "int64", "generalization_truthful": bool}
+    )
+
+
+def kl_diversity_summary(kl_released: pd.DataFrame, sensitive_attributes: Sequence[str], *, ell: int) -> pd.DataFrame:
+    """One row per equivalence class (``cluster_id``) of a (k, ℓ) release with its ``Diverse``
+    recomputed from the released sensitive values alone.
+
+    Parameters
+    ----------
+    kl_released
+        ``cluster_id`` and the sensitive attribute columns (published unchanged).
+    sensitive_attributes
+        Column names.
+    ell
+        ℓ required.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``cluster_id`` (int64), ``n_rows`` (int64), ``n_distinct_sensitive_tuples`` (int64),
+        ``min_distinct_values`` (int64: fewest distinct values over the sensitive attributes, an
+        upper bound of ``Diverse``), ``diverse_lower_bound`` (int64: ``Diverse`` exactly up to
+        ``DIVERSE_EXACT_LIMIT`` distinct tuples, else a certified greedy lower bound) and
+        ``diverse_at_least_ell`` (bool: ``Diverse ≥ ℓ`` proven by a greedy set of ℓ pairwise
+        totally different tuples, or by the exact search on small classes; ``False`` when
+        neither proves it, which is the safe answer).
+
+    References
+    ----------
+    SPEC §14.1 and §15 #27 (``Diverse`` = largest set of pairwise totally different tuples).
+    """
+    attributes = list(sensitive_attributes)
+    if len(kl_released) == 0:
+        return pd.DataFrame(
+            {name: pd.Series(dtype="int64") for name in
+             ("cluster_id", "n_rows", "n_distinct_sensitive_tuples", "min_distinct_values", "diverse_lower_bound")}
+            | {"diverse_at_least_ell": pd.Series(dtype=bool)}
+        )
+    codes = np.column_stack([pd.factorize(kl_released[a].astype(str), sort=True)[0] for a in attributes]).astype(np.int64)
+    cluster_ids = kl_released["cluster_id"].to_numpy(np.int64)
+    order = np.argsort(cluster_ids, kind="stable")
+    boundaries = np.flatnonzero(np.diff(cluster_ids[order])) + 1
+    rows = []
+    for members in np.split(order, boundaries):
+        cluster_codes = codes[members]
+        rows.append(
+            (
+                int(cluster_ids[members[0]]),
+                len(members),
+                len(np.unique(cluster_codes, axis=0)),
+                int(min(len(np.unique(cluster_codes[:, j])) for j in range(cluster_codes.shape[1]))),
+                int(diverse(cluster_codes)),
+                bool(diverse_at_least(cluster_codes, ell)),
+            )
+        )
+    summary = pd.DataFrame(
+        rows,
+        columns=["cluster_id", "n_rows", "n_distinct_sensitive_tuples", "min_distinct_values", "diverse_lower_bound",
+                 "diverse_at_least_ell"],
+    )
+    return summary.astype(
+        {"cluster_id": "int64", "n_rows": "int64", "n_distinct_sensitive_tuples": "int64", "min_distinct_values": "int64",
+         "diverse_lower_bound": "int64", "diverse_at_least_ell": bool}
+    )
+
+
+def kl_accounting_summary(
+    input_row_ids: Sequence[int], *, released_row_ids: Sequence[int], suppressed_row_ids: Sequence[int]
+) -> pd.DataFrame:
+    """One row per input record of the (k, ℓ) model with the number of places it is in.
+
+    Parameters
+    ----------
+    input_row_ids
+        Internal ids of all records that entered the model (after the missing-value policy).
+    released_row_ids
+        Internal ids of the released rows (through the private row map; ``-1`` for a released
+        row the map does not know).
+    suppressed_row_ids
+        Internal ids reported as suppressed (not released).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``row_id`` and ``n_places`` (int64; must be exactly 1: released once or suppressed), plus
+        one row with ``n_places`` = -1 per id that appears in an output but not in the input.
+
+    References
+    ----------
+    SPEC §9.5, applied to the (k, ℓ) release.
+    """
+    return accounting_summary(
+        input_row_ids, sac_row_ids=released_row_ids, attribute_table_row_ids=[], deleted_row_ids=suppressed_row_ids
+    )
