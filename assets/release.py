@@ -18,6 +18,15 @@ from pipeline.resources import ReleaseSettings, ReleaseStore
 CANDIDATE_TABLES = ("sac_released", "attribute_table", "id_table", "attribute_clusters")
 
 
+def require_release_model(settings: ReleaseSettings) -> None:
+    """Refuse to assemble or publish a model this job does not make (the (k, ℓ) model has its own job)."""
+    if settings.model not in ("mixed", "rating"):
+        raise dg.Failure(
+            f"the `release` job publishes the mixed and Rating models, not {settings.model!r}; "
+            "run the `kl_release` job (msa-release run --model kl) for the (k, ℓ) model"
+        )
+
+
 @dg.multi_asset(
     outs={
         "sac_released": dg.AssetOut(key_prefix=CANDIDATE, kinds=KINDS,
@@ -46,6 +55,7 @@ def release_candidate(
     sensitive_attribute_clusters: pd.DataFrame,
 ):
     """Assemble the candidate release: contract tables with fresh row ids that carry no input order."""
+    require_release_model(settings)
     tables = assemble_release_tables(
         raw_records,
         settings.quasi_identifiers,
@@ -147,6 +157,7 @@ def publish_release_asset(
 ) -> dg.MaterializeResult:
     """Publish the gated release atomically to $MSA_RELEASE_HOME/releases/<release_id>/ and update LATEST."""
     started = time.monotonic()
+    require_release_model(settings)
     now = datetime.now(timezone.utc)
     release_id = f"{now.strftime('%Y%m%dT%H%M%S')}Z-{context.run.run_id[:8]}"
     gates = gate_outcomes(context)

@@ -1,5 +1,9 @@
 """Release gates: blocking Dagster asset checks on the candidate release, each a GX suite on a
-derived frame from ``pipeline.core.verification``. Any failure stops ``release`` in the same run."""
+derived frame from ``pipeline.core.verification``. Any failure stops ``release`` in the same run.
+
+``GATES`` are the six gates of the mixed and Rating models (on ``candidate/release_candidate``);
+``KL_GATES`` the three of the (k, ℓ) model (on ``candidate/kl_release_candidate``), which stop
+``kl_release`` the same way."""
 
 
 import dagster as dg
@@ -7,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from assets.keys import CANDIDATE, inputs
+from assets.kl_release import hierarchies_from_frame
 from assets.mixed_model import clusters_from_frame, s_max_from_frame
 from checks import suites
 from checks.gx_runner import SuiteOutcome, validate_frame
@@ -19,6 +24,8 @@ from pipeline.resources import ReleaseSettings
 
 #: Every gate is attached to this asset; ``release`` depends on it, so one failure blocks it.
 GATED = dg.AssetKey([CANDIDATE, "release_candidate"])
+#: The (k, ℓ) gates are attached here; ``kl_release`` depends on it.
+GATED_KL = dg.AssetKey([CANDIDATE, "kl_release_candidate"])
 
 
 def _result(outcome: SuiteOutcome, figures: dict) -> dg.AssetCheckResult:
@@ -254,4 +261,121 @@ GATES = [
     rule_confidence_preserved,
     records_accounted_for,
     no_probability_tilt,
+]
+
+
+# --------------------------------------------------------------------------- (k, ℓ) model
+
+
+@dg.asset_check(
+    asset=GATED_KL,
+    blocking=True,
+    additional_ins=inputs(private=["raw_records", "kl_release_row_map", "generalization_hierarchies"], candidate=["kl_released"]),
+    description="(k, ℓ) gate 1: every equivalence class (cluster_id) has at least k rows and exactly one generalised "
+    "quasi-identifier tuple, and every published label generalises the record's own value along its hierarchy.",
+)
+def kl_clusters_are_k_anonymous(
+    settings: ReleaseSettings,
+    kl_released: pd.DataFrame,
+    raw_records: pd.DataFrame,
+    kl_release_row_map: pd.DataFrame,
+    generalization_hierarchies: pd.DataFrame,
+) -> dg.AssetCheckResult:
+    quasi_identifiers = settings.quasi_identifiers
+    original = kl_release_row_map.merge(
+        raw_records[["row_id", *quasi_identifiers]], left_on="source_row_id", right_on="row_id", suffixes=("", "_raw")
+    )[["row_id", *quasi_identifiers]]
+    summary = verification.kl_equivalence_class_summary(
+        kl_released,
+        quasi_identifiers,
+        original_quasi_identifiers=original,
+        hierarchies=hierarchies_from_frame(generalization_hierarchies),
+    )
+    outcome = validate_frame(summary, suites.kl_equivalence_class_suite(k=settings.k))
+    sizes = summary["n_rows"]
+    return _result(
+        outcome,
+        {
+            "k_required": settings.k,
+            "n_clusters": len(summary),
+            "n_released_rows": len(kl_released),
+            "min_cluster_size": int(sizes.min()) if len(summary) else 0,
+            "max_cluster_size": int(sizes.max()) if len(summary) else 0,
+            "average_cluster_size": float(sizes.mean()) if len(summary) else 0.0,
+            "n_clusters_below_k": int((sizes < settings.k).sum()),
+            "n_clusters_with_several_tuples": int((summary["n_quasi_identifier_tuples"] != 1).sum()),
+            "n_clusters_not_truthful": int((~summary["generalization_truthful"]).sum()),
+        },
+    )
+
+
+@dg.asset_check(
+    asset=GATED_KL,
+    blocking=True,
+    additional_ins=inputs(candidate=["kl_released"]),
+    description="(k, ℓ) gate 2: every equivalence class has Diverse >= ℓ (ℓ pairwise totally different sensitive "
+    "tuples), recomputed from the candidate table alone: a greedy certificate, exact search on small classes.",
+)
+def kl_clusters_are_l_diverse(settings: ReleaseSettings, kl_released: pd.DataFrame) -> dg.AssetCheckResult:
+    summary = verification.kl_diversity_summary(kl_released, settings.sensitive_attributes, ell=settings.ell)
+    outcome = validate_frame(summary, suites.kl_diversity_suite(ell=settings.ell))
+    return _result(
+        outcome,
+        {
+            "ell_required": settings.ell,
+            "n_clusters": len(summary),
+            "min_diverse_observed": int(summary["diverse_lower_bound"].min()) if len(summary) else 0,
+            "min_distinct_values_observed": int(summary["min_distinct_values"].min()) if len(summary) else 0,
+            "n_clusters_not_proven_diverse": int((~summary["diverse_at_least_ell"]).sum()),
+        },
+    )
+
+
+@dg.asset_check(
+    asset=GATED_KL,
+    blocking=True,
+    additional_ins=inputs(
+        private=["raw_records", "kl_release_row_map", "kl_suppressed_records", "input_summary"], candidate=["kl_released"]
+    ),
+    description="(k, ℓ) gate 3: every input record (after the missing-value policy) is released exactly once or "
+    "reported suppressed, and n_input - n_dropped_missing = n_released + n_suppressed_records.",
+)
+def kl_records_accounted_for(
+    kl_released: pd.DataFrame,
+    raw_records: pd.DataFrame,
+    kl_release_row_map: pd.DataFrame,
+    kl_suppressed_records: pd.DataFrame,
+    input_summary: pd.DataFrame,
+) -> dg.AssetCheckResult:
+    to_source = kl_release_row_map.drop_duplicates("row_id").set_index("row_id")["source_row_id"]
+    summary = verification.kl_accounting_summary(
+        raw_records["row_id"],
+        released_row_ids=to_source.reindex(kl_released["row_id"]).fillna(-1).astype("int64"),
+        suppressed_row_ids=kl_suppressed_records["row_id"],
+    )
+    n_input = int(input_summary["n_input"].iloc[0])
+    n_dropped = int(input_summary["n_dropped_missing"].iloc[0])
+    totals_add_up = n_input - n_dropped == len(kl_released) + len(kl_suppressed_records)
+    outcome = validate_frame(summary, suites.kl_accounting_suite())
+    outcome = SuiteOutcome(
+        success=outcome.success and totals_add_up,
+        statistics=outcome.statistics,
+        expectations=outcome.expectations + [{"type": "totals_add_up", "success": totals_add_up}],
+    )
+    return _result(
+        outcome,
+        {
+            "n_input": n_input,
+            "n_dropped_missing": n_dropped,
+            "n_released": len(kl_released),
+            "n_suppressed_records": len(kl_suppressed_records),
+            "n_records_not_exactly_once": int((summary["n_places"] != 1).sum()),
+        },
+    )
+
+
+KL_GATES = [
+    kl_clusters_are_k_anonymous,
+    kl_clusters_are_l_diverse,
+    kl_records_accounted_for,
 ]
