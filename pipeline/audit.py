@@ -95,7 +95,7 @@ def read_release(path: str | Path) -> PublishedRelease:
     Raises
     ------
     AuditError
-        No manifest, an unknown model, or a contract table missing.
+        No manifest, an unknown model, a (k, ℓ) release (not audited here), or a contract table missing.
     """
     directory = _resolve_release_dir(Path(path).expanduser().resolve())
     manifest_path = directory / "manifest.json"
@@ -106,6 +106,11 @@ def read_release(path: str | Path) -> PublishedRelease:
     model = manifest.get("model")
     if model not in MODEL_TABLES:
         raise AuditError(f"{manifest_path}: unknown model {model!r} (known: {sorted(MODEL_TABLES)})")
+    if model == "kl":
+        raise AuditError(
+            f"{manifest_path}: a (k, ℓ) release (model 'kl') has no SIDs or SAC~ groups for the strong-rule "
+            "audit; its gates (k-anonymity, Diverse >= ℓ, accounting) are recorded in the manifest's checks"
+        )
     quasi_identifiers = list(manifest["quasi_identifiers"])
     sensitive_attributes = list(manifest["sensitive_attributes"])
     empty_columns = {

@@ -1,4 +1,4 @@
-"""``msa-release``: run the Dagster ``release`` job in-process from the command line."""
+"""``msa-release``: run the Dagster ``release`` / ``kl_release`` jobs in-process from the command line."""
 
 from __future__ import annotations
 
@@ -23,6 +23,34 @@ def _split(value: str | None) -> list[str] | None:
         return None
     items = [v.strip() for v in value.split(",") if v.strip()]
     return items
+
+
+def parse_weights(value: str | None) -> dict[str, float] | None:
+    """``"a=1,b=2.5"`` -> ``{"a": 1.0, "b": 2.5}`` (``--generalization-weights``).
+
+    Raises
+    ------
+    click.BadParameter
+        An item that is not ``name=number``, or a name given twice.
+    """
+    if value is None:
+        return None
+    weights: dict[str, float] = {}
+    for item in (v.strip() for v in value.split(",")):
+        if not item:
+            continue
+        name, separator, number = item.rpartition("=")
+        name = name.strip()
+        try:
+            weight = float(number)
+        except ValueError:
+            weight = None
+        if not separator or not name or weight is None:
+            raise click.BadParameter(f"{item!r} is not name=number (example: sex=2,race=0.5)", param_hint="--generalization-weights")
+        if name in weights:
+            raise click.BadParameter(f"{name!r} is given twice", param_hint="--generalization-weights")
+        weights[name] = weight
+    return weights
 
 
 def prepare_dagster_home(home: Path, *, explicit_home: bool = False) -> Path:
@@ -61,6 +89,11 @@ def build_settings_config(
     confidence_tolerance: float | None,
     model: str | None = None,
     allow_disclosure: bool | None = None,
+    k: int | None = None,
+    hierarchies_dir: str | None = None,
+    kl_method: str | None = None,
+    max_block_size: int | None = None,
+    generalization_weights: dict[str, float] | None = None,
 ) -> dict:
     """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
 
@@ -94,6 +127,11 @@ def build_settings_config(
         ("confidence_tolerance", confidence_tolerance),
         ("model", model),
         ("allow_disclosure", allow_disclosure),
+        ("k", k),
+        ("hierarchies_dir", hierarchies_dir),
+        ("kl_method", kl_method),
+        ("max_block_size", max_block_size),
+        ("generalization_weights", generalization_weights),
     ):
         if value is not None:
             config[key] = value
@@ -106,9 +144,75 @@ class UnusableInput(click.ClickException):
     exit_code = 2
 
 
+#: Exceptions raised by the assets when the input cannot be used (exit status 2 of ``run``):
+#: unreadable table or column configuration, hierarchy missing / invalid / not covering the data,
+#: a table that cannot be made (k, ℓ)-anonymous.
+UNUSABLE_INPUT_ERRORS = ("InputError", "HierarchyError", "InfeasibleError")
+
+#: Options that only the (k, ℓ) model reads, and options it does not read.
+KL_ONLY_OPTIONS = ("k", "hierarchies", "kl_method", "max_block_size", "generalization_weights")
+NOT_KL_OPTIONS = ("min_confidence", "seed", "allow_disclosure", "confidence_tolerance")
+
+
+def _option_flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def check_model_options(options: dict) -> None:
+    """Refuse options that the chosen model does not read (instead of silently ignoring them).
+
+    Raises
+    ------
+    click.UsageError
+    """
+    model = options.get("model") or "mixed"
+    if model == "kl":
+        given = [_option_flag(n) for n in NOT_KL_OPTIONS if options.get(n) is not None]
+        if given:
+            raise click.UsageError(f"{', '.join(given)}: not used by --model kl (the (k, ℓ) model); leave out")
+    else:
+        given = [_option_flag(n) for n in KL_ONLY_OPTIONS if options.get(n) is not None]
+        if given:
+            raise click.UsageError(f"{', '.join(given)}: only used by --model kl (the (k, ℓ) model), not by --model {model}")
+
+
+def validate_settings(config: dict) -> None:
+    """Validate the ``settings`` run config before anything runs (the same checks as the resource).
+
+    Raises
+    ------
+    click.UsageError
+        With pydantic's messages, e.g. k < ell for the (k, ℓ) model.
+    """
+    from pydantic import ValidationError
+
+    from pipeline.resources import ReleaseSettings
+
+    try:
+        ReleaseSettings(**config)
+    except ValidationError as error:
+        messages = "; ".join(str(e.get("msg", e)).removeprefix("Value error, ") for e in error.errors())
+        raise click.UsageError(messages) from error
+
+
+def unusable_input_messages(result) -> list[str]:
+    """Messages of the step failures caused by an unusable input (``UNUSABLE_INPUT_ERRORS``)."""
+    messages = []
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
+            error = event.step_failure_data.error
+            cause = error.cause or error
+            if cause.cls_name in UNUSABLE_INPUT_ERRORS:
+                message = cause.message.strip()
+                prefix, separator, rest = message.partition(": ")
+                messages.append(rest if separator and prefix.endswith(cause.cls_name) else message)
+    return messages
+
+
 @click.group()
 def main() -> None:
-    """Publish microdata with several sensitive attributes (strong-rule mixed model)."""
+    """Publish microdata with several sensitive attributes (strong-rule mixed model, Rating
+    baseline, (k, ℓ)-anonymity)."""
 
 
 def input_options(command):
@@ -177,6 +281,11 @@ def _settings_from_options(options: dict) -> dict:
         confidence_tolerance=options.get("confidence_tolerance"),
         model=options.get("model"),
         allow_disclosure=options.get("allow_disclosure"),
+        k=options.get("k"),
+        hierarchies_dir=options.get("hierarchies"),
+        kl_method=options.get("kl_method"),
+        max_block_size=options.get("max_block_size"),
+        generalization_weights=parse_weights(options.get("generalization_weights")),
     )
 
 
@@ -193,28 +302,52 @@ def _report_step_failures(result) -> None:
 @click.option("--ell", type=click.IntRange(min=2), help="ℓ (integer >= 2; default 3).")
 @click.option("--min-confidence", type=click.FloatRange(min=0.0, max=1.0, min_open=True), help="In (0, 1]; default 0.8.")
 @click.option("--seed", type=click.IntRange(min=0), help="Seed of the per-group permutation (default 0).")
-@click.option("--model", type=click.Choice(["mixed", "rating"]), help="Publication model (default mixed; rating = plain Rating baseline).")
+@click.option("--model", type=click.Choice(["mixed", "rating", "kl"]),
+              help="Publication model (default mixed; rating = plain Rating baseline; kl = (k, ℓ)-anonymity, P2).")
 @click.option("--allow-disclosure", is_flag=True, default=None,
               help="Publish even if the strong-rule adversary beats 1/ell (recorded in the manifest).")
 @click.option("--confidence-tolerance", type=click.FloatRange(0.0, 1.0), help="Gate 4 tolerance (default 0.05).")
+@click.option("--k", "k", type=click.IntRange(min=2), help="--model kl: minimum equivalence-class size (default 3; k >= ell).")
+@click.option("--hierarchies", type=click.Path(file_okay=False),
+              help="--model kl: folder of ARX hierarchies, one per quasi-identifier (default data/adult/hierarchies).")
+@click.option("--kl-method", type=click.Choice(["blocked", "greedy", "exact"]),
+              help="--model kl: blocked (default, any size), greedy (<= 6000 records) or exact (<= 16 records).")
+@click.option("--max-block-size", type=click.IntRange(min=4), help="--model kl, blocked: largest block (default 256; >= 2k).")
+@click.option("--generalization-weights", help="--model kl: cost weight per quasi-identifier, e.g. sex=2,race=0.5 (default 1).")
 def run(**options) -> None:
-    """Run the Dagster `release` job in-process and print a summary of the published release."""
+    """Run the Dagster `release` job (models mixed, rating) or `kl_release` job (model kl) in-process
+    and print a summary of the published release.
+
+    Exit status: 0 published, 1 refused by a gate (or another failure), 2 unusable input (a usage
+    error, an unreadable table, a missing or incomplete hierarchy, a table that cannot be made
+    (k, ℓ)-anonymous).
+    """
     started = time.monotonic()
+    check_model_options(options)
     config = _settings_from_options(options)
+    validate_settings(config)
     from pipeline.publish import read_latest
 
+    job_name = "kl_release" if config.get("model") == "kl" else "release"
     previous = read_latest(use_home(options["home"]) / "releases")
     result, home = execute_job(
-        "release", {"resources": {"settings": {"config": config}}}, home_option=options["home"], verbose=options["verbose"]
+        job_name, {"resources": {"settings": {"config": config}}}, home_option=options["home"], verbose=options["verbose"]
     )
     elapsed = time.monotonic() - started
     gates = result.get_asset_check_evaluations()
     latest = read_latest(home / "releases")
     if result.success and latest is not None and latest != previous:
         manifest = json.loads((latest / "manifest.json").read_text())
-        click.echo(render_summary(manifest, latest, elapsed))
+        click.echo(render_kl_summary(manifest, latest, elapsed) if manifest["model"] == "kl" else render_summary(manifest, latest, elapsed))
         return
     click.echo(f"msa-release: NO release published (run {result.run_id}, {elapsed:.1f} s)", err=True)
+    unusable = unusable_input_messages(result)
+    if unusable:
+        for message in unusable:
+            click.echo(f"  unusable input: {message}", err=True)
+        if previous is not None:
+            click.echo(f"  the previous release is untouched: {previous}", err=True)
+        sys.exit(2)
     for evaluation in gates:
         figures = {k: v.value for k, v in evaluation.metadata.items()}
         if figures.get("applicable") is False:
@@ -378,6 +511,40 @@ def render_summary(manifest: dict, path: Path, elapsed: float) -> str:
     lines.append("  gates")
     labels = {"passed": "PASS", "failed": "FAIL", "failed_overridden": "FAIL (overridden)", "not_applicable": "n/a "}
     for gate in gates:
+        label = labels.get(gate.get("status", ""), "PASS" if gate["passed"] else "FAIL")
+        lines.append(f"    {label}  {gate['name']}")
+    lines.append(f"  time           {elapsed:.1f} s")
+    return "\n".join(lines)
+
+
+def render_kl_summary(manifest: dict, path: Path, elapsed: float) -> str:
+    """One screen of text about a published (k, ℓ) release (from its manifest)."""
+    observed = {g["name"]: g.get("observed", {}) for g in manifest["checks"]}
+    classes = observed.get("kl_clusters_are_k_anonymous", {})
+    diversity = observed.get("kl_clusters_are_l_diverse", {})
+    n_released, n_clusters = manifest["n_released"], manifest["n_clusters"]
+    weights = manifest.get("generalization_weights") or {}
+    weighted = {name: w for name, w in weights.items() if w != 1.0}
+    lines = [
+        f"Published release {manifest['release_id']}",
+        f"  directory      {path}",
+        f"  model          kl ((k, ℓ)-anonymity)  k={manifest['k']}  ell={manifest['ell']}  method={manifest['kl_method']}"
+        + (f"  max_block_size={manifest['max_block_size']}" if manifest.get("max_block_size") else ""),
+        f"  QIs            {', '.join(manifest['quasi_identifiers'])} (generalised; hierarchies in {manifest['hierarchies']['directory']})",
+        f"  sensitive      {', '.join(manifest['sensitive_attributes'])} (unchanged)",
+        f"  records        {manifest['n_input']} read, {manifest['n_dropped_missing']} dropped (missing sensitive value)",
+        f"                 {n_released} released, {manifest['n_suppressed_records']} suppressed",
+        f"  clusters       {n_clusters} equivalence classes, average size {n_released / n_clusters if n_clusters else 0:.2f} "
+        f"(min {classes.get('min_cluster_size', '?')}, max {classes.get('max_cluster_size', '?')}); "
+        f"min Diverse {diversity.get('min_diverse_observed', '?')}",
+        f"  cost           S = {manifest['total_generalization_cost']:.1f} "
+        f"({manifest['total_generalization_cost'] / n_released if n_released else 0:.3f} per record), "
+        f"naive (levels climbed) = {manifest['total_naive_cost']}"
+        + (f"; weights {', '.join(f'{n}={w:g}' for n, w in weighted.items())}" if weighted else ""),
+        "  gates",
+    ]
+    labels = {"passed": "PASS", "failed": "FAIL", "failed_overridden": "FAIL (overridden)", "not_applicable": "n/a "}
+    for gate in manifest["checks"]:
         label = labels.get(gate.get("status", ""), "PASS" if gate["passed"] else "FAIL")
         lines.append(f"    {label}  {gate['name']}")
     lines.append(f"  time           {elapsed:.1f} s")
