@@ -1,0 +1,131 @@
+"""Attacks: P2's join adversary and the one-known-value adversary against four releases of the
+configured table (naive per-attribute, (k, ℓ), mixed, Rating), with their utility. A thin wrapper
+over ``pipeline.attack_report``; the figures are attached to the asset as metadata and written,
+with ``results.json`` and ``REPORT.md``, into ``reports/attacks/`` (configurable)."""
+
+
+import base64
+import time
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+from pydantic import Field
+
+from assets.keys import inputs
+from pipeline.attack_report import MODELS, run_attack_evaluation, write_attack_report
+from pipeline.core.hierarchies import load_hierarchies
+from pipeline.loading import PROJECT_ROOT
+from pipeline.resources import ReleaseSettings
+
+ATTACKS = "attacks"
+#: Defaults used while ``ReleaseSettings`` has no ``k`` / ``hierarchies_dir`` field.
+DEFAULT_K = 3
+DEFAULT_HIERARCHIES_DIR = "data/adult/hierarchies"
+
+
+class AttackEvaluationConfig(dg.Config):
+    """Run configuration of ``attacks/attack_evaluation`` (data and ℓ come from ``settings``)."""
+
+    output_dir: str = Field(
+        default="reports/attacks",
+        description="Where results.json, REPORT.md and the PNG figures go (relative: project root).",
+    )
+    dataset_description: str = Field(default="UCI Adult (adult.data, CC BY 4.0)", description="Named in REPORT.md.")
+    kl_method: str = Field(default="blocked", description="(k, ℓ) algorithm of the (k, ℓ) and naive releases: 'blocked' or 'greedy'.")
+    max_block_size: int = Field(default=256, ge=6, description="Largest block of the 'blocked' (k, ℓ) method.")
+
+
+def _project_path(path: str) -> Path:
+    """Relative paths: the working directory when it exists there, else the project root."""
+    candidate = Path(path).expanduser()
+    if candidate.is_absolute() or candidate.exists():
+        return candidate.resolve()
+    return (PROJECT_ROOT / candidate).resolve()
+
+
+def _summary_frame(results: dict) -> pd.DataFrame:
+    """One row per (model, attack, pair): the numbers of the report's tables."""
+    rows = []
+    for model, summary in results["join_attack"].items():
+        rows.append({"model": model, "attack": "join", "known_attribute": None, "target_attribute": None, **_numbers(summary)})
+    for model, pairs in results["one_known_value"].items():
+        for pair, summary in pairs.items():
+            known, target = pair.split("->")
+            rows.append({"model": model, "attack": "one_known_value", "known_attribute": known, "target_attribute": target, **_numbers(summary)})
+    return pd.DataFrame(rows)
+
+
+def _numbers(summary: dict) -> dict:
+    keys = ("n_victims", "n_certain", "share_certain", "mean", "median", "p90", "max", "share_above_one_over_ell")
+    return {key: summary[key] for key in keys}
+
+
+def _figures_metadata(paths: dict) -> dict:
+    metadata = {}
+    for name in ("join", "one_known", "utility"):
+        path = paths[name]
+        encoded = base64.b64encode(path.read_bytes()).decode("ascii")
+        metadata[f"figure_{name}"] = dg.MetadataValue.md(f"![{name}](data:image/png;base64,{encoded})")
+        metadata[f"figure_{name}_path"] = dg.MetadataValue.path(str(path))
+    return metadata
+
+
+@dg.asset(key_prefix=ATTACKS, ins=inputs(private=["raw_records"]), group_name=ATTACKS, kinds={"duckdb", "pandas", "matplotlib"})
+def attack_evaluation(
+    context: dg.AssetExecutionContext, config: AttackEvaluationConfig, settings: ReleaseSettings, raw_records: pd.DataFrame
+) -> pd.DataFrame:
+    """Join attack (P2) and one-known-value attack on the naive per-attribute, (k, ℓ), mixed and
+    Rating releases of the configured table, plus their utility; writes reports/attacks/."""
+    started = time.monotonic()
+    qi, sa = list(settings.quasi_identifiers), list(settings.sensitive_attributes)
+    k = int(getattr(settings, "k", DEFAULT_K))
+    hierarchies_dir = _project_path(str(getattr(settings, "hierarchies_dir", DEFAULT_HIERARCHIES_DIR)))
+    hierarchies = load_hierarchies(
+        hierarchies_dir, [*qi, *sa],
+        data_values={a: raw_records[a].astype(str).unique() for a in [*qi, *sa]}, data_source=settings.input_path,
+    )
+    evaluation = run_attack_evaluation(
+        raw_records, qi, sa, hierarchies, ell=settings.ell, k=k, min_confidence=settings.min_confidence, seed=settings.seed,
+        kl_method=config.kl_method, max_block_size=config.max_block_size, dataset_description=config.dataset_description,
+        progress=context.log.info,
+    )
+    paths = write_attack_report(evaluation, _project_path(config.output_dir))
+    results = evaluation.results
+    metadata: dict = {
+        "k": k,
+        "ell": int(settings.ell),
+        "hierarchies_dir": dg.MetadataValue.path(str(hierarchies_dir)),
+        "n_records": int(results["dataset"]["n_records"]),
+        "wall_seconds": round(time.monotonic() - started, 1),
+        "results": dg.MetadataValue.path(str(paths["results"])),
+        "report": dg.MetadataValue.path(str(paths["report"])),
+    }
+    raw_confidence = results["utility"]["mixed"]["rule_confidence"]["average_raw_confidence"]
+    metadata["average_raw_rule_confidence"] = float(raw_confidence) if raw_confidence is not None else 0.0
+    for model in (*MODELS, "population"):
+        join = results["join_attack"][model]
+        metadata[f"{model}_join_share_certain"] = float(join["share_certain"])
+        metadata[f"{model}_join_n_certain"] = int(join["n_certain"])
+        metadata[f"{model}_join_mean_probability"] = float(join["mean"])
+        metadata[f"{model}_join_share_above_one_over_ell"] = float(join["share_above_one_over_ell"])
+        pinned = [s["share_certain"] for s in results["one_known_value"][model].values()]
+        means = [s["mean"] for s in results["one_known_value"][model].values()]
+        metadata[f"{model}_one_known_mean_share_pinned"] = float(sum(pinned) / len(pinned)) if pinned else 0.0
+        metadata[f"{model}_one_known_max_share_pinned"] = float(max(pinned, default=0.0))
+        metadata[f"{model}_one_known_mean_probability"] = float(sum(means) / len(means)) if means else 0.0
+    for model in MODELS:
+        utility = results["utility"][model]
+        metadata[f"{model}_generalization_cost"] = float(utility["generalization_cost"])
+        metadata[f"{model}_average_cluster_size"] = float(utility["average_cluster_size"])
+        metadata[f"{model}_discernibility"] = float(utility["discernibility"])
+        metadata[f"{model}_discernibility_per_record"] = float(utility["discernibility_per_record"])
+        metadata[f"{model}_share_suppressed_cells"] = float(utility["share_suppressed_cells"])
+        confidence = utility["rule_confidence"]["average_released_confidence"]
+        metadata[f"{model}_average_rule_confidence"] = float(confidence) if confidence is not None else 0.0
+    verdicts = results["verdicts"]
+    metadata["verdicts"] = dg.MetadataValue.md(
+        "\n".join(f"**{section}**\n\n" + "\n".join(f"- {line}" for line in lines) + "\n" for section, lines in verdicts.items())
+    )
+    context.add_output_metadata({**metadata, **_figures_metadata(paths)})
+    return _summary_frame(results)
