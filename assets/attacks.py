@@ -19,9 +19,12 @@ from pipeline.loading import PROJECT_ROOT
 from pipeline.resources import ReleaseSettings
 
 ATTACKS = "attacks"
-#: Defaults used while ``ReleaseSettings`` has no ``k`` / ``hierarchies_dir`` field.
+#: Defaults used when ``ReleaseSettings`` lacks the (k, ℓ) fields (``k``, ``hierarchies_dir``,
+#: ``kl_method``, ``max_block_size``, ``generalization_weights``), read with ``getattr``.
 DEFAULT_K = 3
 DEFAULT_HIERARCHIES_DIR = "data/adult/hierarchies"
+DEFAULT_KL_METHOD = "blocked"
+DEFAULT_MAX_BLOCK_SIZE = 256
 
 
 class AttackEvaluationConfig(dg.Config):
@@ -32,8 +35,6 @@ class AttackEvaluationConfig(dg.Config):
         description="Where results.json, REPORT.md and the PNG figures go (relative: project root).",
     )
     dataset_description: str = Field(default="UCI Adult (adult.data, CC BY 4.0)", description="Named in REPORT.md.")
-    kl_method: str = Field(default="blocked", description="(k, ℓ) algorithm of the (k, ℓ) and naive releases: 'blocked' or 'greedy'.")
-    max_block_size: int = Field(default=256, ge=6, description="Largest block of the 'blocked' (k, ℓ) method.")
 
 
 def _project_path(path: str) -> Path:
@@ -76,18 +77,27 @@ def attack_evaluation(
     context: dg.AssetExecutionContext, config: AttackEvaluationConfig, settings: ReleaseSettings, raw_records: pd.DataFrame
 ) -> pd.DataFrame:
     """Join attack (P2) and one-known-value attack on the naive per-attribute, (k, ℓ), mixed and
-    Rating releases of the configured table, plus their utility; writes reports/attacks/."""
+    Rating releases of the configured table, plus their utility; writes reports/attacks/.
+
+    Parameters come from ``settings``: columns, ℓ, min_confidence, seed, and the (k, ℓ) fields k,
+    hierarchies_dir (hierarchies of every quasi-identifier AND sensitive attribute: the naive
+    release generalises the sensitive attributes too), kl_method, max_block_size and
+    generalization_weights (quasi-identifiers only; sensitive attributes weigh 1)."""
     started = time.monotonic()
     qi, sa = list(settings.quasi_identifiers), list(settings.sensitive_attributes)
     k = int(getattr(settings, "k", DEFAULT_K))
     hierarchies_dir = _project_path(str(getattr(settings, "hierarchies_dir", DEFAULT_HIERARCHIES_DIR)))
+    kl_method = str(getattr(settings, "kl_method", DEFAULT_KL_METHOD))
+    max_block_size = int(getattr(settings, "max_block_size", DEFAULT_MAX_BLOCK_SIZE))
+    weights = dict(getattr(settings, "generalization_weights", {}) or {})
     hierarchies = load_hierarchies(
         hierarchies_dir, [*qi, *sa],
         data_values={a: raw_records[a].astype(str).unique() for a in [*qi, *sa]}, data_source=settings.input_path,
     )
     evaluation = run_attack_evaluation(
         raw_records, qi, sa, hierarchies, ell=settings.ell, k=k, min_confidence=settings.min_confidence, seed=settings.seed,
-        kl_method=config.kl_method, max_block_size=config.max_block_size, dataset_description=config.dataset_description,
+        kl_method=kl_method, max_block_size=max_block_size, generalization_weights=weights,
+        dataset_description=config.dataset_description,
         progress=context.log.info,
     )
     paths = write_attack_report(evaluation, _project_path(config.output_dir))
@@ -95,6 +105,7 @@ def attack_evaluation(
     metadata: dict = {
         "k": k,
         "ell": int(settings.ell),
+        "kl_method": kl_method,
         "hierarchies_dir": dg.MetadataValue.path(str(hierarchies_dir)),
         "n_records": int(results["dataset"]["n_records"]),
         "wall_seconds": round(time.monotonic() - started, 1),

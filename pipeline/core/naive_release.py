@@ -87,6 +87,7 @@ def naive_release(
     hierarchies: Mapping[str, Hierarchy],
     *,
     ell: int,
+    weights: Mapping[str, float] | None = None,
     method: str = "blocked",
     max_block_size: int = 256,
     source: str = "the input",
@@ -108,6 +109,8 @@ def naive_release(
         Distinct ℓ-diversity of ``S_j`` in every equivalence class of table ``j``; the tables use
         ``k = ℓ`` (an equivalence class of ℓ records with ℓ distinct values is the smallest
         ℓ-diverse class, as in P2's Tables 2-3).
+    weights
+        Cost weight ``c_i`` per generalised attribute (default 1; attributes not listed weigh 1).
     method, max_block_size
         Passed to :func:`~pipeline.core.kl_anonymity.kl_anonymize` (default: the scalable
         ``blocked`` method).
@@ -145,6 +148,7 @@ def naive_release(
         generalized = (*qi, *(a for a in sa if a != attribute))
         anonymization = kl_anonymize(
             records, generalized, [attribute], {a: hierarchies[a] for a in generalized}, k=ell, ell=ell,
+            weights={a: float((weights or {}).get(a, 1.0)) for a in generalized},
             method=method, max_block_size=max_block_size, source=source,
         )
         released, row_map = kl_release_table(records, anonymization, generalized, [attribute])
