@@ -9,7 +9,7 @@ export MSA_RELEASE_HOME ?= $(CURDIR)/var
 export GX_ANALYTICS_ENABLED := false
 export DAGSTER_HOME ?= $(MSA_RELEASE_HOME)/dagster
 
-.PHONY: release test experiments kl-quality bench ui env clean
+.PHONY: release test experiments attacks kl-quality bench ui env clean
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -30,6 +30,9 @@ release: env $(DAGSTER_HOME)/dagster.yaml
 
 experiments: env $(DAGSTER_HOME)/dagster.yaml
 	$(VENV)/bin/msa-release experiments
+
+attacks: env $(DAGSTER_HOME)/dagster.yaml
+	$(VENV)/bin/msa-release attacks
 
 kl-quality: env
 	$(VENV)/bin/msa-release kl-quality

@@ -421,6 +421,39 @@ def experiments(**options) -> None:
         click.echo(f"  figures and results.json beside it in {Path(report).parent}")
 
 
+@main.command()
+@input_options
+@click.option("--ell", type=click.IntRange(min=2), help="ℓ of every release (default 3).")
+@click.option("--k", type=click.IntRange(min=2), help="k of the (k, ℓ) release (default 3).")
+@click.option("--min-confidence", type=click.FloatRange(min=0.0, max=1.0, min_open=True), help="Strong-rule threshold of the mixed model (default 0.8).")
+@click.option("--hierarchies", type=click.Path(file_okay=False), help="Hierarchies of every quasi-identifier and sensitive attribute (default: data/adult/hierarchies).")
+@click.option("--output", type=click.Path(file_okay=False), help="Output directory (default: reports/attacks).")
+def attacks(**options) -> None:
+    """Run the Dagster `attacks` job: P2's join attack and the one-known-value attack against the
+    naive per-attribute, (k, ℓ), mixed and Rating releases, with their utility.
+
+    Writes results.json, REPORT.md and the figures (default reports/attacks/; a few minutes on Adult).
+    """
+    started = time.monotonic()
+    config = _settings_from_options(options)
+    op_config: dict = {}
+    if options["output"]:
+        op_config["output_dir"] = str(Path(options["output"]).resolve())
+    if options["input_path"]:
+        op_config["dataset_description"] = Path(options["input_path"]).name
+    run_config = {"resources": {"settings": {"config": config}}}
+    if op_config:
+        run_config["ops"] = {"attacks__attack_evaluation": {"config": op_config}}
+    result, _ = execute_job("attacks", run_config, home_option=options["home"], verbose=options["verbose"])
+    elapsed = time.monotonic() - started
+    if not result.success:
+        click.echo(f"msa-release: the attack evaluation failed ({elapsed:.0f} s)", err=True)
+        _report_step_failures(result)
+        sys.exit(1)
+    target = Path(op_config.get("output_dir", Path(__file__).resolve().parents[1] / "reports" / "attacks"))
+    click.echo(f"Attacks done in {elapsed:.0f} s: {target / 'REPORT.md'}")
+
+
 @main.command("kl-quality")
 @input_options
 @click.option("--hierarchies", type=click.Path(file_okay=False), help="Hierarchy directory (default: data/adult/hierarchies).")

@@ -10,7 +10,7 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
 import dagster as dg  # noqa: E402
 
-from assets import audit, evaluation, ingest, kl_release, mining, mixed_model, release  # noqa: E402
+from assets import attacks, audit, evaluation, ingest, kl_release, mining, mixed_model, release  # noqa: E402
 from checks.gates import GATES, KL_GATES  # noqa: E402
 from pipeline.resources import ExperimentSettings, ReleaseSettings, ReleaseStore, release_home  # noqa: E402
 from pipeline.warehouse import WarehouseIOManager  # noqa: E402
@@ -22,7 +22,7 @@ KL_RELEASE_JOB_GROUPS = ("ingest", "kl_release")
 #: The job that publishes each model (``ReleaseSettings.model``).
 JOB_OF_MODEL = {"mixed": "release", "rating": "release", "kl": "kl_release"}
 
-ASSETS = dg.load_assets_from_modules([ingest, mining, mixed_model, release, audit, kl_release, evaluation])
+ASSETS = dg.load_assets_from_modules([ingest, mining, mixed_model, release, audit, kl_release, evaluation, attacks])
 
 release_job = dg.define_asset_job(
     name="release",
@@ -41,6 +41,14 @@ kl_release_job = dg.define_asset_job(
     "Diverse >= ℓ -> gates -> published release.",
 )
 
+attacks_job = dg.define_asset_job(
+    name="attacks",
+    selection=dg.AssetSelection.groups("ingest", "attacks"),
+    executor_def=dg.in_process_executor,
+    description="P2's join attack and the one-known-value attack on four releases (naive per-attribute, (k, ℓ), "
+    "mixed, Rating) of the configured table, with their utility; writes reports/attacks/.",
+)
+
 evaluation_job = dg.define_asset_job(
     name="evaluation",
     selection=dg.AssetSelection.groups("ingest", "evaluation"),
@@ -57,7 +65,7 @@ def build_definitions(home: Path) -> dg.Definitions:
     return dg.Definitions(
         assets=ASSETS,
         asset_checks=[*GATES, *KL_GATES],
-        jobs=[release_job, kl_release_job, evaluation_job],
+        jobs=[release_job, kl_release_job, evaluation_job, attacks_job],
         resources={
             "io_manager": WarehouseIOManager(database=str(home / "warehouse.duckdb")),
             "settings": ReleaseSettings(),
