@@ -48,6 +48,13 @@ class QualityPlan:
     seed: int = 0
 
 
+def _cost_ratio(cost: float, reference: float) -> float:
+    """``cost / reference``; 1.0 when both are 0, ``inf`` when only the reference is 0."""
+    if reference > 0:
+        return cost / reference
+    return 1.0 if cost == 0 else float("inf")
+
+
 def _sample(records: pd.DataFrame, n: int, rng: np.random.Generator) -> pd.DataFrame:
     return records.iloc[np.sort(rng.choice(len(records), size=n, replace=False))]
 
@@ -92,16 +99,12 @@ def compare_with_exact(
                 exact_cost = sum(kl.cluster_cost(table, c) for c in exact)
                 greedy_cost = sum(kl.cluster_cost(table, c) for c in greedy)
                 blocked_cost = sum(kl.cluster_cost(table, c) for c in blocked)
-                if exact_cost > 0:
-                    ratio = greedy_cost / exact_cost
-                else:
-                    ratio = 1.0 if greedy_cost == 0 else float("inf")
                 rows.append(
                     {
                         "n": n, "k": k, "ell": ell, "exact_cost": exact_cost, "greedy_cost": greedy_cost,
-                        "ratio": ratio, "greedy_optimal": bool(greedy_cost <= exact_cost + 1e-9),
+                        "ratio": _cost_ratio(greedy_cost, exact_cost), "greedy_optimal": bool(greedy_cost <= exact_cost + 1e-9),
                         "blocked_cost": blocked_cost,
-                        "blocked_ratio": blocked_cost / exact_cost if exact_cost > 0 else (1.0 if blocked_cost == 0 else float("inf")),
+                        "blocked_ratio": _cost_ratio(blocked_cost, exact_cost),
                         "blocked_optimal": bool(blocked_cost <= exact_cost + 1e-9),
                         "exact_seconds": exact_seconds, "greedy_seconds": greedy_seconds,
                     }
@@ -135,7 +138,7 @@ def compare_blocked_with_greedy(
             rows.append(
                 {
                     "n": n, "k": k, "ell": ell, "greedy_cost": greedy_cost, "blocked_cost": blocked_cost,
-                    "ratio": blocked_cost / greedy_cost if greedy_cost else (1.0 if blocked_cost == 0 else float("inf")),
+                    "ratio": _cost_ratio(blocked_cost, greedy_cost),
                     "greedy_clusters": len(greedy), "blocked_clusters": len(blocked), "n_blocks": n_blocks,
                     "greedy_seconds": greedy_seconds, "blocked_seconds": blocked_seconds,
                     "greedy_matrix_megabytes": n * n * 8 / 1e6,

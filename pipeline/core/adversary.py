@@ -21,6 +21,7 @@ __all__ = [
     "per_record_disclosure",
     "recover_rule_confidences",
     "rule_holders",
+    "with_released_confidence",
 ]
 
 
@@ -103,6 +104,13 @@ def recover_rule_confidences(
             supp_ab += float((p_a * p_b).sum())
         support_antecedent.append(supp_a)
         support_both.append(supp_ab)
+    return with_released_confidence(rules, support_antecedent, support_both)
+
+
+def with_released_confidence(rules: pd.DataFrame, support_antecedent, support_both) -> pd.DataFrame:
+    """A copy of ``rules`` with ``released_support_antecedent``, ``released_support_both``
+    (float64, expected record counts, one per rule in order) and ``released_confidence``
+    (their ratio; NaN when the antecedent's released support is 0)."""
     result = rules.copy()
     result["released_support_antecedent"] = np.asarray(support_antecedent, dtype=float)
     result["released_support_both"] = np.asarray(support_both, dtype=float)

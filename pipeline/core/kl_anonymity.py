@@ -294,6 +294,33 @@ def diverse_greedy(sensitive_codes: np.ndarray, *, stop_at: int | None = None) -
     return chosen
 
 
+def _largest_totally_different(tuples: np.ndarray) -> list[int]:
+    """Indices into ``tuples`` (distinct rows) of a largest pairwise totally different set: branch
+    and bound over bitsets, stopping once the bound min_j(distinct values of attribute j) is met."""
+    n = len(tuples)
+    compatible = _compatibility(tuples)
+    neighbours = [int(sum(1 << b for b in np.flatnonzero(compatible[a]))) for a in range(n)]
+    upper = int(min(len(np.unique(tuples[:, j])) for j in range(tuples.shape[1])))
+    best: list[int] = []
+
+    def extend(candidates: int, chosen: list[int]) -> None:
+        nonlocal best
+        if len(chosen) > len(best):
+            best = list(chosen)
+        while candidates and len(best) < upper:
+            if len(chosen) + bin(candidates).count("1") <= len(best):
+                return
+            low = candidates & -candidates
+            vertex = low.bit_length() - 1
+            candidates ^= low
+            chosen.append(vertex)
+            extend(candidates & neighbours[vertex], chosen)
+            chosen.pop()
+
+    extend((1 << n) - 1, [])
+    return best
+
+
 def diverse_exact(sensitive_codes: np.ndarray) -> int:
     """``Diverse`` exactly: the size of the largest set of pairwise totally different tuples
     (SPEC §14.1 [choice] §15 #27), by branch and bound on the distinct tuples.
@@ -304,30 +331,7 @@ def diverse_exact(sensitive_codes: np.ndarray) -> int:
     codes = np.asarray(sensitive_codes)
     if len(codes) == 0:
         return 0
-    tuples = _distinct_tuples(codes)
-    compatible = _compatibility(tuples)
-    n = len(tuples)
-    neighbours = [int(sum(1 << b for b in np.flatnonzero(compatible[a]))) for a in range(n)]
-    upper = int(min(len(np.unique(tuples[:, j])) for j in range(tuples.shape[1])))
-    best = 0
-
-    def extend(candidates: int, size: int) -> None:
-        nonlocal best
-        if candidates == 0:
-            best = max(best, size)
-            return
-        if size + bin(candidates).count("1") <= best or best >= upper:
-            return
-        while candidates:
-            if size + bin(candidates).count("1") <= best or best >= upper:
-                return
-            low = candidates & -candidates
-            vertex = low.bit_length() - 1
-            candidates ^= low
-            extend(candidates & neighbours[vertex], size + 1)
-
-    extend((1 << n) - 1, 0)
-    return best
+    return len(_largest_totally_different(_distinct_tuples(codes)))
 
 
 def diverse(sensitive_codes: np.ndarray) -> int:
@@ -366,29 +370,10 @@ def diverse_witness(sensitive_codes: np.ndarray) -> np.ndarray:
     if len(codes) == 0:
         return np.array([], dtype=np.int64)
     tuples, first = np.unique(codes, axis=0, return_index=True)
-    compatible = _compatibility(tuples)
     n = len(tuples)
     if n <= DIVERSE_EXACT_LIMIT:
-        neighbours = [int(sum(1 << b for b in np.flatnonzero(compatible[a]))) for a in range(n)]
-        best: list[int] = []
-
-        def extend(candidates: int, chosen: list[int]) -> None:
-            nonlocal best
-            if len(chosen) > len(best):
-                best = list(chosen)
-            while candidates:
-                if len(chosen) + bin(candidates).count("1") <= len(best):
-                    return
-                low = candidates & -candidates
-                vertex = low.bit_length() - 1
-                candidates ^= low
-                chosen.append(vertex)
-                extend(candidates & neighbours[vertex], chosen)
-                chosen.pop()
-
-        extend((1 << n) - 1, [])
-        return np.sort(first[best]).astype(np.int64)
-    conflicts = (~compatible).sum(axis=1) if n <= 512 else np.zeros(n)
+        return np.sort(first[_largest_totally_different(tuples)]).astype(np.int64)
+    conflicts = (~_compatibility(tuples)).sum(axis=1) if n <= 512 else np.zeros(n)
     chosen_rows: list[int] = []
     used = [set() for _ in range(tuples.shape[1])]
     for index in np.argsort(conflicts, kind="stable"):

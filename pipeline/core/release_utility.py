@@ -45,6 +45,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from pipeline.core.adversary import with_released_confidence
 from pipeline.core.attacks import label_coverage
 from pipeline.core.hierarchies import Hierarchy
 
@@ -164,19 +165,6 @@ def utility_measures(
     }
 
 
-def _with_confidence(rules: pd.DataFrame, antecedent: list[float], both: list[float]) -> pd.DataFrame:
-    result = rules.copy()
-    result["released_support_antecedent"] = np.asarray(antecedent, dtype=float)
-    result["released_support_both"] = np.asarray(both, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        result["released_confidence"] = np.where(
-            result["released_support_antecedent"] > 0,
-            result["released_support_both"] / result["released_support_antecedent"],
-            np.nan,
-        )
-    return result
-
-
 def kl_rule_confidences(rules: pd.DataFrame, kl_released: pd.DataFrame) -> pd.DataFrame:
     """Rule supports counted on the (k, ℓ) release's sensitive tuples (published unchanged).
 
@@ -192,7 +180,7 @@ def kl_rule_confidences(rules: pd.DataFrame, kl_released: pd.DataFrame) -> pd.Da
         has_b = kl_released[rule.consequent_attribute].astype(str) == str(rule.consequent_value)
         antecedent.append(float(has_a.sum()))
         both.append(float((has_a & has_b).sum()))
-    return _with_confidence(rules, antecedent, both)
+    return with_released_confidence(rules, antecedent, both)
 
 
 def naive_rule_confidences(
@@ -229,7 +217,7 @@ def naive_rule_confidences(
         share = np.where(cover[:, hierarchy.base_values.index(str(rule.consequent_value))], 1.0 / cover.sum(axis=1), 0.0) \
             if str(rule.consequent_value) in hierarchy.base_values else np.zeros(len(labels))
         both.append(float(share[inverse].sum()))
-    return _with_confidence(rules, antecedent, both)
+    return with_released_confidence(rules, antecedent, both)
 
 
 def average_confidence(recovered: pd.DataFrame) -> dict:
