@@ -5,7 +5,7 @@ import dagster as dg
 import pandas as pd
 
 from assets.keys import KINDS, PRIVATE, inputs
-from pipeline.core.rules import mine_strong_rules, strong_values
+from pipeline.core.rules import mine_strong_rules, resolve_mining_backend, strong_values
 from pipeline.resources import ReleaseSettings
 
 
@@ -17,13 +17,19 @@ from pipeline.resources import ReleaseSettings
 )
 def strong_rules(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_records: pd.DataFrame) -> pd.DataFrame:
     """PRIVATE: every strong rule (S_i = a) => (S_j = b), Apriori with max_len 2, min_support 1 record, confidence >= min_confidence."""
-    rules = mine_strong_rules(raw_records, settings.sensitive_attributes, min_confidence=settings.min_confidence)
+    backend = resolve_mining_backend(
+        settings.mining_backend, len(raw_records), duckdb_threshold=settings.duckdb_mining_threshold
+    )
+    rules = mine_strong_rules(
+        raw_records, settings.sensitive_attributes, min_confidence=settings.min_confidence, backend=backend
+    )
     values = strong_values(rules, settings.sensitive_attributes)
     context.add_output_metadata(
         {
             "n_strong_rules": len(rules),
             "n_strong_values": sum(len(v) for v in values.values()),
             "min_confidence": settings.min_confidence,
+            "mining_backend": backend,
         }
     )
     return rules

@@ -146,6 +146,17 @@ class ReleaseSettings(dg.ConfigurableResource):
         le=6000,
         description="(k, ℓ) model, method 'blocked': largest block the greedy runs on (at least 2k).",
     )
+    mining_backend: str = Field(
+        default="auto",
+        description="How strong rules are mined: 'auto' (mlxtend Apriori below duckdb_mining_threshold records, "
+        "a DuckDB aggregate from there on), 'mlxtend-apriori', 'mlxtend-fpgrowth', 'duckdb' or 'counting'. "
+        "All give the same rules.",
+    )
+    duckdb_mining_threshold: int = Field(
+        default=100_000,
+        ge=1,
+        description="With mining_backend 'auto': tables of at least this many records are mined with DuckDB.",
+    )
 
     @field_validator("input_format")
     @classmethod
@@ -166,6 +177,15 @@ class ReleaseSettings(dg.ConfigurableResource):
     def _known_kl_method(cls, value: str) -> str:
         if value not in KL_METHODS:
             raise ValueError(f"kl_method must be one of {list(KL_METHODS)}, got {value!r}")
+        return value
+
+    @field_validator("mining_backend")
+    @classmethod
+    def _known_mining_backend(cls, value: str) -> str:
+        from pipeline.core.rules import MINING_BACKENDS
+
+        if value not in ("auto", "mlxtend", *MINING_BACKENDS):
+            raise ValueError(f"mining_backend must be 'auto' or one of {list(MINING_BACKENDS)}, got {value!r}")
         return value
 
     @field_validator("missing_value_policy")
