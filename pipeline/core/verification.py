@@ -207,11 +207,12 @@ def strong_values_in_sids(
     SPEC §9.4 (P1 §4.3: the only strong values left in IR belong to ``S_max``).
     """
     others = id_table[id_table["attribute"] != s_max]
-    strong = np.fromiter(
-        (str(v) in strong_values.get(a, set()) for a, v in zip(others["attribute"], others["value"], strict=True)),
-        dtype=bool,
-        count=len(others),
-    )
+    strong = np.zeros(len(others), dtype=bool)
+    attributes = others["attribute"].to_numpy()
+    for attribute, values in strong_values.items():
+        if values:
+            rows = attributes == attribute
+            strong[rows] = np.isin(others["value"].to_numpy()[rows].astype(str), sorted(values))
     frame = others[["attribute", "sid"]].assign(n_strong_values=strong.astype("int64"))
     return frame.groupby(["attribute", "sid"], as_index=False)["n_strong_values"].sum()
 
