@@ -7,6 +7,7 @@ import json
 import dagster as dg
 import pandas as pd
 
+from assets.keys import EVALUATION, table_metadata
 from pipeline.audit import run_audit
 from pipeline.loading import resolve_input_path
 from pipeline.publish import read_latest
@@ -45,7 +46,7 @@ def audit_metadata(report: dict) -> dict:
 @dg.asset(
     key=[AUDIT, "release_disclosure"],
     deps=["release"],
-    group_name=AUDIT,
+    group_name=EVALUATION,
     kinds={"duckdb", "pandas"},
     description="The adversary's view of the current (LATEST) release: per released record, the most likely strong rule "
     "and its probability (SPEC §10), with AIL, RCE, rule confidences and stage times as metadata. Rules are "
@@ -60,5 +61,6 @@ def release_disclosure(context: dg.AssetExecutionContext, store: ReleaseStore) -
     result = run_audit(latest, raw_path)
     metadata = audit_metadata(result.report)
     metadata.update({f"seconds_{step}": float(value) for step, value in manifest.get("stage_seconds", {}).items()})
+    metadata.update(table_metadata(result.per_record, rows_in=int(manifest["n_sac_released"]) + int(manifest["n_attribute_table"])))
     context.add_output_metadata(metadata)
     return result.per_record
