@@ -659,11 +659,14 @@ def _kl(manifest: Mapping, data: Mapping | None) -> str:
         axis = figure.subplots()
         axis.bar([s for s, _ in sizes], [n for _, n in sizes], color="tab:blue", width=0.8)
         axis.axvline(float(manifest.get("k") or 0) - 0.5, color="tab:red", linestyle="--", label=f"k = {manifest.get('k')}")
-        axis.set_xscale("log" if sizes[-1][0] > 60 else "linear")
+        if sizes[-1][0] > 60:
+            axis.set_xscale("log")
+        else:
+            axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.set_xlabel("class size (records)")
         axis.set_ylabel("classes")
         axis.yaxis.set_major_locator(MaxNLocator(integer=True))
-        axis.legend(frameon=False)
+        axis.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         figure.suptitle("Equivalence-class sizes", fontsize=10)
         text += _img(figure, f"Histogram of the sizes of {sum(n for _, n in sizes)} equivalence classes",
                      "Number of equivalence classes of each size; every class has at least k records.")

@@ -202,7 +202,7 @@ def test_kl_release_contract(published):
     release = published.release
     assert release is not None
     assert {p.name for p in release.iterdir()} == {
-        "release.duckdb", "manifest.json", "kl_released.parquet", "release_manifest.parquet"
+        "release.duckdb", "manifest.json", "kl_released.parquet", "release_manifest.parquet", "report.html", "report.json"
     }
     connection = duckdb.connect(str(release / "release.duckdb"), read_only=True)
     try:
