@@ -235,7 +235,10 @@ def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.Ru
     try:
         ReleaseSettings(**config)
     except ValidationError as error:
-        messages = "; ".join(str(e.get("msg", e)).removeprefix("Value error, ") for e in error.errors())
+        messages = "; ".join(
+            ": ".join(part for part in (".".join(str(x) for x in e.get("loc", ())), str(e.get("msg", e)).removeprefix("Value error, ")) if part)
+            for e in error.errors()
+        )
         raise ValueError(messages) from error
     job_name = "kl_release" if config.get("model") == "kl" else "release"
     return dg.RunRequest(
