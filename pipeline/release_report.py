@@ -51,6 +51,7 @@ __all__ = [
     "REPORT_FILES",
     "REPORT_HTML",
     "ReportError",
+    "audit_histogram_png",
     "find_baseline",
     "kl_report_data",
     "mixed_report_data",
@@ -243,6 +244,25 @@ def _png(figure: Figure) -> str:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
     return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def audit_histogram_png(histogram: Mapping[str, int], ell: int) -> str:
+    """Base64 PNG of the audit's per-record disclosure histogram (:func:`pipeline.audit.disclosure_histogram`:
+    bin label -> records), with the bound 1/ℓ; for the Dagster UI (``audit/release_disclosure``)."""
+    labels, counts = list(histogram), [int(v) for v in histogram.values()]
+    figure = Figure(figsize=(7.5, 3.0))
+    axis = figure.subplots()
+    axis.bar(range(len(labels)), counts, color="tab:blue")
+    axis.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=8)
+    bound = next((i for i, label in enumerate(labels) if label != "0" and float(label.split(",")[1].strip(" ]")) >= 1 / ell - 1e-12), None)
+    if bound is not None:
+        axis.axvline(bound + 0.5, color="tab:red", linestyle="--", label=f"bins to the right: entirely above 1/ℓ = {1 / ell:.3f}")
+        axis.legend(frameon=False, fontsize=8)
+    axis.set_yscale("symlog")
+    axis.set_ylabel("released records")
+    axis.set_xlabel("disclosure probability")
+    figure.suptitle("Adversary's disclosure probability per released record", fontsize=10)
+    return _png(figure)
 
 
 def _img(figure: Figure, alt: str, caption: str) -> str:

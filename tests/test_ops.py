@@ -133,8 +133,13 @@ def test_previews_only_for_published_tables(example_b_run):
     assert previews == {"preview_sac_released", "preview_attribute_table", "preview_id_table", "preview_attribute_clusters"}
     assert release["preview_sac_released"].value.startswith("| row_id | group_id |")
     for key, entries in metadata.items():
-        if key != "release":
-            assert not any(isinstance(v, dg.MarkdownMetadataValue) for v in entries.values()), key
+        markdown = [v.value for v in entries.values() if isinstance(v, dg.MarkdownMetadataValue)]
+        if key.startswith(("private/", "candidate/")):
+            assert markdown == [], key  # no preview of a private or not-yet-gated table
+        elif key != "release":
+            assert all(m.startswith("![") and "data:image/png;base64," in m for m in markdown), key  # figures only
+    figure = metadata["audit/release_disclosure"]["disclosure_histogram_figure"].value
+    assert figure.startswith("![") and "data:image/png;base64," in figure
 
 
 # --------------------------------------------------------------------------- schedule
