@@ -359,7 +359,7 @@ def run(**options) -> None:
             click.echo(f"  the previous release is untouched: {previous}", err=True)
         sys.exit(2)
     for evaluation in gates:
-        figures = {k: v.value for k, v in evaluation.metadata.items()}
+        figures = {k: v.value for k, v in evaluation.metadata.items() if k != "gx_expectations"}  # those: report.html
         if figures.get("applicable") is False:
             status = "not applicable"
         else:
@@ -535,6 +535,27 @@ def audit(release_dir: str, raw_path: str, min_confidence: float | None, output:
     click.echo(render_audit(report, target))
     if report["verdict"] != "PASS":
         sys.exit(1)
+
+
+@main.command()
+@click.argument("release_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--raw", "raw_path", type=click.Path(exists=True, dir_okay=False),
+              help="Raw table, only for a mixed/Rating release without report.json: rule confidences, AIL and RCE "
+              "are then computed from it (read as the release read its input).")
+def report(release_dir: str, raw_path: str | None) -> None:
+    """Regenerate RELEASE_DIR/report.html (a release directory, or a releases directory with LATEST).
+
+    The page is rebuilt from the release's own files (manifest.json, report.json, the Parquet
+    tables) and compared with the newest release of the other model (mixed vs Rating) of the same
+    input and parameters in the same releases directory. Exit status: 0 written, 2 unusable input.
+    """
+    from pipeline.release_report import ReportError, regenerate_report
+
+    try:
+        target = regenerate_report(release_dir, raw_path=raw_path)
+    except ReportError as error:
+        raise UnusableInput(str(error)) from error
+    click.echo(f"Report written: {target}")
 
 
 def render_audit(report: dict, target: Path) -> str:
