@@ -106,10 +106,13 @@ def _stop_group(process: subprocess.Popen, *, also=lambda: []) -> list[int]:
         return sorted(set(_group_members(process.pid)) | set(also()))
 
     def signal_all(number: int) -> None:
-        try:
-            os.killpg(process.pid, number)
-        except ProcessLookupError:
-            pass
+        # Only while the group exists: its leader not reaped yet, or members still alive (a live
+        # group id is never reused), so no other process is ever signalled.
+        if process.poll() is None or _group_members(process.pid):
+            try:
+                os.killpg(process.pid, number)
+            except ProcessLookupError:
+                pass
         for pid in also():
             try:
                 os.kill(pid, number)
@@ -269,7 +272,7 @@ def dagster_ui(environment, published_release) -> str:
 def browser(environment):
     """Headless Debian Chromium through Debian's chromedriver (Selenium Manager is never used:
     both paths are given). Stopped by PID: quit, then chromedriver's process group and every
-    process using this test's Chromium profile."""
+    process naming this browser's own directory (profile, HOME) on its command line."""
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
         reason = "needs Debian's chromium and chromium-driver: apt-get install -y chromium chromium-driver"
         if os.environ.get("CI"):
@@ -278,22 +281,26 @@ def browser(environment):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
-    profile = Path(tempfile.mkdtemp(prefix="chromium-profile-", dir=environment["base"]))
+    # Profile and HOME of this browser in one fresh directory: every Chromium process (helpers
+    # and crashpad handlers, which start sessions of their own) names it on its command line.
+    browser_dir = Path(tempfile.mkdtemp(prefix="chromium-", dir=environment["base"]))
+    (browser_dir / "home").mkdir()
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={profile}"]:
+    for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={browser_dir / 'profile'}"]:
         options.add_argument(flag)
     log = environment["base"] / "chromedriver.log"
+    home = str(browser_dir / "home")
     service = Service(
         executable_path=str(CHROMEDRIVER),
         log_output=str(log),
+        env={**os.environ, "HOME": home, "XDG_CONFIG_HOME": home + "/.config", "XDG_CACHE_HOME": home + "/.cache",
+             "SE_OFFLINE": "true"},
         popen_kw={"start_new_session": True, "preexec_fn": _default_signals},
     )
-    service.env = {**os.environ, "SE_OFFLINE": "true"}
 
-    def profile_users() -> list[int]:
-        # Chromium's helpers, including crashpad handlers that start their own sessions.
-        return _live_pids(lambda _group, cmdline: str(profile) in cmdline)
+    def browser_processes() -> list[int]:
+        return _live_pids(lambda _group, cmdline: str(browser_dir) in cmdline)
 
     driver = None
     try:
@@ -307,7 +314,8 @@ def browser(environment):
                 driver.quit()
             except Exception:  # noqa: BLE001 - the processes are stopped by PID below anyway
                 pass
-        leftovers = _stop_group(service.process, also=profile_users) if service.process is not None else profile_users()
+        driver_process = getattr(service, "process", None)
+        leftovers = _stop_group(driver_process, also=browser_processes) if driver_process else browser_processes()
         assert not leftovers, f"chromedriver/chromium left processes behind: {leftovers}\n{_tail(log)}"
 
 
