@@ -6,7 +6,8 @@ home and Dagster instance; ``dagster-webserver`` then serves that instance on 12
 port) and Debian's Chromium, driven by Selenium through Debian's ``/usr/bin/chromedriver``
 (never a downloaded browser or driver), loads the asset lineage, the ``release`` group, the
 ``release`` asset and the gate checks of ``candidate/release_candidate``, and reads every gate's
-status from the page. Screenshots go to ``reports/ui/``.
+status from the page. Screenshots go to ``reports/ui/`` with MSA_RELEASE_SAVE_SCREENSHOTS=1, else to a
+temporary folder.
 
 Needs ``apt-get install chromium chromium-driver`` (``.ci/run`` installs them when missing).
 Every process started here (``msa-release``, ``dagster-webserver`` and its code server,
@@ -37,7 +38,13 @@ from pipeline.resources import ADULT_COLUMNS
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-SCREENSHOTS = ROOT / "reports" / "ui"
+# Screenshots go to reports/ui/ (committed) when MSA_RELEASE_SAVE_SCREENSHOTS=1 (make ui-screenshots),
+# otherwise to a temporary folder, so that `make test` leaves the working tree clean.
+SCREENSHOTS = (
+    ROOT / "reports" / "ui"
+    if os.environ.get("MSA_RELEASE_SAVE_SCREENSHOTS") == "1"
+    else Path(tempfile.gettempdir()) / "msa-release-ui-screenshots"
+)
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 #: Chromium flags that work on the project's machines: without the background-networking ones,
