@@ -51,7 +51,9 @@ def sac_ir_split(context: dg.AssetExecutionContext, settings: ReleaseSettings, r
     parts = pd.DataFrame(
         {
             "row_id": np.concatenate([sac_ids, ir_ids]).astype(np.int64),
-            "part": ["SAC"] * len(sac_ids) + ["IR"] * len(ir_ids),
+            "part": pd.Categorical.from_codes(
+                np.concatenate([np.zeros(len(sac_ids), np.int8), np.ones(len(ir_ids), np.int8)]), categories=["SAC", "IR"]
+            ),
         }
     ).sort_values("row_id", kind="stable")
     occurrences = pd.DataFrame(

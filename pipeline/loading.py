@@ -264,7 +264,7 @@ def load_records(
                 codes = np.where(codes < 0, -1, remap[np.where(codes < 0, 0, codes)] if len(remap) else -1)
             codes = np.where(is_missing, categories.tolist().index(MISSING_QUASI_IDENTIFIER), codes)
         kept_codes = codes[keep]
-        used = np.unique(kept_codes[kept_codes >= 0])
+        used = np.flatnonzero(np.bincount(kept_codes[kept_codes >= 0], minlength=len(categories)))
         # keep only the values present in the kept records (a dropped record leaves no trace)
         remap = np.full(len(categories), -1, dtype=np.int64)
         remap[used] = np.arange(len(used))

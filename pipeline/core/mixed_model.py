@@ -164,11 +164,18 @@ def _text_ranks(series: pd.Series) -> np.ndarray:
 
 
 def _tuple_ranks(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
-    """Dense rank of each row's tuple of ``columns``, compared column by column as text."""
+    """An int64 per row whose order is the order of the row's tuple of ``columns`` (compared
+    column by column as text); equal tuples, equal numbers."""
     if not columns:
         return np.zeros(len(frame), dtype=np.int64)
-    keys = np.column_stack([_text_ranks(frame[c]) for c in columns])
-    _, inverse = np.unique(keys, axis=0, return_inverse=True)
+    ranks = [_text_ranks(frame[c]) for c in columns]
+    radices = [int(r.max(initial=0)) + 2 for r in ranks]
+    if float(np.prod(radices, dtype=float)) < 2**62:  # order-preserving mixed radix in one int64
+        combined = np.zeros(len(frame), dtype=np.int64)
+        for rank, radix in zip(ranks, radices, strict=True):
+            combined = combined * radix + (rank + 1)
+        return combined
+    _, inverse = np.unique(np.column_stack(ranks), axis=0, return_inverse=True)
     return inverse.reshape(-1).astype(np.int64)
 
 
