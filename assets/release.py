@@ -240,7 +240,7 @@ def publish_release_asset(
     in_memory = PublishedRelease(
         path=store.releases_dir / release_id,
         manifest=manifest,
-        sac_released=sac_released.astype({a: str for a in sa}),
+        sac_released=sac_released,
         attribute_table=attribute_table,
         id_table=id_table,
         attribute_clusters=attribute_clusters,

@@ -123,14 +123,15 @@ def read_release(path: str | Path) -> PublishedRelease:
         if name in MODEL_TABLES[model]:
             if not file.is_file():
                 raise AuditError(f"{file} is missing: a {model} release must contain {list(MODEL_TABLES[model])}")
-            tables[name] = duckdb.sql(f"SELECT * FROM read_parquet('{str(file).replace(chr(39), chr(39) * 2)}')").df()
+            # text columns as categoricals (one string per distinct value, not per cell)
+            arrow = duckdb.sql(f"SELECT * FROM read_parquet('{str(file).replace(chr(39), chr(39) * 2)}')").to_arrow_table()
+            tables[name] = arrow.to_pandas(strings_to_categorical=name in ("sac_released", "attribute_table"))
         else:
             tables[name] = pd.DataFrame({c: pd.Series(dtype=object) for c in empty_columns[name]})
     tables["attribute_table"] = tables["attribute_table"].astype({a: "Int32" for a in sensitive_attributes})
     for column in ("row_id", "group_id"):
         if column in tables["sac_released"]:
             tables["sac_released"][column] = tables["sac_released"][column].astype("int64")
-    tables["sac_released"] = tables["sac_released"].astype({a: str for a in sensitive_attributes})
     tables["id_table"] = tables["id_table"].astype({"sid": "int32", "count": "int32", "value": str, "attribute": str})
     return PublishedRelease(path=directory, manifest=manifest, **tables)
 
