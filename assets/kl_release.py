@@ -294,7 +294,7 @@ def publish_kl_release(
         raise dg.Failure(f"release refused: gate(s) {failed} failed")
     quasi_identifiers, sensitive_attributes = settings.quasi_identifiers, settings.sensitive_attributes
     summary = input_summary.iloc[0]
-    sizes = kl_released.groupby("cluster_id").size()
+    sizes = kl_released.groupby("cluster_id", observed=True).size()
     manifest = {
         "release_id": release_id,
         "created_at": now.isoformat(timespec="seconds"),

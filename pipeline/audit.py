@@ -125,14 +125,14 @@ def read_release(path: str | Path) -> PublishedRelease:
                 raise AuditError(f"{file} is missing: a {model} release must contain {list(MODEL_TABLES[model])}")
             # text columns as categoricals (one string per distinct value, not per cell)
             arrow = duckdb.sql(f"SELECT * FROM read_parquet('{str(file).replace(chr(39), chr(39) * 2)}')").to_arrow_table()
-            tables[name] = arrow.to_pandas(strings_to_categorical=name in ("sac_released", "attribute_table"))
+            tables[name] = arrow.to_pandas(strings_to_categorical=name in ("sac_released", "attribute_table", "id_table"))
         else:
             tables[name] = pd.DataFrame({c: pd.Series(dtype=object) for c in empty_columns[name]})
     tables["attribute_table"] = tables["attribute_table"].astype({a: "Int32" for a in sensitive_attributes})
     for column in ("row_id", "group_id"):
         if column in tables["sac_released"]:
             tables["sac_released"][column] = tables["sac_released"][column].astype("int64")
-    tables["id_table"] = tables["id_table"].astype({"sid": "int32", "count": "int32", "value": str, "attribute": str})
+    tables["id_table"] = tables["id_table"].astype({"sid": "int32", "count": "int32"})
     return PublishedRelease(path=directory, manifest=manifest, **tables)
 
 
@@ -208,11 +208,11 @@ def release_metrics(
 def _structure(release: PublishedRelease) -> dict:
     """ℓ-diversity of SIDs and groups, and record counts, checked on the files (SPEC §9.1, §9.3)."""
     ell, sa = release.ell, release.sensitive_attributes
-    per_sid = release.id_table.groupby(["attribute", "sid"])["value"].nunique()
+    per_sid = release.id_table.groupby(["attribute", "sid"], observed=True)["value"].nunique()
     n_sids_below = int((per_sid < ell).sum())
     sac = release.sac_released
     if len(sac):
-        groups = sac.groupby("group_id")
+        groups = sac.groupby("group_id", observed=True)
         sizes = groups.size()
         distinct = groups[sa].nunique().min(axis=1)
         n_groups_bad = int(((sizes != ell) | (distinct < ell)).sum())

@@ -46,7 +46,7 @@ def _sid_value_shares(id_table: pd.DataFrame, rules: pd.DataFrame | None = None)
     """Per (attribute, sid, value): the value's count and the SID's total count; only the rows
     of values named by ``rules`` when given (one pass over the ID table instead of one per rule).
     ``value`` is text."""
-    totals = id_table.groupby(["attribute", "sid"])["count"].transform("sum")
+    totals = id_table.groupby(["attribute", "sid"], observed=True)["count"].transform("sum")
     shares = id_table.assign(sid_total=totals)
     if rules is not None:
         named = set(rules["antecedent_value"].astype(str)) | set(rules["consequent_value"].astype(str))
@@ -100,7 +100,7 @@ def recover_rule_confidences(
     """
     cluster_of = _cluster_of(attribute_clusters) if len(attribute_clusters) else {}
     shares = _sid_value_shares(id_table, rules)
-    idt_support = shares.groupby(["attribute", "value"])["count"].sum()
+    idt_support = shares.groupby(["attribute", "value"], observed=True)["count"].sum()
     if len(sac_released):
         group_index, group_ids = pd.factorize(sac_released["group_id"].to_numpy(np.int64))
         n_groups = len(group_ids)

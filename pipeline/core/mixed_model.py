@@ -217,7 +217,7 @@ def assemble_release_tables(
     sac = sac_permuted[["group_id", "row_id", *qi, *sa]].reset_index(drop=True)
     record_position = pd.Index(records["row_id"].to_numpy(np.int64))
     if len(sac):
-        sizes = sac.groupby("group_id", sort=False).size()
+        sizes = sac.groupby("group_id", sort=False, observed=True).size()
         ell = int(sizes.iloc[0])
         if (sizes != ell).any():
             raise ValueError("every SAC~ group must have the same number of records (ℓ)")

@@ -215,7 +215,7 @@ def strong_values_in_sids(
             rows = attributes == attribute
             strong[rows] = np.isin(others["value"].to_numpy()[rows].astype(str), sorted(values))
     frame = others[["attribute", "sid"]].assign(n_strong_values=strong.astype("int64"))
-    return frame.groupby(["attribute", "sid"], as_index=False)["n_strong_values"].sum()
+    return frame.groupby(["attribute", "sid"], as_index=False, observed=True)["n_strong_values"].sum()
 
 
 def disclosure_summary(per_record: pd.DataFrame, *, ell: int) -> pd.DataFrame:
@@ -389,7 +389,7 @@ def kl_equivalence_class_summary(
         )
     tuples = released[quasi_identifiers].agg("\x1f".join, axis=1) if quasi_identifiers else pd.Series("", index=released.index)
     frame = pd.DataFrame({"cluster_id": released["cluster_id"].to_numpy(), "tuple": tuples.to_numpy(), "truthful": truthful})
-    grouped = frame.groupby("cluster_id", sort=True)
+    grouped = frame.groupby("cluster_id", sort=True, observed=True)
     summary = pd.DataFrame(
         {
             "n_rows": grouped.size(),
