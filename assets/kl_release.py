@@ -304,7 +304,9 @@ def publish_kl_release(
     }
     schemas = contract_schemas(quasi_identifiers, sensitive_attributes, model="kl")
     tables = {"kl_released": kl_released[list(schemas["kl_released"])]}
-    path = publish_release(store.releases_dir, release_id, tables, schemas, manifest)
+    path = publish_release(
+        store.releases_dir, release_id, tables, schemas, manifest, keep_releases=settings.keep_releases
+    )
     context.log.info(f"published (k, ℓ) release {release_id} at {path}")
     return dg.MaterializeResult(
         asset_key=KL_RELEASE,

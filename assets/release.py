@@ -202,7 +202,9 @@ def publish_release_asset(
         "attribute_clusters": attribute_clusters,
     }
     tables = {name: candidates[name][list(schema)] for name, schema in schemas.items() if name in candidates}
-    path = publish_release(store.releases_dir, release_id, tables, schemas, manifest)
+    path = publish_release(
+        store.releases_dir, release_id, tables, schemas, manifest, keep_releases=settings.keep_releases
+    )
     context.log.info(f"published release {release_id} at {path}")
     return dg.MaterializeResult(
         asset_key="release",

@@ -94,6 +94,7 @@ def build_settings_config(
     kl_method: str | None = None,
     max_block_size: int | None = None,
     generalization_weights: dict[str, float] | None = None,
+    keep_releases: int | None = None,
 ) -> dict:
     """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
 
@@ -132,6 +133,7 @@ def build_settings_config(
         ("kl_method", kl_method),
         ("max_block_size", max_block_size),
         ("generalization_weights", generalization_weights),
+        ("keep_releases", keep_releases),
     ):
         if value is not None:
             config[key] = value
@@ -235,6 +237,32 @@ def input_options(command):
     return command
 
 
+class ReleaseLockBusyError(click.ClickException):
+    """Another run holds the release lock of the home (exit status 3)."""
+
+    exit_code = 3
+
+
+def hold_release_lock(home: Path, *, wait: bool, wait_timeout: float) -> None:
+    """Take the release lock of ``home`` for the rest of the command (released when it ends).
+
+    Raises
+    ------
+    ReleaseLockBusyError
+        Another run holds it (after ``wait_timeout`` seconds with ``wait``): exit status 3.
+    """
+    from pipeline.locking import ReleaseLockBusy, acquire_release_lock
+
+    try:
+        lock = acquire_release_lock(
+            home, wait_seconds=wait_timeout if wait else 0.0,
+            hint="wait for it or use --wait" if not wait else "try again later or raise --wait-timeout",
+        )
+    except ReleaseLockBusy as error:
+        raise ReleaseLockBusyError(str(error)) from error
+    click.get_current_context().call_on_close(lock.release)
+
+
 def use_home(home_option: str | None) -> Path:
     """The release home: ``--home`` when given (exported as $MSA_RELEASE_HOME), else the default."""
     from pipeline.resources import release_home
@@ -286,6 +314,7 @@ def _settings_from_options(options: dict) -> dict:
         kl_method=options.get("kl_method"),
         max_block_size=options.get("max_block_size"),
         generalization_weights=parse_weights(options.get("generalization_weights")),
+        keep_releases=options.get("keep_releases"),
     )
 
 
@@ -314,13 +343,20 @@ def _report_step_failures(result) -> None:
               help="--model kl: blocked (default, any size), greedy (<= 6000 records) or exact (<= 16 records).")
 @click.option("--max-block-size", type=click.IntRange(min=4), help="--model kl, blocked: largest block (default 256; >= 2k).")
 @click.option("--generalization-weights", help="--model kl: cost weight per quasi-identifier, e.g. sex=2,race=0.5 (default 1).")
+@click.option("--keep-releases", type=click.IntRange(min=0),
+              help="Retention: after publishing, remove the oldest releases beyond the newest N (never LATEST's); "
+              "default 0 keeps all.")
+@click.option("--wait/--no-wait", default=False,
+              help="If another run holds the release lock of this home, wait for it (default: fail at once, exit 3).")
+@click.option("--wait-timeout", type=click.FloatRange(min=0.0), default=3600.0, show_default=True,
+              help="With --wait: give up (exit 3) after this many seconds.")
 def run(**options) -> None:
     """Run the Dagster `release` job (models mixed, rating) or `kl_release` job (model kl) in-process
     and print a summary of the published release.
 
     Exit status: 0 published, 1 refused by a gate (or another failure), 2 unusable input (a usage
     error, an unreadable table, a missing or incomplete hierarchy, a table that cannot be made
-    (k, ℓ)-anonymous).
+    (k, ℓ)-anonymous), 3 another run holds the release lock of this home (see --wait).
     """
     started = time.monotonic()
     check_model_options(options)
@@ -329,6 +365,7 @@ def run(**options) -> None:
     from pipeline.publish import read_latest
 
     job_name = "kl_release" if config.get("model") == "kl" else "release"
+    hold_release_lock(use_home(options["home"]), wait=options["wait"], wait_timeout=options["wait_timeout"])
     previous = read_latest(use_home(options["home"]) / "releases")
     result, home = execute_job(
         job_name, {"resources": {"settings": {"config": config}}}, home_option=options["home"], verbose=options["verbose"]

@@ -146,6 +146,12 @@ class ReleaseSettings(dg.ConfigurableResource):
         le=6000,
         description="(k, ℓ) model, method 'blocked': largest block the greedy runs on (at least 2k).",
     )
+    keep_releases: int = Field(
+        default=0,
+        ge=0,
+        description="Retention: after a successful publish, remove the oldest release directories beyond the newest "
+        "keep_releases (never the one LATEST names); 0 (default) keeps every release.",
+    )
 
     @field_validator("input_format")
     @classmethod
