@@ -21,17 +21,23 @@ Names in use (``<schema>.<table>`` is a warehouse asset key such as ``private.ra
   ``publish.latest_replaced`` (LATEST names the new release).
 - ``retention.renamed`` (an old release renamed to ``.deleting-<id>``), ``retention.deleting``
   (after its first file is removed), ``retention.done``.
+
+With ``MSA_RELEASE_PAUSEPOINT=<name>=<seconds>`` the process sleeps at that point instead (the
+concurrency tests use it to hold the release lock long enough).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 
-__all__ = ["ENVIRONMENT_VARIABLE", "failpoint"]
+__all__ = ["ENVIRONMENT_VARIABLE", "PAUSE_ENVIRONMENT_VARIABLE", "failpoint"]
 
 #: Environment variable naming the failpoint at which the process kills itself.
 ENVIRONMENT_VARIABLE = "MSA_RELEASE_FAILPOINT"
+#: ``<name>=<seconds>``: the process sleeps that long at failpoint ``name`` (concurrency tests).
+PAUSE_ENVIRONMENT_VARIABLE = "MSA_RELEASE_PAUSEPOINT"
 
 
 def failpoint(name: str) -> None:
@@ -44,3 +50,8 @@ def failpoint(name: str) -> None:
     """
     if os.environ.get(ENVIRONMENT_VARIABLE) == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    pause = os.environ.get(PAUSE_ENVIRONMENT_VARIABLE)
+    if pause:
+        paused_name, _, seconds = pause.rpartition("=")
+        if paused_name == name:
+            time.sleep(float(seconds))

@@ -138,8 +138,8 @@ class WarehouseIOManager(DuckDBIOManager):
         self._lock = acquire_release_lock(
             home,
             wait_seconds=self.lock_wait_seconds,
-            hint="wait for it, or set resources.io_manager.config.lock_wait_seconds "
-            "(msa-release run --wait) to wait for it",
+            hint="wait for it, or launch with resources.io_manager.config {database: "
+            f"{self.database}, lock_wait_seconds: <seconds>}} (msa-release run --wait) to wait for it",
         )
         restrict_warehouse(self.database)
 
