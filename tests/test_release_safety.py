@@ -596,4 +596,4 @@ def test_soak_fifty_consecutive_releases_accumulate_nothing(tmp_path):
     assert descriptors[50] <= descriptors[10] + 2, descriptors
     assert warehouse_bytes[50] <= 1.25 * warehouse_bytes[10] + (1 << 20), warehouse_bytes
     assert release_bytes[50] <= 1.25 * release_bytes[10], release_bytes
-    assert memory[50] <= memory[10] + 150, memory
+    assert memory[50] <= memory[10] + 100, memory  # about 0.5 MB per run observed (Dagster caches)
