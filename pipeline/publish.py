@@ -188,8 +188,9 @@ def publish_release(
         A table whose columns differ from its schema, a manifest key that is not a column of
         ``MANIFEST_COLUMNS``, or an existing ``release_id``.
     OSError
-        The directory is not writable or the disk is full; nothing is published then and the
-        staging directory is removed.
+        The directory is not writable or the disk is full. Before the rename nothing is
+        published and the staging directory is removed; after it (writing ``LATEST``, retention)
+        the new release is complete but ``LATEST`` may still name the previous one.
     """
     releases_dir.mkdir(parents=True, exist_ok=True)
     final = releases_dir / release_id

@@ -141,7 +141,12 @@ class WarehouseIOManager(DuckDBIOManager):
             hint="wait for it, or launch with resources.io_manager.config {database: "
             f"{self.database}, lock_wait_seconds: <seconds>}} (msa-release run --wait) to wait for it",
         )
-        restrict_warehouse(self.database)
+        try:
+            restrict_warehouse(self.database)
+        except BaseException:
+            self._lock.release()
+            self._lock = None
+            raise
 
     def teardown_after_execution(self, context) -> None:
         if self._lock is not None:
