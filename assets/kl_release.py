@@ -326,7 +326,10 @@ def publish_kl_release(
     tables = {"kl_released": kl_released[list(schemas["kl_released"])]}
     report_data = kl_report_data(kl_released, kl_clusters, quasi_identifiers)
     extra_files = report_files(manifest, report_data, releases_dir=store.releases_dir)
-    path = publish_release(store.releases_dir, release_id, tables, schemas, manifest, extra_files=extra_files)
+    path = publish_release(
+        store.releases_dir, release_id, tables, schemas, manifest, extra_files=extra_files,
+        keep_releases=settings.keep_releases,
+    )
     context.log.info(f"published (k, ℓ) release {release_id} at {path}")
     return dg.MaterializeResult(
         asset_key=KL_RELEASE,

@@ -247,7 +247,10 @@ def publish_release_asset(
     )
     report_data = mixed_report_data(in_memory, strong_rules, domain=domain_sizes(raw_records, sa))
     extra_files = report_files(manifest, report_data, releases_dir=store.releases_dir)
-    path = publish_release(store.releases_dir, release_id, tables, schemas, manifest, extra_files=extra_files)
+    path = publish_release(
+        store.releases_dir, release_id, tables, schemas, manifest, extra_files=extra_files,
+        keep_releases=settings.keep_releases,
+    )
     context.log.info(f"published release {release_id} at {path}")
     return dg.MaterializeResult(
         asset_key="release",

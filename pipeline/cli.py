@@ -96,6 +96,7 @@ def build_settings_config(
     generalization_weights: dict[str, float] | None = None,
     mining_backend: str | None = None,
     duckdb_mining_threshold: int | None = None,
+    keep_releases: int | None = None,
 ) -> dict:
     """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
 
@@ -136,6 +137,7 @@ def build_settings_config(
         ("generalization_weights", generalization_weights),
         ("mining_backend", mining_backend),
         ("duckdb_mining_threshold", duckdb_mining_threshold),
+        ("keep_releases", keep_releases),
     ):
         if value is not None:
             config[key] = value
@@ -239,6 +241,32 @@ def input_options(command):
     return command
 
 
+class ReleaseLockBusyError(click.ClickException):
+    """Another run holds the release lock of the home (exit status 3)."""
+
+    exit_code = 3
+
+
+def hold_release_lock(home: Path, *, wait: bool, wait_timeout: float) -> None:
+    """Take the release lock of ``home`` for the rest of the command (released when it ends).
+
+    Raises
+    ------
+    ReleaseLockBusyError
+        Another run holds it (after ``wait_timeout`` seconds with ``wait``): exit status 3.
+    """
+    from pipeline.locking import ReleaseLockBusy, acquire_release_lock
+
+    try:
+        lock = acquire_release_lock(
+            home, wait_seconds=wait_timeout if wait else 0.0,
+            hint="wait for it or use --wait" if not wait else "try again later or raise --wait-timeout",
+        )
+    except ReleaseLockBusy as error:
+        raise ReleaseLockBusyError(str(error)) from error
+    click.get_current_context().call_on_close(lock.release)
+
+
 def use_home(home_option: str | None) -> Path:
     """The release home: ``--home`` when given (exported as $MSA_RELEASE_HOME), else the default."""
     from pipeline.resources import release_home
@@ -292,6 +320,7 @@ def _settings_from_options(options: dict) -> dict:
         generalization_weights=parse_weights(options.get("generalization_weights")),
         mining_backend=options.get("mining_backend"),
         duckdb_mining_threshold=options.get("duckdb_mining_threshold"),
+        keep_releases=options.get("keep_releases"),
     )
 
 
@@ -324,13 +353,20 @@ def _report_step_failures(result) -> None:
               help="Strong-rule mining (default auto: mlxtend Apriori below --duckdb-mining-threshold records, DuckDB above).")
 @click.option("--duckdb-mining-threshold", type=click.IntRange(min=1),
               help="With --mining-backend auto: mine with DuckDB from this many records on (default 100000).")
+@click.option("--keep-releases", type=click.IntRange(min=0),
+              help="Retention: after publishing, remove the oldest releases beyond the newest N (never LATEST's); "
+              "default 0 keeps all.")
+@click.option("--wait/--no-wait", default=False,
+              help="If another run holds the release lock of this home, wait for it (default: fail at once, exit 3).")
+@click.option("--wait-timeout", type=click.FloatRange(min=0.0), default=3600.0, show_default=True,
+              help="With --wait: give up (exit 3) after this many seconds.")
 def run(**options) -> None:
     """Run the Dagster `release` job (models mixed, rating) or `kl_release` job (model kl) in-process
     and print a summary of the published release.
 
     Exit status: 0 published, 1 refused by a gate (or another failure), 2 unusable input (a usage
     error, an unreadable table, a missing or incomplete hierarchy, a table that cannot be made
-    (k, ℓ)-anonymous).
+    (k, ℓ)-anonymous), 3 another run holds the release lock of this home (see --wait).
     """
     started = time.monotonic()
     check_model_options(options)
@@ -339,6 +375,7 @@ def run(**options) -> None:
     from pipeline.publish import read_latest
 
     job_name = "kl_release" if config.get("model") == "kl" else "release"
+    hold_release_lock(use_home(options["home"]), wait=options["wait"], wait_timeout=options["wait_timeout"])
     previous = read_latest(use_home(options["home"]) / "releases")
     result, home = execute_job(
         job_name, {"resources": {"settings": {"config": config}}}, home_option=options["home"], verbose=options["verbose"]

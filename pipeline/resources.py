@@ -163,6 +163,12 @@ class ReleaseSettings(dg.ConfigurableResource):
         ge=1,
         description="With mining_backend 'auto': tables of at least this many records are mined with DuckDB.",
     )
+    keep_releases: int = Field(
+        default=0,
+        ge=0,
+        description="Retention: after a successful publish, remove the oldest release directories beyond the newest "
+        "keep_releases (never the one LATEST names); 0 (default) keeps every release.",
+    )
 
     @field_validator("input_format")
     @classmethod
