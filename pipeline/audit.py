@@ -24,7 +24,7 @@ import pandas as pd
 
 from pipeline.core.adversary import adversary_view, recover_rule_confidences
 from pipeline.core.metrics import additional_information_loss, domain_sizes, reconstruction_error
-from pipeline.core.rules import mine_strong_rules
+from pipeline.core.rules import choose_backend, mine_strong_rules
 from pipeline.loading import InputError, load_records
 from pipeline.publish import MODEL_TABLES
 
@@ -316,7 +316,8 @@ def run_audit(
         message = str(error)
         raise AuditError(message if str(raw_path) in message else f"raw table {raw_path}: {message}") from error
     threshold = float(manifest["min_confidence"]) if min_confidence is None else float(min_confidence)
-    rules = mine_strong_rules(loaded.records, release.sensitive_attributes, min_confidence=threshold)
+    rules = mine_strong_rules(loaded.records, release.sensitive_attributes, min_confidence=threshold,
+                              backend=choose_backend(loaded.records, release.sensitive_attributes))
     view = adversary_view(
         rules, sac_released=release.sac_released, attribute_table=release.attribute_table,
         id_table=release.id_table, attribute_clusters=release.attribute_clusters,

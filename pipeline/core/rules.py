@@ -20,7 +20,9 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
+    "APRIORI_MAX_BYTES",
     "RULE_COLUMNS",
+    "choose_backend",
     "exact_fraction",
     "mine_strong_rules",
     "strong_values",
@@ -237,3 +239,25 @@ def strong_values(rules: pd.DataFrame, sensitive_attributes: Sequence[str]) -> d
         for attribute, value in zip(rules[f"{side}_attribute"], rules[f"{side}_value"], strict=True):
             result[attribute].add(str(value))
     return result
+
+
+#: Largest boolean array (bytes) mlxtend's Apriori may build: with ``max_len=2`` it materialises
+#: candidate pairs x 2 x records (Adult's four sensitive attributes: about 0.36 GB). A sensitive
+#: attribute with 10,000 distinct values would need about 1 TB.
+APRIORI_MAX_BYTES = 1 << 30
+
+
+def choose_backend(records: pd.DataFrame, sensitive_attributes: Sequence[str]) -> Literal["mlxtend", "counting"]:
+    """``"mlxtend"`` (Apriori, as P1 says) unless its candidate array would exceed
+    ``APRIORI_MAX_BYTES``; then ``"counting"``, whose rules are identical (tests/core/test_rules.py).
+
+    Parameters
+    ----------
+    records
+        The table rules are mined on (every column of ``sensitive_attributes``).
+    sensitive_attributes
+        Column names.
+    """
+    n_items = sum(int(records[a].nunique()) for a in sensitive_attributes)
+    candidate_bytes = n_items * (n_items - 1) // 2 * 2 * len(records)
+    return "mlxtend" if candidate_bytes <= APRIORI_MAX_BYTES else "counting"
