@@ -52,7 +52,8 @@ class LoadedRecords:
     ----------
     records
         ``row_id`` (int64, 1-based input line order; PRIVATE, never released) and the
-        quasi-identifier and sensitive-attribute columns as text (object dtype).
+        quasi-identifier and sensitive-attribute columns as text, categorical dtype (sorted
+        categories: exactly the values present).
     n_input
         Records read from the file.
     n_dropped_missing
@@ -112,10 +113,6 @@ def _detect_format(path: Path, input_format: str) -> str:
     if input_format != "auto":
         return input_format
     return "parquet" if path.suffix.lower() in (".parquet", ".pq") else "csv"
-
-
-def _quote_identifier(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _check_columns(
@@ -237,8 +234,9 @@ def _read_csv(
     quasi_identifiers: Sequence[str],
     sensitive_attributes: Sequence[str],
 ) -> pd.DataFrame:
-    """Every column of a CSV file as text (``None`` = SQL NULL), with the dialect given, not sniffed:
-    DuckDB's sniffer can take a ragged file's last row for its header and return no record."""
+    """The configured columns of a CSV file as categorical text (NaN = SQL NULL), read with the
+    dialect given, not sniffed: DuckDB's sniffer can take a ragged file's last row for its header
+    and return no record. Every row is still parsed, so a ragged row anywhere is refused."""
     if column_names:
         names, origin = list(column_names), "--column-names"
     elif csv_header:
@@ -259,13 +257,21 @@ def _read_csv(
         "columns": {name: "VARCHAR" for name in names},
     }
     arguments = ", ".join(f"{k} := ${k}" for k in options)
+    wanted = ", ".join(_quote(c) for c in [*quasi_identifiers, *sensitive_attributes])
     connection = duckdb.connect()
     try:
-        return connection.execute(f"SELECT * FROM read_csv($path, {arguments})", {"path": str(path), **options}).df()
+        relation = connection.sql(f"SELECT {wanted} FROM read_csv($path, {arguments})", params={"path": str(path), **options})
+        return _to_categorical_frame(relation)
     except duckdb.Error as error:
         raise _csv_error(path, error) from error
     finally:
         connection.close()
+
+
+def _to_categorical_frame(relation) -> pd.DataFrame:
+    """A DuckDB relation of text columns as a pandas frame of categorical columns, through Arrow
+    (dictionary-encoded: millions of records never hold one Python string per cell)."""
+    return relation.to_arrow_table().to_pandas(strings_to_categorical=True, self_destruct=True)
 
 
 #: DuckDB type ids whose cells are not one categorical value each (refused in a configured column).
@@ -279,8 +285,8 @@ def _read_parquet(
     quasi_identifiers: Sequence[str],
     sensitive_attributes: Sequence[str],
 ) -> pd.DataFrame:
-    """The configured columns of a Parquet file as text, cast by DuckDB (an integer column with
-    NULLs stays ``"39"``, not pandas' ``"39.0"``). Nested and binary columns are refused."""
+    """The configured columns of a Parquet file as categorical text, cast by DuckDB (an integer
+    column with NULLs stays ``"39"``, not ``"39.0"``). Nested and binary columns are refused."""
     connection = duckdb.connect()
     try:
         try:
@@ -310,12 +316,11 @@ def _read_parquet(
                 f"{path}: column(s) {described} hold nested or binary values, not one value per cell; flatten them "
                 "into text or number columns (e.g. one column per field) before publishing"
             )
+        source_of = dict(zip(names, stored))
         selected = ", ".join(
-            f"CAST({_quote_identifier(s)} AS VARCHAR) AS {_quote_identifier(n)}"
-            for s, n in zip(stored, names)
-            if n in configured
+            f"CAST({_quote(source_of[n])} AS VARCHAR) AS {_quote(n)}" for n in [*quasi_identifiers, *sensitive_attributes]
         )
-        return connection.execute(f"SELECT {selected} FROM read_parquet($path)", {"path": str(path)}).df()
+        return _to_categorical_frame(connection.sql(f"SELECT {selected} FROM read_parquet($path)", params={"path": str(path)}))
     except duckdb.Error as error:
         raise InputError(f"{path}: cannot be read as Parquet ({str(error).strip().splitlines()[0]})") from error
     finally:
@@ -332,7 +337,7 @@ def _read(
     quasi_identifiers: Sequence[str],
     sensitive_attributes: Sequence[str],
 ) -> pd.DataFrame:
-    """The configured columns (and, for CSV, the others) as text; ``None`` / NaN = SQL NULL."""
+    """The configured columns as categorical text columns (one dictionary per column); NaN = SQL NULL."""
     if input_format == "parquet":
         return _read_parquet(
             path, column_names=column_names, quasi_identifiers=quasi_identifiers, sensitive_attributes=sensitive_attributes
@@ -347,6 +352,26 @@ def _read(
         quasi_identifiers=quasi_identifiers,
         sensitive_attributes=sensitive_attributes,
     )
+
+
+def _quote(name: str) -> str:
+    return '"' + str(name).replace('"', '""') + '"'
+
+
+def _clean_column(series: pd.Series, *, strip_whitespace: bool, tokens: set[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(codes, categories, missing) of a categorical text column after stripping; ``missing``
+    marks SQL NULLs and missing-value tokens. Work is done once per distinct value."""
+    if not isinstance(series.dtype, pd.CategoricalDtype):
+        series = series.astype("category")
+    raw_categories = pd.Index(series.cat.categories.astype(str))
+    cleaned = raw_categories.str.strip() if strip_whitespace else raw_categories
+    categories, inverse = np.unique(np.asarray(cleaned, dtype=object), return_inverse=True)
+    category_missing = np.isin(categories, list(tokens))
+    codes = series.cat.codes.to_numpy()
+    is_null = codes < 0
+    new_codes = np.where(is_null, -1, inverse.reshape(-1)[np.where(is_null, 0, codes)]) if len(raw_categories) else np.full(len(codes), -1)
+    missing = is_null | (category_missing[np.where(new_codes < 0, 0, new_codes)] if len(categories) else True)
+    return new_codes.astype(np.int64), categories.astype(object), np.asarray(missing, dtype=bool)
 
 
 def check_ell_feasible(
@@ -458,7 +483,7 @@ def load_records(
         than 2 sensitive attributes; a nested or binary Parquet column among the configured
         ones; a table without records; no record left after the missing-value policy; a file
         that changed while it was read (size, modification time or SHA-256 differ before and
-        after); with ``ell``, a table that cannot be ℓ-diverse.
+        after); with ``ell``, a table that cannot be ℓ-diverse (:class:`InfeasibleInput`).
 
     Notes
     -----
@@ -471,13 +496,8 @@ def load_records(
     if before[0] == 0:
         raise InputError(f"{resolved}: the file is empty (0 bytes); pass the file that holds the table")
     frame = _read(
-        resolved,
-        input_format=fmt,
-        csv_header=csv_header,
-        column_names=column_names,
-        delimiter=delimiter,
-        quasi_identifiers=quasi_identifiers,
-        sensitive_attributes=sensitive_attributes,
+        resolved, input_format=fmt, csv_header=csv_header, column_names=column_names, delimiter=delimiter,
+        quasi_identifiers=quasi_identifiers, sensitive_attributes=sensitive_attributes,
     )
     after = _file_state(resolved)
     if after != before:
@@ -492,29 +512,38 @@ def load_records(
             f"{resolved}: the table has no records (only a header row, or blank lines); pass a file with at least one record"
         )
     columns = [*quasi_identifiers, *sensitive_attributes]
-    frame = frame[columns]
     tokens = set(missing_value_tokens)
-    text = {}
+    cleaned = {}
     missing = {}
     for column in columns:
-        series = frame[column]
-        is_null = series.isna().to_numpy()
-        values = series.astype(str)
-        if strip_whitespace:
-            values = values.str.strip()
-        missing[column] = is_null | values.isin(tokens).to_numpy()
-        text[column] = values.to_numpy(dtype=object)
+        codes, categories, missing[column] = _clean_column(frame[column], strip_whitespace=strip_whitespace, tokens=tokens)
+        cleaned[column] = (codes, categories)
+    del frame
     sensitive_missing = np.zeros(n_input, dtype=bool)
     for attribute in sensitive_attributes:
         sensitive_missing |= missing[attribute]
     quasi_missing = np.zeros(n_input, dtype=bool)
     for column in quasi_identifiers:
-        text[column] = np.where(missing[column], MISSING_QUASI_IDENTIFIER, text[column])
         quasi_missing |= missing[column]
     keep = ~sensitive_missing
     records = pd.DataFrame({"row_id": np.arange(1, n_input + 1, dtype=np.int64)[keep]})
     for column in columns:
-        records[column] = text[column][keep]
+        codes, categories = cleaned[column]
+        is_missing = missing[column]
+        if column in quasi_identifiers and is_missing.any():
+            # a missing quasi-identifier is kept as a value of its own
+            if MISSING_QUASI_IDENTIFIER not in set(categories.tolist()):
+                categories = np.sort(np.append(categories, MISSING_QUASI_IDENTIFIER).astype(object))
+                order = {value: k for k, value in enumerate(categories.tolist())}
+                remap = np.asarray([order[v] for v in cleaned[column][1].tolist()], dtype=np.int64)
+                codes = np.where(codes < 0, -1, remap[np.where(codes < 0, 0, codes)] if len(remap) else -1)
+            codes = np.where(is_missing, categories.tolist().index(MISSING_QUASI_IDENTIFIER), codes)
+        kept_codes = codes[keep]
+        used = np.flatnonzero(np.bincount(kept_codes[kept_codes >= 0], minlength=len(categories)))
+        # keep only the values present in the kept records (a dropped record leaves no trace)
+        remap = np.full(len(categories), -1, dtype=np.int64)
+        remap[used] = np.arange(len(used))
+        records[column] = pd.Categorical.from_codes(remap[kept_codes], categories=pd.Index(categories[used], dtype=object))
     if len(records) == 0:
         per_attribute = {a: int(missing[a].sum()) for a in sensitive_attributes}
         raise InputError(
