@@ -322,7 +322,10 @@ def run_audit(
         message = str(error)
         raise AuditError(message if str(raw_path) in message else f"raw table {raw_path}: {message}") from error
     threshold = float(manifest["min_confidence"]) if min_confidence is None else float(min_confidence)
-    backend = resolve_mining_backend(mining_backend, len(loaded.records), duckdb_threshold=duckdb_mining_threshold)
+    backend = resolve_mining_backend(
+        mining_backend, len(loaded.records), duckdb_threshold=duckdb_mining_threshold,
+        n_items=sum(int(loaded.records[a].nunique()) for a in release.sensitive_attributes),
+    )
     rules = mine_strong_rules(loaded.records, release.sensitive_attributes, min_confidence=threshold, backend=backend)
     view = adversary_view(
         rules, sac_released=release.sac_released, attribute_table=release.attribute_table,
