@@ -523,9 +523,17 @@ def run(**options) -> None:
     elapsed = time.monotonic() - started
     gates = result.get_asset_check_evaluations()
     latest = read_latest(home / "releases")
-    if result.success and latest is not None and latest != previous:
+    if latest is not None and latest != previous:
         manifest = json.loads((latest / "manifest.json").read_text())
         click.echo(render_kl_summary(manifest, latest, elapsed) if manifest["model"] == "kl" else render_summary(manifest, latest, elapsed))
+        if not result.success:
+            # published (LATEST moved), but a step after the publish failed, e.g. the audit
+            click.echo(
+                f"msa-release: the release above IS published, but a later step of run {result.run_id} failed:",
+                err=True,
+            )
+            _report_step_failures(result)
+            sys.exit(1)
         return
     click.echo(f"msa-release: NO release published (run {result.run_id}, {elapsed:.1f} s)", err=True)
     unusable = unusable_input_messages(result)
