@@ -503,7 +503,7 @@ def run(**options) -> None:
     """Run the Dagster `release` job (models mixed, rating) or `kl_release` job (model kl) in-process
     and print a summary of the published release.
 
-    Exit status: 0 published, 1 refused by a gate (or another failure), 2 unusable input (a usage
+    Exit status: 0 published, 1 refused by a gate or another failure (a failure after the publish, e.g. the audit, says the release IS published), 2 unusable input (a usage
     error, an unreadable table, a missing or incomplete hierarchy, a table that cannot be made
     (k, ℓ)-anonymous), 3 another run holds the release lock of this home (see --wait).
     """
