@@ -364,15 +364,26 @@ def adversary_view(
              "numerator": np.zeros(len(released), dtype=np.int64), "denominator": np.ones(len(released), dtype=np.int64),
              "probability": np.zeros(len(released))}
         )
-    pairs = pd.DataFrame(
-        {"row_id": np.repeat(released, len(rules)), "rule": np.tile(rules.index.to_numpy(np.int64), len(released))}
-    )
-    probabilities = disclosure_probabilities(
-        pairs, rules, sac_released=sac_released, attribute_table=attribute_table, id_table=id_table,
-        attribute_clusters=attribute_clusters,
-    )
-    best = per_record_disclosure(probabilities)
-    best.loc[best["probability"] <= 0, ["rule", "numerator", "denominator"]] = [-1, 0, 1]
-    return best[["row_id", "rule", "numerator", "denominator", "probability"]].astype(
-        {"row_id": "int64", "rule": "int64", "numerator": "int64", "denominator": "int64", "probability": "float64"}
+    # one rule at a time over every released row, keeping the running maximum per row (the
+    # first rule in index order wins ties, as in per_record_disclosure): memory O(rows), not
+    # O(rows × rules)
+    best_rule = np.full(len(released), -1, dtype=np.int64)
+    best_numerator = np.zeros(len(released), dtype=np.int64)
+    best_denominator = np.ones(len(released), dtype=np.int64)
+    best_probability = np.zeros(len(released), dtype=np.float64)
+    for rule_index in rules.index.to_numpy(np.int64):
+        pairs = pd.DataFrame({"row_id": released, "rule": np.full(len(released), rule_index, dtype=np.int64)})
+        result = disclosure_probabilities(
+            pairs, rules, sac_released=sac_released, attribute_table=attribute_table, id_table=id_table,
+            attribute_clusters=attribute_clusters,
+        )
+        probability = result["probability"].to_numpy(np.float64)
+        better = probability > best_probability
+        best_rule[better] = rule_index
+        best_numerator[better] = result["numerator"].to_numpy(np.int64)[better]
+        best_denominator[better] = result["denominator"].to_numpy(np.int64)[better]
+        best_probability[better] = probability[better]
+    return pd.DataFrame(
+        {"row_id": released, "rule": best_rule, "numerator": best_numerator, "denominator": best_denominator,
+         "probability": best_probability}
     )

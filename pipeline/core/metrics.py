@@ -53,31 +53,51 @@ def _sid_sizes(
     ValueError
         If a published SID number has no row in ``id_table``.
     """
-    sizes = id_table.groupby(["attribute", "sid"], observed=True)["value"].nunique()
     out = np.full((len(attribute_table), len(sensitive_attributes)), np.nan, dtype=float)
+    attribute_of_row = id_table["attribute"].astype(str).to_numpy() if not isinstance(
+        id_table["attribute"].dtype, pd.CategoricalDtype
+    ) else None
     for j, attribute in enumerate(sensitive_attributes):
+        if attribute_of_row is None:
+            rows = (id_table["attribute"] == attribute).to_numpy()
+        else:
+            rows = attribute_of_row == attribute
+        sid = id_table["sid"].to_numpy(np.int64)[rows]
+        value_codes, _ = pd.factorize(id_table["value"][rows])
+        # distinct values per SID: count unique (sid, value) pairs, then pairs per SID
+        radix = int(value_codes.max(initial=0)) + 1
+        pairs = pd.unique(sid * radix + value_codes)
+        size_by_sid = np.bincount(pairs // radix, minlength=int(sid.max(initial=0)) + 1).astype(float)
+        present = np.zeros(len(size_by_sid), dtype=bool)
+        present[sid] = True
         column = attribute_table[attribute]
         suppressed = column.isna().to_numpy()
         sids = column.fillna(0).to_numpy(dtype=np.int64)
-        if attribute in sizes.index.get_level_values("attribute"):
-            lookup = sizes.xs(attribute, level="attribute")
-        else:
-            lookup = pd.Series(dtype=float)
-        found = lookup.reindex(sids).to_numpy(dtype=float)
-        unknown = ~suppressed & np.isnan(found)
+        inside = (sids >= 0) & (sids < len(size_by_sid))
+        known = np.zeros(len(sids), dtype=bool)
+        known[inside] = present[sids[inside]]
+        unknown = ~suppressed & ~known
         if unknown.any():
             raise ValueError(
                 f"attribute {attribute!r}: SID(s) {sorted(set(sids[unknown].tolist()))} of the attribute table "
                 "are not in the ID table"
             )
+        found = np.where(known, size_by_sid[np.where(known, sids, 0)], np.nan)
         out[:, j] = np.where(suppressed, np.nan, found)
     return out
 
 
 def _group_value_counts(sac_released: pd.DataFrame, sensitive_attributes: Sequence[str]) -> np.ndarray:
     """Distinct values of each attribute in each ``SAC~`` row's group, shape ``(len(sac), m)``, float64."""
-    counts = sac_released.groupby("group_id", observed=True)[list(sensitive_attributes)].transform("nunique")
-    return counts.to_numpy(dtype=float).reshape(len(sac_released), len(sensitive_attributes))
+    group_index, group_ids = pd.factorize(sac_released["group_id"].to_numpy(np.int64))
+    out = np.empty((len(sac_released), len(sensitive_attributes)), dtype=float)
+    for j, attribute in enumerate(sensitive_attributes):
+        codes, _ = pd.factorize(sac_released[attribute])
+        radix = int(codes.max(initial=0)) + 2
+        pairs = pd.unique(group_index.astype(np.int64) * radix + codes + 1)
+        distinct = np.bincount(pairs // radix, minlength=len(group_ids))
+        out[:, j] = distinct[group_index]
+    return out
 
 
 def additional_information_loss(
