@@ -94,6 +94,7 @@ def build_settings_config(
     kl_method: str | None = None,
     max_block_size: int | None = None,
     generalization_weights: dict[str, float] | None = None,
+    profile: bool | None = None,
 ) -> dict:
     """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
 
@@ -132,6 +133,7 @@ def build_settings_config(
         ("kl_method", kl_method),
         ("max_block_size", max_block_size),
         ("generalization_weights", generalization_weights),
+        ("profile", profile),
     ):
         if value is not None:
             config[key] = value
@@ -286,7 +288,42 @@ def _settings_from_options(options: dict) -> dict:
         kl_method=options.get("kl_method"),
         max_block_size=options.get("max_block_size"),
         generalization_weights=parse_weights(options.get("generalization_weights")),
+        profile=options.get("profile"),
     )
+
+
+def write_profile_sidecar(result, home: Path, output: str | None, *, started: float) -> Path:
+    """Write the profile of the whole run (every step, publish and audit included) as JSON.
+
+    The manifest's ``profile`` cannot hold the publish step that writes it, nor the audit that
+    follows; this sidecar does. Keys: run_id, success, release_id (null when nothing was
+    published), command_seconds (this command from start to the end of the run), and the
+    ``pipeline.profiling.build_profile`` fields (method, process_peak_rss_mb, steps, stages).
+    """
+    import dagster as dg
+
+    from assets.release import run_step_windows
+    from pipeline.profiling import build_profile, current_sampler
+    from pipeline.publish import read_latest
+
+    with dg.DagsterInstance.get() as instance:
+        windows = run_step_windows(instance, result.run_id)
+    sampler = current_sampler()
+    if sampler is not None:
+        sampler.stop()
+    latest = read_latest(home / "releases")
+    profile = {
+        "run_id": result.run_id,
+        "success": bool(result.success),
+        "release_id": latest.name if result.success and latest is not None else None,
+        "command_seconds": round(time.monotonic() - started, 3),
+        **build_profile(windows, sampler),
+    }
+    target = Path(output) if output else home / "profiles" / f"{result.run_id}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(profile, indent=2) + "\n")
+    click.echo(f"profile: {target}", err=True)
+    return target
 
 
 def _report_step_failures(result) -> None:
@@ -314,6 +351,10 @@ def _report_step_failures(result) -> None:
               help="--model kl: blocked (default, any size), greedy (<= 6000 records) or exact (<= 16 records).")
 @click.option("--max-block-size", type=click.IntRange(min=4), help="--model kl, blocked: largest block (default 256; >= 2k).")
 @click.option("--generalization-weights", help="--model kl: cost weight per quasi-identifier, e.g. sex=2,race=0.5 (default 1).")
+@click.option("--profile", is_flag=True, default=None,
+              help="Record wall time and peak memory (RSS) per stage into the manifest, the Dagster metadata and a JSON sidecar.")
+@click.option("--profile-output", type=click.Path(dir_okay=False),
+              help="With --profile: where to write the sidecar (default <home>/profiles/<run_id>.json).")
 def run(**options) -> None:
     """Run the Dagster `release` job (models mixed, rating) or `kl_release` job (model kl) in-process
     and print a summary of the published release.
@@ -330,10 +371,18 @@ def run(**options) -> None:
 
     job_name = "kl_release" if config.get("model") == "kl" else "release"
     previous = read_latest(use_home(options["home"]) / "releases")
+    if options["profile_output"] and not options["profile"]:
+        raise click.UsageError("--profile-output needs --profile")
+    if options["profile"]:
+        from pipeline.profiling import ensure_sampler
+
+        ensure_sampler()
     result, home = execute_job(
         job_name, {"resources": {"settings": {"config": config}}}, home_option=options["home"], verbose=options["verbose"]
     )
     elapsed = time.monotonic() - started
+    if options["profile"]:
+        write_profile_sidecar(result, home, options["profile_output"], started=started)
     gates = result.get_asset_check_evaluations()
     latest = read_latest(home / "releases")
     if result.success and latest is not None and latest != previous:
