@@ -79,6 +79,8 @@ DEFAULT_MLXTEND_MAX_RECORDS = 1_000_000
 DEFAULT_PLAIN_SID_MAX_RECORDS = 1_000_000
 #: Records up to which the pure algorithms (loaded table -> candidate) are also timed in-process.
 DEFAULT_ALGORITHMS_MAX_RECORDS = 250_000
+#: Longest a measured run or a comparison may take before it is killed and recorded as timed out.
+DEFAULT_TIMEOUT_SECONDS = 3600.0
 
 
 @dataclass
@@ -175,12 +177,21 @@ def ensure_synthetic(dataset: Dataset, log) -> dict | None:
             "rules_equal_adult": "equal" in completed.stdout.splitlines()[-1], "output": completed.stdout.strip()}
 
 
-def measure_run(dataset: Dataset, home: Path, profile_path: Path, *, ell: int) -> dict:
+def _run_with_timeout(command: list[str], *, timeout: float | None, **kwargs) -> subprocess.CompletedProcess:
+    """``subprocess.run`` that turns a timeout into exit status -9 with a message (the child is killed)."""
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, **kwargs)
+    except subprocess.TimeoutExpired as expired:
+        return subprocess.CompletedProcess(command, -9, expired.stdout or "", f"timed out after {timeout:.0f} s (--timeout)")
+
+
+def measure_run(dataset: Dataset, home: Path, profile_path: Path, *, ell: int, timeout: float | None = None) -> dict:
     """One ``msa-release run --profile`` subprocess: wall time, exit status and its profile sidecar."""
     command = [_tool("msa-release"), "run", *dataset.run_arguments, "--ell", str(ell), "--home", str(home),
                "--profile", "--profile-output", str(profile_path)]
+    profile_path.unlink(missing_ok=True)
     started = time.perf_counter()
-    completed = subprocess.run(command, capture_output=True, text=True, cwd=PROJECT_ROOT, env=_environment(home))
+    completed = _run_with_timeout(command, timeout=timeout, cwd=PROJECT_ROOT, env=_environment(home))
     wall = time.perf_counter() - started
     outcome = {"exit_status": completed.returncode, "wall_seconds": round(wall, 3)}
     if profile_path.exists():
@@ -228,14 +239,16 @@ def summarize_runs(runs: list[dict]) -> dict:
     }
 
 
-def run_comparisons(dataset: Dataset, output: Path, *, ell: int, min_confidence: float, limits: dict) -> dict:
+def run_comparisons(dataset: Dataset, output: Path, *, ell: int, min_confidence: float, limits: dict,
+                    timeout: float | None = None) -> dict:
     """Run :func:`compare_main` in a fresh subprocess (its memory is not the harness's)."""
     spec = {"input_path": dataset.input_path, **dataset.settings, "ell": ell, "min_confidence": min_confidence, **limits}
     command = [sys.executable, str(Path(__file__).resolve()), "--compare", json.dumps(spec), "--compare-output", str(output)]
+    output.unlink(missing_ok=True)
     started = time.perf_counter()
-    completed = subprocess.run(command, capture_output=True, text=True, cwd=PROJECT_ROOT,
-                               env={**os.environ, "GX_ANALYTICS_ENABLED": "false"})
-    if completed.returncode != 0 or not output.exists():
+    completed = _run_with_timeout(command, timeout=timeout, cwd=PROJECT_ROOT,
+                                  env={**os.environ, "GX_ANALYTICS_ENABLED": "false"})
+    if not output.exists():
         return {"error": (completed.stderr or completed.stdout).strip()[-3000:], "seconds": round(time.perf_counter() - started, 3)}
     return json.loads(output.read_text())
 
@@ -619,6 +632,7 @@ def run_benchmark(
     mlxtend_max_records: int = DEFAULT_MLXTEND_MAX_RECORDS,
     plain_sid_max_records: int = DEFAULT_PLAIN_SID_MAX_RECORDS,
     algorithms_max_records: int = DEFAULT_ALGORITHMS_MAX_RECORDS,
+    timeout: float | None = DEFAULT_TIMEOUT_SECONDS,
     log=print,
 ) -> dict:
     """Run the benchmark and write results.json, README.md and scaling.png into ``output_dir``.
@@ -634,7 +648,8 @@ def run_benchmark(
         "min_confidence": min_confidence,
         "machine": machine_description(),
         "limits": {"mlxtend_max_records": mlxtend_max_records, "plain_sid_max_records": plain_sid_max_records,
-                   "algorithms_max_records": algorithms_max_records, "large_from_records": large_from},
+                   "algorithms_max_records": algorithms_max_records, "large_from_records": large_from,
+                   "timeout_seconds": timeout},
         "targets_definition": TARGETS,
         "datasets": [],
     }
@@ -649,7 +664,7 @@ def run_benchmark(
         entry["runs"] = []
         for index in range(count):
             log(f"[{dataset.name}] run {index + 1}/{count} ...")
-            outcome = measure_run(dataset, home, profiles / f"run{index + 1}.json", ell=ell)
+            outcome = measure_run(dataset, home, profiles / f"run{index + 1}.json", ell=ell, timeout=timeout)
             log(f"[{dataset.name}]   exit {outcome['exit_status']}, {outcome['wall_seconds']:.1f} s, "
                 f"peak {outcome.get('process_peak_rss_mb')} MiB")
             entry["runs"].append(outcome)
@@ -662,6 +677,7 @@ def run_benchmark(
                 dataset, profiles / "comparisons.json", ell=ell, min_confidence=min_confidence,
                 limits={"mlxtend_max_records": mlxtend_max_records, "plain_sid_max_records": plain_sid_max_records,
                         "algorithms_max_records": algorithms_max_records},
+                timeout=timeout,
             )
             if entry["records"] is None and "records" in entry["comparisons"]:
                 entry["records"] = entry["comparisons"]["records"]
@@ -696,6 +712,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mlxtend-max-records", type=int, default=DEFAULT_MLXTEND_MAX_RECORDS)
     parser.add_argument("--plain-sid-max-records", type=int, default=DEFAULT_PLAIN_SID_MAX_RECORDS)
     parser.add_argument("--algorithms-max-records", type=int, default=DEFAULT_ALGORITHMS_MAX_RECORDS)
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS,
+                        help="seconds before a run or a comparison is killed and recorded as timed out (default 3600)")
     parser.add_argument("--compare", help=argparse.SUPPRESS)  # internal: JSON spec, run compare_main
     parser.add_argument("--compare-output", help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)
@@ -709,7 +727,7 @@ def main(argv: list[str] | None = None) -> int:
         runs_large=arguments.runs_large, large_from=arguments.large_from, ell=arguments.ell,
         min_confidence=arguments.min_confidence, compare=not arguments.no_compare,
         mlxtend_max_records=arguments.mlxtend_max_records, plain_sid_max_records=arguments.plain_sid_max_records,
-        algorithms_max_records=arguments.algorithms_max_records,
+        algorithms_max_records=arguments.algorithms_max_records, timeout=arguments.timeout,
     )
     print(f"\nwrote {Path(arguments.output) / 'README.md'}, results.json and scaling.png")
     for target in results["targets"]:

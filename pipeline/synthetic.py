@@ -11,14 +11,15 @@ Two sampling designs (``sampling``):
 * ``"balanced"`` (default): every source row appears ``⌊N/n⌋`` times, and ``N mod n``
   distinct source rows (drawn without replacement) once more; then the rows are shuffled. This
   is sampling with replacement with the multiplicities balanced: each row's count is
-  ``⌊N/n⌋`` or ``⌊N/n⌋ + 1``, so every support moves by less than a factor ``1 + n/N``
-  and a rule confidence by much less (the extra rows are a random subset). Adult's rules
-  whose confidence lies closest to the threshold (education = Doctorate ⇒ occupation =
-  Prof-specialty, 0.8065 at min_confidence 0.8, support 398) therefore stay strong at any
-  ``N ≥ n``.
+  ``q = ⌊N/n⌋`` or ``q + 1``, so every support moves by less than a factor ``1 + 1/q``
+  and a rule confidence by much less (the extra rows are a random subset). On Adult (default
+  columns, min_confidence 0.8) the 7 strong rules came out unchanged for 5 seeds out of 5 at
+  every N tried from 2n = 61,436 to 10M. Between n and 2n (q = 1) rare values can gain
+  rules: 40,000 rows, seed 0, has 9.
 * ``"replacement"``: ``N`` independent uniform draws with replacement (a bootstrap sample).
-  A rule near the threshold can then flip: at ``N`` = 1M the Doctorate rule's confidence has a
-  standard deviation of about 0.0035, half its margin.
+  Rare values and the rule closest to the threshold (education = Doctorate ⇒ occupation =
+  Prof-specialty, 0.8065, support 398) then flip easily: the rules were Adult's for 0, 2 and 3
+  seeds out of 5 at 61,436, 100,000 and 200,000 rows (5 of 5 from 1M on).
 
 :func:`synthesize` reports whether the sample's strong rules equal the source's, computed
 exactly from the multiplicities (no second pass over the written file).
