@@ -92,17 +92,18 @@ def sac_groups(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw
     sac_ids = sac_ir_split.loc[sac_ir_split["part"] == "SAC", "row_id"].to_numpy()
     ir_ids = sac_ir_split.loc[sac_ir_split["part"] == "IR", "row_id"].to_numpy()
     grouping = group_sac(raw_records, settings.sensitive_attributes, sac_ids, ir_ids, ell=settings.ell)
-    borrowed = set(grouping.borrowed)
+    n_groups, ell = grouping.members.shape
+    member_ids = grouping.members.ravel()
     members = pd.DataFrame(
-        [
-            (g + 1, position + 1, row_id, "IR" if row_id in borrowed else "SAC")
-            for g, group in enumerate(grouping.groups)
-            for position, row_id in enumerate(group)
-        ],
-        columns=["group_id", "member_position", "row_id", "source"],
-    ).astype({"group_id": "int64", "member_position": "int64", "row_id": "int64"})
+        {
+            "group_id": np.repeat(np.arange(1, n_groups + 1, dtype=np.int64), ell),
+            "member_position": np.tile(np.arange(1, ell + 1, dtype=np.int64), n_groups),
+            "row_id": member_ids,
+            "source": np.where(np.isin(member_ids, grouping.borrowed), "IR", "SAC"),
+        }
+    )
     context.add_output_metadata(
-        {"n_groups": len(grouping.groups), "n_borrowed": len(grouping.borrowed)}, output_name="sac_groups"
+        {"n_groups": grouping.n_groups, "n_borrowed": len(grouping.borrowed)}, output_name="sac_groups"
     )
     context.add_output_metadata({"n_deleted": len(grouping.deleted)}, output_name="deleted_records")
     context.add_output_metadata({"n_ir_left": len(grouping.ir_left)}, output_name="ir_left")
@@ -128,7 +129,8 @@ def sac_permuted(
 ) -> pd.DataFrame:
     """SAC~: per group and per attribute cluster, a seeded uniform random permutation of the cluster tuples (SPEC §5.2)."""
     ordered = sac_groups.sort_values(["group_id", "member_position"])
-    groups = [list(chunk["row_id"]) for _, chunk in ordered.groupby("group_id", sort=True)]
+    ell = int(ordered["member_position"].max()) if len(ordered) else settings.ell
+    groups = ordered["row_id"].to_numpy(np.int64).reshape(-1, ell)
     clusters = clusters_from_frame(sensitive_attribute_clusters)
     columns = ["row_id", *settings.quasi_identifiers, *settings.sensitive_attributes]
     permuted = permute_within_groups(raw_records[columns], groups, clusters, seed=settings.seed)

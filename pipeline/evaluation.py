@@ -282,11 +282,7 @@ def run_model_sweeps(
 
 def _same_sids(first, second) -> bool:
     """Same SIDs (as value sets, in creation order), record→SID map and suppressed records."""
-    return (
-        first.record_to_sid == second.record_to_sid
-        and first.suppressed == second.suppressed
-        and [sorted(v) for v in first.sid_values] == [sorted(v) for v in second.sid_values]
-    )
+    return first.same_sids_as(second)
 
 
 def _time_sid_creation(record_ids: list[int], columns: list[list[str]], ell: int, method: str) -> float:

@@ -5,7 +5,7 @@ Sources: P1 §4 (Algorithm 11 and the Table 5/6 example), reconstructed in SPEC 
 
 from __future__ import annotations
 
-import random
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,75 +17,166 @@ __all__ = ["Grouping", "group_sac", "permute_within_groups"]
 
 @dataclass(frozen=True)
 class Grouping:
-    """Result of Algorithm 11.
+    """Result of Algorithm 11 (row ids are the caller's ``row_id`` values, int64).
 
     Attributes
     ----------
-    groups
-        Row ids of each group's members (exactly ℓ each), in insertion order (seed first).
+    members
+        ``(n_groups, ℓ)`` int64 array: row ids of each group's members, in insertion order
+        (seed first); groups in creation order.
     borrowed
-        Row ids of the IR records moved into groups ("borrowing").
+        int64 array: row ids of the IR records moved into groups ("borrowing"), in order.
     deleted
-        Row ids of the seeds whose group could not be completed (not published at all), in
-        deletion order.
+        int64 array: row ids of the seeds whose group could not be completed (not published
+        at all), in deletion order.
     ir_left
-        Row ids of IR records not borrowed, in table order (input of improved Rating).
+        int64 array: row ids of IR records not borrowed, in table order (input of improved
+        Rating).
     """
 
-    groups: list[list[int]]
-    borrowed: list[int]
-    deleted: list[int]
-    ir_left: list[int]
+    members: np.ndarray
+    borrowed: np.ndarray
+    deleted: np.ndarray
+    ir_left: np.ndarray
+
+    @property
+    def groups(self) -> list[list[int]]:
+        """``members`` as Python lists (small tables, tests and teaching)."""
+        return self.members.tolist()
+
+    @property
+    def n_groups(self) -> int:
+        return int(self.members.shape[0])
 
 
-class _Queue:
-    """Records of one part (SAC or IR) in table order, with permanent removal and a
-    vectorised search for the first record compatible with a partial group."""
+_NO_RECORD = 1 << 62  # "no live record": larger than every rank
 
-    def __init__(self, positions: np.ndarray, codes: np.ndarray):
-        self.order = positions.astype(np.int64)
-        self.codes = codes
-        self.removed = np.zeros(len(positions), dtype=bool)
-        self.head = 0
-        self.n_removed = 0
 
-    def remove(self, indices: Sequence[int]) -> None:
-        """Remove records for good (indices into ``order``); may compact ``order`` afterwards."""
-        for index in indices:
-            self.removed[index] = True
-        self.n_removed += len(indices)
-        while self.head < len(self.order) and self.removed[self.head]:
-            self.head += 1
-        if self.n_removed > 1024 and self.n_removed * 2 > len(self.order):
-            keep = ~self.removed
-            self.order = self.order[keep]
-            self.removed = np.zeros(len(self.order), dtype=bool)
-            self.head = 0
-            self.n_removed = 0
+class _Node:
+    """Inner node of a part's value trie: children by value code, sorted by their subtree head."""
+
+    __slots__ = ("children", "entries")
+
+    def __init__(self) -> None:
+        self.children: dict[int, object] = {}
+        self.entries: list[tuple[int, int]] = []  # (head rank of the child's subtree, value code), ascending
+
+
+class _PartIndex:
+    """Index of one part (SAC or IR) for "the first live record, in table order, compatible
+    with a partial group" (SPEC §5.1) without rescanning the table.
+
+    Records with the same tuple of sensitive values are interchangeable for compatibility, so
+    they share a *key* whose live records form a FIFO queue (table order). Keys are the leaves
+    of a trie over the sensitive attributes (smallest domain first); every inner node keeps its
+    children sorted by the rank of the first live record below them. A query walks the trie
+    depth first in that order, skips the (at most ℓ-1 per attribute) values already used by
+    the group, and stops at the first compatible leaf; every child whose first live record comes
+    after the best answer so far is pruned. Removing a record advances its key's queue and
+    re-sorts one entry per trie level. Cost per query and per removal: O(depth × log fan-out)
+    in the common case, independent of the number of records.
+    """
+
+    def __init__(self, codes: np.ndarray, level_order: Sequence[int]):
+        n = codes.shape[0]
+        self.level_order = list(level_order)
+        self.depth = len(self.level_order)
+        if n == 0:
+            self.key_codes = np.zeros((0, codes.shape[1]), dtype=np.int64)
+            self.key_of_rank = np.zeros(0, dtype=np.int64)
+            self.queue: list[int] = []
+            self.start: list[int] = []
+            self.stop: list[int] = []
+        else:
+            key_codes, key_of_rank = np.unique(codes, axis=0, return_inverse=True)
+            key_of_rank = key_of_rank.reshape(-1).astype(np.int64)
+            order = np.argsort(key_of_rank, kind="stable")  # ranks grouped by key, ascending inside
+            counts = np.bincount(key_of_rank, minlength=len(key_codes))
+            stops = np.cumsum(counts)
+            self.key_codes = key_codes
+            self.key_of_rank = key_of_rank
+            self.queue = order.tolist()
+            self.start = (stops - counts).tolist()
+            self.stop = stops.tolist()
+        self.root = _Node()
+        self.paths: list[list[tuple[_Node, int]]] = []
+        key_rows = self.key_codes[:, self.level_order].tolist()
+        for key, row in enumerate(key_rows):
+            node = self.root
+            path = []
+            for level, value in enumerate(row):
+                path.append((node, value))
+                if level == self.depth - 1:
+                    node.children[value] = key
+                else:
+                    child = node.children.get(value)
+                    if child is None:
+                        child = node.children[value] = _Node()
+                    node = child
+            self.paths.append(path)
+        self.alive = np.ones(n, dtype=bool)
+        self._build_entries(self.root, 0)
+
+    def head(self, key: int) -> int:
+        position = self.start[key]
+        return self.queue[position] if position < self.stop[key] else _NO_RECORD
+
+    def _build_entries(self, node: _Node, level: int) -> int:
+        entries = []
+        for value, child in node.children.items():
+            head = self.head(child) if level == self.depth - 1 else self._build_entries(child, level + 1)
+            if head != _NO_RECORD:
+                entries.append((head, value))
+        entries.sort()
+        node.entries = entries
+        return entries[0][0] if entries else _NO_RECORD
 
     def first(self) -> int | None:
-        return self.head if self.head < len(self.order) else None
+        """Rank of the first live record of the part, or None."""
+        entries = self.root.entries
+        return entries[0][0] if entries else None
 
-    def first_compatible(self, used: list[np.ndarray]) -> int | None:
-        """Index (into ``order``) of the first live record whose value on every attribute
-        differs from all values in ``used`` (one array of codes per attribute), or None."""
-        start = self.head
-        size = 32
-        n = len(self.order)
-        while start < n:
-            stop = min(n, start + size)
-            block = self.codes[self.order[start:stop]]
-            ok = ~self.removed[start:stop]
-            for attribute, values in enumerate(used):
-                column = block[:, attribute]
-                for value in values:
-                    ok &= column != value
-            hits = np.flatnonzero(ok)
-            if len(hits):
-                return start + int(hits[0])
-            start = stop
-            size *= 4
-        return None
+    def first_compatible(self, used: list[set[int]]) -> int | None:
+        """Rank of the first live record whose code on every attribute ``a`` is not in
+        ``used[a]``, or None."""
+        best, key = self._search(self.root, 0, used, _NO_RECORD)
+        return None if key is None else best
+
+    def _search(self, node: _Node, level: int, used: list[set[int]], best: int) -> tuple[int, int | None]:
+        excluded = used[self.level_order[level]]
+        found = None
+        last = level == self.depth - 1
+        for head, value in node.entries:
+            if head >= best:
+                break
+            if value in excluded:
+                continue
+            if last:
+                return head, node.children[value]
+            head_below, key = self._search(node.children[value], level + 1, used, best)
+            if key is not None:
+                best, found = head_below, key
+        return best, found
+
+    def remove(self, rank: int) -> None:
+        """Remove the live record ``rank``; it must be the head of its key's queue."""
+        key = int(self.key_of_rank[rank])
+        old = self.head(key)
+        if old != rank:
+            raise AssertionError("only the first live record of a key can be removed")
+        self.alive[rank] = False
+        self.start[key] += 1
+        new = self.head(key)
+        for node, value in reversed(self.paths[key]):
+            entries = node.entries
+            old_node_head = entries[0][0]
+            del entries[bisect.bisect_left(entries, (old, value))]
+            if new != _NO_RECORD:
+                bisect.insort(entries, (new, value))
+            new_node_head = entries[0][0] if entries else _NO_RECORD
+            if new_node_head == old_node_head:
+                return
+            old, new = old_node_head, new_node_head
 
 
 def group_sac(
@@ -103,7 +194,8 @@ def group_sac(
     ----------
     records
         One row per record; columns ``row_id_column`` and every sensitive attribute (no
-        missing values). Must contain every id of ``sac_row_ids`` and ``ir_row_ids``.
+        missing values; object or categorical). Must contain every id of ``sac_row_ids`` and
+        ``ir_row_ids``.
     sensitive_attributes
         All sensitive attributes; a record is compatible with a partial group iff its value
         on **every** one of them differs from every member's (SPEC §5.1 [deduced]).
@@ -116,7 +208,7 @@ def group_sac(
     -------
     Grouping
         Seeds are taken from SAC in table order; each slot is filled by the first compatible
-        SAC record, else the first compatible IR record (borrowing), scanning in table order.
+        SAC record, else the first compatible IR record (borrowing), in table order.
         A group that cannot be completed deletes its seed and returns the other tentatively
         added records to their original places (SPEC [choice], §15 row 9).
 
@@ -125,17 +217,28 @@ def group_sac(
     ValueError
         If ``ell < 2`` or an id is not in ``records``.
 
+    Notes
+    -----
+    The search for "the first compatible record" uses an index per part (:class:`_PartIndex`)
+    instead of rescanning the table, so the cost grows with the number of records times the
+    trie depth, not quadratically; the result is the same as the scan of P1's Algorithm 11.
+
     References
     ----------
     P1 Algorithm 11; SPEC §5.1 and §15 rows 7-9.
     """
     if int(ell) != ell or ell < 2:
         raise ValueError(f"ell (ℓ) must be an integer >= 2, got {ell!r}")
+    ell = int(ell)
+    m = len(sensitive_attributes)
     row_ids = records[row_id_column].to_numpy(dtype=np.int64)
     position_of = pd.Index(row_ids)
-    codes = np.column_stack(
-        [pd.factorize(records[a])[0].astype(np.int64) for a in sensitive_attributes]
-    ) if len(records) else np.zeros((0, len(sensitive_attributes)), dtype=np.int64)
+    if len(records):
+        codes = np.column_stack([pd.factorize(records[a])[0].astype(np.int64) for a in sensitive_attributes])
+    else:
+        codes = np.zeros((0, m), dtype=np.int64)
+    domain = [int(codes[:, a].max()) + 1 if len(codes) else 0 for a in range(m)]
+    level_order = sorted(range(m), key=lambda a: (domain[a], a))
 
     def positions(ids: Sequence[int]) -> np.ndarray:
         found = position_of.get_indexer(np.asarray(ids, dtype=np.int64))
@@ -143,50 +246,54 @@ def group_sac(
             raise ValueError("a SAC/IR row id is not in the records table")
         return found
 
-    sac = _Queue(positions(sac_row_ids), codes)
-    ir = _Queue(positions(ir_row_ids), codes)
-    ir_positions_order = ir.order.copy()
-    groups: list[list[int]] = []
+    sac_positions = positions(sac_row_ids)
+    ir_positions = positions(ir_row_ids)
+    sac = _PartIndex(codes[sac_positions], level_order)
+    ir = _PartIndex(codes[ir_positions], level_order)
+    sac_codes = codes[sac_positions].tolist()
+    ir_codes = codes[ir_positions].tolist()
+    members: list[tuple[int, int]] = []  # (part: 0 = SAC, 1 = IR, rank)
+    groups: list[int] = []  # positions into records, flat, ℓ per group
     borrowed: list[int] = []
     deleted: list[int] = []
-    borrowed_positions: set[int] = set()
-    while (seed_index := sac.first()) is not None:
-        seed = int(sac.order[seed_index])
-        members: list[tuple[_Queue, int]] = [(sac, seed_index)]
-        used = [[codes[seed, a]] for a in range(codes.shape[1])]
+    while (seed := sac.first()) is not None:
+        used = [{value} for value in sac_codes[seed]]
+        members = [(0, seed)]
         while len(members) < ell:
-            for queue in (sac, ir):
-                index = queue.first_compatible([np.asarray(u) for u in used])
-                if index is not None:
+            rank = sac.first_compatible(used)
+            part = 0
+            if rank is None:
+                rank = ir.first_compatible(used)
+                part = 1
+                if rank is None:
                     break
-            else:
-                break
-            members.append((queue, index))
-            member = int(queue.order[index])
-            for a in range(codes.shape[1]):
-                used[a].append(codes[member, a])
+            members.append((part, rank))
+            for values, value in zip(used, (sac_codes if part == 0 else ir_codes)[rank]):
+                values.add(value)
         if len(members) == ell:
-            group = []
-            # resolve positions before removal (removal may compact a queue)
-            resolved = [(queue, index, int(queue.order[index])) for queue, index in members]
-            for queue, _, position in resolved:
-                group.append(int(row_ids[position]))
-                if queue is ir:
-                    borrowed.append(int(row_ids[position]))
-                    borrowed_positions.add(position)
-            for queue in (sac, ir):
-                queue.remove([index for q, index, _ in resolved if q is queue])
-            groups.append(group)
+            for part, rank in members:
+                if part == 0:
+                    sac.remove(rank)
+                    groups.append(int(sac_positions[rank]))
+                else:
+                    ir.remove(rank)
+                    groups.append(int(ir_positions[rank]))
+                    borrowed.append(int(ir_positions[rank]))
         else:
-            deleted.append(int(row_ids[seed]))
-            sac.remove([seed_index])
-    ir_left = [int(row_ids[p]) for p in ir_positions_order.tolist() if p not in borrowed_positions]
-    return Grouping(groups=groups, borrowed=borrowed, deleted=deleted, ir_left=ir_left)
+            deleted.append(int(sac_positions[seed]))
+            sac.remove(seed)
+    as_ids = lambda positions_list: row_ids[np.asarray(positions_list, dtype=np.int64)]  # noqa: E731
+    return Grouping(
+        members=as_ids(groups).reshape(-1, ell),
+        borrowed=as_ids(borrowed),
+        deleted=as_ids(deleted),
+        ir_left=row_ids[ir_positions[ir.alive]],
+    )
 
 
 def permute_within_groups(
     records: pd.DataFrame,
-    groups: Sequence[Sequence[int]],
+    groups: np.ndarray | Sequence[Sequence[int]],
     clusters: Sequence[Sequence[str]],
     *,
     seed: int,
@@ -200,41 +307,53 @@ def permute_within_groups(
         One row per record; columns ``row_id_column``, the quasi-identifiers and every
         attribute named in ``clusters``.
     groups
-        Member row ids per group (from :func:`group_sac`).
+        ``(n_groups, ℓ)`` member row ids (``Grouping.members`` of :func:`group_sac`), or an
+        equivalent list of equal-length lists.
     clusters
         ``Cluster_Set`` (from Algorithm 10); the values of one cluster move together.
     seed
-        Seed of ``random.Random``; groups in order, clusters in order, one
-        ``shuffle(list(range(len(group))))`` each, row ``r`` receives tuple ``perm[r]``
-        (SPEC §5.2 reference implementation).
+        Seed of ``numpy.random.default_rng``. For cluster ``c`` (in ``Cluster_Set`` order) one
+        matrix of ``(n_groups, ℓ)`` uniform draws is taken; the permutation of a group is the
+        ``argsort`` of its row, and row ``r`` receives the tuple of member ``perm[r]``. This is
+        a uniform permutation per group and cluster, drawn with one vectorised call instead
+        of SPEC §5.2's reference ``random.shuffle`` loop (same distribution; SPEC asks tests to
+        check invariants, not a particular permutation).
 
     Returns
     -------
     pandas.DataFrame
         One row per group member, in group order then member order: ``group_id`` (int64,
         1-based), ``row_id_column`` (the real member, whose quasi-identifiers the row keeps)
-        and every other column of ``records``, with the sensitive attributes permuted.
+        and every other column of ``records`` (dtypes kept), with the sensitive attributes
+        permuted.
+
+    Raises
+    ------
+    ValueError
+        Groups of unequal sizes, or a member id absent from ``records``.
 
     References
     ----------
     P1 Table 6 text; SPEC §5.2-§5.3 and §15 row 10.
     """
-    member_ids = [row_id for group in groups for row_id in group]
-    indexed = records.set_index(row_id_column, drop=False)
-    released = indexed.loc[member_ids].reset_index(drop=True)
-    released.insert(0, "group_id", np.repeat(np.arange(1, len(groups) + 1), [len(g) for g in groups]))
-    rng = random.Random(seed)
-    source_rows = {tuple(c): np.empty(len(released), dtype=np.int64) for c in clusters}
-    start = 0
-    for group in groups:
-        size = len(group)
-        for cluster in clusters:
-            permutation = list(range(size))
-            rng.shuffle(permutation)
-            source_rows[tuple(cluster)][start : start + size] = np.asarray(permutation) + start
-        start += size
-    original = released.copy()
-    for cluster, source in source_rows.items():
+    members = np.asarray(groups, dtype=np.int64)
+    if members.ndim != 2:
+        if members.size == 0:
+            members = members.reshape(0, 0)
+        else:
+            raise ValueError("every group must have the same number of members (ℓ)")
+    n_groups, size = members.shape
+    positions = pd.Index(records[row_id_column].to_numpy(np.int64)).get_indexer(members.ravel())
+    if (positions < 0).any():
+        raise ValueError("a group member's row id is not in the records table")
+    released = records.iloc[positions].reset_index(drop=True)
+    released.insert(0, "group_id", np.repeat(np.arange(1, n_groups + 1, dtype=np.int64), size))
+    rng = np.random.default_rng(seed)
+    base = (np.arange(n_groups, dtype=np.int64) * size)[:, None]
+    for cluster in clusters:
+        permutation = np.argsort(rng.random((n_groups, size)), axis=1, kind="stable")
+        source = (permutation + base).ravel()
         for attribute in cluster:
-            released[attribute] = original[attribute].to_numpy()[source]
+            column = released[attribute]
+            released[attribute] = column.iloc[source].reset_index(drop=True)
     return released

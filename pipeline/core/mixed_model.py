@@ -119,7 +119,7 @@ def run_mixed_model(
     split = split_sac_ir(records, sensitive_attributes, rules)
     clusters = cluster_sensitive_attributes(sensitive_attributes, rules)
     grouping = group_sac(records, sensitive_attributes, split.sac_row_ids, split.ir_row_ids, ell=ell)
-    sac_permuted = permute_within_groups(records, grouping.groups, clusters, seed=seed)
+    sac_permuted = permute_within_groups(records, grouping.members, clusters, seed=seed)
     indexed = records.set_index("row_id", drop=False)
     ir_left = indexed.loc[grouping.ir_left].reset_index(drop=True)
     id_table, attribute_sids = rating_tables(ir_left, sensitive_attributes, ell=ell)

@@ -8,7 +8,6 @@ SPEC §6-§7.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -24,35 +23,29 @@ __all__ = [
 ]
 
 
-class _Bucket:
-    __slots__ = ("value", "records")
-
-    def __init__(self, value: Hashable):
-        self.value = value
-        self.records: deque[int] = deque()
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    def __repr__(self) -> str:  # the SPEC's trace notation, e.g. ``a:4``
-        return f"{self.value}:{len(self.records)}"
-
-
 @dataclass
 class SidAssignment:
-    """SIDs of one sensitive attribute.
+    """SIDs of one sensitive attribute, as flat arrays (and list views for small inputs).
+
+    One *entry* is one (SID, value, record) membership. Entries are ordered by SID, then in
+    the order they were added (the ℓ values of the main loop, then residuals).
 
     Attributes
     ----------
-    sid_values
-        ``sid_values[k]`` = values of SID ``k+1`` in the order they were added (pairwise
-        distinct; one record per value occurrence).
-    sid_records
-        ``sid_records[k]`` = the record ids behind ``sid_values[k]``, position by position.
-    record_to_sid
-        ``{record id: SID number (1-based)}`` for every record that received a SID.
-    suppressed
-        Record ids whose cell is suppressed (published as the whole domain), in order.
+    bucket_values
+        Object array: the distinct values, in order of first appearance (bucket codes index it).
+    entry_sid
+        int64 array: 1-based SID number of each entry.
+    entry_bucket
+        int64 array: bucket code (index into ``bucket_values``) of each entry.
+    entry_record
+        int64 array: record id of each entry.
+    record_sid
+        int64 array aligned with the input records: the record's SID number, 0 when its cell
+        is suppressed.
+    suppressed_records
+        int64 array: record ids whose cell is suppressed (published as the whole domain), in
+        order.
     dangerous
         Trace notation (``value:size``) of the dangerous buckets, empty for plain Rating.
     initial_sequence
@@ -64,14 +57,58 @@ class SidAssignment:
         Steps in the SPEC §16.3 notation, when requested.
     """
 
-    sid_values: list[list[Hashable]] = field(default_factory=list)
-    sid_records: list[list[int]] = field(default_factory=list)
-    record_to_sid: dict[int, int] = field(default_factory=dict)
-    suppressed: list[int] = field(default_factory=list)
+    bucket_values: np.ndarray
+    entry_sid: np.ndarray
+    entry_bucket: np.ndarray
+    entry_record: np.ndarray
+    record_sid: np.ndarray
+    suppressed_records: np.ndarray
+    n_sids: int
     dangerous: list[str] = field(default_factory=list)
     initial_sequence: list[str] = field(default_factory=list)
     reorder_comparisons: list[int] = field(default_factory=list)
     trace: list[tuple] | None = None
+
+    @property
+    def sid_values(self) -> list[list[Hashable]]:
+        """``sid_values[k]`` = values of SID ``k+1`` in the order they were added."""
+        result: list[list[Hashable]] = [[] for _ in range(self.n_sids)]
+        for sid, bucket in zip(self.entry_sid.tolist(), self.entry_bucket.tolist(), strict=True):
+            result[sid - 1].append(self.bucket_values[bucket])
+        return result
+
+    @property
+    def sid_records(self) -> list[list[int]]:
+        """``sid_records[k]`` = the record ids behind ``sid_values[k]``, position by position."""
+        result: list[list[int]] = [[] for _ in range(self.n_sids)]
+        for sid, record in zip(self.entry_sid.tolist(), self.entry_record.tolist(), strict=True):
+            result[sid - 1].append(record)
+        return result
+
+    @property
+    def record_to_sid(self) -> dict[int, int]:
+        """``{record id: SID number}`` for every record that received a SID."""
+        return dict(zip(self.entry_record.tolist(), self.entry_sid.tolist(), strict=True))
+
+    @property
+    def suppressed(self) -> list[int]:
+        """``suppressed_records`` as a list."""
+        return self.suppressed_records.tolist()
+
+    def same_sids_as(self, other: "SidAssignment") -> bool:
+        """Same SIDs (as value sets), same record → SID map and same suppressed records."""
+        if self.n_sids != other.n_sids or not np.array_equal(self.record_sid, other.record_sid):
+            return False
+        if not np.array_equal(self.suppressed_records, other.suppressed_records):
+            return False
+        mine = self.bucket_values[self.entry_bucket].astype(str)
+        theirs = other.bucket_values[other.entry_bucket].astype(str)
+        order_mine = np.lexsort((mine, self.entry_sid))
+        order_theirs = np.lexsort((theirs, other.entry_sid))
+        return bool(
+            np.array_equal(self.entry_sid[order_mine], other.entry_sid[order_theirs])
+            and np.array_equal(mine[order_mine], theirs[order_theirs])
+        )
 
 
 def restore_descending_order(sequence: list, chosen: int) -> int:
@@ -113,22 +150,9 @@ def restore_descending_order(sequence: list, chosen: int) -> int:
     return steps
 
 
-def _stable_bubble_sort(sequence: list) -> None:
-    """P1's "old" Rating: stable bubble sort by size, descending, in place."""
-    n = len(sequence)
-    for end in range(n - 1, 0, -1):
-        swapped = False
-        for j in range(end):
-            if len(sequence[j]) < len(sequence[j + 1]):
-                sequence[j], sequence[j + 1] = sequence[j + 1], sequence[j]
-                swapped = True
-        if not swapped:
-            return
-
-
 def create_sids(
-    record_ids: Sequence[int],
-    values: Sequence[Hashable],
+    record_ids: Sequence[int] | np.ndarray,
+    values: Sequence[Hashable] | np.ndarray | pd.Series,
     *,
     ell: int,
     method: Literal["improved", "plain"] = "improved",
@@ -139,9 +163,10 @@ def create_sids(
     Parameters
     ----------
     record_ids
-        Record ids in table order (length n).
+        Record ids (int) in table order (length n).
     values
-        The attribute's value of each record (length n, no missing value).
+        The attribute's value of each record (length n, no missing value; a categorical
+        Series is used through its codes).
     ell
         ℓ >= 2: every SID receives ℓ pairwise distinct values (plus residuals).
     method
@@ -166,90 +191,171 @@ def create_sids(
     ValueError
         If ``ell < 2`` or the two sequences differ in length.
 
+    Notes
+    -----
+    Cost: one pass to bucket the records, then per SID O(ℓ) plus Algorithm 13's moves (or a
+    bubble-sort pass for ``"plain"``); records are attached to SIDs afterwards with array
+    operations, and residuals are placed per bucket with one sort of the candidate SIDs, so
+    the improved method runs in O(n + number of SIDs × ℓ + moves) (SPEC §6.3).
+
     References
     ----------
     P1 Algorithms 13 and 19, Definition 18; SPEC §6.1-§6.5, §7 and the traces of §16.3.
     """
     if int(ell) != ell or ell < 2:
         raise ValueError(f"ell (ℓ) must be an integer >= 2, got {ell!r}")
+    ell = int(ell)
     if len(record_ids) != len(values):
         raise ValueError("record_ids and values must have the same length")
     if method not in ("improved", "plain"):
         raise ValueError(f"unknown SID-creation method {method!r}; use 'improved' or 'plain'")
-    buckets: dict[Hashable, _Bucket] = {}
-    for record, value in zip(record_ids, values, strict=True):
-        bucket = buckets.get(value)
-        if bucket is None:
-            bucket = buckets[value] = _Bucket(value)
-        bucket.records.append(int(record))
-    total = len(record_ids)
-    sequence = sorted(buckets.values(), key=lambda b: -len(b))  # stable: first appearance
+    record_ids = np.asarray(record_ids, dtype=np.int64)
+    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
+        # categorical codes -> codes in order of first appearance
+        codes, uniques = pd.factorize(values.cat.codes.to_numpy())
+        bucket_values = values.cat.categories.to_numpy(dtype=object)[uniques]
+    else:
+        codes, uniques = pd.factorize(pd.Series(list(values) if not isinstance(values, (np.ndarray, pd.Series)) else values, dtype=object))
+        bucket_values = np.asarray(uniques, dtype=object)
+    codes = codes.astype(np.int64)
+    n_buckets = len(bucket_values)
+    sizes = np.bincount(codes, minlength=n_buckets).astype(np.int64)
+    remaining = sizes.tolist()
+    total = len(codes)
+
+    def label(bucket: int) -> str:  # the SPEC's trace notation, e.g. ``a:4``
+        return f"{bucket_values[bucket]}:{remaining[bucket]}"
+
+    sequence = sorted(range(n_buckets), key=lambda b: (-remaining[b], b))  # stable: first appearance
     if method == "improved":
-        dangerous = [b for b in sequence if ell * len(b) >= total]
-        sequence = [b for b in sequence if ell * len(b) < total]
+        dangerous = [b for b in sequence if ell * remaining[b] >= total]
+        sequence = [b for b in sequence if ell * remaining[b] < total]
     else:
         dangerous = []
     chosen = ell - len(dangerous)
-    result = SidAssignment(
-        dangerous=[repr(b) for b in dangerous],
-        initial_sequence=[repr(b) for b in sequence],
-        trace=[] if trace else None,
-    )
+    dangerous_labels = [label(b) for b in dangerous]
+    initial_labels = [label(b) for b in sequence]
+    steps: list[tuple] | None = [] if trace else None
     if trace:
-        result.trace.append(("init", list(result.dangerous), list(result.initial_sequence)))
+        steps.append(("init", list(dangerous_labels), list(initial_labels)))
+    reorder_comparisons: list[int] = []
+    taken_buckets: list[int] = []  # flat, ℓ per SID
 
     def can_continue() -> bool:
-        if any(len(b) == 0 for b in dangerous):
+        if any(remaining[b] == 0 for b in dangerous):
             return False
         if chosen == 0:
             return len(dangerous) > 0
-        return len(sequence) >= chosen and len(sequence[chosen - 1]) > 0
+        return len(sequence) >= chosen and remaining[sequence[chosen - 1]] > 0
 
     while can_continue():
         taken = dangerous + sequence[:chosen]
-        sid_values = [b.value for b in taken]
-        sid_records = [b.records.popleft() for b in taken]
-        number = len(result.sid_values) + 1
-        result.sid_values.append(sid_values)
-        result.sid_records.append(sid_records)
-        for record in sid_records:
-            result.record_to_sid[record] = number
+        taken_buckets.extend(taken)
+        for bucket in taken:
+            remaining[bucket] -= 1
         if method == "improved":
-            result.reorder_comparisons.append(restore_descending_order(sequence, chosen))
+            reorder_comparisons.append(_restore_order(sequence, remaining, chosen))
         else:
-            _stable_bubble_sort(sequence)
+            _bubble_sort(sequence, remaining)
         if trace:
-            result.trace.append(("sid", list(sid_values), [repr(b) for b in sequence]))
+            steps.append(("sid", [bucket_values[b] for b in taken], [label(b) for b in sequence]))
 
-    _assign_residuals(result, dangerous + sequence, trace)
-    return result
+    n_sids = len(taken_buckets) // ell if ell else 0
+    # records behind the main-loop entries: a bucket gives its records in table order (FIFO)
+    order = np.argsort(codes, kind="stable")
+    bucket_start = np.concatenate([[0], np.cumsum(sizes)[:-1]]) if n_buckets else np.zeros(0, dtype=np.int64)
+    main_bucket = np.asarray(taken_buckets, dtype=np.int64)
+    main_sid = np.repeat(np.arange(1, n_sids + 1, dtype=np.int64), ell)
+    by_bucket = np.argsort(main_bucket, kind="stable")
+    taken_count = np.bincount(main_bucket, minlength=n_buckets)
+    taken_start = np.concatenate([[0], np.cumsum(taken_count)[:-1]]) if n_buckets else np.zeros(0, dtype=np.int64)
+    rank_in_bucket = np.empty(len(main_bucket), dtype=np.int64)
+    rank_in_bucket[by_bucket] = np.arange(len(main_bucket)) - taken_start[main_bucket[by_bucket]]
+    main_position = order[bucket_start[main_bucket] + rank_in_bucket] if len(main_bucket) else np.zeros(0, dtype=np.int64)
+
+    # residuals (Algorithm 19, SPEC §6.4), bucket by bucket in sequence order
+    sid_sizes = np.full(n_sids, ell, dtype=np.int64)
+    residual_sid: list[np.ndarray] = []
+    residual_bucket: list[np.ndarray] = []
+    residual_position: list[np.ndarray] = []
+    suppressed_positions: list[np.ndarray] = []
+    for bucket in dangerous + sequence:
+        left = remaining[bucket]
+        if left == 0:
+            continue
+        first_left = bucket_start[bucket] + taken_count[bucket]
+        positions = order[first_left : first_left + left]
+        holding = np.zeros(n_sids, dtype=bool)
+        holding[main_sid[by_bucket[taken_start[bucket] : taken_start[bucket] + taken_count[bucket]]] - 1] = True
+        candidates = np.flatnonzero(~holding)
+        candidates = candidates[np.lexsort((candidates, sid_sizes[candidates]))][:left]
+        targets = candidates + 1
+        placed = len(targets)
+        sid_sizes[candidates] += 1
+        residual_sid.append(targets)
+        residual_bucket.append(np.full(placed, bucket, dtype=np.int64))
+        residual_position.append(positions[:placed])
+        suppressed_positions.append(positions[placed:])
+        if trace:
+            for position, target in zip(positions[:placed].tolist(), targets.tolist(), strict=True):
+                steps.append(("residual", bucket_values[bucket], int(record_ids[position]), target))
+            for position in positions[placed:].tolist():
+                steps.append(("suppress", bucket_values[bucket], int(record_ids[position])))
+        remaining[bucket] = 0
+
+    entry_sid = np.concatenate([main_sid, *residual_sid]) if residual_sid else main_sid
+    entry_bucket = np.concatenate([main_bucket, *residual_bucket]) if residual_bucket else main_bucket
+    entry_position = np.concatenate([main_position, *residual_position]) if residual_position else main_position
+    entry_order = np.argsort(entry_sid, kind="stable")
+    record_sid = np.zeros(total, dtype=np.int64)
+    record_sid[entry_position] = entry_sid
+    suppressed = np.concatenate(suppressed_positions) if suppressed_positions else np.zeros(0, dtype=np.int64)
+    return SidAssignment(
+        bucket_values=bucket_values,
+        entry_sid=entry_sid[entry_order],
+        entry_bucket=entry_bucket[entry_order],
+        entry_record=record_ids[entry_position[entry_order]],
+        record_sid=record_sid,
+        suppressed_records=record_ids[suppressed],
+        n_sids=n_sids,
+        dangerous=dangerous_labels,
+        initial_sequence=initial_labels,
+        reorder_comparisons=reorder_comparisons,
+        trace=steps,
+    )
 
 
-def _assign_residuals(result: SidAssignment, buckets: list[_Bucket], trace: bool) -> None:
-    """Residual assignment of Algorithm 19 (SPEC §6.4): fewest values, then earliest SID."""
-    n_sids = len(result.sid_values)
-    sids_holding: dict[Hashable, set[int]] = {}
-    for index, values in enumerate(result.sid_values):
-        for value in values:
-            sids_holding.setdefault(value, set()).add(index)
-    sizes = [len(v) for v in result.sid_values]
-    for bucket in buckets:
-        while bucket.records:
-            record = bucket.records.popleft()
-            holding = sids_holding.setdefault(bucket.value, set())
-            if len(holding) == n_sids:
-                result.suppressed.append(record)
-                if trace:
-                    result.trace.append(("suppress", bucket.value, record))
-                continue
-            target = min((i for i in range(n_sids) if i not in holding), key=lambda i: (sizes[i], i))
-            result.sid_values[target].append(bucket.value)
-            result.sid_records[target].append(record)
-            result.record_to_sid[record] = target + 1
-            sizes[target] += 1
-            holding.add(target)
-            if trace:
-                result.trace.append(("residual", bucket.value, record, target + 1))
+def _restore_order(sequence: list[int], remaining: list[int], chosen: int) -> int:
+    """Algorithm 13 on bucket codes with sizes in ``remaining`` (see :func:`restore_descending_order`)."""
+    n = len(sequence)
+    if chosen == 0 or chosen >= n or remaining[sequence[chosen - 1]] >= remaining[sequence[chosen]]:
+        return 1
+    steps = 1
+    x = remaining[sequence[chosen]]
+    i = chosen
+    while i > 1 and remaining[sequence[i - 2]] < x:
+        i -= 1
+        steps += 1
+    k = chosen + 1
+    while k < n and remaining[sequence[k]] > x - 1:
+        k += 1
+        steps += 1
+    block = sequence[i - 1 : chosen]
+    sequence[i - 1 : k] = sequence[chosen:k] + block
+    return steps
+
+
+def _bubble_sort(sequence: list[int], remaining: list[int]) -> None:
+    """P1's "old" Rating: stable bubble sort of bucket codes by size, descending, in place."""
+    n = len(sequence)
+    for end in range(n - 1, 0, -1):
+        swapped = False
+        for j in range(end):
+            if remaining[sequence[j]] < remaining[sequence[j + 1]]:
+                sequence[j], sequence[j + 1] = sequence[j + 1], sequence[j]
+                swapped = True
+        if not swapped:
+            return
 
 
 def rating_tables(
@@ -301,18 +407,29 @@ def rating_tables(
     attribute_sids = pd.DataFrame({row_id_column: record_ids})
     id_rows: list[pd.DataFrame] = []
     for attribute in sensitive_attributes:
-        values = records[attribute].astype(str).tolist()
-        assignment = create_sids(record_ids.tolist(), values, ell=ell, method=method)
-        mapped = pd.Series(assignment.record_to_sid, dtype="Int64")
-        attribute_sids[attribute] = mapped.reindex(record_ids).to_numpy()
-        attribute_sids[attribute] = attribute_sids[attribute].astype("Int32")
-        sid_numbers = np.repeat(
-            np.arange(1, len(assignment.sid_values) + 1), [len(v) for v in assignment.sid_values]
+        column = records[attribute]
+        if not isinstance(column.dtype, pd.CategoricalDtype):
+            column = column.astype(str)
+        assignment = create_sids(record_ids, column.reset_index(drop=True), ell=ell, method=method)
+        attribute_sids[attribute] = pd.array(
+            np.where(assignment.record_sid > 0, assignment.record_sid, 0).astype(np.int32), dtype="Int32"
         )
-        flat_values = [str(v) for vs in assignment.sid_values for v in vs]
-        frame = pd.DataFrame({"attribute": attribute, "sid": sid_numbers, "value": flat_values})
+        attribute_sids.loc[assignment.record_sid == 0, attribute] = pd.NA
+        # Rating's construction puts a value at most once in a SID, so each entry is one row
+        # (value, count 1); sort by SID then value text
+        value_text = assignment.bucket_values.astype(str)
+        value_rank = np.empty(len(value_text), dtype=np.int64)
+        value_rank[np.argsort(value_text, kind="stable")] = np.arange(len(value_text))
+        order = np.lexsort((value_rank[assignment.entry_bucket], assignment.entry_sid))
+        frame = pd.DataFrame(
+            {
+                "attribute": attribute,
+                "sid": assignment.entry_sid[order].astype(np.int32),
+                "value": value_text[assignment.entry_bucket[order]].astype(object),
+            }
+        )
         frame = frame.groupby(["attribute", "sid", "value"], sort=False).size().rename("count").reset_index()
-        id_rows.append(frame.sort_values(["sid", "value"], kind="stable"))
+        id_rows.append(frame)
     id_table = (
         pd.concat(id_rows, ignore_index=True)
         if id_rows

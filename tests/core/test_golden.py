@@ -43,8 +43,8 @@ def test_split_clusters_groups(golden, name):
     assert result.split.ir_row_ids.tolist() == example["IR_ids"]
     assert result.clusters == example["clusters"]
     assert result.grouping.groups == example["groups"]
-    assert result.grouping.deleted == example["deleted_ids"]
-    assert result.grouping.ir_left == example["IR_left_ids"]
+    assert result.grouping.deleted.tolist() == example["deleted_ids"]
+    assert result.grouping.ir_left.tolist() == example["IR_left_ids"]
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
