@@ -9,7 +9,7 @@ export MSA_RELEASE_HOME ?= $(CURDIR)/var
 export GX_ANALYTICS_ENABLED := false
 export DAGSTER_HOME ?= $(MSA_RELEASE_HOME)/dagster
 
-.PHONY: release test experiments attacks kl-quality bench bench-kl ui env clean
+.PHONY: ui-screenshots release test experiments attacks kl-quality bench bench-kl ui env clean
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -50,6 +50,9 @@ test: env
 
 ui: env $(DAGSTER_HOME)/dagster.yaml
 	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p $${PORT:-3000}
+
+ui-screenshots: env
+	MSA_RELEASE_SAVE_SCREENSHOTS=1 $(VENV)/bin/python -m pytest -q tests/test_browser.py
 
 clean:
 	rm -rf $(VENV) .tools

@@ -12,7 +12,7 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
-from assets.keys import inputs
+from assets.keys import EVALUATION, inputs
 from pipeline.attack_report import MODELS, run_attack_evaluation, write_attack_report
 from pipeline.core.hierarchies import load_hierarchies
 from pipeline.loading import PROJECT_ROOT
@@ -72,7 +72,14 @@ def _figures_metadata(paths: dict) -> dict:
     return metadata
 
 
-@dg.asset(key_prefix=ATTACKS, ins=inputs(private=["raw_records"]), group_name=ATTACKS, kinds={"duckdb", "pandas", "matplotlib"})
+@dg.asset(
+    key_prefix=ATTACKS,
+    ins=inputs(private=["raw_records"]),
+    group_name=EVALUATION,
+    kinds={"duckdb", "pandas", "matplotlib"},
+    description="Join attack (P2) and one-known-value attack on four releases of the configured table (naive, (k, ℓ), "
+    "mixed, Rating) with their utility; writes reports/attacks/.",
+)
 def attack_evaluation(
     context: dg.AssetExecutionContext, config: AttackEvaluationConfig, settings: ReleaseSettings, raw_records: pd.DataFrame
 ) -> pd.DataFrame:

@@ -7,9 +7,11 @@ import json
 import dagster as dg
 import pandas as pd
 
+from assets.keys import EVALUATION, table_metadata
 from pipeline.audit import run_audit
 from pipeline.loading import resolve_input_path
 from pipeline.publish import read_latest
+from pipeline.release_report import audit_histogram_png
 from pipeline.resources import ReleaseStore
 
 AUDIT = "audit"
@@ -45,7 +47,7 @@ def audit_metadata(report: dict) -> dict:
 @dg.asset(
     key=[AUDIT, "release_disclosure"],
     deps=["release"],
-    group_name=AUDIT,
+    group_name=EVALUATION,
     kinds={"duckdb", "pandas"},
     description="The adversary's view of the current (LATEST) release: per released record, the most likely strong rule "
     "and its probability (SPEC §10), with AIL, RCE, rule confidences and stage times as metadata. Rules are "
@@ -60,5 +62,10 @@ def release_disclosure(context: dg.AssetExecutionContext, store: ReleaseStore) -
     result = run_audit(latest, raw_path)
     metadata = audit_metadata(result.report)
     metadata.update({f"seconds_{step}": float(value) for step, value in manifest.get("stage_seconds", {}).items()})
+    metadata.update(table_metadata(result.per_record, rows_in=int(manifest["n_sac_released"]) + int(manifest["n_attribute_table"])))
+    encoded = audit_histogram_png(result.report["adversary"]["histogram"], int(manifest["ell"]))
+    metadata["disclosure_histogram_figure"] = dg.MetadataValue.md(
+        f"![Disclosure probability per released record](data:image/png;base64,{encoded})"
+    )
     context.add_output_metadata(metadata)
     return result.per_record

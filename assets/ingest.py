@@ -1,10 +1,12 @@
 """Ingest: read the input table and apply the missing-value policy."""
 
 
+import time
+
 import dagster as dg
 import pandas as pd
 
-from assets.keys import KINDS, PRIVATE
+from assets.keys import INGEST, KINDS, PRIVATE, table_metadata
 from pipeline.loading import load_records
 from pipeline.resources import ReleaseSettings
 
@@ -22,10 +24,11 @@ from pipeline.resources import ReleaseSettings
             kinds=KINDS,
         ),
     },
-    group_name="ingest",
+    group_name=INGEST,
 )
 def raw_records(context: dg.AssetExecutionContext, settings: ReleaseSettings):
     """Read the configured CSV/Parquet file through DuckDB and apply the missing-value policy."""
+    started = time.monotonic()
     loaded = load_records(
         settings.input_path,
         quasi_identifiers=settings.quasi_identifiers,
@@ -52,7 +55,11 @@ def raw_records(context: dg.AssetExecutionContext, settings: ReleaseSettings):
         "n_dropped_missing": loaded.n_dropped_missing,
         "n_missing_quasi_identifier": loaded.n_missing_quasi_identifier,
         "n_records": len(loaded.records),
+        **table_metadata(loaded.records, rows_in=loaded.n_input, started=started),
     }
     context.add_output_metadata(figures, output_name="raw_records")
-    context.add_output_metadata({"input_sha256": loaded.input_sha256}, output_name="input_summary")
+    context.add_output_metadata(
+        {"input_sha256": loaded.input_sha256, "n_input": loaded.n_input, "n_dropped_missing": loaded.n_dropped_missing},
+        output_name="input_summary",
+    )
     return loaded.records, summary

@@ -1,17 +1,35 @@
-"""Asset-key conventions shared by the assets and the gates.
+"""Asset-key conventions and metadata helpers shared by the assets and the gates.
 
 Asset key prefixes are DuckDB schemas of the warehouse: ``private`` (raw and intermediate
 tables, never released) and ``candidate`` (the release tables before the gates).
+
+Asset groups (shown in the Dagster UI): ``ingest``, ``mining``, ``mixed_model``, ``rating``,
+``kl_model``, ``release`` and ``evaluation``.
 """
 
+import time
 from collections.abc import Iterable
 
 import dagster as dg
+import pandas as pd
 
 PRIVATE = "private"
 CANDIDATE = "candidate"
 #: Kinds shown in the UI for warehouse tables.
 KINDS = {"duckdb", "pandas"}
+
+#: Asset groups, in pipeline order.
+INGEST = "ingest"
+MINING = "mining"
+MIXED_MODEL = "mixed_model"
+RATING = "rating"
+KL_MODEL = "kl_model"
+RELEASE = "release"
+EVALUATION = "evaluation"
+GROUPS = (INGEST, MINING, MIXED_MODEL, RATING, KL_MODEL, RELEASE, EVALUATION)
+
+#: Rows shown in the Markdown preview of a published table.
+PREVIEW_ROWS = 10
 
 
 def inputs(*, private: Iterable[str] = (), candidate: Iterable[str] = ()) -> dict[str, dg.AssetIn]:
@@ -19,3 +37,50 @@ def inputs(*, private: Iterable[str] = (), candidate: Iterable[str] = ()) -> dic
     ins = {name: dg.AssetIn(key=[PRIVATE, name]) for name in private}
     ins.update({name: dg.AssetIn(key=[CANDIDATE, name]) for name in candidate})
     return ins
+
+
+def table_metadata(frame: pd.DataFrame, *, rows_in: int | None = None, started: float | None = None) -> dict:
+    """Numeric metadata with stable names that every warehouse table reports.
+
+    Parameters
+    ----------
+    frame
+        The table the asset returns.
+    rows_in
+        Records the stage read (``n_rows_in``), when it reads one main table.
+    started
+        ``time.monotonic()`` at the start of the stage: ``seconds`` is its wall time.
+
+    Returns
+    -------
+    dict
+        ``dagster/row_count`` (shown by the UI as the row count), ``n_rows_out``, and
+        ``n_rows_in`` / ``seconds`` when given. Counts only: never a value of the table.
+    """
+    metadata: dict = {"dagster/row_count": len(frame), "n_rows_out": len(frame)}
+    if rows_in is not None:
+        metadata["n_rows_in"] = int(rows_in)
+    if started is not None:
+        metadata["seconds"] = round(time.monotonic() - started, 3)
+    return metadata
+
+
+def _cell(value) -> str:
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return "NULL"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_preview(frame: pd.DataFrame, rows: int = PREVIEW_ROWS) -> dg.MetadataValue:
+    """The first ``rows`` rows of a PUBLISHED table as a Markdown table (the UI renders it).
+
+    Only for tables of a release that passed its gates; never for a private or candidate table.
+    """
+    head = frame.head(rows)
+    lines = [
+        "| " + " | ".join(_cell(c) for c in head.columns) + " |",
+        "|" + "---|" * len(head.columns),
+        *("| " + " | ".join(_cell(v) for v in row) + " |" for row in head.itertuples(index=False)),
+    ]
+    lines.append(f"\n{min(rows, len(frame))} of {len(frame)} rows.")
+    return dg.MetadataValue.md("\n".join(lines))

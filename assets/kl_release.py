@@ -1,7 +1,7 @@
 """(k, ℓ)-anonymity release (P2, SPEC §14): hierarchies, equivalence classes, the candidate
 table, then (only if every blocking gate passed) the atomic publish. Thin wrappers over
 ``pipeline.core.hierarchies`` and ``pipeline.core.kl_anonymity``; the ``kl_release`` job runs
-this group after ``ingest``."""
+the assets of group ``kl_model`` after ``ingest``, then the (k, ℓ) assets of group ``release``."""
 
 
 import time
@@ -12,14 +12,16 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from assets.keys import CANDIDATE, KINDS, PRIVATE, inputs
+from assets.keys import CANDIDATE, KINDS, KL_MODEL, PRIVATE, RELEASE, inputs, markdown_preview, table_metadata
 from assets.release import gate_outcomes, input_reading, profile_metadata, run_profile, stage_seconds
 from pipeline.core.hierarchies import Hierarchy, HierarchyError, load_hierarchies, read_hierarchy
 from pipeline.core.kl_anonymity import InfeasibleError, KLAnonymization, kl_anonymize, kl_release_table
 from pipeline.loading import InputError, file_sha256
 from pipeline.publish import contract_schemas, package_versions, publish_release
+from pipeline.release_report import REPORT_HTML, kl_report_data, report_files
 from pipeline.resources import PROJECT_ROOT, ReleaseSettings, ReleaseStore
 
+#: Key of the (k, ℓ) publish asset (and name of its job).
 KL_RELEASE = "kl_release"
 #: Columns of the release contract that a quasi-identifier or sensitive attribute must not be named.
 KL_RESERVED_COLUMNS = ("row_id", "cluster_id")
@@ -56,7 +58,13 @@ def discernibility(cluster_sizes: pd.Series) -> int:
     return int((cluster_sizes.astype("int64") ** 2).sum())
 
 
-@dg.asset(key_prefix=PRIVATE, ins=inputs(private=["raw_records"]), group_name=KL_RELEASE, kinds=KINDS)
+@dg.asset(
+    key_prefix=PRIVATE,
+    ins=inputs(private=["raw_records"]),
+    group_name=KL_MODEL,
+    kinds=KINDS,
+    description="PRIVATE: one validated ARX generalisation hierarchy per quasi-identifier (file, SHA-256, height, base values).",
+)
 def generalization_hierarchies(
     context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_records: pd.DataFrame
 ) -> pd.DataFrame:
@@ -101,7 +109,7 @@ def generalization_hierarchies(
     for row in rows:
         metadata[f"height_{row['attribute']}"] = row["height"]
         metadata[f"n_base_values_{row['attribute']}"] = row["n_base_values"]
-    metadata["seconds"] = round(time.monotonic() - started, 3)
+    metadata.update(table_metadata(frame, rows_in=len(raw_records), started=started))
     context.add_output_metadata(metadata)
     return frame
 
@@ -118,7 +126,7 @@ def generalization_hierarchies(
                                              "every record is released, or the run fails)."),
     },
     ins=inputs(private=["raw_records", "generalization_hierarchies"]),
-    group_name=KL_RELEASE,
+    group_name=KL_MODEL,
 )
 def kl_anonymization(
     context: dg.AssetExecutionContext,
@@ -171,9 +179,15 @@ def kl_anonymization(
             for a in quasi_identifiers
         },
         "seconds": round(time.monotonic() - started, 3),
+        "dagster/row_count": len(clusters),
+        "n_rows_in": len(raw_records),
+        "n_rows_out": len(clusters),
     }
     context.add_output_metadata(metadata, output_name="kl_clusters")
-    context.add_output_metadata({"n_records": len(anonymization.assignments)}, output_name="kl_assignments")
+    context.add_output_metadata(
+        {"n_records": len(anonymization.assignments), **table_metadata(anonymization.assignments, rows_in=len(raw_records))},
+        output_name="kl_assignments",
+    )
     context.add_output_metadata({"n_suppressed_records": 0}, output_name="kl_suppressed_records")
     return anonymization.assignments, clusters, pd.DataFrame({"row_id": np.array([], dtype=np.int64)})
 
@@ -190,7 +204,7 @@ def kl_anonymization(
                                           description="PRIVATE: release row id -> internal row id; used by the gates, never released."),
     },
     ins=inputs(private=["raw_records", "kl_assignments", "kl_clusters"]),
-    group_name=KL_RELEASE,
+    group_name=RELEASE,
 )
 def kl_release_candidate(
     context: dg.AssetExecutionContext,
@@ -201,6 +215,7 @@ def kl_release_candidate(
 ):
     """Assemble the candidate (k, ℓ) table: clusters numbered by content, rows by cluster, so that
     neither id carries the input order."""
+    started = time.monotonic()
     require_kl_model(settings)
     anonymization = KLAnonymization(
         assignments=kl_assignments,
@@ -215,9 +230,14 @@ def kl_release_candidate(
     released, row_map = kl_release_table(raw_records, anonymization, settings.quasi_identifiers, settings.sensitive_attributes)
     sizes = {"n_rows_kl_released": len(released), "n_clusters": int(released["cluster_id"].nunique())}
     context.add_output_metadata(
-        {"n_rows": len(released), "n_clusters": sizes["n_clusters"]}, output_name="kl_released"
+        {"n_rows": len(released), "n_clusters": sizes["n_clusters"], **table_metadata(released, rows_in=len(raw_records))},
+        output_name="kl_released",
     )
-    context.add_output_metadata(sizes, output_name="kl_release_candidate")
+    context.add_output_metadata(
+        {**sizes, "n_rows_in": len(raw_records), "n_rows_out": len(released), "seconds": round(time.monotonic() - started, 3)},
+        output_name="kl_release_candidate",
+    )
+    context.add_output_metadata(table_metadata(row_map), output_name="kl_release_row_map")
     return released, pd.DataFrame([sizes]), row_map
 
 
@@ -245,8 +265,8 @@ def hierarchies_manifest(settings: ReleaseSettings, generalization_hierarchies: 
         dg.AssetSpec(
             KL_RELEASE,
             description="Publish the gated (k, ℓ) release atomically to $MSA_RELEASE_HOME/releases/<release_id>/ and update LATEST.",
-            group_name=KL_RELEASE,
-            kinds={"duckdb", "parquet"},
+            group_name=RELEASE,
+            kinds={"duckdb", "parquet", "html"},
             deps=[asset_in.key for asset_in in _PUBLISH_INPUTS.values()],
         )
     ],
@@ -306,7 +326,9 @@ def publish_kl_release(
     }
     schemas = contract_schemas(quasi_identifiers, sensitive_attributes, model="kl")
     tables = {"kl_released": kl_released[list(schemas["kl_released"])]}
-    path = publish_release(store.releases_dir, release_id, tables, schemas, manifest)
+    report_data = kl_report_data(kl_released, kl_clusters, quasi_identifiers)
+    extra_files = report_files(manifest, report_data, releases_dir=store.releases_dir)
+    path = publish_release(store.releases_dir, release_id, tables, schemas, manifest, extra_files=extra_files)
     context.log.info(f"published (k, ℓ) release {release_id} at {path}")
     return dg.MaterializeResult(
         asset_key=KL_RELEASE,
@@ -329,6 +351,12 @@ def publish_kl_release(
             "publish_seconds": round(time.monotonic() - started, 3),
             **{f"seconds_{step}": value for step, value in manifest["stage_seconds"].items()},
             "gates": dg.MetadataValue.json([{k: g[k] for k in ("name", "status")} for g in gates]),
+            "n_rows_in": manifest["n_input"],
+            "n_rows_out": manifest["n_released"],
+            "min_diverse": int(kl_clusters["diverse"].min()) if len(kl_clusters) else 0,
+            "report": dg.MetadataValue.path(str(path / REPORT_HTML)),
+            # preview of the PUBLISHED table only (after every gate passed)
+            "preview_kl_released": markdown_preview(tables["kl_released"]),
             **profile_metadata(manifest["profile"], publish_started),
         },
     )

@@ -1,6 +1,8 @@
 """Mixed model stages: SAC/IR split, attribute clusters, SAC~ groups, permutation, improved Rating."""
 
 
+import time
+
 import dagster as dg
 import numpy as np
 import pandas as pd
@@ -8,7 +10,7 @@ import pandas as pd
 from pipeline.core.grouping import group_sac, permute_within_groups
 from pipeline.core.partition import cluster_sensitive_attributes, split_sac_ir
 from pipeline.core.rating import rating_tables
-from assets.keys import KINDS, PRIVATE, inputs
+from assets.keys import KINDS, MIXED_MODEL, PRIVATE, RATING, inputs, table_metadata
 from pipeline.resources import ReleaseSettings
 
 
@@ -32,7 +34,7 @@ def s_max_from_frame(frame: pd.DataFrame) -> str | None:
                                                 description="Per sensitive attribute: records holding a strong value, and which attribute is S_max."),
     },
     ins=inputs(private=["raw_records", "strong_rules"]),
-    group_name="mixed_model",
+    group_name=MIXED_MODEL,
 )
 def sac_ir_split(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_records: pd.DataFrame, strong_rules: pd.DataFrame):
     """Algorithm 7: choose S_max and split the table into SAC and IR.
@@ -40,6 +42,7 @@ def sac_ir_split(context: dg.AssetExecutionContext, settings: ReleaseSettings, r
     With ``model = 'rating'`` (plain Rating baseline, SPEC §7) every record goes to IR, so the
     whole table is bucketized by Rating; S_max and the occurrences are still reported.
     """
+    started = time.monotonic()
     split = split_sac_ir(raw_records, settings.sensitive_attributes, strong_rules)
     if settings.model == "rating":
         sac_ids, ir_ids = np.array([], dtype=np.int64), raw_records["row_id"].to_numpy(np.int64)
@@ -59,20 +62,27 @@ def sac_ir_split(context: dg.AssetExecutionContext, settings: ReleaseSettings, r
         }
     )
     context.add_output_metadata(
-        {"n_sac": len(sac_ids), "n_ir": len(ir_ids), "s_max": split.s_max or "(none)", "model": settings.model},
+        {"n_sac": len(sac_ids), "n_ir": len(ir_ids), "s_max": split.s_max or "(none)", "model": settings.model,
+         **table_metadata(parts, rows_in=len(raw_records), started=started)},
         output_name="sac_ir_split",
     )
     return parts.reset_index(drop=True), occurrences
 
 
-@dg.asset(key_prefix=PRIVATE, ins=inputs(private=["strong_rules"]), group_name="mixed_model", kinds=KINDS)
+@dg.asset(key_prefix=PRIVATE, ins=inputs(private=["strong_rules"]), group_name=MIXED_MODEL, kinds=KINDS,
+          description="PRIVATE: clusters of sensitive attributes linked by strong rules (Algorithm 10, fix-point).")
 def sensitive_attribute_clusters(context: dg.AssetExecutionContext, settings: ReleaseSettings, strong_rules: pd.DataFrame) -> pd.DataFrame:
     """Algorithm 10 (fix-point): clusters of sensitive attributes linked by strong rules."""
+    started = time.monotonic()
     clusters = cluster_sensitive_attributes(settings.sensitive_attributes, strong_rules)
-    context.add_output_metadata({"n_clusters": len(clusters), "largest_cluster": max(len(c) for c in clusters)})
-    return pd.DataFrame(
+    frame = pd.DataFrame(
         [(k + 1, a) for k, cluster in enumerate(clusters) for a in cluster], columns=["cluster_id", "attribute"]
     ).astype({"cluster_id": "int32"})
+    context.add_output_metadata(
+        {"n_clusters": len(clusters), "largest_cluster": max(len(c) for c in clusters),
+         **table_metadata(frame, rows_in=len(strong_rules), started=started)}
+    )
+    return frame
 
 
 @dg.multi_asset(
@@ -85,10 +95,11 @@ def sensitive_attribute_clusters(context: dg.AssetExecutionContext, settings: Re
                                description="PRIVATE: IR records not borrowed into groups, published by improved Rating."),
     },
     ins=inputs(private=["raw_records", "sac_ir_split"]),
-    group_name="mixed_model",
+    group_name=MIXED_MODEL,
 )
 def sac_groups(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_records: pd.DataFrame, sac_ir_split: pd.DataFrame):
     """Algorithm 11: group SAC into groups of ℓ records pairwise different on every sensitive attribute, borrowing from IR."""
+    started = time.monotonic()
     sac_ids = sac_ir_split.loc[sac_ir_split["part"] == "SAC", "row_id"].to_numpy()
     ir_ids = sac_ir_split.loc[sac_ir_split["part"] == "IR", "row_id"].to_numpy()
     grouping = group_sac(raw_records, settings.sensitive_attributes, sac_ids, ir_ids, ell=settings.ell)
@@ -103,10 +114,18 @@ def sac_groups(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw
         }
     )
     context.add_output_metadata(
-        {"n_groups": grouping.n_groups, "n_borrowed": len(grouping.borrowed)}, output_name="sac_groups"
+        {"n_groups": grouping.n_groups, "n_borrowed": len(grouping.borrowed), "n_deleted": len(grouping.deleted),
+         **table_metadata(members, rows_in=len(sac_ids), started=started)},
+        output_name="sac_groups",
     )
-    context.add_output_metadata({"n_deleted": len(grouping.deleted)}, output_name="deleted_records")
-    context.add_output_metadata({"n_ir_left": len(grouping.ir_left)}, output_name="ir_left")
+    context.add_output_metadata(
+        {"n_deleted": len(grouping.deleted), "dagster/row_count": len(grouping.deleted), "n_rows_out": len(grouping.deleted)},
+        output_name="deleted_records",
+    )
+    context.add_output_metadata(
+        {"n_ir_left": len(grouping.ir_left), "dagster/row_count": len(grouping.ir_left), "n_rows_out": len(grouping.ir_left)},
+        output_name="ir_left",
+    )
     return (
         members,
         pd.DataFrame({"row_id": np.asarray(grouping.deleted, dtype=np.int64)}),
@@ -117,7 +136,7 @@ def sac_groups(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw
 @dg.asset(
     key_prefix=PRIVATE,
     ins=inputs(private=["raw_records", "sac_groups", "sensitive_attribute_clusters"]),
-    group_name="mixed_model",
+    group_name=MIXED_MODEL,
     kinds=KINDS,
 )
 def sac_permuted(
@@ -127,14 +146,17 @@ def sac_permuted(
     sac_groups: pd.DataFrame,
     sensitive_attribute_clusters: pd.DataFrame,
 ) -> pd.DataFrame:
-    """SAC~: per group and per attribute cluster, a seeded uniform random permutation of the cluster tuples (SPEC §5.2)."""
+    """PRIVATE: SAC~, per group and per attribute cluster a seeded uniform random permutation of the cluster tuples (SPEC §5.2)."""
+    started = time.monotonic()
     ordered = sac_groups.sort_values(["group_id", "member_position"])
     ell = int(ordered["member_position"].max()) if len(ordered) else settings.ell
     groups = ordered["row_id"].to_numpy(np.int64).reshape(-1, ell)
     clusters = clusters_from_frame(sensitive_attribute_clusters)
     columns = ["row_id", *settings.quasi_identifiers, *settings.sensitive_attributes]
     permuted = permute_within_groups(raw_records[columns], groups, clusters, seed=settings.seed)
-    context.add_output_metadata({"n_rows": len(permuted), "n_groups": len(groups)})
+    context.add_output_metadata(
+        {"n_rows": len(permuted), "n_groups": len(groups), **table_metadata(permuted, rows_in=len(sac_groups), started=started)}
+    )
     return permuted
 
 
@@ -146,16 +168,22 @@ def sac_permuted(
                                          description="PRIVATE candidate: each IR_left record's SID per sensitive attribute (NULL = suppressed cell)."),
     },
     ins=inputs(private=["raw_records", "ir_left"]),
-    group_name="mixed_model",
+    group_name=RATING,
 )
 def ir_rating(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_records: pd.DataFrame, ir_left: pd.DataFrame):
-    """Improved Rating on IR_left: dangerous buckets, Algorithm 13 reordering, residuals and suppression."""
+    """Improved Rating on IR_left (the whole table for model 'rating'): dangerous buckets, Algorithm 13 reordering, residuals and suppression."""
+    started = time.monotonic()
     records = raw_records.set_index("row_id", drop=False).loc[ir_left["row_id"]].reset_index(drop=True)
     id_table, attribute_sids = rating_tables(records, settings.sensitive_attributes, ell=settings.ell)
     suppressed = {f"n_suppressed_cells_{a}": int(attribute_sids[a].isna().sum()) for a in settings.sensitive_attributes}
     context.add_output_metadata(
         {"n_sids": int(id_table.groupby("attribute")["sid"].nunique().sum()) if len(id_table) else 0,
-         "n_suppressed_cells": sum(suppressed.values()), **suppressed},
+         "n_suppressed_cells": sum(suppressed.values()), **suppressed,
+         **table_metadata(id_table, rows_in=len(ir_left), started=started)},
         output_name="ir_id_table",
+    )
+    context.add_output_metadata(
+        {"n_suppressed_cells": sum(suppressed.values()), **table_metadata(attribute_sids, rows_in=len(ir_left))},
+        output_name="ir_attribute_sids",
     )
     return id_table, attribute_sids

@@ -9,11 +9,14 @@ from datetime import datetime, timezone
 import dagster as dg
 import pandas as pd
 
-from assets.keys import CANDIDATE, KINDS, PRIVATE, inputs
+from assets.keys import CANDIDATE, KINDS, PRIVATE, RELEASE, inputs, markdown_preview, table_metadata
 from assets.mixed_model import clusters_from_frame
+from pipeline.audit import PublishedRelease
+from pipeline.core.metrics import domain_sizes
 from pipeline.core.mixed_model import assemble_release_tables
 from pipeline import profiling
 from pipeline.publish import contract_schemas, package_versions, publish_release
+from pipeline.release_report import REPORT_HTML, mixed_report_data, report_files
 from pipeline.resources import ReleaseSettings, ReleaseStore
 
 CANDIDATE_TABLES = ("sac_released", "attribute_table", "id_table", "attribute_clusters")
@@ -44,7 +47,7 @@ def require_release_model(settings: ReleaseSettings) -> None:
                                        description="PRIVATE: internal row id -> release row id; used by the gates, never released."),
     },
     ins=inputs(private=["raw_records", "sac_permuted", "ir_attribute_sids", "ir_id_table", "sensitive_attribute_clusters"]),
-    group_name="release",
+    group_name=RELEASE,
 )
 def release_candidate(
     context: dg.AssetExecutionContext,
@@ -56,6 +59,7 @@ def release_candidate(
     sensitive_attribute_clusters: pd.DataFrame,
 ):
     """Assemble the candidate release: contract tables with fresh row ids that carry no input order."""
+    started = time.monotonic()
     require_release_model(settings)
     tables = assemble_release_tables(
         raw_records,
@@ -70,8 +74,13 @@ def release_candidate(
         tables = dataclasses.replace(tables, attribute_clusters=tables.attribute_clusters.iloc[0:0])
     sizes = {f"n_rows_{name}": len(getattr(tables, name)) for name in CANDIDATE_TABLES}
     for name in CANDIDATE_TABLES:
-        context.add_output_metadata({"n_rows": sizes[f"n_rows_{name}"]}, output_name=name)
-    context.add_output_metadata(sizes, output_name="release_candidate")
+        context.add_output_metadata({"n_rows": sizes[f"n_rows_{name}"], **table_metadata(getattr(tables, name))}, output_name=name)
+    context.add_output_metadata(
+        {**sizes, "n_rows_in": len(raw_records), "n_rows_out": len(tables.sac_released) + len(tables.attribute_table),
+         "seconds": round(time.monotonic() - started, 3)},
+        output_name="release_candidate",
+    )
+    context.add_output_metadata(table_metadata(tables.row_map), output_name="release_row_map")
     return (
         tables.sac_released,
         tables.attribute_table,
@@ -163,7 +172,30 @@ def gate_outcomes(context: dg.AssetExecutionContext) -> list[dict]:
     return sorted(outcomes, key=lambda o: o["name"])
 
 
-_PUBLISH_INPUTS = inputs(private=["input_summary", "deleted_records"], candidate=[*CANDIDATE_TABLES, "release_candidate"])
+_PUBLISH_INPUTS = inputs(
+    private=["input_summary", "deleted_records", "strong_rules", "raw_records"], candidate=[*CANDIDATE_TABLES, "release_candidate"]
+)
+
+
+def release_report_metadata(manifest: dict, data: dict) -> dict:
+    """Numeric metadata of a published mixed or Rating release, stable names (the UI charts them)."""
+    observed = {g["name"]: g.get("observed", {}) for g in manifest["checks"]}
+    disclosure = observed.get("disclosure_within_bound", {})
+    groups = observed.get("sac_released_is_l_diverse", {})
+    metrics = data["metrics"]
+    return {
+        "n_rows_in": manifest["n_input"],
+        "n_rows_out": manifest["n_sac_released"] + manifest["n_attribute_table"],
+        "n_strong_rules": len(data["rules"]),
+        "n_groups": int(groups.get("n_groups", 0)),
+        "max_disclosure_probability": float(disclosure.get("max_disclosure_probability", 0.0)),
+        "n_records_above_bound": int(disclosure.get("n_records_above_bound", 0)),
+        "additional_information_loss": float(metrics["additional_information_loss"]),
+        "reconstruction_error": float(metrics["reconstruction_error"]),
+        "reconstruction_error_per_record": float(metrics["reconstruction_error_per_record"]),
+        "average_raw_confidence": float(metrics["average_raw_confidence"] or 0.0),
+        "average_released_confidence": float(metrics["average_released_confidence"] or 0.0),
+    }
 
 
 @dg.multi_asset(
@@ -172,8 +204,8 @@ _PUBLISH_INPUTS = inputs(private=["input_summary", "deleted_records"], candidate
         dg.AssetSpec(
             "release",
             description="Publish the gated release atomically to $MSA_RELEASE_HOME/releases/<release_id>/ and update LATEST.",
-            group_name="release",
-            kinds={"duckdb", "parquet"},
+            group_name=RELEASE,
+            kinds={"duckdb", "parquet", "html"},
             deps=[asset_in.key for asset_in in _PUBLISH_INPUTS.values()],
         )
     ],
@@ -190,6 +222,8 @@ def publish_release_asset(
     release_candidate: pd.DataFrame,
     input_summary: pd.DataFrame,
     deleted_records: pd.DataFrame,
+    strong_rules: pd.DataFrame,
+    raw_records: pd.DataFrame,
 ) -> dg.MaterializeResult:
     """Publish the gated release atomically to $MSA_RELEASE_HOME/releases/<release_id>/ and update LATEST."""
     started = time.monotonic()
@@ -240,7 +274,18 @@ def publish_release_asset(
         "attribute_clusters": attribute_clusters,
     }
     tables = {name: candidates[name][list(schema)] for name, schema in schemas.items() if name in candidates}
-    path = publish_release(store.releases_dir, release_id, tables, schemas, manifest)
+    # report.html / report.json: aggregate figures only (rules are recoverable from the release, Lemma 22)
+    in_memory = PublishedRelease(
+        path=store.releases_dir / release_id,
+        manifest=manifest,
+        sac_released=sac_released.astype({a: str for a in sa}),
+        attribute_table=attribute_table,
+        id_table=id_table,
+        attribute_clusters=attribute_clusters,
+    )
+    report_data = mixed_report_data(in_memory, strong_rules, domain=domain_sizes(raw_records, sa))
+    extra_files = report_files(manifest, report_data, releases_dir=store.releases_dir)
+    path = publish_release(store.releases_dir, release_id, tables, schemas, manifest, extra_files=extra_files)
     context.log.info(f"published release {release_id} at {path}")
     return dg.MaterializeResult(
         asset_key="release",
@@ -259,6 +304,10 @@ def publish_release_asset(
             "model": settings.model,
             "disclosure_override_used": int(bool(overridden)),
             "gates": dg.MetadataValue.json(json.loads(json.dumps([{k: g[k] for k in ("name", "status")} for g in gates]))),
+            "report": dg.MetadataValue.path(str(path / REPORT_HTML)),
+            **release_report_metadata(manifest, report_data),
+            # previews of the PUBLISHED tables only (after every gate passed), never of private tables
+            **{f"preview_{name}": markdown_preview(frame) for name, frame in tables.items()},
             **profile_metadata(manifest["profile"], publish_started),
         }
     )

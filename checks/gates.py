@@ -34,6 +34,8 @@ def _result(outcome: SuiteOutcome, figures: dict) -> dg.AssetCheckResult:
     metadata["gx_success_percent"] = float(outcome.statistics.get("success_percent") or 0.0)
     metadata["gx_evaluated_expectations"] = int(outcome.statistics.get("evaluated_expectations", 0))
     metadata["failed_expectations"] = ", ".join(outcome.failed_expectations) or "none"
+    # per expectation: type, column, bounds, success, counts (never values of a table); rendered in report.html
+    metadata["gx_expectations"] = dg.MetadataValue.json([dict(e) for e in outcome.expectations])
     return dg.AssetCheckResult(passed=outcome.success, metadata=metadata)
 
 
@@ -52,6 +54,7 @@ def _original_sensitive(raw_records: pd.DataFrame, release_row_map: pd.DataFrame
 @dg.asset_check(
     asset=GATED,
     blocking=True,
+    compute_kind="great_expectations",
     additional_ins=inputs(private=["raw_records", "release_row_map"], candidate=["sac_released", "attribute_clusters"]),
     description="Gate 1: every SAC~ group has exactly ℓ rows and ℓ distinct values on every sensitive attribute; cluster tuples are a permutation of the original.",
 )
@@ -85,6 +88,7 @@ def sac_released_is_l_diverse(
 @dg.asset_check(
     asset=GATED,
     blocking=True,
+    compute_kind="great_expectations",
     additional_ins=inputs(candidate=["attribute_table", "id_table"]),
     description="Gate 2: every SID of every attribute has at least ℓ distinct values (no value above 1/ℓ); suppressed cells are counted.",
 )
@@ -107,6 +111,7 @@ def attribute_table_is_l_diverse(settings: ReleaseSettings, attribute_table: pd.
 @dg.asset_check(
     asset=GATED,
     blocking=True,
+    compute_kind="great_expectations",
     additional_ins=inputs(private=["raw_records", "strong_rules", "release_row_map"], candidate=["sac_released", "attribute_table", "id_table", "attribute_clusters"]),
     description="Gate 3: the strong-rule adversary (SPEC §10) run on the candidate gives every record a disclosure probability ≤ 1/ℓ.",
 )
@@ -152,6 +157,7 @@ def disclosure_within_bound(
 @dg.asset_check(
     asset=GATED,
     blocking=True,
+    compute_kind="great_expectations",
     additional_ins=inputs(private=["strong_rules", "deleted_records"], candidate=["id_table", "sac_released", "attribute_table", "attribute_clusters"]),
     description="Gate 4: every strong rule's confidence recovered from the released tables alone (Lemma 22) equals the raw one; "
     "with deleted records or suppressed cells, the largest deviation must stay within the tolerance.",
@@ -191,6 +197,7 @@ def rule_confidence_preserved(
 @dg.asset_check(
     asset=GATED,
     blocking=True,
+    compute_kind="great_expectations",
     additional_ins=inputs(private=["raw_records", "release_row_map", "deleted_records", "input_summary"], candidate=["attribute_table", "sac_released"]),
     description="Gate 5: every input record is in exactly one of SAC~, the attribute table or the deleted list; counts add up.",
 )
@@ -234,6 +241,7 @@ def records_accounted_for(
 @dg.asset_check(
     asset=GATED,
     blocking=True,
+    compute_kind="great_expectations",
     additional_ins=inputs(private=["strong_rules", "strong_value_occurrences"], candidate=["id_table"]),
     description="Gate 6: no SID of an attribute other than S_max contains a strong value (no probability tilt in the attribute table).",
 )
@@ -270,6 +278,7 @@ GATES = [
 @dg.asset_check(
     asset=GATED_KL,
     blocking=True,
+    compute_kind="great_expectations",
     additional_ins=inputs(private=["raw_records", "kl_release_row_map", "generalization_hierarchies"], candidate=["kl_released"]),
     description="(k, ℓ) gate 1: every equivalence class (cluster_id) has at least k rows and exactly one generalised "
     "quasi-identifier tuple, and every published label generalises the record's own value along its hierarchy.",
@@ -312,6 +321,7 @@ def kl_clusters_are_k_anonymous(
 @dg.asset_check(
     asset=GATED_KL,
     blocking=True,
+    compute_kind="great_expectations",
     additional_ins=inputs(candidate=["kl_released"]),
     description="(k, ℓ) gate 2: every equivalence class has Diverse >= ℓ (ℓ pairwise totally different sensitive "
     "tuples), recomputed from the candidate table alone: a greedy certificate, exact search on small classes.",
@@ -334,6 +344,7 @@ def kl_clusters_are_l_diverse(settings: ReleaseSettings, kl_released: pd.DataFra
 @dg.asset_check(
     asset=GATED_KL,
     blocking=True,
+    compute_kind="great_expectations",
     additional_ins=inputs(
         private=["raw_records", "kl_release_row_map", "kl_suppressed_records", "input_summary"], candidate=["kl_released"]
     ),

@@ -24,7 +24,7 @@ import pandas as pd
 
 from pipeline.core.adversary import adversary_view, recover_rule_confidences
 from pipeline.core.metrics import additional_information_loss, domain_sizes, reconstruction_error
-from pipeline.core.rules import mine_strong_rules
+from pipeline.core.rules import mine_strong_rules, resolve_mining_backend
 from pipeline.loading import InputError, load_records
 from pipeline.publish import MODEL_TABLES
 
@@ -262,6 +262,8 @@ def run_audit(
     *,
     min_confidence: float | None = None,
     max_listed_records: int = 1000,
+    mining_backend: str = "auto",
+    duckdb_mining_threshold: int = 100_000,
 ) -> AuditResult:
     """Audit a release directory against the strong rules of a raw table.
 
@@ -276,6 +278,9 @@ def run_audit(
         Threshold of the adversary's rules (default: the release's).
     max_listed_records
         At most this many release row ids above the bound are listed in the result.
+    mining_backend, duckdb_mining_threshold
+        How the adversary mines the rules (:func:`pipeline.core.rules.resolve_mining_backend`;
+        every back end gives the same rules).
 
     Returns
     -------
@@ -316,7 +321,8 @@ def run_audit(
         message = str(error)
         raise AuditError(message if str(raw_path) in message else f"raw table {raw_path}: {message}") from error
     threshold = float(manifest["min_confidence"]) if min_confidence is None else float(min_confidence)
-    rules = mine_strong_rules(loaded.records, release.sensitive_attributes, min_confidence=threshold)
+    backend = resolve_mining_backend(mining_backend, len(loaded.records), duckdb_threshold=duckdb_mining_threshold)
+    rules = mine_strong_rules(loaded.records, release.sensitive_attributes, min_confidence=threshold, backend=backend)
     view = adversary_view(
         rules, sac_released=release.sac_released, attribute_table=release.attribute_table,
         id_table=release.id_table, attribute_clusters=release.attribute_clusters,

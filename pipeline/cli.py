@@ -94,6 +94,8 @@ def build_settings_config(
     kl_method: str | None = None,
     max_block_size: int | None = None,
     generalization_weights: dict[str, float] | None = None,
+    mining_backend: str | None = None,
+    duckdb_mining_threshold: int | None = None,
     profile: bool | None = None,
 ) -> dict:
     """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
@@ -133,6 +135,8 @@ def build_settings_config(
         ("kl_method", kl_method),
         ("max_block_size", max_block_size),
         ("generalization_weights", generalization_weights),
+        ("mining_backend", mining_backend),
+        ("duckdb_mining_threshold", duckdb_mining_threshold),
         ("profile", profile),
     ):
         if value is not None:
@@ -153,7 +157,7 @@ UNUSABLE_INPUT_ERRORS = ("InputError", "HierarchyError", "InfeasibleError")
 
 #: Options that only the (k, ℓ) model reads, and options it does not read.
 KL_ONLY_OPTIONS = ("k", "hierarchies", "kl_method", "max_block_size", "generalization_weights")
-NOT_KL_OPTIONS = ("min_confidence", "seed", "allow_disclosure", "confidence_tolerance")
+NOT_KL_OPTIONS = ("min_confidence", "seed", "allow_disclosure", "confidence_tolerance", "mining_backend", "duckdb_mining_threshold")
 
 
 def _option_flag(name: str) -> str:
@@ -288,6 +292,8 @@ def _settings_from_options(options: dict) -> dict:
         kl_method=options.get("kl_method"),
         max_block_size=options.get("max_block_size"),
         generalization_weights=parse_weights(options.get("generalization_weights")),
+        mining_backend=options.get("mining_backend"),
+        duckdb_mining_threshold=options.get("duckdb_mining_threshold"),
         profile=options.get("profile"),
     )
 
@@ -351,6 +357,10 @@ def _report_step_failures(result) -> None:
               help="--model kl: blocked (default, any size), greedy (<= 6000 records) or exact (<= 16 records).")
 @click.option("--max-block-size", type=click.IntRange(min=4), help="--model kl, blocked: largest block (default 256; >= 2k).")
 @click.option("--generalization-weights", help="--model kl: cost weight per quasi-identifier, e.g. sex=2,race=0.5 (default 1).")
+@click.option("--mining-backend", type=click.Choice(["auto", "mlxtend-apriori", "mlxtend-fpgrowth", "duckdb", "counting"]),
+              help="Strong-rule mining (default auto: mlxtend Apriori below --duckdb-mining-threshold records, DuckDB above).")
+@click.option("--duckdb-mining-threshold", type=click.IntRange(min=1),
+              help="With --mining-backend auto: mine with DuckDB from this many records on (default 100000).")
 @click.option("--profile", is_flag=True, default=None,
               help="Record wall time and peak memory (RSS) per stage into the manifest, the Dagster metadata and a JSON sidecar.")
 @click.option("--profile-output", type=click.Path(dir_okay=False),
@@ -398,7 +408,7 @@ def run(**options) -> None:
             click.echo(f"  the previous release is untouched: {previous}", err=True)
         sys.exit(2)
     for evaluation in gates:
-        figures = {k: v.value for k, v in evaluation.metadata.items()}
+        figures = {k: v.value for k, v in evaluation.metadata.items() if k != "gx_expectations"}  # those: report.html
         if figures.get("applicable") is False:
             status = "not applicable"
         else:
@@ -630,6 +640,27 @@ def audit(release_dir: str, raw_path: str, min_confidence: float | None, output:
     click.echo(render_audit(report, target))
     if report["verdict"] != "PASS":
         sys.exit(1)
+
+
+@main.command()
+@click.argument("release_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--raw", "raw_path", type=click.Path(exists=True, dir_okay=False),
+              help="Raw table, only for a mixed/Rating release without report.json: rule confidences, AIL and RCE "
+              "are then computed from it (read as the release read its input).")
+def report(release_dir: str, raw_path: str | None) -> None:
+    """Regenerate RELEASE_DIR/report.html (a release directory, or a releases directory with LATEST).
+
+    The page is rebuilt from the release's own files (manifest.json, report.json, the Parquet
+    tables) and compared with the newest release of the other model (mixed vs Rating) of the same
+    input and parameters in the same releases directory. Exit status: 0 written, 2 unusable input.
+    """
+    from pipeline.release_report import ReportError, regenerate_report
+
+    try:
+        target = regenerate_report(release_dir, raw_path=raw_path)
+    except ReportError as error:
+        raise UnusableInput(str(error)) from error
+    click.echo(f"Report written: {target}")
 
 
 def render_audit(report: dict, target: Path) -> str:

@@ -152,6 +152,7 @@ def publish_release(
     tables: Mapping[str, pd.DataFrame],
     schemas: Mapping[str, Mapping[str, str]],
     manifest: Mapping[str, object],
+    extra_files: Mapping[str, bytes] | None = None,
 ) -> Path:
     """Write a release directory atomically and point ``LATEST`` at it.
 
@@ -168,6 +169,10 @@ def publish_release(
     manifest
         The manifest row (keys of ``MANIFEST_COLUMNS``; lists/dicts are stored as JSON text). A
         column left out is NULL in ``release_manifest`` and ``null`` in ``manifest.json``.
+    extra_files
+        Optional file name -> bytes written into the staging directory before it is fsynced
+        and renamed, so they are part of the atomic release (e.g. ``report.html``). Plain file
+        names only; they must not collide with the contract files.
 
     Returns
     -------
@@ -178,7 +183,8 @@ def publish_release(
     ------
     ValueError
         A table whose columns differ from its schema, a manifest key that is not a column of
-        ``MANIFEST_COLUMNS``, or an existing ``release_id``.
+        ``MANIFEST_COLUMNS``, an existing ``release_id``, or an extra file name that is not a
+        plain name or collides with a contract file.
     OSError
         The directory is not writable or the disk is full; nothing is published then and the
         staging directory is removed.
@@ -193,6 +199,11 @@ def publish_release(
     manifest_row = {
         k: (json.dumps(v, sort_keys=True) if isinstance(v, (list, dict, tuple)) else v) for k, v in manifest.items()
     }
+    extra_files = dict(extra_files or {})
+    reserved = {"release.duckdb", "manifest.json", *(f"{name}.parquet" for name in [*tables, "release_manifest"])}
+    for name in extra_files:
+        if Path(name).name != name or name.startswith(".") or name in reserved:
+            raise ValueError(f"extra file name {name!r} must be a plain file name other than {sorted(reserved)}")
     all_tables = dict(tables)
     all_tables["release_manifest"] = pd.DataFrame([{c: manifest_row.get(c) for c in MANIFEST_COLUMNS}])
     staging = releases_dir / f".staging-{release_id}"
@@ -219,6 +230,8 @@ def publish_release(
             for k, v in ((c, manifest_row.get(c)) for c in MANIFEST_COLUMNS)
         }
         (staging / "manifest.json").write_text(json.dumps(readable, indent=2, sort_keys=True) + "\n")
+        for name, content in extra_files.items():
+            (staging / name).write_bytes(content)
         _fsync_tree(staging)
         os.rename(staging, final)
         _fsync_directory(releases_dir)

@@ -81,17 +81,22 @@ class ReleaseSettings(dg.ConfigurableResource):
     strip_whitespace: bool = Field(default=True, description="Strip spaces around every value (Adult writes ', ').")
     quasi_identifiers: list[str] = Field(
         default=["sex", "race", "marital-status", "native-country", "workclass"],
-        description="Quasi-identifier columns, published unchanged.",
+        description="Quasi-identifier columns (names in the input): published unchanged by the mixed and Rating models, "
+        "generalised along the hierarchies by the (k, ℓ) model.",
     )
     sensitive_attributes: list[str] = Field(
         default=["education", "occupation", "age", "relationship"],
-        description="Sensitive attribute columns (at least 2), in schema order.",
+        description="Sensitive attribute columns (names in the input; at least 2, none also a quasi-identifier), in schema order.",
     )
-    ell: int = Field(default=3, ge=2, le=1000, description="ℓ: group size of SAC~ and minimum distinct values per SID.")
+    ell: int = Field(default=3, ge=2, le=1000, description="ℓ, an integer in [2, 1000]: size of every SAC~ group and minimum number "
+                     "of distinct values per SID (mixed, Rating; disclosure bound 1/ℓ); minimum Diverse of every equivalence class (kl).")
     min_confidence: float = Field(
-        default=0.8, gt=0.0, le=1.0, description="Minimum confidence of a strong rule, in (0, 1]; compared with >=."
+        default=0.8, gt=0.0, le=1.0,
+        description="Minimum confidence of a strong rule, in (0, 1]; compared with >= (mixed, Rating; not used by kl).",
     )
-    seed: int = Field(default=0, ge=0, description="Seed of the per-group, per-cluster random permutation.")
+    seed: int = Field(
+        default=0, ge=0, description="Seed (integer >= 0) of the per-group, per-cluster random permutation of SAC~ (mixed model)."
+    )
     missing_value_tokens: list[str] = Field(
         default=["", "NULL", "?"], description="Values that mean 'missing' (SQL NULL always does)."
     )
@@ -127,7 +132,8 @@ class ReleaseSettings(dg.ConfigurableResource):
         default=3,
         ge=2,
         le=1_000_000,
-        description="(k, ℓ) model: minimum number of records of an equivalence class (cluster_id); k >= ℓ.",
+        description="(k, ℓ) model: minimum number of records of an equivalence class (cluster_id); an integer in "
+        "[2, 1000000] and k >= ℓ.",
     )
     hierarchies_dir: str = Field(
         default="data/adult/hierarchies",
@@ -152,6 +158,17 @@ class ReleaseSettings(dg.ConfigurableResource):
         le=6000,
         description="(k, ℓ) model, method 'blocked': largest block the greedy runs on (at least 2k).",
     )
+    mining_backend: str = Field(
+        default="auto",
+        description="How strong rules are mined: 'auto' (mlxtend Apriori below duckdb_mining_threshold records, "
+        "a DuckDB aggregate from there on), 'mlxtend-apriori', 'mlxtend-fpgrowth', 'duckdb' or 'counting'. "
+        "All give the same rules.",
+    )
+    duckdb_mining_threshold: int = Field(
+        default=100_000,
+        ge=1,
+        description="With mining_backend 'auto': tables of at least this many records are mined with DuckDB.",
+    )
 
     @field_validator("input_format")
     @classmethod
@@ -172,6 +189,15 @@ class ReleaseSettings(dg.ConfigurableResource):
     def _known_kl_method(cls, value: str) -> str:
         if value not in KL_METHODS:
             raise ValueError(f"kl_method must be one of {list(KL_METHODS)}, got {value!r}")
+        return value
+
+    @field_validator("mining_backend")
+    @classmethod
+    def _known_mining_backend(cls, value: str) -> str:
+        from pipeline.core.rules import MINING_BACKENDS
+
+        if value not in ("auto", "mlxtend", *MINING_BACKENDS):
+            raise ValueError(f"mining_backend must be 'auto' or one of {list(MINING_BACKENDS)}, got {value!r}")
         return value
 
     @field_validator("missing_value_policy")

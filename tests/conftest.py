@@ -26,3 +26,25 @@ def example_frame(example: dict) -> pd.DataFrame:
 
 def example_quasi_identifiers(example: dict) -> list[str]:
     return list(example["input"][0]["qi"])
+
+
+ADULT_COLUMNS = (
+    "age,workclass,fnlwgt,education,education-num,marital-status,occupation,relationship,race,sex,"
+    "capital-gain,capital-loss,hours-per-week,native-country,income"
+).split(",")
+
+
+@pytest.fixture(scope="session")
+def adult_records() -> pd.DataFrame:
+    """UCI Adult after the default missing-value policy (30,718 records), default columns."""
+    from pipeline.loading import load_records
+
+    loaded = load_records(
+        Path(__file__).resolve().parents[1] / "data" / "adult" / "adult.data",
+        quasi_identifiers=["sex", "race", "marital-status", "native-country", "workclass"],
+        sensitive_attributes=["education", "occupation", "age", "relationship"],
+        csv_header=False,
+        column_names=ADULT_COLUMNS,
+    )
+    assert len(loaded.records) == 30718
+    return loaded.records

@@ -22,7 +22,7 @@ from checks.gates import GATES, KL_GATES
 from pipeline.cli import main
 from pipeline.core.hierarchies import load_hierarchies
 from pipeline.core.kl_anonymity import KLAnonymization, kl_anonymize, kl_release_table
-from pipeline.definitions import ASSETS, KL_RELEASE_JOB_GROUPS, build_definitions
+from pipeline.definitions import ASSETS, KL_RELEASE_JOB_SELECTION, build_definitions
 from pipeline.loading import load_records
 from pipeline.publish import MANIFEST_COLUMNS, contract_schemas, publish_release, read_latest
 from pipeline.resources import ReleaseSettings
@@ -202,7 +202,7 @@ def test_kl_release_contract(published):
     release = published.release
     assert release is not None
     assert {p.name for p in release.iterdir()} == {
-        "release.duckdb", "manifest.json", "kl_released.parquet", "release_manifest.parquet"
+        "release.duckdb", "manifest.json", "kl_released.parquet", "release_manifest.parquet", "report.html", "report.json"
     }
     connection = duckdb.connect(str(release / "release.duckdb"), read_only=True)
     try:
@@ -388,7 +388,7 @@ def broken_candidate(breakage: str) -> dg.AssetsDefinition:
             "kl_release_row_map": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS),
         },
         ins=inputs(private=["raw_records", "kl_assignments", "kl_clusters"]),
-        group_name="kl_release",
+        group_name="release",
     )
     def broken(settings: ReleaseSettings, raw_records: pd.DataFrame, kl_assignments: pd.DataFrame, kl_clusters: pd.DataFrame):
         anonymization = KLAnonymization(kl_assignments, kl_clusters, 0.0, 0, 1, "blocked", settings.k, settings.ell)
@@ -438,7 +438,7 @@ def test_failing_kl_gate_blocks_the_release(published, previously_published, bre
         resources=build_definitions(home).resources,
         run_config={"resources": {"settings": {"config": published.settings}}},
         raise_on_error=False,
-        selection=dg.AssetSelection.groups(*KL_RELEASE_JOB_GROUPS),  # not the evaluation group (it writes reports/)
+        selection=KL_RELEASE_JOB_SELECTION,  # not the evaluation group (it writes reports/)
     )
     assert not result.success
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}

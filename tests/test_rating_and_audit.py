@@ -226,7 +226,8 @@ def test_rating_release_holds_only_the_rating_tables(published):
     release = published.rating_release
     assert {p.stem for p in release.glob("*.parquet")} == RATING_TABLES | {"release_manifest"}
     assert {p.name for p in release.iterdir()} == {
-        "release.duckdb", "manifest.json", *(f"{t}.parquet" for t in RATING_TABLES | {"release_manifest"})
+        "release.duckdb", "manifest.json", "report.html", "report.json",
+        *(f"{t}.parquet" for t in RATING_TABLES | {"release_manifest"}),
     }
     connection = duckdb.connect(str(release / "release.duckdb"), read_only=True)
     try:

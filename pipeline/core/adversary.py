@@ -25,6 +25,23 @@ __all__ = [
 ]
 
 
+def value_mask(column: pd.Series, value: str) -> np.ndarray:
+    """Boolean array: which cells of ``column`` hold ``value`` (compared as text). A categorical
+    column is compared through its categories (no Python string per row)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        matching = np.flatnonzero(np.asarray(column.cat.categories.astype(str), dtype=object) == value)
+        codes = column.cat.codes.to_numpy()
+        return np.isin(codes, matching) if len(matching) else np.zeros(len(codes), dtype=bool)
+    if column.dtype == object and pd.api.types.infer_dtype(column, skipna=False) == "string":
+        return column.to_numpy() == value
+    return (column.astype(str) == value).to_numpy()
+
+
+def _group_sums(group_index: np.ndarray, n_groups: int, *masks: np.ndarray) -> list[np.ndarray]:
+    """Per group (dense ``group_index``): the number of rows where each mask is true."""
+    return [np.bincount(group_index, weights=mask, minlength=n_groups).astype(np.int64) for mask in masks]
+
+
 def _cluster_of(attribute_clusters: pd.DataFrame) -> dict[str, int]:
     return dict(zip(attribute_clusters["attribute"], attribute_clusters["cluster_id"], strict=True))
 
@@ -82,6 +99,10 @@ def recover_rule_confidences(
     cluster_of = _cluster_of(attribute_clusters) if len(attribute_clusters) else {}
     shares = _sid_value_shares(id_table)
     idt_support = id_table.groupby(["attribute", "value"])["count"].sum()
+    if len(sac_released):
+        group_index, group_ids = pd.factorize(sac_released["group_id"].to_numpy(np.int64))
+        n_groups = len(group_ids)
+        group_size = np.bincount(group_index, minlength=n_groups)
     support_antecedent, support_both = [], []
     for rule in rules.itertuples(index=False):
         a_attr, a_val = rule.antecedent_attribute, str(rule.antecedent_value)
@@ -89,15 +110,14 @@ def recover_rule_confidences(
         supp_a = float(idt_support.get((a_attr, a_val), 0))
         supp_ab = 0.0
         if len(sac_released):
-            has_a = (sac_released[a_attr].astype(str) == a_val).to_numpy()
-            has_b = (sac_released[b_attr].astype(str) == b_val).to_numpy()
+            has_a = value_mask(sac_released[a_attr], a_val)
+            has_b = value_mask(sac_released[b_attr], b_val)
             supp_a += float(has_a.sum())
             if cluster_of.get(a_attr) is not None and cluster_of.get(a_attr) == cluster_of.get(b_attr):
                 supp_ab += float((has_a & has_b).sum())
             else:
-                per_group = pd.DataFrame({"g": sac_released["group_id"], "a": has_a, "b": has_b})
-                sums = per_group.groupby("g").agg(a=("a", "sum"), b=("b", "sum"), n=("a", "size"))
-                supp_ab += float((sums["a"] * sums["b"] / sums["n"]).sum())
+                count_a, count_b = _group_sums(group_index, n_groups, has_a, has_b)
+                supp_ab += float((count_a * count_b / np.maximum(group_size, 1)).sum())
         if len(attribute_table):
             p_a = _at_probability(attribute_table, shares, a_attr, a_val)
             p_b = _at_probability(attribute_table, shares, b_attr, b_val)
@@ -145,15 +165,13 @@ def rule_holders(
         into ``rules``), one row per (record, rule it contains).
     """
     pieces = []
-    pairs = rules.groupby(["antecedent_attribute", "consequent_attribute"], sort=False)
-    for (a_attr, b_attr), chunk in pairs:
-        keys = pd.DataFrame(
-            {a_attr + "\x00a": chunk["antecedent_value"].astype(str), b_attr + "\x00b": chunk["consequent_value"].astype(str), "rule": chunk.index}
+    row_ids = records["row_id"].to_numpy(np.int64)
+    for rule_index, rule in zip(rules.index, rules.itertuples(index=False), strict=True):
+        holds = value_mask(records[rule.antecedent_attribute], str(rule.antecedent_value)) & value_mask(
+            records[rule.consequent_attribute], str(rule.consequent_value)
         )
-        left = pd.DataFrame(
-            {"row_id": records["row_id"].to_numpy(np.int64), a_attr + "\x00a": records[a_attr].astype(str).to_numpy(), b_attr + "\x00b": records[b_attr].astype(str).to_numpy()}
-        )
-        pieces.append(left.merge(keys, on=[a_attr + "\x00a", b_attr + "\x00b"])[["row_id", "rule"]])
+        rows = row_ids[holds]
+        pieces.append(pd.DataFrame({"row_id": rows, "rule": np.full(len(rows), rule_index, dtype=np.int64)}))
     holders = (
         pd.concat(pieces, ignore_index=True) if pieces else pd.DataFrame({"row_id": pd.Series(dtype="int64"), "rule": pd.Series(dtype="int64")})
     )
@@ -204,53 +222,59 @@ def disclosure_probabilities(
     cluster_of = _cluster_of(attribute_clusters) if len(attribute_clusters) else {}
     numerators = np.zeros(len(holders), dtype=np.int64)
     denominators = np.ones(len(holders), dtype=np.int64)
-    in_sac_rows = set(sac_released["row_id"].tolist()) if len(sac_released) else set()
-    sac_by_row = sac_released.set_index("row_id") if len(sac_released) else None
-    at_by_row = attribute_table.set_index("row_id") if len(attribute_table) else None
     shares = _sid_value_shares(id_table)
     holder_rules = holders["rule"].to_numpy()
-    holder_rows = holders["row_id"].to_numpy()
+    holder_rows = holders["row_id"].to_numpy(np.int64)
+    if len(sac_released):
+        sac_row_ids = sac_released["row_id"].to_numpy(np.int64)
+        sac_position = pd.Index(sac_row_ids)
+        group_index, group_ids = pd.factorize(sac_released["group_id"].to_numpy(np.int64))
+        n_groups = len(group_ids)
+        group_size = np.bincount(group_index, minlength=n_groups).astype(np.int64)
+    if len(attribute_table):
+        at_position = pd.Index(attribute_table["row_id"].to_numpy(np.int64))
     for rule_index in np.unique(holder_rules):
         rule = rules.loc[int(rule_index)]
         a_attr, a_val = rule["antecedent_attribute"], str(rule["antecedent_value"])
         b_attr, b_val = rule["consequent_attribute"], str(rule["consequent_value"])
         select = np.flatnonzero(holder_rules == rule_index)
         rows = holder_rows[select]
-        sac_mask = np.fromiter((r in in_sac_rows for r in rows), dtype=bool, count=len(rows))
+        sac_place = sac_position.get_indexer(rows) if len(sac_released) else np.full(len(rows), -1)
+        sac_mask = sac_place >= 0
         visible = 0
         sac_support_a = 0
-        if sac_by_row is not None:
-            has_a = sac_released[a_attr].astype(str) == a_val
-            has_b = sac_released[b_attr].astype(str) == b_val
+        if len(sac_released):
+            has_a = value_mask(sac_released[a_attr], a_val)
+            has_b = value_mask(sac_released[b_attr], b_val)
             same_cluster = cluster_of.get(a_attr) is not None and cluster_of.get(a_attr) == cluster_of.get(b_attr)
-            frame = pd.DataFrame({"group_id": sac_released["group_id"], "a": has_a, "b": has_b, "ab": has_a & has_b})
-            sums = frame.groupby("group_id").agg(a=("a", "sum"), b=("b", "sum"), ab=("ab", "sum"), n=("a", "size"))
+            count_a, count_b, count_ab = _group_sums(group_index, n_groups, has_a, has_b, has_a & has_b)
             sac_support_a = int(has_a.sum())
             visible = int((has_a & has_b).sum()) if same_cluster else 0
             if sac_mask.any():
-                groups = sac_by_row.loc[rows[sac_mask], "group_id"].to_numpy()
-                g = sums.loc[groups]
+                groups = group_index[sac_place[sac_mask]]
                 if same_cluster:
-                    numerators[select[sac_mask]] = g["ab"].to_numpy()
-                    denominators[select[sac_mask]] = g["n"].to_numpy()
+                    numerators[select[sac_mask]] = count_ab[groups]
+                    denominators[select[sac_mask]] = group_size[groups]
                 else:
-                    numerators[select[sac_mask]] = (g["a"] * g["b"]).to_numpy()
-                    denominators[select[sac_mask]] = (g["n"] * g["n"]).to_numpy()
+                    numerators[select[sac_mask]] = count_a[groups] * count_b[groups]
+                    denominators[select[sac_mask]] = group_size[groups] * group_size[groups]
         at_mask = ~sac_mask
-        if at_mask.any() and at_by_row is not None:
-            a_sids = set(shares.loc[(shares["attribute"] == a_attr) & (shares["value"] == a_val), "sid"].tolist())
-            b_sids = set(shares.loc[(shares["attribute"] == b_attr) & (shares["value"] == b_val), "sid"].tolist())
-            n_a = int(shares.loc[(shares["attribute"] == a_attr) & (shares["value"] == a_val), "count"].sum())
+        if at_mask.any() and len(attribute_table):
+            a_rows = (shares["attribute"] == a_attr) & (shares["value"].astype(str) == a_val)
+            b_rows = (shares["attribute"] == b_attr) & (shares["value"].astype(str) == b_val)
+            a_sids = shares.loc[a_rows, "sid"].to_numpy(np.int64)
+            b_sids = shares.loc[b_rows, "sid"].to_numpy(np.int64)
+            n_a = int(shares.loc[a_rows, "count"].sum())
             n_a += sac_support_a
             both, antecedent = int(rule["support_both"]), int(rule["support_antecedent"])
             required = -(-both * n_a // antecedent)  # ⌈conf · n_a⌉ with conf = both / antecedent
             required = max(0, required - visible)
-            in_m = attribute_table[a_attr].isin(a_sids) & attribute_table[b_attr].isin(b_sids)
+            a_column = attribute_table[a_attr].to_numpy(dtype=np.float64, na_value=np.nan)
+            b_column = attribute_table[b_attr].to_numpy(dtype=np.float64, na_value=np.nan)
+            in_m = np.isin(a_column, a_sids) & np.isin(b_column, b_sids)
             size_m = int(in_m.sum())
-            at_rows = rows[at_mask]
-            member = at_by_row.loc[at_rows, a_attr].isin(a_sids).to_numpy() & at_by_row.loc[
-                at_rows, b_attr
-            ].isin(b_sids).to_numpy()
+            at_place = at_position.get_indexer(rows[at_mask])
+            member = np.where(at_place >= 0, in_m[np.clip(at_place, 0, None)], False)
             target = select[at_mask]
             if size_m > 0:
                 numerators[target] = np.where(member, min(required, size_m), 0)

@@ -82,22 +82,28 @@ class _PartIndex:
         self.level_order = list(level_order)
         self.depth = len(self.level_order)
         if n == 0:
-            self.key_codes = np.zeros((0, codes.shape[1]), dtype=np.int64)
-            self.key_of_rank = np.zeros(0, dtype=np.int64)
-            self.queue: list[int] = []
-            self.start: list[int] = []
-            self.stop: list[int] = []
+            key_codes = np.zeros((0, codes.shape[1]), dtype=np.int64)
+            key_of_rank = np.zeros(0, dtype=np.int64)
         else:
-            key_codes, key_of_rank = np.unique(codes, axis=0, return_inverse=True)
+            # one int64 per record (mixed radix over the attributes' codes), then dense key ids
+            radix = codes.max(axis=0) + 1
+            combined = np.zeros(n, dtype=np.int64)
+            for a in range(codes.shape[1]):
+                combined = combined * int(radix[a]) + codes[:, a]
+            unique_combined, key_of_rank = np.unique(combined, return_inverse=True)
             key_of_rank = key_of_rank.reshape(-1).astype(np.int64)
-            order = np.argsort(key_of_rank, kind="stable")  # ranks grouped by key, ascending inside
-            counts = np.bincount(key_of_rank, minlength=len(key_codes))
-            stops = np.cumsum(counts)
-            self.key_codes = key_codes
-            self.key_of_rank = key_of_rank
-            self.queue = order.tolist()
-            self.start = (stops - counts).tolist()
-            self.stop = stops.tolist()
+            first_rank = np.full(len(unique_combined), n, dtype=np.int64)
+            np.minimum.at(first_rank, key_of_rank, np.arange(n, dtype=np.int64))
+            key_codes = codes[first_rank]
+        order = np.argsort(key_of_rank, kind="stable")  # ranks grouped by key, ascending inside
+        counts = np.bincount(key_of_rank, minlength=len(key_codes))
+        stops = np.cumsum(counts)
+        self.key_codes = key_codes
+        self.key_of_rank = key_of_rank.tolist()
+        self.key_values = key_codes.tolist()  # codes of each key, attribute order
+        self.queue = order.tolist()
+        self.start = (stops - counts).tolist()
+        self.stop = stops.tolist()
         self.root = _Node()
         self.paths: list[list[tuple[_Node, int]]] = []
         key_rows = self.key_codes[:, self.level_order].tolist()
@@ -158,15 +164,21 @@ class _PartIndex:
                 best, found = head_below, key
         return best, found
 
+    def values_of(self, rank: int) -> list[int]:
+        """Codes of the record ``rank`` on every attribute (attribute order)."""
+        return self.key_values[self.key_of_rank[rank]]
+
     def remove(self, rank: int) -> None:
         """Remove the live record ``rank``; it must be the head of its key's queue."""
-        key = int(self.key_of_rank[rank])
-        old = self.head(key)
-        if old != rank:
+        key = self.key_of_rank[rank]
+        position = self.start[key]
+        if self.queue[position] != rank:
             raise AssertionError("only the first live record of a key can be removed")
         self.alive[rank] = False
-        self.start[key] += 1
-        new = self.head(key)
+        position += 1
+        self.start[key] = position
+        old = rank
+        new = self.queue[position] if position < self.stop[key] else _NO_RECORD
         for node, value in reversed(self.paths[key]):
             entries = node.entries
             old_node_head = entries[0][0]
@@ -250,14 +262,12 @@ def group_sac(
     ir_positions = positions(ir_row_ids)
     sac = _PartIndex(codes[sac_positions], level_order)
     ir = _PartIndex(codes[ir_positions], level_order)
-    sac_codes = codes[sac_positions].tolist()
-    ir_codes = codes[ir_positions].tolist()
     members: list[tuple[int, int]] = []  # (part: 0 = SAC, 1 = IR, rank)
     groups: list[int] = []  # positions into records, flat, ℓ per group
     borrowed: list[int] = []
     deleted: list[int] = []
     while (seed := sac.first()) is not None:
-        used = [{value} for value in sac_codes[seed]]
+        used = [{value} for value in sac.values_of(seed)]
         members = [(0, seed)]
         while len(members) < ell:
             rank = sac.first_compatible(used)
@@ -268,7 +278,7 @@ def group_sac(
                 if rank is None:
                     break
             members.append((part, rank))
-            for values, value in zip(used, (sac_codes if part == 0 else ir_codes)[rank]):
+            for values, value in zip(used, (sac if part == 0 else ir).values_of(rank)):
                 values.add(value)
         if len(members) == ell:
             for part, rank in members:

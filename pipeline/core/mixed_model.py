@@ -152,15 +152,24 @@ class ReleaseTables:
     row_map: pd.DataFrame
 
 
-def _row_keys(frame: pd.DataFrame) -> np.ndarray:
-    """One text key per row joining all columns (empty strings when there are no columns)."""
-    if frame.shape[1] == 0:
-        return np.full(len(frame), "", dtype=object)
-    return frame.astype(str).agg("\x1f".join, axis=1).to_numpy(dtype=object)
+def _text_ranks(series: pd.Series) -> np.ndarray:
+    """int64 codes whose order is the order of the values' text (equal text, equal code)."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        text = np.asarray(series.cat.categories.astype(str), dtype=object)
+        _, inverse = np.unique(text, return_inverse=True)
+        codes = series.cat.codes.to_numpy()
+        return np.where(codes < 0, -1, inverse.reshape(-1)[np.where(codes < 0, 0, codes)]).astype(np.int64)
+    codes, _ = pd.factorize(series.astype(str), sort=True)
+    return codes.astype(np.int64)
 
 
-def _as_text(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
-    return frame.assign(**{c: frame[c].astype(str) for c in columns})
+def _tuple_ranks(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
+    """Dense rank of each row's tuple of ``columns``, compared column by column as text."""
+    if not columns:
+        return np.zeros(len(frame), dtype=np.int64)
+    keys = np.column_stack([_text_ranks(frame[c]) for c in columns])
+    _, inverse = np.unique(keys, axis=0, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64)
 
 
 def assemble_release_tables(
@@ -176,10 +185,12 @@ def assemble_release_tables(
     """Put the model's outputs in release form, with fresh row ids that carry no input order.
 
     Groups are ordered by their content (sorted member quasi-identifier tuples, then sorted
-    original sensitive tuples, both independent of the seed); rows inside a group by
-    quasi-identifiers then released sensitive values, so the seed (a SAC record) is not
-    recognisable by its position. Attribute-table rows are ordered by quasi-identifiers then
-    SIDs. Release row ids are 1..n over SAC~ then the attribute table; group ids 1..g.
+    original sensitive tuples, both independent of the seed; tuples compared value by value
+    as text); rows inside a group by quasi-identifiers then released sensitive values, so the
+    seed (a SAC record) is not recognisable by its position. Attribute-table rows are ordered
+    by quasi-identifiers then SIDs (suppressed first). Release row ids are 1..n over SAC~ then
+    the attribute table; group ids 1..g. Text columns keep their dtype (object or
+    categorical). All steps are sorts and array look-ups (no per-row Python).
 
     Parameters
     ----------
@@ -196,25 +207,40 @@ def assemble_release_tables(
     """
     qi = list(quasi_identifiers)
     sa = list(sensitive_attributes)
-    records_text = _as_text(records[["row_id", *qi, *sa]], [*qi, *sa])
-    sac = _as_text(sac_permuted[["group_id", "row_id", *qi, *sa]], [*qi, *sa])
+    sac = sac_permuted[["group_id", "row_id", *qi, *sa]].reset_index(drop=True)
+    record_position = pd.Index(records["row_id"].to_numpy(np.int64))
     if len(sac):
-        original = records_text.set_index("row_id").loc[sac["row_id"], sa].reset_index(drop=True)
-        member_key = _row_keys(sac[qi])
-        original_key = _row_keys(original)
-        keys = pd.DataFrame({"group_id": sac["group_id"].to_numpy(), "qi": member_key, "orig": original_key})
-        group_key = keys.groupby("group_id").agg(
-            qi=("qi", lambda s: "\x1e".join(sorted(s))), orig=("orig", lambda s: "\x1e".join(sorted(s)))
-        )
-        new_group = group_key.sort_values(["qi", "orig"], kind="stable").index.to_numpy()
-        renumber = pd.Series(np.arange(1, len(new_group) + 1, dtype=np.int64), index=new_group)
-        sac = sac.assign(group_id=sac["group_id"].map(renumber).astype("int64"))
-        sac = sac.sort_values(["group_id", *qi, *sa], kind="stable").reset_index(drop=True)
+        sizes = sac.groupby("group_id", sort=False).size()
+        ell = int(sizes.iloc[0])
+        if (sizes != ell).any():
+            raise ValueError("every SAC~ group must have the same number of records (ℓ)")
+        sac = sac.sort_values("group_id", kind="stable").reset_index(drop=True)
+        n_groups = len(sac) // ell
+        member_key = _tuple_ranks(sac, qi).reshape(n_groups, ell)
+        original = records.iloc[record_position.get_indexer(sac["row_id"].to_numpy(np.int64))]
+        original_key = _tuple_ranks(original, sa).reshape(n_groups, ell)
+        # group order: sorted member QI tuples, then sorted original sensitive tuples (both
+        # independent of the seed), then the group's internal number
+        group_keys = np.concatenate([np.sort(member_key, axis=1), np.sort(original_key, axis=1)], axis=1)
+        internal = np.arange(n_groups)
+        order = np.lexsort([internal, *group_keys.T[::-1]])
+        new_group = np.empty(n_groups, dtype=np.int64)
+        new_group[order] = np.arange(1, n_groups + 1)
+        sac["group_id"] = np.repeat(new_group, ell)
+        # rows inside a group: quasi-identifiers, then released sensitive values (as text)
+        row_keys = [sac["group_id"].to_numpy(), *(_text_ranks(sac[c]) for c in [*qi, *sa])]
+        sac = sac.iloc[np.lexsort(row_keys[::-1])].reset_index(drop=True)
     n_sac = len(sac)
     sac_row_ids = np.arange(1, n_sac + 1, dtype=np.int64)
 
-    at = attribute_sids.merge(records_text[["row_id", *qi]], on="row_id", how="left")
-    at = at.sort_values([*qi, *sa], kind="stable", na_position="first").reset_index(drop=True)
+    at_positions = record_position.get_indexer(attribute_sids["row_id"].to_numpy(np.int64))
+    if (at_positions < 0).any():
+        raise ValueError("an attribute-table row id is not in the records table")
+    at = records.iloc[at_positions][["row_id", *qi]].reset_index(drop=True)
+    for attribute in sa:
+        at[attribute] = attribute_sids[attribute].reset_index(drop=True).astype("Int32")
+    at_keys = [*(_text_ranks(at[c]) for c in qi), *(at[a].fillna(-1).to_numpy(np.int64) for a in sa)]
+    at = at.iloc[np.lexsort(at_keys[::-1])].reset_index(drop=True) if len(at) else at
     at_row_ids = np.arange(n_sac + 1, n_sac + len(at) + 1, dtype=np.int64)
 
     row_map = pd.DataFrame(

@@ -416,20 +416,26 @@ def rating_tables(
         )
         attribute_sids.loc[assignment.record_sid == 0, attribute] = pd.NA
         # Rating's construction puts a value at most once in a SID, so each entry is one row
-        # (value, count 1); sort by SID then value text
-        value_text = assignment.bucket_values.astype(str)
+        # (value, count 1); sort by SID then value text. Value cells share one Python string
+        # per distinct value.
+        value_text = np.asarray([str(v) for v in assignment.bucket_values], dtype=object)
         value_rank = np.empty(len(value_text), dtype=np.int64)
         value_rank[np.argsort(value_text, kind="stable")] = np.arange(len(value_text))
         order = np.lexsort((value_rank[assignment.entry_bucket], assignment.entry_sid))
-        frame = pd.DataFrame(
-            {
-                "attribute": attribute,
-                "sid": assignment.entry_sid[order].astype(np.int32),
-                "value": value_text[assignment.entry_bucket[order]].astype(object),
-            }
+        sid_sorted = assignment.entry_sid[order]
+        bucket_sorted = assignment.entry_bucket[order]
+        if len(order) > 1 and np.any((np.diff(sid_sorted) == 0) & (np.diff(bucket_sorted) == 0)):
+            raise AssertionError(f"a SID of {attribute!r} holds a value twice (Rating invariant broken)")
+        id_rows.append(
+            pd.DataFrame(
+                {
+                    "attribute": np.full(len(order), attribute, dtype=object),
+                    "sid": sid_sorted.astype(np.int32),
+                    "value": value_text[bucket_sorted],
+                    "count": np.ones(len(order), dtype=np.int32),
+                }
+            )
         )
-        frame = frame.groupby(["attribute", "sid", "value"], sort=False).size().rename("count").reset_index()
-        id_rows.append(frame)
     id_table = (
         pd.concat(id_rows, ignore_index=True)
         if id_rows

@@ -14,15 +14,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from decimal import Decimal
 from fractions import Fraction
-from typing import Literal
 
 import numpy as np
 import pandas as pd
 
 __all__ = [
+    "MINING_BACKENDS",
     "RULE_COLUMNS",
     "exact_fraction",
     "mine_strong_rules",
+    "resolve_mining_backend",
     "strong_values",
 ]
 
@@ -72,29 +73,63 @@ def _validate(records: pd.DataFrame, sensitive_attributes: Sequence[str], min_co
 
 
 def _item_table(records: pd.DataFrame, sensitive_attributes: Sequence[str]) -> tuple[np.ndarray, list[tuple[str, str]]]:
-    """Integer item codes per record (n x m) and the (attribute, value) label of each item."""
+    """Integer item codes per record (n x m, int32) and the (attribute, value) label of each
+    item (values as text, sorted per attribute)."""
     labels: list[tuple[str, str]] = []
     columns = []
     offset = 0
     for attribute in sensitive_attributes:
-        codes, uniques = pd.factorize(records[attribute], sort=True)
+        series = records[attribute]
+        if isinstance(series.dtype, pd.CategoricalDtype):
+            text = np.asarray(series.cat.categories.astype(str), dtype=object)
+            uniques, inverse = np.unique(text, return_inverse=True)
+            raw = series.cat.codes.to_numpy()
+            if (raw < 0).any():
+                codes = np.full(len(raw), -1)
+            else:
+                codes = inverse.reshape(-1)[raw]
+                present = np.zeros(len(uniques), dtype=bool)
+                present[codes] = True
+                if not present.all():  # drop unused categories: an item exists only if it occurs
+                    remap = np.cumsum(present) - 1
+                    codes, uniques = remap[codes], uniques[present]
+        else:
+            codes, uniques = pd.factorize(series.astype(str).where(series.notna()), sort=True)
         if (codes < 0).any():
             raise ValueError(f"sensitive attribute {attribute!r} has missing values; apply the missing-value policy first")
-        columns.append(codes.astype(np.int64) + offset)
+        columns.append(codes.astype(np.int32) + offset)
         labels.extend((attribute, str(v)) for v in uniques)
         offset += len(uniques)
     return np.column_stack(columns), labels
 
 
-def _pair_counts_mlxtend(items: np.ndarray, n_items: int) -> tuple[np.ndarray, dict[tuple[int, int], int]]:
-    """Item and item-pair counts from mlxtend's Apriori with ``max_len=2``, ``min_support = 1 record``."""
-    from mlxtend.frequent_patterns import apriori
+PairCounts = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""``(item_counts, first_item, second_item, pair_count)``: support (records) of every item,
+and of every co-occurring item pair (``first_item < second_item``, int64 arrays)."""
 
+
+def _pairs_from_dict(item_counts: np.ndarray, pairs: dict[tuple[int, int], int]) -> PairCounts:
+    keys = np.asarray(list(pairs), dtype=np.int64).reshape(-1, 2)
+    counts = np.asarray(list(pairs.values()), dtype=np.int64)
+    return item_counts, keys[:, 0], keys[:, 1], counts
+
+
+def _one_hot(items: np.ndarray, n_items: int) -> pd.DataFrame:
     n = items.shape[0]
     one_hot = np.zeros((n, n_items), dtype=bool)
     rows = np.repeat(np.arange(n), items.shape[1])
     one_hot[rows, items.ravel()] = True
-    frequent = apriori(pd.DataFrame(one_hot), min_support=1.0 / n, use_colnames=False, max_len=2)
+    return pd.DataFrame(one_hot)
+
+
+def _pair_counts_mlxtend(items: np.ndarray, n_items: int, algorithm: str = "apriori") -> PairCounts:
+    """Item and item-pair counts from mlxtend's Apriori or FP-growth with ``max_len=2``,
+    ``min_support = 1 record``."""
+    from mlxtend.frequent_patterns import apriori, fpgrowth
+
+    n = items.shape[0]
+    miner = apriori if algorithm == "apriori" else fpgrowth
+    frequent = miner(_one_hot(items, n_items), min_support=1.0 / n, use_colnames=False, max_len=2)
     item_counts = np.zeros(n_items, dtype=np.int64)
     pairs: dict[tuple[int, int], int] = {}
     for support, itemset in zip(frequent["support"].to_numpy(), frequent["itemsets"], strict=True):
@@ -104,21 +139,74 @@ def _pair_counts_mlxtend(items: np.ndarray, n_items: int) -> tuple[np.ndarray, d
             item_counts[members[0]] = count
         else:
             pairs[(members[0], members[1])] = count
-    return item_counts, pairs
+    return _pairs_from_dict(item_counts, pairs)
 
 
-def _pair_counts_counting(items: np.ndarray, n_items: int) -> tuple[np.ndarray, dict[tuple[int, int], int]]:
+def _pair_counts_counting(items: np.ndarray, n_items: int) -> PairCounts:
     """Item and item-pair counts by direct counting of value pairs per attribute pair (SPEC §2)."""
     item_counts = np.bincount(items.ravel(), minlength=n_items).astype(np.int64)
-    pairs: dict[tuple[int, int], int] = {}
+    firsts, seconds, counts = [], [], []
     m = items.shape[1]
     for i in range(m):
         for j in range(i + 1, m):
-            key = items[:, i] * n_items + items[:, j]
-            uniques, counts = np.unique(key, return_counts=True)
-            for code, count in zip(uniques.tolist(), counts.tolist(), strict=True):
-                pairs[(code // n_items, code % n_items)] = count
-    return item_counts, pairs
+            key = items[:, i].astype(np.int64) * n_items + items[:, j]
+            uniques, count = np.unique(key, return_counts=True)
+            firsts.append(uniques // n_items)
+            seconds.append(uniques % n_items)
+            counts.append(count)
+    return item_counts, np.concatenate(firsts), np.concatenate(seconds), np.concatenate(counts).astype(np.int64)
+
+
+def _pair_counts_duckdb(items: np.ndarray, n_items: int) -> PairCounts:
+    """Item and item-pair counts with DuckDB aggregates (one ``GROUP BY`` per attribute pair
+    over the integer item codes; scales to tables of tens of millions of records)."""
+    import duckdb
+
+    m = items.shape[1]
+    table = pd.DataFrame({f"i{k}": items[:, k] for k in range(m)})
+    connection = duckdb.connect()
+    try:
+        connection.register("items", table)
+        singles = " UNION ALL ".join(f"SELECT i{k} AS item, count(*) AS n FROM items GROUP BY i{k}" for k in range(m))
+        single = connection.execute(singles).fetchnumpy()
+        item_counts = np.zeros(n_items, dtype=np.int64)
+        item_counts[single["item"].astype(np.int64)] = single["n"].astype(np.int64)
+        pairs_sql = " UNION ALL ".join(
+            f"SELECT i{i} AS first_item, i{j} AS second_item, count(*) AS n FROM items GROUP BY i{i}, i{j}"
+            for i in range(m)
+            for j in range(i + 1, m)
+        )
+        pairs = connection.execute(pairs_sql).fetchnumpy() if m > 1 else {"first_item": [], "second_item": [], "n": []}
+    finally:
+        connection.close()
+    return (
+        item_counts,
+        np.asarray(pairs["first_item"], dtype=np.int64),
+        np.asarray(pairs["second_item"], dtype=np.int64),
+        np.asarray(pairs["n"], dtype=np.int64),
+    )
+
+
+#: Rule-mining back ends of :func:`mine_strong_rules` (all give the same rules).
+MINING_BACKENDS = ("mlxtend-apriori", "mlxtend-fpgrowth", "duckdb", "counting")
+_BACKEND_ALIASES = {"mlxtend": "mlxtend-apriori"}
+
+
+def resolve_mining_backend(backend: str, n_records: int, *, duckdb_threshold: int) -> str:
+    """The back end to use: ``backend`` itself, or for ``"auto"`` mlxtend's Apriori (P1's
+    method) below ``duckdb_threshold`` records and the DuckDB aggregate from there on.
+
+    Raises
+    ------
+    ValueError
+        An unknown back end name.
+    """
+    backend = _BACKEND_ALIASES.get(backend, backend)
+    if backend == "auto":
+        return "duckdb" if n_records >= duckdb_threshold else "mlxtend-apriori"
+    if backend not in MINING_BACKENDS:
+        raise ValueError(f"unknown rule-mining backend {backend!r}; use 'auto' or one of {list(MINING_BACKENDS)}")
+    return backend
 
 
 def mine_strong_rules(
@@ -126,7 +214,7 @@ def mine_strong_rules(
     sensitive_attributes: Sequence[str],
     *,
     min_confidence: float,
-    backend: Literal["mlxtend", "counting"] = "mlxtend",
+    backend: str = "mlxtend-apriori",
 ) -> pd.DataFrame:
     """Mine every strong 1-to-1 rule between values of two different sensitive attributes.
 
@@ -134,7 +222,8 @@ def mine_strong_rules(
     ----------
     records
         One row per record; must contain every column of ``sensitive_attributes`` with no
-        missing value. Other columns are ignored (quasi-identifiers never enter rules).
+        missing value (text, object or categorical dtype). Other columns are ignored
+        (quasi-identifiers never enter rules).
     sensitive_attributes
         The sensitive attribute columns, in schema order (at least 2).
     min_confidence
@@ -142,8 +231,14 @@ def mine_strong_rules(
         min_confidence`` in exact rational arithmetic (SPEC §1: 3/4 is strong at 0.75).
         ``min_support`` is fixed at 1 record (SPEC §1).
     backend
-        ``"mlxtend"``: Apriori (``mlxtend.frequent_patterns.apriori``, ``max_len=2``), as P1 says;
-        ``"counting"``: direct counting of value pairs, ``O(n m^2)``, identical output.
+        How item and pair supports are counted; every back end gives the same rules:
+        ``"mlxtend-apriori"`` (alias ``"mlxtend"``): Apriori
+        (``mlxtend.frequent_patterns.apriori``, ``max_len=2``), as P1 says; its one-hot
+        matrix costs about ``n × items`` bytes and much more inside mlxtend, so keep it below
+        ~10^5 records. ``"mlxtend-fpgrowth"``: mlxtend's FP-growth, same output.
+        ``"duckdb"``: one DuckDB ``GROUP BY`` per attribute pair, ``O(n m^2)`` and
+        out-of-core friendly (the choice for large tables). ``"counting"``: the same counts
+        with numpy. ``"auto"`` is resolved by :func:`resolve_mining_backend` (callers).
 
     Returns
     -------
@@ -159,41 +254,66 @@ def mine_strong_rules(
     ------
     ValueError
         Fewer than 2 sensitive attributes, a missing column, a missing value in a sensitive
-        attribute, or ``min_confidence`` outside (0, 1].
+        attribute, ``min_confidence`` outside (0, 1], or an unknown back end.
 
     References
     ----------
-    P1 §3 (Apriori, strong rules); SPEC §2 and §15 rows 1-3.
+    P1 §3 (Apriori, strong rules); SPEC §2 and §15 rows 1-3; Agrawal & Srikant (VLDB 1994)
+    for Apriori, Han, Pei & Yin (SIGMOD 2000) for FP-growth.
     """
     threshold = _validate(records, sensitive_attributes, min_confidence)
+    backend = _BACKEND_ALIASES.get(backend, backend)
+    if backend not in MINING_BACKENDS:
+        raise ValueError(f"unknown rule-mining backend {backend!r}; use one of {list(MINING_BACKENDS)}")
     if len(records) == 0:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in _RULE_DTYPES.items()})
-    if backend not in ("mlxtend", "counting"):
-        raise ValueError(f"unknown rule-mining backend {backend!r}; use 'mlxtend' or 'counting'")
     items, labels = _item_table(records, sensitive_attributes)
-    counter = _pair_counts_mlxtend if backend == "mlxtend" else _pair_counts_counting
-    item_counts, pairs = counter(items, len(labels))
-    order = {a: k for k, a in enumerate(sensitive_attributes)}
-    rows = []
+    if backend == "mlxtend-apriori":
+        counts = _pair_counts_mlxtend(items, len(labels), "apriori")
+    elif backend == "mlxtend-fpgrowth":
+        counts = _pair_counts_mlxtend(items, len(labels), "fpgrowth")
+    elif backend == "duckdb":
+        counts = _pair_counts_duckdb(items, len(labels))
+    else:
+        counts = _pair_counts_counting(items, len(labels))
+    return _strong_rules_from_counts(counts, labels, sensitive_attributes, threshold)
+
+
+def _strong_rules_from_counts(
+    counts: PairCounts, labels: list[tuple[str, str]], sensitive_attributes: Sequence[str], threshold: Fraction
+) -> pd.DataFrame:
+    """Both directions of every counted pair, kept iff ``both / antecedent >= threshold`` exactly."""
+    item_counts, first, second, both = counts
+    item_attribute = np.asarray([attribute for attribute, _ in labels], dtype=object)
+    item_value = np.asarray([value for _, value in labels], dtype=object)
+    different = item_attribute[first] != item_attribute[second]  # always true; kept as a guard
+    first, second, both = first[different], second[different], both[different]
+    antecedent = np.concatenate([first, second])
+    consequent = np.concatenate([second, first])
+    support_both = np.concatenate([both, both]).astype(np.int64)
+    support_antecedent = item_counts[antecedent].astype(np.int64)
     numerator, denominator = threshold.numerator, threshold.denominator
-    for (x, y), both in pairs.items():
-        if labels[x][0] == labels[y][0]:
-            continue  # impossible (one value per cell), kept as a guard
-        for antecedent, consequent in ((x, y), (y, x)):
-            support_antecedent = int(item_counts[antecedent])
-            if both * denominator >= numerator * support_antecedent:
-                rows.append(
-                    (
-                        labels[antecedent][0],
-                        labels[antecedent][1],
-                        labels[consequent][0],
-                        labels[consequent][1],
-                        support_antecedent,
-                        both,
-                        both / support_antecedent,
-                    )
-                )
-    rules = pd.DataFrame(rows, columns=RULE_COLUMNS).astype(_RULE_DTYPES)
+    if denominator * max(int(support_both.max(initial=0)), 1) < 2**62 and numerator * max(int(support_antecedent.max(initial=0)), 1) < 2**62:
+        strong = support_both * denominator >= numerator * support_antecedent
+    else:  # exact arithmetic with Python integers for huge denominators
+        strong = np.asarray(
+            [int(b) * denominator >= numerator * int(a) for a, b in zip(support_antecedent, support_both, strict=True)],
+            dtype=bool,
+        )
+    antecedent, consequent = antecedent[strong], consequent[strong]
+    support_both, support_antecedent = support_both[strong], support_antecedent[strong]
+    rules = pd.DataFrame(
+        {
+            "antecedent_attribute": item_attribute[antecedent],
+            "antecedent_value": item_value[antecedent],
+            "consequent_attribute": item_attribute[consequent],
+            "consequent_value": item_value[consequent],
+            "support_antecedent": support_antecedent,
+            "support_both": support_both,
+            "confidence": support_both / np.maximum(support_antecedent, 1),
+        }
+    ).astype(_RULE_DTYPES)
+    order = {a: k for k, a in enumerate(sensitive_attributes)}
     rules = rules.sort_values(
         by=["antecedent_attribute", "antecedent_value", "consequent_attribute", "consequent_value"],
         key=lambda s: s.map(order) if s.name.endswith("attribute") else s,

@@ -66,27 +66,75 @@ def group_diversity_summary(
             {"group_id": pd.Series(dtype="int64"), "n_rows": pd.Series(dtype="int64"),
              "min_distinct_values": pd.Series(dtype="int64"), "cluster_tuples_preserved": pd.Series(dtype=bool)}
         )
-    released = sac_released[["row_id", "group_id", *sensitive_attributes]].astype({a: str for a in sensitive_attributes})
-    original = released[["row_id", "group_id"]].merge(
-        original_sensitive.astype({a: str for a in sensitive_attributes}), on="row_id", how="left"
+    n = len(sac_released)
+    group_index, group_ids = pd.factorize(sac_released["group_id"].to_numpy(np.int64), sort=True)
+    n_groups = len(group_ids)
+    position = pd.Index(original_sensitive["row_id"].to_numpy(np.int64)).get_indexer(
+        sac_released["row_id"].to_numpy(np.int64)
     )
-    grouped = released.groupby("group_id")
-    summary = pd.DataFrame({"n_rows": grouped.size()})
-    summary["min_distinct_values"] = grouped[list(sensitive_attributes)].nunique().min(axis=1)
-    preserved = pd.Series(True, index=summary.index)
+    found = position >= 0
+    released_codes, original_codes = {}, {}
+    for attribute in sensitive_attributes:
+        original_column = original_sensitive[attribute].iloc[np.where(found, position, 0)].reset_index(drop=True)
+        released_codes[attribute], original_codes[attribute] = joint_text_codes(
+            sac_released[attribute].reset_index(drop=True), original_column
+        )
+        original_codes[attribute] = np.where(found, original_codes[attribute], -1)
+    summary = pd.DataFrame({"group_id": group_ids, "n_rows": np.bincount(group_index, minlength=n_groups)})
+    distinct = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
+    for attribute in sensitive_attributes:
+        codes = released_codes[attribute]
+        pairs = np.unique(group_index.astype(np.int64) * (int(codes.max(initial=0)) + 2) + codes + 1)
+        per_group = np.bincount(pairs // (int(codes.max(initial=0)) + 2), minlength=n_groups)
+        distinct = np.minimum(distinct, per_group)
+    summary["min_distinct_values"] = distinct if sensitive_attributes else 0
+    preserved = np.ones(n_groups, dtype=bool)
     for cluster in clusters:
-        key = list(cluster)
-        released_tuples = released[key].agg("\x1f".join, axis=1)
-        original_tuples = original[key].agg("\x1f".join, axis=1)
-        released_sets = pd.DataFrame({"g": released["group_id"], "t": released_tuples}).groupby("g")["t"].agg(
-            lambda s: tuple(sorted(s))
-        )
-        original_sets = pd.DataFrame({"g": original["group_id"], "t": original_tuples}).groupby("g")["t"].agg(
-            lambda s: tuple(sorted(s))
-        )
-        preserved &= released_sets == original_sets.reindex(released_sets.index)
+        released_tuple = _tuple_codes([released_codes[a] for a in cluster])
+        original_tuple = _tuple_codes([original_codes[a] for a in cluster])
+        released_sorted = released_tuple[np.lexsort((released_tuple, group_index))]
+        original_sorted = original_tuple[np.lexsort((original_tuple, group_index))]
+        mismatch = released_sorted != original_sorted
+        groups_sorted = np.sort(group_index)
+        preserved &= np.bincount(groups_sorted, weights=mismatch, minlength=n_groups) == 0
+    preserved &= np.bincount(group_index, weights=~found, minlength=n_groups) == 0 if n else preserved
     summary["cluster_tuples_preserved"] = preserved.astype(bool)
-    return summary.reset_index().astype({"group_id": "int64", "n_rows": "int64", "min_distinct_values": "int64"})
+    return summary.astype({"group_id": "int64", "n_rows": "int64", "min_distinct_values": "int64"})
+
+
+def joint_text_codes(first: pd.Series, second: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """int64 codes of two text columns in one shared code space (equal text, equal code;
+    missing values get -1). Categorical columns are coded through their categories, so no
+    Python string is made per row."""
+    def parts(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+        if isinstance(series.dtype, pd.CategoricalDtype):
+            return np.asarray(series.cat.categories.astype(str), dtype=object), series.cat.codes.to_numpy().astype(np.int64)
+        codes, uniques = pd.factorize(series.astype(str).where(series.notna()))
+        return np.asarray(uniques, dtype=object), codes.astype(np.int64)
+
+    first_values, first_codes = parts(first)
+    second_values, second_codes = parts(second)
+    shared, inverse = np.unique(np.concatenate([first_values, second_values]), return_inverse=True)
+    inverse = inverse.reshape(-1).astype(np.int64)
+    first_map, second_map = inverse[: len(first_values)], inverse[len(first_values):]
+    first_out = np.where(first_codes < 0, -1, first_map[np.clip(first_codes, 0, None)] if len(first_map) else -1)
+    second_out = np.where(second_codes < 0, -1, second_map[np.clip(second_codes, 0, None)] if len(second_map) else -1)
+    return first_out.astype(np.int64), second_out.astype(np.int64)
+
+
+def _tuple_codes(columns: Sequence[np.ndarray]) -> np.ndarray:
+    """One int64 per row for a tuple of code columns (dense, via np.unique over the rows)."""
+    if len(columns) == 1:
+        return columns[0]
+    radices = [int(c.max(initial=0)) + 2 for c in columns]
+    if float(np.prod(radices, dtype=float)) < 2**62:  # mixed radix fits in int64
+        combined = np.zeros(len(columns[0]), dtype=np.int64)
+        for column, radix in zip(columns, radices, strict=True):
+            combined = combined * radix + (column + 1)
+        return combined
+    stacked = np.column_stack(columns)
+    _, inverse = np.unique(stacked, axis=0, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64)
 
 
 def sid_diversity_summary(attribute_table: pd.DataFrame, id_table: pd.DataFrame, sensitive_attributes: Sequence[str]) -> pd.DataFrame:
@@ -104,9 +152,29 @@ def sid_diversity_summary(attribute_table: pd.DataFrame, id_table: pd.DataFrame,
     ----------
     P1 Definition 2 and §5; SPEC §6.6 and §9.3.
     """
-    per_sid = id_table.groupby(["attribute", "sid"]).agg(
-        n_distinct_values=("value", "nunique"), n_value_occurrences=("count", "sum"), max_count=("count", "max")
-    )
+    # vectorised group-by over (attribute, sid): values coded once, pairs counted with numpy
+    attribute_index, attribute_names = pd.factorize(id_table["attribute"])
+    sid = id_table["sid"].to_numpy(np.int64)
+    value_index, _ = pd.factorize(id_table["value"])
+    count = id_table["count"].to_numpy(np.int64)
+    key_frame = pd.DataFrame({"a": attribute_index, "s": sid})
+    key_index, keys = pd.factorize(pd.MultiIndex.from_frame(key_frame)) if len(id_table) else (np.zeros(0, np.int64), [])
+    n_keys = len(keys)
+    pairs = np.unique(key_index.astype(np.int64) * (int(value_index.max(initial=0)) + 1) + value_index)
+    n_distinct = np.bincount(pairs // (int(value_index.max(initial=0)) + 1), minlength=n_keys) if n_keys else np.zeros(0, np.int64)
+    occurrences = np.bincount(key_index, weights=count, minlength=n_keys).astype(np.int64) if n_keys else np.zeros(0, np.int64)
+    max_count = np.zeros(n_keys, dtype=np.int64)
+    if n_keys:
+        np.maximum.at(max_count, key_index, count)
+    per_sid = pd.DataFrame(
+        {
+            "attribute": np.asarray(attribute_names, dtype=object)[[k[0] for k in keys]] if n_keys else np.zeros(0, dtype=object),
+            "sid": np.asarray([k[1] for k in keys], dtype=np.int64),
+            "n_distinct_values": n_distinct,
+            "n_value_occurrences": occurrences,
+            "max_count": max_count,
+        }
+    ).set_index(["attribute", "sid"])
     pointing = []
     for attribute in sensitive_attributes:
         counts = attribute_table[attribute].dropna().astype("int64").value_counts()
@@ -139,11 +207,12 @@ def strong_values_in_sids(
     SPEC §9.4 (P1 §4.3: the only strong values left in IR belong to ``S_max``).
     """
     others = id_table[id_table["attribute"] != s_max]
-    strong = np.fromiter(
-        (str(v) in strong_values.get(a, set()) for a, v in zip(others["attribute"], others["value"], strict=True)),
-        dtype=bool,
-        count=len(others),
-    )
+    strong = np.zeros(len(others), dtype=bool)
+    attributes = others["attribute"].to_numpy()
+    for attribute, values in strong_values.items():
+        if values:
+            rows = attributes == attribute
+            strong[rows] = np.isin(others["value"].to_numpy()[rows].astype(str), sorted(values))
     frame = others[["attribute", "sid"]].assign(n_strong_values=strong.astype("int64"))
     return frame.groupby(["attribute", "sid"], as_index=False)["n_strong_values"].sum()
 

@@ -1,0 +1,852 @@
+"""The release report page: ``releases/<release_id>/report.html`` (no Dagster here).
+
+Every release directory holds ``report.html``, a self-contained page (no network, no scripts,
+no external styles; figures are inline PNG ``data:`` URIs drawn with matplotlib) that a data
+steward can hand to a privacy officer, and ``report.json``, the aggregate figures the page is
+drawn from that the other release files do not hold (AIL, RCE, every strong rule's raw and
+recovered confidence; for the (k, ℓ) model the class-size counts and the average generalisation
+level of every quasi-identifier). Both are written into the staging directory by the publish
+assets, so they are part of the atomic release; ``msa-release report RELEASE_DIR`` regenerates
+``report.html`` from the release files.
+
+What the page shows: the parameters, record accounting, each gate with its observed figures and
+status, the Great Expectations validation results of each gate (expectation type, column,
+bounds, success, element and unexpected counts), the disclosure-probability histogram of the
+rule holders, recovered vs raw confidence of every strong rule, AIL and RCE, and the comparison
+with the Rating baseline (or the mixed model, for a Rating release) when a release of the same
+input with the same parameters exists in the same ``releases/`` directory. Strong rules are
+shown with their values: P1 Lemma 22 makes every rule and its confidence recoverable from the
+release itself. No record, input row or raw value outside the rules is ever shown.
+
+HTML contract (relied on by the browser test): the page has an ``<h1>`` containing
+"msa-release report"; every figure is an ``<img>`` whose ``src`` starts with
+``data:image/png;base64,`` and whose ``alt`` is not empty; every gate row carries
+``data-gate="<gate name>"`` and ``data-status`` (``passed``, ``failed``, ``failed_overridden``
+or ``not_applicable``).
+
+Sources: SPEC §9 (gates), §10 (adversary), §11 (AIL, RCE, confidences), §14 ((k, ℓ) model).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+import os
+import string
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+__all__ = [
+    "GATE_DESCRIPTIONS",
+    "REPORT_DATA",
+    "REPORT_FILES",
+    "REPORT_HTML",
+    "ReportError",
+    "audit_histogram_png",
+    "find_baseline",
+    "kl_report_data",
+    "mixed_report_data",
+    "regenerate_report",
+    "render_report",
+    "report_files",
+]
+
+REPORT_HTML = "report.html"
+REPORT_DATA = "report.json"
+REPORT_FILES = (REPORT_HTML, REPORT_DATA)
+#: Version of the layout of ``report.json``.
+REPORT_DATA_FORMAT = 1
+TEMPLATE = Path(__file__).resolve().parent / "templates" / "release_report.html"
+
+#: One line per gate (README "Release gates").
+GATE_DESCRIPTIONS = {
+    "sac_released_is_l_diverse": "Every SAC~ group has exactly ℓ rows and ℓ distinct values on every sensitive "
+    "attribute; each group's multiset of cluster tuples equals the original.",
+    "attribute_table_is_l_diverse": "Every SID of every attribute has at least ℓ distinct values (no value above "
+    "1/ℓ) and one record per value occurrence; suppressed cells are counted.",
+    "disclosure_within_bound": "The strong-rule adversary (SPEC §10) run on the candidate gives every record a "
+    "disclosure probability of at most 1/ℓ (exact rationals).",
+    "rule_confidence_preserved": "Every strong rule's confidence recovered from the released tables alone "
+    "(Lemma 22) equals the raw one (within the tolerance when records were deleted or cells suppressed).",
+    "records_accounted_for": "Every input record is in exactly one of SAC~, the attribute table or the deleted "
+    "list, and the counts add up.",
+    "no_probability_tilt": "No SID of an attribute other than S_max holds a strong value.",
+    "kl_clusters_are_k_anonymous": "Every equivalence class has at least k rows and one generalised "
+    "quasi-identifier tuple, and every label generalises the record's own value along its hierarchy.",
+    "kl_clusters_are_l_diverse": "Every equivalence class has Diverse ≥ ℓ (ℓ pairwise totally different "
+    "sensitive tuples), recomputed from the candidate table alone.",
+    "kl_records_accounted_for": "Every input record is released exactly once or reported suppressed, and "
+    "n_input − n_dropped_missing = n_released + n_suppressed_records.",
+}
+STATUS_LABELS = {
+    "passed": "passed",
+    "failed": "FAILED",
+    "failed_overridden": "failed, overridden by allow_disclosure",
+    "not_applicable": "not applicable",
+}
+MODEL_LABELS = {
+    "mixed": "mixed (SAC~ + improved Rating, P1)",
+    "rating": "rating (plain Rating baseline, P1 §6)",
+    "kl": "kl ((k, ℓ)-anonymity by generalisation, P2)",
+}
+#: Observed figures not listed in the gate table (shown elsewhere or too long).
+_HIDDEN_FIGURES = {"gx_expectations", "histogram_bins_0_to_1_step_0.1", "rules"}
+DISCLOSURE_HISTOGRAM_KEY = "histogram_bins_0_to_1_step_0.1"
+
+
+class ReportError(ValueError):
+    """The release directory cannot be reported on; the message names the file and what to do."""
+
+
+# --------------------------------------------------------------------------- figures of report.json
+
+
+def mixed_report_data(release, rules, *, domain: Mapping[str, int]) -> dict:
+    """``report.json`` of a mixed or Rating release.
+
+    Parameters
+    ----------
+    release
+        :class:`pipeline.audit.PublishedRelease` (read back, or built in memory from the gated
+        candidate tables and the manifest before publishing).
+    rules
+        Strong rules of the raw table (``pipeline.core.rules.mine_strong_rules``: attributes,
+        values, ``support_antecedent`` and ``support_both`` in records).
+    domain
+        Sensitive attribute -> number of distinct values in the raw table (RCE, SPEC §11).
+
+    Returns
+    -------
+    dict
+        JSON-safe: ``report_format``, ``model``, ``metrics`` (``additional_information_loss``,
+        fraction 0..1; ``reconstruction_error``, records; ``reconstruction_error_per_record``;
+        ``average_raw_confidence``, ``average_released_confidence``, ``n_suppressed_cells``,
+        ``n_deleted``) and ``rules`` (antecedent, consequent, raw and released confidence).
+    """
+    from pipeline.audit import release_metrics
+
+    metrics = release_metrics(release, rules, domain=domain)
+    rule_list = metrics.pop("rules")
+    return {"report_format": REPORT_DATA_FORMAT, "model": release.manifest["model"], "metrics": metrics, "rules": rule_list}
+
+
+def kl_report_data(kl_released, kl_clusters, quasi_identifiers: Sequence[str]) -> dict:
+    """``report.json`` of a (k, ℓ) release.
+
+    Parameters
+    ----------
+    kl_released
+        The released table (``cluster_id`` per row).
+    kl_clusters
+        ``private/kl_clusters`` (``n_records`` and ``<qi>__level`` per class), or None when
+        regenerating from the release files alone (the levels are then not known).
+    quasi_identifiers
+        In release order.
+
+    Returns
+    -------
+    dict
+        JSON-safe: ``class_size_counts`` (class size -> number of classes) and
+        ``average_generalization_level`` (quasi-identifier -> mean levels climbed per record,
+        or None when ``kl_clusters`` is None).
+    """
+    sizes = kl_released.groupby("cluster_id").size()
+    counts = {str(int(size)): int(n) for size, n in sizes.value_counts().sort_index().items()}
+    levels = None
+    if kl_clusters is not None and len(kl_clusters):
+        weights = kl_clusters["n_records"].astype(float)
+        levels = {
+            a: float((kl_clusters[f"{a}__level"] * weights).sum() / weights.sum()) for a in quasi_identifiers
+        }
+    return {
+        "report_format": REPORT_DATA_FORMAT,
+        "model": "kl",
+        "kl": {"class_size_counts": counts, "average_generalization_level": levels},
+    }
+
+
+# --------------------------------------------------------------------------- baseline
+
+
+def _same_release_question(a: Mapping, b: Mapping) -> bool:
+    keys = ("input_sha256", "ell", "quasi_identifiers", "sensitive_attributes")
+    return all(a.get(k) == b.get(k) for k in keys) and a.get("min_confidence") == b.get("min_confidence")
+
+
+def find_baseline(releases_dir: Path, manifest: Mapping) -> dict | None:
+    """The newest release of the other model of the same comparison in ``releases_dir``.
+
+    For a mixed release: the newest Rating release of the same input (SHA-256), ℓ,
+    min_confidence, quasi-identifiers and sensitive attributes; for a Rating release, the newest
+    such mixed release. None when there is none, and always for a (k, ℓ) release.
+
+    Returns
+    -------
+    dict or None
+        ``release_id``, ``model``, ``manifest`` and ``data`` (its ``report.json``, or None).
+    """
+    other = {"mixed": "rating", "rating": "mixed"}.get(str(manifest.get("model")))
+    if other is None or not Path(releases_dir).is_dir():
+        return None
+    found = []
+    for directory in Path(releases_dir).iterdir():
+        if directory.name.startswith(".") or directory.name == manifest.get("release_id") or not directory.is_dir():
+            continue
+        try:
+            candidate = json.loads((directory / "manifest.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if candidate.get("model") == other and _same_release_question(candidate, manifest):
+            found.append((str(candidate.get("created_at", "")), directory.name, directory, candidate))
+    if not found:
+        return None
+    _, name, directory, candidate = max(found)
+    try:
+        data = json.loads((directory / REPORT_DATA).read_text())
+    except (OSError, ValueError):
+        data = None
+    return {"release_id": name, "model": other, "manifest": candidate, "data": data}
+
+
+# --------------------------------------------------------------------------- rendering helpers
+
+
+def _e(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _number(value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "n/a"
+        if value == int(value) and abs(value) < 1e15:
+            return f"{int(value):,}"
+        return f"{value:.6g}"
+    if value is None:
+        return "n/a"
+    return str(value)
+
+
+def _png(figure: Figure) -> str:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def audit_histogram_png(histogram: Mapping[str, int], ell: int) -> str:
+    """Base64 PNG of the audit's per-record disclosure histogram (:func:`pipeline.audit.disclosure_histogram`:
+    bin label -> records), with the bound 1/ℓ; for the Dagster UI (``audit/release_disclosure``)."""
+    labels, counts = list(histogram), [int(v) for v in histogram.values()]
+    figure = Figure(figsize=(7.5, 3.0))
+    axis = figure.subplots()
+    axis.bar(range(len(labels)), counts, color="tab:blue")
+    axis.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=8)
+    bound = next((i for i, label in enumerate(labels) if label != "0" and float(label.split(",")[1].strip(" ]")) >= 1 / ell - 1e-12), None)
+    if bound is not None:
+        axis.axvline(bound + 0.5, color="tab:red", linestyle="--", label=f"bins to the right: entirely above 1/ℓ = {1 / ell:.3f}")
+        axis.legend(frameon=False, fontsize=8)
+    axis.set_yscale("symlog")
+    axis.set_ylabel("released records")
+    axis.set_xlabel("disclosure probability")
+    figure.suptitle("Adversary's disclosure probability per released record", fontsize=10)
+    return _png(figure)
+
+
+def _img(figure: Figure, alt: str, caption: str) -> str:
+    return (
+        f'<figure><img src="data:image/png;base64,{_png(figure)}" alt="{_e(alt)}">'
+        f"<figcaption>{_e(caption)}</figcaption></figure>"
+    )
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence], *, numeric: Sequence[bool] | None = None, row_attrs=None) -> str:
+    numeric = numeric or [False] * len(header)
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = []
+    for index, row in enumerate(rows):
+        attrs = row_attrs[index] if row_attrs else ""
+        cells = "".join(
+            f'<td class="number">{_e(_number(v))}</td>' if numeric[i] else f"<td>{v if isinstance(v, _Raw) else _e(_number(v))}</td>"
+            for i, v in enumerate(row)
+        )
+        body.append(f"<tr{attrs}>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+class _Raw(str):
+    """Already-escaped HTML inside a table cell."""
+
+
+def _status_badge(status: str) -> str:
+    return f'<span class="status status-{_e(status)}">{_e(STATUS_LABELS.get(status, status))}</span>'
+
+
+def _gate_status(gate: Mapping) -> str:
+    return str(gate.get("status") or ("passed" if gate.get("passed") else "failed"))
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _parameters(manifest: Mapping) -> str:
+    model = manifest["model"]
+    reading = manifest.get("input_reading") or {}
+    rows = [
+        ("model", MODEL_LABELS.get(model, model)),
+        ("ℓ (ell)", manifest.get("ell")),
+    ]
+    if model == "kl":
+        weights = manifest.get("generalization_weights") or {}
+        hierarchies = manifest.get("hierarchies") or {}
+        rows += [
+            ("k", manifest.get("k")),
+            ("method", manifest.get("kl_method")),
+            ("max_block_size", manifest.get("max_block_size")),
+            ("hierarchies directory", hierarchies.get("directory")),
+            ("generalisation weights", ", ".join(f"{n}={w:g}" for n, w in weights.items()) or "all 1"),
+        ]
+    else:
+        rows += [
+            ("min_confidence", manifest.get("min_confidence")),
+            ("seed", manifest.get("seed")),
+            ("allow_disclosure", manifest.get("allow_disclosure")),
+            ("disclosure override used", manifest.get("disclosure_override_used")),
+        ]
+    rows += [
+        ("quasi-identifiers", ", ".join(manifest.get("quasi_identifiers") or [])),
+        ("sensitive attributes", ", ".join(manifest.get("sensitive_attributes") or [])),
+        ("input file", reading.get("input_path")),
+        ("input SHA-256", manifest.get("input_sha256")),
+        ("input format", reading.get("input_format")),
+        ("missing-value tokens", ", ".join(repr(t) for t in reading.get("missing_value_tokens") or [])),
+        ("missing-value policy", reading.get("missing_value_policy")),
+        ("created at", manifest.get("created_at")),
+    ]
+    versions = manifest.get("package_versions") or {}
+    if versions:
+        rows.append(("package versions", ", ".join(f"{k} {v}" for k, v in versions.items())))
+    return "<h2>Parameters</h2>" + _table(["parameter", "value"], rows)
+
+
+def _accounting(manifest: Mapping) -> str:
+    n_input, n_dropped = manifest.get("n_input") or 0, manifest.get("n_dropped_missing") or 0
+    kept = n_input - n_dropped
+    if manifest["model"] == "kl":
+        parts = [("released", manifest.get("n_released") or 0), ("suppressed", manifest.get("n_suppressed_records") or 0)]
+        equation = "n_input − n_dropped_missing = n_released + n_suppressed_records"
+    else:
+        parts = [
+            ("in SAC~ groups", manifest.get("n_sac_released") or 0),
+            ("in the attribute table", manifest.get("n_attribute_table") or 0),
+            ("deleted", manifest.get("n_deleted") or 0),
+        ]
+        equation = "n_input − n_dropped_missing = n_sac_released + n_attribute_table + n_deleted"
+    adds_up = kept == sum(n for _, n in parts)
+    rows = [("records read (n_input)", n_input), ("dropped: missing sensitive value", n_dropped),
+            ("kept", kept), *parts]
+    if manifest["model"] != "kl":
+        rows.append(("suppressed attribute-table cells", manifest.get("n_suppressed_cells") or 0))
+    else:
+        rows.append(("equivalence classes", manifest.get("n_clusters") or 0))
+    figure = Figure(figsize=(7.5, 1.5))
+    axis = figure.subplots()
+    left = 0
+    colors = ["tab:blue", "tab:orange", "tab:red", "tab:gray"]
+    for (label, n), color in zip([*parts, ("dropped", n_dropped)], colors, strict=False):
+        axis.barh([0], [n], left=left, color=color, label=f"{label}: {n:,}")
+        left += n
+    axis.set_yticks([])
+    axis.set_xlabel("records")
+    axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.45), ncol=4, frameon=False, fontsize=8)
+    figure.suptitle("Where every input record went", fontsize=10)
+    return (
+        "<h2>Record accounting</h2>"
+        + _table(["", "records"], rows, numeric=[False, True])
+        + f"<p>{_e(equation)}: <strong>{'holds' if adds_up else 'DOES NOT hold'}</strong> "
+        f"({n_input:,} − {n_dropped:,} = {kept:,}).</p>"
+        + _img(figure, "Stacked bar of the input records by destination", "Input records by destination.")
+    )
+
+
+def _figures_list(observed: Mapping) -> str:
+    items = []
+    for key, value in observed.items():
+        if key in _HIDDEN_FIGURES:
+            continue
+        if isinstance(value, (dict, list)):
+            value = json.dumps(value)
+        items.append(f"<dt>{_e(key)}</dt><dd>{_e(_number(value))}</dd>")
+    return f'<dl class="figures">{"".join(items)}</dl>' if items else ""
+
+
+def _expectations_table(gate: Mapping) -> str:
+    observed = gate.get("observed") or {}
+    expectations = observed.get("gx_expectations")
+    if not expectations:
+        if gate.get("status") == "not_applicable":
+            return '<p class="note">Not applicable to this model: no suite was run.</p>'
+        return (
+            '<p class="note">This release did not record per-expectation results (published before they were '
+            f"recorded). Suite summary: success {_e(_number(observed.get('gx_success_percent')))} %, "
+            f"{_e(_number(observed.get('gx_evaluated_expectations')))} expectations evaluated, failed: "
+            f"{_e(observed.get('failed_expectations', 'n/a'))}.</p>"
+        )
+    rows = []
+    for item in expectations:
+        bounds = []
+        for key in ("min_value", "max_value"):
+            if item.get(key) is not None:
+                bounds.append(f"{key.split('_')[0]} {_number(item[key])}")
+        if item.get("value_set") is not None:
+            bounds.append(f"in {item['value_set']}")
+        rows.append(
+            (
+                item.get("type"),
+                item.get("column") or "",
+                "; ".join(bounds),
+                _Raw(_status_badge("passed" if item.get("success") else "failed")),
+                item.get("element_count"),
+                item.get("unexpected_count"),
+                item.get("unexpected_percent"),
+                item.get("missing_count"),
+                item.get("observed_value"),
+            )
+        )
+    header = ["expectation", "column", "expected", "result", "rows checked", "unexpected", "unexpected %", "missing", "observed value"]
+    numeric = [False, False, False, False, True, True, True, True, False]
+    if all(row[-1] is None for row in rows):  # map expectations have no aggregate observed value
+        header, numeric, rows = header[:-1], numeric[:-1], [row[:-1] for row in rows]
+    return _table(header, rows, numeric=numeric)
+
+
+def _gates(manifest: Mapping) -> str:
+    order = {name: position for position, name in enumerate(GATE_DESCRIPTIONS)}
+    gates = sorted(manifest.get("checks") or [], key=lambda g: (order.get(g["name"], len(order)), g["name"]))
+    rows, attrs = [], []
+    for gate in gates:
+        status = _gate_status(gate)
+        rows.append(
+            (
+                _Raw(f"<code>{_e(gate['name'])}</code>"),
+                GATE_DESCRIPTIONS.get(gate["name"], ""),
+                _Raw(_status_badge(status)),
+                _Raw(_figures_list(gate.get("observed") or {})),
+            )
+        )
+        attrs.append(f' data-gate="{_e(gate["name"])}" data-status="{_e(status)}"')
+    summary = _table(["gate", "what it checks", "status", "observed figures"], rows, row_attrs=attrs)
+    details = "".join(
+        f'<h3 id="gx-{_e(gate["name"])}">Great Expectations results: <code>{_e(gate["name"])}</code></h3>'
+        + _expectations_table(gate)
+        for gate in gates
+    )
+    intro = (
+        "<p>Each gate is a blocking Dagster asset check that runs a Great Expectations suite on a frame derived "
+        "from the candidate release (counts and flags per group, SID, record or class; never raw values). "
+        "The release is published only if every applicable gate passes.</p>"
+    )
+    return "<h2>Release gates</h2>" + intro + summary + details
+
+
+def _observed(manifest: Mapping, name: str) -> dict:
+    for gate in manifest.get("checks") or []:
+        if gate["name"] == name:
+            return dict(gate.get("observed") or {})
+    return {}
+
+
+def _disclosure(manifest: Mapping) -> str:
+    observed = _observed(manifest, "disclosure_within_bound")
+    counts = observed.get(DISCLOSURE_HISTOGRAM_KEY)
+    ell = int(manifest["ell"])
+    text = "<h2>Disclosure</h2>"
+    if not observed:
+        return text + "<p>The disclosure gate was not recorded in this release.</p>"
+    text += (
+        "<p>The adversary of SPEC §10 knows every strong rule and its confidence and sees the release; for every "
+        "record that holds a strong rule it computes the probability that the record holds the rule's consequent. "
+        f"The bound is 1/ℓ = {1 / ell:.4f}.</p>"
+        + _table(
+            ["figure", "value"],
+            [
+                ("records holding a strong rule", observed.get("n_records_with_strong_rules")),
+                ("maximum disclosure probability", observed.get("max_disclosure_probability")),
+                ("mean disclosure probability", observed.get("mean_disclosure_probability")),
+                ("records above 1/ℓ", observed.get("n_records_above_bound")),
+                ("records disclosed with certainty", observed.get("n_records_certain")),
+            ],
+            numeric=[False, True],
+        )
+    )
+    if not counts:
+        return text + "<p>No histogram was recorded.</p>"
+    figure = Figure(figsize=(7.5, 3.2))
+    axis = figure.subplots()
+    edges = [round(0.1 * i, 1) for i in range(11)]
+    axis.bar([e + 0.05 for e in edges[:-1]], counts, width=0.095, color="tab:blue", edgecolor="black", linewidth=0.4)
+    axis.axvline(1 / ell, color="tab:red", linestyle="--", label=f"bound 1/ℓ = {1 / ell:.3f}")
+    axis.set_xlim(0, 1)
+    axis.set_xticks(edges)
+    axis.set_xlabel("disclosure probability (bins of 0.1; the last includes 1)")
+    axis.set_ylabel("records holding a strong rule")
+    axis.yaxis.set_major_locator(MaxNLocator(integer=True))
+    axis.legend(frameon=False)
+    above = observed.get("n_records_above_bound")
+    figure.suptitle(f"Disclosure probability of the rule holders ({above} above the bound)", fontsize=10)
+    return text + _img(
+        figure,
+        f"Histogram of the disclosure probability of {sum(counts)} rule holders, bound 1/{ell}",
+        "Per-record disclosure probability of the records holding a strong rule (SPEC §10), with the bound 1/ℓ. "
+        "Bins are [a, a + 0.1); a record exactly at 1/ℓ is within the bound (the gate compares exact fractions).",
+    )
+
+
+def _rules(manifest: Mapping, data: Mapping | None) -> str:
+    text = "<h2>Strong rules: raw vs recovered confidence</h2>"
+    rules = (data or {}).get("rules")
+    if rules is None:
+        return text + (
+            "<p>Not available: this release has no <code>report.json</code> with the rule confidences. Regenerate "
+            "the page with <code>msa-release report RELEASE_DIR --raw RAW</code> to compute them from the raw "
+            "table.</p>"
+        )
+    observed = _observed(manifest, "rule_confidence_preserved")
+    text += (
+        "<p>Every strong rule (S_i = a) ⇒ (S_j = b) mined from the raw table with confidence ≥ min_confidence, its "
+        "raw confidence and the confidence recovered from the released tables alone (P1 Lemma 22). Rules and "
+        "their confidences are recoverable from the release, so showing them discloses nothing new.</p>"
+    )
+    if not rules:
+        return text + "<p>No strong rule at this min_confidence.</p>"
+    rows = []
+    for rule in rules:
+        raw, released = rule.get("raw_confidence"), rule.get("released_confidence")
+        deviation = abs(released - raw) if raw is not None and released is not None else None
+        rows.append(
+            (
+                f"{rule['antecedent'][0]} = {rule['antecedent'][1]}",
+                f"{rule['consequent'][0]} = {rule['consequent'][1]}",
+                raw,
+                released,
+                deviation,
+            )
+        )
+    text += _table(["antecedent", "consequent", "raw confidence", "recovered confidence", "|difference|"], rows,
+                   numeric=[False, False, True, True, True])
+    if observed:
+        text += (
+            f"<p>Gate <code>rule_confidence_preserved</code>: {observed.get('n_rules_exact', 'n/a')} of "
+            f"{observed.get('n_strong_rules', 'n/a')} rules recovered exactly; largest difference "
+            f"{_e(_number(observed.get('max_confidence_deviation')))} (tolerance "
+            f"{_e(_number(observed.get('tolerance')))}, exact required: {_e(_number(observed.get('exact_required')))}).</p>"
+        )
+    figure = Figure(figsize=(4.8, 4.4))
+    axis = figure.subplots()
+    raw = [r["raw_confidence"] for r in rules]
+    recovered = [r["released_confidence"] if r["released_confidence"] is not None else float("nan") for r in rules]
+    low = min([*raw, *[x for x in recovered if x == x], float(manifest.get("min_confidence") or 1.0)]) - 0.05
+    axis.plot([low, 1.0], [low, 1.0], color="gray", linestyle="--", linewidth=0.8, label="recovered = raw")
+    axis.scatter(raw, recovered, color="tab:blue", zorder=3, label="strong rule")
+    axis.set_xlim(low, 1.01)
+    axis.set_ylim(low, 1.01)
+    axis.set_xlabel("raw confidence")
+    axis.set_ylabel("confidence recovered from the release")
+    axis.legend(frameon=False, fontsize=8)
+    figure.suptitle("Rule confidence: recovered vs raw", fontsize=10)
+    return text + _img(
+        figure,
+        f"Scatter plot of the recovered vs raw confidence of {len(rules)} strong rules",
+        "Each point is a strong rule; on the diagonal the release preserves its confidence exactly.",
+    )
+
+
+def _utility(manifest: Mapping, data: Mapping | None) -> str:
+    metrics = (data or {}).get("metrics")
+    text = "<h2>Utility: AIL and RCE</h2>"
+    if metrics is None:
+        return text + (
+            "<p>Not available: this release has no <code>report.json</code>. Regenerate the page with "
+            "<code>msa-release report RELEASE_DIR --raw RAW</code>.</p>"
+        )
+    return text + (
+        "<p>AIL (additional information loss, SPEC §11) is the mean loss per original cell beyond ℓ (0 when every "
+        "possible-value set has exactly ℓ values; a suppressed cell or deleted record costs 1). RCE "
+        "(reconstruction error) sums over the records 1 − 1/N, N being the number of sensitive tuples a reader "
+        "cannot tell apart.</p>"
+        + _table(
+            ["metric", "value"],
+            [
+                ("additional information loss (AIL)", metrics.get("additional_information_loss")),
+                ("reconstruction error (RCE), summed over records", metrics.get("reconstruction_error")),
+                ("RCE per record", metrics.get("reconstruction_error_per_record")),
+                ("average raw rule confidence", metrics.get("average_raw_confidence")),
+                ("average recovered rule confidence", metrics.get("average_released_confidence")),
+                ("suppressed cells", metrics.get("n_suppressed_cells")),
+                ("deleted records", metrics.get("n_deleted")),
+            ],
+            numeric=[False, True],
+        )
+    )
+
+
+def _comparison_row(manifest: Mapping, data: Mapping | None) -> dict:
+    metrics = (data or {}).get("metrics") or {}
+    disclosure = _observed(manifest, "disclosure_within_bound")
+    return {
+        "AIL": metrics.get("additional_information_loss"),
+        "RCE per record": metrics.get("reconstruction_error_per_record"),
+        "average recovered rule confidence": metrics.get("average_released_confidence"),
+        "max disclosure probability": disclosure.get("max_disclosure_probability"),
+        "records above 1/ℓ": disclosure.get("n_records_above_bound"),
+        "records disclosed with certainty": disclosure.get("n_records_certain"),
+        "suppressed cells": manifest.get("n_suppressed_cells"),
+        "deleted records": manifest.get("n_deleted"),
+    }
+
+
+def _baseline(manifest: Mapping, data: Mapping | None, baseline: Mapping | None) -> str:
+    model = manifest["model"]
+    other = {"mixed": "Rating baseline", "rating": "mixed model"}[model]
+    text = f"<h2>Comparison with the {other}</h2>"
+    if baseline is None:
+        command = "--model rating --allow-disclosure" if model == "mixed" else "--model mixed"
+        return text + (
+            f"<p>Not available: no {other} release of the same input (same SHA-256), ℓ, min_confidence, "
+            "quasi-identifiers and sensitive attributes was found in this <code>releases/</code> directory. Publish "
+            f"one with <code>msa-release run {command}</code> and the same parameters, then regenerate this page "
+            "with <code>msa-release report RELEASE_DIR</code>; <code>make experiments</code> compares both models "
+            "over whole parameter sweeps.</p>"
+        )
+    ours = _comparison_row(manifest, data)
+    theirs = _comparison_row(baseline["manifest"], baseline.get("data"))
+    names = {"mixed": "mixed model", "rating": "Rating"}
+    header = ["figure", f"this release ({names[model]})", f"{names[baseline['model']]} (release {baseline['release_id']})"]
+    rows = [(key, ours[key], theirs[key]) for key in ours]
+    note = ""
+    if baseline.get("data") is None:
+        note = '<p class="note">The other release has no report.json: its AIL, RCE and confidences are not shown.</p>'
+    return text + (
+        "<p>The same input and parameters published with the other model of P1's comparison; Rating bucketizes "
+        "every sensitive attribute independently, so the strong-rule adversary can beat 1/ℓ on it.</p>"
+        + _table(header, rows, numeric=[False, True, True])
+        + note
+    )
+
+
+def _kl(manifest: Mapping, data: Mapping | None) -> str:
+    classes = _observed(manifest, "kl_clusters_are_k_anonymous")
+    diversity = _observed(manifest, "kl_clusters_are_l_diverse")
+    n_released = manifest.get("n_released") or 0
+    cost = manifest.get("total_generalization_cost")
+    text = (
+        "<h2>Equivalence classes and generalisation cost</h2>"
+        "<p>The quasi-identifiers are generalised along the hierarchies so that every equivalence class "
+        "(<code>cluster_id</code>) has at least k records and Diverse ≥ ℓ; the sensitive values are published "
+        "unchanged. The price is quasi-identifier precision, measured by P2's cost S (SPEC §14.2).</p>"
+        + _table(
+            ["figure", "value"],
+            [
+                ("equivalence classes", manifest.get("n_clusters")),
+                ("smallest class", classes.get("min_cluster_size")),
+                ("largest class", classes.get("max_cluster_size")),
+                ("average class size", classes.get("average_cluster_size")),
+                ("smallest Diverse", diversity.get("min_diverse_observed")),
+                ("generalisation cost S", cost),
+                ("S per record", (cost / n_released) if cost is not None and n_released else None),
+                ("naive cost (levels climbed)", manifest.get("total_naive_cost")),
+            ],
+            numeric=[False, True],
+        )
+    )
+    kl = (data or {}).get("kl") or {}
+    counts = kl.get("class_size_counts")
+    if counts:
+        sizes = sorted((int(s), int(n)) for s, n in counts.items())
+        figure = Figure(figsize=(7.5, 3.2))
+        axis = figure.subplots()
+        axis.bar([s for s, _ in sizes], [n for _, n in sizes], color="tab:blue", width=0.8)
+        axis.axvline(float(manifest.get("k") or 0) - 0.5, color="tab:red", linestyle="--", label=f"k = {manifest.get('k')}")
+        if sizes[-1][0] > 60:
+            axis.set_xscale("log")
+        else:
+            axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axis.set_xlabel("class size (records)")
+        axis.set_ylabel("classes")
+        axis.yaxis.set_major_locator(MaxNLocator(integer=True))
+        axis.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        figure.suptitle("Equivalence-class sizes", fontsize=10)
+        text += _img(figure, f"Histogram of the sizes of {sum(n for _, n in sizes)} equivalence classes",
+                     "Number of equivalence classes of each size; every class has at least k records.")
+    levels = kl.get("average_generalization_level")
+    heights = {a: (f or {}).get("height") for a, f in ((manifest.get("hierarchies") or {}).get("files") or {}).items()}
+    if levels:
+        names = list(levels)
+        shares = [levels[a] / heights[a] if heights.get(a) else 0.0 for a in names]
+        figure = Figure(figsize=(7.5, 0.5 + 0.45 * len(names)))
+        axis = figure.subplots()
+        axis.barh(names, shares, color="tab:orange")
+        axis.set_xlim(0, 1)
+        axis.invert_yaxis()
+        axis.set_xlabel("average levels climbed / hierarchy height (0 = original values, 1 = fully suppressed '*')")
+        figure.suptitle("Generalisation per quasi-identifier", fontsize=10)
+        text += _table(
+            ["quasi-identifier", "average levels climbed", "hierarchy height"],
+            [(a, levels[a], heights.get(a)) for a in names],
+            numeric=[False, True, True],
+        ) + _img(figure, "Bar chart of the average generalisation level of every quasi-identifier",
+                 "How far each quasi-identifier was generalised, on average over the records.")
+    elif data is None or not kl:
+        text += '<p class="note">Class sizes and generalisation levels are not recorded (no report.json).</p>'
+    return text
+
+
+def _banner(manifest: Mapping) -> str:
+    gates = manifest.get("checks") or []
+    statuses = [_gate_status(g) for g in gates]
+    applicable = [s for s in statuses if s != "not_applicable"]
+    if manifest.get("disclosure_override_used"):
+        return (
+            '<div class="banner banner-warn"><strong>Published with allow_disclosure:</strong> the disclosure gate '
+            "failed and was overridden; the bound 1/ℓ does NOT hold for every record.</div>"
+        )
+    if applicable and all(s == "passed" for s in applicable):
+        return (
+            f'<div class="banner banner-ok">All {len(applicable)} applicable release gates passed'
+            + (f" ({len(statuses) - len(applicable)} not applicable to this model)" if len(applicable) < len(statuses) else "")
+            + ".</div>"
+        )
+    return '<div class="banner banner-warn">Not every gate passed: see the gate table.</div>'
+
+
+def render_report(
+    manifest: Mapping, data: Mapping | None, *, baseline: Mapping | None = None, generated_by: str = "msa-release"
+) -> str:
+    """The HTML page of one release.
+
+    Parameters
+    ----------
+    manifest
+        The release manifest (``manifest.json`` as a dict).
+    data
+        The release's ``report.json`` (:func:`mixed_report_data` / :func:`kl_report_data`), or
+        None when not available (the page then says which sections are missing).
+    baseline
+        :func:`find_baseline` for mixed and Rating releases (None: "not available").
+    generated_by
+        Shown on the page: what produced it (the publish step or the ``report`` command).
+
+    Returns
+    -------
+    str
+        A complete, self-contained HTML document (see the module docstring for its contract).
+    """
+    from pipeline.publish import package_versions
+
+    model = manifest["model"]
+    sections = [_parameters(manifest), _accounting(manifest), _gates(manifest)]
+    if model == "kl":
+        sections.append(_kl(manifest, data))
+    else:
+        sections += [_disclosure(manifest), _rules(manifest, data), _utility(manifest, data), _baseline(manifest, data, baseline)]
+    template = string.Template(TEMPLATE.read_text(encoding="utf-8"))
+    return template.substitute(
+        release_id=_e(manifest.get("release_id")),
+        model_label=_e(MODEL_LABELS.get(model, model)),
+        created_at=_e(manifest.get("created_at")),
+        version=_e(package_versions().get("msa-release", "")),
+        generated_by=_e(generated_by),
+        banner=_banner(manifest),
+        sections="\n".join(sections),
+    )
+
+
+def report_files(manifest: Mapping, data: Mapping, *, releases_dir: Path) -> dict[str, bytes]:
+    """``report.html`` and ``report.json`` of a release about to be published (for
+    :func:`pipeline.publish.publish_release`'s ``extra_files``)."""
+    baseline = find_baseline(releases_dir, manifest) if manifest["model"] != "kl" else None
+    page = render_report(manifest, data, baseline=baseline, generated_by="written when the release was published")
+    return {
+        REPORT_HTML: page.encode("utf-8"),
+        REPORT_DATA: (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"),
+    }
+
+
+def regenerate_report(release_dir: str | Path, *, raw_path: str | Path | None = None) -> Path:
+    """Rewrite ``report.html`` of a published release from its files (``msa-release report``).
+
+    Parameters
+    ----------
+    release_dir
+        ``<home>/releases/<release_id>``, or a ``releases`` directory / home (then LATEST).
+    raw_path
+        Optional raw table: when the release has no ``report.json`` (published before it
+        existed), the rule confidences, AIL and RCE of a mixed or Rating release are computed by
+        the audit (:func:`pipeline.audit.run_audit`), reading the table as the release read its
+        input. A (k, ℓ) release never needs it.
+
+    Returns
+    -------
+    Path
+        The rewritten ``report.html`` (replaced atomically; ``report.json`` is not changed).
+
+    Raises
+    ------
+    ReportError
+        Not a release directory, an unreadable manifest, or an unusable raw table.
+    """
+    from pipeline.audit import AuditError, _resolve_release_dir, run_audit
+
+    try:
+        directory = _resolve_release_dir(Path(release_dir).expanduser().resolve())
+    except AuditError as error:
+        raise ReportError(str(error)) from error
+    manifest_path = directory / "manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError) as error:
+        raise ReportError(f"{manifest_path}: cannot read the manifest ({error}); is {directory} a release?") from error
+    if manifest.get("model") not in MODEL_LABELS:
+        raise ReportError(f"{manifest_path}: unknown model {manifest.get('model')!r}")
+    data = None
+    generated_by = "regenerated by msa-release report from the release files"
+    data_path = directory / REPORT_DATA
+    if data_path.is_file():
+        try:
+            data = json.loads(data_path.read_text())
+        except ValueError as error:
+            raise ReportError(f"{data_path}: not valid JSON ({error}); regenerate with --raw RAW") from error
+    if manifest["model"] == "kl" and data is None:
+        import duckdb
+
+        table = directory / "kl_released.parquet"
+        if table.is_file():
+            released = duckdb.sql(f"SELECT cluster_id FROM read_parquet('{str(table).replace(chr(39), chr(39) * 2)}')").df()
+            data = kl_report_data(released, None, manifest.get("quasi_identifiers") or [])
+    elif data is None and raw_path is not None:
+        try:
+            result = run_audit(directory, raw_path)
+        except AuditError as error:
+            raise ReportError(str(error)) from error
+        metrics = dict(result.report["metrics"])
+        data = {"report_format": REPORT_DATA_FORMAT, "model": manifest["model"], "rules": metrics.pop("rules"), "metrics": metrics}
+        generated_by += f" and the raw table {Path(raw_path).name}"
+    baseline = find_baseline(directory.parent, manifest) if manifest["model"] != "kl" else None
+    page = render_report(manifest, data, baseline=baseline, generated_by=generated_by)
+    target = directory / REPORT_HTML
+    temporary = directory / f".{REPORT_HTML}.tmp"
+    temporary.write_text(page, encoding="utf-8")
+    os.replace(temporary, target)
+    return target

@@ -1,0 +1,311 @@
+"""Operating it (issue 7): asset groups, descriptions, kinds and stable numeric metadata in the
+Dagster UI; the launchpad's settings; the weekly release schedule; the inbox sensor (Dagster's
+build_schedule_context / build_sensor_context, and an in-process run of a sensor's request)."""
+
+import hashlib
+import json
+import os
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+import pytest
+
+from assets.keys import GROUPS
+from pipeline import jobs
+from pipeline.definitions import build_definitions
+from pipeline.publish import read_latest
+from pipeline.resources import ReleaseSettings, ReleaseStore
+from tests.conftest import example_frame, example_quasi_identifiers
+
+#: Metadata every published mixed/Rating release reports, numeric, under these exact names.
+RELEASE_NUMERIC_KEYS = {
+    "n_rows_in", "n_rows_out", "n_strong_rules", "n_groups", "n_deleted", "n_suppressed_cells",
+    "max_disclosure_probability", "additional_information_loss", "reconstruction_error", "publish_seconds",
+}
+
+
+@pytest.fixture(scope="module")
+def definitions(tmp_path_factory):
+    return build_definitions(tmp_path_factory.mktemp("ops") / "home")
+
+
+def test_groups_descriptions_and_kinds(definitions):
+    graph = definitions.resolve_asset_graph()
+    keys = list(graph.get_all_asset_keys())
+    groups = {graph.get(key).group_name for key in keys}
+    assert groups == set(GROUPS)  # exactly the seven groups, every one used
+    for key in keys:
+        node = graph.get(key)
+        description = (node.description or "").strip()
+        assert description and "\n" not in description, key  # one line each
+        assert node.kinds, key
+        if key.path[0] in ("private", "candidate"):
+            assert {"duckdb", "pandas"} <= set(node.kinds), key
+        if key.path[0] == "private":
+            assert description.startswith("PRIVATE") or key.path[-1] in ("input_summary", "strong_value_occurrences"), key
+    from checks.gates import GATES, KL_GATES
+
+    for check in [*GATES, *KL_GATES]:
+        assert check.op.tags.get("dagster/compute_kind") == "great_expectations"
+        assert check.check_specs and all(spec.description for spec in check.check_specs)
+
+
+def test_jobs_select_their_model_only(definitions):
+    def selected(name):
+        job = definitions.resolve_job_def(name)
+        return {key.to_user_string() for key in job.asset_layer.selected_asset_keys}
+
+    release, kl = selected("release"), selected("kl_release")
+    assert "release" in release and "audit/release_disclosure" in release and "private/ir_id_table" in release
+    assert not any(k.startswith(("evaluation/", "attacks/")) or "kl_" in k or k == "kl_release" for k in release)
+    assert "kl_release" in kl and "private/kl_clusters" in kl
+    assert not any(k in kl for k in ("release", "private/strong_rules", "candidate/sac_released", "audit/release_disclosure"))
+    assert {k for k in selected("evaluation") if not k.startswith("private/")} == {
+        "evaluation/sid_creation_timings", "evaluation/model_comparison",
+        "evaluation/disclosure_distributions", "evaluation/experiment_report",
+    }
+    assert {k for k in selected("attacks") if not k.startswith("private/")} == {"attacks/attack_evaluation"}
+
+
+def test_launchpad_settings_have_descriptions():
+    fields = ReleaseSettings.to_config_schema().as_field().config_type.fields
+    for name in ("ell", "min_confidence", "sensitive_attributes", "quasi_identifiers", "seed", "model", "k", "input_path"):
+        assert fields[name].description, name
+    assert "[2, 1000]" in fields["ell"].description and "(0, 1]" in fields["min_confidence"].description
+    with pytest.raises(Exception, match="ell"):
+        ReleaseSettings(ell=1)
+
+
+# --------------------------------------------------------------------------- metadata of a run
+
+
+@pytest.fixture(scope="module")
+def example_b_run(golden, tmp_path_factory):
+    example = golden["example_B"]
+    root = tmp_path_factory.mktemp("ops_run")
+    csv = root / "example_b.csv"
+    example_frame(example).drop(columns="row_id").to_csv(csv, index=False)
+    settings = {
+        "input_path": str(csv), "csv_header": True, "column_names": [],
+        "quasi_identifiers": example_quasi_identifiers(example), "sensitive_attributes": example["SA"],
+        "ell": example["l"], "min_confidence": example["min_conf"], "seed": 0,
+    }
+    result = build_definitions(root / "home").resolve_job_def("release").execute_in_process(
+        run_config={"resources": {"settings": {"config": settings}}}, raise_on_error=False
+    )
+    assert result.success
+    metadata = {}
+    for event in result.get_asset_materialization_events():
+        materialization = event.event_specific_data.materialization
+        metadata[materialization.asset_key.to_user_string()] = materialization.metadata
+    return example, metadata
+
+
+def test_release_metadata_is_numeric_with_stable_names(example_b_run):
+    example, metadata = example_b_run
+    release = metadata["release"]
+    for key in RELEASE_NUMERIC_KEYS:
+        assert isinstance(release[key].value, (int, float)) and not isinstance(release[key].value, bool), key
+    assert any(k.startswith("seconds_") for k in release)
+    assert release["n_rows_in"].value == len(example["input"])
+    assert release["n_strong_rules"].value == len(example["strong_rules"])
+    assert release["n_groups"].value == len(example["groups"])
+    assert release["n_deleted"].value == len(example["deleted_ids"])
+    assert release["max_disclosure_probability"].value <= 1 / example["l"] + 1e-12
+    assert str(release["report"].value).endswith("report.html")
+    for key in ("private/raw_records", "private/strong_rules", "private/sac_groups", "private/ir_id_table", "candidate/sac_released"):
+        assert isinstance(metadata[key]["n_rows_out"].value, int), key
+        assert isinstance(metadata[key]["dagster/row_count"].value, int), key
+    for key in ("private/raw_records", "private/strong_rules", "private/sac_groups", "private/ir_id_table"):
+        assert isinstance(metadata[key]["seconds"].value, float), key
+    audit = metadata["audit/release_disclosure"]
+    for key in ("additional_information_loss", "reconstruction_error", "max_disclosure_probability"):
+        assert isinstance(audit[key].value, float)
+
+
+def test_previews_only_for_published_tables(example_b_run):
+    _, metadata = example_b_run
+    release = metadata["release"]
+    previews = {k for k in release if k.startswith("preview_")}
+    assert previews == {"preview_sac_released", "preview_attribute_table", "preview_id_table", "preview_attribute_clusters"}
+    assert release["preview_sac_released"].value.startswith("| row_id | group_id |")
+    for key, entries in metadata.items():
+        markdown = [v.value for v in entries.values() if isinstance(v, dg.MarkdownMetadataValue)]
+        if key.startswith(("private/", "candidate/")):
+            assert markdown == [], key  # no preview of a private or not-yet-gated table
+        elif key != "release":
+            assert all(m.startswith("![") and "data:image/png;base64," in m for m in markdown), key  # figures only
+    figure = metadata["audit/release_disclosure"]["disclosure_histogram_figure"].value
+    assert figure.startswith("![") and "data:image/png;base64," in figure
+
+
+# --------------------------------------------------------------------------- schedule
+
+
+def test_schedule_defaults_weekly_and_stopped(monkeypatch):
+    monkeypatch.delenv("MSA_RELEASE_SCHEDULE_CRON", raising=False)
+    schedule = jobs.build_release_schedule()
+    assert schedule.cron_schedule == "0 3 * * 1"
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    assert schedule.job_name == "release"
+    context = dg.build_schedule_context(scheduled_execution_time=datetime(2026, 11, 23, 3, 0, tzinfo=timezone.utc))
+    requests = schedule.evaluate_tick(context).run_requests
+    assert len(requests) == 1 and requests[0].tags["msa_release/trigger"] == "schedule"
+
+
+def test_schedule_cron_from_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("MSA_RELEASE_SCHEDULE_CRON", "30 1 * * *")
+    assert jobs.build_release_schedule().cron_schedule == "30 1 * * *"
+    names = {s.name: s for s in build_definitions(tmp_path / "home").schedules}
+    assert names["release_schedule"].cron_schedule == "30 1 * * *"
+    monkeypatch.setenv("MSA_RELEASE_SCHEDULE_CRON", "every monday")
+    with pytest.raises(ValueError, match="MSA_RELEASE_SCHEDULE_CRON"):
+        jobs.build_release_schedule()
+
+
+# --------------------------------------------------------------------------- inbox sensor
+
+
+def _evaluate(home: Path, cursor: str | None = None):
+    context = dg.build_sensor_context(cursor=cursor, resources={"store": ReleaseStore(home=str(home))})
+    return jobs.inbox_sensor.evaluate_tick(context)
+
+
+def _age(path: Path, seconds: float = 120) -> None:
+    past = time.time() - seconds
+    os.utime(path, (past, past))
+
+
+@pytest.fixture
+def inbox(golden, tmp_path):
+    """An inbox with settings.json naming Example B's columns, and Example B as CSV (settled)."""
+    example = golden["example_B"]
+    home = tmp_path / "home"
+    inbox = home / "inbox"
+    inbox.mkdir(parents=True)
+    (inbox / "settings.json").write_text(json.dumps({
+        "quasi_identifiers": example_quasi_identifiers(example), "sensitive_attributes": example["SA"],
+        "ell": example["l"], "min_confidence": example["min_conf"],
+    }))
+    csv = inbox / "example_b.csv"
+    example_frame(example).drop(columns="row_id").to_csv(csv, index=False)
+    _age(csv)
+    return home, csv, example
+
+
+def test_sensor_without_inbox_skips(tmp_path):
+    data = _evaluate(tmp_path)
+    assert not data.run_requests and "no inbox directory" in data.skip_message
+
+
+def test_sensor_requests_one_release_per_content(inbox):
+    home, csv, _ = inbox
+    data = _evaluate(home)
+    assert len(data.run_requests) == 1
+    request = data.run_requests[0]
+    assert request.run_key == hashlib.sha256(csv.read_bytes()).hexdigest()
+    assert request.job_name == "release"
+    config = request.run_config["resources"]["settings"]["config"]
+    assert config["input_path"] == str(csv.resolve()) and config["input_format"] == "csv" and config["csv_header"] is True
+    assert request.tags["msa_release/inbox_file"] == "example_b.csv"
+    # next tick, same content: the same run key (Dagster launches a run key once)
+    again = _evaluate(home, data.cursor)
+    assert [r.run_key for r in again.run_requests] == [request.run_key]
+    # changed content: a new run key
+    csv.write_text(csv.read_text() + csv.read_text().splitlines()[1] + "\n")
+    _age(csv, 60)
+    changed = _evaluate(home, again.cursor)
+    assert [r.run_key for r in changed.run_requests] == [hashlib.sha256(csv.read_bytes()).hexdigest()]
+    assert changed.run_requests[0].run_key != request.run_key
+
+
+def test_sensor_skips_partial_unreadable_and_misconfigured_files(inbox, monkeypatch):
+    home, csv, _ = inbox
+    folder = home / "inbox"
+    csv.unlink()
+    fresh = folder / "fresh.csv"
+    fresh.write_text("a,b\n1,2\n")  # just written: may still be growing
+    truncated = folder / "truncated.parquet"
+    pd.DataFrame({"a": [1, 2]}).to_parquet(truncated)
+    truncated.write_bytes(truncated.read_bytes()[:-10])
+    _age(truncated)
+    empty = folder / "empty.csv"
+    empty.write_text("")
+    _age(empty)
+    bad_settings = folder / "bad.csv"
+    bad_settings.write_text("x,y\n1,2\n")
+    (folder / "bad.csv.settings.json").write_text(json.dumps({"ell": 1}))
+    _age(bad_settings)
+    (folder / "notes.txt").write_text("ignored")
+    (folder / "directory.csv").mkdir()
+    data = _evaluate(home)
+    assert data.run_requests == []
+    message = data.skip_message
+    assert "fresh.csv" in message and "waiting" in message
+    assert "truncated.parquet" in message and "Parquet" in message
+    assert "empty.csv: empty file" in message
+    assert "bad.csv: unusable settings" in message and "ell" in message
+    assert "notes.txt" not in message and "directory.csv" not in message
+
+    def unreadable(path):
+        raise PermissionError(13, "Permission denied")
+
+    _age(fresh)
+    monkeypatch.setattr(jobs, "_sha256", unreadable)
+    data = _evaluate(home)
+    assert "fresh.csv: unreadable (Permission denied)" in data.skip_message
+
+
+def test_sensor_routes_kl_and_parquet(inbox):
+    home, csv, _ = inbox
+    parquet = home / "inbox" / "table.parquet"
+    pd.read_csv(csv).astype(str).to_parquet(parquet)
+    _age(parquet)
+    (home / "inbox" / "table.parquet.settings.json").write_text(json.dumps({"model": "kl", "k": 4}))
+    requests = {r.tags["msa_release/inbox_file"]: r for r in _evaluate(home).run_requests}
+    assert requests["table.parquet"].job_name == "kl_release"
+    config = requests["table.parquet"].run_config["resources"]["settings"]["config"]
+    assert config["input_format"] == "parquet" and config["model"] == "kl" and config["k"] == 4
+    assert requests["example_b.csv"].job_name == "release"
+
+
+def test_sensor_run_request_runs_in_process(inbox):
+    """The sensor's run config publishes the inbox file; the release's input hash is the run key."""
+    home, _, example = inbox
+    request = _evaluate(home).run_requests[0]
+    definitions = build_definitions(home)
+    result = definitions.resolve_job_def(request.job_name).execute_in_process(
+        run_config=request.run_config, tags=request.tags, raise_on_error=False
+    )
+    assert result.success
+    manifest = json.loads((read_latest(home / "releases") / "manifest.json").read_text())
+    assert manifest["input_sha256"] == request.run_key
+    assert manifest["n_input"] == len(example["input"])
+
+
+def test_sensor_file_that_cannot_be_released_fails_its_run_with_the_reason(inbox):
+    """A file missing a configured column: the run fails, naming the file and the column; nothing is published."""
+    home, csv, _ = inbox
+    frame = pd.read_csv(csv).drop(columns=["S3"])
+    frame.to_csv(csv, index=False)
+    _age(csv)
+    request = _evaluate(home).run_requests[0]
+    result = build_definitions(home).resolve_job_def("release").execute_in_process(
+        run_config=request.run_config, raise_on_error=False
+    )
+    assert not result.success
+    messages = " ".join(
+        (e.step_failure_data.error.cause or e.step_failure_data.error).message for e in result.all_events if e.is_step_failure
+    )
+    assert "S3" in messages and "example_b.csv" in messages
+    assert read_latest(home / "releases") is None
+
+
+def test_definitions_register_schedule_and_sensor(definitions):
+    assert {s.name for s in definitions.schedules} == {"release_schedule"}
+    assert {s.name for s in definitions.sensors} == {"inbox_sensor"}
+    sensor = next(iter(definitions.sensors))
+    assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
