@@ -13,7 +13,8 @@ every step of a run in the same Python process):
   the exact peak RSS of the interval since the previous sample, however short the spike was.
   A step's peak is the largest sample whose interval overlaps the step's window, so the peak
   is never under-estimated; it can be over-estimated by the neighbouring step's peak inside
-  one interval (20 ms by default) at the step's boundaries.
+  one interval at the step's boundaries (20 ms by default; longer while a C extension holds
+  the GIL, since the thread then wakes late).
 * ``vmrss_sampling`` (``/proc`` readable but ``clear_refs`` not writable): the thread samples
   the current RSS, ``VmRSS``; spikes shorter than the interval can be missed.
 * ``getrusage`` (no ``/proc``, e.g. macOS): only the process's peak so far
