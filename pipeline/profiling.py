@@ -68,7 +68,7 @@ STEP_STAGES = {
     "private__generalization_hierarchies": "hierarchies",
     "kl_anonymization": "kl_anonymization",
     "kl_release_candidate": "assembly",
-    "kl_release": "publish",
+    "publish_kl_release": "publish",
 }
 #: Prefixes of the asset-check (gate) steps.
 GATE_STEP_PREFIXES = ("candidate__release_candidate_", "candidate__kl_release_candidate_")
