@@ -39,6 +39,7 @@ def raw_records(context: dg.AssetExecutionContext, settings: ReleaseSettings):
         delimiter=settings.delimiter,
         strip_whitespace=settings.strip_whitespace,
         missing_value_tokens=settings.missing_value_tokens,
+        ell=settings.ell,
     )
     summary = pd.DataFrame(
         [

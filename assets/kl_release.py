@@ -295,7 +295,7 @@ def publish_kl_release(
         raise dg.Failure(f"release refused: gate(s) {failed} failed")
     quasi_identifiers, sensitive_attributes = settings.quasi_identifiers, settings.sensitive_attributes
     summary = input_summary.iloc[0]
-    sizes = kl_released.groupby("cluster_id").size()
+    sizes = kl_released.groupby("cluster_id", observed=True).size()
     manifest = {
         "release_id": release_id,
         "created_at": now.isoformat(timespec="seconds"),
@@ -328,7 +328,10 @@ def publish_kl_release(
     tables = {"kl_released": kl_released[list(schemas["kl_released"])]}
     report_data = kl_report_data(kl_released, kl_clusters, quasi_identifiers)
     extra_files = report_files(manifest, report_data, releases_dir=store.releases_dir)
-    path = publish_release(store.releases_dir, release_id, tables, schemas, manifest, extra_files=extra_files)
+    path = publish_release(
+        store.releases_dir, release_id, tables, schemas, manifest, extra_files=extra_files,
+        keep_releases=settings.keep_releases,
+    )
     context.log.info(f"published (k, ℓ) release {release_id} at {path}")
     return dg.MaterializeResult(
         asset_key=KL_RELEASE,

@@ -22,7 +22,8 @@ def strong_rules(context: dg.AssetExecutionContext, settings: ReleaseSettings, r
     """PRIVATE: every strong rule (S_i = a) => (S_j = b), Apriori with max_len 2, min_support 1 record, confidence >= min_confidence."""
     started = time.monotonic()
     backend = resolve_mining_backend(
-        settings.mining_backend, len(raw_records), duckdb_threshold=settings.duckdb_mining_threshold
+        settings.mining_backend, len(raw_records), duckdb_threshold=settings.duckdb_mining_threshold,
+        n_items=sum(int(raw_records[a].nunique()) for a in settings.sensitive_attributes),
     )
     rules = mine_strong_rules(
         raw_records, settings.sensitive_attributes, min_confidence=settings.min_confidence, backend=backend

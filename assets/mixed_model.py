@@ -17,7 +17,7 @@ from pipeline.resources import ReleaseSettings
 
 def clusters_from_frame(frame: pd.DataFrame) -> list[list[str]]:
     """``Cluster_Set`` from a ``cluster_id, attribute`` frame (order kept)."""
-    return [list(chunk["attribute"]) for _, chunk in frame.groupby("cluster_id", sort=True)]
+    return [list(chunk["attribute"]) for _, chunk in frame.groupby("cluster_id", sort=True, observed=True)]
 
 
 def s_max_from_frame(frame: pd.DataFrame) -> str | None:
@@ -51,7 +51,9 @@ def sac_ir_split(context: dg.AssetExecutionContext, settings: ReleaseSettings, r
     parts = pd.DataFrame(
         {
             "row_id": np.concatenate([sac_ids, ir_ids]).astype(np.int64),
-            "part": ["SAC"] * len(sac_ids) + ["IR"] * len(ir_ids),
+            "part": pd.Categorical.from_codes(
+                np.concatenate([np.zeros(len(sac_ids), np.int8), np.ones(len(ir_ids), np.int8)]), categories=["SAC", "IR"]
+            ),
         }
     ).sort_values("row_id", kind="stable")
     occurrences = pd.DataFrame(
@@ -177,7 +179,7 @@ def ir_rating(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_
     id_table, attribute_sids = rating_tables(records, settings.sensitive_attributes, ell=settings.ell)
     suppressed = {f"n_suppressed_cells_{a}": int(attribute_sids[a].isna().sum()) for a in settings.sensitive_attributes}
     context.add_output_metadata(
-        {"n_sids": int(id_table.groupby("attribute")["sid"].nunique().sum()) if len(id_table) else 0,
+        {"n_sids": int(id_table.groupby("attribute", observed=True)["sid"].nunique().sum()) if len(id_table) else 0,
          "n_suppressed_cells": sum(suppressed.values()), **suppressed,
          **table_metadata(id_table, rows_in=len(ir_left), started=started)},
         output_name="ir_id_table",

@@ -278,14 +278,17 @@ def publish_release_asset(
     in_memory = PublishedRelease(
         path=store.releases_dir / release_id,
         manifest=manifest,
-        sac_released=sac_released.astype({a: str for a in sa}),
+        sac_released=sac_released,
         attribute_table=attribute_table,
         id_table=id_table,
         attribute_clusters=attribute_clusters,
     )
     report_data = mixed_report_data(in_memory, strong_rules, domain=domain_sizes(raw_records, sa))
     extra_files = report_files(manifest, report_data, releases_dir=store.releases_dir)
-    path = publish_release(store.releases_dir, release_id, tables, schemas, manifest, extra_files=extra_files)
+    path = publish_release(
+        store.releases_dir, release_id, tables, schemas, manifest, extra_files=extra_files,
+        keep_releases=settings.keep_releases,
+    )
     context.log.info(f"published release {release_id} at {path}")
     return dg.MaterializeResult(
         asset_key="release",

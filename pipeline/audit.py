@@ -123,15 +123,16 @@ def read_release(path: str | Path) -> PublishedRelease:
         if name in MODEL_TABLES[model]:
             if not file.is_file():
                 raise AuditError(f"{file} is missing: a {model} release must contain {list(MODEL_TABLES[model])}")
-            tables[name] = duckdb.sql(f"SELECT * FROM read_parquet('{str(file).replace(chr(39), chr(39) * 2)}')").df()
+            # text columns as categoricals (one string per distinct value, not per cell)
+            arrow = duckdb.sql(f"SELECT * FROM read_parquet('{str(file).replace(chr(39), chr(39) * 2)}')").to_arrow_table()
+            tables[name] = arrow.to_pandas(strings_to_categorical=name in ("sac_released", "attribute_table", "id_table"))
         else:
             tables[name] = pd.DataFrame({c: pd.Series(dtype=object) for c in empty_columns[name]})
     tables["attribute_table"] = tables["attribute_table"].astype({a: "Int32" for a in sensitive_attributes})
     for column in ("row_id", "group_id"):
         if column in tables["sac_released"]:
             tables["sac_released"][column] = tables["sac_released"][column].astype("int64")
-    tables["sac_released"] = tables["sac_released"].astype({a: str for a in sensitive_attributes})
-    tables["id_table"] = tables["id_table"].astype({"sid": "int32", "count": "int32", "value": str, "attribute": str})
+    tables["id_table"] = tables["id_table"].astype({"sid": "int32", "count": "int32"})
     return PublishedRelease(path=directory, manifest=manifest, **tables)
 
 
@@ -207,11 +208,11 @@ def release_metrics(
 def _structure(release: PublishedRelease) -> dict:
     """ℓ-diversity of SIDs and groups, and record counts, checked on the files (SPEC §9.1, §9.3)."""
     ell, sa = release.ell, release.sensitive_attributes
-    per_sid = release.id_table.groupby(["attribute", "sid"])["value"].nunique()
+    per_sid = release.id_table.groupby(["attribute", "sid"], observed=True)["value"].nunique()
     n_sids_below = int((per_sid < ell).sum())
     sac = release.sac_released
     if len(sac):
-        groups = sac.groupby("group_id")
+        groups = sac.groupby("group_id", observed=True)
         sizes = groups.size()
         distinct = groups[sa].nunique().min(axis=1)
         n_groups_bad = int(((sizes != ell) | (distinct < ell)).sum())
@@ -321,7 +322,10 @@ def run_audit(
         message = str(error)
         raise AuditError(message if str(raw_path) in message else f"raw table {raw_path}: {message}") from error
     threshold = float(manifest["min_confidence"]) if min_confidence is None else float(min_confidence)
-    backend = resolve_mining_backend(mining_backend, len(loaded.records), duckdb_threshold=duckdb_mining_threshold)
+    backend = resolve_mining_backend(
+        mining_backend, len(loaded.records), duckdb_threshold=duckdb_mining_threshold,
+        n_items=sum(int(loaded.records[a].nunique()) for a in release.sensitive_attributes),
+    )
     rules = mine_strong_rules(loaded.records, release.sensitive_attributes, min_confidence=threshold, backend=backend)
     view = adversary_view(
         rules, sac_released=release.sac_released, attribute_table=release.attribute_table,

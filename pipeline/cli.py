@@ -96,6 +96,7 @@ def build_settings_config(
     generalization_weights: dict[str, float] | None = None,
     mining_backend: str | None = None,
     duckdb_mining_threshold: int | None = None,
+    keep_releases: int | None = None,
     profile: bool | None = None,
 ) -> dict:
     """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
@@ -137,6 +138,7 @@ def build_settings_config(
         ("generalization_weights", generalization_weights),
         ("mining_backend", mining_backend),
         ("duckdb_mining_threshold", duckdb_mining_threshold),
+        ("keep_releases", keep_releases),
         ("profile", profile),
     ):
         if value is not None:
@@ -153,7 +155,7 @@ class UnusableInput(click.ClickException):
 #: Exceptions raised by the assets when the input cannot be used (exit status 2 of ``run``):
 #: unreadable table or column configuration, hierarchy missing / invalid / not covering the data,
 #: a table that cannot be made (k, ℓ)-anonymous.
-UNUSABLE_INPUT_ERRORS = ("InputError", "HierarchyError", "InfeasibleError")
+UNUSABLE_INPUT_ERRORS = ("InputError", "HierarchyError", "InfeasibleError", "InfeasibleInput")
 
 #: Options that only the (k, ℓ) model reads, and options it does not read.
 KL_ONLY_OPTIONS = ("k", "hierarchies", "kl_method", "max_block_size", "generalization_weights")
@@ -197,8 +199,17 @@ def validate_settings(config: dict) -> None:
     try:
         ReleaseSettings(**config)
     except ValidationError as error:
-        messages = "; ".join(str(e.get("msg", e)).removeprefix("Value error, ") for e in error.errors())
+        messages = "; ".join(_validation_message(e) for e in error.errors())
         raise click.UsageError(messages) from error
+
+
+def _validation_message(error: dict) -> str:
+    """One pydantic error as text, prefixed with the setting and the value given (``ell = 5000: ...``)."""
+    message = str(error.get("msg", error)).removeprefix("Value error, ")
+    location = [str(part) for part in error.get("loc", ())]
+    if not location:
+        return message
+    return f"{'.'.join(location)} = {error.get('input')!r}: {message}"
 
 
 def unusable_input_messages(result) -> list[str]:
@@ -241,13 +252,45 @@ def input_options(command):
     return command
 
 
+class ReleaseLockBusyError(click.ClickException):
+    """Another run holds the release lock of the home (exit status 3)."""
+
+    exit_code = 3
+
+
+def hold_release_lock(home: Path, *, wait: bool, wait_timeout: float) -> None:
+    """Take the release lock of ``home`` for the rest of the command (released when it ends).
+
+    Raises
+    ------
+    ReleaseLockBusyError
+        Another run holds it (after ``wait_timeout`` seconds with ``wait``): exit status 3.
+    """
+    from pipeline.locking import ReleaseLockBusy, acquire_release_lock
+
+    try:
+        lock = acquire_release_lock(
+            home, wait_seconds=wait_timeout if wait else 0.0,
+            hint="wait for it or use --wait" if not wait else "try again later or raise --wait-timeout",
+        )
+    except ReleaseLockBusy as error:
+        raise ReleaseLockBusyError(str(error)) from error
+    click.get_current_context().call_on_close(lock.release)
+
+
 def use_home(home_option: str | None) -> Path:
     """The release home: ``--home`` when given (exported as $MSA_RELEASE_HOME), else the default."""
     from pipeline.resources import release_home
 
     if home_option:
         os.environ["MSA_RELEASE_HOME"] = str(Path(home_option).resolve())
-    return release_home()
+    try:
+        return release_home()
+    except OSError as error:
+        raise UnusableInput(
+            f"the release home {os.environ.get('MSA_RELEASE_HOME', 'var')!r} cannot be used as a directory "
+            f"({error.strerror or error}); point --home or $MSA_RELEASE_HOME at a writable directory"
+        ) from error
 
 
 def execute_job(job_name: str, run_config: dict, *, home_option: str | None, verbose: bool):
@@ -294,6 +337,7 @@ def _settings_from_options(options: dict) -> dict:
         generalization_weights=parse_weights(options.get("generalization_weights")),
         mining_backend=options.get("mining_backend"),
         duckdb_mining_threshold=options.get("duckdb_mining_threshold"),
+        keep_releases=options.get("keep_releases"),
         profile=options.get("profile"),
     )
 
@@ -340,6 +384,130 @@ def _report_step_failures(result) -> None:
             click.echo(f"  step {event.step_key} failed: {cause.message.strip()}", err=True)
 
 
+def preflight(config: dict, *, home_option: str | None) -> Path:
+    """Check everything that can be checked before Dagster starts; return the release home.
+
+    Reads the input as the job will (:func:`pipeline.loading.load_records` with ``ell``, so a
+    table that cannot be ℓ-diverse is refused), validates the hierarchies of the (k, ℓ) model,
+    and checks that ``<home>/releases`` is a writable directory. Nothing is written but the
+    home and ``releases/`` directories (and a probe file, removed at once).
+
+    Raises
+    ------
+    UnusableInput
+        Exit status 2, with the message of the failed check (file, line, column or setting,
+        and what to do).
+    """
+    from pipeline.core.hierarchies import HierarchyError, load_hierarchies
+    from pipeline.loading import InfeasibleInput, InputError, load_records
+    from pipeline.resources import ReleaseSettings
+
+    settings = ReleaseSettings(**config)
+    try:
+        loaded = load_records(
+            settings.input_path, quasi_identifiers=settings.quasi_identifiers,
+            sensitive_attributes=settings.sensitive_attributes, input_format=settings.input_format,
+            csv_header=settings.csv_header, column_names=settings.column_names, delimiter=settings.delimiter,
+            strip_whitespace=settings.strip_whitespace, missing_value_tokens=settings.missing_value_tokens,
+            ell=settings.ell,
+        )
+        if settings.model == "kl":
+            load_hierarchies(
+                settings.hierarchies_path(), settings.quasi_identifiers,
+                data_values={a: loaded.records[a] for a in settings.quasi_identifiers},
+                data_source=f"input {settings.input_path}",
+            )
+    except InfeasibleInput as error:
+        what = "(k, ℓ)-anonymous" if settings.model == "kl" else "ℓ-diverse"
+        refuse_before_running(f"the table cannot be made {what}, nothing is published: {error}")
+    except (InputError, HierarchyError) as error:
+        refuse_before_running(str(error))
+    home = use_home(home_option)
+    check_releases_writable(home / "releases")
+    return home
+
+
+def refuse_before_running(message: str) -> None:
+    """Print why the input is unusable (as a failed run would) and exit with status 2."""
+    click.echo("msa-release: NO release published (the input was checked before running anything)", err=True)
+    click.echo(f"  unusable input: {message}", err=True)
+    sys.exit(2)
+
+
+def check_releases_writable(releases_dir: Path) -> None:
+    """Create ``releases_dir`` if needed and prove it writable with a probe file (removed at once).
+
+    Raises
+    ------
+    UnusableInput
+        ``releases_dir`` (or a parent) is a file, or it cannot be created or written (read-only
+        file system, permissions, full disk).
+    """
+    import tempfile
+
+    try:
+        releases_dir.mkdir(parents=True, exist_ok=True)
+        if not releases_dir.is_dir():
+            raise NotADirectoryError(20, "Not a directory", str(releases_dir))
+        with tempfile.NamedTemporaryFile(dir=releases_dir, prefix=".write-probe-"):
+            pass
+    except OSError as error:
+        raise UnusableInput(
+            f"the release directory {releases_dir} is not a writable directory ({error.strerror or error}); nothing "
+            "was run: make it a directory you can write (or point --home / $MSA_RELEASE_HOME elsewhere) and retry"
+        ) from error
+
+
+#: Why a gate can fail on a valid table, and what the data custodian can do about it.
+GATE_FAILURE_EXPLANATIONS = {
+    "rule_confidence_preserved": (
+        "rule_confidence_preserved failed: records holding strong values were deleted (no ℓ - 1 partners with "
+        "different values on every sensitive attribute) or attribute-table cells suppressed, so the strong rules' "
+        "confidences cannot be recovered from the release within --confidence-tolerance; lower --ell, raise "
+        "--min-confidence (fewer strong rules), add records, or raise --confidence-tolerance if the loss is acceptable"
+    ),
+    "sac_released_is_l_diverse": "sac_released_is_l_diverse failed: a SAC~ group is not ℓ-diverse; this is a defect, please report it",
+    "attribute_table_is_l_diverse": "attribute_table_is_l_diverse failed: a SID is not ℓ-diverse; this is a defect, please report it",
+    "records_accounted_for": "records_accounted_for failed: a record is lost or duplicated; this is a defect, please report it",
+    "no_probability_tilt": "no_probability_tilt failed: a SID holds a strong value; this is a defect, please report it",
+}
+
+
+def gate_failure_explanations(gates) -> list[str]:
+    """One explanation per failed gate that has one (``GATE_FAILURE_EXPLANATIONS``)."""
+    return [
+        GATE_FAILURE_EXPLANATIONS[evaluation.check_name]
+        for evaluation in gates
+        if not evaluation.passed and evaluation.check_name in GATE_FAILURE_EXPLANATIONS
+    ]
+
+
+def environment_failure_messages(result) -> list[str]:
+    """Plain-language messages for steps that failed on the machine rather than on the data:
+    a full disk, or a release / warehouse location that cannot be written."""
+    messages = []
+    for event in result.all_events:
+        if not (event.is_step_failure and event.step_failure_data and event.step_failure_data.error):
+            continue
+        error, texts = event.step_failure_data.error, []
+        while error is not None:
+            texts.append(f"{error.cls_name}: {error.message}")
+            error = error.cause or error.context
+        text = " ".join(texts)
+        if "No space left on device" in text or "[Errno 28]" in text or "ENOSPC" in text:
+            messages.append(
+                f"disk full: step {event.step_key} ran out of space (No space left on device); nothing was published "
+                "and the staging files were removed: free space under $MSA_RELEASE_HOME (old releases, the "
+                "warehouse) and retry"
+            )
+        elif "Permission denied" in text or "Read-only file system" in text or "[Errno 13]" in text or "[Errno 30]" in text:
+            messages.append(
+                f"not writable: step {event.step_key} could not write (permission denied or read-only file system); "
+                "nothing was published: make $MSA_RELEASE_HOME and its releases/ directory writable and retry"
+            )
+    return list(dict.fromkeys(messages))
+
+
 @main.command()
 @input_options
 @click.option("--ell", type=click.IntRange(min=2), help="ℓ (integer >= 2; default 3).")
@@ -361,6 +529,13 @@ def _report_step_failures(result) -> None:
               help="Strong-rule mining (default auto: mlxtend Apriori below --duckdb-mining-threshold records, DuckDB above).")
 @click.option("--duckdb-mining-threshold", type=click.IntRange(min=1),
               help="With --mining-backend auto: mine with DuckDB from this many records on (default 100000).")
+@click.option("--keep-releases", type=click.IntRange(min=0),
+              help="Retention: after publishing, remove the oldest releases beyond the newest N (never LATEST's); "
+              "default 0 keeps all.")
+@click.option("--wait/--no-wait", default=False,
+              help="If another run holds the release lock of this home, wait for it (default: fail at once, exit 3).")
+@click.option("--wait-timeout", type=click.FloatRange(min=0.0), default=3600.0, show_default=True,
+              help="With --wait: give up (exit 3) after this many seconds.")
 @click.option("--profile", is_flag=True, default=None,
               help="Record wall time and peak memory (RSS) per stage into the manifest, the Dagster metadata and a JSON sidecar.")
 @click.option("--profile-output", type=click.Path(dir_okay=False),
@@ -369,20 +544,22 @@ def run(**options) -> None:
     """Run the Dagster `release` job (models mixed, rating) or `kl_release` job (model kl) in-process
     and print a summary of the published release.
 
-    Exit status: 0 published, 1 refused by a gate (or another failure), 2 unusable input (a usage
+    Exit status: 0 published, 1 refused by a gate or another failure (a failure after the publish, e.g. the audit, says the release IS published), 2 unusable input (a usage
     error, an unreadable table, a missing or incomplete hierarchy, a table that cannot be made
-    (k, ℓ)-anonymous).
+    (k, ℓ)-anonymous), 3 another run holds the release lock of this home (see --wait).
     """
     started = time.monotonic()
     check_model_options(options)
     config = _settings_from_options(options)
     validate_settings(config)
+    preflight(config, home_option=options["home"])
     from pipeline.publish import read_latest
 
     job_name = "kl_release" if config.get("model") == "kl" else "release"
-    previous = read_latest(use_home(options["home"]) / "releases")
     if options["profile_output"] and not options["profile"]:
         raise click.UsageError("--profile-output needs --profile")
+    hold_release_lock(use_home(options["home"]), wait=options["wait"], wait_timeout=options["wait_timeout"])
+    previous = read_latest(use_home(options["home"]) / "releases")
     if options["profile"]:
         from pipeline.profiling import ensure_sampler
 
@@ -395,9 +572,17 @@ def run(**options) -> None:
         write_profile_sidecar(result, home, options["profile_output"], started=started)
     gates = result.get_asset_check_evaluations()
     latest = read_latest(home / "releases")
-    if result.success and latest is not None and latest != previous:
+    if latest is not None and latest != previous:
         manifest = json.loads((latest / "manifest.json").read_text())
         click.echo(render_kl_summary(manifest, latest, elapsed) if manifest["model"] == "kl" else render_summary(manifest, latest, elapsed))
+        if not result.success:
+            # published (LATEST moved), but a step after the publish failed, e.g. the audit
+            click.echo(
+                f"msa-release: the release above IS published, but a later step of run {result.run_id} failed:",
+                err=True,
+            )
+            _report_step_failures(result)
+            sys.exit(1)
         return
     click.echo(f"msa-release: NO release published (run {result.run_id}, {elapsed:.1f} s)", err=True)
     unusable = unusable_input_messages(result)
@@ -421,6 +606,8 @@ def run(**options) -> None:
                 err=True,
             )
     _report_step_failures(result)
+    for explanation in [*gate_failure_explanations(gates), *environment_failure_messages(result)]:
+        click.echo(f"  {explanation}", err=True)
     if previous is not None:
         click.echo(f"  the previous release is untouched: {previous}", err=True)
     sys.exit(1)

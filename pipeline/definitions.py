@@ -58,6 +58,8 @@ def build_definitions(home: Path) -> dg.Definitions:
         jobs=[release_job, kl_release_job, evaluation_job, attacks_job],
         schedules=[build_release_schedule()],
         sensors=[inbox_sensor],
+        # ad-hoc materializations from the UI too: one process holds the release lock for the run
+        executor=dg.in_process_executor,
         resources={
             "io_manager": WarehouseIOManager(database=str(home / "warehouse.duckdb")),
             "settings": ReleaseSettings(),

@@ -179,7 +179,7 @@ def _figures(small: list[dict], medium: list[dict], out_dir: Path) -> list[Path]
     paths = []
     frame = pd.DataFrame(small)
     fig, ax = plt.subplots(figsize=(7, 4))
-    for color, ((k, ell), part) in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"], frame.groupby(["k", "ell"])):
+    for color, ((k, ell), part) in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"], frame.groupby(["k", "ell"], observed=True)):
         for column, style, name in (("ratio", "--", "§14.3 greedy"), ("blocked_ratio", "-", "blocked (greedy + refinement)")):
             finite = np.sort(part[column].replace(np.inf, np.nan).dropna().to_numpy())
             ax.step(finite, np.arange(1, len(finite) + 1) / len(part), where="post", color=color, linestyle=style,
@@ -196,7 +196,7 @@ def _figures(small: list[dict], medium: list[dict], out_dir: Path) -> list[Path]
     paths.append(path)
     frame = pd.DataFrame(medium)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    for (k, ell), part in frame.groupby(["k", "ell"]):
+    for (k, ell), part in frame.groupby(["k", "ell"], observed=True):
         left.plot(part["n"], part["ratio"], marker="o", label=f"k={k}, ℓ={ell}")
         right.plot(part["n"], part["greedy_seconds"], marker="s", label=f"whole-table greedy, k={k}")
         right.plot(part["n"], part["blocked_seconds"], marker="o", label=f"blocked, k={k}")
@@ -236,7 +236,7 @@ def write_quality_report(small: list[dict], medium: list[dict], whole: list[dict
         "| k | ℓ | method | tables | optimal | median ratio | 90th pct ratio | worst ratio | optimum 0, method > 0 |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for (k, ell), part in frame.groupby(["k", "ell"]):
+    for (k, ell), part in frame.groupby(["k", "ell"], observed=True):
         for prefix, name in (("", "§14.3 greedy"), ("blocked_", "blocked (greedy + refinement)")):
             ratio = part[f"{prefix}ratio" if prefix else "ratio"]
             finite = ratio.replace(np.inf, np.nan).dropna()

@@ -6,7 +6,10 @@ No Dagster or Great Expectations here: the Dagster asset ``raw_records`` and the
 
 from __future__ import annotations
 
+import csv
+import difflib
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +20,15 @@ import pandas as pd
 
 from pipeline.core.mixed_model import validate_model_columns
 
-__all__ = ["InputError", "LoadedRecords", "file_sha256", "load_records", "resolve_input_path"]
+__all__ = [
+    "InfeasibleInput",
+    "InputError",
+    "LoadedRecords",
+    "check_ell_feasible",
+    "file_sha256",
+    "load_records",
+    "resolve_input_path",
+]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,6 +38,10 @@ MISSING_QUASI_IDENTIFIER = "?"
 
 class InputError(ValueError):
     """The input file or the column configuration cannot be used; the message says what to do."""
+
+
+class InfeasibleInput(InputError):
+    """A readable table that no model can make ℓ-diverse (too few records or distinct values)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +84,8 @@ def resolve_input_path(path: str | Path) -> Path:
         resolved = candidate
     else:
         resolved = PROJECT_ROOT / candidate
+    if resolved.is_dir():
+        raise InputError(f"input {str(path)!r} is a directory; pass a CSV or Parquet file with --input")
     if not resolved.is_file():
         raise InputError(
             f"input file {str(path)!r} not found (looked in {Path.cwd()} and {PROJECT_ROOT}); "
@@ -86,10 +103,228 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _file_state(path: Path) -> tuple[int, int, str]:
+    """(size in bytes, modification time in ns, SHA-256) of a file: compared before and after reading."""
+    status = path.stat()
+    return status.st_size, status.st_mtime_ns, file_sha256(path)
+
+
 def _detect_format(path: Path, input_format: str) -> str:
     if input_format != "auto":
         return input_format
     return "parquet" if path.suffix.lower() in (".parquet", ".pq") else "csv"
+
+
+def _check_columns(
+    path: Path,
+    names: Sequence[str],
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+    *,
+    origin: str,
+    delimiter: str | None = None,
+) -> None:
+    """Check the configured columns against the file's column names, with hints for the usual mistakes.
+
+    Raises
+    ------
+    InputError
+        A duplicated column name, a configured column absent (with a "did you mean" and a
+        wrong-delimiter hint), or any error of
+        :func:`pipeline.core.mixed_model.validate_model_columns`.
+    """
+    names = list(names)
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        positions = {n: [k for k, m in enumerate(names, start=1) if m == n] for n in duplicated}
+        raise InputError(
+            f"{path}: {origin} names column(s) {duplicated} more than once (1-based positions {positions}); "
+            "rename them so that every column name is unique"
+        )
+    configured = [*quasi_identifiers, *sensitive_attributes]
+    missing = [c for c in dict.fromkeys(configured) if c not in names]
+    if missing:
+        hints = []
+        for column in missing:
+            folded = [n for n in names if n.strip().casefold() == column.strip().casefold()]
+            close = folded or difflib.get_close_matches(column, names, n=1, cutoff=0.75)
+            if close:
+                hints.append(f"{column!r}: did you mean {close[0]!r}?")
+        if delimiter is not None and len(names) == 1:
+            found = [d for d in (";", "\t", "|", ",") if d != delimiter and d in names[0]]
+            if found:
+                hints.append(
+                    f"the header was read as a single column: is the delimiter {found[0]!r}? "
+                    f"(--delimiter {found[0]!r}; the current one is {delimiter!r})"
+                )
+        raise InputError(
+            f"{path}: configured column(s) {missing} are not in the input (its columns, from {origin}: {names}); "
+            + (" ".join(hints) + " " if hints else "")
+            + "fix --quasi-identifiers / --sensitive-attributes, or the file's column names"
+        )
+    try:
+        validate_model_columns(names, quasi_identifiers, sensitive_attributes)
+    except ValueError as error:
+        raise InputError(f"{path}: {error}") from error
+
+
+def _csv_header(path: Path, delimiter: str) -> list[str]:
+    """The first record of a CSV file (its header row), read with Python's csv module.
+
+    Read here rather than by DuckDB, which renames duplicated names silently (``a``, ``a_1``).
+    A byte-order mark is ignored; names are stripped; an empty name becomes ``column<k>``.
+    """
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            header = next(csv.reader(handle, delimiter=delimiter, quotechar='"', doublequote=True), None)
+    except UnicodeDecodeError as error:
+        raise InputError(
+            f"{path}, line 1: the file is not UTF-8 encoded; convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8 "
+            f"{path.name} > {path.stem}-utf8{path.suffix})"
+        ) from error
+    except csv.Error as error:
+        raise InputError(f"{path}, line 1: the header row cannot be parsed ({error}); check --delimiter and the quoting") from error
+    if not header:
+        raise InputError(
+            f"{path}: the first line is blank, so there is no header row; remove the blank line, or use "
+            "--no-header --column-names a,b,c for a file without header"
+        )
+    return [name.strip() or f"column{k}" for k, name in enumerate(header, start=1)]
+
+
+def _csv_error(path: Path, error: duckdb.Error) -> InputError:
+    """A short, actionable message for a DuckDB CSV error. The offending line is NOT repeated (it
+    may hold sensitive values): the message gives its number and what to do."""
+    text = str(error)
+    line = re.search(r"CSV Error on Line: (\d+)", text)
+    where = f"{path}, line {line.group(1)}" if line else str(path)
+    ragged = re.search(r"Expected Number of Columns: (\d+) Found: (\d+)", text)
+    lowered = text.lower()
+    if ragged:
+        return InputError(
+            f"{where}: the row has {ragged.group(2)} fields but the header (or --column-names) has {ragged.group(1)}; "
+            "every row must have the same number of fields: fix the row, or quote a value that contains the "
+            'delimiter ("a,b")'
+        )
+    if "unterminated quote" in lowered:
+        return InputError(
+            f"{where}: a quoted value is not closed; close the quote, and write a quote inside a quoted value as "
+            'two quotes ("say ""hi""")'
+        )
+    if "invalid unicode" in lowered or "utf-8" in lowered:
+        return InputError(
+            f"{where}: the file is not UTF-8 encoded; convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8 "
+            f"{path.name} > {path.stem}-utf8{path.suffix})"
+        )
+    if "maximum line size" in lowered:
+        return InputError(
+            f"{where}: a record is longer than DuckDB's line limit (2,097,152 bytes); check the quoting (an unclosed "
+            "quote swallows the rest of the file) or shorten the values"
+        )
+    first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    return InputError(f"{where}: cannot be read as CSV ({first}); check --delimiter, --header/--no-header and the quoting")
+
+
+def _read_csv(
+    path: Path,
+    *,
+    csv_header: bool,
+    column_names: Sequence[str],
+    delimiter: str,
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+) -> pd.DataFrame:
+    """The configured columns of a CSV file as categorical text (NaN = SQL NULL), read with the
+    dialect given, not sniffed: DuckDB's sniffer can take a ragged file's last row for its header
+    and return no record. Every row is still parsed, so a ragged row anywhere is refused."""
+    if column_names:
+        names, origin = list(column_names), "--column-names"
+    elif csv_header:
+        names, origin = _csv_header(path, delimiter), "the header row"
+    else:
+        raise InputError(
+            f"{path}: a CSV without a header row needs the column names (--column-names a,b,c or config column_names)"
+        )
+    _check_columns(path, names, quasi_identifiers, sensitive_attributes, origin=origin, delimiter=delimiter)
+    options: dict[str, object] = {
+        "header": csv_header,
+        "delim": delimiter,
+        "quote": '"',
+        "escape": '"',
+        "auto_detect": False,
+        "strict_mode": True,
+        "null_padding": False,
+        "columns": {name: "VARCHAR" for name in names},
+    }
+    arguments = ", ".join(f"{k} := ${k}" for k in options)
+    wanted = ", ".join(_quote(c) for c in [*quasi_identifiers, *sensitive_attributes])
+    connection = duckdb.connect()
+    try:
+        relation = connection.sql(f"SELECT {wanted} FROM read_csv($path, {arguments})", params={"path": str(path), **options})
+        return _to_categorical_frame(relation)
+    except duckdb.Error as error:
+        raise _csv_error(path, error) from error
+    finally:
+        connection.close()
+
+
+def _to_categorical_frame(relation) -> pd.DataFrame:
+    """A DuckDB relation of text columns as a pandas frame of categorical columns, through Arrow
+    (dictionary-encoded: millions of records never hold one Python string per cell)."""
+    return relation.to_arrow_table().to_pandas(strings_to_categorical=True, self_destruct=True)
+
+
+#: DuckDB type ids whose cells are not one categorical value each (refused in a configured column).
+NESTED_TYPE_IDS = ("list", "struct", "map", "union", "array", "blob", "bit")
+
+
+def _read_parquet(
+    path: Path,
+    *,
+    column_names: Sequence[str],
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+) -> pd.DataFrame:
+    """The configured columns of a Parquet file as categorical text, cast by DuckDB (an integer
+    column with NULLs stays ``"39"``, not ``"39.0"``). Nested and binary columns are refused."""
+    connection = duckdb.connect()
+    try:
+        try:
+            relation = connection.read_parquet(str(path))
+        except duckdb.Error as error:
+            first = str(error).strip().splitlines()[0]
+            raise InputError(
+                f"{path}: cannot be read as Parquet ({first}); pass a valid Parquet file, or --input-format csv "
+                "if it is a CSV file"
+            ) from error
+        stored = list(relation.columns)
+        if column_names:
+            if len(column_names) != len(stored):
+                raise InputError(
+                    f"{path}: {len(column_names)} column names given but the Parquet file has {len(stored)} columns "
+                    f"({stored}); give one name per column, or leave --column-names out to use the file's names"
+                )
+            names, origin = list(column_names), "--column-names"
+        else:
+            names, origin = stored, "the Parquet schema"
+        _check_columns(path, names, quasi_identifiers, sensitive_attributes, origin=origin)
+        configured = {*quasi_identifiers, *sensitive_attributes}
+        nested = [(n, str(t)) for n, t in zip(names, relation.types) if n in configured and t.id in NESTED_TYPE_IDS]
+        if nested:
+            described = ", ".join(f"{n!r} ({t})" for n, t in nested)
+            raise InputError(
+                f"{path}: column(s) {described} hold nested or binary values, not one value per cell; flatten them "
+                "into text or number columns (e.g. one column per field) before publishing"
+            )
+        source_of = dict(zip(names, stored))
+        selected = ", ".join(
+            f"CAST({_quote(source_of[n])} AS VARCHAR) AS {_quote(n)}" for n in [*quasi_identifiers, *sensitive_attributes]
+        )
+        return _to_categorical_frame(connection.sql(f"SELECT {selected} FROM read_parquet($path)", params={"path": str(path)}))
+    except duckdb.Error as error:
+        raise InputError(f"{path}: cannot be read as Parquet ({str(error).strip().splitlines()[0]})") from error
+    finally:
+        connection.close()
 
 
 def _read(
@@ -102,62 +337,21 @@ def _read(
     quasi_identifiers: Sequence[str],
     sensitive_attributes: Sequence[str],
 ) -> pd.DataFrame:
-    """Read the configured columns as categorical text columns (one dictionary per column).
-
-    The file's columns are checked first (duplicates, configured columns present); only the
-    configured columns are then read, cast to text by DuckDB and handed over through Arrow as
-    dictionary-encoded columns, so a table of millions of records never holds one Python
-    string per cell.
-    """
-    connection = duckdb.connect()
-    try:
-        if input_format == "parquet":
-            relation = connection.read_parquet(str(path))
-            columns = list(relation.columns)
-            if column_names:
-                if len(column_names) != len(columns):
-                    raise InputError(
-                        f"{path}: {len(column_names)} column names given but the Parquet file has {len(columns)} columns"
-                    )
-                renamed = ", ".join(f"{_quote(old)} AS {_quote(new)}" for old, new in zip(columns, column_names))
-                relation = relation.select(renamed) if len(set(column_names)) == len(column_names) else relation
-                columns = list(column_names)
-        elif input_format == "csv":
-            options: dict[str, object] = {
-                "header": csv_header,
-                "delim": delimiter,
-                "quote": '"',
-                "escape": '"',
-                "all_varchar": True,
-            }
-            if column_names:
-                options["names"] = list(column_names)
-            elif not csv_header:
-                raise InputError(
-                    f"{path}: a CSV without a header row needs the column names (--column-names a,b,c or config column_names)"
-                )
-            arguments = ", ".join(f"{k} := ${k}" for k in options)
-            relation = connection.sql(
-                f"SELECT * FROM read_csv($path, {arguments})", params={"path": str(path), **options}
-            )
-            columns = list(relation.columns)
-        else:
-            raise InputError(f"unknown input format {input_format!r}; use 'csv', 'parquet' or 'auto'")
-        if len(set(columns)) != len(columns):
-            duplicated = sorted({c for c in columns if columns.count(c) > 1})
-            raise InputError(f"{path}: duplicate column names {duplicated}; rename them so that each is unique")
-        try:
-            validate_model_columns(columns, quasi_identifiers, sensitive_attributes)
-        except ValueError as error:
-            raise InputError(f"{path}: {error}") from error
-        wanted = [*quasi_identifiers, *sensitive_attributes]
-        projection = ", ".join(f"CAST({_quote(c)} AS VARCHAR) AS {_quote(c)}" for c in wanted)
-        table = relation.select(projection).to_arrow_table()
-        return table.to_pandas(strings_to_categorical=True, self_destruct=True)
-    except duckdb.Error as error:
-        raise InputError(f"cannot read {path} as {input_format}: {error}") from error
-    finally:
-        connection.close()
+    """The configured columns as categorical text columns (one dictionary per column); NaN = SQL NULL."""
+    if input_format == "parquet":
+        return _read_parquet(
+            path, column_names=column_names, quasi_identifiers=quasi_identifiers, sensitive_attributes=sensitive_attributes
+        )
+    if input_format != "csv":
+        raise InputError(f"unknown input format {input_format!r}; use 'csv', 'parquet' or 'auto'")
+    return _read_csv(
+        path,
+        csv_header=csv_header,
+        column_names=column_names,
+        delimiter=delimiter,
+        quasi_identifiers=quasi_identifiers,
+        sensitive_attributes=sensitive_attributes,
+    )
 
 
 def _quote(name: str) -> str:
@@ -180,6 +374,61 @@ def _clean_column(series: pd.Series, *, strip_whitespace: bool, tokens: set[str]
     return new_codes.astype(np.int64), categories.astype(object), np.asarray(missing, dtype=bool)
 
 
+def check_ell_feasible(
+    records: pd.DataFrame, sensitive_attributes: Sequence[str], *, ell: int, source: str, n_input: int
+) -> None:
+    """Refuse a table that no model can make ℓ-diverse, naming the reason.
+
+    Every SAC~ group and every SID of the mixed and Rating models, and every (k, ℓ) equivalence
+    class, needs ℓ distinct values of every sensitive attribute (SPEC §5.1, §6.4, §14.1). A table
+    with fewer than ℓ records, or a sensitive attribute with fewer than ℓ distinct values, could
+    only be published by deleting or suppressing everything.
+
+    Parameters
+    ----------
+    records
+        The records after the missing-value policy (text columns; no missing sensitive value).
+    sensitive_attributes
+        Columns of ``records``.
+    ell
+        ℓ >= 2.
+    source
+        The input's name, for the message.
+    n_input
+        Records read before the missing-value policy, for the message.
+
+    Raises
+    ------
+    InfeasibleInput
+        Fewer than ℓ records; a sensitive attribute with a single distinct value; a sensitive
+        attribute with fewer than ℓ distinct values (each named with its count). No value of
+        the data is quoted.
+    """
+    n = len(records)
+    if n < ell:
+        raise InfeasibleInput(
+            f"{source}: {n} record(s) remain after the missing-value policy ({n_input} read, {n_input - n} dropped for a "
+            f"missing sensitive value), fewer than ℓ = {ell}: no group of ℓ records with distinct sensitive values can "
+            "be formed; add records or lower --ell (at least 2)"
+        )
+    distinct = {a: int(records[a].nunique()) for a in sensitive_attributes}
+    constant = [a for a, count in distinct.items() if count == 1]
+    if constant:
+        raise InfeasibleInput(
+            f"{source}: sensitive attribute(s) {constant} have the same value in all {n} records: such a column cannot "
+            "be ℓ-diverse (and discloses nothing about anyone); remove it from --sensitive-attributes, or check its "
+            "missing-value tokens and the column choice"
+        )
+    short = {a: count for a, count in distinct.items() if count < ell}
+    if short:
+        listed = ", ".join(f"{a!r} ({count} distinct values)" for a, count in short.items())
+        raise InfeasibleInput(
+            f"{source}: ℓ = {ell} is larger than the number of distinct values of sensitive attribute(s) {listed}; every "
+            f"group and SID needs ℓ distinct values of every sensitive attribute: lower --ell to at most "
+            f"{min(short.values())}, or remove these attributes from --sensitive-attributes"
+        )
+
+
 def load_records(
     path: str | Path,
     *,
@@ -191,6 +440,7 @@ def load_records(
     delimiter: str = ",",
     strip_whitespace: bool = True,
     missing_value_tokens: Sequence[str] = ("", "NULL", "?"),
+    ell: int | None = None,
 ) -> LoadedRecords:
     """Read the input table and apply the missing-value policy.
 
@@ -213,6 +463,8 @@ def load_records(
         Strip leading/trailing spaces of every value (Adult writes ``", "`` between fields).
     missing_value_tokens
         Values (after stripping) that mean "missing"; SQL NULL is always missing.
+    ell
+        When given, also refuse a table that cannot be ℓ-diverse (:func:`check_ell_feasible`).
 
     Returns
     -------
@@ -223,19 +475,42 @@ def load_records(
     Raises
     ------
     InputError
-        Missing or unreadable file, empty table, a configured column absent, duplicated or
-        configured twice, fewer than 2 sensitive attributes, or no record left after the
-        missing-value policy.
+        Each names the file (and line, column or option) and says what to do: a missing file or
+        a directory; an empty file or no header row; a file that is not UTF-8; a ragged row or
+        an unclosed quote (line number; the line itself is never quoted); a duplicated column
+        name; a configured column absent (with "did you mean" and wrong-delimiter hints),
+        configured twice, as both quasi-identifier and sensitive attribute, or reserved; fewer
+        than 2 sensitive attributes; a nested or binary Parquet column among the configured
+        ones; a table without records; no record left after the missing-value policy; a file
+        that changed while it was read (size, modification time or SHA-256 differ before and
+        after); with ``ell``, a table that cannot be ℓ-diverse (:class:`InfeasibleInput`).
+
+    Notes
+    -----
+    Values are read as text exactly as written (no type inference): ``7``, ``7.0`` and ``seven``
+    are three values of a column, and Unicode text is kept byte for byte (no normalisation).
     """
     resolved = resolve_input_path(path)
     fmt = _detect_format(resolved, input_format)
+    before = _file_state(resolved)
+    if before[0] == 0:
+        raise InputError(f"{resolved}: the file is empty (0 bytes); pass the file that holds the table")
     frame = _read(
         resolved, input_format=fmt, csv_header=csv_header, column_names=column_names, delimiter=delimiter,
         quasi_identifiers=quasi_identifiers, sensitive_attributes=sensitive_attributes,
     )
+    after = _file_state(resolved)
+    if after != before:
+        changed = [what for what, b, a in zip(("size", "modification time", "content (SHA-256)"), before, after) if a != b]
+        raise InputError(
+            f"{resolved}: the file changed while it was being read ({', '.join(changed)} differ before and after); "
+            "it is probably still being written or copied: wait until it is complete and stable, then retry"
+        )
     n_input = len(frame)
     if n_input == 0:
-        raise InputError(f"{resolved}: the table has no records")
+        raise InputError(
+            f"{resolved}: the table has no records (only a header row, or blank lines); pass a file with at least one record"
+        )
     columns = [*quasi_identifiers, *sensitive_attributes]
     tokens = set(missing_value_tokens)
     cleaned = {}
@@ -264,20 +539,25 @@ def load_records(
                 codes = np.where(codes < 0, -1, remap[np.where(codes < 0, 0, codes)] if len(remap) else -1)
             codes = np.where(is_missing, categories.tolist().index(MISSING_QUASI_IDENTIFIER), codes)
         kept_codes = codes[keep]
-        used = np.unique(kept_codes[kept_codes >= 0])
+        used = np.flatnonzero(np.bincount(kept_codes[kept_codes >= 0], minlength=len(categories)))
         # keep only the values present in the kept records (a dropped record leaves no trace)
         remap = np.full(len(categories), -1, dtype=np.int64)
         remap[used] = np.arange(len(used))
         records[column] = pd.Categorical.from_codes(remap[kept_codes], categories=pd.Index(categories[used], dtype=object))
     if len(records) == 0:
+        per_attribute = {a: int(missing[a].sum()) for a in sensitive_attributes}
         raise InputError(
-            f"{resolved}: all {n_input} records have a missing value in a sensitive attribute "
-            f"{list(sensitive_attributes)} (missing-value tokens {sorted(tokens)}); nothing can be published"
+            f"{resolved}: all {n_input} records have a missing value in a sensitive attribute (missing values per "
+            f"attribute: {per_attribute}; missing-value tokens {sorted(tokens)} and SQL NULL), so the missing-value "
+            "policy drops every record and nothing can be published; check the --sensitive-attributes columns and "
+            "--missing-tokens (a token may match real values)"
         )
+    if ell is not None:
+        check_ell_feasible(records, sensitive_attributes, ell=ell, source=str(resolved), n_input=n_input)
     return LoadedRecords(
         records=records,
         n_input=n_input,
         n_dropped_missing=int(sensitive_missing.sum()),
         n_missing_quasi_identifier=int((quasi_missing & keep).sum()),
-        input_sha256=file_sha256(resolved),
+        input_sha256=after[2],
     )

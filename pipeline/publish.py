@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Mapping, Sequence
 from importlib import metadata
@@ -18,14 +19,19 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from pipeline.failpoints import failpoint
+
 __all__ = [
     "MANIFEST_COLUMNS",
     "MANIFEST_JSON_COLUMNS",
     "MODEL_TABLES",
     "contract_schemas",
+    "list_releases",
     "package_versions",
+    "prune_releases",
     "publish_release",
     "read_latest",
+    "remove_stale_entries",
 ]
 
 #: Columns of ``release_manifest`` and their DuckDB types, in order.
@@ -153,6 +159,8 @@ def publish_release(
     schemas: Mapping[str, Mapping[str, str]],
     manifest: Mapping[str, object],
     extra_files: Mapping[str, bytes] | None = None,
+    *,
+    keep_releases: int = 0,
 ) -> Path:
     """Write a release directory atomically and point ``LATEST`` at it.
 
@@ -173,6 +181,9 @@ def publish_release(
         Optional file name -> bytes written into the staging directory before it is fsynced
         and renamed, so they are part of the atomic release (e.g. ``report.html``). Plain file
         names only; they must not collide with the contract files.
+    keep_releases
+        After ``LATEST`` names the new release, remove the oldest releases beyond the newest
+        ``keep_releases`` (:func:`prune_releases`); 0 keeps every release.
 
     Returns
     -------
@@ -186,8 +197,9 @@ def publish_release(
         ``MANIFEST_COLUMNS``, an existing ``release_id``, or an extra file name that is not a
         plain name or collides with a contract file.
     OSError
-        The directory is not writable or the disk is full; nothing is published then and the
-        staging directory is removed.
+        The directory is not writable or the disk is full. Before the rename nothing is
+        published and the staging directory is removed; after it (writing ``LATEST``, retention)
+        the new release is complete but ``LATEST`` may still name the previous one.
     """
     releases_dir.mkdir(parents=True, exist_ok=True)
     final = releases_dir / release_id
@@ -208,6 +220,7 @@ def publish_release(
     all_tables["release_manifest"] = pd.DataFrame([{c: manifest_row.get(c) for c in MANIFEST_COLUMNS}])
     staging = releases_dir / f".staging-{release_id}"
     staging.mkdir(mode=0o755)
+    failpoint("publish.staging_created")
     try:
         connection = duckdb.connect(str(staging / "release.duckdb"))
         try:
@@ -222,9 +235,11 @@ def publish_release(
                 connection.unregister("frame_to_publish")
                 target = str(staging / f"{name}.parquet").replace("'", "''")
                 connection.execute(f"COPY {_quote(name)} TO '{target}' (FORMAT parquet)")
+                failpoint(f"publish.table_written.{name}")
             connection.execute("CHECKPOINT")
         finally:
             connection.close()
+        failpoint("publish.database_closed")
         readable = {
             k: (json.loads(v) if k in MANIFEST_JSON_COLUMNS and isinstance(v, str) else v)
             for k, v in ((c, manifest_row.get(c)) for c in MANIFEST_COLUMNS)
@@ -232,19 +247,137 @@ def publish_release(
         (staging / "manifest.json").write_text(json.dumps(readable, indent=2, sort_keys=True) + "\n")
         for name, content in extra_files.items():
             (staging / name).write_bytes(content)
+        failpoint("publish.manifest_written")
         _fsync_tree(staging)
+        failpoint("publish.fsynced")
         os.rename(staging, final)
         _fsync_directory(releases_dir)
-        latest_tmp = releases_dir / ".LATEST.tmp"
-        latest_tmp.write_text(release_id + "\n")
-        with latest_tmp.open("rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(latest_tmp, releases_dir / "LATEST")
-        _fsync_directory(releases_dir)
+        failpoint("publish.renamed")
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    latest_tmp = releases_dir / LATEST_TMP_NAME
+    latest_tmp.write_text(release_id + "\n")
+    with latest_tmp.open("rb") as handle:
+        os.fsync(handle.fileno())
+    failpoint("publish.latest_staged")
+    os.replace(latest_tmp, releases_dir / "LATEST")
+    _fsync_directory(releases_dir)
+    failpoint("publish.latest_replaced")
+    if keep_releases:
+        prune_releases(releases_dir, keep_releases)
     return final
+
+
+#: Name of a release directory: ``<UTC time>Z-<first 8 hex digits of the Dagster run id>``.
+RELEASE_ID_PATTERN = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
+#: Prefixes of the hidden entries of ``releases/`` (never releases; readers ignore dot names).
+STAGING_PREFIX, DELETING_PREFIX, LATEST_TMP_NAME = ".staging-", ".deleting-", ".LATEST.tmp"
+
+
+def list_releases(releases_dir: Path) -> list[Path]:
+    """The complete releases of ``releases_dir``, oldest first.
+
+    A release is a directory whose name matches :data:`RELEASE_ID_PATTERN` and that holds a
+    ``manifest.json``; hidden (dot) entries such as staging directories never are. Order:
+    ``created_at`` of the manifest (seconds), then the modification time of ``manifest.json``
+    (nanoseconds), then the name.
+
+    Returns
+    -------
+    list of Path
+        Empty when the directory does not exist.
+    """
+    if not releases_dir.is_dir():
+        return []
+    found = []
+    for path in releases_dir.iterdir():
+        manifest = path / "manifest.json"
+        if not RELEASE_ID_PATTERN.match(path.name) or not path.is_dir() or not manifest.is_file():
+            continue
+        try:
+            created_at = str(json.loads(manifest.read_text()).get("created_at") or "")
+        except (OSError, ValueError):
+            created_at = ""
+        found.append((created_at, manifest.stat().st_mtime_ns, path.name, path))
+    return [entry[-1] for entry in sorted(found)]
+
+
+def remove_stale_entries(releases_dir: Path) -> list[str]:
+    """Remove what a killed run left in ``releases_dir``: staging and half-deleted directories.
+
+    Only call it while holding the release lock (:mod:`pipeline.locking` does, on acquisition):
+    then no other run is writing there, so every ``.staging-*``, ``.deleting-*`` and
+    ``.LATEST.tmp`` is stale. Releases and ``LATEST`` are never touched.
+
+    Returns
+    -------
+    list of str
+        Names of the removed entries.
+    """
+    if not releases_dir.is_dir():
+        return []
+    removed = []
+    for path in sorted(releases_dir.iterdir()):
+        if path.name.startswith((STAGING_PREFIX, DELETING_PREFIX)) and path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+            removed.append(path.name)
+        elif path.name == LATEST_TMP_NAME:
+            path.unlink()
+            removed.append(path.name)
+    if removed:
+        _fsync_directory(releases_dir)
+    return removed
+
+
+def prune_releases(releases_dir: Path, keep: int) -> list[str]:
+    """Remove the oldest releases beyond the newest ``keep``; never the one ``LATEST`` names.
+
+    Each release leaves atomically: it is renamed to ``.deleting-<id>`` (no longer a release
+    for any reader), the directory is fsynced, then the files are removed. A run killed in
+    between leaves a hidden directory that :func:`remove_stale_entries` removes at the next start.
+
+    Parameters
+    ----------
+    releases_dir
+        ``<home>/releases``.
+    keep
+        Number of newest releases to keep (>= 1); 0 keeps everything.
+
+    Returns
+    -------
+    list of str
+        Release ids removed, oldest first.
+
+    Raises
+    ------
+    ValueError
+        ``keep`` < 0.
+    """
+    if keep < 0:
+        raise ValueError(f"keep_releases must be >= 0 (0 keeps every release), got {keep}")
+    if keep == 0:
+        return []
+    latest = read_latest(releases_dir)
+    releases = list_releases(releases_dir)
+    removed = []
+    for path in releases[: max(len(releases) - keep, 0)]:
+        if latest is not None and path.name == latest.name:
+            continue
+        doomed = releases_dir / f"{DELETING_PREFIX}{path.name}"
+        os.rename(path, doomed)
+        _fsync_directory(releases_dir)
+        failpoint("retention.renamed")
+        for position, child in enumerate(sorted(doomed.iterdir())):
+            child.unlink()
+            if position == 0:
+                failpoint("retention.deleting")
+        doomed.rmdir()
+        removed.append(path.name)
+    if removed:
+        _fsync_directory(releases_dir)
+    failpoint("retention.done")
+    return removed
 
 
 def read_latest(releases_dir: Path) -> Path | None:

@@ -159,7 +159,7 @@ def kl_report_data(kl_released, kl_clusters, quasi_identifiers: Sequence[str]) -
         ``average_generalization_level`` (quasi-identifier -> mean levels climbed per record,
         or None when ``kl_clusters`` is None).
     """
-    sizes = kl_released.groupby("cluster_id").size()
+    sizes = kl_released.groupby("cluster_id", observed=True).size()
     counts = {str(int(size)): int(n) for size, n in sizes.value_counts().sort_index().items()}
     levels = None
     if kl_clusters is not None and len(kl_clusters):

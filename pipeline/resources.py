@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -169,6 +170,12 @@ class ReleaseSettings(dg.ConfigurableResource):
         ge=1,
         description="With mining_backend 'auto': tables of at least this many records are mined with DuckDB.",
     )
+    keep_releases: int = Field(
+        default=0,
+        ge=0,
+        description="Retention: after a successful publish, remove the oldest release directories beyond the newest "
+        "keep_releases (never the one LATEST names); 0 (default) keeps every release.",
+    )
 
     @field_validator("input_format")
     @classmethod
@@ -209,13 +216,41 @@ class ReleaseSettings(dg.ConfigurableResource):
             )
         return value
 
+    @field_validator("min_confidence", mode="before")
+    @classmethod
+    def _finite_min_confidence(cls, value):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"min_confidence must be a number in (0, 1], got {value!r}")
+        return value
+
+    @field_validator("delimiter")
+    @classmethod
+    def _one_character_delimiter(cls, value: str) -> str:
+        if len(value) != 1 or value in ('"', "\n", "\r"):
+            raise ValueError(
+                f"delimiter must be one character other than a quote or a line break, got {value!r} "
+                "(e.g. ',' or ';'; a tab: $'\\t' in bash)"
+            )
+        return value
+
     @model_validator(mode="after")
     def _columns_consistent(self) -> ReleaseSettings:
         if len(self.sensitive_attributes) < 2:
-            raise ValueError("sensitive_attributes needs at least 2 columns")
+            raise ValueError(
+                f"sensitive_attributes needs at least 2 columns, got {list(self.sensitive_attributes)}: the models "
+                "protect several sensitive attributes at once; name 2 or more with --sensitive-attributes a,b "
+                "(for a single sensitive attribute use a plain ℓ-diversity tool)"
+            )
+        for kind, names in (("quasi_identifiers", self.quasi_identifiers), ("sensitive_attributes", self.sensitive_attributes)):
+            repeated = sorted({n for n in names if names.count(n) > 1})
+            if repeated:
+                raise ValueError(f"{kind} lists {repeated} more than once; name every column once")
         both = sorted(set(self.quasi_identifiers) & set(self.sensitive_attributes))
         if both:
-            raise ValueError(f"column(s) {both} are both quasi-identifier and sensitive attribute")
+            raise ValueError(
+                f"column(s) {both} are both quasi-identifier and sensitive attribute; a column plays one role: remove "
+                "it from --quasi-identifiers or from --sensitive-attributes"
+            )
         if self.model == "kl":
             self._check_kl_parameters()
         return self

@@ -1,5 +1,12 @@
 """The private warehouse: DuckDB IO manager for intermediate tables.
 
+The warehouse (``$MSA_RELEASE_HOME/warehouse.duckdb``) holds raw records: its directory (the
+release home) is kept at mode 0700 and its files (the database and DuckDB's ``.wal``) at 0600;
+files DuckDB creates are created under umask 077. The IO manager also holds the release lock
+(:mod:`pipeline.locking`) for the whole run, so two runs never write the warehouse or publish
+at the same time, whether launched from the CLI or the Dagster UI, and it carries the
+``warehouse.*`` failpoints of the crash tests (:mod:`pipeline.failpoints`).
+
 The stock ``DuckDBPandasTypeHandler`` skips zero-row frames (so "no deleted record" would
 leave no table, or a stale one) and, on re-materialization, deletes rows and inserts the new
 frame positionally into the old table, which would silently mislabel columns after a change of
@@ -8,15 +15,44 @@ configuration (e.g. another column order). This handler replaces the table every
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 
 import pandas as pd
-from dagster import OutputContext
-from dagster._core.storage.db_io_manager import DbTypeHandler, TableSlice
+from dagster import InputContext, OutputContext
+from dagster._core.storage.db_io_manager import DbIOManager, DbTypeHandler, TableSlice
 from dagster_duckdb import DuckDBIOManager
+from dagster_duckdb.io_manager import DuckDbClient
 from dagster_duckdb_pandas import DuckDBPandasTypeHandler
+from pydantic import Field, PrivateAttr
 
-__all__ = ["WarehouseIOManager"]
+from pipeline.failpoints import failpoint
+from pipeline.locking import ReleaseLock, acquire_release_lock
+
+__all__ = ["WAREHOUSE_DIRECTORY_MODE", "WAREHOUSE_FILE_MODE", "WarehouseIOManager", "restrict_warehouse"]
+
+#: Mode of the directory holding the warehouse (the release home) and of the warehouse files.
+WAREHOUSE_DIRECTORY_MODE, WAREHOUSE_FILE_MODE = 0o700, 0o600
+
+
+def restrict_warehouse(database: Path | str) -> None:
+    """Set mode 0700 on the warehouse's directory and 0600 on ``database`` and its ``.wal``.
+
+    Parameters
+    ----------
+    database
+        Path of ``warehouse.duckdb``; files that do not exist (yet) are skipped.
+    """
+    database = Path(database)
+    if database.parent.is_dir():
+        os.chmod(database.parent, WAREHOUSE_DIRECTORY_MODE)
+    for path in (database, database.with_name(database.name + ".wal")):
+        try:
+            os.chmod(path, WAREHOUSE_FILE_MODE)
+        except FileNotFoundError:
+            pass
 
 
 class ReplacingPandasTypeHandler(DuckDBPandasTypeHandler):
@@ -37,8 +73,49 @@ class ReplacingPandasTypeHandler(DuckDBPandasTypeHandler):
         context.add_output_metadata({"dagster/row_count": int(obj.shape[0])})
 
 
+class PrivateDuckDbClient(DuckDbClient):
+    """DuckDB client whose files are created under umask 077 and chmod-ed 0600 after use."""
+
+    @staticmethod
+    @contextmanager
+    def connect(context, table_slice) -> Iterator:
+        previous = os.umask(0o077)
+        try:
+            with DuckDbClient.connect(context, table_slice) as connection:
+                yield connection
+        finally:
+            os.umask(previous)
+            restrict_warehouse(context.resource_config["database"])
+
+
+def _table_name(context: OutputContext | InputContext) -> str:
+    if context.has_asset_key:
+        return ".".join(context.asset_key.path)
+    return context.name
+
+
+class FailpointDbIOManager(DbIOManager):
+    """``DbIOManager`` with the ``warehouse.*`` failpoints around every store and load."""
+
+    def handle_output(self, context: OutputContext, obj: object) -> None:
+        name = _table_name(context)
+        failpoint(f"warehouse.before_store.{name}")
+        super().handle_output(context, obj)
+        failpoint(f"warehouse.after_store.{name}")
+
+    def load_input(self, context: InputContext) -> object:
+        upstream = context.upstream_output
+        failpoint(f"warehouse.before_load.{_table_name(upstream) if upstream is not None else context.name}")
+        return super().load_input(context)
+
+
 class WarehouseIOManager(DuckDBIOManager):
-    """DuckDB IO manager whose tables are always replaced, never appended to."""
+    """DuckDB IO manager whose tables are always replaced, never appended to.
+
+    It holds the release lock of the home (the database's directory) from the setup of a run's
+    resources to their teardown, keeps the warehouse files private (0700 / 0600) and carries
+    the ``warehouse.*`` failpoints (see the module docstring).
+    """
 
     @staticmethod
     def type_handlers() -> Sequence[DbTypeHandler]:
@@ -47,3 +124,41 @@ class WarehouseIOManager(DuckDBIOManager):
     @staticmethod
     def default_load_type() -> type | None:
         return pd.DataFrame
+
+    lock_wait_seconds: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="When another run holds the release lock of this home: 0 fails at once with "
+        "'another release is running'; > 0 waits up to this many seconds for it.",
+    )
+    _lock: ReleaseLock | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context) -> None:
+        home = Path(self.database).resolve().parent
+        self._lock = acquire_release_lock(
+            home,
+            wait_seconds=self.lock_wait_seconds,
+            hint="wait for it, or launch with resources.io_manager.config {database: "
+            f"{self.database}, lock_wait_seconds: <seconds>}} (msa-release run --wait) to wait for it",
+        )
+        try:
+            restrict_warehouse(self.database)
+        except BaseException:
+            self._lock.release()
+            self._lock = None
+            raise
+
+    def teardown_after_execution(self, context) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def create_io_manager(self, context) -> DbIOManager:
+        return FailpointDbIOManager(
+            db_client=PrivateDuckDbClient(),
+            database=self.database,
+            schema=self.schema_,
+            type_handlers=self.type_handlers(),
+            default_load_type=self.default_load_type(),
+            io_manager_name="DuckDBIOManager",
+        )

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from pipeline.core.columns import values_mask
+
 __all__ = [
     "adversary_view",
     "disclosure_probabilities",
@@ -26,15 +28,9 @@ __all__ = [
 
 
 def value_mask(column: pd.Series, value: str) -> np.ndarray:
-    """Boolean array: which cells of ``column`` hold ``value`` (compared as text). A categorical
-    column is compared through its categories (no Python string per row)."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        matching = np.flatnonzero(np.asarray(column.cat.categories.astype(str), dtype=object) == value)
-        codes = column.cat.codes.to_numpy()
-        return np.isin(codes, matching) if len(matching) else np.zeros(len(codes), dtype=bool)
-    if column.dtype == object and pd.api.types.infer_dtype(column, skipna=False) == "string":
-        return column.to_numpy() == value
-    return (column.astype(str) == value).to_numpy()
+    """Boolean array: which cells of ``column`` hold ``value`` (compared as text; see
+    :func:`pipeline.core.columns.values_mask`)."""
+    return values_mask(column, [value])
 
 
 def _group_sums(group_index: np.ndarray, n_groups: int, *masks: np.ndarray) -> list[np.ndarray]:
@@ -46,10 +42,16 @@ def _cluster_of(attribute_clusters: pd.DataFrame) -> dict[str, int]:
     return dict(zip(attribute_clusters["attribute"], attribute_clusters["cluster_id"], strict=True))
 
 
-def _sid_value_shares(id_table: pd.DataFrame) -> pd.DataFrame:
-    """Per (attribute, sid, value): the value's count and the SID's total count."""
-    totals = id_table.groupby(["attribute", "sid"])["count"].transform("sum")
-    return id_table.assign(sid_total=totals)
+def _sid_value_shares(id_table: pd.DataFrame, rules: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per (attribute, sid, value): the value's count and the SID's total count; only the rows
+    of values named by ``rules`` when given (one pass over the ID table instead of one per rule).
+    ``value`` is text."""
+    totals = id_table.groupby(["attribute", "sid"], observed=True)["count"].transform("sum")
+    shares = id_table.assign(sid_total=totals)
+    if rules is not None:
+        named = set(rules["antecedent_value"].astype(str)) | set(rules["consequent_value"].astype(str))
+        shares = shares[values_mask(shares["value"], named)]
+    return shares.assign(value=shares["value"].astype(str)).reset_index(drop=True)
 
 
 def _at_probability(
@@ -97,8 +99,8 @@ def recover_rule_confidences(
     P1 Lemma 22; SPEC §8 and §11 ("average confidence").
     """
     cluster_of = _cluster_of(attribute_clusters) if len(attribute_clusters) else {}
-    shares = _sid_value_shares(id_table)
-    idt_support = id_table.groupby(["attribute", "value"])["count"].sum()
+    shares = _sid_value_shares(id_table, rules)
+    idt_support = shares.groupby(["attribute", "value"], observed=True)["count"].sum()
     if len(sac_released):
         group_index, group_ids = pd.factorize(sac_released["group_id"].to_numpy(np.int64))
         n_groups = len(group_ids)
@@ -222,7 +224,7 @@ def disclosure_probabilities(
     cluster_of = _cluster_of(attribute_clusters) if len(attribute_clusters) else {}
     numerators = np.zeros(len(holders), dtype=np.int64)
     denominators = np.ones(len(holders), dtype=np.int64)
-    shares = _sid_value_shares(id_table)
+    shares = _sid_value_shares(id_table, rules)
     holder_rules = holders["rule"].to_numpy()
     holder_rows = holders["row_id"].to_numpy(np.int64)
     if len(sac_released):
@@ -260,8 +262,8 @@ def disclosure_probabilities(
                     denominators[select[sac_mask]] = group_size[groups] * group_size[groups]
         at_mask = ~sac_mask
         if at_mask.any() and len(attribute_table):
-            a_rows = (shares["attribute"] == a_attr) & (shares["value"].astype(str) == a_val)
-            b_rows = (shares["attribute"] == b_attr) & (shares["value"].astype(str) == b_val)
+            a_rows = (shares["attribute"] == a_attr) & (shares["value"] == a_val)
+            b_rows = (shares["attribute"] == b_attr) & (shares["value"] == b_val)
             a_sids = shares.loc[a_rows, "sid"].to_numpy(np.int64)
             b_sids = shares.loc[b_rows, "sid"].to_numpy(np.int64)
             n_a = int(shares.loc[a_rows, "count"].sum())

@@ -201,7 +201,7 @@ def victim_table(
 def _contexts(victims: pd.DataFrame, columns: Sequence[str]) -> tuple[pd.DataFrame, np.ndarray]:
     """Distinct value tuples of ``columns`` among the victims and each victim's context index."""
     columns = list(columns)
-    codes = victims.groupby(columns, sort=True, dropna=False).ngroup().to_numpy(np.int64)
+    codes = victims.groupby(columns, sort=True, dropna=False, observed=True).ngroup().to_numpy(np.int64)
     first = np.unique(codes, return_index=True)[1]
     contexts = victims.iloc[first][columns].reset_index(drop=True)
     return contexts, codes
@@ -275,8 +275,8 @@ def _tuple_block(units: np.ndarray, frame: pd.DataFrame, attributes: Sequence[st
     """Block = the multiset of ``attributes`` sub-tuples of each unit's rows (``units`` aligned with ``frame``)."""
     codes = _code_frame(frame, attributes, domains)
     codes.insert(0, "unit", np.asarray(units, dtype=np.int64))
-    counts = codes.groupby(["unit", *attributes], sort=True).size().rename("n").reset_index()
-    totals = counts.groupby("unit")["n"].transform("sum")
+    counts = codes.groupby(["unit", *attributes], sort=True, observed=True).size().rename("n").reset_index()
+    totals = counts.groupby("unit", observed=True)["n"].transform("sum")
     counts["p"] = counts["n"] / totals
     return _Block(tuple(attributes), counts.drop(columns="n"))
 
@@ -289,7 +289,7 @@ def _cluster_lists(attribute_clusters: pd.DataFrame, sensitive_attributes: Seque
         raise ValueError(
             f"attribute_clusters {sorted(listed)} is not a partition of the sensitive attributes {sorted(sensitive_attributes)}"
         )
-    return [list(g["attribute"]) for _, g in attribute_clusters.groupby("cluster_id", sort=True)]
+    return [list(g["attribute"]) for _, g in attribute_clusters.groupby("cluster_id", sort=True, observed=True)]
 
 
 def mixed_release_belief(
@@ -348,7 +348,7 @@ def mixed_release_belief(
     domains: dict[str, tuple[str, ...]] = {}
     overall: dict[str, pd.Series] = {}
     for attribute in sa:
-        counts = ids.loc[ids["attribute"] == attribute].groupby("value")["count"].sum().astype(float)
+        counts = ids.loc[ids["attribute"] == attribute].groupby("value", observed=True)["count"].sum().astype(float)
         if has_sac:
             counts = counts.add(sac_released[attribute].astype(str).value_counts().astype(float), fill_value=0.0)
         domains[attribute] = tuple(sorted(counts.index))
@@ -361,7 +361,7 @@ def mixed_release_belief(
         blocks = tuple(_tuple_block(unit_of_row, sac_released, cluster, domains) for cluster in _cluster_lists(attribute_clusters, sa))
         parts.append(_Part(np.arange(len(groups), dtype=np.int64), blocks))
         frame = sac_released[list(qi)].astype(str).assign(unit=unit_of_row.astype(np.int64))
-        candidate_frames.append(frame.groupby(["unit", *qi], sort=True).size().rename("n_rows").reset_index())
+        candidate_frames.append(frame.groupby(["unit", *qi], sort=True, observed=True).size().rename("n_rows").reset_index())
         n_units = len(groups)
     n_at = len(attribute_table)
     at_units = np.arange(n_units, n_units + n_at, dtype=np.int64)
@@ -370,7 +370,7 @@ def mixed_release_belief(
         for attribute in sa:
             chosen = ids.loc[ids["attribute"] == attribute, ["sid", "value", "count"]]
             chosen = chosen.assign(sid=chosen["sid"].astype(np.int64), code=_encode(chosen["value"], domains[attribute]))
-            chosen["p"] = chosen["count"] / chosen.groupby("sid")["count"].transform("sum")
+            chosen["p"] = chosen["count"] / chosen.groupby("sid", observed=True)["count"].transform("sum")
             sids = attribute_table[attribute]
             published = sids.notna().to_numpy()
             cells = pd.DataFrame({"unit": at_units[published], "sid": sids[published].astype(np.int64).to_numpy()})
@@ -463,7 +463,7 @@ def kl_release_belief(
     domains = {a: tuple(sorted(kl_released[a].astype(str).unique())) for a in sa}
     clusters, units = np.unique(kl_released["cluster_id"].to_numpy(np.int64), return_inverse=True)
     labels = kl_released[list(qi)].astype(str).assign(unit=units.astype(np.int64))
-    candidates = labels.groupby(["unit", *qi], sort=True).size().rename("n_rows").reset_index()
+    candidates = labels.groupby(["unit", *qi], sort=True, observed=True).size().rename("n_rows").reset_index()
     if candidates["unit"].duplicated().any():
         raise ValueError("a (k, ℓ) equivalence class has rows with different quasi-identifier labels")
     block = _tuple_block(units, kl_released, sa, domains)
@@ -541,7 +541,7 @@ def _unit_distribution(belief: ReleaseBelief, attributes: Sequence[str]) -> tupl
             inside = [a for a in block.attributes if a in radix]
             if not inside:
                 continue
-            marginal = block.entries.groupby(["unit", *inside], sort=False)["p"].sum().reset_index()
+            marginal = block.entries.groupby(["unit", *inside], sort=False, observed=True)["p"].sum().reset_index()
             sub = np.zeros(len(marginal), dtype=np.int64)
             for a in inside:
                 sub += marginal[a].to_numpy(np.int64) * radix[a]
@@ -642,7 +642,7 @@ def _mixture_one_known(
         joint.eliminate_zeros()
         row_of_entry = np.repeat(np.arange(joint.shape[0], dtype=np.int64), np.diff(joint.indptr))
         known_key = row_of_entry * n_known + joint.indices.astype(np.int64) // max(1, n_target)
-        grouped = pd.DataFrame({"key": known_key, "p": joint.data}).groupby("key")["p"].agg(["sum", "size"])
+        grouped = pd.DataFrame({"key": known_key, "p": joint.data}).groupby("key", observed=True)["p"].agg(["sum", "size"])
         known_code = _encode(victims[known].astype(str), belief.domains[known])
         target_code = _encode(victims[target].astype(str), belief.domains[target])
         victim_key = context_of * n_known + np.where(known_code < 0, 0, known_code)
@@ -1012,7 +1012,7 @@ def belief_distribution(belief: ReleaseBelief | NaiveBelief, quasi_identifier_va
     if total == 0:
         return pd.DataFrame({**{a: pd.Series(dtype=object) for a in sa}, "probability": pd.Series(dtype=float)})
     per_unit = np.asarray(weights.todense()).ravel()[units] * probabilities
-    grouped = pd.Series(per_unit).groupby(codes).sum()
+    grouped = pd.Series(per_unit).groupby(codes, observed=True).sum()
     grouped = grouped[grouped > 0] / total
     result = {}
     for a, radix in zip(sa, radices, strict=True):
@@ -1079,7 +1079,7 @@ def population_baseline(
     if pairs is None:
         pairs = [(a, b) for a in sa for b in sa if a != b]
     text = victims[sa].astype(str)
-    tuple_count = text.groupby(sa, sort=False)[sa[0]].transform("size").to_numpy(float)
+    tuple_count = text.groupby(sa, sort=False, observed=True)[sa[0]].transform("size").to_numpy(float)
     n_tuples = len(text.drop_duplicates())
     join = pd.DataFrame(
         {
@@ -1091,9 +1091,9 @@ def population_baseline(
     )
     one_known = {}
     for known, target in pairs:
-        both = text.groupby([known, target], sort=False)[known].transform("size").to_numpy(float)
-        single = text.groupby(known, sort=False)[known].transform("size").to_numpy(float)
-        n_values = text.groupby(known, sort=False)[target].transform("nunique").to_numpy(np.int64)
+        both = text.groupby([known, target], sort=False, observed=True)[known].transform("size").to_numpy(float)
+        single = text.groupby(known, sort=False, observed=True)[known].transform("size").to_numpy(float)
+        n_values = text.groupby(known, sort=False, observed=True)[target].transform("nunique").to_numpy(np.int64)
         one_known[(known, target)] = pd.DataFrame(
             {
                 "source_row_id": victims["source_row_id"].to_numpy(np.int64),

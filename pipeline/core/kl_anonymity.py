@@ -936,7 +936,7 @@ def kl_release_table(
         .merge(records[["row_id", *sa]].astype({a: str for a in sa}), on="row_id")
         .rename(columns={"row_id": "source_row_id"})
     )
-    signature = merged.sort_values(sa, kind="stable").groupby("cluster_id", sort=False)[sa].apply(
+    signature = merged.sort_values(sa, kind="stable").groupby("cluster_id", sort=False, observed=True)[sa].apply(
         lambda frame: "\x1f".join("\x1e".join(row) for row in frame.itertuples(index=False))
     )
     content = labels.set_index("cluster_id")[qi].astype(str).agg("\x1f".join, axis=1).to_frame("qi")

@@ -53,7 +53,7 @@ def _sid_sizes(
     ValueError
         If a published SID number has no row in ``id_table``.
     """
-    sizes = id_table.groupby(["attribute", "sid"])["value"].nunique()
+    sizes = id_table.groupby(["attribute", "sid"], observed=True)["value"].nunique()
     out = np.full((len(attribute_table), len(sensitive_attributes)), np.nan, dtype=float)
     for j, attribute in enumerate(sensitive_attributes):
         column = attribute_table[attribute]
@@ -76,7 +76,7 @@ def _sid_sizes(
 
 def _group_value_counts(sac_released: pd.DataFrame, sensitive_attributes: Sequence[str]) -> np.ndarray:
     """Distinct values of each attribute in each ``SAC~`` row's group, shape ``(len(sac), m)``, float64."""
-    counts = sac_released.groupby("group_id")[list(sensitive_attributes)].transform("nunique")
+    counts = sac_released.groupby("group_id", observed=True)[list(sensitive_attributes)].transform("nunique")
     return counts.to_numpy(dtype=float).reshape(len(sac_released), len(sensitive_attributes))
 
 
@@ -242,7 +242,7 @@ def reconstruction_error(
         clusters = _cluster_lists(attribute_clusters, sa)
         inverse = np.ones(len(sac_released), dtype=float)
         for cluster in clusters:
-            tuples = sac_released[["group_id", *cluster]].drop_duplicates().groupby("group_id").size()
+            tuples = sac_released[["group_id", *cluster]].drop_duplicates().groupby("group_id", observed=True).size()
             inverse /= sac_released["group_id"].map(tuples).to_numpy(dtype=float)
         errors.append(1.0 - inverse)
     return math.fsum(np.concatenate(errors).tolist()) + float(int(n_deleted))
@@ -258,7 +258,7 @@ def _cluster_lists(attribute_clusters: pd.DataFrame, sensitive_attributes: list[
             f"attribute_clusters {sorted(listed)} is not a partition of the sensitive attributes "
             f"{sorted(sensitive_attributes)}"
         )
-    return [list(g["attribute"]) for _, g in attribute_clusters.groupby("cluster_id", sort=True)]
+    return [list(g["attribute"]) for _, g in attribute_clusters.groupby("cluster_id", sort=True, observed=True)]
 
 
 def domain_sizes(records: pd.DataFrame, sensitive_attributes: Sequence[str]) -> dict[str, int]:

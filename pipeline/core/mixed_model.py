@@ -164,11 +164,18 @@ def _text_ranks(series: pd.Series) -> np.ndarray:
 
 
 def _tuple_ranks(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
-    """Dense rank of each row's tuple of ``columns``, compared column by column as text."""
+    """An int64 per row whose order is the order of the row's tuple of ``columns`` (compared
+    column by column as text); equal tuples, equal numbers."""
     if not columns:
         return np.zeros(len(frame), dtype=np.int64)
-    keys = np.column_stack([_text_ranks(frame[c]) for c in columns])
-    _, inverse = np.unique(keys, axis=0, return_inverse=True)
+    ranks = [_text_ranks(frame[c]) for c in columns]
+    radices = [int(r.max(initial=0)) + 2 for r in ranks]
+    if float(np.prod(radices, dtype=float)) < 2**62:  # order-preserving mixed radix in one int64
+        combined = np.zeros(len(frame), dtype=np.int64)
+        for rank, radix in zip(ranks, radices, strict=True):
+            combined = combined * radix + (rank + 1)
+        return combined
+    _, inverse = np.unique(np.column_stack(ranks), axis=0, return_inverse=True)
     return inverse.reshape(-1).astype(np.int64)
 
 
@@ -210,7 +217,7 @@ def assemble_release_tables(
     sac = sac_permuted[["group_id", "row_id", *qi, *sa]].reset_index(drop=True)
     record_position = pd.Index(records["row_id"].to_numpy(np.int64))
     if len(sac):
-        sizes = sac.groupby("group_id", sort=False).size()
+        sizes = sac.groupby("group_id", sort=False, observed=True).size()
         ell = int(sizes.iloc[0])
         if (sizes != ell).any():
             raise ValueError("every SAC~ group must have the same number of records (ℓ)")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from pipeline.core.columns import values_mask
 from pipeline.core.rules import strong_values
 
 __all__ = ["SacIrSplit", "cluster_sensitive_attributes", "split_sac_ir"]
@@ -77,7 +78,7 @@ def split_sac_ir(
     if missing:
         raise ValueError(f"column(s) {missing} not in the table")
     values = strong_values(rules, sensitive_attributes)
-    holds = {a: records[a].astype(str).isin(values[a]).to_numpy() for a in sensitive_attributes}
+    holds = {a: values_mask(records[a], values[a]) for a in sensitive_attributes}
     occurrences = {a: int(holds[a].sum()) for a in sensitive_attributes}
     row_ids = records[row_id_column].to_numpy(dtype=np.int64)
     if len(rules) == 0:

@@ -384,9 +384,10 @@ def rating_tables(
     Returns
     -------
     (id_table, attribute_sids)
-        ``id_table``: columns ``attribute`` (str), ``sid`` (int32, 1-based per attribute),
-        ``value`` (str), ``count`` (int32, records behind that value in that SID; 1 with
-        Rating's construction), sorted by attribute (schema order), sid, value.
+        ``id_table``: columns ``attribute`` (categorical text), ``sid`` (int32, 1-based per
+        attribute), ``value`` (categorical text), ``count`` (int32, records behind that value
+        in that SID; 1 with Rating's construction), sorted by attribute (schema order), sid,
+        value. One row per published value occurrence, so n × m rows at most.
         ``attribute_sids``: ``row_id_column`` (int64) and one nullable ``Int32`` column per
         sensitive attribute holding the record's SID number, ``<NA>`` for a suppressed cell;
         rows in the order of ``records``.
@@ -426,20 +427,29 @@ def rating_tables(
         bucket_sorted = assignment.entry_bucket[order]
         if len(order) > 1 and np.any((np.diff(sid_sorted) == 0) & (np.diff(bucket_sorted) == 0)):
             raise AssertionError(f"a SID of {attribute!r} holds a value twice (Rating invariant broken)")
-        id_rows.append(
-            pd.DataFrame(
-                {
-                    "attribute": np.full(len(order), attribute, dtype=object),
-                    "sid": sid_sorted.astype(np.int32),
-                    "value": value_text[bucket_sorted],
-                    "count": np.ones(len(order), dtype=np.int32),
-                }
-            )
-        )
-    id_table = (
-        pd.concat(id_rows, ignore_index=True)
-        if id_rows
-        else pd.DataFrame(columns=["attribute", "sid", "value", "count"])
+        id_rows.append((attribute, sid_sorted.astype(np.int32), value_text, bucket_sorted))
+    # one categorical column each for attribute and value (a table of n × m rows must not hold
+    # one Python string per cell); categories are the sorted texts
+    all_values = np.unique(np.concatenate([texts for _, _, texts, _ in id_rows])) if id_rows else np.zeros(0, dtype=object)
+    attribute_codes, value_codes, sids = [], [], []
+    for number, (attribute, sid_sorted, value_text, bucket_sorted) in enumerate(id_rows):
+        to_global = np.searchsorted(all_values, value_text)
+        attribute_codes.append(np.full(len(sid_sorted), number, dtype=np.int32))
+        value_codes.append(to_global[bucket_sorted].astype(np.int32))
+        sids.append(sid_sorted)
+    n_rows = sum(len(s) for s in sids)
+    id_table = pd.DataFrame(
+        {
+            "attribute": pd.Categorical.from_codes(
+                np.concatenate(attribute_codes) if id_rows else np.zeros(0, np.int32),
+                categories=pd.Index([a for a, _, _, _ in id_rows], dtype=object),
+            ),
+            "sid": np.concatenate(sids) if id_rows else np.zeros(0, np.int32),
+            "value": pd.Categorical.from_codes(
+                np.concatenate(value_codes) if id_rows else np.zeros(0, np.int32),
+                categories=pd.Index(all_values, dtype=object),
+            ),
+            "count": np.ones(n_rows, dtype=np.int32),
+        }
     )
-    id_table = id_table.astype({"attribute": object, "sid": "int32", "value": object, "count": "int32"})
     return id_table.reset_index(drop=True), attribute_sids

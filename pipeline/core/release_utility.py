@@ -62,7 +62,7 @@ __all__ = [
 
 def hiding_set_sizes_kl(kl_released: pd.DataFrame, sensitive_attributes: Sequence[str]) -> np.ndarray:
     """float64 ``(n_rows, m)``: every cell's equivalence-class size (same for all attributes)."""
-    sizes = kl_released.groupby("cluster_id")["cluster_id"].transform("size").to_numpy(float)
+    sizes = kl_released.groupby("cluster_id", observed=True)["cluster_id"].transform("size").to_numpy(float)
     return np.repeat(sizes[:, None], len(sensitive_attributes), axis=1)
 
 
@@ -85,9 +85,9 @@ def hiding_set_sizes_mixed(
     sa = list(sensitive_attributes)
     parts = []
     if len(sac_released):
-        sizes = sac_released.groupby("group_id")["group_id"].transform("size").to_numpy(float)
+        sizes = sac_released.groupby("group_id", observed=True)["group_id"].transform("size").to_numpy(float)
         parts.append(np.repeat(sizes[:, None], len(sa), axis=1))
-    totals = id_table.groupby(["attribute", "sid"])["count"].sum()
+    totals = id_table.groupby(["attribute", "sid"], observed=True)["count"].sum()
     at = np.full((len(attribute_table), len(sa)), np.nan)
     for j, attribute in enumerate(sa):
         column = attribute_table[attribute]
@@ -107,7 +107,7 @@ def hiding_set_sizes_naive(tables: Mapping[str, pd.DataFrame], row_maps: Mapping
     columns = []
     for attribute in sensitive_attributes:
         table = tables[attribute]
-        sizes = table.groupby("cluster_id")["cluster_id"].transform("size")
+        sizes = table.groupby("cluster_id", observed=True)["cluster_id"].transform("size")
         frame = pd.DataFrame({"row_id": table["row_id"].to_numpy(), "size": sizes.to_numpy(float)}).merge(row_maps[attribute], on="row_id")
         columns.append(frame.set_index("source_row_id")["size"])
     joined = pd.concat(columns, axis=1, join="inner").sort_index()

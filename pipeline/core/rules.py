@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
+    "APRIORI_MAX_BYTES",
     "MINING_BACKENDS",
     "RULE_COLUMNS",
     "exact_fraction",
@@ -192,9 +193,17 @@ MINING_BACKENDS = ("mlxtend-apriori", "mlxtend-fpgrowth", "duckdb", "counting")
 _BACKEND_ALIASES = {"mlxtend": "mlxtend-apriori"}
 
 
-def resolve_mining_backend(backend: str, n_records: int, *, duckdb_threshold: int) -> str:
+#: Largest boolean array (bytes) mlxtend's Apriori may build: with ``max_len=2`` it materialises
+#: candidate pairs x 2 x records (Adult's four sensitive attributes: about 0.36 GB); a sensitive
+#: attribute with 10,000 distinct values in 10,000 records would need about 1 TB.
+APRIORI_MAX_BYTES = 1 << 30
+
+
+def resolve_mining_backend(backend: str, n_records: int, *, duckdb_threshold: int, n_items: int | None = None) -> str:
     """The back end to use: ``backend`` itself, or for ``"auto"`` mlxtend's Apriori (P1's
-    method) below ``duckdb_threshold`` records and the DuckDB aggregate from there on.
+    method) below ``duckdb_threshold`` records and the DuckDB aggregate from there on. With
+    ``n_items`` (distinct values summed over the sensitive attributes), ``"auto"`` also takes the
+    DuckDB aggregate when Apriori's candidate array would exceed ``APRIORI_MAX_BYTES``.
 
     Raises
     ------
@@ -203,7 +212,8 @@ def resolve_mining_backend(backend: str, n_records: int, *, duckdb_threshold: in
     """
     backend = _BACKEND_ALIASES.get(backend, backend)
     if backend == "auto":
-        return "duckdb" if n_records >= duckdb_threshold else "mlxtend-apriori"
+        too_large = n_items is not None and n_items * (n_items - 1) // 2 * 2 * n_records > APRIORI_MAX_BYTES
+        return "duckdb" if n_records >= duckdb_threshold or too_large else "mlxtend-apriori"
     if backend not in MINING_BACKENDS:
         raise ValueError(f"unknown rule-mining backend {backend!r}; use 'auto' or one of {list(MINING_BACKENDS)}")
     return backend

@@ -84,7 +84,7 @@ def group_diversity_summary(
     distinct = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
     for attribute in sensitive_attributes:
         codes = released_codes[attribute]
-        pairs = np.unique(group_index.astype(np.int64) * (int(codes.max(initial=0)) + 2) + codes + 1)
+        pairs = pd.unique(group_index.astype(np.int64) * (int(codes.max(initial=0)) + 2) + codes + 1)
         per_group = np.bincount(pairs // (int(codes.max(initial=0)) + 2), minlength=n_groups)
         distinct = np.minimum(distinct, per_group)
     summary["min_distinct_values"] = distinct if sensitive_attributes else 0
@@ -157,19 +157,20 @@ def sid_diversity_summary(attribute_table: pd.DataFrame, id_table: pd.DataFrame,
     sid = id_table["sid"].to_numpy(np.int64)
     value_index, _ = pd.factorize(id_table["value"])
     count = id_table["count"].to_numpy(np.int64)
-    key_frame = pd.DataFrame({"a": attribute_index, "s": sid})
-    key_index, keys = pd.factorize(pd.MultiIndex.from_frame(key_frame)) if len(id_table) else (np.zeros(0, np.int64), [])
+    sid_radix = int(sid.max(initial=0)) + 1
+    key_index, keys = pd.factorize(attribute_index.astype(np.int64) * sid_radix + sid, sort=True)
+    keys = np.asarray(keys, dtype=np.int64)
     n_keys = len(keys)
-    pairs = np.unique(key_index.astype(np.int64) * (int(value_index.max(initial=0)) + 1) + value_index)
-    n_distinct = np.bincount(pairs // (int(value_index.max(initial=0)) + 1), minlength=n_keys) if n_keys else np.zeros(0, np.int64)
-    occurrences = np.bincount(key_index, weights=count, minlength=n_keys).astype(np.int64) if n_keys else np.zeros(0, np.int64)
+    value_radix = int(value_index.max(initial=0)) + 1
+    pairs = pd.unique(key_index.astype(np.int64) * value_radix + value_index)
+    n_distinct = np.bincount(pairs // value_radix, minlength=n_keys)
+    occurrences = np.bincount(key_index, weights=count, minlength=n_keys).astype(np.int64)
     max_count = np.zeros(n_keys, dtype=np.int64)
-    if n_keys:
-        np.maximum.at(max_count, key_index, count)
+    np.maximum.at(max_count, key_index, count)
     per_sid = pd.DataFrame(
         {
-            "attribute": np.asarray(attribute_names, dtype=object)[[k[0] for k in keys]] if n_keys else np.zeros(0, dtype=object),
-            "sid": np.asarray([k[1] for k in keys], dtype=np.int64),
+            "attribute": np.asarray(attribute_names, dtype=object)[keys // sid_radix],
+            "sid": keys % sid_radix,
             "n_distinct_values": n_distinct,
             "n_value_occurrences": occurrences,
             "max_count": max_count,
@@ -214,7 +215,7 @@ def strong_values_in_sids(
             rows = attributes == attribute
             strong[rows] = np.isin(others["value"].to_numpy()[rows].astype(str), sorted(values))
     frame = others[["attribute", "sid"]].assign(n_strong_values=strong.astype("int64"))
-    return frame.groupby(["attribute", "sid"], as_index=False)["n_strong_values"].sum()
+    return frame.groupby(["attribute", "sid"], as_index=False, observed=True)["n_strong_values"].sum()
 
 
 def disclosure_summary(per_record: pd.DataFrame, *, ell: int) -> pd.DataFrame:
@@ -388,7 +389,7 @@ def kl_equivalence_class_summary(
         )
     tuples = released[quasi_identifiers].agg("\x1f".join, axis=1) if quasi_identifiers else pd.Series("", index=released.index)
     frame = pd.DataFrame({"cluster_id": released["cluster_id"].to_numpy(), "tuple": tuples.to_numpy(), "truthful": truthful})
-    grouped = frame.groupby("cluster_id", sort=True)
+    grouped = frame.groupby("cluster_id", sort=True, observed=True)
     summary = pd.DataFrame(
         {
             "n_rows": grouped.size(),

@@ -82,7 +82,7 @@ def test_example_b_domain_sizes_are_the_raw_distinct_values(golden):
 
 def _reference(tables, sa, ell, domains, n_deleted):
     sac, at, idt = tables.sac_released, tables.attribute_table, tables.id_table
-    sid_values = {(a, int(s)): set(g["value"]) for (a, s), g in idt.groupby(["attribute", "sid"])}
+    sid_values = {(a, int(s)): set(g["value"]) for (a, s), g in idt.groupby(["attribute", "sid"], observed=True)}
     clusters = [list(g["attribute"]) for _, g in tables.attribute_clusters.groupby("cluster_id")] or [[a] for a in sa]
     ail, rce = Fraction(0), Fraction(0)
     for _, row in at.iterrows():
@@ -136,7 +136,7 @@ def test_metrics_match_row_by_row_reference(frame, ell, min_confidence, model):
     # SPEC §11 ranges; AIL is 0 exactly when nothing was deleted, suppressed or enlarged beyond ℓ
     assert 0.0 <= ail <= 1.0
     assert 0.0 <= rce <= len(frame)
-    sid_sizes = tables.id_table.groupby(["attribute", "sid"])["value"].nunique()
+    sid_sizes = tables.id_table.groupby(["attribute", "sid"], observed=True)["value"].nunique()
     lossless = n_deleted == 0 and not tables.attribute_table[sa].isna().any().any() and (sid_sizes == ell).all()
     assert (ail == 0.0) == lossless
 
@@ -181,7 +181,7 @@ def test_lemma_23_per_row_costs_in_mixed_release(frame, ell, min_confidence):
     assert sac_only == pytest.approx(len(tables.sac_released) * (1 - ell ** -n_clusters), rel=1e-12, abs=1e-12)
     at = tables.attribute_table
     at_only = _rce(_at_only(tables), sa, domains, 0)
-    sid_sizes = tables.id_table.groupby(["attribute", "sid"])["value"].nunique()
+    sid_sizes = tables.id_table.groupby(["attribute", "sid"], observed=True)["value"].nunique()
     suppressed = at[sa].isna().any()
     if not suppressed.any() and (sid_sizes == ell).all():
         assert at_only == pytest.approx(len(at) * (1 - ell ** -len(sa)), rel=1e-12, abs=1e-12)

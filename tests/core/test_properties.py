@@ -76,8 +76,17 @@ def tables(draw):
 @given(frame=tables(), ell=st.integers(2, 4), min_confidence=st.sampled_from([0.5, 0.75, 0.8, 1.0]), seed=st.integers(0, 1000))
 def test_spec_section_9_invariants(frame, ell, min_confidence, seed):
     sensitive = [c for c in frame.columns if c.startswith("S")]
+    assert_section_9_invariants(frame, ["qi"], sensitive, ell=ell, min_confidence=min_confidence, seed=seed)
+
+
+def assert_section_9_invariants(frame, quasi_identifiers, sensitive, *, ell, min_confidence, seed):
+    """Run the pure mixed model and assert every SPEC §9 invariant on its release tables.
+
+    Also used by the fuzz tests (tests/core/test_fuzz.py) on wilder tables. Returns the model
+    result and the release tables.
+    """
     result = run_mixed_model(frame, sensitive, ell=ell, min_confidence=min_confidence, seed=seed)
-    tables_ = assemble_release_tables(frame, ["qi"], sensitive, sac_permuted=result.sac_permuted,
+    tables_ = assemble_release_tables(frame, quasi_identifiers, sensitive, sac_permuted=result.sac_permuted,
                                       attribute_sids=result.attribute_sids, id_table=result.id_table, clusters=result.clusters)
     sac, at = tables_.sac_released, tables_.attribute_table
     # 1. SAC~ groups: exactly ell rows, ell distinct values per attribute, cluster tuples preserved
@@ -86,20 +95,25 @@ def test_spec_section_9_invariants(frame, ell, min_confidence, seed):
     assert (groups["n_rows"] == ell).all()
     assert (groups["min_distinct_values"] == ell).all()
     assert groups["cluster_tuples_preserved"].all()
-    # 2. Lemma 12: every rule holder is disclosed with probability <= 1/ell
+    assert len(groups) == len(result.grouping.groups) and len(sac) == ell * len(groups)
+    # 2. Lemma 12: every rule holder is disclosed with probability <= 1/ell; exactly 0 in AT
     holders = rule_holders(frame, result.rules, row_map=tables_.row_map)
     per_record = per_record_disclosure(disclosure_probabilities(
         holders, result.rules, sac_released=sac, attribute_table=at, id_table=tables_.id_table,
         attribute_clusters=tables_.attribute_clusters))
     assert (per_record["numerator"] * ell <= per_record["denominator"]).all()
+    in_at = per_record["row_id"].isin(at["row_id"])
+    assert (per_record.loc[in_at, "numerator"] == 0).all()
     # every record holding a strong rule is in SAC (SPEC §3 consequence) unless deleted
     sac_sources = set(tables_.row_map.set_index("row_id").loc[sac["row_id"], "source_row_id"]) if len(sac) else set()
     raw_holders = set(rule_holders(frame, result.rules)["row_id"])
     assert raw_holders <= sac_sources | set(result.grouping.deleted)
-    # 3. every SID has >= ell distinct values, no value above 1/ell
+    # 3. every SID has >= ell distinct values, no value above 1/ell; suppressed cells reported
     sids = verification.sid_diversity_summary(at, tables_.id_table, sensitive)
     assert (sids["n_distinct_values"] >= ell).all()
     assert (sids["records_match_occurrences"]).all()
+    assert (sids["max_value_share"] * ell <= 1 + 1e-12).all()
+    assert not tables_.id_table.duplicated(["attribute", "sid", "value"]).any()
     # 4. no probability tilt
     tilt = verification.strong_values_in_sids(tables_.id_table, strong_values(result.rules, sensitive), result.split.s_max)
     assert (tilt["n_strong_values"] == 0).all()
@@ -109,6 +123,7 @@ def test_spec_section_9_invariants(frame, ell, min_confidence, seed):
         frame["row_id"], sac_row_ids=to_source.reindex(sac["row_id"]), attribute_table_row_ids=to_source.reindex(at["row_id"]),
         deleted_row_ids=result.grouping.deleted)
     assert (accounting["n_places"] == 1).all()
+    assert len(sac) + len(at) + len(result.grouping.deleted) == len(frame)
     # Lemma 22: with nothing deleted, confidences are recovered exactly unless an antecedent cell was suppressed
     recovered = recover_rule_confidences(result.rules, sac_released=sac, attribute_table=at, id_table=tables_.id_table,
                                          attribute_clusters=tables_.attribute_clusters)
@@ -117,3 +132,13 @@ def test_spec_section_9_invariants(frame, ell, min_confidence, seed):
         assert summary["exact"].all()
     # release row ids are unique across the release and carry no input order
     assert len(set(sac["row_id"]) | set(at["row_id"])) == len(sac) + len(at)
+    # the released values are the input's: SAC~ rows keep each group's values, the ID table the rest
+    for attribute in sensitive:
+        released = sorted(sac[attribute].tolist() + [
+            v for v, c in zip(tables_.id_table.loc[tables_.id_table["attribute"] == attribute, "value"],
+                              tables_.id_table.loc[tables_.id_table["attribute"] == attribute, "count"]) for _ in range(int(c))])
+        published = frame[frame["row_id"].isin(to_source)].copy()
+        suppressed_at = at.loc[at[attribute].isna(), "row_id"]
+        published = published[~published["row_id"].isin(to_source.reindex(suppressed_at))]
+        assert released == sorted(published[attribute].astype(str).tolist())
+    return result, tables_

@@ -1,0 +1,276 @@
+"""Issue 6, "Nothing raw leaks": a release directory holds exactly the contract and nothing that
+identifies a source record; the Dagster event log of a run (metadata, check evaluations, log
+messages, step outputs, failures), as stored on disk, never holds a raw sensitive value.
+
+The input is the first 2,000 Adult records, shuffled, with every sensitive value replaced by a
+distinctive token (``QQSA<attribute>V<number>QQ``) and a source identifier column
+(``QQID<number>QQ``) that is not configured, so a leak is a plain substring search.
+"""
+
+import json
+import re
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.definitions import build_definitions
+from pipeline.publish import MODEL_TABLES, contract_schemas, read_latest
+from pipeline.resources import ADULT_COLUMNS
+
+ROOT = Path(__file__).resolve().parents[1]
+QUASI_IDENTIFIERS = ["sex", "race", "marital-status", "native-country", "workclass"]
+SENSITIVE_ATTRIBUTES = ["education", "occupation", "age", "relationship"]
+#: The gate on rule confidences is not the subject here: on this shuffled sample some rules lose
+#: their holders to deleted records (deviation up to 1.0), so it is relaxed to let the run publish.
+PUBLISH_TOLERANCE = 1.0
+SENSITIVE_TOKEN = re.compile(r"QQSA\dV\d{4}QQ")
+IDENTIFIER_TOKEN = "QQID"
+
+
+def tokenized_adult(path: Path, n_rows: int = 2000) -> pd.DataFrame:
+    """Adult's first ``n_rows`` records, shuffled (seed 6), sensitive values tokenized, plus ``record_id``."""
+    frame = pd.read_csv(ROOT / "data/adult/adult.data", header=None, names=ADULT_COLUMNS, skipinitialspace=True,
+                        nrows=n_rows, dtype=str)
+    for index, attribute in enumerate(SENSITIVE_ATTRIBUTES):
+        values = sorted(v for v in frame[attribute].unique() if v != "?")
+        codes = {v: f"QQSA{index}V{number:04d}QQ" for number, v in enumerate(values)}
+        frame[attribute] = frame[attribute].map(lambda v: codes.get(v, v))
+    frame.insert(0, "record_id", [f"{IDENTIFIER_TOKEN}{n:06d}QQ" for n in range(len(frame))])
+    frame = frame.sample(frac=1.0, random_state=6).reset_index(drop=True)
+    frame.to_csv(path, index=False)
+    return frame
+
+
+def settings(input_path: Path, **overrides) -> dict:
+    return {
+        "input_path": str(input_path), "csv_header": True, "column_names": [],
+        "quasi_identifiers": QUASI_IDENTIFIERS, "sensitive_attributes": SENSITIVE_ATTRIBUTES, **overrides,
+    }
+
+
+def run_job(home: Path, job: str, config: dict, instance: dg.DagsterInstance):
+    return build_definitions(home).resolve_job_def(job).execute_in_process(
+        run_config={"resources": {"settings": {"config": config}}}, instance=instance, raise_on_error=False
+    )
+
+
+@pytest.fixture(scope="module")
+def tokenized(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("leaks")
+    frame = tokenized_adult(directory / "tokenized.csv")
+    return directory, frame
+
+
+# ---------------------------------------------------------------------------------------------
+# (a) the release directory holds the contract and nothing else
+
+
+def _assert_release_holds_only_the_contract(release_dir: Path, frame: pd.DataFrame) -> None:
+    manifest = json.loads((release_dir / "manifest.json").read_text())
+    model = manifest["model"]
+    schemas = contract_schemas(QUASI_IDENTIFIERS, SENSITIVE_ATTRIBUTES, model=model)
+    assert set(schemas) == {*MODEL_TABLES[model], "release_manifest"}
+    # files: release.duckdb, manifest.json, one Parquet file per contract table, the report page
+    # and its figures (report.html, report.json); no directory, no WAL
+    assert sorted(p.name for p in release_dir.iterdir()) == sorted(
+        ["release.duckdb", "manifest.json", "report.html", "report.json", *(f"{t}.parquet" for t in schemas)]
+    )
+    assert all(p.is_file() for p in release_dir.iterdir())
+    assert set(manifest) == set(schemas["release_manifest"])
+
+    connection = duckdb.connect(str(release_dir / "release.duckdb"), read_only=True)
+    try:
+        objects = connection.execute(
+            "SELECT schema_name, table_name FROM duckdb_tables() WHERE NOT internal"
+        ).fetchall()
+        assert sorted(objects) == sorted(("main", t) for t in schemas)
+        assert connection.execute("SELECT count(*) FROM duckdb_views() WHERE NOT internal").fetchone()[0] == 0
+        assert connection.execute("SELECT count(*) FROM duckdb_sequences()").fetchone()[0] == 0
+        assert connection.execute("SELECT count(*) FROM duckdb_indexes()").fetchone()[0] == 0
+        assert connection.execute("SELECT count(*) FROM duckdb_functions() WHERE NOT internal").fetchone()[0] == 0
+        tables = {}
+        for table, columns in schemas.items():
+            described = connection.execute(
+                "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
+                [table],
+            ).fetchall()
+            assert described == list(columns.items()), table
+            tables[table] = connection.execute(f'SELECT * FROM "{table}"').df()
+    finally:
+        connection.close()
+
+    for table, columns in schemas.items():
+        parquet = pq.read_table(release_dir / f"{table}.parquet")
+        assert parquet.column_names == list(columns), table
+        assert parquet.num_rows == len(tables[table]), table
+        assert not any(b"pandas" in key for key in (parquet.schema.metadata or {})), table
+
+    # no source identifier anywhere: not as a column, not as a value, not in any file's bytes
+    for path in release_dir.iterdir():
+        assert IDENTIFIER_TOKEN.encode() not in path.read_bytes(), path.name
+    source_columns = set(frame.columns) - set(QUASI_IDENTIFIERS) - set(SENSITIVE_ATTRIBUTES)
+    for table, content in tables.items():
+        assert not source_columns & set(content.columns), table
+        for column in content.columns:
+            text = content[column].astype(str)
+            assert not text.str.contains(IDENTIFIER_TOKEN).any(), (table, column)
+        if table == "release_manifest":
+            continue
+        for column in content.columns:  # an identifier-like column: one distinct text value per row
+            if column not in ("row_id",) and content[column].dtype == object and len(content) > 10:
+                assert content[column].nunique() < len(content), (table, column)
+
+    # row_id: 1..n over the released rows, in the documented content order, not the input order
+    row_tables = [t for t in ("sac_released", "attribute_table", "kl_released") if t in tables]
+    row_ids = np.concatenate([tables[t]["row_id"].to_numpy() for t in row_tables])
+    assert sorted(row_ids) == list(range(1, len(row_ids) + 1))
+    order_keys = {
+        "sac_released": ["group_id", *QUASI_IDENTIFIERS, *SENSITIVE_ATTRIBUTES],
+        "attribute_table": [*QUASI_IDENTIFIERS, *SENSITIVE_ATTRIBUTES],
+        "kl_released": ["cluster_id", *SENSITIVE_ATTRIBUTES],
+    }
+    for table in row_tables:
+        by_row_id = tables[table].sort_values("row_id").reset_index(drop=True)
+        by_content = by_row_id.sort_values(order_keys[table], kind="stable", na_position="first").reset_index(drop=True)
+        pd.testing.assert_frame_equal(by_row_id, by_content, obj=f"{table} ordered by row_id")
+    # the input is shuffled, so a content order cannot reproduce it
+    input_order = frame[QUASI_IDENTIFIERS].astype(str).agg("|".join, axis=1)
+    assert not input_order.is_monotonic_increasing
+
+
+def test_mixed_release_directory_holds_only_the_contract(tokenized, tmp_path):
+    directory, frame = tokenized
+    home = tmp_path / "home"
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = run_job(home, "release", settings(directory / "tokenized.csv", confidence_tolerance=PUBLISH_TOLERANCE), instance)
+    assert result.success
+    _assert_release_holds_only_the_contract(read_latest(home / "releases"), frame)
+
+
+def test_kl_release_directory_holds_only_the_contract(tokenized, tmp_path):
+    directory, frame = tokenized
+    home = tmp_path / "home"
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = run_job(home, "kl_release", settings(directory / "tokenized.csv", model="kl"), instance)
+    assert result.success
+    _assert_release_holds_only_the_contract(read_latest(home / "releases"), frame)
+
+
+def test_the_contract_check_catches_an_extra_table(tokenized, tmp_path):
+    """The check above can fail: a release with one extra column in one table is refused."""
+    directory, frame = tokenized
+    home = tmp_path / "home"
+    with dg.DagsterInstance.ephemeral() as instance:
+        assert run_job(home, "release", settings(directory / "tokenized.csv", confidence_tolerance=PUBLISH_TOLERANCE), instance).success
+    release_dir = read_latest(home / "releases")
+    connection = duckdb.connect(str(release_dir / "release.duckdb"))
+    try:
+        connection.execute("CREATE TABLE input_rows AS SELECT 1 AS source_row")
+    finally:
+        connection.close()
+    with pytest.raises(AssertionError):
+        _assert_release_holds_only_the_contract(release_dir, frame)
+
+
+# ---------------------------------------------------------------------------------------------
+# (b) no raw sensitive value in the event log of a run
+
+
+#: Steps that publish a release: their metadata may preview the PUBLISHED tables (issue 7), whose
+#: values are public by then; every other step (the private assets, the gates) must show none.
+PUBLISH_STEPS = {"publish_release", "publish_kl_release"}
+
+
+def _preview_tokens(entries) -> set[str]:
+    """Tokens shown in the ``preview_*`` metadata of the publish steps (first rows of released tables)."""
+    tokens: set[str] = set()
+    for entry in entries:
+        if entry.step_key not in PUBLISH_STEPS or entry.dagster_event is None:
+            continue
+        metadata = {}
+        if entry.dagster_event.is_step_materialization:
+            metadata = entry.dagster_event.step_materialization_data.materialization.metadata
+        for key, value in metadata.items():
+            if key.startswith("preview_"):
+                tokens.update(SENSITIVE_TOKEN.findall(str(getattr(value, "value", value))))
+    return tokens
+
+
+def _leaks_in_event_log(instance: dg.DagsterInstance, run_id: str) -> tuple[list[str], set[str]]:
+    """Sensitive or identifier tokens in the run's event log, except published previews; and the
+    set of previewed tokens (allowed)."""
+    from dagster._serdes import serialize_value
+
+    entries = instance.all_logs(run_id)
+    allowed = _preview_tokens(entries)
+    found = []
+    for entry in entries:
+        text = serialize_value(entry)
+        for match in SENSITIVE_TOKEN.findall(text) + re.findall(IDENTIFIER_TOKEN + r"\d+QQ", text):
+            if entry.step_key in PUBLISH_STEPS and match in allowed:
+                continue
+            kind = entry.dagster_event.event_type_value if entry.dagster_event else "log message"
+            found.append(f"{kind} of step {entry.step_key}: {match}")
+    return found, allowed
+
+
+def _leaks_on_disk(directory: Path, allowed: set[str] = frozenset()) -> list[str]:
+    found = []
+    for path in directory.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            tokens = {t.decode() for t in re.findall(rb"QQSA\dV\d{4}QQ", data)} - set(allowed)
+            if tokens or IDENTIFIER_TOKEN.encode() in data:
+                found.append(str(path.relative_to(directory)))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("job", "overrides", "should_publish"),
+    [
+        ("release", {"confidence_tolerance": PUBLISH_TOLERANCE}, True),
+        ("release", {}, False),  # gate rule_confidence_preserved fails: failure paths are walked too
+        ("release", {"model": "rating", "allow_disclosure": True, "confidence_tolerance": PUBLISH_TOLERANCE}, True),
+        ("kl_release", {"model": "kl"}, True),
+    ],
+    ids=["mixed", "mixed-gate-fails", "rating", "kl"],
+)
+def test_event_log_of_a_run_holds_no_raw_sensitive_value(tokenized, tmp_path, job, overrides, should_publish):
+    directory, _ = tokenized
+    home = tmp_path / "home"
+    dagster_home = tmp_path / "dagster_home"
+    dagster_home.mkdir()
+    (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        result = run_job(home, job, settings(directory / "tokenized.csv", **overrides), instance)
+        assert result.success is should_publish
+        assert (read_latest(home / "releases") is not None) is should_publish
+        entries = instance.all_logs(result.run_id)
+        kinds = {e.dagster_event.event_type_value for e in entries if e.dagster_event}
+        assert {"ASSET_MATERIALIZATION", "ASSET_CHECK_EVALUATION", "STEP_OUTPUT"} <= kinds
+        assert any(e.dagster_event is None for e in entries) or not should_publish  # user log messages walked
+        leaks, previewed = _leaks_in_event_log(instance, result.run_id)
+    assert leaks == [], leaks[:10]
+    # previews appear only once something was published, and only values of the released tables
+    assert (len(previewed) > 0) is should_publish
+    assert _leaks_on_disk(dagster_home, previewed) == []  # the stored event log, run storage and compute logs
+
+
+def test_the_event_log_walk_finds_a_planted_value(tokenized, tmp_path):
+    """The walk can fail: an asset that logs a sensitive value is caught."""
+    directory, frame = tokenized
+
+    @dg.asset(key=["private", "leaky"], deps=[dg.AssetKey(["private", "raw_records"])], group_name="ingest")
+    def leaky(context: dg.AssetExecutionContext) -> None:
+        context.log.info(f"first education value: {frame['education'].iloc[0]}")
+
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = dg.materialize([leaky], instance=instance, raise_on_error=False)
+        assert result.success
+        leaks, _ = _leaks_in_event_log(instance, result.run_id)
+    assert leaks and "log message" in leaks[0]
