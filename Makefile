@@ -9,7 +9,7 @@ export MSA_RELEASE_HOME ?= $(CURDIR)/var
 export GX_ANALYTICS_ENABLED := false
 export DAGSTER_HOME ?= $(MSA_RELEASE_HOME)/dagster
 
-.PHONY: ui-screenshots release test experiments attacks kl-quality bench ui env clean
+.PHONY: ui-screenshots release test experiments attacks kl-quality bench bench-kl ui env clean
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -37,7 +37,12 @@ attacks: env $(DAGSTER_HOME)/dagster.yaml
 kl-quality: env
 	$(VENV)/bin/msa-release kl-quality
 
+# release benchmark (issue 5): make bench [SIZES=adult,kdd,1m,3m,10m] [RUNS=3] [RUNS_LARGE=1] -> reports/bench/
 bench: env
+	$(VENV)/bin/python benchmarks/bench_release.py $(if $(SIZES),--sizes $(SIZES)) $(if $(RUNS),--runs $(RUNS)) $(if $(RUNS_LARGE),--runs-large $(RUNS_LARGE))
+
+# (k, ℓ) blocked method on all of Adult: time and memory targets
+bench-kl: env
 	$(VENV)/bin/python benchmarks/bench_kl_adult.py
 
 test: env

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from assets.keys import CANDIDATE, KINDS, KL_MODEL, PRIVATE, RELEASE, inputs, markdown_preview, table_metadata
-from assets.release import gate_outcomes, input_reading, stage_seconds
+from assets.release import gate_outcomes, input_reading, profile_metadata, run_profile, stage_seconds
 from pipeline.core.hierarchies import Hierarchy, HierarchyError, load_hierarchies, read_hierarchy
 from pipeline.core.kl_anonymity import InfeasibleError, KLAnonymization, kl_anonymize, kl_release_table
 from pipeline.loading import InputError, file_sha256
@@ -285,6 +285,7 @@ def publish_kl_release(
 ) -> dg.MaterializeResult:
     """Publish the gated (k, ℓ) release atomically to $MSA_RELEASE_HOME/releases/<release_id>/ and update LATEST."""
     started = time.monotonic()
+    publish_started = time.time()
     require_kl_model(settings)
     now = datetime.now(timezone.utc)
     release_id = f"{now.strftime('%Y%m%dT%H%M%S')}Z-{context.run.run_id[:8]}"
@@ -321,6 +322,7 @@ def publish_kl_release(
         "n_clusters": len(sizes),
         "total_generalization_cost": float(kl_clusters["cost"].sum()),
         "total_naive_cost": int(kl_clusters["naive_cost"].sum()),
+        "profile": run_profile(context, settings),
     }
     schemas = contract_schemas(quasi_identifiers, sensitive_attributes, model="kl")
     tables = {"kl_released": kl_released[list(schemas["kl_released"])]}
@@ -358,5 +360,6 @@ def publish_kl_release(
             "report": dg.MetadataValue.path(str(path / REPORT_HTML)),
             # preview of the PUBLISHED table only (after every gate passed)
             "preview_kl_released": markdown_preview(tables["kl_released"]),
+            **profile_metadata(manifest["profile"], publish_started),
         },
     )

@@ -14,6 +14,7 @@ from assets.mixed_model import clusters_from_frame
 from pipeline.audit import PublishedRelease
 from pipeline.core.metrics import domain_sizes
 from pipeline.core.mixed_model import assemble_release_tables
+from pipeline import profiling
 from pipeline.publish import contract_schemas, package_versions, publish_release
 from pipeline.release_report import REPORT_HTML, mixed_report_data, report_files
 from pipeline.resources import ReleaseSettings, ReleaseStore
@@ -104,14 +105,49 @@ def input_reading(settings: ReleaseSettings) -> dict:
     }
 
 
-def stage_seconds(context: dg.AssetExecutionContext) -> dict[str, float]:
-    """Wall time (s) of every step of this run finished so far, from the Dagster event log."""
+def run_step_windows(instance: dg.DagsterInstance, run_id: str) -> dict[str, tuple[float, float]]:
+    """Start and end (seconds since the epoch) of every step of run ``run_id`` finished so far, from its event log."""
     started, finished = {}, {}
     for event_type, into in ((dg.DagsterEventType.STEP_START, started), (dg.DagsterEventType.STEP_SUCCESS, finished)):
-        for record in context.instance.get_records_for_run(context.run.run_id, of_type=event_type).records:
+        for record in instance.get_records_for_run(run_id, of_type=event_type).records:
             entry = record.event_log_entry
             into[entry.step_key] = entry.timestamp
-    return {step: round(finished[step] - started[step], 3) for step in sorted(finished) if step in started}
+    return {step: (started[step], finished[step]) for step in sorted(finished) if step in started}
+
+
+def step_windows(context: dg.AssetExecutionContext) -> dict[str, tuple[float, float]]:
+    """Start and end (seconds since the epoch) of every step of this run finished so far."""
+    return run_step_windows(context.instance, context.run.run_id)
+
+
+def stage_seconds(context: dg.AssetExecutionContext) -> dict[str, float]:
+    """Wall time (s) of every step of this run finished so far, from the Dagster event log."""
+    return {step: round(end - start, 3) for step, (start, end) in step_windows(context).items()}
+
+
+def run_profile(context: dg.AssetExecutionContext, settings: ReleaseSettings) -> dict | None:
+    """With ``settings.profile``: wall time and peak RSS of every step and stage finished so far
+    (the manifest's ``profile``; see ``pipeline.profiling``), else None."""
+    if not settings.profile:
+        return None
+    profile = profiling.build_profile(step_windows(context), profiling.current_sampler())
+    profile["note"] = profiling.PUBLISH_NOTE
+    return profile
+
+
+def profile_metadata(profile: dict | None, publish_started: float) -> dict[str, float]:
+    """Numeric metadata of a profiled run (``profile_seconds_<stage>``, ``profile_peak_rss_mb_<stage>``),
+    the publish step's own figures included (measured from ``publish_started``, epoch seconds, to now)."""
+    if profile is None:
+        return {}
+    entries = profiling.metadata_entries(profile)
+    now = time.time()
+    entries["profile_seconds_publish"] = round(now - publish_started, 3)
+    sampler = profiling.current_sampler()
+    if sampler is not None:
+        entries["profile_peak_rss_mb_publish"] = round((sampler.peak_bytes(publish_started, now) or 0) / 2**20, 1)
+        entries["profile_peak_rss_mb_process"] = round(sampler.process_peak_bytes() / 2**20, 1)
+    return entries
 
 
 def gate_outcomes(context: dg.AssetExecutionContext) -> list[dict]:
@@ -191,6 +227,7 @@ def publish_release_asset(
 ) -> dg.MaterializeResult:
     """Publish the gated release atomically to $MSA_RELEASE_HOME/releases/<release_id>/ and update LATEST."""
     started = time.monotonic()
+    publish_started = time.time()
     require_release_model(settings)
     now = datetime.now(timezone.utc)
     release_id = f"{now.strftime('%Y%m%dT%H%M%S')}Z-{context.run.run_id[:8]}"
@@ -227,6 +264,7 @@ def publish_release_asset(
         "checks": gates,
         "stage_seconds": stage_seconds(context),
         "package_versions": package_versions(),
+        "profile": run_profile(context, settings),
     }
     schemas = contract_schemas(qi, sa, model=settings.model)
     candidates = {
@@ -273,5 +311,6 @@ def publish_release_asset(
             **release_report_metadata(manifest, report_data),
             # previews of the PUBLISHED tables only (after every gate passed), never of private tables
             **{f"preview_{name}": markdown_preview(frame) for name, frame in tables.items()},
+            **profile_metadata(manifest["profile"], publish_started),
         }
     )

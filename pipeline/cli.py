@@ -97,6 +97,7 @@ def build_settings_config(
     mining_backend: str | None = None,
     duckdb_mining_threshold: int | None = None,
     keep_releases: int | None = None,
+    profile: bool | None = None,
 ) -> dict:
     """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
 
@@ -138,6 +139,7 @@ def build_settings_config(
         ("mining_backend", mining_backend),
         ("duckdb_mining_threshold", duckdb_mining_threshold),
         ("keep_releases", keep_releases),
+        ("profile", profile),
     ):
         if value is not None:
             config[key] = value
@@ -336,7 +338,42 @@ def _settings_from_options(options: dict) -> dict:
         mining_backend=options.get("mining_backend"),
         duckdb_mining_threshold=options.get("duckdb_mining_threshold"),
         keep_releases=options.get("keep_releases"),
+        profile=options.get("profile"),
     )
+
+
+def write_profile_sidecar(result, home: Path, output: str | None, *, started: float) -> Path:
+    """Write the profile of the whole run (every step, publish and audit included) as JSON.
+
+    The manifest's ``profile`` cannot hold the publish step that writes it, nor the audit that
+    follows; this sidecar does. Keys: run_id, success, release_id (null when nothing was
+    published), command_seconds (this command from start to the end of the run), and the
+    ``pipeline.profiling.build_profile`` fields (method, process_peak_rss_mb, steps, stages).
+    """
+    import dagster as dg
+
+    from assets.release import run_step_windows
+    from pipeline.profiling import build_profile, current_sampler
+    from pipeline.publish import read_latest
+
+    with dg.DagsterInstance.get() as instance:
+        windows = run_step_windows(instance, result.run_id)
+    sampler = current_sampler()
+    if sampler is not None:
+        sampler.stop()
+    latest = read_latest(home / "releases")
+    profile = {
+        "run_id": result.run_id,
+        "success": bool(result.success),
+        "release_id": latest.name if result.success and latest is not None else None,
+        "command_seconds": round(time.monotonic() - started, 3),
+        **build_profile(windows, sampler),
+    }
+    target = Path(output) if output else home / "profiles" / f"{result.run_id}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(profile, indent=2) + "\n")
+    click.echo(f"profile: {target}", err=True)
+    return target
 
 
 def _report_step_failures(result) -> None:
@@ -499,6 +536,10 @@ def environment_failure_messages(result) -> list[str]:
               help="If another run holds the release lock of this home, wait for it (default: fail at once, exit 3).")
 @click.option("--wait-timeout", type=click.FloatRange(min=0.0), default=3600.0, show_default=True,
               help="With --wait: give up (exit 3) after this many seconds.")
+@click.option("--profile", is_flag=True, default=None,
+              help="Record wall time and peak memory (RSS) per stage into the manifest, the Dagster metadata and a JSON sidecar.")
+@click.option("--profile-output", type=click.Path(dir_okay=False),
+              help="With --profile: where to write the sidecar (default <home>/profiles/<run_id>.json).")
 def run(**options) -> None:
     """Run the Dagster `release` job (models mixed, rating) or `kl_release` job (model kl) in-process
     and print a summary of the published release.
@@ -515,12 +556,20 @@ def run(**options) -> None:
     from pipeline.publish import read_latest
 
     job_name = "kl_release" if config.get("model") == "kl" else "release"
+    if options["profile_output"] and not options["profile"]:
+        raise click.UsageError("--profile-output needs --profile")
     hold_release_lock(use_home(options["home"]), wait=options["wait"], wait_timeout=options["wait_timeout"])
     previous = read_latest(use_home(options["home"]) / "releases")
+    if options["profile"]:
+        from pipeline.profiling import ensure_sampler
+
+        ensure_sampler()
     result, home = execute_job(
         job_name, {"resources": {"settings": {"config": config}}}, home_option=options["home"], verbose=options["verbose"]
     )
     elapsed = time.monotonic() - started
+    if options["profile"]:
+        write_profile_sidecar(result, home, options["profile_output"], started=started)
     gates = result.get_asset_check_evaluations()
     latest = read_latest(home / "releases")
     if latest is not None and latest != previous:
@@ -694,6 +743,62 @@ def kl_quality(**options) -> None:
         description=("UCI Adult (adult.data, CC BY 4.0), default columns" if not options["input_path"] else Path(settings.input_path).name),
     )
     click.echo(f"kl-quality done in {time.monotonic() - started:.0f} s: {report}")
+
+
+@main.command()
+@click.option("--rows", type=click.IntRange(min=1), required=True, help="Records to write (e.g. 1000000).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Random seed (same seed, same file).")
+@click.option("--output", type=click.Path(dir_okay=False), required=True, help="Parquet file to write.")
+@click.option("--sampling", type=click.Choice(["balanced", "replacement"]), default="balanced", show_default=True,
+              help="balanced: every source row floor(N/n) times plus a random subset once more (rules kept); "
+              "replacement: N independent draws.")
+@click.option("--chunk-rows", type=click.IntRange(min=1), default=1_000_000, show_default=True, help="Rows per Parquet row group.")
+@click.option("--input", "input_path", type=click.Path(dir_okay=False), help="Source CSV or Parquet file (default: UCI Adult).")
+@click.option("--input-format", type=click.Choice(["auto", "csv", "parquet"]), help="Default: by extension.")
+@click.option("--header/--no-header", default=None, help="Whether the source CSV has a header row (default with --input: yes).")
+@click.option("--column-names", help="All column names of the source in file order, comma-separated (CSV without header).")
+@click.option("--delimiter", help="CSV field separator (default ',').")
+@click.option("--quasi-identifiers", help="Comma-separated quasi-identifier columns to keep.")
+@click.option("--sensitive-attributes", help="Comma-separated sensitive attribute columns to keep (at least 2).")
+@click.option("--missing-tokens", help="Comma-separated values meaning 'missing' (default: '', NULL, ?).")
+@click.option("--min-confidence", type=click.FloatRange(min=0.0, max=1.0, min_open=True),
+              help="Threshold of the rule comparison source vs sample (default 0.8).")
+def synthesize(**options) -> None:
+    """Write a synthetic table of --rows whole rows of the source (default: UCI Adult's quasi-identifiers
+    and sensitive attributes of the default configuration, after the missing-value policy) as Parquet.
+
+    Prints whether the sample's strong rules equal the source's. Exit status 2 on unusable input.
+    """
+    from pipeline.loading import InputError, file_sha256, load_records, resolve_input_path
+    from pipeline.resources import ReleaseSettings
+    from pipeline.synthetic import synthesize as write_synthetic
+
+    started = time.monotonic()
+    config = _settings_from_options(options)
+    validate_settings(config)
+    settings = ReleaseSettings(**config)
+    try:
+        loaded = load_records(
+            settings.input_path, quasi_identifiers=settings.quasi_identifiers, sensitive_attributes=settings.sensitive_attributes,
+            input_format=settings.input_format, csv_header=settings.csv_header, column_names=settings.column_names,
+            delimiter=settings.delimiter, strip_whitespace=settings.strip_whitespace, missing_value_tokens=settings.missing_value_tokens,
+        )
+        source_path = resolve_input_path(settings.input_path)
+    except InputError as error:
+        raise UnusableInput(str(error)) from error
+    result = write_synthetic(
+        loaded.records.drop(columns="row_id"), settings.sensitive_attributes, rows=options["rows"], seed=options["seed"],
+        output=options["output"], sampling=options["sampling"], min_confidence=settings.min_confidence,
+        chunk_rows=options["chunk_rows"],
+        provenance={"source": source_path.name, "source_sha256": file_sha256(source_path)},
+    )
+    click.echo(
+        f"Wrote {result.rows} records ({options['sampling']} sampling, seed {options['seed']}) of {result.source_rows} "
+        f"source records to {result.path} in {time.monotonic() - started:.1f} s\n"
+        f"  columns        {', '.join(result.columns)}\n"
+        f"  strong rules   {result.sample_rules} in the sample, {result.source_rules} in the source "
+        f"(min_confidence {settings.min_confidence}): {'equal' if result.rules_equal_source else 'DIFFERENT'}"
+    )
 
 
 @main.command()

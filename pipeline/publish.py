@@ -68,6 +68,8 @@ MANIFEST_COLUMNS = {
     "n_clusters": "BIGINT",
     "total_generalization_cost": "DOUBLE",
     "total_naive_cost": "BIGINT",
+    # --profile (pipeline/profiling.py): per-stage wall time and peak RSS; NULL without it
+    "profile": "VARCHAR",
 }
 
 #: Manifest columns that hold JSON text in ``release_manifest`` (objects in ``manifest.json``).
@@ -80,6 +82,7 @@ MANIFEST_JSON_COLUMNS = (
     "stage_seconds",
     "hierarchies",
     "generalization_weights",
+    "profile",
 )
 
 _PACKAGES = ("msa-release", "dagster", "pandas", "duckdb", "mlxtend", "great-expectations", "pyarrow", "numpy")

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import dagster as dg
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 __all__ = [
     "ADULT_COLUMNS",
@@ -122,6 +122,12 @@ class ReleaseSettings(dg.ConfigurableResource):
         ge=0.0,
         le=1.0,
         description="Largest accepted |recovered - raw| rule confidence when records were deleted or cells suppressed.",
+    )
+    profile: bool = Field(
+        default=False,
+        description="Record the wall time and peak memory (RSS) of every stage into the manifest (column "
+        "'profile') and the Dagster metadata (profile_seconds_<stage>, profile_peak_rss_mb_<stage>); "
+        "see pipeline/profiling.py for how the peak is measured.",
     )
     k: int = Field(
         default=3,
@@ -271,6 +277,26 @@ class ReleaseSettings(dg.ConfigurableResource):
     def effective_generalization_weights(self) -> dict[str, float]:
         """Weight ``c_i`` of every quasi-identifier, in quasi-identifier order (1 when not configured)."""
         return {name: float(self.generalization_weights.get(name, 1.0)) for name in self.quasi_identifiers}
+
+    _started_profiler: bool = PrivateAttr(default=False)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """With ``profile``: start the memory sampler of this process (once per run with the
+        in-process executor) unless one already runs (``msa-release run --profile`` starts it)."""
+        if self.profile:
+            from pipeline.profiling import ensure_sampler
+
+            _, self._started_profiler = ensure_sampler()
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        """Stop the memory sampler if :meth:`setup_for_execution` started it."""
+        if self._started_profiler:
+            from pipeline.profiling import current_sampler
+
+            sampler = current_sampler()
+            if sampler is not None:
+                sampler.stop()
+            self._started_profiler = False
 
     def hierarchies_path(self) -> Path:
         """``hierarchies_dir`` resolved like ``input_path``: as given (absolute, or existing relative to

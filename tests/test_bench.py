@@ -1,0 +1,74 @@
+"""Smoke-sized release benchmark: the code path of `make bench` on two small synthetic tables
+(one run each, into tmp_path). No timing assertions: only that every figure is produced and the
+back ends and SID methods agree."""
+
+import json
+
+import pytest
+
+from benchmarks import bench_release as bench
+
+
+def test_parse_count():
+    assert bench.parse_count("1m") == 1_000_000
+    assert bench.parse_count("250k") == 250_000
+    assert bench.parse_count("2.5M") == 2_500_000
+    assert bench.parse_count("5000") == 5000
+    with pytest.raises(ValueError, match="not adult, kdd or a number"):
+        bench.parse_count("huge")
+
+
+def _fake(name, records, wall, peak=None):
+    return {"name": name, "records": records, "runs": [], "summary": {"successful_runs": 1, "median_wall_seconds": wall, "peak_rss_mb": peak}}
+
+
+def test_targets_pass_miss_and_not_measured():
+    results = {"datasets": [_fake("1m", 1_000_000, 20.0), _fake("10m", 10_000_000, 280.0, peak=9000.0)]}
+    targets = {t["target"]: t for t in bench.evaluate_targets(results)}
+    assert targets["end_to_end_10m_seconds"]["verdict"] == "pass"  # 280 s <= 300 s
+    assert targets["peak_rss_10m_mb"]["verdict"] == "miss"  # 9000 MiB > 8192 MiB
+    assert targets["time_per_record_ratio_1m_to_10m"]["value"] == 1.4  # (280/10M) / (20/1M)
+    assert targets["time_per_record_ratio_1m_to_10m"]["verdict"] == "miss"
+    assert targets["adult_release_wall_seconds"]["verdict"] == "not measured"
+    assert targets["adult_algorithms_seconds"]["verdict"] == "not measured"
+
+
+@pytest.mark.slow
+def test_smoke_benchmark_writes_every_output(tmp_path):
+    # Just above Adult's 30,718 rows: every Adult row once plus a few hundred / thousand more, so the
+    # tables have Adult's 7 strong rules and pass the gates (a random subset of a few thousand rows
+    # has other rules and can be refused by gate 4; the benchmark records that, but the smoke test
+    # must go through publish).
+    output, work = tmp_path / "report", tmp_path / "work"
+    results = bench.run_benchmark(["31000", "32k"], output_dir=output, work_dir=work, runs=1,
+                                  algorithms_max_records=0, log=lambda message: None)
+
+    written = json.loads((output / "results.json").read_text())
+    assert written["datasets"] == json.loads(json.dumps(results["datasets"]))
+    assert [d["name"] for d in written["datasets"]] == ["31000", "32k"]
+    for dataset, rows in zip(written["datasets"], (31_000, 32_000), strict=True):
+        assert dataset["records"] == rows
+        assert (work / "cache" / f"adult_synthetic_{rows}_seed0.parquet").exists()
+        run = dataset["runs"][0]
+        assert run["exit_status"] == 0, run.get("error")
+        summary = dataset["summary"]
+        assert summary["successful_runs"] == 1
+        assert set(bench.STAGES) <= set(summary["stages"])
+        for figures in summary["stages"].values():
+            assert figures["median_seconds"] >= 0
+        assert summary["peak_rss_mb"] > 0
+        comparisons = dataset["comparisons"]
+        assert "error" not in comparisons, comparisons.get("error")
+        assert comparisons["rule_sets_equal"] is True
+        assert comparisons["sid_outputs_identical"] is True
+        assert comparisons["rule_backends_compared"] == ["counting", "duckdb", "mlxtend-apriori", "mlxtend-fpgrowth"]
+        assert comparisons["rule_mining"]["counting"]["n_rules"] == 7  # Adult's rules (README)
+        assert "algorithms_seconds" not in comparisons  # above algorithms_max_records
+        for attribute in bench.ADULT_SENSITIVE_ATTRIBUTES:
+            assert comparisons["sid_creation"][attribute]["identical"] is True
+    assert {t["target"] for t in written["targets"]} == set(bench.TARGETS)
+    assert written["machine"]["python"] and written["machine"]["packages"]["duckdb"]
+
+    markdown = (output / "README.md").read_text()
+    assert "| load |" in markdown and "| 32k |" in markdown and "## Targets" in markdown
+    assert (output / "scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
