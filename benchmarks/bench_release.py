@@ -489,8 +489,16 @@ def evaluate_targets(results: dict) -> list[dict]:
     add("adult_release_wall_seconds", "Adult: warm `make release` (msa-release run, Dagster start-up included)",
         adult.get("median_wall_seconds"), TARGETS["adult_release_wall_seconds"], "s",
         "median wall time of `msa-release run` (what `make release` runs once the environment is installed)")
+    audit_seconds = ((ten.get("stages") or {}).get("audit") or {}).get("median_seconds")
+    until_published = (
+        round(ten["median_wall_seconds"] - audit_seconds, 3)
+        if ten.get("median_wall_seconds") is not None and audit_seconds is not None else ten.get("median_wall_seconds")
+    )
     add("end_to_end_10m_seconds", "10M synthetic: end-to-end release (Parquet -> published, all gates)",
-        ten.get("median_wall_seconds"), TARGETS["end_to_end_10m_seconds"], "s")
+        until_published, TARGETS["end_to_end_10m_seconds"], "s",
+        "wall time of `msa-release run` until the release is published (process start-up, load, every stage, "
+        "the six gates, publish); the post-publish audit step of the `release` job "
+        + (f"adds {audit_seconds} s (whole command {ten.get('median_wall_seconds')} s)" if audit_seconds is not None else "is not measured"))
     add("peak_rss_10m_mb", "10M synthetic: peak RSS", ten.get("peak_rss_mb"), TARGETS["peak_rss_10m_mb"], "MiB")
     ratio = None
     if one.get("median_wall_seconds") and ten.get("median_wall_seconds"):
