@@ -132,21 +132,9 @@ def restore_descending_order(sequence: list, chosen: int) -> int:
     P1 Algorithm 13, Lemmas 14-15, Corollaries 16-17; SPEC §6.3. The result equals a full
     stable re-sort ``sorted(sequence, key=lambda b: -len(b))``.
     """
-    n = len(sequence)
-    if chosen == 0 or chosen >= n or len(sequence[chosen - 1]) >= len(sequence[chosen]):
-        return 1
-    steps = 1
-    x = len(sequence[chosen])
-    i = chosen  # 1-based start of the block that must move
-    while i > 1 and len(sequence[i - 2]) < x:
-        i -= 1
-        steps += 1
-    k = chosen + 1  # 1-based position of the last bucket still larger than x - 1
-    while k < n and len(sequence[k]) > x - 1:
-        k += 1
-        steps += 1
-    block = sequence[i - 1 : chosen]
-    sequence[i - 1 : k] = sequence[chosen:k] + block
+    positions = list(range(len(sequence)))
+    steps = _restore_order(positions, [len(bucket) for bucket in sequence], chosen)
+    sequence[:] = [sequence[k] for k in positions]
     return steps
 
 
