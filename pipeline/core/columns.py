@@ -7,12 +7,12 @@ instead of converting every cell to ``str``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["values_mask"]
+__all__ = ["combine_codes", "distinct_per_group", "joint_text_codes", "text_ranks", "values_mask"]
 
 
 def values_mask(column: pd.Series, values: Iterable[str]) -> np.ndarray:
@@ -34,3 +34,57 @@ def values_mask(column: pd.Series, values: Iterable[str]) -> np.ndarray:
     if column.dtype == object and pd.api.types.infer_dtype(column, skipna=False) == "string":
         return column.isin(wanted).to_numpy()
     return column.astype(str).isin(wanted).to_numpy()
+
+
+def text_ranks(series: pd.Series) -> np.ndarray:
+    """int64 codes (len(series),) whose order is the order of the values' text (equal text,
+    equal code; missing values -1)."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        text = np.asarray(series.cat.categories.astype(str), dtype=object)
+        _, inverse = np.unique(text, return_inverse=True)
+        codes = series.cat.codes.to_numpy()
+        return np.where(codes < 0, -1, inverse.reshape(-1)[np.where(codes < 0, 0, codes)]).astype(np.int64)
+    codes, _ = pd.factorize(series.astype(str), sort=True)
+    return codes.astype(np.int64)
+
+
+def joint_text_codes(first: pd.Series, second: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """int64 codes of two text columns in one shared code space (equal text, equal code;
+    missing values get -1). Categorical columns are coded through their categories, so no
+    Python string is made per row."""
+    def parts(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+        if isinstance(series.dtype, pd.CategoricalDtype):
+            return np.asarray(series.cat.categories.astype(str), dtype=object), series.cat.codes.to_numpy().astype(np.int64)
+        codes, uniques = pd.factorize(series.astype(str).where(series.notna()))
+        return np.asarray(uniques, dtype=object), codes.astype(np.int64)
+
+    first_values, first_codes = parts(first)
+    second_values, second_codes = parts(second)
+    _, inverse = np.unique(np.concatenate([first_values, second_values]), return_inverse=True)
+    inverse = inverse.reshape(-1).astype(np.int64)
+    first_map, second_map = inverse[: len(first_values)], inverse[len(first_values):]
+    first_out = np.where(first_codes < 0, -1, first_map[np.clip(first_codes, 0, None)] if len(first_map) else -1)
+    second_out = np.where(second_codes < 0, -1, second_map[np.clip(second_codes, 0, None)] if len(second_map) else -1)
+    return first_out.astype(np.int64), second_out.astype(np.int64)
+
+
+def combine_codes(columns: Sequence[np.ndarray]) -> np.ndarray:
+    """One int64 per row for a tuple of int code columns (each >= -1), order-preserving
+    (lexicographic over the columns) and equal exactly for equal tuples: a mixed radix when it
+    fits in int64, else the dense rank of the rows (``np.unique`` over rows)."""
+    radices = [int(c.max(initial=0)) + 2 for c in columns]
+    if float(np.prod(radices, dtype=float)) < 2**62:
+        combined = np.zeros(len(columns[0]), dtype=np.int64)
+        for column, radix in zip(columns, radices, strict=True):
+            combined = combined * radix + (column + 1)
+        return combined
+    _, inverse = np.unique(np.column_stack(columns), axis=0, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64)
+
+
+def distinct_per_group(group_index: np.ndarray, codes: np.ndarray, n_groups: int) -> np.ndarray:
+    """int64 array (n_groups,): number of distinct ``codes`` (int, >= -1; -1 counts as a value)
+    per dense ``group_index`` (0..n_groups-1), by counting unique (group, code) pairs."""
+    radix = int(codes.max(initial=0)) + 2
+    pairs = pd.unique(group_index.astype(np.int64) * radix + codes.astype(np.int64) + 1)
+    return np.bincount(pairs // radix, minlength=n_groups).astype(np.int64)

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from pipeline.core.columns import distinct_per_group
+
 __all__ = [
     "additional_information_loss",
     "domain_sizes",
@@ -93,9 +95,7 @@ def _group_value_counts(sac_released: pd.DataFrame, sensitive_attributes: Sequen
     out = np.empty((len(sac_released), len(sensitive_attributes)), dtype=float)
     for j, attribute in enumerate(sensitive_attributes):
         codes, _ = pd.factorize(sac_released[attribute])
-        radix = int(codes.max(initial=0)) + 2
-        pairs = pd.unique(group_index.astype(np.int64) * radix + codes + 1)
-        distinct = np.bincount(pairs // radix, minlength=len(group_ids))
+        distinct = distinct_per_group(group_index, codes, len(group_ids))
         out[:, j] = distinct[group_index]
     return out
 

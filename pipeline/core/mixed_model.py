@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from pipeline.core.columns import combine_codes, text_ranks
 from pipeline.core.grouping import Grouping, group_sac, permute_within_groups
 from pipeline.core.partition import SacIrSplit, cluster_sensitive_attributes, split_sac_ir
 from pipeline.core.rating import rating_tables
@@ -152,31 +153,12 @@ class ReleaseTables:
     row_map: pd.DataFrame
 
 
-def _text_ranks(series: pd.Series) -> np.ndarray:
-    """int64 codes whose order is the order of the values' text (equal text, equal code)."""
-    if isinstance(series.dtype, pd.CategoricalDtype):
-        text = np.asarray(series.cat.categories.astype(str), dtype=object)
-        _, inverse = np.unique(text, return_inverse=True)
-        codes = series.cat.codes.to_numpy()
-        return np.where(codes < 0, -1, inverse.reshape(-1)[np.where(codes < 0, 0, codes)]).astype(np.int64)
-    codes, _ = pd.factorize(series.astype(str), sort=True)
-    return codes.astype(np.int64)
-
-
 def _tuple_ranks(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
     """An int64 per row whose order is the order of the row's tuple of ``columns`` (compared
     column by column as text); equal tuples, equal numbers."""
     if not columns:
         return np.zeros(len(frame), dtype=np.int64)
-    ranks = [_text_ranks(frame[c]) for c in columns]
-    radices = [int(r.max(initial=0)) + 2 for r in ranks]
-    if float(np.prod(radices, dtype=float)) < 2**62:  # order-preserving mixed radix in one int64
-        combined = np.zeros(len(frame), dtype=np.int64)
-        for rank, radix in zip(ranks, radices, strict=True):
-            combined = combined * radix + (rank + 1)
-        return combined
-    _, inverse = np.unique(np.column_stack(ranks), axis=0, return_inverse=True)
-    return inverse.reshape(-1).astype(np.int64)
+    return combine_codes([text_ranks(frame[c]) for c in columns])
 
 
 def assemble_release_tables(
@@ -235,7 +217,7 @@ def assemble_release_tables(
         new_group[order] = np.arange(1, n_groups + 1)
         sac["group_id"] = np.repeat(new_group, ell)
         # rows inside a group: quasi-identifiers, then released sensitive values (as text)
-        row_keys = [sac["group_id"].to_numpy(), *(_text_ranks(sac[c]) for c in [*qi, *sa])]
+        row_keys = [sac["group_id"].to_numpy(), *(text_ranks(sac[c]) for c in [*qi, *sa])]
         sac = sac.iloc[np.lexsort(row_keys[::-1])].reset_index(drop=True)
     n_sac = len(sac)
     sac_row_ids = np.arange(1, n_sac + 1, dtype=np.int64)
@@ -246,7 +228,7 @@ def assemble_release_tables(
     at = records.iloc[at_positions][["row_id", *qi]].reset_index(drop=True)
     for attribute in sa:
         at[attribute] = attribute_sids[attribute].reset_index(drop=True).astype("Int32")
-    at_keys = [*(_text_ranks(at[c]) for c in qi), *(at[a].fillna(-1).to_numpy(np.int64) for a in sa)]
+    at_keys = [*(text_ranks(at[c]) for c in qi), *(at[a].fillna(-1).to_numpy(np.int64) for a in sa)]
     at = at.iloc[np.lexsort(at_keys[::-1])].reset_index(drop=True) if len(at) else at
     at_row_ids = np.arange(n_sac + 1, n_sac + len(at) + 1, dtype=np.int64)
 

@@ -15,6 +15,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
+from pipeline.core.columns import combine_codes, distinct_per_group, joint_text_codes
 from pipeline.core.hierarchies import Hierarchy
 from pipeline.core.kl_anonymity import diverse, diverse_at_least
 
@@ -83,15 +84,12 @@ def group_diversity_summary(
     summary = pd.DataFrame({"group_id": group_ids, "n_rows": np.bincount(group_index, minlength=n_groups)})
     distinct = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
     for attribute in sensitive_attributes:
-        codes = released_codes[attribute]
-        pairs = pd.unique(group_index.astype(np.int64) * (int(codes.max(initial=0)) + 2) + codes + 1)
-        per_group = np.bincount(pairs // (int(codes.max(initial=0)) + 2), minlength=n_groups)
-        distinct = np.minimum(distinct, per_group)
+        distinct = np.minimum(distinct, distinct_per_group(group_index, released_codes[attribute], n_groups))
     summary["min_distinct_values"] = distinct if sensitive_attributes else 0
     preserved = np.ones(n_groups, dtype=bool)
     for cluster in clusters:
-        released_tuple = _tuple_codes([released_codes[a] for a in cluster])
-        original_tuple = _tuple_codes([original_codes[a] for a in cluster])
+        released_tuple = combine_codes([released_codes[a] for a in cluster])
+        original_tuple = combine_codes([original_codes[a] for a in cluster])
         released_sorted = released_tuple[np.lexsort((released_tuple, group_index))]
         original_sorted = original_tuple[np.lexsort((original_tuple, group_index))]
         mismatch = released_sorted != original_sorted
@@ -100,41 +98,6 @@ def group_diversity_summary(
     preserved &= np.bincount(group_index, weights=~found, minlength=n_groups) == 0 if n else preserved
     summary["cluster_tuples_preserved"] = preserved.astype(bool)
     return summary.astype({"group_id": "int64", "n_rows": "int64", "min_distinct_values": "int64"})
-
-
-def joint_text_codes(first: pd.Series, second: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """int64 codes of two text columns in one shared code space (equal text, equal code;
-    missing values get -1). Categorical columns are coded through their categories, so no
-    Python string is made per row."""
-    def parts(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-        if isinstance(series.dtype, pd.CategoricalDtype):
-            return np.asarray(series.cat.categories.astype(str), dtype=object), series.cat.codes.to_numpy().astype(np.int64)
-        codes, uniques = pd.factorize(series.astype(str).where(series.notna()))
-        return np.asarray(uniques, dtype=object), codes.astype(np.int64)
-
-    first_values, first_codes = parts(first)
-    second_values, second_codes = parts(second)
-    shared, inverse = np.unique(np.concatenate([first_values, second_values]), return_inverse=True)
-    inverse = inverse.reshape(-1).astype(np.int64)
-    first_map, second_map = inverse[: len(first_values)], inverse[len(first_values):]
-    first_out = np.where(first_codes < 0, -1, first_map[np.clip(first_codes, 0, None)] if len(first_map) else -1)
-    second_out = np.where(second_codes < 0, -1, second_map[np.clip(second_codes, 0, None)] if len(second_map) else -1)
-    return first_out.astype(np.int64), second_out.astype(np.int64)
-
-
-def _tuple_codes(columns: Sequence[np.ndarray]) -> np.ndarray:
-    """One int64 per row for a tuple of code columns (dense, via np.unique over the rows)."""
-    if len(columns) == 1:
-        return columns[0]
-    radices = [int(c.max(initial=0)) + 2 for c in columns]
-    if float(np.prod(radices, dtype=float)) < 2**62:  # mixed radix fits in int64
-        combined = np.zeros(len(columns[0]), dtype=np.int64)
-        for column, radix in zip(columns, radices, strict=True):
-            combined = combined * radix + (column + 1)
-        return combined
-    stacked = np.column_stack(columns)
-    _, inverse = np.unique(stacked, axis=0, return_inverse=True)
-    return inverse.reshape(-1).astype(np.int64)
 
 
 def sid_diversity_summary(attribute_table: pd.DataFrame, id_table: pd.DataFrame, sensitive_attributes: Sequence[str]) -> pd.DataFrame:
