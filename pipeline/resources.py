@@ -298,6 +298,12 @@ class ReleaseSettings(dg.ConfigurableResource):
                 sampler.stop()
             self._started_profiler = False
 
+    def home_secret(self) -> bytes:
+        """The private home's secret (``pipeline.home_secret``), created on first use; never published."""
+        from pipeline.home_secret import load_or_create_secret
+
+        return load_or_create_secret(release_home())
+
     def hierarchies_path(self) -> Path:
         """``hierarchies_dir`` resolved like ``input_path``: as given (absolute, or existing relative to
         the working directory), else relative to the project root. Not checked for existence."""

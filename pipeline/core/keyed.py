@@ -1,0 +1,118 @@
+"""Keyed (secret-derived) randomness and digests: the only source of randomness that protects a release.
+
+Nothing published (the seed, the input, the release) is enough to replay these: every function
+takes a ``secret`` (bytes kept in the private home, see :mod:`pipeline.home_secret`) or a key
+derived from it, so the same home + the same input + the same configuration give byte-identical
+releases, and another home gives an unrelated one.
+
+Record-level keys hash a record's *content* (its configured columns), never its input position,
+so a release does not depend on the input row order (issue 12, "release series" (a)).
+
+References: HMAC (RFC 2104) with SHA-256; SipHash-2-4 (Aumasson & Bernstein 2012), which pandas'
+``hash_pandas_object`` uses with a 16-byte key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["derive_hash_key", "keyed_digest", "keyed_generator", "keyed_record_hashes", "keyed_order"]
+
+# 64 ASCII characters: a 16-character key over this alphabet is 16 bytes in UTF-8 (96 bits of key)
+_KEY_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+def keyed_digest(secret: bytes, *parts: str | bytes) -> bytes:
+    """HMAC-SHA256 of ``parts`` under ``secret`` (each part length-prefixed, so parts never run together).
+
+    Parameters
+    ----------
+    secret
+        The home secret (at least 16 bytes).
+    parts
+        Strings (UTF-8) or bytes naming the purpose and its inputs, e.g. ``("sid-numbers", "age")``.
+
+    Returns
+    -------
+    bytes
+        32 bytes.
+
+    Raises
+    ------
+    ValueError
+        If ``secret`` is shorter than 16 bytes.
+    """
+    if len(secret) < 16:
+        raise ValueError("the home secret must be at least 16 bytes")
+    mac = hmac.new(secret, digestmod=hashlib.sha256)
+    for part in parts:
+        data = part.encode("utf-8") if isinstance(part, str) else bytes(part)
+        mac.update(len(data).to_bytes(8, "big"))
+        mac.update(data)
+    return mac.digest()
+
+
+def keyed_generator(secret: bytes, *parts: str | bytes) -> np.random.Generator:
+    """A numpy ``Generator`` (PCG64) seeded from :func:`keyed_digest` of ``parts`` (256 bits of seed)."""
+    digest = keyed_digest(secret, *parts)
+    return np.random.Generator(np.random.PCG64(int.from_bytes(digest, "big")))
+
+
+def derive_hash_key(secret: bytes, *parts: str | bytes) -> str:
+    """A 16-character ASCII key for pandas' SipHash (``hash_pandas_object(hash_key=…)``), derived from ``parts``."""
+    digest = keyed_digest(secret, "siphash-key", *parts)
+    return "".join(_KEY_ALPHABET[b % 64] for b in digest[:16])
+
+
+def keyed_record_hashes(records: pd.DataFrame, columns: Sequence[str], secret: bytes, *purpose: str) -> np.ndarray:
+    """A keyed 64-bit hash of every record's content (``columns``), independent of row order.
+
+    Parameters
+    ----------
+    records
+        One row per record; must hold ``columns`` (text, categorical or numeric).
+    columns
+        The columns that make up a record's content (the configured quasi-identifiers and
+        sensitive attributes; never ``row_id`` or an input position).
+    secret
+        The home secret.
+    purpose
+        Names the use (e.g. ``"record-order"``, ``"sid-order", attribute``): different purposes
+        give independent hashes.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint64, one per row of ``records``; equal content gives equal hashes.
+
+    Raises
+    ------
+    KeyError
+        If a column is missing.
+    """
+    key = derive_hash_key(secret, *purpose)
+    frame = records[list(columns)].copy()
+    for column in frame.columns:  # categories by their text, so the hash depends on values, not on codes
+        if isinstance(frame[column].dtype, pd.CategoricalDtype):
+            frame[column] = frame[column].astype(object)
+    return pd.util.hash_pandas_object(frame, index=False, hash_key=key, categorize=True).to_numpy(np.uint64)
+
+
+def keyed_order(records: pd.DataFrame, columns: Sequence[str], secret: bytes, *purpose: str) -> np.ndarray:
+    """Positions of ``records`` in a secret-keyed pseudo-random order that depends only on content.
+
+    Records are sorted by :func:`keyed_record_hashes`; records with equal content (equal hashes) keep
+    their relative order, which cannot change what is published since they are interchangeable.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 positions (a permutation of ``range(len(records))``).
+    """
+    hashes = keyed_record_hashes(records, columns, secret, *purpose)
+    return np.argsort(hashes, kind="stable").astype(np.int64)

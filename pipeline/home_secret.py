@@ -1,0 +1,71 @@
+"""The home secret: 32 random bytes in ``$MSA_RELEASE_HOME/secret.key`` (mode 0600), created on first use.
+
+Every piece of randomness that protects a release (record order before grouping and SID creation,
+SAC~ permutations, SID numbers, release row ids) and every keyed digest (manifest input digest,
+release-series registry) derives from it through :mod:`pipeline.core.keyed`. It never leaves the
+private home: it is not published, not logged and not shown in Dagster metadata. Losing it only
+means that later releases cannot be compared with earlier ones by the registry; copying it to
+another home makes that home's releases replay this one's.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+__all__ = ["SECRET_FILE", "HomeSecretError", "load_or_create_secret"]
+
+SECRET_FILE = "secret.key"
+SECRET_BYTES = 32
+
+
+class HomeSecretError(RuntimeError):
+    """The home secret exists but cannot be used (wrong size or unreadable)."""
+
+
+def load_or_create_secret(home: str | Path) -> bytes:
+    """Read ``<home>/secret.key``, creating it (0600, atomically) when absent.
+
+    Parameters
+    ----------
+    home
+        The private release home (``$MSA_RELEASE_HOME``).
+
+    Returns
+    -------
+    bytes
+        32 bytes.
+
+    Raises
+    ------
+    HomeSecretError
+        If the file exists with another size, or cannot be read or written.
+    """
+    home = Path(home)
+    path = home / SECRET_FILE
+    try:
+        if not path.exists():
+            home.mkdir(parents=True, exist_ok=True, mode=0o700)
+            temporary = home / f".{SECRET_FILE}.{os.getpid()}.tmp"
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.write(fd, secrets.token_bytes(SECRET_BYTES))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(temporary, path)  # never replaces a secret another process created meanwhile
+            except FileExistsError:
+                pass
+            finally:
+                temporary.unlink(missing_ok=True)
+        data = path.read_bytes()
+    except OSError as error:
+        raise HomeSecretError(f"cannot read or create the home secret {path}: {error.strerror or error}") from error
+    if len(data) != SECRET_BYTES:
+        raise HomeSecretError(
+            f"the home secret {path} holds {len(data)} bytes, not {SECRET_BYTES}; restore it from a backup, or remove it "
+            "to start a new release series (earlier releases can then no longer be recognised)"
+        )
+    return data
