@@ -8,10 +8,28 @@ import numpy as np
 import pandas as pd
 
 from pipeline.core.grouping import group_sac, permute_within_groups
+from pipeline.core.mixed_model import keyed_table_order
 from pipeline.core.partition import cluster_sensitive_attributes, split_sac_ir
 from pipeline.core.rating import rating_tables
 from assets.keys import KINDS, MIXED_MODEL, PRIVATE, RATING, inputs, table_metadata
-from pipeline.resources import ReleaseSettings
+from pipeline.resources import ReleaseSettings, ReleaseStore
+
+
+def release_secret(settings: ReleaseSettings, store: ReleaseStore) -> bytes | None:
+    """The home secret, or None with ``randomness = 'spec-reference'`` (SPEC's input-order algorithms)."""
+    return store.home_secret() if settings.randomness == "home-secret" else None
+
+
+def in_keyed_order(raw_records: pd.DataFrame, row_ids: np.ndarray, settings: ReleaseSettings, secret: bytes | None) -> np.ndarray:
+    """``row_ids`` re-ordered by the keyed content order of the records (``keyed_table_order``):
+    the "table order" in which Algorithm 11 consumes SAC and IR (unchanged without a secret)."""
+    if secret is None:
+        return np.asarray(row_ids, dtype=np.int64)
+    content = [*settings.quasi_identifiers, *settings.sensitive_attributes]
+    rank = np.empty(len(raw_records), dtype=np.int64)
+    rank[keyed_table_order(raw_records, content, secret)] = np.arange(len(raw_records))
+    positions = pd.Index(raw_records["row_id"].to_numpy(np.int64)).get_indexer(np.asarray(row_ids, dtype=np.int64))
+    return np.asarray(row_ids, dtype=np.int64)[np.argsort(rank[positions], kind="stable")]
 
 
 
@@ -99,11 +117,15 @@ def sensitive_attribute_clusters(context: dg.AssetExecutionContext, settings: Re
     ins=inputs(private=["raw_records", "sac_ir_split"]),
     group_name=MIXED_MODEL,
 )
-def sac_groups(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_records: pd.DataFrame, sac_ir_split: pd.DataFrame):
-    """Algorithm 11: group SAC into groups of ℓ records pairwise different on every sensitive attribute, borrowing from IR."""
+def sac_groups(context: dg.AssetExecutionContext, settings: ReleaseSettings, store: ReleaseStore,
+               raw_records: pd.DataFrame, sac_ir_split: pd.DataFrame):
+    """Algorithm 11: group SAC into groups of ℓ records pairwise different on every sensitive attribute, borrowing from IR.
+
+    "Table order" is the keyed content order of the records (home secret), not the input order."""
     started = time.monotonic()
-    sac_ids = sac_ir_split.loc[sac_ir_split["part"] == "SAC", "row_id"].to_numpy()
-    ir_ids = sac_ir_split.loc[sac_ir_split["part"] == "IR", "row_id"].to_numpy()
+    secret = release_secret(settings, store)
+    sac_ids = in_keyed_order(raw_records, sac_ir_split.loc[sac_ir_split["part"] == "SAC", "row_id"].to_numpy(), settings, secret)
+    ir_ids = in_keyed_order(raw_records, sac_ir_split.loc[sac_ir_split["part"] == "IR", "row_id"].to_numpy(), settings, secret)
     grouping = group_sac(raw_records, settings.sensitive_attributes, sac_ids, ir_ids, ell=settings.ell)
     n_groups, ell = grouping.members.shape
     member_ids = grouping.members.ravel()
@@ -144,6 +166,7 @@ def sac_groups(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw
 def sac_permuted(
     context: dg.AssetExecutionContext,
     settings: ReleaseSettings,
+    store: ReleaseStore,
     raw_records: pd.DataFrame,
     sac_groups: pd.DataFrame,
     sensitive_attribute_clusters: pd.DataFrame,
@@ -155,7 +178,7 @@ def sac_permuted(
     groups = ordered["row_id"].to_numpy(np.int64).reshape(-1, ell)
     clusters = clusters_from_frame(sensitive_attribute_clusters)
     columns = ["row_id", *settings.quasi_identifiers, *settings.sensitive_attributes]
-    permuted = permute_within_groups(raw_records[columns], groups, clusters, seed=settings.seed)
+    permuted = permute_within_groups(raw_records[columns], groups, clusters, seed=settings.seed, secret=release_secret(settings, store))
     context.add_output_metadata(
         {"n_rows": len(permuted), "n_groups": len(groups), **table_metadata(permuted, rows_in=len(sac_groups), started=started)}
     )
@@ -172,11 +195,17 @@ def sac_permuted(
     ins=inputs(private=["raw_records", "ir_left"]),
     group_name=RATING,
 )
-def ir_rating(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_records: pd.DataFrame, ir_left: pd.DataFrame):
-    """Improved Rating on IR_left (the whole table for model 'rating'): dangerous buckets, Algorithm 13 reordering, residuals and suppression."""
+def ir_rating(context: dg.AssetExecutionContext, settings: ReleaseSettings, store: ReleaseStore,
+              raw_records: pd.DataFrame, ir_left: pd.DataFrame):
+    """Improved Rating on IR_left (the whole table for model 'rating'): dangerous buckets, Algorithm 13 reordering, residuals and suppression.
+
+    Every attribute is bucketized in its own keyed content order and gets keyed random SID numbers (home secret)."""
     started = time.monotonic()
     records = raw_records.set_index("row_id", drop=False).loc[ir_left["row_id"]].reset_index(drop=True)
-    id_table, attribute_sids = rating_tables(records, settings.sensitive_attributes, ell=settings.ell)
+    id_table, attribute_sids = rating_tables(
+        records, settings.sensitive_attributes, ell=settings.ell, secret=release_secret(settings, store),
+        content_columns=[*settings.quasi_identifiers, *settings.sensitive_attributes],
+    )
     suppressed = {f"n_suppressed_cells_{a}": int(attribute_sids[a].isna().sum()) for a in settings.sensitive_attributes}
     context.add_output_metadata(
         {"n_sids": int(id_table.groupby("attribute", observed=True)["sid"].nunique().sum()) if len(id_table) else 0,

@@ -10,7 +10,7 @@ import dagster as dg
 import pandas as pd
 
 from assets.keys import CANDIDATE, KINDS, PRIVATE, RELEASE, inputs, markdown_preview, table_metadata
-from assets.mixed_model import clusters_from_frame
+from assets.mixed_model import clusters_from_frame, release_secret
 from pipeline.audit import PublishedRelease
 from pipeline.core.metrics import domain_sizes
 from pipeline.core.mixed_model import assemble_release_tables
@@ -44,7 +44,7 @@ def require_release_model(settings: ReleaseSettings) -> None:
         "release_candidate": dg.AssetOut(key_prefix=CANDIDATE, kinds=KINDS,
                                          description="The candidate release as a whole (one row of table sizes); the release gates are attached here."),
         "release_row_map": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
-                                       description="PRIVATE: internal row id -> release row id; used by the gates, never released."),
+                                       description="PRIVATE: release row id -> internal row id and input row number (1-based input line); for the gates and the custodian's own audits, never released."),
     },
     ins=inputs(private=["raw_records", "sac_permuted", "ir_attribute_sids", "ir_id_table", "sensitive_attribute_clusters"]),
     group_name=RELEASE,
@@ -52,6 +52,7 @@ def require_release_model(settings: ReleaseSettings) -> None:
 def release_candidate(
     context: dg.AssetExecutionContext,
     settings: ReleaseSettings,
+    store: ReleaseStore,
     raw_records: pd.DataFrame,
     sac_permuted: pd.DataFrame,
     ir_attribute_sids: pd.DataFrame,
@@ -69,7 +70,10 @@ def release_candidate(
         attribute_sids=ir_attribute_sids.astype({a: "Int32" for a in settings.sensitive_attributes}),
         id_table=ir_id_table,
         clusters=clusters_from_frame(sensitive_attribute_clusters),
+        secret=release_secret(settings, store),
     )
+    # the custodian's audit map (private, never released): release row id -> input line
+    tables = dataclasses.replace(tables, row_map=tables.row_map.assign(input_row_number=tables.row_map["source_row_id"]))
     if settings.model == "rating":  # plain Rating publishes no SAC~ and no clusters (SPEC §7)
         tables = dataclasses.replace(tables, attribute_clusters=tables.attribute_clusters.iloc[0:0])
     sizes = {f"n_rows_{name}": len(getattr(tables, name)) for name in CANDIDATE_TABLES}
@@ -253,6 +257,7 @@ def publish_release_asset(
         "ell": settings.ell,
         "min_confidence": settings.min_confidence,
         "seed": settings.seed,
+        "randomness": settings.randomness,
         "quasi_identifiers": list(qi),
         "sensitive_attributes": list(sa),
         "n_input": int(summary["n_input"]),

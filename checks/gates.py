@@ -1,7 +1,7 @@
 """Release gates: blocking Dagster asset checks on the candidate release, each a GX suite on a
 derived frame from ``pipeline.core.verification``. Any failure stops ``release`` in the same run.
 
-``GATES`` are the six gates of the mixed and Rating models (on ``candidate/release_candidate``);
+``GATES`` are the seven gates of the mixed and Rating models (on ``candidate/release_candidate``);
 ``KL_GATES`` the three of the (k, ℓ) model (on ``candidate/kl_release_candidate``), which stop
 ``kl_release`` the same way."""
 
@@ -16,6 +16,7 @@ from assets.mixed_model import clusters_from_frame, s_max_from_frame
 from checks import suites
 from checks.gx_runner import SuiteOutcome, validate_frame
 from pipeline.core import verification
+from pipeline.core.order_attack import input_order_correlations, order_replay_attack
 from pipeline.core.adversary import disclosure_probabilities, per_record_disclosure, recover_rule_confidences, rule_holders
 from pipeline.core.rules import strong_values
 from pipeline.resources import ReleaseSettings
@@ -262,6 +263,73 @@ def no_probability_tilt(
     )
 
 
+def order_frame(
+    settings: ReleaseSettings,
+    raw_records: pd.DataFrame,
+    release_row_map: pd.DataFrame,
+    sac_released: pd.DataFrame,
+    attribute_table: pd.DataFrame,
+    id_table: pd.DataFrame,
+) -> pd.DataFrame:
+    """Gate 7's frame: ``kind`` (``spearman`` or ``order_replay``), ``name`` (table.column or
+    attribute), ``observed`` (|ρ| or accuracy), ``limit``, ``chance`` (order replay only),
+    ``within_limit`` (bool). Numbers and column names only."""
+    row_map = release_row_map.assign(input_row_number=release_row_map["source_row_id"])
+    sensitive = list(settings.sensitive_attributes)
+    correlations = input_order_correlations(
+        {"sac_released": sac_released, "attribute_table": attribute_table},
+        row_map,
+        {"sac_released": ["row_id", "group_id"], "attribute_table": ["row_id", *sensitive]},
+    )
+    truth = _original_sensitive(raw_records, release_row_map, sensitive)
+    replay = order_replay_attack(attribute_table, id_table, sensitive, truth).per_attribute
+    return pd.concat(
+        [
+            pd.DataFrame({"kind": "spearman", "name": correlations["table"] + "." + correlations["column"],
+                          "observed": correlations["spearman"].abs(), "limit": correlations["limit"], "chance": np.nan,
+                          "within_limit": correlations["passed"].astype(bool)}),
+            pd.DataFrame({"kind": "order_replay", "name": replay["attribute"], "observed": replay["accuracy"],
+                          "limit": replay["limit"], "chance": replay["chance"], "within_limit": replay["passed"].astype(bool)}),
+        ],
+        ignore_index=True,
+    )
+
+
+@dg.asset_check(
+    asset=GATED,
+    blocking=True,
+    compute_kind="great_expectations",
+    additional_ins=inputs(private=["raw_records", "release_row_map"], candidate=["sac_released", "attribute_table", "id_table"]),
+    description="Gate 7: no published id or SID column carries the input order (|Spearman ρ| with the input position "
+    "≤ max(0.05, 4/√(n−1))), and the order-replay adversary (replays Rating from the ID table, links a row's cells by "
+    "position) guesses attribute-table cells no better than chance + 4σ.",
+)
+def release_carries_no_input_order(
+    settings: ReleaseSettings,
+    raw_records: pd.DataFrame,
+    release_row_map: pd.DataFrame,
+    sac_released: pd.DataFrame,
+    attribute_table: pd.DataFrame,
+    id_table: pd.DataFrame,
+) -> dg.AssetCheckResult:
+    frame = order_frame(settings, raw_records, release_row_map, sac_released, attribute_table, id_table)
+    outcome = validate_frame(frame, suites.no_input_order_suite())
+    spearman = frame[frame["kind"] == "spearman"]
+    replay = frame[frame["kind"] == "order_replay"]
+    figures = {
+        "max_abs_spearman": float(spearman["observed"].max()) if len(spearman) else 0.0,
+        "spearman_limit": float(spearman["limit"].min()) if len(spearman) else 1.0,
+        "n_columns_checked": len(spearman),
+        "n_columns_above_limit": int((~spearman["within_limit"]).sum()),
+        "max_order_replay_excess": float((replay["observed"] - replay["chance"]).max()) if len(replay) else 0.0,
+        "n_attributes_above_chance": int((~replay["within_limit"]).sum()),
+    }
+    for _, row in replay.iterrows():
+        figures[f"order_replay_accuracy_{row['name']}"] = round(float(row["observed"]), 4)
+        figures[f"order_replay_chance_{row['name']}"] = round(float(row["chance"]), 4)
+    return _result(outcome, figures)
+
+
 GATES = [
     sac_released_is_l_diverse,
     attribute_table_is_l_diverse,
@@ -269,6 +337,7 @@ GATES = [
     rule_confidence_preserved,
     records_accounted_for,
     no_probability_tilt,
+    release_carries_no_input_order,
 ]
 
 

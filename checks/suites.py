@@ -16,6 +16,7 @@ __all__ = [
     "kl_accounting_suite",
     "kl_diversity_suite",
     "kl_equivalence_class_suite",
+    "no_input_order_suite",
     "no_probability_tilt_suite",
     "sac_diversity_suite",
     "sid_diversity_suite",
@@ -82,6 +83,16 @@ def no_probability_tilt_suite() -> gx.ExpectationSuite:
     return gx.ExpectationSuite(
         name="no_probability_tilt",
         expectations=[gxe.ExpectColumnValuesToBeBetween(column="n_strong_values", min_value=0, max_value=0)],
+    )
+
+
+def no_input_order_suite() -> gx.ExpectationSuite:
+    """Gate 7 on the order frame (one row per published id/SID column and per attacked attribute):
+    every observed figure is within its limit (|Spearman ρ| with the input position, and the
+    order-replay adversary's accuracy on attribute-table cells)."""
+    return gx.ExpectationSuite(
+        name="release_carries_no_input_order",
+        expectations=[gxe.ExpectColumnValuesToBeInSet(column="within_limit", value_set=[True])],
     )
 
 

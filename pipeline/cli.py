@@ -98,6 +98,7 @@ def build_settings_config(
     duckdb_mining_threshold: int | None = None,
     keep_releases: int | None = None,
     profile: bool | None = None,
+    randomness: str | None = None,
 ) -> dict:
     """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
 
@@ -140,6 +141,7 @@ def build_settings_config(
         ("duckdb_mining_threshold", duckdb_mining_threshold),
         ("keep_releases", keep_releases),
         ("profile", profile),
+        ("randomness", randomness),
     ):
         if value is not None:
             config[key] = value
@@ -159,7 +161,10 @@ UNUSABLE_INPUT_ERRORS = ("InputError", "HierarchyError", "InfeasibleError", "Inf
 
 #: Options that only the (k, ℓ) model reads, and options it does not read.
 KL_ONLY_OPTIONS = ("k", "hierarchies", "kl_method", "max_block_size", "generalization_weights")
-NOT_KL_OPTIONS = ("min_confidence", "seed", "allow_disclosure", "confidence_tolerance", "mining_backend", "duckdb_mining_threshold")
+NOT_KL_OPTIONS = (
+    "min_confidence", "seed", "allow_disclosure", "confidence_tolerance", "mining_backend", "duckdb_mining_threshold",
+    "randomness",
+)
 
 
 def _option_flag(name: str) -> str:
@@ -339,6 +344,7 @@ def _settings_from_options(options: dict) -> dict:
         duckdb_mining_threshold=options.get("duckdb_mining_threshold"),
         keep_releases=options.get("keep_releases"),
         profile=options.get("profile"),
+        randomness=options.get("randomness"),
     )
 
 
@@ -470,6 +476,12 @@ GATE_FAILURE_EXPLANATIONS = {
     "attribute_table_is_l_diverse": "attribute_table_is_l_diverse failed: a SID is not ℓ-diverse; this is a defect, please report it",
     "records_accounted_for": "records_accounted_for failed: a record is lost or duplicated; this is a defect, please report it",
     "no_probability_tilt": "no_probability_tilt failed: a SID holds a strong value; this is a defect, please report it",
+    "release_carries_no_input_order": (
+        "release_carries_no_input_order failed: a published id or SID column follows the input order, or the "
+        "order-replay adversary links attribute-table cells better than chance: with --randomness spec-reference "
+        "(SPEC's input-order algorithms) this is expected, drop that option; with the default home-secret randomness "
+        "it is a defect, please report it"
+    ),
 }
 
 
@@ -518,6 +530,10 @@ def environment_failure_messages(result) -> list[str]:
 @click.option("--allow-disclosure", is_flag=True, default=None,
               help="Publish even if the strong-rule adversary beats 1/ell (recorded in the manifest).")
 @click.option("--confidence-tolerance", type=click.FloatRange(0.0, 1.0), help="Gate 4 tolerance (default 0.05).")
+@click.option("--randomness", type=click.Choice(["home-secret", "spec-reference"]),
+              help="home-secret (default): keyed order, SID numbers and permutation from $MSA_RELEASE_HOME/secret.key; "
+              "spec-reference: SPEC's input-order algorithms (golden examples; leaks the input order, refused by the "
+              "order gate on tables of more than a few hundred records).")
 @click.option("--k", "k", type=click.IntRange(min=2), help="--model kl: minimum equivalence-class size (default 3; k >= ell).")
 @click.option("--hierarchies", type=click.Path(file_okay=False),
               help="--model kl: folder of ARX hierarchies, one per quasi-identifier (default data/adult/hierarchies).")

@@ -46,6 +46,7 @@ MANIFEST_COLUMNS = {
     "ell": "INTEGER",
     "min_confidence": "DOUBLE",
     "seed": "BIGINT",
+    "randomness": "VARCHAR",
     "quasi_identifiers": "VARCHAR",
     "sensitive_attributes": "VARCHAR",
     "n_input": "BIGINT",

@@ -80,6 +80,9 @@ GATE_DESCRIPTIONS = {
     "records_accounted_for": "Every input record is in exactly one of SAC~, the attribute table or the deleted "
     "list, and the counts add up.",
     "no_probability_tilt": "No SID of an attribute other than S_max holds a strong value.",
+    "release_carries_no_input_order": "No published id or SID column carries the input order (|Spearman ρ| with the "
+    "input position ≤ max(0.05, 4/√(n−1))), and the order-replay adversary, who replays Rating from the ID table "
+    "and links a row's cells by position, guesses attribute-table cells no better than chance + 4σ.",
     "kl_clusters_are_k_anonymous": "Every equivalence class has at least k rows and one generalised "
     "quasi-identifier tuple, and every label generalises the record's own value along its hierarchy.",
     "kl_clusters_are_l_diverse": "Every equivalence class has Diverse ≥ ℓ (ℓ pairwise totally different "

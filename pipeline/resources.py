@@ -14,6 +14,7 @@ __all__ = [
     "ExperimentSettings",
     "KL_METHODS",
     "MODELS",
+    "RANDOMNESS",
     "ReleaseSettings",
     "ReleaseStore",
     "release_home",
@@ -42,6 +43,9 @@ ADULT_COLUMNS = [
 #: Publication models: the mixed model of P1, the plain Rating baseline (SPEC §7) and the
 #: (k, ℓ)-anonymity model of P2 (SPEC §14).
 MODELS = ("mixed", "rating", "kl")
+
+#: Where a release's random choices come from (``ReleaseSettings.randomness``).
+RANDOMNESS = ("home-secret", "spec-reference")
 
 #: Methods of the (k, ℓ) model (``pipeline.core.kl_anonymity.kl_anonymize``).
 KL_METHODS = ("blocked", "greedy", "exact")
@@ -111,6 +115,15 @@ class ReleaseSettings(dg.ConfigurableResource):
         description="Publication model: 'mixed' (SAC~ + improved Rating, P1) or 'rating' (plain Rating on the "
         "whole table, the baseline of P1 §6; refused by the disclosure gate unless allow_disclosure), both published "
         "by the `release` job; or 'kl' ((k, ℓ)-anonymity by generalisation, P2), published by the `kl_release` job.",
+    )
+    randomness: str = Field(
+        default="home-secret",
+        description="'home-secret' (default): records are consumed in a keyed order of their content, each "
+        "attribute is bucketized in its own keyed order with keyed random SID numbers, and the SAC~ permutation "
+        "is keyed, all from $MSA_RELEASE_HOME/secret.key, so no published id carries the input order and the "
+        "published seed cannot replay the release. 'spec-reference': SPEC's algorithms in input order (golden "
+        "examples, teaching); leaks the input order and is refused by the release_carries_no_input_order gate "
+        "on tables of more than a few hundred records.",
     )
     allow_disclosure: bool = Field(
         default=False,
@@ -189,6 +202,13 @@ class ReleaseSettings(dg.ConfigurableResource):
     def _known_model(cls, value: str) -> str:
         if value not in MODELS:
             raise ValueError(f"model must be one of {list(MODELS)}, got {value!r}")
+        return value
+
+    @field_validator("randomness")
+    @classmethod
+    def _known_randomness(cls, value: str) -> str:
+        if value not in RANDOMNESS:
+            raise ValueError(f"randomness must be one of {list(RANDOMNESS)}, got {value!r}")
         return value
 
     @field_validator("kl_method")
@@ -298,12 +318,6 @@ class ReleaseSettings(dg.ConfigurableResource):
                 sampler.stop()
             self._started_profiler = False
 
-    def home_secret(self) -> bytes:
-        """The private home's secret (``pipeline.home_secret``), created on first use; never published."""
-        from pipeline.home_secret import load_or_create_secret
-
-        return load_or_create_secret(release_home())
-
     def hierarchies_path(self) -> Path:
         """``hierarchies_dir`` resolved like ``input_path``: as given (absolute, or existing relative to
         the working directory), else relative to the project root. Not checked for existence."""
@@ -321,6 +335,19 @@ class ReleaseStore(dg.ConfigurableResource):
     @property
     def releases_dir(self) -> Path:
         return Path(self.home) / "releases"
+
+    def home_secret(self) -> bytes:
+        """This home's secret (``<home>/secret.key``, :mod:`pipeline.home_secret`), created 0600 on
+        first use; the source of every keyed random choice of a release, never published.
+
+        Raises
+        ------
+        pipeline.home_secret.HomeSecretError
+            The key file exists but is unreadable, has the wrong size or is readable by others.
+        """
+        from pipeline.home_secret import load_or_create_secret
+
+        return load_or_create_secret(Path(self.home))
 
 
 class ExperimentSettings(dg.ConfigurableResource):

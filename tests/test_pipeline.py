@@ -26,6 +26,8 @@ def _settings_for(example: dict, path: Path) -> dict:
         "ell": example["l"],
         "min_confidence": example["min_conf"],
         "seed": 0,
+        # the golden figures are SPEC's reference algorithms in input order
+        "randomness": "spec-reference",
     }
 
 
@@ -63,7 +65,7 @@ def test_golden_example_b_through_the_job(example_b_csv, tmp_path):
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert set(evaluations) == {
         "sac_released_is_l_diverse", "attribute_table_is_l_diverse", "disclosure_within_bound",
-        "rule_confidence_preserved", "records_accounted_for", "no_probability_tilt",
+        "rule_confidence_preserved", "records_accounted_for", "no_probability_tilt", "release_carries_no_input_order",
     }
     assert all(e.passed for e in evaluations.values())
     disclosure = {k: v.value for k, v in evaluations["disclosure_within_bound"].metadata.items()}
@@ -179,7 +181,7 @@ def test_adult_default_release_end_to_end(tmp_path, monkeypatch):
     assert manifest["n_input"] == 32561
     assert manifest["n_input"] - manifest["n_dropped_missing"] == 30718
     assert manifest["n_sac_released"] + manifest["n_attribute_table"] + manifest["n_deleted"] == 30718
-    assert all(c["passed"] for c in manifest["checks"]) and len(manifest["checks"]) == 6
+    assert all(c["passed"] for c in manifest["checks"]) and len(manifest["checks"]) == 7
     disclosure = next(c for c in manifest["checks"] if c["name"] == "disclosure_within_bound")
     assert disclosure["observed"]["max_disclosure_probability"] <= 1 / 3 + 1e-12
     assert "Published release" in outcome.output
@@ -216,3 +218,40 @@ def test_adult_rating_is_refused_unless_overridden_and_fails_the_audit(tmp_path,
     report = json.loads((tmp_path / "rating.json").read_text())
     assert report["verdict"] == "FAIL" and report["adversary"]["n_records_above_bound"] > 0
     assert report["raw"]["is_release_input"] is True
+
+
+@pytest.fixture(scope="module")
+def adult_slice_csv(tmp_path_factory) -> Path:
+    """The first 3,000 lines of UCI Adult (headerless, as shipped)."""
+    path = tmp_path_factory.mktemp("adult_slice") / "adult_3000.data"
+    lines = (Path(__file__).resolve().parents[1] / "data" / "adult" / "adult.data").read_text().splitlines()[:3000]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("model", ["mixed", "rating"])
+def test_order_gate_refuses_the_input_order_release_and_passes_the_keyed_one(adult_slice_csv, tmp_path, model):
+    """Issue 12, item 1: SPEC's reference Rating (SIDs numbered in creation order, filled first-in-first-out in
+    input order) is the deliberately leaky candidate; the order gate blocks it and nothing is published. The
+    default (home-secret) release of the same records passes."""
+    base = {"input_path": str(adult_slice_csv), "model": model, "allow_disclosure": model == "rating"}
+    leaky = _run(tmp_path / "leaky", {**base, "randomness": "spec-reference"})
+    assert not leaky.success
+    evaluations = {e.check_name: e for e in leaky.get_asset_check_evaluations()}
+    gate = evaluations["release_carries_no_input_order"]
+    assert not gate.passed
+    figures = {k: v.value for k, v in gate.metadata.items()}
+    assert figures["max_abs_spearman"] > 0.5 and figures["n_attributes_above_chance"] >= 1
+    assert not (tmp_path / "leaky" / "releases" / "LATEST").exists()
+
+    keyed = _run(tmp_path / "keyed", base)
+    assert keyed.success
+    gate = {e.check_name: e for e in keyed.get_asset_check_evaluations()}["release_carries_no_input_order"]
+    figures = {k: v.value for k, v in gate.metadata.items()}
+    assert gate.passed and figures["max_abs_spearman"] <= figures["spearman_limit"]
+    manifest = json.loads((read_latest(tmp_path / "keyed" / "releases") / "manifest.json").read_text())
+    assert manifest["randomness"] == "home-secret"
+    secret = tmp_path / "keyed" / "secret.key"
+    assert secret.exists() and (secret.stat().st_mode & 0o777) == 0o600
+    release_dir = read_latest(tmp_path / "keyed" / "releases")
+    assert secret.read_bytes() not in b"".join(p.read_bytes() for p in release_dir.iterdir())

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from pipeline.core.keyed import keyed_generator
+
 __all__ = ["Grouping", "group_sac", "permute_within_groups"]
 
 
@@ -308,6 +310,7 @@ def permute_within_groups(
     *,
     seed: int,
     row_id_column: str = "row_id",
+    secret: bytes | None = None,
 ) -> pd.DataFrame:
     """Apply an independent uniform random permutation per group and per attribute cluster.
 
@@ -328,6 +331,11 @@ def permute_within_groups(
         a uniform permutation per group and cluster, drawn with one vectorised call instead
         of SPEC §5.2's reference ``random.shuffle`` loop (same distribution; SPEC asks tests to
         check invariants, not a particular permutation).
+    secret
+        The home secret (:mod:`pipeline.home_secret`). With it the draws come from
+        :func:`pipeline.core.keyed.keyed_generator` of ``("group-permutation", seed)``, so the
+        published seed alone cannot replay the permutation; ``None`` (the SPEC reference) seeds
+        ``numpy.random.default_rng(seed)``.
 
     Returns
     -------
@@ -358,7 +366,7 @@ def permute_within_groups(
         raise ValueError("a group member's row id is not in the records table")
     released = records.iloc[positions].reset_index(drop=True)
     released.insert(0, "group_id", np.repeat(np.arange(1, n_groups + 1, dtype=np.int64), size))
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed) if secret is None else keyed_generator(secret, "group-permutation", str(int(seed)))
     base = (np.arange(n_groups, dtype=np.int64) * size)[:, None]
     for cluster in clusters:
         permutation = np.argsort(rng.random((n_groups, size)), axis=1, kind="stable")

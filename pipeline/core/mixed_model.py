@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.core.columns import combine_codes, text_ranks
+from pipeline.core.keyed import keyed_order, keyed_record_hashes
 from pipeline.core.grouping import Grouping, group_sac, permute_within_groups
 from pipeline.core.partition import SacIrSplit, cluster_sensitive_attributes, split_sac_ir
 from pipeline.core.rating import rating_tables
@@ -22,6 +23,7 @@ __all__ = [
     "MixedModelResult",
     "ReleaseTables",
     "assemble_release_tables",
+    "keyed_table_order",
     "run_mixed_model",
     "validate_model_columns",
 ]
@@ -61,6 +63,41 @@ def validate_model_columns(
         raise ValueError(f"column name(s) {reserved} are reserved by the release contract; rename them in the input")
 
 
+def keyed_table_order(records: pd.DataFrame, content_columns: Sequence[str], secret: bytes) -> np.ndarray:
+    """The order in which the model consumes records ("table order" of SPEC §5.1 and §6).
+
+    A keyed pseudo-random order of the records' content (``content_columns``: the configured
+    quasi-identifiers and sensitive attributes; purpose ``"record-order"``), so the same records
+    in any input order give the same release, and nothing published (seed, release) replays it.
+    Records with equal content are interchangeable and keep their relative order.
+
+    Parameters
+    ----------
+    records
+        One row per record, holding ``content_columns``.
+    content_columns
+        Column names; never ``row_id`` or an input position.
+    secret
+        The home secret (at least 16 bytes).
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 positions into ``records`` (a permutation).
+
+    Raises
+    ------
+    KeyError
+        A column is missing. ``ValueError``: the secret is shorter than 16 bytes.
+
+    References
+    ----------
+    Issue 12 ("no order anywhere", "release series" (a)); Xiao & Tao, Anatomy (VLDB 2006),
+    whose guarantee assumes that the link inside a bucket is uniformly random.
+    """
+    return keyed_order(records, content_columns, secret, "record-order")
+
+
 @dataclass(frozen=True)
 class MixedModelResult:
     """Every stage of the mixed model, with internal row ids (table order, never released).
@@ -87,6 +124,8 @@ def run_mixed_model(
     min_confidence: float,
     seed: int,
     rules: pd.DataFrame | None = None,
+    secret: bytes | None = None,
+    quasi_identifiers: Sequence[str] = (),
 ) -> MixedModelResult:
     """Run the whole mixed model on a table (the pure equivalent of the Dagster job).
 
@@ -101,6 +140,15 @@ def run_mixed_model(
         ℓ >= 2; threshold in (0, 1]; seed of the per-group permutation.
     rules
         Strong rules already mined on ``records`` (mined here when None).
+    secret
+        The home secret. ``None`` runs SPEC's reference algorithms in table order. With a
+        secret the records are first put in a keyed order of their content
+        (:func:`keyed_table_order`; the release then depends neither on the input row order nor
+        on anything published), the per-group permutation is keyed, and improved Rating uses an
+        independent keyed order and keyed random SID numbers per attribute
+        (:func:`pipeline.core.rating.rating_tables`).
+    quasi_identifiers
+        With ``secret``: the quasi-identifier columns, part of a record's content.
 
     Returns
     -------
@@ -117,13 +165,16 @@ def run_mixed_model(
     """
     if rules is None:
         rules = mine_strong_rules(records, sensitive_attributes, min_confidence=min_confidence)
+    content = [*quasi_identifiers, *sensitive_attributes]
+    if secret is not None:
+        records = records.iloc[keyed_table_order(records, content, secret)].reset_index(drop=True)
     split = split_sac_ir(records, sensitive_attributes, rules)
     clusters = cluster_sensitive_attributes(sensitive_attributes, rules)
     grouping = group_sac(records, sensitive_attributes, split.sac_row_ids, split.ir_row_ids, ell=ell)
-    sac_permuted = permute_within_groups(records, grouping.members, clusters, seed=seed)
+    sac_permuted = permute_within_groups(records, grouping.members, clusters, seed=seed, secret=secret)
     indexed = records.set_index("row_id", drop=False)
     ir_left = indexed.loc[grouping.ir_left].reset_index(drop=True)
-    id_table, attribute_sids = rating_tables(ir_left, sensitive_attributes, ell=ell)
+    id_table, attribute_sids = rating_tables(ir_left, sensitive_attributes, ell=ell, secret=secret, content_columns=content)
     return MixedModelResult(rules, split, clusters, grouping, sac_permuted, id_table, attribute_sids)
 
 
@@ -170,6 +221,7 @@ def assemble_release_tables(
     attribute_sids: pd.DataFrame,
     id_table: pd.DataFrame,
     clusters: Sequence[Sequence[str]],
+    secret: bytes | None = None,
 ) -> ReleaseTables:
     """Put the model's outputs in release form, with fresh row ids that carry no input order.
 
@@ -189,6 +241,11 @@ def assemble_release_tables(
         Column names.
     sac_permuted, attribute_sids, id_table, clusters
         Outputs of :func:`run_mixed_model` (or of the Dagster assets).
+    secret
+        The home secret. With it, groups and attribute-table rows are ordered by a keyed hash
+        of the same content keys (ties as above) instead of the content keys themselves, so row
+        and group ids correlate neither with the input order nor with a sorted input (a file
+        sorted by a quasi-identifier would otherwise give row ids in input order).
 
     Returns
     -------
@@ -212,7 +269,12 @@ def assemble_release_tables(
         # independent of the seed), then the group's internal number
         group_keys = np.concatenate([np.sort(member_key, axis=1), np.sort(original_key, axis=1)], axis=1)
         internal = np.arange(n_groups)
-        order = np.lexsort([internal, *group_keys.T[::-1]])
+        if secret is None:
+            order = np.lexsort([internal, *group_keys.T[::-1]])
+        else:
+            key_frame = pd.DataFrame(group_keys, columns=[f"k{j}" for j in range(group_keys.shape[1])])
+            hashed = keyed_record_hashes(key_frame, list(key_frame.columns), secret, "group-order")
+            order = np.lexsort([internal, *group_keys.T[::-1], hashed])
         new_group = np.empty(n_groups, dtype=np.int64)
         new_group[order] = np.arange(1, n_groups + 1)
         sac["group_id"] = np.repeat(new_group, ell)
@@ -229,6 +291,8 @@ def assemble_release_tables(
     for attribute in sa:
         at[attribute] = attribute_sids[attribute].reset_index(drop=True).astype("Int32")
     at_keys = [*(text_ranks(at[c]) for c in qi), *(at[a].fillna(-1).to_numpy(np.int64) for a in sa)]
+    if secret is not None and len(at):
+        at_keys = [keyed_record_hashes(at, [*qi, *sa], secret, "attribute-table-order"), *at_keys]
     at = at.iloc[np.lexsort(at_keys[::-1])].reset_index(drop=True) if len(at) else at
     at_row_ids = np.arange(n_sac + 1, n_sac + len(at) + 1, dtype=np.int64)
 

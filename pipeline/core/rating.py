@@ -8,12 +8,15 @@ SPEC §6-§7.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 import pandas as pd
+
+from pipeline.core.keyed import keyed_generator, keyed_order
 
 __all__ = [
     "SidAssignment",
@@ -353,6 +356,8 @@ def rating_tables(
     ell: int,
     method: Literal["improved", "plain"] = "improved",
     row_id_column: str = "row_id",
+    secret: bytes | None = None,
+    content_columns: Sequence[str] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Bucketize every sensitive attribute independently into an ID table and an attribute table.
 
@@ -368,6 +373,20 @@ def rating_tables(
         ℓ >= 2.
     method
         ``"improved"`` (default) or ``"plain"``; see :func:`create_sids`.
+    secret
+        The home secret (:mod:`pipeline.home_secret`). ``None`` is SPEC §6's reference
+        behaviour: buckets are filled first-in-first-out in table order and SIDs are numbered
+        in creation order, which lets an adversary replay the loop from the ID table and link a
+        record's values across attributes (the order-replay attack, ``docs/attacks.md``). With a
+        secret, every attribute is bucketized in its **own** keyed pseudo-random order of the
+        records' content (:func:`pipeline.core.keyed.keyed_order` over ``content_columns``,
+        purpose ``("rating-order", attribute)``), so the orders of two attributes are
+        independent and none depends on the input row order, and the SID numbers of every
+        attribute are a keyed random permutation of ``1..S`` (no creation order).
+    content_columns
+        The columns that make up a record's content for the keyed order (the configured
+        quasi-identifiers and sensitive attributes); default: the sensitive attributes. Ignored
+        without ``secret``.
 
     Returns
     -------
@@ -395,15 +414,28 @@ def rating_tables(
     record_ids = records[row_id_column].to_numpy(dtype=np.int64)
     attribute_sids = pd.DataFrame({row_id_column: record_ids})
     id_rows: list[pd.DataFrame] = []
+    content = list(content_columns) if content_columns is not None else list(sensitive_attributes)
     for attribute in sensitive_attributes:
         column = records[attribute]
         if not isinstance(column.dtype, pd.CategoricalDtype):
             column = column.astype(str)
-        assignment = create_sids(record_ids, column.reset_index(drop=True), ell=ell, method=method)
-        attribute_sids[attribute] = pd.array(
-            np.where(assignment.record_sid > 0, assignment.record_sid, 0).astype(np.int32), dtype="Int32"
-        )
-        attribute_sids.loc[assignment.record_sid == 0, attribute] = pd.NA
+        column = column.reset_index(drop=True)
+        if secret is None:
+            order = np.arange(len(records), dtype=np.int64)
+        else:
+            order = keyed_order(records, content, secret, "rating-order", attribute)
+        assignment = create_sids(record_ids[order], column.iloc[order].reset_index(drop=True), ell=ell, method=method)
+        if secret is not None and assignment.n_sids:
+            # SID numbers carry no creation order: a keyed random permutation of 1..S
+            renumber = np.zeros(assignment.n_sids + 1, dtype=np.int64)
+            renumber[1:] = keyed_generator(secret, "sid-numbers", attribute).permutation(assignment.n_sids) + 1
+            assignment = dataclasses.replace(
+                assignment, entry_sid=renumber[assignment.entry_sid], record_sid=renumber[assignment.record_sid]
+            )
+        record_sid = np.empty(len(records), dtype=np.int64)
+        record_sid[order] = assignment.record_sid
+        attribute_sids[attribute] = pd.array(np.where(record_sid > 0, record_sid, 0).astype(np.int32), dtype="Int32")
+        attribute_sids.loc[record_sid == 0, attribute] = pd.NA
         # Rating's construction puts a value at most once in a SID, so each entry is one row
         # (value, count 1); sort by SID then value text. Value cells share one Python string
         # per distinct value.
