@@ -19,14 +19,15 @@ from pipeline.resources import ReleaseSettings
     description="PRIVATE: the strong rules (S_i = a) => (S_j = b) between sensitive attributes: confidence >= min_confidence (Apriori).",
 )
 def strong_rules(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_records: pd.DataFrame) -> pd.DataFrame:
-    """PRIVATE: every strong rule (S_i = a) => (S_j = b), Apriori with max_len 2, min_support 1 record, confidence >= min_confidence."""
+    """PRIVATE: every strong rule (S_i = a) => (S_j = b), Apriori with max_len 2, support >= min_support records (default max(ℓ, 5)), confidence >= min_confidence."""
     started = time.monotonic()
     backend = resolve_mining_backend(
         settings.mining_backend, len(raw_records), duckdb_threshold=settings.duckdb_mining_threshold,
         n_items=sum(int(raw_records[a].nunique()) for a in settings.sensitive_attributes),
     )
     rules = mine_strong_rules(
-        raw_records, settings.sensitive_attributes, min_confidence=settings.min_confidence, backend=backend
+        raw_records, settings.sensitive_attributes, min_confidence=settings.min_confidence, backend=backend,
+        min_support=settings.effective_min_support(),
     )
     values = strong_values(rules, settings.sensitive_attributes)
     context.add_output_metadata(
@@ -34,6 +35,7 @@ def strong_rules(context: dg.AssetExecutionContext, settings: ReleaseSettings, r
             "n_strong_rules": len(rules),
             "n_strong_values": sum(len(v) for v in values.values()),
             "min_confidence": settings.min_confidence,
+            "min_support": settings.effective_min_support(),
             "mining_backend": backend,
             **table_metadata(rules, rows_in=len(raw_records), started=started),
         }

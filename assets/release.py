@@ -256,6 +256,7 @@ def publish_release_asset(
         "input_reading": input_reading(settings),
         "ell": settings.ell,
         "min_confidence": settings.min_confidence,
+        "min_support": settings.effective_min_support(),
         "seed": settings.seed,
         "randomness": settings.randomness,
         "quasi_identifiers": list(qi),

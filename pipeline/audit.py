@@ -326,7 +326,10 @@ def run_audit(
         mining_backend, len(loaded.records), duckdb_threshold=duckdb_mining_threshold,
         n_items=sum(int(loaded.records[a].nunique()) for a in release.sensitive_attributes),
     )
-    rules = mine_strong_rules(loaded.records, release.sensitive_attributes, min_confidence=threshold, backend=backend)
+    # the release's own rule set: support >= its min_support (releases made before min_support existed: 1)
+    min_support = int(manifest.get("min_support") or 1)
+    rules = mine_strong_rules(loaded.records, release.sensitive_attributes, min_confidence=threshold, backend=backend,
+                              min_support=min_support)
     view = adversary_view(
         rules, sac_released=release.sac_released, attribute_table=release.attribute_table,
         id_table=release.id_table, attribute_clusters=release.attribute_clusters,

@@ -99,6 +99,7 @@ def build_settings_config(
     keep_releases: int | None = None,
     profile: bool | None = None,
     randomness: str | None = None,
+    min_support: int | None = None,
 ) -> dict:
     """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
 
@@ -142,6 +143,7 @@ def build_settings_config(
         ("keep_releases", keep_releases),
         ("profile", profile),
         ("randomness", randomness),
+        ("min_support", min_support),
     ):
         if value is not None:
             config[key] = value
@@ -163,7 +165,7 @@ UNUSABLE_INPUT_ERRORS = ("InputError", "HierarchyError", "InfeasibleError", "Inf
 KL_ONLY_OPTIONS = ("k", "hierarchies", "kl_method", "max_block_size", "generalization_weights")
 NOT_KL_OPTIONS = (
     "min_confidence", "seed", "allow_disclosure", "confidence_tolerance", "mining_backend", "duckdb_mining_threshold",
-    "randomness",
+    "randomness", "min_support",
 )
 
 
@@ -345,6 +347,7 @@ def _settings_from_options(options: dict) -> dict:
         keep_releases=options.get("keep_releases"),
         profile=options.get("profile"),
         randomness=options.get("randomness"),
+        min_support=options.get("min_support"),
     )
 
 
@@ -530,6 +533,8 @@ def environment_failure_messages(result) -> list[str]:
 @click.option("--allow-disclosure", is_flag=True, default=None,
               help="Publish even if the strong-rule adversary beats 1/ell (recorded in the manifest).")
 @click.option("--confidence-tolerance", type=click.FloatRange(0.0, 1.0), help="Gate 4 tolerance (default 0.05).")
+@click.option("--min-support", type=click.IntRange(min=1),
+              help="Minimum support of a strong rule in records (default max(ell, 5)); rarer rules are neither used nor printed.")
 @click.option("--randomness", type=click.Choice(["home-secret", "spec-reference"]),
               help="home-secret (default): keyed order, SID numbers and permutation from $MSA_RELEASE_HOME/secret.key; "
               "spec-reference: SPEC's input-order algorithms (golden examples; leaks the input order, refused by the "
@@ -901,7 +906,9 @@ def render_summary(manifest: dict, path: Path, elapsed: float) -> str:
     lines = [
         f"Published release {manifest['release_id']}",
         f"  directory      {path}",
-        f"  model          {manifest['model']}  ell={manifest['ell']}  min_confidence={manifest['min_confidence']}  seed={manifest['seed']}",
+        f"  model          {manifest['model']}  ell={manifest['ell']}  min_confidence={manifest['min_confidence']}  "
+        + (f"min_support={manifest['min_support']}  " if manifest.get("min_support") is not None else "")
+        + f"seed={manifest['seed']}",
         f"  QIs            {', '.join(manifest['quasi_identifiers'])}",
         f"  sensitive      {', '.join(manifest['sensitive_attributes'])}",
         f"  records        {manifest['n_input']} read, {manifest['n_dropped_missing']} dropped (missing sensitive value)",

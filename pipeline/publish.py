@@ -45,6 +45,7 @@ MANIFEST_COLUMNS = {
     "input_reading": "VARCHAR",
     "ell": "INTEGER",
     "min_confidence": "DOUBLE",
+    "min_support": "BIGINT",
     "seed": "BIGINT",
     "randomness": "VARCHAR",
     "quasi_identifiers": "VARCHAR",

@@ -324,7 +324,9 @@ def _parameters(manifest: Mapping) -> str:
     else:
         rows += [
             ("min_confidence", manifest.get("min_confidence")),
+            ("min_support", manifest.get("min_support")),
             ("seed", manifest.get("seed")),
+            ("randomness", manifest.get("randomness")),
             ("allow_disclosure", manifest.get("allow_disclosure")),
             ("disclosure override used", manifest.get("disclosure_override_used")),
         ]

@@ -102,6 +102,12 @@ class ReleaseSettings(dg.ConfigurableResource):
     seed: int = Field(
         default=0, ge=0, description="Seed (integer >= 0) of the per-group, per-cluster random permutation of SAC~ (mixed model)."
     )
+    min_support: int = Field(
+        default=0, ge=0,
+        description="Minimum support of a strong rule, in records (mixed, Rating). 0 (default) means max(ℓ, 5). "
+        "Rules held by fewer records are neither used nor printed anywhere (report, audit, manifest). "
+        "1 is SPEC §1's value (every co-occurrence), which discloses rare records through their rules.",
+    )
     missing_value_tokens: list[str] = Field(
         default=["", "NULL", "?"], description="Values that mean 'missing' (SQL NULL always does)."
     )
@@ -317,6 +323,10 @@ class ReleaseSettings(dg.ConfigurableResource):
             if sampler is not None:
                 sampler.stop()
             self._started_profiler = False
+
+    def effective_min_support(self) -> int:
+        """``min_support`` in records: as set, or max(ℓ, 5) when it is 0 (the default)."""
+        return int(self.min_support) if self.min_support else max(int(self.ell), 5)
 
     def hierarchies_path(self) -> Path:
         """``hierarchies_dir`` resolved like ``input_path``: as given (absolute, or existing relative to

@@ -28,6 +28,7 @@ def _settings_for(example: dict, path: Path) -> dict:
         "seed": 0,
         # the golden figures are SPEC's reference algorithms in input order
         "randomness": "spec-reference",
+        "min_support": 1,  # SPEC §1: every co-occurrence counts
     }
 
 

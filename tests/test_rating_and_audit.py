@@ -99,6 +99,7 @@ def _run_args(example: dict, csv: Path, home: Path, *extra: str) -> list[str]:
         "--min-confidence", str(example["min_conf"]),
         "--seed", "0",
         "--randomness", "spec-reference",  # golden figures: SPEC's reference algorithms in input order
+        "--min-support", "1",  # and SPEC §1's rule set
         "--home", str(home),
         *extra,
     ]

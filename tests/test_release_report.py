@@ -96,7 +96,7 @@ def example_a_releases(golden, tmp_path_factory):
     settings = {
         "input_path": str(csv), "csv_header": True, "column_names": [],
         "quasi_identifiers": example_quasi_identifiers(example), "sensitive_attributes": example["SA"],
-        "ell": example["l"], "min_confidence": example["min_conf"], "seed": 0, "randomness": "spec-reference",
+        "ell": example["l"], "min_confidence": example["min_conf"], "seed": 0, "randomness": "spec-reference", "min_support": 1,
     }
     home = root / "home"
     job = build_definitions(home).resolve_job_def("release")

@@ -225,6 +225,7 @@ def mine_strong_rules(
     *,
     min_confidence: float,
     backend: str = "mlxtend-apriori",
+    min_support: int = 1,
 ) -> pd.DataFrame:
     """Mine every strong 1-to-1 rule between values of two different sensitive attributes.
 
@@ -239,7 +240,6 @@ def mine_strong_rules(
     min_confidence
         Threshold in (0, 1]; a rule is strong iff ``support_both / support_antecedent >=
         min_confidence`` in exact rational arithmetic (SPEC §1: 3/4 is strong at 0.75).
-        ``min_support`` is fixed at 1 record (SPEC §1).
     backend
         How item and pair supports are counted; every back end gives the same rules:
         ``"mlxtend-apriori"`` (alias ``"mlxtend"``): Apriori
@@ -249,6 +249,13 @@ def mine_strong_rules(
         ``"duckdb"``: one DuckDB ``GROUP BY`` per attribute pair, ``O(n m^2)`` and
         out-of-core friendly (the choice for large tables). ``"counting"``: the same counts
         with numpy. ``"auto"`` is resolved by :func:`resolve_mining_backend` (callers).
+    min_support
+        Minimum support of a rule in records (``support_both >= min_support``, integer >= 1).
+        SPEC §1 fixes it at 1 record (the default here, for the golden examples); releases use
+        ``max(ℓ, 5)`` (issue 12): a rule held by one or two records is a fact about those
+        records, not a pattern, and printing it ("the only 86-year-old's education") discloses
+        them, while using it ties their cells to every other attribute of the cluster. Applied
+        after counting, so every back end gives the same rules.
 
     Returns
     -------
@@ -264,7 +271,7 @@ def mine_strong_rules(
     ------
     ValueError
         Fewer than 2 sensitive attributes, a missing column, a missing value in a sensitive
-        attribute, ``min_confidence`` outside (0, 1], or an unknown back end.
+        attribute, ``min_confidence`` outside (0, 1], ``min_support`` below 1, or an unknown back end.
 
     References
     ----------
@@ -272,6 +279,8 @@ def mine_strong_rules(
     for Apriori, Han, Pei & Yin (SIGMOD 2000) for FP-growth.
     """
     threshold = _validate(records, sensitive_attributes, min_confidence)
+    if int(min_support) != min_support or min_support < 1:
+        raise ValueError(f"min_support must be an integer number of records >= 1, got {min_support!r}")
     backend = _BACKEND_ALIASES.get(backend, backend)
     if backend not in MINING_BACKENDS:
         raise ValueError(f"unknown rule-mining backend {backend!r}; use one of {list(MINING_BACKENDS)}")
@@ -286,11 +295,12 @@ def mine_strong_rules(
         counts = _pair_counts_duckdb(items, len(labels))
     else:
         counts = _pair_counts_counting(items, len(labels))
-    return _strong_rules_from_counts(counts, labels, sensitive_attributes, threshold)
+    return _strong_rules_from_counts(counts, labels, sensitive_attributes, threshold, int(min_support))
 
 
 def _strong_rules_from_counts(
-    counts: PairCounts, labels: list[tuple[str, str]], sensitive_attributes: Sequence[str], threshold: Fraction
+    counts: PairCounts, labels: list[tuple[str, str]], sensitive_attributes: Sequence[str], threshold: Fraction,
+    min_support: int = 1,
 ) -> pd.DataFrame:
     """Both directions of every counted pair, kept iff ``both / antecedent >= threshold`` exactly."""
     item_counts, first, second, both = counts
@@ -310,6 +320,7 @@ def _strong_rules_from_counts(
             [int(b) * denominator >= numerator * int(a) for a, b in zip(support_antecedent, support_both, strict=True)],
             dtype=bool,
         )
+    strong &= support_both >= min_support
     antecedent, consequent = antecedent[strong], consequent[strong]
     support_both, support_antecedent = support_both[strong], support_antecedent[strong]
     rules = pd.DataFrame(

@@ -75,3 +75,25 @@ def test_auto_backend_switches_to_duckdb_at_the_threshold():
     assert resolve_mining_backend("mlxtend", 10**8, duckdb_threshold=100) == "mlxtend-apriori"
     with pytest.raises(ValueError, match="unknown rule-mining backend 'spark'"):
         resolve_mining_backend("spark", 10, duckdb_threshold=100)
+
+
+def test_min_support_drops_rules_held_by_fewer_records_in_every_backend():
+    """Issue 12: a rule of support 1 (the only record with A = rare) is a fact about one record, not a pattern.
+
+    Table (by hand): A=x,B=p three times; A=rare,B=q once; A=y,B=r twice.
+    At min_confidence 1: x=>p, p=>x (support 3), rare=>q, q=>rare (support 1), y=>r, r=>y (support 2).
+    """
+    records = pd.DataFrame({"A": ["x", "x", "x", "rare", "y", "y"], "B": ["p", "p", "p", "q", "r", "r"]})
+    expected = {
+        1: {("x", "p"), ("p", "x"), ("rare", "q"), ("q", "rare"), ("y", "r"), ("r", "y")},
+        2: {("x", "p"), ("p", "x"), ("y", "r"), ("r", "y")},
+        3: {("x", "p"), ("p", "x")},
+        4: set(),
+    }
+    for backend in ("mlxtend-apriori", "mlxtend-fpgrowth", "duckdb", "counting"):
+        for min_support, rules in expected.items():
+            mined = mine_strong_rules(records, ["A", "B"], min_confidence=1.0, backend=backend, min_support=min_support)
+            assert set(zip(mined["antecedent_value"], mined["consequent_value"])) == rules, (backend, min_support)
+            assert (mined["support_both"] >= min_support).all()
+    with pytest.raises(ValueError, match="min_support"):
+        mine_strong_rules(records, ["A", "B"], min_confidence=1.0, min_support=0)
