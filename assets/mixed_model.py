@@ -126,7 +126,10 @@ def sac_groups(context: dg.AssetExecutionContext, settings: ReleaseSettings, sto
     secret = release_secret(settings, store)
     sac_ids = in_keyed_order(raw_records, sac_ir_split.loc[sac_ir_split["part"] == "SAC", "row_id"].to_numpy(), settings, secret)
     ir_ids = in_keyed_order(raw_records, sac_ir_split.loc[sac_ir_split["part"] == "IR", "row_id"].to_numpy(), settings, secret)
-    grouping = group_sac(raw_records, settings.sensitive_attributes, sac_ids, ir_ids, ell=settings.ell)
+    grouping = group_sac(
+        raw_records, settings.sensitive_attributes, sac_ids, ir_ids, ell=settings.ell,
+        quasi_identifiers=settings.quasi_identifiers if settings.grouping == "qi_aware" else None,
+    )
     n_groups, ell = grouping.members.shape
     member_ids = grouping.members.ravel()
     members = pd.DataFrame(

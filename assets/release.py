@@ -13,6 +13,7 @@ from assets.keys import CANDIDATE, KINDS, PRIVATE, RELEASE, inputs, markdown_pre
 from assets.mixed_model import clusters_from_frame, release_secret
 from pipeline.audit import PublishedRelease
 from pipeline.core.metrics import domain_sizes
+from pipeline.core.hierarchies import load_available_hierarchies
 from pipeline.core.mixed_model import assemble_release_tables
 from pipeline import profiling
 from pipeline.publish import contract_schemas, package_versions, publish_release
@@ -71,6 +72,9 @@ def release_candidate(
         id_table=ir_id_table,
         clusters=clusters_from_frame(sensitive_attribute_clusters),
         secret=release_secret(settings, store),
+        generalize=settings.model == "mixed" and settings.grouping == "qi_aware",
+        hierarchies=load_available_hierarchies(settings.hierarchies_path(), settings.quasi_identifiers)
+        if settings.grouping == "qi_aware" else None,
     )
     # the custodian's audit map (private, never released): release row id -> input line
     tables = dataclasses.replace(tables, row_map=tables.row_map.assign(input_row_number=tables.row_map["source_row_id"]))
@@ -80,7 +84,7 @@ def release_candidate(
     for name in CANDIDATE_TABLES:
         context.add_output_metadata({"n_rows": sizes[f"n_rows_{name}"], **table_metadata(getattr(tables, name))}, output_name=name)
     context.add_output_metadata(
-        {**sizes, "n_rows_in": len(raw_records), "n_rows_out": len(tables.sac_released) + len(tables.attribute_table),
+        {**sizes, **tables.generalization, "n_rows_in": len(raw_records), "n_rows_out": len(tables.sac_released) + len(tables.attribute_table),
          "seconds": round(time.monotonic() - started, 3)},
         output_name="release_candidate",
     )
@@ -90,7 +94,7 @@ def release_candidate(
         tables.attribute_table,
         tables.id_table,
         tables.attribute_clusters,
-        pd.DataFrame([sizes]),
+        pd.DataFrame([{**sizes, **tables.generalization}]),
         tables.row_map,
     )
 
@@ -259,6 +263,9 @@ def publish_release_asset(
         "min_support": settings.effective_min_support(),
         "seed": settings.seed,
         "randomness": settings.randomness,
+        "grouping": settings.grouping if settings.model == "mixed" else None,
+        "n_generalized_groups": int(release_candidate["n_generalized_groups"].iloc[0]) if "n_generalized_groups" in release_candidate else 0,
+        "n_generalized_cells": int(release_candidate["n_generalized_cells"].iloc[0]) if "n_generalized_cells" in release_candidate else 0,
         "quasi_identifiers": list(qi),
         "sensitive_attributes": list(sa),
         "n_input": int(summary["n_input"]),

@@ -100,6 +100,7 @@ def build_settings_config(
     profile: bool | None = None,
     randomness: str | None = None,
     min_support: int | None = None,
+    grouping: str | None = None,
 ) -> dict:
     """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
 
@@ -144,6 +145,7 @@ def build_settings_config(
         ("profile", profile),
         ("randomness", randomness),
         ("min_support", min_support),
+        ("grouping", grouping),
     ):
         if value is not None:
             config[key] = value
@@ -165,7 +167,7 @@ UNUSABLE_INPUT_ERRORS = ("InputError", "HierarchyError", "InfeasibleError", "Inf
 KL_ONLY_OPTIONS = ("k", "hierarchies", "kl_method", "max_block_size", "generalization_weights")
 NOT_KL_OPTIONS = (
     "min_confidence", "seed", "allow_disclosure", "confidence_tolerance", "mining_backend", "duckdb_mining_threshold",
-    "randomness", "min_support",
+    "randomness", "min_support", "grouping",
 )
 
 
@@ -186,7 +188,9 @@ def check_model_options(options: dict) -> None:
         if given:
             raise click.UsageError(f"{', '.join(given)}: not used by --model kl (the (k, ℓ) model); leave out")
     else:
-        given = [_option_flag(n) for n in KL_ONLY_OPTIONS if options.get(n) is not None]
+        # --hierarchies also serves the mixed model's QI-aware grouping (generalized group quasi-identifiers)
+        kl_only = [n for n in KL_ONLY_OPTIONS if not (n == "hierarchies" and model == "mixed")]
+        given = [_option_flag(n) for n in kl_only if options.get(n) is not None]
         if given:
             raise click.UsageError(f"{', '.join(given)}: only used by --model kl (the (k, ℓ) model), not by --model {model}")
 
@@ -348,6 +352,7 @@ def _settings_from_options(options: dict) -> dict:
         profile=options.get("profile"),
         randomness=options.get("randomness"),
         min_support=options.get("min_support"),
+        grouping=options.get("grouping"),
     )
 
 
@@ -533,6 +538,10 @@ def environment_failure_messages(result) -> list[str]:
 @click.option("--allow-disclosure", is_flag=True, default=None,
               help="Publish even if the strong-rule adversary beats 1/ell (recorded in the manifest).")
 @click.option("--confidence-tolerance", type=click.FloatRange(0.0, 1.0), help="Gate 4 tolerance (default 0.05).")
+@click.option("--grouping", type=click.Choice(["qi_aware", "p1"]),
+              help="SAC~ grouping (mixed): qi_aware (default: same quasi-identifiers first, a group's differing "
+              "quasi-identifiers generalized along --hierarchies, else '*') or p1 (P1's Algorithm 11, exact "
+              "quasi-identifiers; does not resist the learned-model adversary on correlated data).")
 @click.option("--min-support", type=click.IntRange(min=1),
               help="Minimum support of a strong rule in records (default max(ell, 5)); rarer rules are neither used nor printed.")
 @click.option("--randomness", type=click.Choice(["home-secret", "spec-reference"]),
@@ -541,7 +550,8 @@ def environment_failure_messages(result) -> list[str]:
               "order gate on tables of more than a few hundred records).")
 @click.option("--k", "k", type=click.IntRange(min=2), help="--model kl: minimum equivalence-class size (default 3; k >= ell).")
 @click.option("--hierarchies", type=click.Path(file_okay=False),
-              help="--model kl: folder of ARX hierarchies, one per quasi-identifier (default data/adult/hierarchies).")
+              help="--model kl: folder of ARX hierarchies, one per quasi-identifier (default data/adult/hierarchies); "
+              "--model mixed: where the QI-aware grouping finds the hierarchies that generalize a group's quasi-identifiers.")
 @click.option("--kl-method", type=click.Choice(["blocked", "greedy", "exact"]),
               help="--model kl: blocked (default, any size), greedy (<= 6000 records) or exact (<= 16 records).")
 @click.option("--max-block-size", type=click.IntRange(min=4), help="--model kl, blocked: largest block (default 256; >= 2k).")

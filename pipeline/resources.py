@@ -14,6 +14,7 @@ __all__ = [
     "ExperimentSettings",
     "KL_METHODS",
     "MODELS",
+    "GROUPINGS",
     "RANDOMNESS",
     "ReleaseSettings",
     "ReleaseStore",
@@ -43,6 +44,9 @@ ADULT_COLUMNS = [
 #: Publication models: the mixed model of P1, the plain Rating baseline (SPEC §7) and the
 #: (k, ℓ)-anonymity model of P2 (SPEC §14).
 MODELS = ("mixed", "rating", "kl")
+
+#: SAC~ grouping of the mixed model (``ReleaseSettings.grouping``).
+GROUPINGS = ("qi_aware", "p1")
 
 #: Where a release's random choices come from (``ReleaseSettings.randomness``).
 RANDOMNESS = ("home-secret", "spec-reference")
@@ -101,6 +105,14 @@ class ReleaseSettings(dg.ConfigurableResource):
     )
     seed: int = Field(
         default=0, ge=0, description="Seed (integer >= 0) of the per-group, per-cluster random permutation of SAC~ (mixed model)."
+    )
+    grouping: str = Field(
+        default="qi_aware",
+        description="SAC~ grouping (mixed model): 'qi_aware' (default): partners with the seed's quasi-identifier "
+        "tuple first, and the quasi-identifiers of a group whose members differ are generalized to their lowest "
+        "common ancestor in hierarchies_dir (else '*'), so members cannot be told apart; 'p1': P1's Algorithm 11 "
+        "(exact quasi-identifiers; on correlated data an adversary who learns P(sensitive | quasi-identifiers) "
+        "recovers the permuted tuples: the deFinetti attack).",
     )
     min_support: int = Field(
         default=0, ge=0,
@@ -215,6 +227,13 @@ class ReleaseSettings(dg.ConfigurableResource):
     def _known_randomness(cls, value: str) -> str:
         if value not in RANDOMNESS:
             raise ValueError(f"randomness must be one of {list(RANDOMNESS)}, got {value!r}")
+        return value
+
+    @field_validator("grouping")
+    @classmethod
+    def _known_grouping(cls, value: str) -> str:
+        if value not in GROUPINGS:
+            raise ValueError(f"grouping must be one of {list(GROUPINGS)}, got {value!r}")
         return value
 
     @field_validator("kl_method")

@@ -6,15 +6,16 @@ Sources: P1 §4 (Algorithm 11 and the Table 5/6 example), reconstructed in SPEC 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from pipeline.core.hierarchies import Hierarchy
 from pipeline.core.keyed import keyed_generator
 
-__all__ = ["Grouping", "group_sac", "permute_within_groups"]
+__all__ = ["Grouping", "generalize_group_quasi_identifiers", "group_sac", "permute_within_groups"]
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,59 @@ class _PartIndex:
             old, new = old_node_head, new_node_head
 
 
+class _Strata:
+    """Per quasi-identifier tuple, the SAC and IR indexes of its records (built on first use), for
+    :func:`group_sac`'s QI-aware grouping: "the first compatible record with the seed's
+    quasi-identifiers", SAC before IR, in table order."""
+
+    def __init__(self, codes: np.ndarray, qi_code: np.ndarray, sac_positions: np.ndarray, ir_positions: np.ndarray,
+                 level_order: Sequence[int]):
+        self.codes = codes
+        self.qi_code = qi_code
+        self.level_order = list(level_order)
+        self.members: list[dict[int, np.ndarray]] = []  # per part: stratum -> part ranks in table order
+        self.local: list[np.ndarray] = []  # per part: part rank -> rank inside its stratum index
+        for part_positions in (sac_positions, ir_positions):
+            stratum = qi_code[part_positions]
+            order = np.argsort(stratum, kind="stable")
+            bounds = np.flatnonzero(np.diff(stratum[order])) + 1
+            chunks = np.split(order, bounds) if len(order) else []
+            self.members.append({int(stratum[chunk[0]]): chunk for chunk in chunks})
+            local = np.empty(len(part_positions), dtype=np.int64)
+            for chunk in chunks:
+                local[chunk] = np.arange(len(chunk))
+            self.local.append(local)
+        self.positions = (sac_positions, ir_positions)
+        self.indexes: list[dict[int, _PartIndex]] = [{}, {}]
+
+    def _index(self, part: int, stratum: int) -> _PartIndex | None:
+        index = self.indexes[part].get(stratum)
+        if index is None:
+            ranks = self.members[part].get(stratum)
+            if ranks is None:
+                return None
+            index = self.indexes[part][stratum] = _PartIndex(self.codes[self.positions[part][ranks]], self.level_order)
+        return index
+
+    def first_compatible(self, seed_position: int, used: list[set[int]]) -> tuple[int, int] | None:
+        """``(part, part rank)`` of the first compatible live record with the seed's quasi-identifiers."""
+        stratum = int(self.qi_code[seed_position])
+        for part in (0, 1):
+            index = self._index(part, stratum)
+            if index is None:
+                continue
+            local = index.first_compatible(used)
+            if local is not None:
+                return part, int(self.members[part][stratum][local])
+        return None
+
+    def remove(self, part: int, rank: int) -> None:
+        """Remove a record (part rank) from its stratum's index."""
+        stratum = int(self.qi_code[self.positions[part][rank]])
+        index = self._index(part, stratum)
+        index.remove(int(self.local[part][rank]))
+
+
 def group_sac(
     records: pd.DataFrame,
     sensitive_attributes: Sequence[str],
@@ -201,6 +255,7 @@ def group_sac(
     *,
     ell: int,
     row_id_column: str = "row_id",
+    quasi_identifiers: Sequence[str] | None = None,
 ) -> Grouping:
     """Group SAC records into groups of exactly ``ell`` records that differ on every sensitive attribute.
 
@@ -217,6 +272,15 @@ def group_sac(
         SAC and IR in table order (from Algorithm 7).
     ell
         ℓ >= 2, the group size.
+    quasi_identifiers
+        ``None`` (P1's grouping, ``grouping = 'p1'``): partners are chosen by table order only.
+        With the quasi-identifier columns (``grouping = 'qi_aware'``, issue 12): each slot is
+        filled, in this order, by the first compatible SAC record with the seed's
+        quasi-identifier tuple, the first compatible IR record with that tuple, then as P1 (first
+        compatible SAC record, first compatible IR record). Partners that share the seed's
+        quasi-identifiers cannot be told apart by an adversary who learns P(sensitive |
+        quasi-identifiers) (the deFinetti attack, Kifer SIGMOD 2009); the other groups are
+        generalized by :func:`generalize_group_quasi_identifiers`.
 
     Returns
     -------
@@ -262,38 +326,60 @@ def group_sac(
 
     sac_positions = positions(sac_row_ids)
     ir_positions = positions(ir_row_ids)
-    sac = _PartIndex(codes[sac_positions], level_order)
-    ir = _PartIndex(codes[ir_positions], level_order)
+    if quasi_identifiers:
+        # one more trie level, the quasi-identifier tuple, never excluded: records of one key are
+        # then interchangeable on sensitive values AND quasi-identifiers, so the head of a key is
+        # the same record in the whole-part index and in the index of its stratum
+        qi_code = pd.MultiIndex.from_frame(records[list(quasi_identifiers)].astype(str)).factorize()[0].astype(np.int64) \
+            if len(records) else np.zeros(0, dtype=np.int64)
+        part_codes = np.column_stack([codes, qi_code])
+        part_levels = [*level_order, m]
+    else:
+        qi_code = None
+        part_codes, part_levels = codes, level_order
+    sac = _PartIndex(part_codes[sac_positions], part_levels)
+    ir = _PartIndex(part_codes[ir_positions], part_levels)
+    strata = _Strata(codes, qi_code, sac_positions, ir_positions, level_order) if qi_code is not None else None
     members: list[tuple[int, int]] = []  # (part: 0 = SAC, 1 = IR, rank)
     groups: list[int] = []  # positions into records, flat, ℓ per group
     borrowed: list[int] = []
     deleted: list[int] = []
+    parts = (sac, ir)
     while (seed := sac.first()) is not None:
-        used = [{value} for value in sac.values_of(seed)]
+        used = [{value} for value in codes[sac_positions[seed]]]
         members = [(0, seed)]
+        used_all = [*used, set()]  # the quasi-identifier level is never excluded
         while len(members) < ell:
-            rank = sac.first_compatible(used)
-            part = 0
-            if rank is None:
-                rank = ir.first_compatible(used)
-                part = 1
+            found = strata.first_compatible(sac_positions[seed], used) if strata is not None else None
+            if found is None:
+                rank = sac.first_compatible(used_all if strata is not None else used)
+                part = 0
                 if rank is None:
-                    break
+                    rank = ir.first_compatible(used_all if strata is not None else used)
+                    part = 1
+                    if rank is None:
+                        break
+                found = (part, rank)
+            part, rank = found
             members.append((part, rank))
-            for values, value in zip(used, (sac if part == 0 else ir).values_of(rank)):
+            position = (sac_positions if part == 0 else ir_positions)[rank]
+            for values, value in zip(used, codes[position]):
                 values.add(value)
         if len(members) == ell:
             for part, rank in members:
+                parts[part].remove(rank)
+                if strata is not None:
+                    strata.remove(part, rank)
                 if part == 0:
-                    sac.remove(rank)
                     groups.append(int(sac_positions[rank]))
                 else:
-                    ir.remove(rank)
                     groups.append(int(ir_positions[rank]))
                     borrowed.append(int(ir_positions[rank]))
         else:
             deleted.append(int(sac_positions[seed]))
             sac.remove(seed)
+            if strata is not None:
+                strata.remove(0, seed)
     as_ids = lambda positions_list: row_ids[np.asarray(positions_list, dtype=np.int64)]  # noqa: E731
     return Grouping(
         members=as_ids(groups).reshape(-1, ell),
@@ -375,3 +461,90 @@ def permute_within_groups(
             column = released[attribute]
             released[attribute] = column.iloc[source].reset_index(drop=True)
     return released
+
+
+def generalize_group_quasi_identifiers(
+    released: pd.DataFrame,
+    quasi_identifiers: Sequence[str],
+    hierarchies: Mapping[str, Hierarchy] | None = None,
+    *,
+    group_column: str = "group_id",
+    suppressed_label: str = "*",
+) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Give every member of a SAC~ group the same quasi-identifiers: the lowest common ancestor.
+
+    Parameters
+    ----------
+    released
+        SAC~ rows: ``group_column`` and the quasi-identifier columns (text or categorical).
+    quasi_identifiers
+        Columns to generalize.
+    hierarchies
+        Optional attribute -> :class:`pipeline.core.hierarchies.Hierarchy` (ARX format, e.g.
+        ``data/adult/hierarchies``). Where the members of a group differ on a column, the
+        column becomes the label of the lowest hierarchy level at which their values meet;
+        without a hierarchy for the column, or for a value it does not list, ``suppressed_label``.
+    group_column
+        The group id column.
+    suppressed_label
+        The label of a fully generalized (suppressed) quasi-identifier.
+
+    Returns
+    -------
+    (frame, counts)
+        A copy of ``released`` with generalized quasi-identifier columns (object dtype where a
+        column changed), and ``counts``: ``n_generalized_groups`` (groups with at least one
+        generalized column) and ``n_generalized_cells`` (quasi-identifier cells whose published
+        label differs from the record's value). Numbers only.
+
+    Raises
+    ------
+    KeyError
+        A column is missing.
+
+    Notes
+    -----
+    Members that share the published quasi-identifiers are exchangeable for an adversary who
+    knows P(sensitive | quasi-identifiers) and sees the group, so the exact posterior of a
+    member's value over the ℓ! assignments of the group is uniform (1/ℓ per value). This is the
+    generalization step of the QI-aware grouping (issue 12); vectorised per column: one
+    group-by for the groups that differ, then a walk up the hierarchy levels.
+
+    References
+    ----------
+    Kifer, "Attacks on privacy and deFinetti's theorem" (SIGMOD 2009); Samarati & Sweeney
+    (1998) for generalization hierarchies; ARX's hierarchy format (SPEC §14.1).
+    """
+    frame = released.copy()
+    groups = frame[group_column].to_numpy()
+    generalized_group = np.zeros(len(frame), dtype=bool)
+    generalized_cells = 0
+    for column in quasi_identifiers:
+        text = frame[column].astype(str).to_numpy(dtype=object)
+        distinct = pd.Series(text).groupby(groups, sort=False).transform("nunique").to_numpy()
+        differs = distinct > 1
+        if not differs.any():
+            continue
+        generalized_group |= differs
+        labels = np.full(len(frame), suppressed_label, dtype=object)
+        hierarchy = (hierarchies or {}).get(column)
+        if hierarchy is not None:
+            index = {value: code for code, value in enumerate(hierarchy.base_values)}
+            base = np.fromiter((index.get(v, -1) for v in text), dtype=np.int64, count=len(text))
+            rows = np.flatnonzero(differs)
+            sub_groups = pd.Series(groups[rows])
+            known = pd.Series(base[rows] >= 0).groupby(sub_groups.to_numpy(), sort=False).transform("all").to_numpy()
+            pending = rows[known]
+            for level in range(1, hierarchy.height + 1):
+                if not len(pending):
+                    break
+                node = hierarchy.codes[base[pending], level]
+                same = pd.Series(node).groupby(groups[pending], sort=False).transform("nunique").to_numpy() == 1
+                meet = pending[same]
+                labels[meet] = [hierarchy.label(level, int(code)) for code in hierarchy.codes[base[meet], level]]
+                pending = pending[~same]
+        new_column = np.where(differs, labels, text)
+        generalized_cells += int(differs.sum())
+        frame[column] = pd.Series(new_column, index=frame.index, dtype=object)
+    n_groups = int(pd.Series(generalized_group).groupby(groups, sort=False).any().sum()) if len(frame) else 0
+    return frame, {"n_generalized_groups": n_groups, "n_generalized_cells": generalized_cells}

@@ -22,6 +22,7 @@ __all__ = [
     "Hierarchy",
     "HierarchyError",
     "find_hierarchy_file",
+    "load_available_hierarchies",
     "load_hierarchies",
     "read_hierarchy",
 ]
@@ -262,3 +263,26 @@ def load_hierarchies(
             hierarchy.encode(data_values[attribute], column_source=data_source)
         hierarchies[attribute] = hierarchy
     return hierarchies
+
+
+def load_available_hierarchies(directory: str | Path, attributes: Sequence[str]) -> dict[str, Hierarchy]:
+    """The hierarchies of ``attributes`` that ``directory`` holds (none if it does not exist).
+
+    Used by the QI-aware grouping of the mixed model, where a quasi-identifier without a
+    hierarchy is generalized to ``*`` instead of being an error (the (k, ℓ) model needs every
+    one: :func:`load_hierarchies`).
+
+    Raises
+    ------
+    HierarchyError
+        A hierarchy file exists but is unreadable or invalid.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return {}
+    found = {}
+    for attribute in attributes:
+        path = find_hierarchy_file(directory, attribute)
+        if path is not None:
+            found[attribute] = read_hierarchy(path, attribute=attribute)
+    return found

@@ -6,15 +6,16 @@ Sources: P1 §4-§5 (Algorithms 7, 10, 11, 13, 19) and §4.3 (what is released);
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from pipeline.core.columns import combine_codes, text_ranks
 from pipeline.core.keyed import keyed_order, keyed_record_hashes
-from pipeline.core.grouping import Grouping, group_sac, permute_within_groups
+from pipeline.core.grouping import Grouping, generalize_group_quasi_identifiers, group_sac, permute_within_groups
+from pipeline.core.hierarchies import Hierarchy
 from pipeline.core.partition import SacIrSplit, cluster_sensitive_attributes, split_sac_ir
 from pipeline.core.rating import rating_tables
 from pipeline.core.rules import mine_strong_rules
@@ -126,6 +127,7 @@ def run_mixed_model(
     rules: pd.DataFrame | None = None,
     secret: bytes | None = None,
     quasi_identifiers: Sequence[str] = (),
+    grouping: str = "p1",
 ) -> MixedModelResult:
     """Run the whole mixed model on a table (the pure equivalent of the Dagster job).
 
@@ -149,6 +151,10 @@ def run_mixed_model(
         (:func:`pipeline.core.rating.rating_tables`).
     quasi_identifiers
         With ``secret``: the quasi-identifier columns, part of a record's content.
+    grouping
+        ``"p1"`` (P1's Algorithm 11) or ``"qi_aware"`` (same-quasi-identifier partners first,
+        :func:`pipeline.core.grouping.group_sac`); the generalization of the groups' published
+        quasi-identifiers is done by :func:`assemble_release_tables`.
 
     Returns
     -------
@@ -170,7 +176,13 @@ def run_mixed_model(
         records = records.iloc[keyed_table_order(records, content, secret)].reset_index(drop=True)
     split = split_sac_ir(records, sensitive_attributes, rules)
     clusters = cluster_sensitive_attributes(sensitive_attributes, rules)
-    grouping = group_sac(records, sensitive_attributes, split.sac_row_ids, split.ir_row_ids, ell=ell)
+    if grouping not in ("p1", "qi_aware"):
+        raise ValueError(f"unknown grouping {grouping!r}; use 'p1' or 'qi_aware'")
+    grouping_result = group_sac(
+        records, sensitive_attributes, split.sac_row_ids, split.ir_row_ids, ell=ell,
+        quasi_identifiers=list(quasi_identifiers) if grouping == "qi_aware" else None,
+    )
+    grouping = grouping_result
     sac_permuted = permute_within_groups(records, grouping.members, clusters, seed=seed, secret=secret)
     indexed = records.set_index("row_id", drop=False)
     ir_left = indexed.loc[grouping.ir_left].reset_index(drop=True)
@@ -202,6 +214,7 @@ class ReleaseTables:
     id_table: pd.DataFrame
     attribute_clusters: pd.DataFrame
     row_map: pd.DataFrame
+    generalization: dict = field(default_factory=lambda: {"n_generalized_groups": 0, "n_generalized_cells": 0})
 
 
 def _tuple_ranks(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
@@ -222,6 +235,8 @@ def assemble_release_tables(
     id_table: pd.DataFrame,
     clusters: Sequence[Sequence[str]],
     secret: bytes | None = None,
+    generalize: bool = False,
+    hierarchies: Mapping[str, Hierarchy] | None = None,
 ) -> ReleaseTables:
     """Put the model's outputs in release form, with fresh row ids that carry no input order.
 
@@ -246,6 +261,11 @@ def assemble_release_tables(
         of the same content keys (ties as above) instead of the content keys themselves, so row
         and group ids correlate neither with the input order nor with a sorted input (a file
         sorted by a quasi-identifier would otherwise give row ids in input order).
+    generalize, hierarchies
+        With ``generalize`` (the QI-aware grouping), the members of every SAC~ group get the
+        same published quasi-identifiers: the lowest common ancestor in ``hierarchies``, else
+        ``*`` (:func:`pipeline.core.grouping.generalize_group_quasi_identifiers`); the counts are
+        in ``ReleaseTables.generalization``.
 
     Returns
     -------
@@ -254,6 +274,7 @@ def assemble_release_tables(
     qi = list(quasi_identifiers)
     sa = list(sensitive_attributes)
     sac = sac_permuted[["group_id", "row_id", *qi, *sa]].reset_index(drop=True)
+    generalization = {"n_generalized_groups": 0, "n_generalized_cells": 0}
     record_position = pd.Index(records["row_id"].to_numpy(np.int64))
     if len(sac):
         sizes = sac.groupby("group_id", sort=False, observed=True).size()
@@ -278,6 +299,8 @@ def assemble_release_tables(
         new_group = np.empty(n_groups, dtype=np.int64)
         new_group[order] = np.arange(1, n_groups + 1)
         sac["group_id"] = np.repeat(new_group, ell)
+        if generalize:
+            sac, generalization = generalize_group_quasi_identifiers(sac, qi, hierarchies)
         # rows inside a group: quasi-identifiers, then released sensitive values (as text)
         row_keys = [sac["group_id"].to_numpy(), *(text_ranks(sac[c]) for c in [*qi, *sa])]
         sac = sac.iloc[np.lexsort(row_keys[::-1])].reset_index(drop=True)
@@ -315,4 +338,5 @@ def assemble_release_tables(
         id_table=id_table.reset_index(drop=True),
         attribute_clusters=clusters_frame,
         row_map=row_map,
+        generalization=generalization,
     )
