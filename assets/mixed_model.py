@@ -7,6 +7,7 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
+from pipeline.core.eligibility import eligibility_deletions
 from pipeline.core.grouping import group_sac, permute_within_groups
 from pipeline.core.mixed_model import keyed_table_order
 from pipeline.core.partition import cluster_sensitive_attributes, split_sac_ir
@@ -110,7 +111,9 @@ def sensitive_attribute_clusters(context: dg.AssetExecutionContext, settings: Re
         "sac_groups": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
                                   description="PRIVATE: members of each SAC~ group of exactly ℓ records (Algorithm 11), with their origin (SAC or borrowed from IR)."),
         "deleted_records": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
-                                       description="PRIVATE: seeds whose group could not be completed; they are not published."),
+                                       description="PRIVATE: records not published: seeds whose group could not be completed "
+                                       "(reason no_partners), and records deleted so that no value exceeds 1/ℓ of the attribute "
+                                       "table (reason eligibility, residual_policy 'delete')."),
         "ir_left": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
                                description="PRIVATE: IR records not borrowed into groups, published by improved Rating."),
     },
@@ -130,6 +133,16 @@ def sac_groups(context: dg.AssetExecutionContext, settings: ReleaseSettings, sto
         raw_records, settings.sensitive_attributes, sac_ids, ir_ids, ell=settings.ell,
         quasi_identifiers=settings.quasi_identifiers if settings.grouping == "qi_aware" else None,
     )
+    ir_left = np.asarray(grouping.ir_left, dtype=np.int64)
+    eligibility = np.zeros(0, dtype=np.int64)
+    if settings.residual_policy == "delete":
+        # no certain cell: delete whole records until no value exceeds 1/ℓ of what Rating bucketizes
+        left = raw_records.set_index("row_id", drop=False).loc[ir_left].reset_index(drop=True)
+        eligibility = eligibility_deletions(
+            left, settings.sensitive_attributes, ell=settings.ell, secret=secret,
+            content_columns=[*settings.quasi_identifiers, *settings.sensitive_attributes],
+        )
+        ir_left = ir_left[~np.isin(ir_left, eligibility)]
     n_groups, ell = grouping.members.shape
     member_ids = grouping.members.ravel()
     members = pd.DataFrame(
@@ -141,23 +154,29 @@ def sac_groups(context: dg.AssetExecutionContext, settings: ReleaseSettings, sto
         }
     )
     context.add_output_metadata(
-        {"n_groups": grouping.n_groups, "n_borrowed": len(grouping.borrowed), "n_deleted": len(grouping.deleted),
+        {"n_groups": grouping.n_groups, "n_borrowed": len(grouping.borrowed),
+         "n_deleted": len(grouping.deleted) + len(eligibility), "n_deleted_no_partners": len(grouping.deleted),
+         "n_deleted_for_eligibility": len(eligibility),
          **table_metadata(members, rows_in=len(sac_ids), started=started)},
         output_name="sac_groups",
     )
+    deleted = pd.DataFrame(
+        {
+            "row_id": np.concatenate([np.asarray(grouping.deleted, dtype=np.int64), eligibility]),
+            "reason": pd.Categorical(["no_partners"] * len(grouping.deleted) + ["eligibility"] * len(eligibility),
+                                     categories=["no_partners", "eligibility"]),
+        }
+    )
     context.add_output_metadata(
-        {"n_deleted": len(grouping.deleted), "dagster/row_count": len(grouping.deleted), "n_rows_out": len(grouping.deleted)},
+        {"n_deleted": len(deleted), "n_deleted_for_eligibility": len(eligibility), "dagster/row_count": len(deleted),
+         "n_rows_out": len(deleted)},
         output_name="deleted_records",
     )
     context.add_output_metadata(
-        {"n_ir_left": len(grouping.ir_left), "dagster/row_count": len(grouping.ir_left), "n_rows_out": len(grouping.ir_left)},
+        {"n_ir_left": len(ir_left), "dagster/row_count": len(ir_left), "n_rows_out": len(ir_left)},
         output_name="ir_left",
     )
-    return (
-        members,
-        pd.DataFrame({"row_id": np.asarray(grouping.deleted, dtype=np.int64)}),
-        pd.DataFrame({"row_id": np.asarray(grouping.ir_left, dtype=np.int64)}),
-    )
+    return members, deleted, pd.DataFrame({"row_id": ir_left})
 
 
 @dg.asset(

@@ -1,7 +1,7 @@
 """Release gates: blocking Dagster asset checks on the candidate release, each a GX suite on a
 derived frame from ``pipeline.core.verification``. Any failure stops ``release`` in the same run.
 
-``GATES`` are the seven gates of the mixed and Rating models (on ``candidate/release_candidate``);
+``GATES`` are the eight gates of the mixed and Rating models (on ``candidate/release_candidate``);
 ``KL_GATES`` the three of the (k, ℓ) model (on ``candidate/kl_release_candidate``), which stop
 ``kl_release`` the same way."""
 
@@ -16,6 +16,7 @@ from assets.mixed_model import clusters_from_frame, s_max_from_frame
 from checks import suites
 from checks.gx_runner import SuiteOutcome, validate_frame
 from pipeline.core import verification
+from pipeline.core.eligibility import suppressed_cell_certainty
 from pipeline.core.order_attack import input_order_correlations, order_replay_attack
 from pipeline.core.adversary import disclosure_probabilities, per_record_disclosure, recover_rule_confidences, rule_holders
 from pipeline.core.rules import strong_values
@@ -330,6 +331,34 @@ def release_carries_no_input_order(
     return _result(outcome, figures)
 
 
+@dg.asset_check(
+    asset=GATED,
+    blocking=True,
+    compute_kind="great_expectations",
+    additional_ins=inputs(candidate=["attribute_table", "id_table"]),
+    description="Gate 8: no attribute-table cell is disclosed with probability above 1/ℓ by an adversary who knows how "
+    "Rating places residuals (a suppressed cell holds a value that every SID of its attribute holds).",
+)
+def no_certain_attribute_table_cell(
+    settings: ReleaseSettings, attribute_table: pd.DataFrame, id_table: pd.DataFrame
+) -> dg.AssetCheckResult:
+    summary = suppressed_cell_certainty(attribute_table, id_table, settings.sensitive_attributes, settings.ell)
+    outcome = validate_frame(summary, suites.no_certain_cell_suite())
+    above = summary[~summary["within_bound"]]
+    at_rows = int(attribute_table[list(settings.sensitive_attributes)].isna().any(axis=1).sum()) if len(attribute_table) else 0
+    return _result(
+        outcome,
+        {
+            "n_suppressed_cells": int(summary["n_suppressed_cells"].sum()),
+            "n_cells_above_bound": int(above["n_suppressed_cells"].sum()),
+            "n_attribute_table_rows_with_a_suppressed_cell": at_rows,
+            "max_cell_probability": float(summary["max_probability"].max()) if len(summary) else 0.0,
+            "bound": 1.0 / settings.ell,
+            "residual_policy": settings.residual_policy,
+        },
+    )
+
+
 GATES = [
     sac_released_is_l_diverse,
     attribute_table_is_l_diverse,
@@ -338,6 +367,7 @@ GATES = [
     records_accounted_for,
     no_probability_tilt,
     release_carries_no_input_order,
+    no_certain_attribute_table_cell,
 ]
 
 

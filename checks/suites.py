@@ -16,6 +16,7 @@ __all__ = [
     "kl_accounting_suite",
     "kl_diversity_suite",
     "kl_equivalence_class_suite",
+    "no_certain_cell_suite",
     "no_input_order_suite",
     "no_probability_tilt_suite",
     "sac_diversity_suite",
@@ -93,6 +94,15 @@ def no_input_order_suite() -> gx.ExpectationSuite:
     return gx.ExpectationSuite(
         name="release_carries_no_input_order",
         expectations=[gxe.ExpectColumnValuesToBeInSet(column="within_limit", value_set=[True])],
+    )
+
+
+def no_certain_cell_suite() -> gx.ExpectationSuite:
+    """Gate 8 on ``suppressed_cell_certainty``: no attribute's suppressed cell is disclosed with
+    probability above 1/ℓ by an adversary who knows how residuals are placed."""
+    return gx.ExpectationSuite(
+        name="no_certain_attribute_table_cell",
+        expectations=[gxe.ExpectColumnValuesToBeInSet(column="within_bound", value_set=[True])],
     )
 
 

@@ -101,6 +101,7 @@ def build_settings_config(
     randomness: str | None = None,
     min_support: int | None = None,
     grouping: str | None = None,
+    residual_policy: str | None = None,
 ) -> dict:
     """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
 
@@ -146,6 +147,7 @@ def build_settings_config(
         ("randomness", randomness),
         ("min_support", min_support),
         ("grouping", grouping),
+        ("residual_policy", residual_policy),
     ):
         if value is not None:
             config[key] = value
@@ -167,7 +169,7 @@ UNUSABLE_INPUT_ERRORS = ("InputError", "HierarchyError", "InfeasibleError", "Inf
 KL_ONLY_OPTIONS = ("k", "hierarchies", "kl_method", "max_block_size", "generalization_weights")
 NOT_KL_OPTIONS = (
     "min_confidence", "seed", "allow_disclosure", "confidence_tolerance", "mining_backend", "duckdb_mining_threshold",
-    "randomness", "min_support", "grouping",
+    "randomness", "min_support", "grouping", "residual_policy",
 )
 
 
@@ -353,6 +355,7 @@ def _settings_from_options(options: dict) -> dict:
         randomness=options.get("randomness"),
         min_support=options.get("min_support"),
         grouping=options.get("grouping"),
+        residual_policy=options.get("residual_policy"),
     )
 
 
@@ -484,6 +487,11 @@ GATE_FAILURE_EXPLANATIONS = {
     "attribute_table_is_l_diverse": "attribute_table_is_l_diverse failed: a SID is not ℓ-diverse; this is a defect, please report it",
     "records_accounted_for": "records_accounted_for failed: a record is lost or duplicated; this is a defect, please report it",
     "no_probability_tilt": "no_probability_tilt failed: a SID holds a strong value; this is a defect, please report it",
+    "no_certain_attribute_table_cell": (
+        "no_certain_attribute_table_cell failed: suppressed attribute-table cells name their value (only a value that "
+        "every SID holds is suppressed); drop --residual-policy suppress (the default deletes whole records instead), "
+        "or lower --ell"
+    ),
     "release_carries_no_input_order": (
         "release_carries_no_input_order failed: a published id or SID column follows the input order, or the "
         "order-replay adversary links attribute-table cells better than chance: with --randomness spec-reference "
@@ -542,6 +550,9 @@ def environment_failure_messages(result) -> list[str]:
               help="SAC~ grouping (mixed): qi_aware (default: same quasi-identifiers first, a group's differing "
               "quasi-identifiers generalized along --hierarchies, else '*') or p1 (P1's Algorithm 11, exact "
               "quasi-identifiers; does not resist the learned-model adversary on correlated data).")
+@click.option("--residual-policy", type=click.Choice(["delete", "suppress"]),
+              help="delete (default): delete whole records until no value exceeds 1/ell of the attribute table, so no "
+              "cell is suppressed (a suppressed cell names its value); suppress: SPEC's reference behaviour.")
 @click.option("--min-support", type=click.IntRange(min=1),
               help="Minimum support of a strong rule in records (default max(ell, 5)); rarer rules are neither used nor printed.")
 @click.option("--randomness", type=click.Choice(["home-secret", "spec-reference"]),

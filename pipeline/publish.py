@@ -49,6 +49,8 @@ MANIFEST_COLUMNS = {
     "seed": "BIGINT",
     "randomness": "VARCHAR",
     "grouping": "VARCHAR",
+    "residual_policy": "VARCHAR",
+    "n_deleted_for_eligibility": "BIGINT",
     "n_generalized_groups": "BIGINT",
     "n_generalized_cells": "BIGINT",
     "quasi_identifiers": "VARCHAR",

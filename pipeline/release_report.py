@@ -80,6 +80,8 @@ GATE_DESCRIPTIONS = {
     "records_accounted_for": "Every input record is in exactly one of SAC~, the attribute table or the deleted "
     "list, and the counts add up.",
     "no_probability_tilt": "No SID of an attribute other than S_max holds a strong value.",
+    "no_certain_attribute_table_cell": "No attribute-table cell is disclosed with probability above 1/ℓ by an "
+    "adversary who knows how residuals are placed (a suppressed cell holds a value every SID of its attribute holds).",
     "release_carries_no_input_order": "No published id or SID column carries the input order (|Spearman ρ| with the "
     "input position ≤ max(0.05, 4/√(n−1))), and the order-replay adversary, who replays Rating from the ID table "
     "and links a row's cells by position, guesses attribute-table cells no better than chance + 4σ.",

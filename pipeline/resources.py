@@ -16,6 +16,7 @@ __all__ = [
     "MODELS",
     "GROUPINGS",
     "RANDOMNESS",
+    "RESIDUAL_POLICIES",
     "ReleaseSettings",
     "ReleaseStore",
     "release_home",
@@ -47,6 +48,9 @@ MODELS = ("mixed", "rating", "kl")
 
 #: SAC~ grouping of the mixed model (``ReleaseSettings.grouping``).
 GROUPINGS = ("qi_aware", "p1")
+
+#: What happens to Rating's residual values that every SID already holds (``ReleaseSettings.residual_policy``).
+RESIDUAL_POLICIES = ("delete", "suppress")
 
 #: Where a release's random choices come from (``ReleaseSettings.randomness``).
 RANDOMNESS = ("home-secret", "spec-reference")
@@ -113,6 +117,14 @@ class ReleaseSettings(dg.ConfigurableResource):
         "common ancestor in hierarchies_dir (else '*'), so members cannot be told apart; 'p1': P1's Algorithm 11 "
         "(exact quasi-identifiers; on correlated data an adversary who learns P(sensitive | quasi-identifiers) "
         "recovers the permuted tuples: the deFinetti attack).",
+    )
+    residual_policy: str = Field(
+        default="delete",
+        description="Rating residuals (mixed: the attribute table; rating: the whole table). 'delete' (default): "
+        "before Rating, whole records are deleted until no value exceeds 1/ℓ of the records bucketized (Anatomy's "
+        "eligibility), so no cell is suppressed; a suppressed cell (NULL SID) names its value, since only a value "
+        "held by every SID is suppressed. 'suppress': SPEC's reference behaviour (suppressed cells are known with "
+        "certainty; refused by the no_certain_attribute_table_cell gate).",
     )
     min_support: int = Field(
         default=0, ge=0,
@@ -234,6 +246,13 @@ class ReleaseSettings(dg.ConfigurableResource):
     def _known_grouping(cls, value: str) -> str:
         if value not in GROUPINGS:
             raise ValueError(f"grouping must be one of {list(GROUPINGS)}, got {value!r}")
+        return value
+
+    @field_validator("residual_policy")
+    @classmethod
+    def _known_residual_policy(cls, value: str) -> str:
+        if value not in RESIDUAL_POLICIES:
+            raise ValueError(f"residual_policy must be one of {list(RESIDUAL_POLICIES)}, got {value!r}")
         return value
 
     @field_validator("kl_method")

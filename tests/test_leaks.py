@@ -30,6 +30,8 @@ SENSITIVE_ATTRIBUTES = ["education", "occupation", "age", "relationship"]
 PUBLISH_TOLERANCE = 1.0
 SENSITIVE_TOKEN = re.compile(r"QQSA\dV\d{4}QQ")
 IDENTIFIER_TOKEN = "QQID"
+#: A whole token (``QQID<number>QQ``): the bare prefix can occur by chance inside an inline PNG's base64.
+IDENTIFIER_PATTERN = rb"QQID[0-9]+QQ"
 
 
 def tokenized_adult(path: Path, n_rows: int = 2000) -> pd.DataFrame:
@@ -112,7 +114,7 @@ def _assert_release_holds_only_the_contract(release_dir: Path, frame: pd.DataFra
 
     # no source identifier anywhere: not as a column, not as a value, not in any file's bytes
     for path in release_dir.iterdir():
-        assert IDENTIFIER_TOKEN.encode() not in path.read_bytes(), path.name
+        assert not re.search(IDENTIFIER_PATTERN, path.read_bytes()), path.name
     source_columns = set(frame.columns) - set(QUASI_IDENTIFIERS) - set(SENSITIVE_ATTRIBUTES)
     for table, content in tables.items():
         assert not source_columns & set(content.columns), table
@@ -231,7 +233,7 @@ def _leaks_on_disk(directory: Path, allowed: set[str] = frozenset()) -> list[str
         if path.is_file():
             data = path.read_bytes()
             tokens = {t.decode() for t in re.findall(rb"QQSA\dV\d{4}QQ", data)} - set(allowed)
-            if tokens or IDENTIFIER_TOKEN.encode() in data:
+            if tokens or re.search(IDENTIFIER_PATTERN, data):
                 found.append(str(path.relative_to(directory)))
     return found
 
@@ -240,7 +242,8 @@ def _leaks_on_disk(directory: Path, allowed: set[str] = frozenset()) -> list[str
     ("job", "overrides", "should_publish"),
     [
         ("release", {"confidence_tolerance": PUBLISH_TOLERANCE}, True),
-        ("release", {}, False),  # gate rule_confidence_preserved fails: failure paths are walked too
+        # gate no_certain_attribute_table_cell fails (suppressed cells name their value): failure paths are walked too
+        ("release", {"residual_policy": "suppress"}, False),
         ("release", {"model": "rating", "allow_disclosure": True, "confidence_tolerance": PUBLISH_TOLERANCE}, True),
         ("kl_release", {"model": "kl"}, True),
     ],

@@ -29,6 +29,8 @@ def _settings_for(example: dict, path: Path) -> dict:
         # the golden figures are SPEC's reference algorithms in input order
         "randomness": "spec-reference",
         "min_support": 1,  # SPEC §1: every co-occurrence counts
+        "residual_policy": "suppress",  # and SPEC §6.4's residual placement
+        "grouping": "p1",  # and P1's Algorithm 11
     }
 
 
@@ -59,26 +61,44 @@ def test_definitions_load(tmp_path):
     dg.Definitions.validate_loadable(build_definitions(tmp_path / "home"))
 
 
+ALL_GATES = {
+    "sac_released_is_l_diverse", "attribute_table_is_l_diverse", "disclosure_within_bound",
+    "rule_confidence_preserved", "records_accounted_for", "no_probability_tilt", "release_carries_no_input_order",
+    "no_certain_attribute_table_cell",
+}
+
+
 def test_golden_example_b_through_the_job(example_b_csv, tmp_path):
+    """SPEC's reference run of example B: golden figures, and the suppressed cells (SPEC §15's known weak spot)
+    are the deliberately leaky candidate that gate 8 refuses; with residual_policy 'delete' it publishes with
+    nothing suppressed."""
     example, path = example_b_csv
-    result = _run(tmp_path / "home", _settings_for(example, path))
-    assert result.success
+    result = _run(tmp_path / "reference", _settings_for(example, path))
+    assert not result.success
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
-    assert set(evaluations) == {
-        "sac_released_is_l_diverse", "attribute_table_is_l_diverse", "disclosure_within_bound",
-        "rule_confidence_preserved", "records_accounted_for", "no_probability_tilt", "release_carries_no_input_order",
-    }
-    assert all(e.passed for e in evaluations.values())
+    assert set(evaluations) == ALL_GATES
+    assert {name for name, e in evaluations.items() if not e.passed} == {"no_certain_attribute_table_cell"}
+    certain = {k: v.value for k, v in evaluations["no_certain_attribute_table_cell"].metadata.items()}
+    n_suppressed = sum(len(v["suppressed_ids"]) for v in example["improved_rating_on_IR"].values())
+    assert n_suppressed > 0 and certain["n_suppressed_cells"] == n_suppressed
+    assert certain["n_cells_above_bound"] >= 1 and certain["max_cell_probability"] > 1 / example["l"]
     disclosure = {k: v.value for k, v in evaluations["disclosure_within_bound"].metadata.items()}
     assert disclosure["max_disclosure_probability"] == pytest.approx(1 / 3)
     assert disclosure["n_records_with_strong_rules"] == len(example["attack_mixed"])
+    assert not (tmp_path / "reference" / "releases" / "LATEST").exists()
 
+    result = _run(tmp_path / "home", {**_settings_for(example, path), "residual_policy": "delete"})
+    assert result.success
+    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert all(e.passed for e in evaluations.values())
     release_dir = read_latest(tmp_path / "home" / "releases")
     manifest = json.loads((release_dir / "manifest.json").read_text())
-    assert manifest["n_deleted"] == len(example["deleted_ids"])
+    assert manifest["n_suppressed_cells"] == 0
+    # the SAC~ part is SPEC's; the attribute table loses the records that made it ineligible
     assert manifest["n_sac_released"] == sum(len(g) for g in example["groups"])
-    assert manifest["n_attribute_table"] == len(example["IR_left_ids"])
-    assert manifest["n_suppressed_cells"] == sum(len(v["suppressed_ids"]) for v in example["improved_rating_on_IR"].values())
+    assert manifest["n_deleted"] == len(example["deleted_ids"]) + manifest["n_deleted_for_eligibility"]
+    assert manifest["n_attribute_table"] == len(example["IR_left_ids"]) - manifest["n_deleted_for_eligibility"]
+    assert manifest["n_deleted_for_eligibility"] >= 1
     assert manifest["n_input"] - manifest["n_dropped_missing"] == (
         manifest["n_sac_released"] + manifest["n_attribute_table"] + manifest["n_deleted"]
     )
@@ -128,7 +148,7 @@ def broken_sac_permuted(raw_records: pd.DataFrame, sac_groups: pd.DataFrame) -> 
 def test_failing_gate_blocks_the_release_and_keeps_the_previous_one(example_b_csv, tmp_path):
     example, path = example_b_csv
     home = tmp_path / "home"
-    settings = _settings_for(example, path)
+    settings = {**_settings_for(example, path), "residual_policy": "delete"}
     assert _run(home, settings).success
     previous = read_latest(home / "releases")
     previous_bytes = (previous / "release.duckdb").read_bytes()
@@ -182,7 +202,7 @@ def test_adult_default_release_end_to_end(tmp_path, monkeypatch):
     assert manifest["n_input"] == 32561
     assert manifest["n_input"] - manifest["n_dropped_missing"] == 30718
     assert manifest["n_sac_released"] + manifest["n_attribute_table"] + manifest["n_deleted"] == 30718
-    assert all(c["passed"] for c in manifest["checks"]) and len(manifest["checks"]) == 7
+    assert all(c["passed"] for c in manifest["checks"]) and len(manifest["checks"]) == 8
     disclosure = next(c for c in manifest["checks"] if c["name"] == "disclosure_within_bound")
     assert disclosure["observed"]["max_disclosure_probability"] <= 1 / 3 + 1e-12
     assert "Published release" in outcome.output

@@ -29,7 +29,7 @@ from tests.conftest import FIXTURES, example_frame, example_quasi_identifiers
 ALL_GATES = {
     "sac_released_is_l_diverse", "attribute_table_is_l_diverse", "disclosure_within_bound",
     "rule_confidence_preserved", "records_accounted_for", "no_probability_tilt",
-    "release_carries_no_input_order",
+    "release_carries_no_input_order", "no_certain_attribute_table_cell",
 }
 NOT_APPLICABLE_TO_RATING = {"sac_released_is_l_diverse", "rule_confidence_preserved", "no_probability_tilt"}
 MIXED_TABLES = {"sac_released", "attribute_table", "id_table", "attribute_clusters"}
@@ -100,6 +100,8 @@ def _run_args(example: dict, csv: Path, home: Path, *extra: str) -> list[str]:
         "--seed", "0",
         "--randomness", "spec-reference",  # golden figures: SPEC's reference algorithms in input order
         "--min-support", "1",  # and SPEC §1's rule set
+        "--residual-policy", "suppress",  # and SPEC §6.4's residual placement
+        *(["--grouping", "p1"] if "rating" not in extra else []),  # and P1's Algorithm 11
         "--home", str(home),
         *extra,
     ]

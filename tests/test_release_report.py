@@ -22,7 +22,7 @@ from tests.conftest import example_frame, example_quasi_identifiers
 MIXED_GATES = {
     "sac_released_is_l_diverse", "attribute_table_is_l_diverse", "disclosure_within_bound",
     "rule_confidence_preserved", "records_accounted_for", "no_probability_tilt",
-    "release_carries_no_input_order",
+    "release_carries_no_input_order", "no_certain_attribute_table_cell",
 }
 KL_GATES = {"kl_clusters_are_k_anonymous", "kl_clusters_are_l_diverse", "kl_records_accounted_for"}
 
@@ -97,6 +97,7 @@ def example_a_releases(golden, tmp_path_factory):
         "input_path": str(csv), "csv_header": True, "column_names": [],
         "quasi_identifiers": example_quasi_identifiers(example), "sensitive_attributes": example["SA"],
         "ell": example["l"], "min_confidence": example["min_conf"], "seed": 0, "randomness": "spec-reference", "min_support": 1,
+        "residual_policy": "suppress", "grouping": "p1",
     }
     home = root / "home"
     job = build_definitions(home).resolve_job_def("release")
