@@ -12,7 +12,7 @@ from pipeline.audit import run_audit
 from pipeline.loading import resolve_input_path
 from pipeline.publish import read_latest
 from pipeline.release_report import audit_histogram_png
-from pipeline.resources import ReleaseStore
+from pipeline.resources import ReleaseSettings, ReleaseStore
 
 AUDIT = "audit"
 
@@ -53,12 +53,13 @@ def audit_metadata(report: dict) -> dict:
     "and its probability (SPEC §10), with AIL, RCE, rule confidences and stage times as metadata. Rules are "
     "re-mined from the release's input, read as the release read it.",
 )
-def release_disclosure(context: dg.AssetExecutionContext, store: ReleaseStore) -> pd.DataFrame:
+def release_disclosure(context: dg.AssetExecutionContext, settings: ReleaseSettings, store: ReleaseStore) -> pd.DataFrame:
     latest = read_latest(store.releases_dir)
     if latest is None:
         raise dg.Failure(f"nothing published yet in {store.releases_dir}; run the `release` job first")
     manifest = json.loads((latest / "manifest.json").read_text())
-    raw_path = resolve_input_path(manifest["input_reading"]["input_path"])
+    # the manifest names no path (it is published): the raw table is this run's input
+    raw_path = resolve_input_path(settings.input_path)
     result = run_audit(latest, raw_path)
     metadata = audit_metadata(result.report)
     metadata.update({f"seconds_{step}": float(value) for step, value in manifest.get("stage_seconds", {}).items()})

@@ -8,7 +8,8 @@ import pandas as pd
 
 from assets.keys import INGEST, KINDS, PRIVATE, table_metadata
 from pipeline.loading import load_records
-from pipeline.resources import ReleaseSettings
+from pipeline.core.keyed import input_hmac
+from pipeline.resources import ReleaseSettings, ReleaseStore
 
 
 @dg.multi_asset(
@@ -26,7 +27,7 @@ from pipeline.resources import ReleaseSettings
     },
     group_name=INGEST,
 )
-def raw_records(context: dg.AssetExecutionContext, settings: ReleaseSettings):
+def raw_records(context: dg.AssetExecutionContext, settings: ReleaseSettings, store: ReleaseStore):
     """Read the configured CSV/Parquet file through DuckDB and apply the missing-value policy."""
     started = time.monotonic()
     loaded = load_records(
@@ -47,7 +48,8 @@ def raw_records(context: dg.AssetExecutionContext, settings: ReleaseSettings):
                 "n_input": loaded.n_input,
                 "n_dropped_missing": loaded.n_dropped_missing,
                 "n_missing_quasi_identifier": loaded.n_missing_quasi_identifier,
-                "input_sha256": loaded.input_sha256,
+                "input_sha256": loaded.input_sha256,  # private table only
+                "input_hmac": input_hmac(store.home_secret(), loaded.input_sha256),
             }
         ]
     )
@@ -60,7 +62,7 @@ def raw_records(context: dg.AssetExecutionContext, settings: ReleaseSettings):
     }
     context.add_output_metadata(figures, output_name="raw_records")
     context.add_output_metadata(
-        {"input_sha256": loaded.input_sha256, "n_input": loaded.n_input, "n_dropped_missing": loaded.n_dropped_missing},
+        {"input_hmac": str(summary["input_hmac"].iloc[0]), "n_input": loaded.n_input, "n_dropped_missing": loaded.n_dropped_missing},
         output_name="input_summary",
     )
     return loaded.records, summary

@@ -248,10 +248,10 @@ _PUBLISH_INPUTS = inputs(
 
 
 def hierarchies_manifest(settings: ReleaseSettings, generalization_hierarchies: pd.DataFrame) -> dict:
-    """The manifest's ``hierarchies`` entry: the configured directory and, per quasi-identifier,
-    the file name, its SHA-256 and height."""
+    """The manifest's ``hierarchies`` entry: the directory's base name (never a path: the manifest is
+    published) and, per quasi-identifier, the file name, its SHA-256 and height."""
     return {
-        "directory": settings.hierarchies_dir,
+        "directory": Path(settings.hierarchies_dir).name,
         "files": {
             row.attribute: {"file": row.file, "sha256": row.sha256, "height": int(row.height)}
             for row in generalization_hierarchies.itertuples(index=False)
@@ -299,7 +299,7 @@ def publish_kl_release(
     manifest = {
         "release_id": release_id,
         "created_at": now.isoformat(timespec="seconds"),
-        "input_sha256": str(summary["input_sha256"]),
+        "input_hmac": str(summary["input_hmac"]),
         "model": "kl",
         "allow_disclosure": None,  # not a setting of this model
         "disclosure_override_used": False,

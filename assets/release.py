@@ -4,6 +4,7 @@
 import dataclasses
 import json
 import time
+from pathlib import Path
 from datetime import datetime, timezone
 
 import dagster as dg
@@ -100,12 +101,19 @@ def release_candidate(
 
 
 def input_reading(settings: ReleaseSettings) -> dict:
-    """How the input was read, so that ``msa-release audit --raw`` reads the raw table the same way."""
+    """How the input was read, so that ``msa-release audit --raw`` reads the raw table the same way.
+
+    Published, so it names no unconfigured column and no path: the file's base name, the number of
+    columns and the 0-based position of each configured column (when the names came from
+    ``column_names``, e.g. a headerless CSV); the audit names the other columns ``column_<i>``."""
+    configured = [*settings.quasi_identifiers, *settings.sensitive_attributes]
+    names = list(settings.column_names)
     return {
-        "input_path": settings.input_path,
+        "input_file": Path(settings.input_path).name,
         "input_format": settings.input_format,
         "csv_header": settings.csv_header,
-        "column_names": list(settings.column_names),
+        "column_count": len(names) if names else None,
+        "column_positions": {name: names.index(name) for name in configured if name in names} if names else {},
         "delimiter": settings.delimiter,
         "strip_whitespace": settings.strip_whitespace,
         "missing_value_tokens": list(settings.missing_value_tokens),
@@ -253,7 +261,7 @@ def publish_release_asset(
     manifest = {
         "release_id": release_id,
         "created_at": now.isoformat(timespec="seconds"),
-        "input_sha256": str(summary["input_sha256"]),
+        "input_hmac": str(summary["input_hmac"]),
         "model": settings.model,
         "allow_disclosure": settings.allow_disclosure,
         "disclosure_override_used": bool(overridden),

@@ -243,6 +243,44 @@ class AuditResult:
     per_record: pd.DataFrame
 
 
+def _is_release_input(release_path: Path, manifest: dict, raw_sha256: str) -> bool | None:
+    """Whether the raw table is the release's input: its keyed fingerprint equals the manifest's
+    ``input_hmac`` under the home secret found beside the release (``<home>/releases/<id>``) or in
+    ``$MSA_RELEASE_HOME``; None when no secret is found. Older manifests carry ``input_sha256``."""
+    import os
+
+    from pipeline.core.keyed import input_hmac
+    from pipeline.home_secret import read_secret_if_present
+
+    if manifest.get("input_hmac") is None:
+        return (raw_sha256 == manifest["input_sha256"]) if manifest.get("input_sha256") else None
+    homes = [Path(release_path).resolve().parent.parent]
+    if os.environ.get("MSA_RELEASE_HOME"):
+        homes.append(Path(os.environ["MSA_RELEASE_HOME"]).expanduser().resolve())
+    for home in homes:
+        secret = read_secret_if_present(home)
+        if secret is not None and input_hmac(secret, raw_sha256) == manifest["input_hmac"]:
+            return True
+    return False if any(read_secret_if_present(h) is not None for h in homes) else None
+
+
+def column_names_of(reading: dict) -> list[str]:
+    """All column names in file order, from a manifest's ``input_reading``.
+
+    Releases name only their configured columns and where they are (``column_count``,
+    ``column_positions``); the other columns are called ``column_<i>`` (1-based), which the audit
+    never reads. Older manifests listed every name (``column_names``)."""
+    if reading.get("column_names"):
+        return list(reading["column_names"])
+    count = reading.get("column_count")
+    if not count:
+        return []
+    names = [f"column_{i + 1}" for i in range(int(count))]
+    for name, position in (reading.get("column_positions") or {}).items():
+        names[int(position)] = name
+    return names
+
+
 def audit_release(
     release_dir: str | Path,
     raw_path: str | Path,
@@ -313,7 +351,7 @@ def run_audit(
             sensitive_attributes=release.sensitive_attributes,
             input_format=reading["input_format"],
             csv_header=reading["csv_header"],
-            column_names=reading["column_names"],
+            column_names=column_names_of(reading),
             delimiter=reading["delimiter"],
             strip_whitespace=reading["strip_whitespace"],
             missing_value_tokens=reading["missing_value_tokens"],
@@ -358,7 +396,7 @@ def run_audit(
         reasons.append(f"{len(above)} released record(s) above the bound 1/{ell} (max {max_probability})")
     if not structure["passed"]:
         reasons.append("the release files break ℓ-diversity or the manifest's record counts")
-    raw_matches = loaded.input_sha256 == manifest.get("input_sha256")
+    raw_matches = _is_release_input(release.path, manifest, loaded.input_sha256)
     result = {
         "verdict": "PASS" if not reasons else "FAIL",
         "reasons": reasons,
@@ -373,7 +411,8 @@ def run_audit(
         "raw": {
             "path": str(raw_path),
             "sha256": loaded.input_sha256,
-            "is_release_input": bool(raw_matches),
+            # None: the manifest's input_hmac can be checked only with the release's home secret
+            "is_release_input": raw_matches,
             "n_records": len(loaded.records),
         },
         "adversary": {

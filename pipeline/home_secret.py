@@ -69,3 +69,16 @@ def load_or_create_secret(home: str | Path) -> bytes:
             "to start a new release series (earlier releases can then no longer be recognised)"
         )
     return data
+
+
+def read_secret_if_present(home: str | Path) -> bytes | None:
+    """``<home>/secret.key`` if it exists and is valid, else None (never creates one).
+
+    Used where a missing secret only means "cannot recognise": the audit's check that a raw
+    table is the release's input (the manifest publishes an HMAC, not a plain hash)."""
+    path = Path(home) / SECRET_FILE
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return data if len(data) == SECRET_BYTES else None

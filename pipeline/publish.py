@@ -38,7 +38,7 @@ __all__ = [
 MANIFEST_COLUMNS = {
     "release_id": "VARCHAR",
     "created_at": "VARCHAR",
-    "input_sha256": "VARCHAR",
+    "input_hmac": "VARCHAR",
     "model": "VARCHAR",
     "allow_disclosure": "BOOLEAN",
     "disclosure_override_used": "BOOLEAN",

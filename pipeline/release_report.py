@@ -183,7 +183,7 @@ def kl_report_data(kl_released, kl_clusters, quasi_identifiers: Sequence[str]) -
 
 
 def _same_release_question(a: Mapping, b: Mapping) -> bool:
-    keys = ("input_sha256", "ell", "quasi_identifiers", "sensitive_attributes")
+    keys = ("input_hmac", "ell", "quasi_identifiers", "sensitive_attributes")
     return all(a.get(k) == b.get(k) for k in keys) and a.get("min_confidence") == b.get("min_confidence")
 
 
@@ -335,8 +335,8 @@ def _parameters(manifest: Mapping) -> str:
     rows += [
         ("quasi-identifiers", ", ".join(manifest.get("quasi_identifiers") or [])),
         ("sensitive attributes", ", ".join(manifest.get("sensitive_attributes") or [])),
-        ("input file", reading.get("input_path")),
-        ("input SHA-256", manifest.get("input_sha256")),
+        ("input file", reading.get("input_file") or reading.get("input_path")),
+        ("input fingerprint (HMAC with the home secret)", manifest.get("input_hmac")),
         ("input format", reading.get("input_format")),
         ("missing-value tokens", ", ".join(repr(t) for t in reading.get("missing_value_tokens") or [])),
         ("missing-value policy", reading.get("missing_value_policy")),

@@ -256,9 +256,14 @@ def test_kl_manifest_fields(published):
     assert manifest["disclosure_override_used"] is False
     assert manifest["quasi_identifiers"] == QUASI_IDENTIFIERS and manifest["sensitive_attributes"] == SENSITIVE_ATTRIBUTES
     assert manifest["generalization_weights"] == {a: 1.0 for a in QUASI_IDENTIFIERS}
-    assert manifest["input_reading"]["csv_header"] is True and manifest["input_sha256"] == sha256(published.csv)
+    # published: a keyed fingerprint of the input, never its plain SHA-256 (a guess-confirming oracle), no path
+    assert manifest["input_reading"]["csv_header"] is True and "input_sha256" not in manifest
+    from pipeline.core.keyed import input_hmac
+    from pipeline.home_secret import read_secret_if_present
+    assert manifest["input_hmac"] == input_hmac(read_secret_if_present(published.home), sha256(published.csv))
+    assert manifest["input_hmac"] != sha256(published.csv)
     hierarchies = manifest["hierarchies"]
-    assert hierarchies["directory"] == str(published.hierarchies)
+    assert hierarchies["directory"] == published.hierarchies.name
     assert set(hierarchies["files"]) == set(QUASI_IDENTIFIERS)
     for attribute, entry in hierarchies["files"].items():
         path = published.hierarchies / entry["file"]

@@ -285,7 +285,11 @@ def test_sensor_run_request_runs_in_process(inbox):
     )
     assert result.success
     manifest = json.loads((read_latest(home / "releases") / "manifest.json").read_text())
-    assert manifest["input_sha256"] == request.run_key
+    # the run key is the file's SHA-256 (Dagster-private); the published manifest carries its keyed HMAC only
+    from pipeline.core.keyed import input_hmac
+    from pipeline.home_secret import read_secret_if_present
+    assert "input_sha256" not in manifest
+    assert manifest["input_hmac"] == input_hmac(read_secret_if_present(home), request.run_key)
     assert manifest["n_input"] == len(example["input"])
 
 

@@ -205,10 +205,13 @@ def test_rating_with_allow_disclosure_publishes_and_records_the_override(publish
     assert (manifest["n_input"], manifest["n_dropped_missing"]) == (n, 0)
     assert (manifest["n_sac_released"], manifest["n_attribute_table"], manifest["n_deleted"]) == (0, n, 0)
     reading = manifest["input_reading"]
-    for key in ("input_format", "csv_header", "column_names", "delimiter", "strip_whitespace", "missing_value_tokens"):
+    for key in ("input_file", "input_format", "csv_header", "column_count", "column_positions", "delimiter",
+                "strip_whitespace", "missing_value_tokens"):
         assert key in reading
+    # published: no path and no unconfigured column name
+    assert "input_path" not in reading and "column_names" not in reading and "/" not in reading["input_file"]
     assert reading["csv_header"] is True
-    assert reading["column_names"] == []
+    assert reading["column_positions"] == {}
     assert reading["delimiter"] == ","
     assert reading["input_format"] in {"auto", "csv"}
 

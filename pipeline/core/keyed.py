@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["derive_hash_key", "keyed_digest", "keyed_generator", "keyed_record_hashes", "keyed_order"]
+__all__ = ["derive_hash_key", "input_hmac", "keyed_digest", "keyed_generator", "keyed_record_hashes", "keyed_order"]
 
 # 64 ASCII characters: a 16-character key over this alphabet is 16 bytes in UTF-8 (96 bits of key)
 _KEY_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
@@ -116,3 +116,26 @@ def keyed_order(records: pd.DataFrame, columns: Sequence[str], secret: bytes, *p
     """
     hashes = keyed_record_hashes(records, columns, secret, *purpose)
     return np.argsort(hashes, kind="stable").astype(np.int64)
+
+
+def input_hmac(secret: bytes, input_sha256: str) -> str:
+    """The published fingerprint of an input file: HMAC-SHA256 (home secret) of its SHA-256, hex.
+
+    A plain SHA-256 in a manifest is an oracle: someone who knows the file except one victim's
+    cells can confirm a guess by hashing (issue 12, item 5). The keyed digest identifies the
+    input only for whoever holds the home secret (the custodian's own audits, the release
+    registry), and is stable across releases of one home.
+
+    Parameters
+    ----------
+    secret
+        The home secret (>= 16 bytes).
+    input_sha256
+        Hex SHA-256 of the input file's bytes.
+
+    Returns
+    -------
+    str
+        64 hex characters.
+    """
+    return keyed_digest(secret, "input-hmac", input_sha256).hex()
