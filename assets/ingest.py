@@ -58,8 +58,18 @@ def raw_records(context: dg.AssetExecutionContext, settings: ReleaseSettings, st
         "n_dropped_missing": loaded.n_dropped_missing,
         "n_missing_quasi_identifier": loaded.n_missing_quasi_identifier,
         "n_records": len(loaded.records),
+        # look-alike spellings merged (counts only; the spellings are never shown)
+        "n_look_alike_values_merged": sum(c["n_values_merged"] for c in loaded.look_alike_values.values()),
+        "n_records_respelled": sum(c["n_records_respelled"] for c in loaded.look_alike_values.values()),
+        **{f"n_look_alike_values_merged_{column}": c["n_values_merged"] for column, c in loaded.look_alike_values.items()},
         **table_metadata(loaded.records, rows_in=loaded.n_input, started=started),
     }
+    if loaded.look_alike_values:
+        context.log.warning(
+            "look-alike spellings merged before counting diversity (case, Unicode compatibility forms, invisible "
+            "characters): " + ", ".join(f"{column}: {c['n_values_merged']} spelling(s), {c['n_records_respelled']} record(s)"
+                                         for column, c in loaded.look_alike_values.items())
+        )
     context.add_output_metadata(figures, output_name="raw_records")
     context.add_output_metadata(
         {"input_hmac": str(summary["input_hmac"].iloc[0]), "n_input": loaded.n_input, "n_dropped_missing": loaded.n_dropped_missing},

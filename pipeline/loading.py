@@ -11,13 +11,14 @@ import difflib
 import hashlib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 import numpy as np
 import pandas as pd
 
+from pipeline.core.values import merge_look_alike_values
 from pipeline.core.mixed_model import validate_model_columns
 
 __all__ = [
@@ -62,6 +63,9 @@ class LoadedRecords:
         Kept records with at least one missing quasi-identifier (kept as ``"?"``).
     input_sha256
         SHA-256 of the input file's bytes.
+    look_alike_values
+        Per configured column with look-alike spellings (:mod:`pipeline.core.values`):
+        ``n_values_merged`` and ``n_records_respelled`` (counts only). Empty when none.
     """
 
     records: pd.DataFrame
@@ -69,6 +73,7 @@ class LoadedRecords:
     n_dropped_missing: int
     n_missing_quasi_identifier: int
     input_sha256: str
+    look_alike_values: dict = field(default_factory=dict)
 
 
 def resolve_input_path(path: str | Path) -> Path:
@@ -488,7 +493,11 @@ def load_records(
     Notes
     -----
     Values are read as text exactly as written (no type inference): ``7``, ``7.0`` and ``seven``
-    are three values of a column, and Unicode text is kept byte for byte (no normalisation).
+    are three values of a column, and Unicode text is kept byte for byte, except that spellings of
+    one value that differ only by case, Unicode compatibility form (NFKC) or invisible format
+    characters (zero-width, bidi controls) are merged into the most frequent spelling
+    (:func:`pipeline.core.values.merge_look_alike_values`; counted in ``look_alike_values``), so
+    that ℓ-diversity counts values as a reader sees them.
     """
     resolved = resolve_input_path(path)
     fmt = _detect_format(resolved, input_format)
@@ -515,8 +524,13 @@ def load_records(
     tokens = set(missing_value_tokens)
     cleaned = {}
     missing = {}
+    look_alikes = {}
     for column in columns:
         codes, categories, missing[column] = _clean_column(frame[column], strip_whitespace=strip_whitespace, tokens=tokens)
+        # look-alike spellings (case, NFKC forms, zero-width and bidi characters) are one value
+        codes, categories, merged = merge_look_alike_values(codes, categories)
+        if merged["n_values_merged"]:
+            look_alikes[column] = merged
         cleaned[column] = (codes, categories)
     del frame
     sensitive_missing = np.zeros(n_input, dtype=bool)
@@ -560,4 +574,5 @@ def load_records(
         n_dropped_missing=int(sensitive_missing.sum()),
         n_missing_quasi_identifier=int((quasi_missing & keep).sum()),
         input_sha256=after[2],
+        look_alike_values=look_alikes,
     )
