@@ -17,6 +17,7 @@ from assets.release import gate_outcomes, input_reading, profile_metadata, run_p
 from pipeline.core.hierarchies import Hierarchy, HierarchyError, load_hierarchies, read_hierarchy
 from pipeline.core.kl_anonymity import InfeasibleError, KLAnonymization, kl_anonymize, kl_release_table
 from pipeline.loading import InputError, file_sha256
+from pipeline.registry import RecompositionRefused, check_series, write_registry_entry
 from pipeline.publish import contract_schemas, package_versions, publish_release
 from pipeline.release_report import REPORT_HTML, kl_report_data, report_files
 from pipeline.resources import PROJECT_ROOT, ReleaseSettings, ReleaseStore
@@ -242,7 +243,7 @@ def kl_release_candidate(
 
 
 _PUBLISH_INPUTS = inputs(
-    private=["input_summary", "kl_suppressed_records", "kl_clusters", "generalization_hierarchies"],
+    private=["input_summary", "kl_suppressed_records", "kl_clusters", "generalization_hierarchies", "raw_records"],
     candidate=["kl_released", "kl_release_candidate"],
 )
 
@@ -282,6 +283,7 @@ def publish_kl_release(
     kl_suppressed_records: pd.DataFrame,
     kl_clusters: pd.DataFrame,
     generalization_hierarchies: pd.DataFrame,
+    raw_records: pd.DataFrame,
 ) -> dg.MaterializeResult:
     """Publish the gated (k, ℓ) release atomically to $MSA_RELEASE_HOME/releases/<release_id>/ and update LATEST."""
     started = time.monotonic()
@@ -294,6 +296,13 @@ def publish_kl_release(
     if failed:  # blocking checks already stop this step; this is a second lock on the door
         raise dg.Failure(f"release refused: gate(s) {failed} failed")
     quasi_identifiers, sensitive_attributes = settings.quasi_identifiers, settings.sensitive_attributes
+    try:  # release series: refuse to compose with an earlier, different release of the same records
+        fingerprints, recomposition = check_series(
+            store.home, store.home_secret(), raw_records, [*quasi_identifiers, *sensitive_attributes],
+            settings.series_configuration(), allow_recomposition=settings.allow_recomposition,
+        )
+    except RecompositionRefused as error:
+        raise dg.Failure(str(error)) from error
     summary = input_summary.iloc[0]
     sizes = kl_released.groupby("cluster_id", observed=True).size()
     manifest = {
@@ -302,6 +311,8 @@ def publish_kl_release(
         "input_hmac": str(summary["input_hmac"]),
         "model": "kl",
         "allow_disclosure": None,  # not a setting of this model
+        "allow_recomposition": settings.allow_recomposition,
+        "recomposition": recomposition,
         "disclosure_override_used": False,
         "input_reading": input_reading(settings),
         "ell": settings.ell,
@@ -328,6 +339,7 @@ def publish_kl_release(
     tables = {"kl_released": kl_released[list(schemas["kl_released"])]}
     report_data = kl_report_data(kl_released, kl_clusters, quasi_identifiers)
     extra_files = report_files(manifest, report_data, releases_dir=store.releases_dir)
+    write_registry_entry(store.home, release_id, fingerprints, settings.series_configuration())
     path = publish_release(
         store.releases_dir, release_id, tables, schemas, manifest, extra_files=extra_files,
         keep_releases=settings.keep_releases,

@@ -17,6 +17,7 @@ from pipeline.core.metrics import domain_sizes
 from pipeline.core.hierarchies import load_available_hierarchies
 from pipeline.core.mixed_model import assemble_release_tables
 from pipeline import profiling
+from pipeline.registry import RecompositionRefused, check_series, write_registry_entry
 from pipeline.publish import contract_schemas, package_versions, publish_release
 from pipeline.release_report import REPORT_HTML, mixed_report_data, report_files
 from pipeline.resources import ReleaseSettings, ReleaseStore
@@ -255,6 +256,13 @@ def publish_release_asset(
     if overridden and not settings.allow_disclosure:
         raise dg.Failure(f"release refused: gate(s) {overridden} failed and allow_disclosure is off")
     qi, sa = settings.quasi_identifiers, settings.sensitive_attributes
+    try:  # release series: refuse to compose with an earlier, different release of the same records
+        fingerprints, recomposition = check_series(
+            store.home, store.home_secret(), raw_records, [*qi, *sa], settings.series_configuration(),
+            allow_recomposition=settings.allow_recomposition,
+        )
+    except RecompositionRefused as error:
+        raise dg.Failure(str(error)) from error
     summary = input_summary.iloc[0]
     attribute_table = attribute_table.astype({a: "Int32" for a in sa})
     n_suppressed = int(attribute_table[sa].isna().sum().sum())
@@ -265,6 +273,8 @@ def publish_release_asset(
         "model": settings.model,
         "allow_disclosure": settings.allow_disclosure,
         "disclosure_override_used": bool(overridden),
+        "allow_recomposition": settings.allow_recomposition,
+        "recomposition": recomposition,
         "input_reading": input_reading(settings),
         "ell": settings.ell,
         "min_confidence": settings.min_confidence,
@@ -308,6 +318,7 @@ def publish_release_asset(
     )
     report_data = mixed_report_data(in_memory, strong_rules, domain=domain_sizes(raw_records, sa))
     extra_files = report_files(manifest, report_data, releases_dir=store.releases_dir)
+    write_registry_entry(store.home, release_id, fingerprints, settings.series_configuration())
     path = publish_release(
         store.releases_dir, release_id, tables, schemas, manifest, extra_files=extra_files,
         keep_releases=settings.keep_releases,

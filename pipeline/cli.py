@@ -102,6 +102,7 @@ def build_settings_config(
     min_support: int | None = None,
     grouping: str | None = None,
     residual_policy: str | None = None,
+    allow_recomposition: bool | None = None,
 ) -> dict:
     """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
 
@@ -148,6 +149,7 @@ def build_settings_config(
         ("min_support", min_support),
         ("grouping", grouping),
         ("residual_policy", residual_policy),
+        ("allow_recomposition", allow_recomposition),
     ):
         if value is not None:
             config[key] = value
@@ -356,6 +358,7 @@ def _settings_from_options(options: dict) -> dict:
         min_support=options.get("min_support"),
         grouping=options.get("grouping"),
         residual_policy=options.get("residual_policy"),
+        allow_recomposition=options.get("allow_recomposition"),
     )
 
 
@@ -550,6 +553,9 @@ def environment_failure_messages(result) -> list[str]:
               help="SAC~ grouping (mixed): qi_aware (default: same quasi-identifiers first, a group's differing "
               "quasi-identifiers generalized along --hierarchies, else '*') or p1 (P1's Algorithm 11, exact "
               "quasi-identifiers; does not resist the learned-model adversary on correlated data).")
+@click.option("--allow-recomposition", is_flag=True, default=None,
+              help="Publish even if the release shares records with an earlier release of this home made with other "
+              "settings or records (an intersection can pin values; recorded in the manifest).")
 @click.option("--residual-policy", type=click.Choice(["delete", "suppress"]),
               help="delete (default): delete whole records until no value exceeds 1/ell of the attribute table, so no "
               "cell is suppressed (a suppressed cell names its value); suppress: SPEC's reference behaviour.")

@@ -118,6 +118,12 @@ class ReleaseSettings(dg.ConfigurableResource):
         "(exact quasi-identifiers; on correlated data an adversary who learns P(sensitive | quasi-identifiers) "
         "recovers the permuted tuples: the deFinetti attack).",
     )
+    allow_recomposition: bool = Field(
+        default=False,
+        description="Publish even if the release shares records with an earlier release of this home made with other "
+        "settings or other records (an intersection of the two can pin values; see docs/series.md). Recorded in the "
+        "manifest (allow_recomposition, recomposition).",
+    )
     residual_policy: str = Field(
         default="delete",
         description="Rating residuals (mixed: the attribute table; rating: the whole table). 'delete' (default): "
@@ -361,6 +367,26 @@ class ReleaseSettings(dg.ConfigurableResource):
             if sampler is not None:
                 sampler.stop()
             self._started_profiler = False
+
+    def series_configuration(self) -> dict:
+        """What the release registry compares (``pipeline.core.series.CONFIGURATION_KEYS``): the settings that
+        change what a release says about a record, ``None`` where the model does not use them; never the seed."""
+        mixed_or_rating = self.model in ("mixed", "rating")
+        return {
+            "model": self.model,
+            "ell": self.ell,
+            "min_confidence": self.min_confidence if mixed_or_rating else None,
+            "min_support": self.effective_min_support() if mixed_or_rating else None,
+            "grouping": self.grouping if self.model == "mixed" else None,
+            "residual_policy": self.residual_policy if mixed_or_rating else None,
+            "randomness": self.randomness if mixed_or_rating else None,
+            "quasi_identifiers": list(self.quasi_identifiers),
+            "sensitive_attributes": list(self.sensitive_attributes),
+            "k": self.k if not mixed_or_rating else None,
+            "kl_method": self.kl_method if not mixed_or_rating else None,
+            "max_block_size": self.max_block_size if not mixed_or_rating else None,
+            "generalization_weights": self.effective_generalization_weights() if not mixed_or_rating else None,
+        }
 
     def effective_min_support(self) -> int:
         """``min_support`` in records: as set, or max(ℓ, 5) when it is 0 (the default)."""

@@ -1,0 +1,102 @@
+"""Release series (issue 12): the private registry refuses a release that would compose with an earlier,
+different release of the same records, unless allowed (and then recorded).
+
+The composition figures themselves (what an intersection pins) are measured in tests/core/test_composition.py
+and docs/attacks.md; here: the refusal, the override, the same-release case and where the registry lives."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import main
+from pipeline.core.series import find_recompositions, record_fingerprints
+from pipeline.publish import read_latest
+from tests.conftest import example_frame, example_quasi_identifiers
+
+SECRET = bytes(range(32))
+
+
+def test_find_recompositions_by_hand():
+    records = pd.DataFrame({"q": ["a", "b", "c", "c"], "s": ["x", "y", "z", "z"]})
+    base = record_fingerprints(records, ["q", "s"], SECRET)
+    config = {"model": "mixed", "ell": 3}
+    # the same records and settings: the same release, allowed
+    assert find_recompositions(base, config, [("r1", base, config)]) == []
+    # unrelated records: nothing shared, allowed
+    other = record_fingerprints(pd.DataFrame({"q": ["d"], "s": ["w"]}), ["q", "s"], SECRET)
+    assert find_recompositions(other, config, [("r1", base, config)]) == []
+    # another ℓ on the same records
+    (found,) = find_recompositions(base, {"model": "mixed", "ell": 2}, [("r1", base, config)])
+    assert (found.release_id, found.n_shared_records, found.changed_settings) == ("r1", 4, ("ell",))
+    # one record appended (same settings): 4 shared, 1 new; one of the duplicates removed: 3 shared, 1 gone
+    appended = record_fingerprints(pd.concat([records, pd.DataFrame({"q": ["e"], "s": ["v"]})]), ["q", "s"], SECRET)
+    (found,) = find_recompositions(appended, config, [("r1", base, config)])
+    assert (found.n_shared_records, found.n_only_new, found.n_only_earlier, found.changed_settings) == (4, 1, 0, ())
+    fewer = record_fingerprints(records.iloc[:3], ["q", "s"], SECRET)
+    (found,) = find_recompositions(fewer, config, [("r1", base, config)])
+    assert (found.n_shared_records, found.n_only_new, found.n_only_earlier) == (3, 0, 1)
+    # the fingerprints do not depend on the row order, and depend on the secret
+    assert np.array_equal(base, record_fingerprints(records.iloc[::-1], ["q", "s"], SECRET))
+    assert not np.array_equal(base, record_fingerprints(records, ["q", "s"], bytes(32)))
+
+
+@pytest.fixture
+def example_csv(golden, tmp_path, monkeypatch) -> tuple[dict, Path]:
+    monkeypatch.setenv("MSA_RELEASE_HOME", str(tmp_path / "unused-home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "unused-dagster"))
+    monkeypatch.setenv("GX_ANALYTICS_ENABLED", "false")
+    example = golden["example_A"]
+    path = tmp_path / "example_a.csv"
+    example_frame(example).drop(columns="row_id").to_csv(path, index=False)
+    return example, path
+
+
+def _run(example, path, home, *extra):
+    arguments = ["run", "--input", str(path), "--quasi-identifiers", ",".join(example_quasi_identifiers(example)),
+                 "--sensitive-attributes", ",".join(example["SA"]), "--min-confidence", str(example["min_conf"]),
+                 "--min-support", "1", "--home", str(home), *extra]
+    return CliRunner().invoke(main, arguments)
+
+
+def test_a_second_release_with_another_ell_is_refused_unless_allowed(example_csv, tmp_path):
+    example, path = example_csv
+    home = tmp_path / "home"
+    first = _run(example, path, home, "--ell", "2")
+    assert first.exit_code == 0, first.output
+    published = read_latest(home / "releases")
+    # the same records and settings again: the same release, allowed (another seed too: it only permutes)
+    again = _run(example, path, home, "--ell", "2", "--seed", "5")
+    assert again.exit_code == 0, again.output
+    latest = read_latest(home / "releases")
+
+    refused = _run(example, path, home, "--ell", "3")
+    assert refused.exit_code == 1, refused.output
+    assert "would compose with 2 earlier release(s)" in refused.output and "(ell)" in refused.output
+    assert "--allow-recomposition" in refused.output
+    assert read_latest(home / "releases") == latest  # nothing published
+
+    allowed = _run(example, path, home, "--ell", "3", "--allow-recomposition")
+    assert allowed.exit_code == 0, allowed.output
+    manifest = json.loads((read_latest(home / "releases") / "manifest.json").read_text())
+    assert manifest["allow_recomposition"] is True
+    assert {r["release_id"] for r in manifest["recomposition"]} == {published.name, latest.name}
+    assert all(r["changed_settings"] == ["ell"] and r["n_shared_records"] == len(example["input"])
+               for r in manifest["recomposition"])
+    first_manifest = json.loads((published / "manifest.json").read_text())
+    assert first_manifest["allow_recomposition"] is False and first_manifest["recomposition"] == []
+
+    # the registry is private: in the home, 0700 / 0600, never inside a release directory
+    registry = home / "registry"
+    assert stat.S_IMODE(registry.stat().st_mode) == 0o700
+    entries = sorted(registry.glob("*.parquet"))
+    assert len(entries) == 3 and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in entries)
+    for release in (home / "releases").iterdir():
+        if release.is_dir():
+            assert not any(p.name.endswith(".parquet") and p.stem.startswith("2026") for p in release.iterdir())
