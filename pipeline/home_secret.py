@@ -24,6 +24,12 @@ class HomeSecretError(RuntimeError):
     """The home secret exists but cannot be used (wrong size or unreadable)."""
 
 
+def _new_secret() -> bytes:
+    """32 bytes from the operating system's CSPRNG (``secrets``); the test suite replaces this one
+    function so that its homes are reproducible."""
+    return secrets.token_bytes(SECRET_BYTES)
+
+
 def load_or_create_secret(home: str | Path) -> bytes:
     """Read ``<home>/secret.key``, creating it (0600, atomically) when absent.
 
@@ -50,7 +56,7 @@ def load_or_create_secret(home: str | Path) -> bytes:
             temporary = home / f".{SECRET_FILE}.{os.getpid()}.tmp"
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
-                os.write(fd, secrets.token_bytes(SECRET_BYTES))
+                os.write(fd, _new_secret())
                 os.fsync(fd)
             finally:
                 os.close(fd)

@@ -48,3 +48,16 @@ def adult_records() -> pd.DataFrame:
     )
     assert len(loaded.records) == 30718
     return loaded.records
+
+
+#: The secret every home created by an in-process test gets (pipeline.home_secret._new_secret is replaced):
+#: releases made with the home secret are then reproducible from run to run. Subprocess runs
+#: (tests/test_release_safety.py) still get a random secret, as users do.
+TEST_HOME_SECRET = bytes(range(101, 133))
+
+
+@pytest.fixture(autouse=True)
+def reproducible_home_secret(monkeypatch):
+    import pipeline.home_secret
+
+    monkeypatch.setattr(pipeline.home_secret, "_new_secret", lambda: TEST_HOME_SECRET)

@@ -504,7 +504,7 @@ def test_attack_asset_materializes_with_numeric_metadata_and_figures(tmp_path):
 
     from assets import attacks as attack_assets
     from assets import ingest
-    from pipeline.resources import ADULT_COLUMNS, ReleaseSettings
+    from pipeline.resources import ADULT_COLUMNS, ReleaseSettings, ReleaseStore
     from pipeline.warehouse import WarehouseIOManager
 
     raw = pd.read_csv(ADULT / "adult.data", header=None, names=ADULT_COLUMNS, skipinitialspace=True, dtype=str, nrows=800)
@@ -514,6 +514,7 @@ def test_attack_asset_materializes_with_numeric_metadata_and_figures(tmp_path):
         resources={
             "settings": ReleaseSettings(input_path=str(tmp_path / "adult_800.csv"), csv_header=True, column_names=[]),
             "io_manager": WarehouseIOManager(database=str(tmp_path / "warehouse.duckdb")),
+            "store": ReleaseStore(home=str(tmp_path / "home")),
         },
         run_config={"ops": {"attacks__attack_evaluation": {"config": {"output_dir": str(tmp_path / "out")}}}},
     )

@@ -102,7 +102,8 @@ def example_a_releases(golden, tmp_path_factory):
     home = root / "home"
     job = build_definitions(home).resolve_job_def("release")
     releases = {}
-    for model, extra in (("rating", {"allow_disclosure": True}), ("mixed", {})):
+    # both models of one input in one home: a deliberate recomposition (the comparison in report.html)
+    for model, extra in (("rating", {"allow_disclosure": True}), ("mixed", {"allow_recomposition": True})):
         config = {**settings, "model": model, **extra}
         result = job.execute_in_process(run_config={"resources": {"settings": {"config": config}}}, raise_on_error=False)
         assert result.success, model

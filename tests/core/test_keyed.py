@@ -14,7 +14,13 @@ SECRET_A = bytes(range(32))
 SECRET_B = bytes(range(1, 33))
 
 
-def test_secret_is_created_once_with_mode_0600(tmp_path):
+def test_secret_is_created_once_with_mode_0600(tmp_path, monkeypatch):
+    import secrets
+
+    import pipeline.home_secret
+
+    # the real generator (the suite's autouse fixture gives every home the same secret)
+    monkeypatch.setattr(pipeline.home_secret, "_new_secret", lambda: secrets.token_bytes(32))
     first = load_or_create_secret(tmp_path)
     assert len(first) == 32
     assert stat.S_IMODE(os.stat(tmp_path / "secret.key").st_mode) == 0o600
