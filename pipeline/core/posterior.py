@@ -34,12 +34,16 @@ Posterior inside a SAC~ group (exact)
     balancing of the ``ℓ × ℓ`` likelihood matrix instead (an approximation of the permanent's
     marginals; documented in docs/posterior.md).
 
-Posterior inside a SID (approximation)
-    A record whose ``a``-SID is ``s`` draws its value from the multiset of ``s`` in the ID table.
-    The exact posterior would enumerate every assignment of the SID's values to its records (the
-    constraint "each occurrence belongs to exactly one record"); we use the per-record independent
-    approximation ``P(v) ∝ P(a = v | q) · count(v in s)``, exact when the SID has one record per
-    value and a slight under-estimate of the constraint's sharpening otherwise.
+Posterior inside a SID
+    A record whose ``a``-SID is ``s`` draws its value from the multiset of ``s`` in the ID table,
+    and each value occurrence belongs to exactly one record. When the number of attribute-table
+    records naming ``s`` equals its total count and is at most ``MAX_EXACT_GROUP_SIZE`` (on Adult
+    every SID: 3 or 4 records, one per value), the SID is computed EXACTLY like a group: every
+    value occurrence is one slot, all assignments of slots to records are enumerated, and a
+    value's posterior is the sum over its slots. Larger SIDs use the per-record independent
+    approximation ``P(v) ∝ P(a = v | q) · count(v in s)``, which ignores the one-occurrence-per-
+    record constraint (it is the constraint's first Sinkhorn half-step; the exact posterior is
+    usually sharper, so the approximation can under-state the adversary on large SIDs).
     A suppressed cell (``NULL`` SID) gets ``P(a = v | q)`` over the attribute's released domain: the
     model alone (what the placement of suppressed values reveals is the suppression gate's business).
 
@@ -269,6 +273,7 @@ class _GroupBlock:
     attributes: list[str]
     members: np.ndarray            # (G, ℓ) record index (into the release's records)
     candidate_values: dict         # attribute -> (G, ℓ) value code of candidate k
+    kind: str = "sac"              # "sac" (a SAC~ group) or "sid" (a small SID computed exactly)
     marginals: np.ndarray | None = None  # (G, ℓ, ℓ)
 
 
@@ -289,6 +294,34 @@ class _ReleaseData:
     domains: dict[str, list[str]]             # attribute -> value texts (code order)
     groups: list[_GroupBlock] = field(default_factory=list)
     sids: dict[str, _SidBlock] = field(default_factory=dict)
+
+
+def _exact_sids(sid_rows: pd.DataFrame, record_sids: np.ndarray) -> np.ndarray:
+    """SIDs whose records can be matched to their value occurrences exactly: the number of
+    attribute-table records naming the SID equals its total count and is <= MAX_EXACT_GROUP_SIZE."""
+    totals = sid_rows.groupby("sid")["count"].sum()
+    used = pd.Series(record_sids).value_counts()
+    both = pd.concat([totals.rename("total"), used.rename("used")], axis=1).fillna(0)
+    chosen = both[(both["total"] == both["used"]) & (both["total"] >= 1) & (both["total"] <= MAX_EXACT_GROUP_SIZE)]
+    return chosen.index.to_numpy(np.int64)
+
+
+def _sid_groups(records: np.ndarray, record_sids: np.ndarray, sid_rows: pd.DataFrame):
+    """(members (S, L), value slots (S, L)) per SID size L: every value occurrence of a SID is one slot."""
+    if not len(records):
+        return
+    order = np.lexsort([records, record_sids])
+    records, record_sids = records[order], record_sids[order]
+    slot_rows = sid_rows.loc[sid_rows.index.repeat(sid_rows["count"].to_numpy(np.int64))]
+    slot_rows = slot_rows.sort_values(["sid", "value"], kind="stable")
+    slot_sids = slot_rows["sid"].to_numpy(np.int64)
+    slot_values = slot_rows["value"].to_numpy(np.int64)
+    unique, first, sizes = np.unique(record_sids, return_index=True, return_counts=True)
+    slot_first = np.searchsorted(slot_sids, unique)
+    for size in np.unique(sizes):
+        chosen = np.flatnonzero(sizes == size)
+        offsets = np.arange(size)[None, :]
+        yield records[first[chosen][:, None] + offsets], slot_values[slot_first[chosen][:, None] + offsets]
 
 
 def _codes(values: pd.Series, domain: Mapping[str, int]) -> np.ndarray:
@@ -345,9 +378,14 @@ def _release_data(
         column = attribute_table[attribute]
         sids = column.astype("Int64").fillna(-1).to_numpy(np.int64)
         present = np.flatnonzero(sids >= 0)
+        sid_rows = pd.DataFrame({"sid": rows["sid"].to_numpy(np.int64), "value": sid_values, "count": rows["count"].to_numpy(np.int64)})
+        exact_sids = _exact_sids(sid_rows, sids[present])
+        in_exact = np.isin(sids[present], exact_sids)
+        for members, slots in _sid_groups(present[in_exact], sids[present][in_exact], sid_rows[sid_rows["sid"].isin(exact_sids)]):
+            data.groups.append(_GroupBlock([attribute], members + n_sac, {attribute: slots}, kind="sid"))
+        present = present[~in_exact]
         entries = pd.DataFrame({"record": present, "sid": sids[present]}).merge(
-            pd.DataFrame({"sid": rows["sid"].to_numpy(np.int64), "value": sid_values, "count": rows["count"].to_numpy(np.float64)}),
-            on="sid", how="inner", sort=False,
+            sid_rows.astype({"count": np.float64}), on="sid", how="inner", sort=False,
         )
         record_part = entries["record"].to_numpy(np.int64)
         values = entries["value"].to_numpy(np.int64)
@@ -626,6 +664,8 @@ def release_posteriors(
         hit = sid.values == truth[sid.records]
         posterior[attribute] += np.bincount(sid.records[hit], weights=sid.responsibility[hit], minlength=n_records)
     for block in data.groups:
+        if block.kind != "sac":
+            continue
         truth_match = np.ones(block.marginals.shape, dtype=bool)
         for attribute in block.attributes:
             lookup = {v: i for i, v in enumerate(data.domains[attribute])}
