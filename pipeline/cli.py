@@ -98,6 +98,8 @@ def build_settings_config(
     duckdb_mining_threshold: int | None = None,
     keep_releases: int | None = None,
     profile: bool | None = None,
+    posterior_slack: float | None = None,
+    posterior_gate: str | None = None,
 ) -> dict:
     """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
 
@@ -140,6 +142,8 @@ def build_settings_config(
         ("duckdb_mining_threshold", duckdb_mining_threshold),
         ("keep_releases", keep_releases),
         ("profile", profile),
+        ("posterior_slack", posterior_slack),
+        ("posterior_gate", posterior_gate),
     ):
         if value is not None:
             config[key] = value
@@ -159,7 +163,8 @@ UNUSABLE_INPUT_ERRORS = ("InputError", "HierarchyError", "InfeasibleError", "Inf
 
 #: Options that only the (k, ℓ) model reads, and options it does not read.
 KL_ONLY_OPTIONS = ("k", "hierarchies", "kl_method", "max_block_size", "generalization_weights")
-NOT_KL_OPTIONS = ("min_confidence", "seed", "allow_disclosure", "confidence_tolerance", "mining_backend", "duckdb_mining_threshold")
+NOT_KL_OPTIONS = ("min_confidence", "seed", "allow_disclosure", "confidence_tolerance", "mining_backend", "duckdb_mining_threshold",
+                  "posterior_slack", "posterior_gate")
 
 
 def _option_flag(name: str) -> str:
@@ -339,6 +344,8 @@ def _settings_from_options(options: dict) -> dict:
         duckdb_mining_threshold=options.get("duckdb_mining_threshold"),
         keep_releases=options.get("keep_releases"),
         profile=options.get("profile"),
+        posterior_slack=options.get("posterior_slack"),
+        posterior_gate=options.get("posterior_gate"),
     )
 
 
@@ -470,6 +477,12 @@ GATE_FAILURE_EXPLANATIONS = {
     "attribute_table_is_l_diverse": "attribute_table_is_l_diverse failed: a SID is not ℓ-diverse; this is a defect, please report it",
     "records_accounted_for": "records_accounted_for failed: a record is lost or duplicated; this is a defect, please report it",
     "no_probability_tilt": "no_probability_tilt failed: a SID holds a strong value; this is a defect, please report it",
+    "posterior_within_bound": (
+        "posterior_within_bound failed: an adversary who learns P(sensitive values | quasi-identifiers) from the release "
+        "itself (naive Bayes by EM, exact posterior inside each SAC~ group) guesses some records' true values above "
+        "max(1/ell, population posterior) + --posterior-slack; the quasi-identifiers of group partners tell them apart "
+        "(see docs/posterior.md); --posterior-gate warn publishes anyway (recorded in the manifest)"
+    ),
 }
 
 
@@ -518,6 +531,10 @@ def environment_failure_messages(result) -> list[str]:
 @click.option("--allow-disclosure", is_flag=True, default=None,
               help="Publish even if the strong-rule adversary beats 1/ell (recorded in the manifest).")
 @click.option("--confidence-tolerance", type=click.FloatRange(0.0, 1.0), help="Gate 4 tolerance (default 0.05).")
+@click.option("--posterior-slack", type=click.FloatRange(0.0, 1.0),
+              help="Posterior gate: tolerance above max(1/ell, population posterior) (default 0.05).")
+@click.option("--posterior-gate", type=click.Choice(["block", "warn"]),
+              help="Posterior gate: block the release (default) or only warn (recorded in the manifest).")
 @click.option("--k", "k", type=click.IntRange(min=2), help="--model kl: minimum equivalence-class size (default 3; k >= ell).")
 @click.option("--hierarchies", type=click.Path(file_okay=False),
               help="--model kl: folder of ARX hierarchies, one per quasi-identifier (default data/adult/hierarchies).")

@@ -45,6 +45,8 @@ MODELS = ("mixed", "rating", "kl")
 
 #: Methods of the (k, ℓ) model (``pipeline.core.kl_anonymity.kl_anonymize``).
 KL_METHODS = ("blocked", "greedy", "exact")
+#: What the posterior gate does when a record is above its bound (``posterior_gate``).
+POSTERIOR_GATE_MODES = ("block", "warn")
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -123,6 +125,18 @@ class ReleaseSettings(dg.ConfigurableResource):
         le=1.0,
         description="Largest accepted |recovered - raw| rule confidence when records were deleted or cells suppressed.",
     )
+    posterior_slack: float = Field(
+        default=0.05,
+        ge=0.0,
+        le=1.0,
+        description="Posterior gate: tolerance added to max(1/ℓ, population posterior) when bounding the learned-model "
+        "adversary's posterior of every record's true sensitive value (mixed, Rating).",
+    )
+    posterior_gate: str = Field(
+        default="block",
+        description="Posterior gate: 'block' (a record above the bound refuses the release) or 'warn' (the gate still "
+        "fails and says so in the manifest, with WARN severity, and does not block).",
+    )
     profile: bool = Field(
         default=False,
         description="Record the wall time and peak memory (RSS) of every stage into the manifest (column "
@@ -189,6 +203,13 @@ class ReleaseSettings(dg.ConfigurableResource):
     def _known_model(cls, value: str) -> str:
         if value not in MODELS:
             raise ValueError(f"model must be one of {list(MODELS)}, got {value!r}")
+        return value
+
+    @field_validator("posterior_gate")
+    @classmethod
+    def _known_posterior_gate(cls, value: str) -> str:
+        if value not in POSTERIOR_GATE_MODES:
+            raise ValueError(f"posterior_gate must be one of {list(POSTERIOR_GATE_MODES)}, got {value!r}")
         return value
 
     @field_validator("kl_method")

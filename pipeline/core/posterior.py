@@ -73,6 +73,7 @@ __all__ = [
     "exact_group_marginals",
     "fit_naive_bayes",
     "fit_naive_bayes_on_release",
+    "posterior_bound_summary",
     "release_posteriors",
 ]
 
@@ -274,7 +275,13 @@ class _GroupBlock:
     members: np.ndarray            # (G, ℓ) record index (into the release's records)
     candidate_values: dict         # attribute -> (G, ℓ) value code of candidate k
     kind: str = "sac"              # "sac" (a SAC~ group) or "sid" (a small SID computed exactly)
+    fold: np.ndarray | None = None  # (G,) 0/1: the half of the release this group belongs to (held-out selection)
     marginals: np.ndarray | None = None  # (G, ℓ, ℓ)
+
+
+    def __post_init__(self):
+        if self.fold is None:
+            self.fold = (self.members.min(axis=1) % 2).astype(np.int64) if self.members.size else np.zeros(0, np.int64)
 
 
 @dataclass
@@ -294,6 +301,8 @@ class _ReleaseData:
     domains: dict[str, list[str]]             # attribute -> value texts (code order)
     groups: list[_GroupBlock] = field(default_factory=list)
     sids: dict[str, _SidBlock] = field(default_factory=dict)
+    selected_iterations: int = 0
+    held_out_scores: np.ndarray | None = None
 
 
 def _exact_sids(sid_rows: pd.DataFrame, record_sids: np.ndarray) -> np.ndarray:
@@ -435,7 +444,8 @@ def _e_step(model: NaiveBayesModel | None, data: _ReleaseData) -> None:
         block.responsibility = weights / totals[block.records]
 
 
-def _m_step(data: _ReleaseData, smoothing: float) -> NaiveBayesModel:
+def _m_step(data: _ReleaseData, smoothing: float, fold: int | None = None) -> NaiveBayesModel:
+    """Naive-Bayes counts from the current responsibilities (only the rows of ``fold`` when given)."""
     log_prior, log_conditional = {}, {}
     for attribute, domain in data.domains.items():
         records, values, weights = [], [], []
@@ -443,14 +453,15 @@ def _m_step(data: _ReleaseData, smoothing: float) -> NaiveBayesModel:
             if attribute not in block.attributes:
                 continue
             size = block.members.shape[1]
+            marginals = block.marginals if fold is None else block.marginals * (block.fold == fold)[:, None, None]
             records.append(np.repeat(block.members.reshape(-1), size))
-            values.append(np.broadcast_to(block.candidate_values[attribute][:, None, :], block.marginals.shape).reshape(-1))
-            weights.append(block.marginals.reshape(-1))
+            values.append(np.broadcast_to(block.candidate_values[attribute][:, None, :], marginals.shape).reshape(-1))
+            weights.append(marginals.reshape(-1))
         sid = data.sids.get(attribute)
         if sid is not None:
             records.append(sid.records)
             values.append(sid.values)
-            weights.append(sid.responsibility)
+            weights.append(sid.responsibility if fold is None else sid.responsibility * (sid.records % 2 == fold))
         records_all = np.concatenate(records) if records else np.zeros(0, np.int64)
         values_all = np.concatenate(values) if values else np.zeros(0, np.int64)
         weights_all = np.concatenate(weights) if weights else np.zeros(0)
@@ -459,6 +470,55 @@ def _m_step(data: _ReleaseData, smoothing: float) -> NaiveBayesModel:
             records_all[keep], values_all[keep], weights_all[keep], data.feature_codes, len(domain), data.n_features, smoothing
         )
     return NaiveBayesModel(log_prior, log_conditional)
+
+
+def _no_association(model: NaiveBayesModel, data: _ReleaseData, smoothing: float, fold: int | None = None) -> NaiveBayesModel:
+    """``model``'s value priors with every conditional replaced by the quasi-identifiers' marginal:
+    the model that learned nothing (inside a group every assignment is equally likely)."""
+    rows = np.arange(len(data.feature_codes)) if fold is None else np.flatnonzero(np.arange(len(data.feature_codes)) % 2 == fold)
+    conditional = {}
+    for attribute, tables in model.log_conditional.items():
+        flat = []
+        for j, table in enumerate(tables):
+            counts = np.bincount(data.feature_codes[rows, j], minlength=data.n_features[j]) + smoothing
+            flat.append(np.repeat(np.log(counts / counts.sum())[None, :], table.shape[0], axis=0))
+        conditional[attribute] = flat
+    return NaiveBayesModel(model.log_prior, conditional)
+
+
+def _held_out_log_likelihood(model: NaiveBayesModel, data: _ReleaseData, fold: int) -> float:
+    """log P(quasi-identifiers of the group members | the group's values) summed over the groups
+    (SAC~ and exactly computed SIDs, at most MAX_EXACT_GROUP_SIZE) of ``fold``: every assignment
+    of the group's candidates to its members, value priors left out (the values are given)."""
+    joints = {a: model.log_joint(a, data.feature_codes) for a in data.domains}
+    total = 0.0
+    for block in data.groups:
+        rows = np.flatnonzero(block.fold == fold)
+        size = block.members.shape[1]
+        if not len(rows) or size > MAX_EXACT_GROUP_SIZE:
+            continue
+        part = _GroupBlock(block.attributes, block.members[rows], {a: v[rows] for a, v in block.candidate_values.items()})
+        log_likelihood = _group_log_likelihood(model, data, part, joints)
+        perms = _permutations(size)
+        weights = log_likelihood[:, np.arange(size)[None, :], perms].sum(axis=2)
+        peak = weights.max(axis=1, keepdims=True)
+        per_group = (peak[:, 0] + np.log(np.exp(weights - peak).sum(axis=1)))
+        for attribute in block.attributes:
+            per_group -= model.log_prior[attribute][np.maximum(part.candidate_values[attribute], 0)].sum(axis=1)
+        total += float(per_group[np.isfinite(per_group)].sum())
+    return total
+
+
+def _em_path(data: _ReleaseData, smoothing: float, n_iterations: int, fold: int | None) -> list[NaiveBayesModel]:
+    """Models after 0 (no association), 1, …, ``n_iterations`` EM rounds, trained on ``fold`` (all when None)."""
+    _e_step(None, data)
+    model = _m_step(data, smoothing, fold)
+    path = [_no_association(model, data, smoothing, fold), model]
+    for _ in range(n_iterations - 1):
+        _e_step(model, data)
+        model = _m_step(data, smoothing, fold)
+        path.append(model)
+    return path
 
 
 def fit_naive_bayes_on_release(
@@ -471,6 +531,7 @@ def fit_naive_bayes_on_release(
     attribute_clusters: pd.DataFrame,
     n_iterations: int = 15,
     smoothing: float = 1.0,
+    select_iterations: bool = True,
 ) -> tuple[NaiveBayesModel, "_ReleaseData", np.ndarray]:
     """Fit the adversary's naive-Bayes model by EM on a mixed or Rating release (published tables only).
 
@@ -487,9 +548,12 @@ def fit_naive_bayes_on_release(
     attribute_clusters
         ``cluster_id``, ``attribute`` (an attribute not listed is permuted alone).
     n_iterations
-        EM rounds (>= 1).
+        Largest number of EM rounds (>= 1).
     smoothing
         Laplace pseudo-count (> 0).
+    select_iterations
+        True (default): use the number of rounds in ``0..n_iterations`` with the best two-fold
+        held-out likelihood (0 = the model without association); False: exactly ``n_iterations``.
 
     Returns
     -------
@@ -514,12 +578,20 @@ def fit_naive_bayes_on_release(
         quasi_identifiers, sensitive_attributes, sac_released=sac_released, attribute_table=attribute_table,
         id_table=id_table, attribute_clusters=attribute_clusters,
     )
-    _e_step(None, data)
-    model = _m_step(data, smoothing)
-    for _ in range(n_iterations):
-        _e_step(model, data)
-        model = _m_step(data, smoothing)
+    # How many EM rounds to trust: EM on a release drifts towards over-confident models (the
+    # latent assignment lets it explain noise; docs/posterior.md), so the adversary itself picks
+    # the number of rounds (0 = no association) that best predicts the quasi-identifiers of the
+    # OTHER half of the groups, from the values, trained on one half (two-fold, summed).
+    scores = np.zeros(n_iterations + 1)
+    for fold in (0, 1):
+        for rounds, model in enumerate(_em_path(data, smoothing, n_iterations, fold)):
+            scores[rounds] += _held_out_log_likelihood(model, data, 1 - fold)
+    selected = int(np.argmax(scores)) if select_iterations else n_iterations
+    path = _em_path(data, smoothing, max(selected, 1), None)
+    model = path[selected] if selected <= 1 else path[-1]
     _e_step(model, data)
+    data.selected_iterations = selected
+    data.held_out_scores = scores
     return model, data, row_ids
 
 
@@ -593,6 +665,7 @@ def release_posteriors(
     slack: float = 0.05,
     n_iterations: int = 15,
     smoothing: float = 1.0,
+    select_iterations: bool = True,
 ) -> PosteriorResult:
     """Run the learned-model adversary on a mixed or Rating release and score every true value.
 
@@ -611,8 +684,8 @@ def release_posteriors(
         The candidate release (see :func:`fit_naive_bayes_on_release`).
     slack
         Tolerance added to the bound, in [0, 1].
-    n_iterations, smoothing
-        EM rounds and Laplace pseudo-count.
+    n_iterations, smoothing, select_iterations
+        See :func:`fit_naive_bayes_on_release`.
 
     Returns
     -------
@@ -636,6 +709,7 @@ def release_posteriors(
     model, data, row_ids = fit_naive_bayes_on_release(
         qi, sa, sac_released=sac_released, attribute_table=attribute_table, id_table=id_table,
         attribute_clusters=attribute_clusters, n_iterations=n_iterations, smoothing=smoothing,
+        select_iterations=select_iterations,
     )
     n_records = len(row_ids)
     n_sac = len(sac_released)
@@ -695,7 +769,8 @@ def release_posteriors(
     summary = {
         "ell": int(ell),
         "slack": float(slack),
-        "em_iterations": int(n_iterations),
+        "em_iterations_max": int(n_iterations),
+        "em_iterations_selected": int(data.selected_iterations),
         "n_records": int(n_records),
         "n_cells": int(len(frame)),
         "n_cells_above_bound": int(len(above)),
@@ -709,3 +784,29 @@ def release_posteriors(
         "share_sac_rows_tuple_above_half": float((tuple_posterior > 0.5).mean()) if n_sac else 0.0,
     }
     return PosteriorResult(frame, tuple_frame, histogram.astype(np.int64), summary)
+
+
+def posterior_bound_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per (part, sensitive attribute) of :attr:`PosteriorResult.frame`: the gate's derived frame.
+
+    Parameters
+    ----------
+    frame
+        ``PosteriorResult.frame``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``part``, ``attribute``, ``n_cells`` (int64), ``n_cells_above_bound`` (int64),
+        ``max_excess`` (float64), ``mean_posterior`` (float64), ``mean_population_posterior``
+        (float64). Numbers only (no value of the table).
+    """
+    grouped = frame.groupby(["part", "attribute"], sort=True, observed=True)
+    summary = grouped.agg(
+        n_cells=("posterior", "size"),
+        n_cells_above_bound=("above_bound", "sum"),
+        max_excess=("excess", "max"),
+        mean_posterior=("posterior", "mean"),
+        mean_population_posterior=("population_posterior", "mean"),
+    ).reset_index()
+    return summary.astype({"n_cells": "int64", "n_cells_above_bound": "int64"})
