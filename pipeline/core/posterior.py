@@ -608,7 +608,9 @@ class PosteriorResult:
         One row per (released record, sensitive attribute): ``row_id`` (int64, release id),
         ``part`` (``"sac"`` / ``"attribute_table"``), ``attribute``, ``posterior`` (float64, release
         adversary), ``population_posterior`` (float64, model fitted on the raw records), ``bound``
-        (= max(1/ℓ, population_posterior) + slack), ``excess`` (posterior - bound), ``above_bound``.
+        (= max(1/ℓ, population_posterior) + slack), ``excess`` (posterior - bound), ``above_bound``,
+        ``self_expected_posterior`` (float64, Σ_v P(v)² of the adversary's belief: its own
+        expectation of the posterior of the truth; compare means to judge calibration).
     tuple_posterior
         One row per SAC~ row: ``row_id``, ``posterior`` (of the record's whole true tuple: product
         over attribute clusters of the cluster sub-tuple's group posterior).
@@ -618,13 +620,37 @@ class PosteriorResult:
         Numbers only: ``n_cells``, ``n_cells_above_bound``, ``n_records_above_bound``,
         ``max_excess``, ``mean_posterior``, ``mean_population_posterior``, ``max_posterior``,
         ``n_sac_cells_above_bound``, ``n_attribute_table_cells_above_bound``,
-        ``share_sac_rows_tuple_above_half``, ``em_iterations``, ``slack``, ``ell``.
+        ``share_sac_rows_tuple_above_half``, ``mean_self_expected_posterior``, ``calibration_gap``,
+        ``em_iterations_max``, ``em_iterations_selected``, ``slack``, ``ell``.
     """
 
     frame: pd.DataFrame
     tuple_posterior: pd.DataFrame
     histogram: np.ndarray
     summary: dict
+
+
+def _belief_entries(data: _ReleaseData, attribute: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The adversary's belief about ``attribute`` as (record, value code, probability) entries
+    (a value may appear in several entries of a record: repeated slots of a SID)."""
+    records, values, weights = [], [], []
+    for block in data.groups:
+        if attribute not in block.attributes:
+            continue
+        size = block.members.shape[1]
+        records.append(np.repeat(block.members.reshape(-1), size))
+        values.append(np.broadcast_to(block.candidate_values[attribute][:, None, :], block.marginals.shape).reshape(-1))
+        weights.append(block.marginals.reshape(-1))
+    sid = data.sids.get(attribute)
+    if sid is not None:
+        records += [sid.records]
+        values += [sid.values]
+        weights += [sid.responsibility]
+    records_all = np.concatenate(records) if records else np.zeros(0, np.int64)
+    values_all = np.concatenate(values) if values else np.zeros(0, np.int64)
+    weights_all = np.concatenate(weights) if weights else np.zeros(0)
+    keep = values_all >= 0
+    return records_all[keep].astype(np.int64), values_all[keep].astype(np.int64), weights_all[keep]
 
 
 def _population_posterior(
@@ -723,20 +749,20 @@ def release_posteriors(
         raise ValueError("the row map names a record that is not in raw_records")
     population = _population_posterior(raw_records, qi, sa, smoothing)
 
-    posterior = {a: np.zeros(n_records) for a in sa}
+    posterior = {}
     tuple_posterior = np.ones(n_sac)
+    self_expected = {}  # the adversary's own expectation of its posterior of the truth, Σ_v P(v)²
     for attribute in sa:
         lookup = {v: i for i, v in enumerate(data.domains[attribute])}
         truth = _codes(raw_records[attribute].iloc[raw_position].reset_index(drop=True), lookup)
-        for block in data.groups:
-            if attribute not in block.attributes:
-                continue
-            candidates = block.candidate_values[attribute]                  # (G, ℓ)
-            hits = candidates[:, None, :] == truth[block.members][:, :, None]  # (G, ℓ, ℓ)
-            posterior[attribute][block.members] = (block.marginals * hits).sum(axis=2)
-        sid = data.sids[attribute]
-        hit = sid.values == truth[sid.records]
-        posterior[attribute] += np.bincount(sid.records[hit], weights=sid.responsibility[hit], minlength=n_records)
+        records, values, weights = _belief_entries(data, attribute)
+        n_values = max(1, len(data.domains[attribute]))
+        keys, inverse = np.unique(records * n_values + values, return_inverse=True)
+        mass = np.bincount(inverse, weights=weights, minlength=len(keys))
+        key_records, key_values = keys // n_values, keys % n_values
+        hit = key_values == truth[key_records]
+        posterior[attribute] = np.bincount(key_records[hit], weights=mass[hit], minlength=n_records)
+        self_expected[attribute] = np.bincount(key_records, weights=mass**2, minlength=n_records)
     for block in data.groups:
         if block.kind != "sac":
             continue
@@ -758,6 +784,7 @@ def release_posteriors(
             "attribute": attribute,
             "posterior": posterior[attribute],
             "population_posterior": population_posterior,
+            "self_expected_posterior": self_expected[attribute],
             "bound": bound,
             "excess": posterior[attribute] - bound,
         }))
@@ -781,6 +808,10 @@ def release_posteriors(
         "max_posterior": float(frame["posterior"].max()) if len(frame) else 0.0,
         "mean_posterior": float(frame["posterior"].mean()) if len(frame) else 0.0,
         "mean_population_posterior": float(frame["population_posterior"].mean()) if len(frame) else 0.0,
+        # calibration: a well-calibrated adversary's mean posterior of the truth equals its own
+        # expectation of it; a large positive gap means over-confidence (then failures are noise)
+        "mean_self_expected_posterior": float(frame["self_expected_posterior"].mean()) if len(frame) else 0.0,
+        "calibration_gap": float(frame["self_expected_posterior"].mean() - frame["posterior"].mean()) if len(frame) else 0.0,
         "share_sac_rows_tuple_above_half": float((tuple_posterior > 0.5).mean()) if n_sac else 0.0,
     }
     return PosteriorResult(frame, tuple_frame, histogram.astype(np.int64), summary)
