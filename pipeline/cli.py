@@ -926,6 +926,14 @@ def render_summary(manifest: dict, path: Path, elapsed: float) -> str:
     )
     if manifest.get("disclosure_override_used"):
         lines.append("  WARNING        published with --allow-disclosure: the disclosure bound 1/ell does NOT hold")
+    posterior = observed.get("posterior_within_bound", {})
+    if posterior:
+        lines.append(
+            f"  posterior      {posterior.get('n_cells_above_bound', '?')} of {posterior.get('n_cells', '?')} (record, attribute) "
+            f"cells above max(1/ell, population) + {posterior.get('slack', '?')} (learned-model adversary)"
+        )
+    if manifest.get("posterior_gate_warned"):
+        lines.append("  WARNING        published with --posterior-gate warn: the posterior bound does NOT hold")
     lines.append("  gates")
     labels = {"passed": "PASS", "failed": "FAIL", "failed_overridden": "FAIL (overridden)", "not_applicable": "n/a "}
     for gate in gates:

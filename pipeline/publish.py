@@ -70,6 +70,10 @@ MANIFEST_COLUMNS = {
     "total_naive_cost": "BIGINT",
     # --profile (pipeline/profiling.py): per-stage wall time and peak RSS; NULL without it
     "profile": "VARCHAR",
+    # posterior gate (mixed, Rating; checks.gates.posterior_within_bound); NULL in (k, ℓ) releases
+    "posterior_slack": "DOUBLE",
+    "posterior_gate": "VARCHAR",
+    "posterior_gate_warned": "BOOLEAN",
 }
 
 #: Manifest columns that hold JSON text in ``release_manifest`` (objects in ``manifest.json``).

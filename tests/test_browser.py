@@ -61,7 +61,7 @@ CHROMIUM_FLAGS = [
     "--disable-crash-reporter",
     "--window-size=1600,1300",
 ]
-#: The six gates of the mixed model, by check name (checks/gates.py).
+#: The gates of the mixed model, by check name (checks/gates.py).
 GATE_NAMES = [key.name for gate in GATES for key in gate.check_keys]
 #: Records of the Adult slice: big enough for strong rules, SAC~ groups and an attribute table.
 SLICE_ROWS = 3000

@@ -63,7 +63,7 @@ def test_golden_example_b_through_the_job(example_b_csv, tmp_path):
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert set(evaluations) == {
         "sac_released_is_l_diverse", "attribute_table_is_l_diverse", "disclosure_within_bound",
-        "rule_confidence_preserved", "records_accounted_for", "no_probability_tilt",
+        "rule_confidence_preserved", "records_accounted_for", "no_probability_tilt", "posterior_within_bound",
     }
     assert all(e.passed for e in evaluations.values())
     disclosure = {k: v.value for k, v in evaluations["disclosure_within_bound"].metadata.items()}
