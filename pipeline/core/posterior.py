@@ -588,7 +588,7 @@ def fit_naive_bayes_on_release(
             scores[rounds] += _held_out_log_likelihood(model, data, 1 - fold)
     selected = int(np.argmax(scores)) if select_iterations else n_iterations
     path = _em_path(data, smoothing, max(selected, 1), None)
-    model = path[selected] if selected <= 1 else path[-1]
+    model = path[selected]
     _e_step(model, data)
     data.selected_iterations = selected
     data.held_out_scores = scores

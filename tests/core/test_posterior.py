@@ -3,7 +3,6 @@
 Expected numbers are computed here by hand from first principles (enumerated assignments,
 fractions), never read from the code under test."""
 
-from fractions import Fraction
 from itertools import permutations
 
 import numpy as np
