@@ -219,3 +219,48 @@ def test_small_sid_posterior_is_the_exact_assignment_posterior():
     assert frame.loc[(5002, "S1"), "posterior"] == pytest.approx(exact)
     assert exact > 0.6 and abs(exact - p0[a] / (p0[a] + p0[b])) > 1e-3
     assert frame.loc[(5001, "S1"), "part"] == "attribute_table"
+
+
+# --------------------------------------------------------------------------- the Dagster gate
+
+
+def _gate(leaky: bool, **settings):
+    from checks.gates import posterior_within_bound
+    from pipeline.resources import ReleaseSettings
+
+    records, sac, row_map, clusters = _candidate(leaky=leaky, n_groups=400 if leaky else 1000)
+    config = ReleaseSettings(quasi_identifiers=["zone"], sensitive_attributes=["S1", "S2"], ell=3, **settings)
+    return posterior_within_bound(settings=config, sac_released=sac, raw_records=records, release_row_map=row_map,
+                                  attribute_table=EMPTY_ATTRIBUTE_TABLE, id_table=EMPTY_ID_TABLE, attribute_clusters=clusters)
+
+
+def test_the_gate_blocks_a_leaky_candidate_and_reports_numbers_only():
+    import dagster as dg
+
+    result = _gate(leaky=True)
+    assert not result.passed and result.severity == dg.AssetCheckSeverity.ERROR
+    figures = {key: value.value for key, value in result.metadata.items()}
+    assert figures["n_cells_above_bound"] > 0 and figures["posterior_gate"] == "block"
+    assert sum(figures["histogram_bins_0_to_1_step_0.1"]) == figures["n_cells"]
+    # numbers only: no value of the table ("z0", "v1", "w3", ...) in the metadata
+    assert not any(token in str(figures) for token in ("'z0'", "'v1'", "'w3'", "vz"))
+
+
+def test_the_gate_only_warns_when_told_and_passes_an_independent_candidate():
+    import dagster as dg
+
+    warned = _gate(leaky=True, posterior_gate="warn")
+    assert not warned.passed and warned.severity == dg.AssetCheckSeverity.WARN
+    assert _gate(leaky=False).passed
+
+
+def test_posterior_settings_are_validated():
+    from pydantic import ValidationError
+
+    from pipeline.resources import ReleaseSettings
+
+    assert ReleaseSettings().posterior_slack == 0.05 and ReleaseSettings().posterior_gate == "block"
+    with pytest.raises(ValidationError):
+        ReleaseSettings(posterior_gate="ignore")
+    with pytest.raises(ValidationError):
+        ReleaseSettings(posterior_slack=1.5)
