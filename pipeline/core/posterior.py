@@ -129,6 +129,15 @@ class NaiveBayesModel:
             out += table.T[feature_codes[:, j]]
         return out
 
+    def pair_log_joint(self, attribute: str, feature_codes: np.ndarray, records: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """Unnormalised ``log P(a = values, q_records)`` for broadcastable int64 arrays ``records``
+        (indices into ``feature_codes``) and ``values`` (value codes >= 0); float64, their broadcast shape.
+        Only the requested pairs are computed (no records × values matrix)."""
+        out = self.log_prior[attribute][values]
+        for j, table in enumerate(self.log_conditional[attribute]):
+            out = out + table[values, feature_codes[records, j]]
+        return np.broadcast_to(out, np.broadcast_shapes(np.shape(records), np.shape(values))).astype(np.float64)
+
     def posterior(self, attribute: str, feature_codes: np.ndarray) -> np.ndarray:
         """``P(a = v | q)`` for every record and value: float64 ``(n, |D_a|)``, rows sum to 1."""
         return _softmax(self.log_joint(attribute, feature_codes), axis=1)
@@ -415,33 +424,30 @@ def _release_data(
     return data, published["row_id"].to_numpy(np.int64)
 
 
-def _group_log_likelihood(model: NaiveBayesModel, data: _ReleaseData, block: _GroupBlock, joints: dict) -> np.ndarray:
+def _group_log_likelihood(model: NaiveBayesModel, data: _ReleaseData, block: _GroupBlock) -> np.ndarray:
     """(G, ℓ, ℓ): log-likelihood that member i owns the cluster sub-tuple of member k."""
     total = 0.0
+    members = block.members[:, :, None]
     for attribute in block.attributes:
-        joint = joints[attribute]
-        members = block.members[:, :, None]
         candidates = block.candidate_values[attribute][:, None, :]
-        total = total + joint[members, np.maximum(candidates, 0)] + np.where(candidates < 0, -np.inf, 0.0)
+        joint = model.pair_log_joint(attribute, data.feature_codes, members, np.maximum(candidates, 0))
+        total = total + joint + np.where(candidates < 0, -np.inf, 0.0)
     return total
 
 
 def _e_step(model: NaiveBayesModel | None, data: _ReleaseData) -> None:
     """Update every block's responsibilities (uniform inside groups and SIDs when ``model`` is None)."""
-    joints = {}
-    if model is not None:
-        joints = {a: model.log_joint(a, data.feature_codes) for a in data.domains}
     for block in data.groups:
         n_groups, size = block.members.shape
         if model is None:
             block.marginals = np.full((n_groups, size, size), 1.0 / size)
         else:
-            block.marginals = exact_group_marginals(_group_log_likelihood(model, data, block, joints))
+            block.marginals = exact_group_marginals(_group_log_likelihood(model, data, block))
     for attribute, block in data.sids.items():
         if model is None:
             weights = block.availability.copy()
         else:
-            log_w = joints[attribute][block.records, block.values] + np.log(block.availability)
+            log_w = model.pair_log_joint(attribute, data.feature_codes, block.records, block.values) + np.log(block.availability)
             peak = np.full(len(data.feature_codes), -np.inf)
             np.maximum.at(peak, block.records, log_w)
             weights = np.exp(log_w - peak[block.records])
@@ -495,7 +501,6 @@ def _held_out_log_likelihood(model: NaiveBayesModel, data: _ReleaseData, fold: i
     """log P(quasi-identifiers of the group members | the group's values) summed over the groups
     (SAC~ and exactly computed SIDs, at most MAX_EXACT_GROUP_SIZE) of ``fold``: every assignment
     of the group's candidates to its members, value priors left out (the values are given)."""
-    joints = {a: model.log_joint(a, data.feature_codes) for a in data.domains}
     total = 0.0
     for block in data.groups:
         rows = np.flatnonzero(block.fold == fold)
@@ -503,7 +508,7 @@ def _held_out_log_likelihood(model: NaiveBayesModel, data: _ReleaseData, fold: i
         if not len(rows) or size > MAX_EXACT_GROUP_SIZE:
             continue
         part = _GroupBlock(block.attributes, block.members[rows], {a: v[rows] for a, v in block.candidate_values.items()})
-        log_likelihood = _group_log_likelihood(model, data, part, joints)
+        log_likelihood = _group_log_likelihood(model, data, part)
         perms = _permutations(size)
         weights = log_likelihood[:, np.arange(size)[None, :], perms].sum(axis=2)
         peak = weights.max(axis=1, keepdims=True)
@@ -611,7 +616,7 @@ class PosteriorResult:
     ----------
     frame
         One row per (released record, sensitive attribute): ``row_id`` (int64, release id),
-        ``part`` (``"sac"`` / ``"attribute_table"``), ``attribute``, ``posterior`` (float64, release
+        ``part`` (categorical ``"sac"`` / ``"attribute_table"``), ``attribute`` (categorical), ``posterior`` (float64, release
         adversary), ``population_posterior`` (float64, model fitted on the raw records), ``bound``
         (= max(1/ℓ, population_posterior) + slack), ``excess`` (posterior - bound), ``above_bound``,
         ``self_expected_posterior`` (float64, Σ_v P(v)² of the adversary's belief: its own
@@ -675,10 +680,14 @@ def _population_posterior(
         n_values[attribute] = max(1, len(uniques))
     model = fit_naive_bayes(feature_codes, value_codes, n_features=sizes, n_values=n_values, smoothing=smoothing)
     out = {}
+    chunk = 200_000  # records × values at a time (memory)
     for attribute in sensitive_attributes:
-        joint = model.log_joint(attribute, feature_codes)
-        posterior = _softmax(joint, axis=1)
-        out[attribute] = posterior[np.arange(len(raw)), value_codes[attribute]]
+        truth = np.empty(len(raw))
+        for start in range(0, len(raw), chunk):
+            rows = slice(start, start + chunk)
+            posterior = model.posterior(attribute, feature_codes[rows])
+            truth[rows] = posterior[np.arange(len(posterior)), value_codes[attribute][rows]]
+        out[attribute] = truth
     return out
 
 
@@ -778,7 +787,7 @@ def release_posteriors(
             truth_match &= block.candidate_values[attribute][:, None, :] == truth[block.members][:, :, None]
         tuple_posterior[block.members] *= (block.marginals * truth_match).sum(axis=2)
 
-    part = np.where(np.arange(n_records) < n_sac, "sac", "attribute_table")
+    part = pd.Categorical.from_codes((np.arange(n_records) >= n_sac).astype(np.int8), categories=["sac", "attribute_table"])
     pieces = []
     for attribute in sa:
         population_posterior = population[attribute][raw_position]
@@ -786,14 +795,14 @@ def release_posteriors(
         pieces.append(pd.DataFrame({
             "row_id": row_ids,
             "part": part,
-            "attribute": attribute,
+            "attribute": pd.Categorical.from_codes(np.full(n_records, sa.index(attribute), dtype=np.int16), categories=sa),
             "posterior": posterior[attribute],
             "population_posterior": population_posterior,
             "self_expected_posterior": self_expected[attribute],
             "bound": bound,
             "excess": posterior[attribute] - bound,
         }))
-    frame = pd.concat(pieces, ignore_index=True)
+    frame = pd.concat(pieces, ignore_index=True)  # categoricals with equal categories stay categorical
     frame["above_bound"] = frame["excess"] > 1e-12
     histogram, _ = np.histogram(np.clip(frame["posterior"].to_numpy(), 0.0, 1.0), bins=HISTOGRAM_EDGES)
     above = frame[frame["above_bound"]]
