@@ -68,12 +68,12 @@ MANIFEST_COLUMNS = {
     "n_clusters": "BIGINT",
     "total_generalization_cost": "DOUBLE",
     "total_naive_cost": "BIGINT",
-    # --profile (pipeline/profiling.py): per-stage wall time and peak RSS; NULL without it
-    "profile": "VARCHAR",
     # posterior gate (mixed, Rating; checks.gates.posterior_within_bound); NULL in (k, ℓ) releases
     "posterior_slack": "DOUBLE",
     "posterior_gate": "VARCHAR",
     "posterior_gate_warned": "BOOLEAN",
+    # --profile (pipeline/profiling.py): per-stage wall time and peak RSS; NULL without it
+    "profile": "VARCHAR",
 }
 
 #: Manifest columns that hold JSON text in ``release_manifest`` (objects in ``manifest.json``).
