@@ -15,7 +15,9 @@ the features are the published quasi-identifiers ``q_1..q_m``)::
 
     P(a = v | q) ∝ π_a(v) · Π_j θ_{a,j}(q_j | v)
 
-with add-``smoothing`` (Laplace) estimates. Sensitive attributes are taken as independent given
+with ``smoothing`` pseudo-counts (the prior π with add-``smoothing``; each conditional with a
+Dirichlet prior of strength ``smoothing·|X_j|`` centred on the quasi-identifier's marginal, so a
+rare value's conditional falls back to the marginal). Sensitive attributes are taken as independent given
 the quasi-identifiers, so a cluster sub-tuple ``t`` has likelihood ``Π_{a in cluster} P(a = t_a | q)``.
 
 Fitting (EM on the release itself)
@@ -160,7 +162,11 @@ def _estimate(
     for j, size in enumerate(n_features):
         codes = feature_codes[records, j]
         counts = np.bincount(values * size + codes, weights=weights, minlength=n_values * size).reshape(n_values, size)
-        counts = counts + smoothing
+        # Dirichlet prior centred on the quasi-identifier's marginal (strength smoothing·|X_j|, the
+        # same total as Laplace): a rare value's conditional falls back to the marginal, not to uniform
+        marginal = counts.sum(axis=0) + smoothing
+        marginal = marginal / marginal.sum()
+        counts = counts + smoothing * size * marginal[None, :]
         conditionals.append(np.log(counts / counts.sum(axis=1, keepdims=True)))
     return log_prior, conditionals
 
