@@ -206,7 +206,9 @@ def test_adult_rating_is_refused_unless_overridden_and_fails_the_audit(tmp_path,
     refused = runner.invoke(main, ["run", "--model", "rating", "--home", str(home)], catch_exceptions=False)
     assert refused.exit_code == 1 and "--allow-disclosure" in refused.output
     assert read_latest(home / "releases") is None
-    published = runner.invoke(main, ["run", "--model", "rating", "--allow-disclosure", "--home", str(home)], catch_exceptions=False)
+    # Rating also fails the posterior gate on Adult (docs/posterior.md): publishing it needs both overrides
+    published = runner.invoke(main, ["run", "--model", "rating", "--allow-disclosure", "--posterior-gate", "warn", "--home", str(home)],
+                              catch_exceptions=False)
     assert published.exit_code == 0, published.output
     manifest = json.loads((read_latest(home / "releases") / "manifest.json").read_text())
     assert manifest["model"] == "rating" and manifest["disclosure_override_used"] is True
