@@ -92,7 +92,6 @@ def example_b_run(golden, tmp_path_factory):
         "input_path": str(csv), "csv_header": True, "column_names": [],
         "quasi_identifiers": example_quasi_identifiers(example), "sensitive_attributes": example["SA"],
         "ell": example["l"], "min_confidence": example["min_conf"], "seed": 0,
-        "posterior_gate": "warn",  # the posterior gate fails on the golden example (tests/core/test_posterior.py)
     }
     result = build_definitions(root / "home").resolve_job_def("release").execute_in_process(
         run_config={"resources": {"settings": {"config": settings}}}, raise_on_error=False
@@ -190,7 +189,6 @@ def inbox(golden, tmp_path):
     (inbox / "settings.json").write_text(json.dumps({
         "quasi_identifiers": example_quasi_identifiers(example), "sensitive_attributes": example["SA"],
         "ell": example["l"], "min_confidence": example["min_conf"],
-        "posterior_gate": "warn",  # the posterior gate fails on the golden example (tests/core/test_posterior.py)
     }))
     csv = inbox / "example_b.csv"
     example_frame(example).drop(columns="row_id").to_csv(csv, index=False)

@@ -104,7 +104,7 @@ def test_run_profile_reaches_manifest_sidecar_and_metadata(example_b, tmp_path, 
     arguments = [
         "run", "--input", str(path), "--quasi-identifiers", ",".join(example_quasi_identifiers(example)),
         "--sensitive-attributes", ",".join(example["SA"]), "--ell", str(example["l"]),
-        "--min-confidence", str(example["min_conf"]), "--posterior-gate", "warn", "--home", str(home), "--profile", "--profile-output", str(sidecar),
+        "--min-confidence", str(example["min_conf"]), "--home", str(home), "--profile", "--profile-output", str(sidecar),
     ]
     outcome = CliRunner().invoke(main, arguments)
     assert outcome.exit_code == 0, outcome.output
@@ -155,7 +155,7 @@ def test_without_profile_the_manifest_profile_is_null(example_b, tmp_path, monke
     outcome = CliRunner().invoke(main, [
         "run", "--input", str(path), "--quasi-identifiers", ",".join(example_quasi_identifiers(example)),
         "--sensitive-attributes", ",".join(example["SA"]), "--ell", str(example["l"]),
-        "--min-confidence", str(example["min_conf"]), "--posterior-gate", "warn", "--home", str(home),
+        "--min-confidence", str(example["min_conf"]), "--home", str(home),
     ])
     assert outcome.exit_code == 0, outcome.output
     manifest = json.loads((read_latest(home / "releases") / "manifest.json").read_text())

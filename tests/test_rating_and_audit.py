@@ -98,8 +98,6 @@ def _run_args(example: dict, csv: Path, home: Path, *extra: str) -> list[str]:
         "--min-confidence", str(example["min_conf"]),
         "--seed", "0",
         "--home", str(home),
-        # the posterior gate fails on the golden examples (16-18 records with near-unique quasi-identifiers: the learned-model adversary tells group members apart); it is tested in tests/core/test_posterior.py, so these runs only warn
-        "--posterior-gate", "warn",
         *extra,
     ]
 
@@ -159,9 +157,7 @@ def test_mixed_model_publishes_example_a_with_every_gate_passed(published):
     assert manifest["allow_disclosure"] is False
     assert manifest["disclosure_override_used"] is False
     assert {c["name"] for c in manifest["checks"]} == ALL_GATES
-    assert all(c["passed"] and c["status"] == "passed" for c in manifest["checks"] if c["name"] != "posterior_within_bound"), manifest["checks"]
-    assert next(c for c in manifest["checks"] if c["name"] == "posterior_within_bound")["status"] == "failed_overridden"
-    assert manifest["posterior_gate_warned"] is True
+    assert all(c["passed"] and c["status"] == "passed" for c in manifest["checks"]), manifest["checks"]
     example = published.example
     assert manifest["n_sac_released"] == sum(len(g) for g in example["groups"])
     assert manifest["n_attribute_table"] == len(example["IR_left_ids"])
@@ -222,7 +218,7 @@ def test_rating_with_allow_disclosure_publishes_and_records_the_override(publish
     assert disclosure["observed"]["n_records_above_bound"] == len(example["attack_rating"])
     for name in NOT_APPLICABLE_TO_RATING:
         assert statuses[name] == "not_applicable", name
-    for name in ALL_GATES - NOT_APPLICABLE_TO_RATING - {"disclosure_within_bound", "posterior_within_bound"}:
+    for name in ALL_GATES - NOT_APPLICABLE_TO_RATING - {"disclosure_within_bound"}:
         assert statuses[name] == "passed", name
 
 
