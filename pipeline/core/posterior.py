@@ -599,9 +599,10 @@ def fit_naive_bayes_on_release(
     # the number of rounds (0 = no association) that best predicts the quasi-identifiers of the
     # OTHER half of the groups, from the values, trained on one half (two-fold, summed).
     scores = np.zeros(n_iterations + 1)
-    for fold in (0, 1):
-        for rounds, model in enumerate(_em_path(data, smoothing, n_iterations, fold)):
-            scores[rounds] += _held_out_log_likelihood(model, data, 1 - fold)
+    if select_iterations:
+        for fold in (0, 1):
+            for rounds, model in enumerate(_em_path(data, smoothing, n_iterations, fold)):
+                scores[rounds] += _held_out_log_likelihood(model, data, 1 - fold)
     selected = int(np.argmax(scores)) if select_iterations else n_iterations
     path = _em_path(data, smoothing, max(selected, 1), None)
     model = path[selected]
