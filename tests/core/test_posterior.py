@@ -237,7 +237,7 @@ def _gate(leaky: bool, **settings):
 def test_the_gate_blocks_a_leaky_candidate_and_reports_numbers_only():
     import dagster as dg
 
-    result = _gate(leaky=True)
+    result = _gate(leaky=True, posterior_gate="block")
     assert not result.passed and result.severity == dg.AssetCheckSeverity.ERROR
     figures = {key: value.value for key, value in result.metadata.items()}
     assert figures["n_cells_above_bound"] > 0 and figures["posterior_gate"] == "block"
@@ -259,7 +259,8 @@ def test_posterior_settings_are_validated():
 
     from pipeline.resources import ReleaseSettings
 
-    assert ReleaseSettings().posterior_slack == 0.05 and ReleaseSettings().posterior_gate == "block"
+    # the default warns while the default Adult release fails the gate on its attribute table (docs/posterior.md)
+    assert ReleaseSettings().posterior_slack == 0.05 and ReleaseSettings().posterior_gate == "warn"
     with pytest.raises(ValidationError):
         ReleaseSettings(posterior_gate="ignore")
     with pytest.raises(ValidationError):
