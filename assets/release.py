@@ -253,6 +253,8 @@ def publish_release_asset(
     if failed:  # blocking checks already stop this step; this is a second lock on the door
         raise dg.Failure(f"release refused: gate(s) {failed} failed")
     overridden = [g["name"] for g in gates if g["status"] == "failed_overridden"]
+    posterior_warned = "posterior_within_bound" in overridden and settings.posterior_gate == "warn"
+    overridden = [name for name in overridden if not (name == "posterior_within_bound" and posterior_warned)]
     if overridden and not settings.allow_disclosure:
         raise dg.Failure(f"release refused: gate(s) {overridden} failed and allow_disclosure is off")
     qi, sa = settings.quasi_identifiers, settings.sensitive_attributes
@@ -275,6 +277,9 @@ def publish_release_asset(
         "disclosure_override_used": bool(overridden),
         "allow_recomposition": settings.allow_recomposition,
         "recomposition": recomposition,
+        "posterior_slack": settings.posterior_slack,
+        "posterior_gate": settings.posterior_gate,
+        "posterior_gate_warned": posterior_warned,
         "input_reading": input_reading(settings),
         "ell": settings.ell,
         "min_confidence": settings.min_confidence,

@@ -19,6 +19,7 @@ __all__ = [
     "no_certain_cell_suite",
     "no_input_order_suite",
     "no_probability_tilt_suite",
+    "posterior_suite",
     "sac_diversity_suite",
     "sid_diversity_suite",
 ]
@@ -57,6 +58,17 @@ def disclosure_suite(*, ell: int) -> gx.ExpectationSuite:
         name="disclosure_within_bound",
         expectations=[
             gxe.ExpectColumnValuesToBeInSet(column="within_bound", value_set=[True]),
+        ],
+    )
+
+
+def posterior_suite() -> gx.ExpectationSuite:
+    """Posterior gate on ``posterior_bound_summary``: no (record, sensitive attribute) whose
+    learned-model posterior of the true value exceeds max(1/ℓ, population posterior) + slack."""
+    return gx.ExpectationSuite(
+        name="posterior_within_bound",
+        expectations=[
+            gxe.ExpectColumnValuesToBeBetween(column="n_cells_above_bound", min_value=0, max_value=0),
         ],
     )
 

@@ -103,6 +103,8 @@ def build_settings_config(
     grouping: str | None = None,
     residual_policy: str | None = None,
     allow_recomposition: bool | None = None,
+    posterior_slack: float | None = None,
+    posterior_gate: str | None = None,
 ) -> dict:
     """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
 
@@ -150,6 +152,8 @@ def build_settings_config(
         ("grouping", grouping),
         ("residual_policy", residual_policy),
         ("allow_recomposition", allow_recomposition),
+        ("posterior_slack", posterior_slack),
+        ("posterior_gate", posterior_gate),
     ):
         if value is not None:
             config[key] = value
@@ -171,7 +175,7 @@ UNUSABLE_INPUT_ERRORS = ("InputError", "HierarchyError", "InfeasibleError", "Inf
 KL_ONLY_OPTIONS = ("k", "hierarchies", "kl_method", "max_block_size", "generalization_weights")
 NOT_KL_OPTIONS = (
     "min_confidence", "seed", "allow_disclosure", "confidence_tolerance", "mining_backend", "duckdb_mining_threshold",
-    "randomness", "min_support", "grouping", "residual_policy",
+    "randomness", "min_support", "grouping", "residual_policy", "posterior_slack", "posterior_gate",
 )
 
 
@@ -359,6 +363,8 @@ def _settings_from_options(options: dict) -> dict:
         grouping=options.get("grouping"),
         residual_policy=options.get("residual_policy"),
         allow_recomposition=options.get("allow_recomposition"),
+        posterior_slack=options.get("posterior_slack"),
+        posterior_gate=options.get("posterior_gate"),
     )
 
 
@@ -495,6 +501,12 @@ GATE_FAILURE_EXPLANATIONS = {
         "every SID holds is suppressed); drop --residual-policy suppress (the default deletes whole records instead), "
         "or lower --ell"
     ),
+    "posterior_within_bound": (
+        "posterior_within_bound failed: an adversary who learns P(sensitive values | quasi-identifiers) from the release "
+        "itself (naive Bayes by EM, exact posterior inside each SAC~ group and SID) guesses some records' true values "
+        "above max(1/ell, population posterior) + --posterior-slack: partners in a group or SID whose quasi-identifiers "
+        "tell them apart (see docs/posterior.md); --posterior-gate warn publishes anyway (recorded in the manifest)"
+    ),
     "release_carries_no_input_order": (
         "release_carries_no_input_order failed: a published id or SID column follows the input order, or the "
         "order-replay adversary links attribute-table cells better than chance: with --randomness spec-reference "
@@ -549,6 +561,11 @@ def environment_failure_messages(result) -> list[str]:
 @click.option("--allow-disclosure", is_flag=True, default=None,
               help="Publish even if the strong-rule adversary beats 1/ell (recorded in the manifest).")
 @click.option("--confidence-tolerance", type=click.FloatRange(0.0, 1.0), help="Gate 4 tolerance (default 0.05).")
+@click.option("--posterior-slack", type=click.FloatRange(0.0, 1.0),
+              help="Posterior gate: tolerance above max(1/ell, population posterior) (default 0.05).")
+@click.option("--posterior-gate", type=click.Choice(["block", "warn"]),
+              help="Posterior gate: block the release or only warn (default warn until the attribute table passes it; "
+              "recorded in the manifest).")
 @click.option("--grouping", type=click.Choice(["qi_aware", "p1"]),
               help="SAC~ grouping (mixed): qi_aware (default: same quasi-identifiers first, a group's differing "
               "quasi-identifiers generalized along --hierarchies, else '*') or p1 (P1's Algorithm 11, exact "
@@ -959,6 +976,14 @@ def render_summary(manifest: dict, path: Path, elapsed: float) -> str:
     )
     if manifest.get("disclosure_override_used"):
         lines.append("  WARNING        published with --allow-disclosure: the disclosure bound 1/ell does NOT hold")
+    posterior = observed.get("posterior_within_bound", {})
+    if posterior:
+        lines.append(
+            f"  posterior      {posterior.get('n_cells_above_bound', '?')} of {posterior.get('n_cells', '?')} (record, attribute) "
+            f"cells above max(1/ell, population) + {posterior.get('slack', '?')} (learned-model adversary)"
+        )
+    if manifest.get("posterior_gate_warned"):
+        lines.append("  WARNING        published with --posterior-gate warn: the posterior bound does NOT hold")
     lines.append("  gates")
     labels = {"passed": "PASS", "failed": "FAIL", "failed_overridden": "FAIL (overridden)", "not_applicable": "n/a "}
     for gate in gates:

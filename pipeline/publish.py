@@ -77,6 +77,10 @@ MANIFEST_COLUMNS = {
     "n_clusters": "BIGINT",
     "total_generalization_cost": "DOUBLE",
     "total_naive_cost": "BIGINT",
+    # posterior gate (mixed, Rating; checks.gates.posterior_within_bound); NULL in (k, ℓ) releases
+    "posterior_slack": "DOUBLE",
+    "posterior_gate": "VARCHAR",
+    "posterior_gate_warned": "BOOLEAN",
     # --profile (pipeline/profiling.py): per-stage wall time and peak RSS; NULL without it
     "profile": "VARCHAR",
 }

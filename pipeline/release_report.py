@@ -80,6 +80,9 @@ GATE_DESCRIPTIONS = {
     "records_accounted_for": "Every input record is in exactly one of SAC~, the attribute table or the deleted "
     "list, and the counts add up.",
     "no_probability_tilt": "No SID of an attribute other than S_max holds a strong value.",
+    "posterior_within_bound": "The learned-model adversary (deFinetti attack, Kifer 2009: naive Bayes fitted by EM on "
+    "the release, exact posterior inside every SAC~ group and SID) gives no record's true sensitive value a posterior "
+    "above max(1/ℓ, the population posterior from the quasi-identifiers alone) + posterior_slack.",
     "no_certain_attribute_table_cell": "No attribute-table cell is disclosed with probability above 1/ℓ by an "
     "adversary who knows how residuals are placed (a suppressed cell holds a value every SID of its attribute holds).",
     "release_carries_no_input_order": "No published id or SID column carries the input order (|Spearman ρ| with the "
@@ -95,7 +98,7 @@ GATE_DESCRIPTIONS = {
 STATUS_LABELS = {
     "passed": "passed",
     "failed": "FAILED",
-    "failed_overridden": "failed, overridden by allow_disclosure",
+    "failed_overridden": "failed, published anyway (allow_disclosure, or posterior_gate 'warn')",
     "not_applicable": "not applicable",
 }
 MODEL_LABELS = {

@@ -214,6 +214,7 @@ def published_release(environment) -> Path:
         "--column-names", ",".join(ADULT_COLUMNS),
         "--quasi-identifiers", "sex,race,marital-status,native-country,workclass",
         "--sensitive-attributes", "education,occupation,age,relationship",
+        "--posterior-gate", "warn",  # Adult samples fail the posterior gate (P1 grouping; docs/posterior.md); these tests are about other things
     ]
     log = base / "msa-release-run.log"
     process = _spawn(command, env=environment["env"], log=log)

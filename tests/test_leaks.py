@@ -51,7 +51,11 @@ def tokenized_adult(path: Path, n_rows: int = 2000) -> pd.DataFrame:
 def settings(input_path: Path, **overrides) -> dict:
     return {
         "input_path": str(input_path), "csv_header": True, "column_names": [],
-        "quasi_identifiers": QUASI_IDENTIFIERS, "sensitive_attributes": SENSITIVE_ATTRIBUTES, **overrides,
+        "quasi_identifiers": QUASI_IDENTIFIERS, "sensitive_attributes": SENSITIVE_ATTRIBUTES,
+        # the 2,000-record Adult sample fails the posterior gate (P1 grouping; docs/posterior.md): warn, so the
+        # release is published and its files and event log (the gate's figures included) are checked here
+        "posterior_gate": "warn",
+        **overrides,
     }
 
 

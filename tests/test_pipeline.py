@@ -64,7 +64,7 @@ def test_definitions_load(tmp_path):
 ALL_GATES = {
     "sac_released_is_l_diverse", "attribute_table_is_l_diverse", "disclosure_within_bound",
     "rule_confidence_preserved", "records_accounted_for", "no_probability_tilt", "release_carries_no_input_order",
-    "no_certain_attribute_table_cell",
+    "no_certain_attribute_table_cell", "posterior_within_bound",
 }
 
 
@@ -202,7 +202,7 @@ def test_adult_default_release_end_to_end(tmp_path, monkeypatch):
     assert manifest["n_input"] == 32561
     assert manifest["n_input"] - manifest["n_dropped_missing"] == 30718
     assert manifest["n_sac_released"] + manifest["n_attribute_table"] + manifest["n_deleted"] == 30718
-    assert all(c["passed"] for c in manifest["checks"]) and len(manifest["checks"]) == 8
+    assert all(c["passed"] for c in manifest["checks"]) and len(manifest["checks"]) == 9
     disclosure = next(c for c in manifest["checks"] if c["name"] == "disclosure_within_bound")
     assert disclosure["observed"]["max_disclosure_probability"] <= 1 / 3 + 1e-12
     assert "Published release" in outcome.output

@@ -29,7 +29,7 @@ from tests.conftest import FIXTURES, example_frame, example_quasi_identifiers
 ALL_GATES = {
     "sac_released_is_l_diverse", "attribute_table_is_l_diverse", "disclosure_within_bound",
     "rule_confidence_preserved", "records_accounted_for", "no_probability_tilt",
-    "release_carries_no_input_order", "no_certain_attribute_table_cell",
+    "release_carries_no_input_order", "no_certain_attribute_table_cell", "posterior_within_bound",
 }
 NOT_APPLICABLE_TO_RATING = {"sac_released_is_l_diverse", "rule_confidence_preserved", "no_probability_tilt"}
 MIXED_TABLES = {"sac_released", "attribute_table", "id_table", "attribute_clusters"}

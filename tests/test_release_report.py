@@ -22,7 +22,7 @@ from tests.conftest import example_frame, example_quasi_identifiers
 MIXED_GATES = {
     "sac_released_is_l_diverse", "attribute_table_is_l_diverse", "disclosure_within_bound",
     "rule_confidence_preserved", "records_accounted_for", "no_probability_tilt",
-    "release_carries_no_input_order", "no_certain_attribute_table_cell",
+    "release_carries_no_input_order", "no_certain_attribute_table_cell", "posterior_within_bound",
 }
 KL_GATES = {"kl_clusters_are_k_anonymous", "kl_clusters_are_l_diverse", "kl_records_accounted_for"}
 

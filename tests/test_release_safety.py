@@ -61,6 +61,7 @@ def settings_config(input_path: Path, **overrides) -> dict:
         "quasi_identifiers": QUASI_IDENTIFIERS,
         "sensitive_attributes": SENSITIVE_ATTRIBUTES,
         "confidence_tolerance": TOLERANCE,
+        "posterior_gate": "warn",  # Adult samples fail the posterior gate (P1 grouping; docs/posterior.md); these tests are about other things
         **overrides,
     }
 
@@ -69,6 +70,7 @@ def cli_args(input_path: Path, home: Path, *extra: str) -> list[str]:
     return [
         "run", "--input", str(input_path), "--quasi-identifiers", ",".join(QUASI_IDENTIFIERS),
         "--sensitive-attributes", ",".join(SENSITIVE_ATTRIBUTES), "--confidence-tolerance", str(TOLERANCE),
+        "--posterior-gate", "warn",  # Adult samples fail the posterior gate (P1 grouping; docs/posterior.md); these tests are about other things
         "--home", str(home), *extra,
     ]
 

@@ -1,0 +1,864 @@
+"""The learned-model adversary (the deFinetti attack) and the posterior of every record's true values.
+
+The adversary of Kifer ("Attacks on privacy and deFinetti's theorem", SIGMOD 2009, §4-§5) sees a
+bucketized release — here P1's mixed release (SAC~ groups whose sensitive sub-tuples are permuted
+per attribute cluster, plus the attribute table / ID table of improved Rating) or a Rating
+release — and the victim's quasi-identifiers (published unchanged, so the victim's row is known).
+It does not know which sensitive value belongs to which record inside a group or a SID, but the
+release as a whole shows how sensitive values co-occur with quasi-identifiers. It learns that
+dependence and uses it inside every group and SID.
+
+Model
+-----
+One naive-Bayes classifier per sensitive attribute ``a`` (the class is the value ``v`` of ``a``,
+the features are the published quasi-identifiers ``q_1..q_m``)::
+
+    P(a = v | q) ∝ π_a(v) · Π_j θ_{a,j}(q_j | v)
+
+with ``smoothing`` pseudo-counts (the prior π with add-``smoothing``; each conditional with a
+Dirichlet prior of strength ``smoothing·|X_j|`` centred on the quasi-identifier's marginal, so a
+rare value's conditional falls back to the marginal). Sensitive attributes are taken as independent given
+the quasi-identifiers, so a cluster sub-tuple ``t`` has likelihood ``Π_{a in cluster} P(a = t_a | q)``.
+
+Fitting (EM on the release itself)
+    The latent variable is which candidate value belongs to which record. E-step: every record's
+    distribution over its candidates (below) under the current model; M-step: the naive-Bayes
+    counts from those expected assignments. Start: uniform assignment inside each group and SID
+    (the "random worlds" start). EM alone drifts towards over-confident models on ℓ-diverse
+    groups (the latent assignment explains noise; the naive-Bayes likelihood cannot express
+    "values of a group are distinct"), so the number of rounds, 0 (no association) to
+    ``n_iterations`` (default 15), is chosen by the adversary itself, without the truth: two-fold
+    cross-validation over the groups, held-out log-likelihood of the members' quasi-identifiers
+    given their group's values. Measured in docs/posterior.md.
+
+Posterior inside a SAC~ group (exact)
+    For a group of ℓ members and an attribute cluster ``c``, every one of the ℓ! assignments ``σ``
+    of the group's ℓ cluster sub-tuples to its members has weight ``Π_i Π_{a in c} P(a = t_{σ(i),a}
+    | q_i)``; the posterior that member ``i`` owns sub-tuple ``k`` is the normalised sum of the
+    weights of the assignments with ``σ(i) = k``. Clusters are permuted independently by the
+    release, so the posterior factorises over clusters. Groups of equal size are computed together
+    (one array per size, in chunks). Groups larger than ``MAX_EXACT_GROUP_SIZE`` use Sinkhorn
+    balancing of the ``ℓ × ℓ`` likelihood matrix instead (an approximation of the permanent's
+    marginals; documented in docs/posterior.md).
+
+Posterior inside a SID
+    A record whose ``a``-SID is ``s`` draws its value from the multiset of ``s`` in the ID table,
+    and each value occurrence belongs to exactly one record. When the number of attribute-table
+    records naming ``s`` equals its total count and is at most ``MAX_EXACT_GROUP_SIZE`` (on Adult
+    every SID: 3 or 4 records, one per value), the SID is computed EXACTLY like a group: every
+    value occurrence is one slot, all assignments of slots to records are enumerated, and a
+    value's posterior is the sum over its slots. Larger SIDs use the per-record independent
+    approximation ``P(v) ∝ P(a = v | q) · count(v in s)``, which ignores the one-occurrence-per-
+    record constraint (it is the constraint's first Sinkhorn half-step; the exact posterior is
+    usually sharper, so the approximation can under-state the adversary on large SIDs).
+    A suppressed cell (``NULL`` SID) gets ``P(a = v | q)`` over the attribute's released domain: the
+    model alone (what the placement of suppressed values reveals is the suppression gate's business).
+
+Population posterior
+    The same naive-Bayes model fitted on the raw records (true values, no grouping, no EM): what an
+    adversary learns from the population without the release. The gate compares every release
+    posterior with ``max(1/ℓ, population posterior) + slack``.
+
+Nothing here reads a release's order, and nothing returned carries a raw value: frames hold
+release row ids, attribute names and probabilities.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "HISTOGRAM_EDGES",
+    "MAX_EXACT_GROUP_SIZE",
+    "NaiveBayesModel",
+    "PosteriorResult",
+    "exact_group_marginals",
+    "fit_naive_bayes",
+    "fit_naive_bayes_on_release",
+    "posterior_bound_summary",
+    "release_posteriors",
+]
+
+#: Largest group whose ℓ! assignments are enumerated (7! = 5040); larger groups use Sinkhorn.
+MAX_EXACT_GROUP_SIZE = 7
+#: Bins of the posterior histograms (10 bins of 0.1 on [0, 1]).
+HISTOGRAM_EDGES = np.linspace(0.0, 1.0, 11)
+#: Cap on (groups × assignments × ℓ) numbers held at once by the exact group posterior.
+_CHUNK_CELLS = 4_000_000
+
+
+# --------------------------------------------------------------------------- naive Bayes
+
+
+@dataclass(frozen=True)
+class NaiveBayesModel:
+    """Naive-Bayes classifiers P(sensitive value | quasi-identifiers), one per sensitive attribute.
+
+    Attributes
+    ----------
+    log_prior
+        attribute -> float64 array ``(|D_a|,)``, ``log π_a(v)``.
+    log_conditional
+        attribute -> list (one per quasi-identifier) of float64 arrays ``(|D_a|, |X_j|)``,
+        ``log θ_{a,j}(x | v)``.
+    """
+
+    log_prior: Mapping[str, np.ndarray]
+    log_conditional: Mapping[str, list[np.ndarray]]
+
+    def log_joint(self, attribute: str, feature_codes: np.ndarray) -> np.ndarray:
+        """Unnormalised ``log P(a = v, q)`` for every record and value.
+
+        Parameters
+        ----------
+        attribute
+            A sensitive attribute of the model.
+        feature_codes
+            int64 ``(n, m)``: each record's quasi-identifier codes (in the model's code space).
+
+        Returns
+        -------
+        numpy.ndarray
+            float64 ``(n, |D_a|)``.
+        """
+        out = np.repeat(self.log_prior[attribute][None, :], len(feature_codes), axis=0)
+        for j, table in enumerate(self.log_conditional[attribute]):
+            out += table.T[feature_codes[:, j]]
+        return out
+
+    def pair_log_joint(self, attribute: str, feature_codes: np.ndarray, records: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """Unnormalised ``log P(a = values, q_records)`` for broadcastable int64 arrays ``records``
+        (indices into ``feature_codes``) and ``values`` (value codes >= 0); float64, their broadcast shape.
+        Only the requested pairs are computed (no records × values matrix)."""
+        out = self.log_prior[attribute][values]
+        for j, table in enumerate(self.log_conditional[attribute]):
+            out = out + table[values, feature_codes[records, j]]
+        return np.broadcast_to(out, np.broadcast_shapes(np.shape(records), np.shape(values))).astype(np.float64)
+
+    def posterior(self, attribute: str, feature_codes: np.ndarray) -> np.ndarray:
+        """``P(a = v | q)`` for every record and value: float64 ``(n, |D_a|)``, rows sum to 1."""
+        return _softmax(self.log_joint(attribute, feature_codes), axis=1)
+
+
+def _softmax(log_weights: np.ndarray, axis: int) -> np.ndarray:
+    shifted = log_weights - log_weights.max(axis=axis, keepdims=True)
+    weights = np.exp(shifted)
+    return weights / weights.sum(axis=axis, keepdims=True)
+
+
+def _estimate(
+    records: np.ndarray, values: np.ndarray, weights: np.ndarray, feature_codes: np.ndarray,
+    n_values: int, n_features: Sequence[int], smoothing: float,
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Naive-Bayes M-step from weighted (record, value) pairs: (log prior, log conditionals)."""
+    prior = np.bincount(values, weights=weights, minlength=n_values) + smoothing
+    log_prior = np.log(prior / prior.sum())
+    conditionals = []
+    for j, size in enumerate(n_features):
+        codes = feature_codes[records, j]
+        counts = np.bincount(values * size + codes, weights=weights, minlength=n_values * size).reshape(n_values, size)
+        # Dirichlet prior centred on the quasi-identifier's marginal (strength smoothing·|X_j|, the
+        # same total as Laplace): a rare value's conditional falls back to the marginal, not to uniform
+        marginal = counts.sum(axis=0) + smoothing
+        marginal = marginal / marginal.sum()
+        counts = counts + smoothing * size * marginal[None, :]
+        conditionals.append(np.log(counts / counts.sum(axis=1, keepdims=True)))
+    return log_prior, conditionals
+
+
+def fit_naive_bayes(
+    feature_codes: np.ndarray,
+    value_codes: Mapping[str, np.ndarray],
+    *,
+    n_features: Sequence[int],
+    n_values: Mapping[str, int],
+    smoothing: float = 1.0,
+) -> NaiveBayesModel:
+    """Fit the naive-Bayes model on fully observed records (the population model).
+
+    Parameters
+    ----------
+    feature_codes
+        int64 ``(n, m)``: quasi-identifier codes, column j in ``[0, n_features[j])``.
+    value_codes
+        attribute -> int64 ``(n,)``: each record's value code in ``[0, n_values[a])``.
+    n_features, n_values
+        Domain sizes.
+    smoothing
+        Laplace pseudo-count (> 0).
+
+    Returns
+    -------
+    NaiveBayesModel
+
+    Raises
+    ------
+    ValueError
+        ``smoothing <= 0`` or a code outside its domain.
+
+    References
+    ----------
+    Kifer, SIGMOD 2009, §5 (naive Bayes as the adversary's model).
+    """
+    if not smoothing > 0:
+        raise ValueError(f"smoothing must be > 0, got {smoothing}")
+    n = len(feature_codes)
+    records = np.arange(n)
+    ones = np.ones(n)
+    log_prior, log_conditional = {}, {}
+    for attribute, codes in value_codes.items():
+        codes = np.asarray(codes, dtype=np.int64)
+        if len(codes) and (codes.min() < 0 or codes.max() >= n_values[attribute]):
+            raise ValueError(f"a value code of {attribute!r} is outside [0, {n_values[attribute]})")
+        log_prior[attribute], log_conditional[attribute] = _estimate(
+            records, codes, ones, feature_codes, n_values[attribute], n_features, smoothing
+        )
+    return NaiveBayesModel(log_prior, log_conditional)
+
+
+# --------------------------------------------------------------------------- exact group posterior
+
+
+def _permutations(size: int) -> np.ndarray:
+    return np.array(list(itertools.permutations(range(size))), dtype=np.int64).reshape(-1, size)
+
+
+def exact_group_marginals(log_likelihood: np.ndarray) -> np.ndarray:
+    """Posterior that member ``i`` of a group owns candidate ``k``, for many groups of one size.
+
+    Parameters
+    ----------
+    log_likelihood
+        float64 ``(G, ℓ, ℓ)``: ``[g, i, k]`` = log-likelihood that member ``i`` of group ``g``
+        owns candidate (sub-tuple) ``k`` of that group.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 ``(G, ℓ, ℓ)``, doubly stochastic per group: for ℓ <= ``MAX_EXACT_GROUP_SIZE``
+        the exact marginals over all ℓ! one-to-one assignments (assignment weight = product of
+        its members' likelihoods); beyond, Sinkhorn balancing of ``exp(log_likelihood)``.
+
+    Raises
+    ------
+    ValueError
+        ``log_likelihood`` is not ``(G, ℓ, ℓ)``.
+
+    References
+    ----------
+    Kifer, SIGMOD 2009, §5 (exact inference inside small buckets).
+    """
+    log_likelihood = np.asarray(log_likelihood, dtype=np.float64)
+    if log_likelihood.ndim != 3 or log_likelihood.shape[1] != log_likelihood.shape[2]:
+        raise ValueError(f"log_likelihood must have shape (G, ℓ, ℓ), got {log_likelihood.shape}")
+    n_groups, size, _ = log_likelihood.shape
+    if n_groups == 0 or size == 0:
+        return np.zeros_like(log_likelihood)
+    if size > MAX_EXACT_GROUP_SIZE:
+        return _sinkhorn(log_likelihood)
+    perms = _permutations(size)  # (P, ℓ)
+    one_hot = np.zeros((len(perms), size, size))
+    one_hot[np.arange(len(perms))[:, None], np.arange(size)[None, :], perms] = 1.0
+    out = np.empty_like(log_likelihood)
+    chunk = max(1, _CHUNK_CELLS // (len(perms) * size))
+    members = np.arange(size)
+    for start in range(0, n_groups, chunk):
+        block = log_likelihood[start:start + chunk]
+        weights = block[:, members[None, :], perms].sum(axis=2)  # (g, P)
+        out[start:start + chunk] = np.einsum("gp,pik->gik", _softmax(weights, axis=1), one_hot)
+    return out
+
+
+def _sinkhorn(log_likelihood: np.ndarray, n_rounds: int = 200) -> np.ndarray:
+    """Doubly stochastic scaling of ``exp(log_likelihood)`` per group (large groups only)."""
+    matrix = np.exp(log_likelihood - log_likelihood.max(axis=(1, 2), keepdims=True))
+    matrix = np.maximum(matrix, 1e-300)
+    for _ in range(n_rounds):
+        matrix = matrix / matrix.sum(axis=2, keepdims=True)
+        matrix = matrix / matrix.sum(axis=1, keepdims=True)
+    return matrix / matrix.sum(axis=2, keepdims=True)
+
+
+# --------------------------------------------------------------------------- the release as EM data
+
+
+@dataclass
+class _GroupBlock:
+    """SAC~ groups of one size for one attribute cluster."""
+
+    attributes: list[str]
+    members: np.ndarray            # (G, ℓ) record index (into the release's records)
+    candidate_values: dict         # attribute -> (G, ℓ) value code of candidate k
+    kind: str = "sac"              # "sac" (a SAC~ group) or "sid" (a small SID computed exactly)
+    fold: np.ndarray | None = None  # (G,) 0/1: the half of the release this group belongs to (held-out selection)
+    marginals: np.ndarray | None = None  # (G, ℓ, ℓ)
+
+
+    def __post_init__(self):
+        if self.fold is None:
+            self.fold = (self.members.min(axis=1) % 2).astype(np.int64) if self.members.size else np.zeros(0, np.int64)
+
+
+@dataclass
+class _SidBlock:
+    """Candidate (record, value, availability) triples of one attribute (attribute table)."""
+
+    records: np.ndarray
+    values: np.ndarray
+    availability: np.ndarray
+    responsibility: np.ndarray | None = None
+
+
+@dataclass
+class _ReleaseData:
+    feature_codes: np.ndarray                 # (n, m) published quasi-identifier codes
+    n_features: list[int]
+    domains: dict[str, list[str]]             # attribute -> value texts (code order)
+    groups: list[_GroupBlock] = field(default_factory=list)
+    sids: dict[str, _SidBlock] = field(default_factory=dict)
+    selected_iterations: int = 0
+    held_out_scores: np.ndarray | None = None
+
+
+def _exact_sids(sid_rows: pd.DataFrame, record_sids: np.ndarray) -> np.ndarray:
+    """SIDs whose records can be matched to their value occurrences exactly: the number of
+    attribute-table records naming the SID equals its total count and is <= MAX_EXACT_GROUP_SIZE."""
+    totals = sid_rows.groupby("sid")["count"].sum()
+    used = pd.Series(record_sids).value_counts()
+    both = pd.concat([totals.rename("total"), used.rename("used")], axis=1).fillna(0)
+    chosen = both[(both["total"] == both["used"]) & (both["total"] >= 1) & (both["total"] <= MAX_EXACT_GROUP_SIZE)]
+    return chosen.index.to_numpy(np.int64)
+
+
+def _sid_groups(records: np.ndarray, record_sids: np.ndarray, sid_rows: pd.DataFrame):
+    """(members (S, L), value slots (S, L)) per SID size L: every value occurrence of a SID is one slot."""
+    if not len(records):
+        return
+    order = np.lexsort([records, record_sids])
+    records, record_sids = records[order], record_sids[order]
+    slot_rows = sid_rows.loc[sid_rows.index.repeat(sid_rows["count"].to_numpy(np.int64))]
+    slot_rows = slot_rows.sort_values(["sid", "value"], kind="stable")
+    slot_sids = slot_rows["sid"].to_numpy(np.int64)
+    slot_values = slot_rows["value"].to_numpy(np.int64)
+    unique, first, sizes = np.unique(record_sids, return_index=True, return_counts=True)
+    slot_first = np.searchsorted(slot_sids, unique)
+    for size in np.unique(sizes):
+        chosen = np.flatnonzero(sizes == size)
+        offsets = np.arange(size)[None, :]
+        yield records[first[chosen][:, None] + offsets], slot_values[slot_first[chosen][:, None] + offsets]
+
+
+def _codes(values: pd.Series, domain: Mapping[str, int]) -> np.ndarray:
+    return values.astype(str).map(domain).fillna(-1).to_numpy(np.int64)
+
+
+def _release_data(
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+    *,
+    sac_released: pd.DataFrame,
+    attribute_table: pd.DataFrame,
+    id_table: pd.DataFrame,
+    attribute_clusters: pd.DataFrame,
+) -> tuple[_ReleaseData, np.ndarray]:
+    """Encode a release for EM; returns the data and the release row id of every record index."""
+    qi, sa = list(quasi_identifiers), list(sensitive_attributes)
+    published = pd.concat([sac_released[["row_id", *qi]], attribute_table[["row_id", *qi]]], ignore_index=True)
+    features = []
+    n_features = []
+    for column in qi:
+        codes, uniques = pd.factorize(published[column].astype(str), sort=True)
+        features.append(codes.astype(np.int64))
+        n_features.append(max(1, len(uniques)))
+    feature_codes = np.stack(features, axis=1) if features else np.zeros((len(published), 0), dtype=np.int64)
+    ids = id_table.assign(value=id_table["value"].astype(str))
+    domains = {}
+    for attribute in sa:
+        seen = set(sac_released[attribute].astype(str)) | set(ids.loc[ids["attribute"] == attribute, "value"])
+        domains[attribute] = sorted(seen)
+    lookup = {a: {v: i for i, v in enumerate(domains[a])} for a in sa}
+    data = _ReleaseData(feature_codes, n_features, domains)
+
+    n_sac = len(sac_released)
+    if n_sac:
+        cluster_of = dict(zip(attribute_clusters["attribute"], attribute_clusters["cluster_id"], strict=True))
+        clusters: dict = {}
+        for attribute in sa:
+            clusters.setdefault(cluster_of.get(attribute, f"alone:{attribute}"), []).append(attribute)
+        group_codes, _ = pd.factorize(sac_released["group_id"])
+        order = np.argsort(group_codes, kind="stable")
+        sizes = np.bincount(group_codes)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        for size in np.unique(sizes):
+            chosen = np.flatnonzero(sizes == size)
+            positions = order[(starts[chosen][:, None] + np.arange(size)[None, :])]  # (G, ℓ) sac row positions
+            for attributes in clusters.values():
+                candidate_values = {a: _codes(sac_released[a], lookup[a])[positions] for a in attributes}
+                data.groups.append(_GroupBlock(list(attributes), positions, candidate_values))
+    shares = ids.astype({"sid": "int64"})
+    for attribute in sa:
+        rows = shares[shares["attribute"] == attribute]
+        sid_values = _codes(rows["value"], lookup[attribute])
+        column = attribute_table[attribute]
+        sids = column.astype("Int64").fillna(-1).to_numpy(np.int64)
+        present = np.flatnonzero(sids >= 0)
+        sid_rows = pd.DataFrame({"sid": rows["sid"].to_numpy(np.int64), "value": sid_values, "count": rows["count"].to_numpy(np.int64)})
+        exact_sids = _exact_sids(sid_rows, sids[present])
+        in_exact = np.isin(sids[present], exact_sids)
+        for members, slots in _sid_groups(present[in_exact], sids[present][in_exact], sid_rows[sid_rows["sid"].isin(exact_sids)]):
+            data.groups.append(_GroupBlock([attribute], members + n_sac, {attribute: slots}, kind="sid"))
+        present = present[~in_exact]
+        entries = pd.DataFrame({"record": present, "sid": sids[present]}).merge(
+            sid_rows.astype({"count": np.float64}), on="sid", how="inner", sort=False,
+        )
+        record_part = entries["record"].to_numpy(np.int64)
+        values = entries["value"].to_numpy(np.int64)
+        availability = entries["count"].to_numpy(np.float64)
+        keep = values >= 0
+        record_part, values, availability = record_part[keep], values[keep], availability[keep]
+        suppressed = np.flatnonzero(sids < 0)
+        n_domain = len(domains[attribute])
+        record_part = np.concatenate([record_part, np.repeat(suppressed, n_domain)])
+        values = np.concatenate([values, np.tile(np.arange(n_domain), len(suppressed))])
+        availability = np.concatenate([availability, np.ones(len(suppressed) * n_domain)])
+        data.sids[attribute] = _SidBlock(record_part + n_sac, values.astype(np.int64), availability)
+    return data, published["row_id"].to_numpy(np.int64)
+
+
+def _group_log_likelihood(model: NaiveBayesModel, data: _ReleaseData, block: _GroupBlock) -> np.ndarray:
+    """(G, ℓ, ℓ): log-likelihood that member i owns the cluster sub-tuple of member k."""
+    total = 0.0
+    members = block.members[:, :, None]
+    for attribute in block.attributes:
+        candidates = block.candidate_values[attribute][:, None, :]
+        joint = model.pair_log_joint(attribute, data.feature_codes, members, np.maximum(candidates, 0))
+        total = total + joint + np.where(candidates < 0, -np.inf, 0.0)
+    return total
+
+
+def _e_step(model: NaiveBayesModel | None, data: _ReleaseData) -> None:
+    """Update every block's responsibilities (uniform inside groups and SIDs when ``model`` is None)."""
+    for block in data.groups:
+        n_groups, size = block.members.shape
+        if model is None:
+            block.marginals = np.full((n_groups, size, size), 1.0 / size)
+        else:
+            block.marginals = exact_group_marginals(_group_log_likelihood(model, data, block))
+    for attribute, block in data.sids.items():
+        if model is None:
+            weights = block.availability.copy()
+        else:
+            log_w = model.pair_log_joint(attribute, data.feature_codes, block.records, block.values) + np.log(block.availability)
+            peak = np.full(len(data.feature_codes), -np.inf)
+            np.maximum.at(peak, block.records, log_w)
+            weights = np.exp(log_w - peak[block.records])
+        totals = np.bincount(block.records, weights=weights, minlength=len(data.feature_codes))
+        block.responsibility = weights / totals[block.records]
+
+
+def _m_step(data: _ReleaseData, smoothing: float, fold: int | None = None) -> NaiveBayesModel:
+    """Naive-Bayes counts from the current responsibilities (only the rows of ``fold`` when given)."""
+    log_prior, log_conditional = {}, {}
+    for attribute, domain in data.domains.items():
+        records, values, weights = [], [], []
+        for block in data.groups:
+            if attribute not in block.attributes:
+                continue
+            size = block.members.shape[1]
+            marginals = block.marginals if fold is None else block.marginals * (block.fold == fold)[:, None, None]
+            records.append(np.repeat(block.members.reshape(-1), size))
+            values.append(np.broadcast_to(block.candidate_values[attribute][:, None, :], marginals.shape).reshape(-1))
+            weights.append(marginals.reshape(-1))
+        sid = data.sids.get(attribute)
+        if sid is not None:
+            records.append(sid.records)
+            values.append(sid.values)
+            weights.append(sid.responsibility if fold is None else sid.responsibility * (sid.records % 2 == fold))
+        records_all = np.concatenate(records) if records else np.zeros(0, np.int64)
+        values_all = np.concatenate(values) if values else np.zeros(0, np.int64)
+        weights_all = np.concatenate(weights) if weights else np.zeros(0)
+        keep = values_all >= 0
+        log_prior[attribute], log_conditional[attribute] = _estimate(
+            records_all[keep], values_all[keep], weights_all[keep], data.feature_codes, len(domain), data.n_features, smoothing
+        )
+    return NaiveBayesModel(log_prior, log_conditional)
+
+
+def _no_association(model: NaiveBayesModel, data: _ReleaseData, smoothing: float, fold: int | None = None) -> NaiveBayesModel:
+    """``model``'s value priors with every conditional replaced by the quasi-identifiers' marginal:
+    the model that learned nothing (inside a group every assignment is equally likely)."""
+    rows = np.arange(len(data.feature_codes)) if fold is None else np.flatnonzero(np.arange(len(data.feature_codes)) % 2 == fold)
+    conditional = {}
+    for attribute, tables in model.log_conditional.items():
+        flat = []
+        for j, table in enumerate(tables):
+            counts = np.bincount(data.feature_codes[rows, j], minlength=data.n_features[j]) + smoothing
+            flat.append(np.repeat(np.log(counts / counts.sum())[None, :], table.shape[0], axis=0))
+        conditional[attribute] = flat
+    return NaiveBayesModel(model.log_prior, conditional)
+
+
+def _held_out_log_likelihood(model: NaiveBayesModel, data: _ReleaseData, fold: int) -> float:
+    """log P(quasi-identifiers of the group members | the group's values) summed over the groups
+    (SAC~ and exactly computed SIDs, at most MAX_EXACT_GROUP_SIZE) of ``fold``: every assignment
+    of the group's candidates to its members, value priors left out (the values are given)."""
+    total = 0.0
+    for block in data.groups:
+        rows = np.flatnonzero(block.fold == fold)
+        size = block.members.shape[1]
+        if not len(rows) or size > MAX_EXACT_GROUP_SIZE:
+            continue
+        part = _GroupBlock(block.attributes, block.members[rows], {a: v[rows] for a, v in block.candidate_values.items()})
+        log_likelihood = _group_log_likelihood(model, data, part)
+        perms = _permutations(size)
+        weights = log_likelihood[:, np.arange(size)[None, :], perms].sum(axis=2)
+        peak = weights.max(axis=1, keepdims=True)
+        per_group = (peak[:, 0] + np.log(np.exp(weights - peak).sum(axis=1)))
+        for attribute in block.attributes:
+            per_group -= model.log_prior[attribute][np.maximum(part.candidate_values[attribute], 0)].sum(axis=1)
+        total += float(per_group[np.isfinite(per_group)].sum())
+    return total
+
+
+def _em_path(data: _ReleaseData, smoothing: float, n_iterations: int, fold: int | None) -> list[NaiveBayesModel]:
+    """Models after 0 (no association), 1, …, ``n_iterations`` EM rounds, trained on ``fold`` (all when None)."""
+    _e_step(None, data)
+    model = _m_step(data, smoothing, fold)
+    path = [_no_association(model, data, smoothing, fold), model]
+    for _ in range(n_iterations - 1):
+        _e_step(model, data)
+        model = _m_step(data, smoothing, fold)
+        path.append(model)
+    return path
+
+
+def fit_naive_bayes_on_release(
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+    *,
+    sac_released: pd.DataFrame,
+    attribute_table: pd.DataFrame,
+    id_table: pd.DataFrame,
+    attribute_clusters: pd.DataFrame,
+    n_iterations: int = 15,
+    smoothing: float = 1.0,
+    select_iterations: bool = True,
+) -> tuple[NaiveBayesModel, "_ReleaseData", np.ndarray]:
+    """Fit the adversary's naive-Bayes model by EM on a mixed or Rating release (published tables only).
+
+    Parameters
+    ----------
+    quasi_identifiers, sensitive_attributes
+        Column names of the release.
+    sac_released
+        ``row_id``, ``group_id``, quasi-identifiers, sensitive attributes (empty for Rating).
+    attribute_table
+        ``row_id``, quasi-identifiers, one SID column per sensitive attribute (``<NA>`` = suppressed).
+    id_table
+        ``attribute``, ``sid``, ``value``, ``count``.
+    attribute_clusters
+        ``cluster_id``, ``attribute`` (an attribute not listed is permuted alone).
+    n_iterations
+        Largest number of EM rounds (>= 1).
+    smoothing
+        Laplace pseudo-count (> 0).
+    select_iterations
+        True (default): use the number of rounds in ``0..n_iterations`` with the best two-fold
+        held-out likelihood (0 = the model without association); False: exactly ``n_iterations``.
+
+    Returns
+    -------
+    tuple
+        (model, encoded release with the final E-step's responsibilities, release row id of every
+        record index (int64; SAC~ rows first, then attribute-table rows)).
+
+    Raises
+    ------
+    ValueError
+        ``n_iterations < 1`` or ``smoothing <= 0``.
+
+    References
+    ----------
+    Kifer, SIGMOD 2009, §5 (EM over the bucketized table; the latent variable is the assignment).
+    """
+    if n_iterations < 1:
+        raise ValueError(f"n_iterations must be >= 1, got {n_iterations}")
+    if not smoothing > 0:
+        raise ValueError(f"smoothing must be > 0, got {smoothing}")
+    data, row_ids = _release_data(
+        quasi_identifiers, sensitive_attributes, sac_released=sac_released, attribute_table=attribute_table,
+        id_table=id_table, attribute_clusters=attribute_clusters,
+    )
+    # How many EM rounds to trust: EM on a release drifts towards over-confident models (the
+    # latent assignment lets it explain noise; docs/posterior.md), so the adversary itself picks
+    # the number of rounds (0 = no association) that best predicts the quasi-identifiers of the
+    # OTHER half of the groups, from the values, trained on one half (two-fold, summed).
+    scores = np.zeros(n_iterations + 1)
+    if select_iterations:
+        for fold in (0, 1):
+            for rounds, model in enumerate(_em_path(data, smoothing, n_iterations, fold)):
+                scores[rounds] += _held_out_log_likelihood(model, data, 1 - fold)
+    selected = int(np.argmax(scores)) if select_iterations else n_iterations
+    path = _em_path(data, smoothing, max(selected, 1), None)
+    model = path[selected]
+    _e_step(model, data)
+    data.selected_iterations = selected
+    data.held_out_scores = scores
+    return model, data, row_ids
+
+
+# --------------------------------------------------------------------------- per-record posteriors
+
+
+@dataclass(frozen=True)
+class PosteriorResult:
+    """Per record and sensitive attribute: the adversary's posterior of the TRUE value (PRIVATE use).
+
+    Attributes
+    ----------
+    frame
+        One row per (released record, sensitive attribute): ``row_id`` (int64, release id),
+        ``part`` (categorical ``"sac"`` / ``"attribute_table"``), ``attribute`` (categorical), ``posterior`` (float64, release
+        adversary), ``population_posterior`` (float64, model fitted on the raw records), ``bound``
+        (= max(1/ℓ, population_posterior) + slack), ``excess`` (posterior - bound), ``above_bound``,
+        ``self_expected_posterior`` (float64, Σ_v P(v)² of the adversary's belief: its own
+        expectation of the posterior of the truth; compare means to judge calibration).
+    tuple_posterior
+        One row per SAC~ row: ``row_id``, ``posterior`` (of the record's whole true tuple: product
+        over attribute clusters of the cluster sub-tuple's group posterior).
+    histogram
+        int64 counts of ``frame.posterior`` in ``HISTOGRAM_EDGES`` bins.
+    summary
+        Numbers only: ``n_cells``, ``n_cells_above_bound``, ``n_records_above_bound``,
+        ``max_excess``, ``mean_posterior``, ``mean_population_posterior``, ``max_posterior``,
+        ``n_sac_cells_above_bound``, ``n_attribute_table_cells_above_bound``,
+        ``share_sac_rows_tuple_above_half``, ``mean_self_expected_posterior``, ``calibration_gap``,
+        ``em_iterations_max``, ``em_iterations_selected``, ``slack``, ``ell``.
+    """
+
+    frame: pd.DataFrame
+    tuple_posterior: pd.DataFrame
+    histogram: np.ndarray
+    summary: dict
+
+
+def _belief_entries(data: _ReleaseData, attribute: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The adversary's belief about ``attribute`` as (record, value code, probability) entries
+    (a value may appear in several entries of a record: repeated slots of a SID)."""
+    records, values, weights = [], [], []
+    for block in data.groups:
+        if attribute not in block.attributes:
+            continue
+        size = block.members.shape[1]
+        records.append(np.repeat(block.members.reshape(-1), size))
+        values.append(np.broadcast_to(block.candidate_values[attribute][:, None, :], block.marginals.shape).reshape(-1))
+        weights.append(block.marginals.reshape(-1))
+    sid = data.sids.get(attribute)
+    if sid is not None:
+        records += [sid.records]
+        values += [sid.values]
+        weights += [sid.responsibility]
+    records_all = np.concatenate(records) if records else np.zeros(0, np.int64)
+    values_all = np.concatenate(values) if values else np.zeros(0, np.int64)
+    weights_all = np.concatenate(weights) if weights else np.zeros(0)
+    keep = values_all >= 0
+    return records_all[keep].astype(np.int64), values_all[keep].astype(np.int64), weights_all[keep]
+
+
+def _population_posterior(
+    raw: pd.DataFrame, quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str], smoothing: float
+) -> dict[str, np.ndarray]:
+    """P(true value | raw quasi-identifiers) per raw record (model fitted on the raw table)."""
+    features, sizes = [], []
+    for column in quasi_identifiers:
+        codes, uniques = pd.factorize(raw[column].astype(str))
+        features.append(codes.astype(np.int64))
+        sizes.append(max(1, len(uniques)))
+    feature_codes = np.stack(features, axis=1) if features else np.zeros((len(raw), 0), dtype=np.int64)
+    value_codes, n_values = {}, {}
+    for attribute in sensitive_attributes:
+        codes, uniques = pd.factorize(raw[attribute].astype(str))
+        value_codes[attribute] = codes.astype(np.int64)
+        n_values[attribute] = max(1, len(uniques))
+    model = fit_naive_bayes(feature_codes, value_codes, n_features=sizes, n_values=n_values, smoothing=smoothing)
+    out = {}
+    chunk = 200_000  # records × values at a time (memory)
+    for attribute in sensitive_attributes:
+        truth = np.empty(len(raw))
+        for start in range(0, len(raw), chunk):
+            rows = slice(start, start + chunk)
+            posterior = model.posterior(attribute, feature_codes[rows])
+            truth[rows] = posterior[np.arange(len(posterior)), value_codes[attribute][rows]]
+        out[attribute] = truth
+    return out
+
+
+def release_posteriors(
+    raw_records: pd.DataFrame,
+    row_map: pd.DataFrame,
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+    *,
+    ell: int,
+    sac_released: pd.DataFrame,
+    attribute_table: pd.DataFrame,
+    id_table: pd.DataFrame,
+    attribute_clusters: pd.DataFrame,
+    slack: float = 0.05,
+    n_iterations: int = 15,
+    smoothing: float = 1.0,
+    select_iterations: bool = True,
+) -> PosteriorResult:
+    """Run the learned-model adversary on a mixed or Rating release and score every true value.
+
+    Parameters
+    ----------
+    raw_records
+        PRIVATE: ``row_id`` (internal id) + quasi-identifiers + sensitive attributes; every input
+        record (the population model is fitted on all of them).
+    row_map
+        PRIVATE: ``source_row_id`` (internal id) -> ``row_id`` (release id).
+    quasi_identifiers, sensitive_attributes
+        Column names.
+    ell
+        ℓ >= 2 (the bound's 1/ℓ).
+    sac_released, attribute_table, id_table, attribute_clusters
+        The candidate release (see :func:`fit_naive_bayes_on_release`).
+    slack
+        Tolerance added to the bound, in [0, 1].
+    n_iterations, smoothing, select_iterations
+        See :func:`fit_naive_bayes_on_release`.
+
+    Returns
+    -------
+    PosteriorResult
+
+    Raises
+    ------
+    ValueError
+        ``ell < 2``, ``slack`` outside [0, 1], a released row missing from ``row_map`` or bad EM
+        parameters.
+
+    References
+    ----------
+    Kifer, SIGMOD 2009 (deFinetti attack); Machanavajjhala et al. 2007 (the 1/ℓ bound).
+    """
+    if ell < 2:
+        raise ValueError(f"ell must be >= 2, got {ell}")
+    if not 0.0 <= slack <= 1.0:
+        raise ValueError(f"slack must be in [0, 1], got {slack}")
+    qi, sa = list(quasi_identifiers), list(sensitive_attributes)
+    model, data, row_ids = fit_naive_bayes_on_release(
+        qi, sa, sac_released=sac_released, attribute_table=attribute_table, id_table=id_table,
+        attribute_clusters=attribute_clusters, n_iterations=n_iterations, smoothing=smoothing,
+        select_iterations=select_iterations,
+    )
+    n_records = len(row_ids)
+    n_sac = len(sac_released)
+    # true values of every released record, in record-index order
+    to_source = row_map.set_index("row_id")["source_row_id"]
+    source = to_source.reindex(row_ids)
+    if source.isna().any():
+        raise ValueError("a released row is missing from the row map")
+    raw_position = pd.Index(raw_records["row_id"].to_numpy(np.int64)).get_indexer(source.to_numpy(np.int64))
+    if (raw_position < 0).any():
+        raise ValueError("the row map names a record that is not in raw_records")
+    population = _population_posterior(raw_records, qi, sa, smoothing)
+
+    posterior = {}
+    tuple_posterior = np.ones(n_sac)
+    self_expected = {}  # the adversary's own expectation of its posterior of the truth, Σ_v P(v)²
+    for attribute in sa:
+        lookup = {v: i for i, v in enumerate(data.domains[attribute])}
+        truth = _codes(raw_records[attribute].iloc[raw_position].reset_index(drop=True), lookup)
+        records, values, weights = _belief_entries(data, attribute)
+        n_values = max(1, len(data.domains[attribute]))
+        keys, inverse = np.unique(records * n_values + values, return_inverse=True)
+        mass = np.bincount(inverse, weights=weights, minlength=len(keys))
+        key_records, key_values = keys // n_values, keys % n_values
+        hit = key_values == truth[key_records]
+        posterior[attribute] = np.bincount(key_records[hit], weights=mass[hit], minlength=n_records)
+        self_expected[attribute] = np.bincount(key_records, weights=mass**2, minlength=n_records)
+    for block in data.groups:
+        if block.kind != "sac":
+            continue
+        truth_match = np.ones(block.marginals.shape, dtype=bool)
+        for attribute in block.attributes:
+            lookup = {v: i for i, v in enumerate(data.domains[attribute])}
+            truth = _codes(raw_records[attribute].iloc[raw_position].reset_index(drop=True), lookup)
+            truth_match &= block.candidate_values[attribute][:, None, :] == truth[block.members][:, :, None]
+        tuple_posterior[block.members] *= (block.marginals * truth_match).sum(axis=2)
+
+    part = pd.Categorical.from_codes((np.arange(n_records) >= n_sac).astype(np.int8), categories=["sac", "attribute_table"])
+    pieces = []
+    for attribute in sa:
+        population_posterior = population[attribute][raw_position]
+        bound = np.maximum(1.0 / ell, population_posterior) + slack
+        pieces.append(pd.DataFrame({
+            "row_id": row_ids,
+            "part": part,
+            "attribute": pd.Categorical.from_codes(np.full(n_records, sa.index(attribute), dtype=np.int16), categories=sa),
+            "posterior": posterior[attribute],
+            "population_posterior": population_posterior,
+            "self_expected_posterior": self_expected[attribute],
+            "bound": bound,
+            "excess": posterior[attribute] - bound,
+        }))
+    frame = pd.concat(pieces, ignore_index=True)  # categoricals with equal categories stay categorical
+    frame["above_bound"] = frame["excess"] > 1e-12
+    histogram, _ = np.histogram(np.clip(frame["posterior"].to_numpy(), 0.0, 1.0), bins=HISTOGRAM_EDGES)
+    above = frame[frame["above_bound"]]
+    tuple_frame = pd.DataFrame({"row_id": row_ids[:n_sac], "posterior": tuple_posterior})
+    summary = {
+        "ell": int(ell),
+        "slack": float(slack),
+        "em_iterations_max": int(n_iterations),
+        "em_iterations_selected": int(data.selected_iterations),
+        "n_records": int(n_records),
+        "n_cells": int(len(frame)),
+        "n_cells_above_bound": int(len(above)),
+        "n_records_above_bound": int(above["row_id"].nunique()),
+        "n_sac_cells_above_bound": int((above["part"] == "sac").sum()),
+        "n_attribute_table_cells_above_bound": int((above["part"] == "attribute_table").sum()),
+        "max_excess": float(frame["excess"].max()) if len(frame) else 0.0,
+        "max_posterior": float(frame["posterior"].max()) if len(frame) else 0.0,
+        "mean_posterior": float(frame["posterior"].mean()) if len(frame) else 0.0,
+        "mean_population_posterior": float(frame["population_posterior"].mean()) if len(frame) else 0.0,
+        # calibration: a well-calibrated adversary's mean posterior of the truth equals its own
+        # expectation of it; a large positive gap means over-confidence (then failures are noise)
+        "mean_self_expected_posterior": float(frame["self_expected_posterior"].mean()) if len(frame) else 0.0,
+        "calibration_gap": float(frame["self_expected_posterior"].mean() - frame["posterior"].mean()) if len(frame) else 0.0,
+        "share_sac_rows_tuple_above_half": float((tuple_posterior > 0.5).mean()) if n_sac else 0.0,
+    }
+    return PosteriorResult(frame, tuple_frame, histogram.astype(np.int64), summary)
+
+
+def posterior_bound_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per (part, sensitive attribute) of :attr:`PosteriorResult.frame`: the gate's derived frame.
+
+    Parameters
+    ----------
+    frame
+        ``PosteriorResult.frame``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``part``, ``attribute``, ``n_cells`` (int64), ``n_cells_above_bound`` (int64),
+        ``max_excess`` (float64), ``mean_posterior`` (float64), ``mean_population_posterior``
+        (float64). Numbers only (no value of the table).
+    """
+    grouped = frame.groupby(["part", "attribute"], sort=True, observed=True)
+    summary = grouped.agg(
+        n_cells=("posterior", "size"),
+        n_cells_above_bound=("above_bound", "sum"),
+        max_excess=("excess", "max"),
+        mean_posterior=("posterior", "mean"),
+        mean_population_posterior=("population_posterior", "mean"),
+    ).reset_index()
+    return summary.astype({"n_cells": "int64", "n_cells_above_bound": "int64"})
