@@ -9,7 +9,7 @@ export MSA_RELEASE_HOME ?= $(CURDIR)/var
 export GX_ANALYTICS_ENABLED := false
 export DAGSTER_HOME ?= $(MSA_RELEASE_HOME)/dagster
 
-.PHONY: ui-screenshots release test experiments attacks kl-quality bench bench-kl ui env clean
+.PHONY: ui-screenshots release test experiments attacks privacy-report kl-quality bench bench-kl ui env clean
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -33,6 +33,10 @@ experiments: env $(DAGSTER_HOME)/dagster.yaml
 
 attacks: env $(DAGSTER_HOME)/dagster.yaml
 	$(VENV)/bin/msa-release attacks
+
+# the attacks of issue 12 (order replay, learned model, certain cells, composition, one known value) -> reports/attacks/PRIVACY.md
+privacy-report: env
+	$(VENV)/bin/msa-release privacy-report
 
 kl-quality: env
 	$(VENV)/bin/msa-release kl-quality

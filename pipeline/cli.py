@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -864,6 +866,26 @@ def synthesize(**options) -> None:
         f"  strong rules   {result.sample_rules} in the sample, {result.source_rules} in the source "
         f"(min_confidence {settings.min_confidence}): {'equal' if result.rules_equal_source else 'DIFFERENT'}"
     )
+
+
+@main.command("privacy-report")
+@click.option("--output", type=click.Path(file_okay=False), default="reports/attacks", show_default=True,
+              help="Where to write privacy.json and PRIVACY.md.")
+def privacy_report(output: str) -> None:
+    """Run the attacks of issue 12 (order replay, learned model, certain cells, composition, one known
+    value) against candidate releases of Adult in a scratch home and write OUTPUT/PRIVACY.md."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    from pipeline.privacy_report import run_privacy_report
+
+    started = time.monotonic()
+    scratch_dagster = Path(tempfile.mkdtemp(prefix="msa-privacy-dagster-"))
+    (scratch_dagster / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    os.environ["DAGSTER_HOME"] = str(scratch_dagster)
+    try:
+        run_privacy_report(output, progress=lambda message: click.echo(f"  {message}"))
+    finally:
+        shutil.rmtree(scratch_dagster, ignore_errors=True)
+    click.echo(f"wrote {Path(output) / 'PRIVACY.md'} and privacy.json in {time.monotonic() - started:.0f} s")
 
 
 @main.command()

@@ -632,13 +632,13 @@ def _baseline(manifest: Mapping, data: Mapping | None, baseline: Mapping | None)
     other = {"mixed": "Rating baseline", "rating": "mixed model"}[model]
     text = f"<h2>Comparison with the {other}</h2>"
     if baseline is None:
-        command = "--model rating --allow-disclosure" if model == "mixed" else "--model mixed"
         return text + (
-            f"<p>Not available: no {other} release of the same input (same SHA-256), ℓ, min_confidence, "
-            "quasi-identifiers and sensitive attributes was found in this <code>releases/</code> directory. Publish "
-            f"one with <code>msa-release run {command}</code> and the same parameters, then regenerate this page "
-            "with <code>msa-release report RELEASE_DIR</code>; <code>make experiments</code> compares both models "
-            "over whole parameter sweeps.</p>"
+            f"<p>Not available: no {other} release of the same input (same input HMAC), ℓ, min_confidence, "
+            "quasi-identifiers and sensitive attributes is in this <code>releases/</code> directory. Do not publish "
+            "one only to compare: a second release of the same records can be intersected with this one (the home's "
+            "registry refuses it unless <code>--allow-recomposition</code>), and Rating discloses more to the "
+            "strong-rule adversary. <code>make experiments</code> and <code>make privacy-report</code> compare the "
+            "models privately, without publishing anything.</p>"
         )
     ours = _comparison_row(manifest, data)
     theirs = _comparison_row(baseline["manifest"], baseline.get("data"))
