@@ -555,7 +555,12 @@ def test_same_input_and_config_give_byte_identical_tables_and_another_seed_only_
     links_other = set(map(tuple, sac_other[["group_id", *QUASI_IDENTIFIERS, *SENSITIVE_ATTRIBUTES]].to_numpy().tolist()))
     assert links_first != links_other, "seed 1 should link sensitive values to other members than seed 0"
     manifest_other = json.loads((other / "manifest.json").read_text())
-    assert {k for k in manifest_first if manifest_first[k] != manifest_other[k]} <= RUN_SPECIFIC_MANIFEST_FIELDS | {"seed"}
+    # the learned-model adversary fits its model on the published (permuted) tuples, so gate 9's figures move
+    # with the seed; every gate's status does not
+    assert {k for k in manifest_first if manifest_first[k] != manifest_other[k]} <= RUN_SPECIFIC_MANIFEST_FIELDS | {"seed", "checks"}
+    assert [(c["name"], c["status"]) for c in manifest_first["checks"]] == [(c["name"], c["status"]) for c in manifest_other["checks"]]
+    assert all(c1["observed"] == c2["observed"] for c1, c2 in zip(manifest_first["checks"], manifest_other["checks"])
+               if c1["name"] != "posterior_within_bound")
 
 
 # ---------------------------------------------------------------------------------------------
