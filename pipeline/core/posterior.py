@@ -134,7 +134,17 @@ class NaiveBayesModel:
     def pair_log_joint(self, attribute: str, feature_codes: np.ndarray, records: np.ndarray, values: np.ndarray) -> np.ndarray:
         """Unnormalised ``log P(a = values, q_records)`` for broadcastable int64 arrays ``records``
         (indices into ``feature_codes``) and ``values`` (value codes >= 0); float64, their broadcast shape.
-        Only the requested pairs are computed (no records × values matrix)."""
+        Only the requested pairs are computed (no records × values matrix). Records with the same
+        quasi-identifier tuple (a *profile*) share their terms: when the (values × profiles) table is
+        small it is computed once and each pair is one look-up instead of one per quasi-identifier."""
+        profile, profile_features = _profiles(feature_codes)
+        n_values = len(self.log_prior[attribute])
+        if profile is not None and n_values * len(profile_features) <= _PROFILE_TABLE_CELLS:
+            table = np.repeat(self.log_prior[attribute][:, None], len(profile_features), axis=1)
+            for j, conditional in enumerate(self.log_conditional[attribute]):
+                table += conditional[:, profile_features[:, j]]
+            out = table[values, profile[records]]
+            return np.broadcast_to(out, np.broadcast_shapes(np.shape(records), np.shape(values))).astype(np.float64)
         out = self.log_prior[attribute][values]
         for j, table in enumerate(self.log_conditional[attribute]):
             out = out + table[values, feature_codes[records, j]]
@@ -143,6 +153,30 @@ class NaiveBayesModel:
     def posterior(self, attribute: str, feature_codes: np.ndarray) -> np.ndarray:
         """``P(a = v | q)`` for every record and value: float64 ``(n, |D_a|)``, rows sum to 1."""
         return _softmax(self.log_joint(attribute, feature_codes), axis=1)
+
+
+#: Largest (values × quasi-identifier profiles) table computed at once by the profile shortcut.
+_PROFILE_TABLE_CELLS = 20_000_000
+_PROFILE_CACHE: dict = {}
+
+
+def _profiles(feature_codes: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """Each record's quasi-identifier *profile* (its distinct tuple of codes) and the profiles' codes.
+
+    Cached for the last few arrays (the EM passes the same array many times). ``(None, empty)``
+    for an empty array."""
+    if not len(feature_codes):
+        return None, np.zeros((0, feature_codes.shape[1] if feature_codes.ndim == 2 else 0), dtype=np.int64)
+    key = id(feature_codes)
+    cached = _PROFILE_CACHE.get(key)
+    if cached is not None and cached[0] is feature_codes:
+        return cached[1], cached[2]
+    profile_features, profile = np.unique(feature_codes, axis=0, return_inverse=True)
+    profile = profile.reshape(-1).astype(np.int64)
+    if len(_PROFILE_CACHE) >= 4:
+        _PROFILE_CACHE.clear()
+    _PROFILE_CACHE[key] = (feature_codes, profile, profile_features)
+    return profile, profile_features
 
 
 def _softmax(log_weights: np.ndarray, axis: int) -> np.ndarray:
@@ -159,9 +193,20 @@ def _estimate(
     prior = np.bincount(values, weights=weights, minlength=n_values) + smoothing
     log_prior = np.log(prior / prior.sum())
     conditionals = []
+    profile, profile_features = _profiles(feature_codes)
+    n_profiles = len(profile_features)
+    by_profile = None
+    if profile is not None and n_values * n_profiles <= _PROFILE_TABLE_CELLS:
+        # one weighted count per (value, profile), then summed per quasi-identifier value
+        by_profile = np.bincount(values * n_profiles + profile[records], weights=weights,
+                                 minlength=n_values * n_profiles).reshape(n_values, n_profiles)
     for j, size in enumerate(n_features):
-        codes = feature_codes[records, j]
-        counts = np.bincount(values * size + codes, weights=weights, minlength=n_values * size).reshape(n_values, size)
+        if by_profile is not None:
+            counts = np.zeros((n_values, size))
+            np.add.at(counts.T, profile_features[:, j], by_profile.T)
+        else:
+            codes = feature_codes[records, j]
+            counts = np.bincount(values * size + codes, weights=weights, minlength=n_values * size).reshape(n_values, size)
         # Dirichlet prior centred on the quasi-identifier's marginal (strength smoothing·|X_j|, the
         # same total as Laplace): a rare value's conditional falls back to the marginal, not to uniform
         marginal = counts.sum(axis=0) + smoothing
