@@ -497,7 +497,7 @@ def evaluate_targets(results: dict) -> list[dict]:
     add("end_to_end_10m_seconds", "10M synthetic: end-to-end release (Parquet -> published, all gates)",
         until_published, TARGETS["end_to_end_10m_seconds"], "s",
         "wall time of `msa-release run` until the release is published (process start-up, load, every stage, "
-        "the six gates, publish); the post-publish audit step of the `release` job "
+        "every gate, publish); the post-publish audit step of the `release` job "
         + (f"adds {audit_seconds} s (whole command {ten.get('median_wall_seconds')} s)" if audit_seconds is not None else "is not measured"))
     add("peak_rss_10m_mb", "10M synthetic: peak RSS", ten.get("peak_rss_mb"), TARGETS["peak_rss_10m_mb"], "MiB")
     ratio = None
@@ -584,7 +584,7 @@ def render_markdown(results: dict) -> str:
         "",
         "Stage = Dagster steps (`pipeline/profiling.py`): load = `raw_records`; rule_mining = `strong_rules`; "
         "grouping = `sac_groups` + `sac_permuted` (SAC~); sid_creation = `ir_rating` (improved Rating); assembly = "
-        "`release_candidate`; gates = the six asset checks, summed; publish = `publish_release`; audit = "
+        "`release_candidate`; gates = the asset checks (nine for mixed and Rating), summed; publish = `publish_release`; audit = "
         "`audit/release_disclosure`. Step times include reading and writing the DuckDB warehouse. Peak RSS per stage "
         "is the process's high-water mark during the stage (VmHWM reset every 20 ms), largest over the runs.",
         "",

@@ -272,7 +272,7 @@ def build_profile(
         ``{"method", "sample_interval_seconds", "process_peak_rss_mb", "steps": {step:
         {"stage", "seconds", "peak_rss_mb"}}, "stages": {stage: {"seconds", "peak_rss_mb",
         "steps"}}}``; seconds rounded to 1 ms, memory in MiB (1 MB = 2^20 bytes) rounded to
-        0.1. A stage's seconds are the sum of its steps' (the six gates run one after another),
+        0.1. A stage's seconds are the sum of its steps' (the gates run one after another),
         its peak the largest of its steps'. ``peak_rss_mb`` is None without a sampler.
     """
     steps: dict[str, dict] = {}
