@@ -1,0 +1,44 @@
+"""The learned-model gate's deliberately leaky candidate on real data (issue 12): P1's grouping on Adult.
+
+P1 groups rule holders without looking at their quasi-identifiers; on Adult relationship is almost a
+function of sex × marital-status, so the adversary tells SAC~ partners apart. The QI-aware grouping
+(same quasi-identifiers first, the rest generalized) leaves it nothing inside the groups."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.core.hierarchies import load_available_hierarchies
+from pipeline.core.mixed_model import assemble_release_tables, run_mixed_model
+from pipeline.core.posterior import release_posteriors
+from pipeline.core.rules import mine_strong_rules
+
+QUASI_IDENTIFIERS = ["sex", "race", "marital-status", "native-country", "workclass"]
+SENSITIVE = ["education", "occupation", "age", "relationship"]
+HIERARCHIES = Path(__file__).resolve().parents[2] / "data" / "adult" / "hierarchies"
+SECRET = bytes(range(32))
+
+
+def _sac_cells_above(records, grouping: str) -> tuple[int, int]:
+    rules = mine_strong_rules(records, SENSITIVE, min_confidence=0.8, min_support=5)
+    result = run_mixed_model(records, SENSITIVE, ell=3, min_confidence=0.8, seed=0, rules=rules, secret=SECRET,
+                             quasi_identifiers=QUASI_IDENTIFIERS, grouping=grouping)
+    tables = assemble_release_tables(
+        records, QUASI_IDENTIFIERS, SENSITIVE, sac_permuted=result.sac_permuted, attribute_sids=result.attribute_sids,
+        id_table=result.id_table, clusters=result.clusters, secret=SECRET, generalize=grouping == "qi_aware",
+        hierarchies=load_available_hierarchies(HIERARCHIES, QUASI_IDENTIFIERS),
+    )
+    posterior = release_posteriors(
+        records, tables.row_map, QUASI_IDENTIFIERS, SENSITIVE, ell=3, sac_released=tables.sac_released,
+        attribute_table=tables.attribute_table, id_table=tables.id_table, attribute_clusters=tables.attribute_clusters,
+    )
+    return int(posterior.summary["n_sac_cells_above_bound"]), len(tables.sac_released) * len(SENSITIVE)
+
+
+def test_p1_grouping_on_adult_is_caught_and_qi_aware_grouping_passes_inside_groups(adult_records):
+    records = adult_records.iloc[:8000].reset_index(drop=True)
+    above_p1, cells_p1 = _sac_cells_above(records, "p1")
+    above_aware, cells_aware = _sac_cells_above(records, "qi_aware")
+    assert cells_p1 > 0 and cells_aware > 0
+    assert above_p1 > 0.1 * cells_p1  # a large share of SAC~ cells above max(1/ℓ, population) + 0.05
+    assert above_aware == 0
