@@ -63,6 +63,8 @@ CHROMIUM_FLAGS = [
 ]
 #: The gates of the mixed model, by check name (checks/gates.py).
 GATE_NAMES = [key.name for gate in GATES for key in gate.check_keys]
+#: Gates that fail on the Adult slice and only warn (the default posterior_gate 'warn'); the others pass.
+WARNING_GATES = {"posterior_within_bound"}
 #: Records of the Adult slice: big enough for strong rules, SAC~ groups and an attribute table.
 SLICE_ROWS = 3000
 #: Generous: the machine is slow and shared.
@@ -214,7 +216,8 @@ def published_release(environment) -> Path:
         "--column-names", ",".join(ADULT_COLUMNS),
         "--quasi-identifiers", "sex,race,marital-status,native-country,workclass",
         "--sensitive-attributes", "education,occupation,age,relationship",
-        "--posterior-gate", "warn",  # Adult samples fail the posterior gate (P1 grouping; docs/posterior.md); these tests are about other things
+        # the default configuration: at ℓ = 3 the posterior gate fails on the attribute table and warns
+        # (issue 12, docs/posterior.md); the pages must show that failure, not hide it
     ]
     log = base / "msa-release-run.log"
     process = _spawn(command, env=environment["env"], log=log)
@@ -402,7 +405,7 @@ def test_asset_lineage_shows_every_asset_group(dagster_ui, browser):
 
 def test_release_group_lineage_shows_the_gates_passed(dagster_ui, browser):
     browser.get(dagster_ui + "/locations/msa_release/asset-groups/release/lineage")
-    expected = f"{len(GATE_NAMES)} / {len(GATE_NAMES)} Passed"
+    expected = f"{len(GATE_NAMES) - len(WARNING_GATES)} / {len(GATE_NAMES)} Passed"
 
     def candidate_node(lines):
         # The release_candidate node: "release_candidate", ..., "Asset checks", "<n> / <n> Passed".
@@ -430,7 +433,7 @@ def test_release_asset_page_shows_the_published_release(dagster_ui, browser, pub
         f"release asset page does not show release {published_release.name}: {lines[at:at + 3]}"
     )
     at = lines.index("n_gates_passed")
-    assert lines[at + 2] == str(len(GATE_NAMES)), f"n_gates_passed: {lines[at:at + 3]}"
+    assert lines[at + 2] == str(len(GATE_NAMES) - len(WARNING_GATES)), f"n_gates_passed: {lines[at:at + 3]}"
     _screenshot(browser, "release_asset.png")
 
 
@@ -450,7 +453,7 @@ def test_every_gate_check_passed_on_the_release_candidate_page(dagster_ui, brows
         return statuses if all(s in _CHECK_STATUSES for s in statuses.values()) else None
 
     statuses = _wait_for(browser, listed_statuses, f"the {len(GATE_NAMES)} gate checks with their statuses")
-    assert statuses == {name: "Succeeded" for name in GATE_NAMES}
+    assert statuses == {name: "Failed" if name in WARNING_GATES else "Succeeded" for name in GATE_NAMES}
     _screenshot(browser, "release_candidate_checks.png")
 
     from selenium.webdriver.common.by import By
@@ -471,7 +474,10 @@ def test_every_gate_check_passed_on_the_release_candidate_page(dagster_ui, brows
             return None
 
         result, failed = _wait_for(browser, evaluation, f"gate {name}'s latest evaluation")
-        assert (result, failed) == ("Passed", "none"), f"gate {name}: evaluation {result!r}, failed GX expectations {failed!r}"
+        if name in WARNING_GATES:
+            assert result == "Failed" and failed != "none", f"gate {name}: evaluation {result!r}, failed GX expectations {failed!r}"
+        else:
+            assert (result, failed) == ("Passed", "none"), f"gate {name}: evaluation {result!r}, failed GX expectations {failed!r}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -506,7 +512,8 @@ def test_report_html_renders_its_figures(browser, published_release):
     )
     statuses = dict(rows)
     assert set(GATE_NAMES) <= set(statuses), f"gates missing from report.html: {sorted(set(GATE_NAMES) - set(statuses))}"
-    assert all(status == "passed" for status in statuses.values()), f"gate rows not passed: {statuses}"
+    expected = {name: "failed_overridden" if name in WARNING_GATES else "passed" for name in statuses}
+    assert statuses == expected, f"gate rows: {statuses}"
 
     # Self-contained: nothing was fetched over the network.
     fetched = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
