@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from assets.keys import CANDIDATE, KINDS, KL_MODEL, PRIVATE, RELEASE, inputs, markdown_preview, table_metadata
-from assets.release import gate_outcomes, input_reading, profile_metadata, run_profile, stage_seconds
+from assets.release import gate_outcomes, input_reading, profile_metadata, release_row_ids_of, run_profile, stage_seconds
+from pipeline.core.class_attacks import class_candidate_sets
 from pipeline.core.hierarchies import Hierarchy, HierarchyError, load_hierarchies, read_hierarchy
 from pipeline.core.kl_anonymity import InfeasibleError, KLAnonymization, kl_anonymize, kl_release_table
 from pipeline.loading import InputError, file_sha256
@@ -243,7 +244,8 @@ def kl_release_candidate(
 
 
 _PUBLISH_INPUTS = inputs(
-    private=["input_summary", "kl_suppressed_records", "kl_clusters", "generalization_hierarchies", "raw_records"],
+    private=["input_summary", "kl_suppressed_records", "kl_clusters", "generalization_hierarchies", "raw_records",
+             "kl_release_row_map"],
     candidate=["kl_released", "kl_release_candidate"],
 )
 
@@ -284,6 +286,7 @@ def publish_kl_release(
     kl_clusters: pd.DataFrame,
     generalization_hierarchies: pd.DataFrame,
     raw_records: pd.DataFrame,
+    kl_release_row_map: pd.DataFrame,
 ) -> dg.MaterializeResult:
     """Publish the gated (k, ℓ) release atomically to $MSA_RELEASE_HOME/releases/<release_id>/ and update LATEST."""
     started = time.monotonic()
@@ -296,10 +299,18 @@ def publish_kl_release(
     if failed:  # blocking checks already stop this step; this is a second lock on the door
         raise dg.Failure(f"release refused: gate(s) {failed} failed")
     quasi_identifiers, sensitive_attributes = settings.quasi_identifiers, settings.sensitive_attributes
+    release_row_ids = release_row_ids_of(raw_records, kl_release_row_map)
+
+    def new_candidate_sets(fingerprints):
+        row_map = pd.DataFrame({"row_id": release_row_ids, "input_row_number": fingerprints.view(np.int64)})
+        return class_candidate_sets(kl_released, row_map[release_row_ids > 0], sensitive_attributes)
+
     try:  # release series: refuse to compose with an earlier, different release of the same records
         fingerprints, recomposition = check_series(
             store.home, store.home_secret(), raw_records, [*quasi_identifiers, *sensitive_attributes],
             settings.series_configuration(), allow_recomposition=settings.allow_recomposition,
+            releases_dir=store.releases_dir, new_candidate_sets=new_candidate_sets,
+            sensitive_attributes=list(sensitive_attributes),
         )
     except RecompositionRefused as error:
         raise dg.Failure(str(error)) from error
@@ -339,7 +350,7 @@ def publish_kl_release(
     tables = {"kl_released": kl_released[list(schemas["kl_released"])]}
     report_data = kl_report_data(kl_released, kl_clusters, quasi_identifiers)
     extra_files = report_files(manifest, report_data, releases_dir=store.releases_dir)
-    write_registry_entry(store.home, release_id, fingerprints, settings.series_configuration())
+    write_registry_entry(store.home, release_id, fingerprints, settings.series_configuration(), row_ids=release_row_ids)
     path = publish_release(
         store.releases_dir, release_id, tables, schemas, manifest, extra_files=extra_files,
         keep_releases=settings.keep_releases,

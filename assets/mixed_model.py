@@ -7,9 +7,9 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from pipeline.core.eligibility import eligibility_deletions
 from pipeline.core.grouping import group_sac, permute_within_groups
-from pipeline.core.mixed_model import keyed_table_order
+from pipeline.core.hierarchies import load_available_hierarchies
+from pipeline.core.mixed_model import keyed_table_order, records_for_rating
 from pipeline.core.partition import cluster_sensitive_attributes, split_sac_ir
 from pipeline.core.rating import rating_tables
 from assets.keys import KINDS, MIXED_MODEL, PRIVATE, RATING, inputs, table_metadata
@@ -115,7 +115,9 @@ def sensitive_attribute_clusters(context: dg.AssetExecutionContext, settings: Re
                                        "(reason no_partners), and records deleted so that no value exceeds 1/ℓ of the attribute "
                                        "table (reason eligibility, residual_policy 'delete')."),
         "ir_left": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
-                               description="PRIVATE: IR records not borrowed into groups, published by improved Rating."),
+                               description="PRIVATE: IR records not borrowed into groups, published by improved Rating; with "
+                               "the qi_aware grouping also each record's quasi-identifier stratum and the stratum's published "
+                               "(generalized) quasi-identifiers."),
     },
     ins=inputs(private=["raw_records", "sac_ir_split"]),
     group_name=MIXED_MODEL,
@@ -134,15 +136,14 @@ def sac_groups(context: dg.AssetExecutionContext, settings: ReleaseSettings, sto
         quasi_identifiers=settings.quasi_identifiers if settings.grouping == "qi_aware" else None,
     )
     ir_left = np.asarray(grouping.ir_left, dtype=np.int64)
-    eligibility = np.zeros(0, dtype=np.int64)
-    if settings.residual_policy == "delete":
-        # no certain cell: delete whole records until no value exceeds 1/ℓ of what Rating bucketizes
-        left = raw_records.set_index("row_id", drop=False).loc[ir_left].reset_index(drop=True)
-        eligibility = eligibility_deletions(
-            left, settings.sensitive_attributes, ell=settings.ell, secret=secret,
-            content_columns=[*settings.quasi_identifiers, *settings.sensitive_attributes],
-        )
-        ir_left = ir_left[~np.isin(ir_left, eligibility)]
+    ir_left_frame, eligibility, strata_metadata = records_for_rating(
+        raw_records, ir_left, settings.quasi_identifiers, settings.sensitive_attributes, ell=settings.ell,
+        residual_policy=settings.residual_policy, grouping=settings.grouping,
+        hierarchies=load_available_hierarchies(settings.hierarchies_path(), settings.quasi_identifiers)
+        if settings.grouping == "qi_aware" and settings.residual_policy == "delete" else None,
+        secret=secret, stratum_deletion_budget=settings.stratum_deletion_budget,
+    )
+    ir_left = ir_left_frame["row_id"].to_numpy(np.int64)
     n_groups, ell = grouping.members.shape
     member_ids = grouping.members.ravel()
     members = pd.DataFrame(
@@ -173,10 +174,10 @@ def sac_groups(context: dg.AssetExecutionContext, settings: ReleaseSettings, sto
         output_name="deleted_records",
     )
     context.add_output_metadata(
-        {"n_ir_left": len(ir_left), "dagster/row_count": len(ir_left), "n_rows_out": len(ir_left)},
+        {"n_ir_left": len(ir_left), "dagster/row_count": len(ir_left), "n_rows_out": len(ir_left), **strata_metadata},
         output_name="ir_left",
     )
-    return members, deleted, pd.DataFrame({"row_id": ir_left})
+    return members, deleted, ir_left_frame
 
 
 @dg.asset(
@@ -227,6 +228,7 @@ def ir_rating(context: dg.AssetExecutionContext, settings: ReleaseSettings, stor
     id_table, attribute_sids = rating_tables(
         records, settings.sensitive_attributes, ell=settings.ell, secret=release_secret(settings, store),
         content_columns=[*settings.quasi_identifiers, *settings.sensitive_attributes],
+        strata=ir_left["stratum"].to_numpy(np.int64) if "stratum" in ir_left.columns else None,
     )
     suppressed = {f"n_suppressed_cells_{a}": int(attribute_sids[a].isna().sum()) for a in settings.sensitive_attributes}
     context.add_output_metadata(

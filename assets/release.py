@@ -8,18 +8,20 @@ from pathlib import Path
 from datetime import datetime, timezone
 
 import dagster as dg
+import numpy as np
 import pandas as pd
 
 from assets.keys import CANDIDATE, KINDS, PRIVATE, RELEASE, inputs, markdown_preview, table_metadata
 from assets.mixed_model import clusters_from_frame, release_secret
 from pipeline.audit import PublishedRelease
+from pipeline.core.composition import candidate_sets
 from pipeline.core.metrics import domain_sizes
 from pipeline.core.hierarchies import load_available_hierarchies
 from pipeline.core.mixed_model import assemble_release_tables
 from pipeline import profiling
 from pipeline.registry import RecompositionRefused, check_series, write_registry_entry
 from pipeline.publish import contract_schemas, package_versions, publish_release
-from pipeline.release_report import REPORT_HTML, mixed_report_data, report_files
+from pipeline.release_report import REPORT_HTML, mixed_report_data, private_rating_baseline, report_files
 from pipeline.resources import ReleaseSettings, ReleaseStore
 
 CANDIDATE_TABLES = ("sac_released", "attribute_table", "id_table", "attribute_clusters")
@@ -49,7 +51,7 @@ def require_release_model(settings: ReleaseSettings) -> None:
         "release_row_map": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
                                        description="PRIVATE: release row id -> internal row id and input row number (1-based input line); for the gates and the custodian's own audits, never released."),
     },
-    ins=inputs(private=["raw_records", "sac_permuted", "ir_attribute_sids", "ir_id_table", "sensitive_attribute_clusters"]),
+    ins=inputs(private=["raw_records", "sac_permuted", "ir_attribute_sids", "ir_id_table", "sensitive_attribute_clusters", "ir_left"]),
     group_name=RELEASE,
 )
 def release_candidate(
@@ -61,6 +63,7 @@ def release_candidate(
     ir_attribute_sids: pd.DataFrame,
     ir_id_table: pd.DataFrame,
     sensitive_attribute_clusters: pd.DataFrame,
+    ir_left: pd.DataFrame,
 ):
     """Assemble the candidate release: contract tables with fresh row ids that carry no input order."""
     started = time.monotonic()
@@ -77,6 +80,7 @@ def release_candidate(
         generalize=settings.model == "mixed" and settings.grouping == "qi_aware",
         hierarchies=load_available_hierarchies(settings.hierarchies_path(), settings.quasi_identifiers)
         if settings.grouping == "qi_aware" else None,
+        attribute_table_labels=ir_left if "stratum" in ir_left.columns else None,
     )
     # the custodian's audit map (private, never released): release row id -> input line
     tables = dataclasses.replace(tables, row_map=tables.row_map.assign(input_row_number=tables.row_map["source_row_id"]))
@@ -190,8 +194,16 @@ def gate_outcomes(context: dg.AssetExecutionContext) -> list[dict]:
 
 
 _PUBLISH_INPUTS = inputs(
-    private=["input_summary", "deleted_records", "strong_rules", "raw_records"], candidate=[*CANDIDATE_TABLES, "release_candidate"]
+    private=["input_summary", "deleted_records", "strong_rules", "raw_records", "release_row_map"],
+    candidate=[*CANDIDATE_TABLES, "release_candidate"],
 )
+
+
+def release_row_ids_of(raw_records: pd.DataFrame, row_map: pd.DataFrame) -> np.ndarray:
+    """int64 aligned with ``raw_records``: each record's release row id (``row_map``: ``source_row_id`` -> ``row_id``),
+    0 when it is not published."""
+    by_source = pd.Series(row_map["row_id"].to_numpy(np.int64), index=row_map["source_row_id"].to_numpy(np.int64))
+    return by_source.reindex(raw_records["row_id"].to_numpy(np.int64)).fillna(0).to_numpy(np.int64)
 
 
 def release_report_metadata(manifest: dict, data: dict) -> dict:
@@ -241,6 +253,7 @@ def publish_release_asset(
     deleted_records: pd.DataFrame,
     strong_rules: pd.DataFrame,
     raw_records: pd.DataFrame,
+    release_row_map: pd.DataFrame,
 ) -> dg.MaterializeResult:
     """Publish the gated release atomically to $MSA_RELEASE_HOME/releases/<release_id>/ and update LATEST."""
     started = time.monotonic()
@@ -258,10 +271,18 @@ def publish_release_asset(
     if overridden and not settings.allow_disclosure:
         raise dg.Failure(f"release refused: gate(s) {overridden} failed and allow_disclosure is off")
     qi, sa = settings.quasi_identifiers, settings.sensitive_attributes
+    release_row_ids = release_row_ids_of(raw_records, release_row_map)
+
+    def new_candidate_sets(fingerprints):
+        row_map = pd.DataFrame({"row_id": release_row_ids, "input_row_number": fingerprints.view(np.int64)})
+        return candidate_sets(sa, row_map=row_map[release_row_ids > 0], sac_released=sac_released,
+                              attribute_table=attribute_table, id_table=id_table)
+
     try:  # release series: refuse to compose with an earlier, different release of the same records
         fingerprints, recomposition = check_series(
             store.home, store.home_secret(), raw_records, [*qi, *sa], settings.series_configuration(),
-            allow_recomposition=settings.allow_recomposition,
+            allow_recomposition=settings.allow_recomposition, releases_dir=store.releases_dir,
+            new_candidate_sets=new_candidate_sets, sensitive_attributes=list(sa),
         )
     except RecompositionRefused as error:
         raise dg.Failure(str(error)) from error
@@ -286,11 +307,15 @@ def publish_release_asset(
         "min_support": settings.effective_min_support(),
         "seed": settings.seed,
         "randomness": settings.randomness,
-        "grouping": settings.grouping if settings.model == "mixed" else None,
+        "grouping": settings.grouping,
+        "stratum_deletion_budget": settings.stratum_deletion_budget if settings.grouping == "qi_aware" else None,
         "residual_policy": settings.residual_policy,
         "n_deleted_for_eligibility": int((deleted_records["reason"] == "eligibility").sum()) if "reason" in deleted_records else 0,
         "n_generalized_groups": int(release_candidate["n_generalized_groups"].iloc[0]) if "n_generalized_groups" in release_candidate else 0,
         "n_generalized_cells": int(release_candidate["n_generalized_cells"].iloc[0]) if "n_generalized_cells" in release_candidate else 0,
+        "n_strata": int(release_candidate["n_strata"].iloc[0]) if "n_strata" in release_candidate else 0,
+        "n_generalized_attribute_table_cells": int(release_candidate["n_generalized_attribute_table_cells"].iloc[0])
+        if "n_generalized_attribute_table_cells" in release_candidate else 0,
         "quasi_identifiers": list(qi),
         "sensitive_attributes": list(sa),
         "n_input": int(summary["n_input"]),
@@ -322,8 +347,14 @@ def publish_release_asset(
         attribute_clusters=attribute_clusters,
     )
     report_data = mixed_report_data(in_memory, strong_rules, domain=domain_sizes(raw_records, sa))
+    if settings.model == "mixed":
+        # the Rating baseline of report.html, computed privately from the same records (issue 12, series (c)): never
+        # published as a release, so it cannot be intersected with this one; aggregate figures only
+        report_data["private_rating_baseline"] = private_rating_baseline(
+            raw_records, qi, sa, ell=settings.ell, min_confidence=settings.min_confidence, rules=strong_rules
+        )
     extra_files = report_files(manifest, report_data, releases_dir=store.releases_dir)
-    write_registry_entry(store.home, release_id, fingerprints, settings.series_configuration())
+    write_registry_entry(store.home, release_id, fingerprints, settings.series_configuration(), row_ids=release_row_ids)
     path = publish_release(
         store.releases_dir, release_id, tables, schemas, manifest, extra_files=extra_files,
         keep_releases=settings.keep_releases,
@@ -342,6 +373,8 @@ def publish_release_asset(
             "n_deleted_for_eligibility": manifest["n_deleted_for_eligibility"],
             "n_generalized_groups": manifest["n_generalized_groups"],
             "n_generalized_cells": manifest["n_generalized_cells"],
+            "n_strata": manifest["n_strata"],
+            "n_generalized_attribute_table_cells": manifest["n_generalized_attribute_table_cells"],
             "n_suppressed_cells": n_suppressed,
             "n_gates_passed": sum(g["passed"] for g in gates),
             "publish_seconds": round(time.monotonic() - started, 3),

@@ -103,6 +103,7 @@ def build_settings_config(
     randomness: str | None = None,
     min_support: int | None = None,
     grouping: str | None = None,
+    stratum_deletion_budget: float | None = None,
     residual_policy: str | None = None,
     allow_recomposition: bool | None = None,
     posterior_slack: float | None = None,
@@ -152,6 +153,7 @@ def build_settings_config(
         ("randomness", randomness),
         ("min_support", min_support),
         ("grouping", grouping),
+        ("stratum_deletion_budget", stratum_deletion_budget),
         ("residual_policy", residual_policy),
         ("allow_recomposition", allow_recomposition),
         ("posterior_slack", posterior_slack),
@@ -177,7 +179,7 @@ UNUSABLE_INPUT_ERRORS = ("InputError", "HierarchyError", "InfeasibleError", "Inf
 KL_ONLY_OPTIONS = ("k", "hierarchies", "kl_method", "max_block_size", "generalization_weights")
 NOT_KL_OPTIONS = (
     "min_confidence", "seed", "allow_disclosure", "confidence_tolerance", "mining_backend", "duckdb_mining_threshold",
-    "randomness", "min_support", "grouping", "residual_policy", "posterior_slack", "posterior_gate",
+    "randomness", "min_support", "grouping", "stratum_deletion_budget", "residual_policy", "posterior_slack", "posterior_gate",
 )
 
 
@@ -198,8 +200,8 @@ def check_model_options(options: dict) -> None:
         if given:
             raise click.UsageError(f"{', '.join(given)}: not used by --model kl (the (k, ℓ) model); leave out")
     else:
-        # --hierarchies also serves the mixed model's QI-aware grouping (generalized group quasi-identifiers)
-        kl_only = [n for n in KL_ONLY_OPTIONS if not (n == "hierarchies" and model == "mixed")]
+        # --hierarchies also serves the QI-aware grouping (generalized group and stratum quasi-identifiers)
+        kl_only = [n for n in KL_ONLY_OPTIONS if n != "hierarchies"]
         given = [_option_flag(n) for n in kl_only if options.get(n) is not None]
         if given:
             raise click.UsageError(f"{', '.join(given)}: only used by --model kl (the (k, ℓ) model), not by --model {model}")
@@ -363,6 +365,7 @@ def _settings_from_options(options: dict) -> dict:
         randomness=options.get("randomness"),
         min_support=options.get("min_support"),
         grouping=options.get("grouping"),
+        stratum_deletion_budget=options.get("stratum_deletion_budget"),
         residual_policy=options.get("residual_policy"),
         allow_recomposition=options.get("allow_recomposition"),
         posterior_slack=options.get("posterior_slack"),
@@ -569,9 +572,13 @@ def environment_failure_messages(result) -> list[str]:
               help="Posterior gate: block the release or only warn (default warn until the attribute table passes it; "
               "recorded in the manifest).")
 @click.option("--grouping", type=click.Choice(["qi_aware", "p1"]),
-              help="SAC~ grouping (mixed): qi_aware (default: same quasi-identifiers first, a group's differing "
-              "quasi-identifiers generalized along --hierarchies, else '*') or p1 (P1's Algorithm 11, exact "
+              help="Grouping and bucketization (mixed, rating): qi_aware (default: SAC~ partners with the same "
+              "quasi-identifiers first, a group's differing quasi-identifiers generalized along --hierarchies, else '*'; "
+              "Rating inside quasi-identifier strata) or p1 (P1's Algorithm 11 and plain Rating, exact "
               "quasi-identifiers; does not resist the learned-model adversary on correlated data).")
+@click.option("--stratum-deletion-budget", type=click.FloatRange(0.0, 1.0),
+              help="qi_aware: extra records a stratum split may delete per record whose quasi-identifiers it publishes "
+              "more specifically (default 0.02; 0 = fewest deletions, most generalization).")
 @click.option("--allow-recomposition", is_flag=True, default=None,
               help="Publish even if the release shares records with an earlier release of this home made with other "
               "settings or records (an intersection can pin values; recorded in the manifest).")
@@ -587,7 +594,8 @@ def environment_failure_messages(result) -> list[str]:
 @click.option("--k", "k", type=click.IntRange(min=2), help="--model kl: minimum equivalence-class size (default 3; k >= ell).")
 @click.option("--hierarchies", type=click.Path(file_okay=False),
               help="--model kl: folder of ARX hierarchies, one per quasi-identifier (default data/adult/hierarchies); "
-              "--model mixed: where the QI-aware grouping finds the hierarchies that generalize a group's quasi-identifiers.")
+              "--model mixed or rating: where the QI-aware grouping finds the hierarchies that generalize group and "
+              "stratum quasi-identifiers.")
 @click.option("--kl-method", type=click.Choice(["blocked", "greedy", "exact"]),
               help="--model kl: blocked (default, any size), greedy (<= 6000 records) or exact (<= 16 records).")
 @click.option("--max-block-size", type=click.IntRange(min=4), help="--model kl, blocked: largest block (default 256; >= 2k).")

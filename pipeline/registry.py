@@ -1,8 +1,10 @@
 """The release registry of a home: keyed fingerprints of every released record, kept privately.
 
-``$MSA_RELEASE_HOME/registry/<release_id>.parquet`` (directory 0700, files 0600): one column
+``$MSA_RELEASE_HOME/registry/<release_id>.parquet`` (directory 0700, files 0600): columns
 ``fingerprint`` (uint64, :func:`pipeline.core.series.record_fingerprints`, keyed by the home
-secret) and, in the file's metadata, the release's configuration and input HMAC. Never part of a
+secret) and ``row_id`` (int64: the record's row id in that release, 0 when it was not published),
+and, in the file's metadata, the release's configuration. The row ids let a later refusal say
+what an intersection with that release would pin, from its published files. Never part of a
 release. Entries are kept after retention removes a release (its files may still be out there).
 An entry is written just before the atomic publish, so every published release is registered; a
 publish that fails afterwards leaves an entry, which can only make later runs stricter.
@@ -16,10 +18,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["read_registry", "registry_dir", "write_registry_entry"]
+__all__ = ["RecompositionRefused", "check_series", "estimate_pins", "read_registry", "registry_dir", "write_registry_entry"]
 
 _CONFIGURATION_KEY = b"msa_release.configuration"
 
@@ -29,8 +32,12 @@ def registry_dir(home: str | Path) -> Path:
     return Path(home) / "registry"
 
 
-def write_registry_entry(home: str | Path, release_id: str, fingerprints: np.ndarray, configuration: Mapping) -> Path:
+def write_registry_entry(home: str | Path, release_id: str, fingerprints: np.ndarray, configuration: Mapping,
+                         row_ids: np.ndarray | None = None) -> Path:
     """Write (atomically, 0600) the registry entry of one release.
+
+    ``row_ids`` (int64, aligned with ``fingerprints``): each record's row id in the release, 0 when
+    not published; all 0 when None.
 
     Raises
     ------
@@ -39,7 +46,9 @@ def write_registry_entry(home: str | Path, release_id: str, fingerprints: np.nda
     """
     directory = registry_dir(home)
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    table = pa.table({"fingerprint": pa.array(np.asarray(fingerprints, dtype=np.uint64))})
+    fingerprints = np.asarray(fingerprints, dtype=np.uint64)
+    row_ids = np.zeros(len(fingerprints), np.int64) if row_ids is None else np.asarray(row_ids, dtype=np.int64)
+    table = pa.table({"fingerprint": pa.array(fingerprints), "row_id": pa.array(row_ids)})
     table = table.replace_schema_metadata({_CONFIGURATION_KEY: json.dumps(dict(configuration), sort_keys=True).encode()})
     target = directory / f"{release_id}.parquet"
     temporary = directory / f".{release_id}.{os.getpid()}.tmp"
@@ -74,6 +83,68 @@ def read_registry(home: str | Path) -> list[tuple[str, np.ndarray, dict]]:
     return entries
 
 
+def _registry_row_ids(home: str | Path, release_id: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(fingerprints, row_ids)`` of one entry, or None when it has no row ids (older entries)."""
+    path = registry_dir(home) / f"{release_id}.parquet"
+    table = pq.read_table(path)
+    if "row_id" not in table.column_names:
+        return None
+    return table.column("fingerprint").to_numpy().astype(np.uint64), table.column("row_id").to_numpy().astype(np.int64)
+
+
+def estimate_pins(home: str | Path, releases_dir: str | Path, release_id: str, new_sets, sensitive_attributes) -> dict | None:
+    """What intersecting the new release with an earlier one of the home would pin.
+
+    Parameters
+    ----------
+    home, releases_dir
+        The home (its registry) and its releases directory.
+    release_id
+        The earlier release.
+    new_sets
+        :func:`pipeline.core.composition.candidate_sets` of the new release, indexed by record
+        fingerprint (as int64).
+    sensitive_attributes
+        The attributes compared.
+
+    Returns
+    -------
+    dict or None
+        :func:`pipeline.core.composition.intersection_attack` (``n_records`` in both,
+        ``share_whole_tuple_pinned``, …), or None when the earlier release's files or row ids are
+        gone, or it has other sensitive attributes (nothing can then be estimated).
+    """
+    from pipeline.audit import read_release
+    from pipeline.core.composition import candidate_sets, intersection_attack
+
+    entry = _registry_row_ids(home, release_id)
+    directory = Path(releases_dir) / release_id
+    if entry is None or not directory.is_dir():
+        return None
+    try:
+        manifest = json.loads((directory / "manifest.json").read_text())
+        if list(manifest.get("sensitive_attributes") or []) != list(sensitive_attributes):
+            return None
+        fingerprints, row_ids = entry
+        published = row_ids > 0
+        row_map = pd.DataFrame({"row_id": row_ids[published], "input_row_number": fingerprints[published].view(np.int64)})
+        row_map = row_map.drop_duplicates("row_id")
+        if manifest.get("model") == "kl":
+            from pipeline.core.class_attacks import class_candidate_sets
+
+            released = pd.read_parquet(directory / "kl_released.parquet")
+            old_sets = class_candidate_sets(released, row_map, sensitive_attributes)
+        else:
+            earlier = read_release(directory)
+            old_sets = candidate_sets(sensitive_attributes, row_map=row_map, sac_released=earlier.sac_released,
+                                      attribute_table=earlier.attribute_table, id_table=earlier.id_table)
+    except (OSError, ValueError, KeyError):
+        return None
+    old_sets = {a: series[~series.index.duplicated()] for a, series in old_sets.items()}
+    fresh = {a: series[~series.index.duplicated()] for a, series in new_sets.items()}
+    return intersection_attack(fresh, old_sets, sensitive_attributes)
+
+
 class RecompositionRefused(RuntimeError):
     """A new release would compose with earlier releases of the home (the message says which and how)."""
 
@@ -86,6 +157,9 @@ def check_series(
     configuration: Mapping,
     *,
     allow_recomposition: bool,
+    releases_dir: str | Path | None = None,
+    new_candidate_sets=None,
+    sensitive_attributes=None,
 ) -> tuple[np.ndarray, list[dict]]:
     """Fingerprint the new release's records and compare them with the registry.
 
@@ -101,6 +175,11 @@ def check_series(
         The release's configuration (:data:`pipeline.core.series.CONFIGURATION_KEYS`).
     allow_recomposition
         Publish anyway (recorded in the manifest by the caller).
+    releases_dir, new_candidate_sets, sensitive_attributes
+        Optional: with them, a refusal also says what intersecting the new release with each of
+        the first three earlier ones would pin (:func:`estimate_pins`). ``new_candidate_sets`` is
+        called with the fingerprints and returns the new release's candidate sets indexed by
+        fingerprint (computed only when a release is refused).
 
     Returns
     -------
@@ -119,8 +198,21 @@ def check_series(
     found = find_recompositions(fingerprints, configuration, read_registry(home))
     if found and not allow_recomposition:
         lines = "; ".join(r.describe() for r in found[:5]) + ("; …" if len(found) > 5 else "")
+        pins = []
+        if releases_dir is not None and new_candidate_sets is not None and sensitive_attributes is not None:
+            new_sets = new_candidate_sets(fingerprints)
+            for recomposition in found[:3]:
+                estimate = estimate_pins(home, releases_dir, recomposition.release_id, new_sets, sensitive_attributes)
+                if estimate is not None and estimate["n_records"]:
+                    pins.append(
+                        f"intersected with release {recomposition.release_id}, it would pin the whole sensitive tuple of "
+                        f"{round(estimate['share_whole_tuple_pinned'] * estimate['n_records'])} of the "
+                        f"{estimate['n_records']} records published in both ({100 * estimate['share_whole_tuple_pinned']:.1f} %; "
+                        "an adversary who can locate a victim's row in both)"
+                    )
+        pinned = (" Measured: " + "; ".join(pins) + ".") if pins else ""
         raise RecompositionRefused(
-            f"release refused: it would compose with {len(found)} earlier release(s) of this home ({lines}). "
+            f"release refused: it would compose with {len(found)} earlier release(s) of this home ({lines}).{pinned} "
             "Intersecting two different releases of the same records pins values that neither pins alone "
             "(on Adult, ℓ = 2 after ℓ = 3 pins the whole sensitive tuple of 48.7 % of the records; see "
             "docs/series.md and docs/attacks.md). Publish with the earlier release's settings and records, use another "

@@ -53,6 +53,7 @@ __all__ = [
     "ReportError",
     "audit_histogram_png",
     "find_baseline",
+    "private_rating_baseline",
     "kl_report_data",
     "mixed_report_data",
     "regenerate_report",
@@ -145,6 +146,43 @@ def mixed_report_data(release, rules, *, domain: Mapping[str, int]) -> dict:
     metrics = release_metrics(release, rules, domain=domain)
     rule_list = metrics.pop("rules")
     return {"report_format": REPORT_DATA_FORMAT, "model": release.manifest["model"], "metrics": metrics, "rules": rule_list}
+
+
+#: Figures of the private Rating baseline kept in report.json (aggregates only).
+PRIVATE_BASELINE_FIGURES = (
+    "additional_information_loss", "reconstruction_error_per_record", "average_released_confidence", "max_disclosure",
+    "n_holders_above_bound", "n_holders_certain", "n_suppressed_cells", "n_deleted", "n_records",
+)
+
+
+def private_rating_baseline(records, quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str], *, ell: int,
+                            min_confidence: float, rules) -> dict:
+    """P1's plain Rating (SPEC §7) on the same records, built in memory and measured, never published.
+
+    Parameters
+    ----------
+    records
+        The raw records (``row_id``, quasi-identifiers, sensitive attributes).
+    rules
+        The strong rules of ``records`` (as used by the release).
+
+    Returns
+    -------
+    dict
+        :data:`PRIVATE_BASELINE_FIGURES` (AIL 0..1, RCE per record, average recovered rule confidence or None,
+        the strong-rule adversary's max disclosure and the numbers of rule holders above 1/ℓ and disclosed with
+        certainty, suppressed cells, deleted records, records), plus ``model`` = ``"rating"`` and ``published`` = False.
+
+    References
+    ----------
+    P1 §6 (the comparison); issue 12, release series (c).
+    """
+    from pipeline.evaluation import evaluate_release
+
+    columns = ["row_id", *quasi_identifiers, *sensitive_attributes]
+    figures = evaluate_release(records[columns], quasi_identifiers, sensitive_attributes, model="rating", ell=ell,
+                               min_confidence=min_confidence, rules=rules)
+    return {"model": "rating", "published": False, **{key: figures.get(key) for key in PRIVATE_BASELINE_FIGURES}}
 
 
 def kl_report_data(kl_released, kl_clusters, quasi_identifiers: Sequence[str]) -> dict:
@@ -631,6 +669,28 @@ def _baseline(manifest: Mapping, data: Mapping | None, baseline: Mapping | None)
     model = manifest["model"]
     other = {"mixed": "Rating baseline", "rating": "mixed model"}[model]
     text = f"<h2>Comparison with the {other}</h2>"
+    private = (data or {}).get("private_rating_baseline")
+    if baseline is None and private is not None and model == "mixed":
+        ours = _comparison_row(manifest, data)
+        theirs = {
+            "AIL": private.get("additional_information_loss"),
+            "RCE per record": private.get("reconstruction_error_per_record"),
+            "average recovered rule confidence": private.get("average_released_confidence"),
+            "max disclosure probability": private.get("max_disclosure"),
+            "records above 1/ℓ": private.get("n_holders_above_bound"),
+            "records disclosed with certainty": private.get("n_holders_certain"),
+            "suppressed cells": private.get("n_suppressed_cells"),
+            "deleted records": private.get("n_deleted"),
+        }
+        return text + (
+            "<p>P1's plain Rating (SPEC §7) of the same records, <strong>computed privately in this run and never "
+            "published</strong>: publishing it too would let anyone intersect the two releases (docs/series.md). "
+            "Rating bucketizes every sensitive attribute independently, so the strong-rule adversary (SPEC §10) beats "
+            "1/ℓ on it; its figures are those of P1's reference algorithm (input order, suppressed residuals), "
+            "the comparison of the paper.</p>"
+            + _table(["figure", "this release (mixed model)", "Rating, computed privately"],
+                     [(key, ours[key], theirs[key]) for key in ours], numeric=[False, True, True])
+        )
     if baseline is None:
         return text + (
             f"<p>Not available: no {other} release of the same input (same input HMAC), ℓ, min_confidence, "

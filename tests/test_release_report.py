@@ -279,3 +279,25 @@ def test_kl_report_regenerates_without_report_data(kl_release, tmp_path):
     assert outcome.exit_code == 0, outcome.output
     page = assert_contract(copy / REPORT_HTML, KL_GATES)
     assert len(page.images) >= 2  # class sizes from kl_released.parquet; levels are not recorded
+
+
+def test_the_private_rating_baseline_is_the_golden_one_and_shown_without_a_rating_release(example_a_releases, tmp_path):
+    """Issue 12 (series (c)): report.json carries P1's plain Rating of the same records, computed in the run and never
+    published; its figures are SPEC §16.2's for Example A: AIL 0, RCE 14 of 16 records, records 1, 5 and 6 disclosed
+    with certainty by the strong-rule adversary. Without a Rating release in the home, report.html shows it."""
+    import shutil
+
+    example = example_a_releases["example"]
+    data = json.loads((example_a_releases["mixed"] / REPORT_DATA).read_text())
+    baseline = data["private_rating_baseline"]
+    assert baseline["published"] is False and baseline["model"] == "rating"
+    assert baseline["additional_information_loss"] == pytest.approx(float(Fraction(example["AIL_rating"])))
+    assert baseline["reconstruction_error_per_record"] == pytest.approx(float(Fraction(example["RCE_rating"])) / len(example["input"]))
+    assert baseline["n_holders_certain"] == sum(1 for p in example["attack_rating"].values() if Fraction(p) == 1)
+    # a home holding only the mixed release: the page compares with the private baseline
+    alone = tmp_path / "releases" / example_a_releases["mixed"].name
+    shutil.copytree(example_a_releases["mixed"], alone)
+    outcome = CliRunner().invoke(main, ["report", str(alone)])
+    assert outcome.exit_code == 0, outcome.output
+    text = text_without_images(alone / REPORT_HTML)
+    assert "computed privately in this run and never published" in text and "Not available" not in text.split("Comparison with")[1]

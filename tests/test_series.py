@@ -80,11 +80,23 @@ def test_a_second_release_with_another_ell_is_refused_unless_allowed(example_csv
     assert refused.exit_code == 1, refused.output
     assert "would compose with 2 earlier release(s)" in refused.output and "(ell)" in refused.output
     assert "--allow-recomposition" in refused.output
+    # the refusal says what the intersection with each earlier release would pin (from its published files)
+    import re
+
+    measured = re.findall(r"intersected with release (\S+), it would pin the whole sensitive tuple of (\d+) of the "
+                          r"(\d+) records published in both", " ".join(refused.output.split()))
+    assert {m[0] for m in measured} == {published.name, latest.name}
+    earlier = json.loads((published / "manifest.json").read_text())
+    assert earlier["n_sac_released"] + earlier["n_attribute_table"] == len(example["input"])  # ℓ = 2 publishes all
     assert read_latest(home / "releases") == latest  # nothing published
 
     allowed = _run(example, path, home, "--ell", "3", "--allow-recomposition")
     assert allowed.exit_code == 0, allowed.output
     manifest = json.loads((read_latest(home / "releases") / "manifest.json").read_text())
+    # every record of the ℓ = 3 release (the same release as the refused one: same home, records and settings) is in both
+    for _, pinned, in_both in measured:
+        assert int(in_both) == manifest["n_sac_released"] + manifest["n_attribute_table"]
+        assert 0 <= int(pinned) <= int(in_both)
     assert manifest["allow_recomposition"] is True
     assert {r["release_id"] for r in manifest["recomposition"]} == {published.name, latest.name}
     assert all(r["changed_settings"] == ["ell"] and r["n_shared_records"] == len(example["input"])

@@ -13,18 +13,21 @@ import numpy as np
 import pandas as pd
 
 from pipeline.core.columns import combine_codes, text_ranks
+from pipeline.core.eligibility import eligibility_deletions
 from pipeline.core.keyed import keyed_order, keyed_record_hashes
 from pipeline.core.grouping import Grouping, generalize_group_quasi_identifiers, group_sac, permute_within_groups
 from pipeline.core.hierarchies import Hierarchy
 from pipeline.core.partition import SacIrSplit, cluster_sensitive_attributes, split_sac_ir
 from pipeline.core.rating import rating_tables
 from pipeline.core.rules import mine_strong_rules
+from pipeline.core.strata import stratify_for_rating
 
 __all__ = [
     "MixedModelResult",
     "ReleaseTables",
     "assemble_release_tables",
     "keyed_table_order",
+    "records_for_rating",
     "run_mixed_model",
     "validate_model_columns",
 ]
@@ -99,6 +102,84 @@ def keyed_table_order(records: pd.DataFrame, content_columns: Sequence[str], sec
     return keyed_order(records, content_columns, secret, "record-order")
 
 
+def records_for_rating(
+    records: pd.DataFrame,
+    rating_row_ids: np.ndarray,
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+    *,
+    ell: int,
+    residual_policy: str = "suppress",
+    grouping: str = "p1",
+    hierarchies: Mapping[str, Hierarchy] | None = None,
+    secret: bytes | None = None,
+    stratum_deletion_budget: float = 0.02,
+) -> tuple[pd.DataFrame, np.ndarray, dict]:
+    """Which records Rating bucketizes, in which quasi-identifier strata, and which are deleted.
+
+    Parameters
+    ----------
+    records
+        The input table: ``row_id`` (int64) and every configured column.
+    rating_row_ids
+        int64 ids of the records left for Rating (IR_left; every record for the Rating model),
+        in table order.
+    quasi_identifiers, sensitive_attributes
+        Column names.
+    ell
+        ℓ >= 2.
+    residual_policy
+        ``"suppress"``: SPEC §6's residual placement and suppression (nothing deleted here);
+        ``"delete"``: no certain cell, whole records are deleted until every value is
+        ℓ-eligible (Anatomy).
+    grouping
+        With ``"qi_aware"`` and ``"delete"``, Rating runs inside quasi-identifier strata
+        (:func:`pipeline.core.strata.stratify_for_rating` with ``hierarchies`` and
+        ``stratum_deletion_budget``), so the members of every SID publish the same
+        quasi-identifiers.
+    secret
+        The home secret (tie-break among deletable records); ``None``: table order.
+
+    Returns
+    -------
+    (rating_records, deleted, counts)
+        ``rating_records``: ``row_id`` (int64) in table order, plus ``stratum`` (int64) and one
+        object column per quasi-identifier (the published labels) when stratified.
+        ``deleted``: int64 ids deleted for eligibility. ``counts``: ``n_strata`` and
+        ``n_generalized_attribute_table_cells`` when stratified, else empty.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``residual_policy`` or ``grouping``; see the called functions.
+
+    References
+    ----------
+    Xiao & Tao, Anatomy (VLDB 2006); Kifer (SIGMOD 2009); issue 12.
+    """
+    if residual_policy not in ("suppress", "delete"):
+        raise ValueError(f"unknown residual_policy {residual_policy!r}; use 'delete' or 'suppress'")
+    if grouping not in ("p1", "qi_aware"):
+        raise ValueError(f"unknown grouping {grouping!r}; use 'p1' or 'qi_aware'")
+    rating_row_ids = np.asarray(rating_row_ids, dtype=np.int64)
+    if residual_policy == "suppress":
+        return pd.DataFrame({"row_id": rating_row_ids}), np.zeros(0, np.int64), {}
+    left = records.set_index("row_id", drop=False).loc[rating_row_ids].reset_index(drop=True)
+    content = [*quasi_identifiers, *sensitive_attributes]
+    if grouping == "qi_aware":
+        strata = stratify_for_rating(
+            left, quasi_identifiers, sensitive_attributes, ell=ell, hierarchies=hierarchies, secret=secret,
+            content_columns=content, deletion_budget=stratum_deletion_budget,
+        )
+        # keep table order
+        position = pd.Index(rating_row_ids).get_indexer(strata.labels["row_id"].to_numpy(np.int64))
+        labels = strata.labels.iloc[np.argsort(position, kind="stable")].reset_index(drop=True)
+        counts = {"n_strata": strata.n_strata, "n_generalized_attribute_table_cells": strata.n_generalized_cells}
+        return labels, strata.deleted, counts
+    deleted = eligibility_deletions(left, sensitive_attributes, ell=ell, secret=secret, content_columns=content)
+    return pd.DataFrame({"row_id": rating_row_ids[~np.isin(rating_row_ids, deleted)]}), deleted, {}
+
+
 @dataclass(frozen=True)
 class MixedModelResult:
     """Every stage of the mixed model, with internal row ids (table order, never released).
@@ -115,6 +196,8 @@ class MixedModelResult:
     sac_permuted: pd.DataFrame
     id_table: pd.DataFrame
     attribute_sids: pd.DataFrame
+    rating_records: pd.DataFrame | None = None
+    deleted_for_eligibility: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 def run_mixed_model(
@@ -128,6 +211,9 @@ def run_mixed_model(
     secret: bytes | None = None,
     quasi_identifiers: Sequence[str] = (),
     grouping: str = "p1",
+    residual_policy: str = "suppress",
+    hierarchies: Mapping[str, Hierarchy] | None = None,
+    stratum_deletion_budget: float = 0.02,
 ) -> MixedModelResult:
     """Run the whole mixed model on a table (the pure equivalent of the Dagster job).
 
@@ -155,6 +241,10 @@ def run_mixed_model(
         ``"p1"`` (P1's Algorithm 11) or ``"qi_aware"`` (same-quasi-identifier partners first,
         :func:`pipeline.core.grouping.group_sac`); the generalization of the groups' published
         quasi-identifiers is done by :func:`assemble_release_tables`.
+    residual_policy, hierarchies, stratum_deletion_budget
+        See :func:`records_for_rating` (the default ``"suppress"`` is SPEC's reference; the
+        Dagster job's default is ``"delete"`` with ``"qi_aware"``: Rating inside
+        quasi-identifier strata, whose labels are ``MixedModelResult.rating_records``).
 
     Returns
     -------
@@ -178,16 +268,26 @@ def run_mixed_model(
     clusters = cluster_sensitive_attributes(sensitive_attributes, rules)
     if grouping not in ("p1", "qi_aware"):
         raise ValueError(f"unknown grouping {grouping!r}; use 'p1' or 'qi_aware'")
+    grouping_name = grouping
     grouping_result = group_sac(
         records, sensitive_attributes, split.sac_row_ids, split.ir_row_ids, ell=ell,
         quasi_identifiers=list(quasi_identifiers) if grouping == "qi_aware" else None,
     )
     grouping = grouping_result
     sac_permuted = permute_within_groups(records, grouping.members, clusters, seed=seed, secret=secret)
+    rating_records, deleted, _ = records_for_rating(
+        records, np.asarray(grouping.ir_left, dtype=np.int64), list(quasi_identifiers), sensitive_attributes, ell=ell,
+        residual_policy=residual_policy, grouping=grouping_name, hierarchies=hierarchies, secret=secret,
+        stratum_deletion_budget=stratum_deletion_budget,
+    )
     indexed = records.set_index("row_id", drop=False)
-    ir_left = indexed.loc[grouping.ir_left].reset_index(drop=True)
-    id_table, attribute_sids = rating_tables(ir_left, sensitive_attributes, ell=ell, secret=secret, content_columns=content)
-    return MixedModelResult(rules, split, clusters, grouping, sac_permuted, id_table, attribute_sids)
+    ir_left = indexed.loc[rating_records["row_id"].to_numpy(np.int64)].reset_index(drop=True)
+    id_table, attribute_sids = rating_tables(
+        ir_left, sensitive_attributes, ell=ell, secret=secret, content_columns=content,
+        strata=rating_records["stratum"].to_numpy(np.int64) if "stratum" in rating_records.columns else None,
+    )
+    return MixedModelResult(rules, split, clusters, grouping, sac_permuted, id_table, attribute_sids,
+                            rating_records if "stratum" in rating_records.columns else None, deleted)
 
 
 @dataclass(frozen=True)
@@ -237,6 +337,7 @@ def assemble_release_tables(
     secret: bytes | None = None,
     generalize: bool = False,
     hierarchies: Mapping[str, Hierarchy] | None = None,
+    attribute_table_labels: pd.DataFrame | None = None,
 ) -> ReleaseTables:
     """Put the model's outputs in release form, with fresh row ids that carry no input order.
 
@@ -266,6 +367,12 @@ def assemble_release_tables(
         same published quasi-identifiers: the lowest common ancestor in ``hierarchies``, else
         ``*`` (:func:`pipeline.core.grouping.generalize_group_quasi_identifiers`); the counts are
         in ``ReleaseTables.generalization``.
+    attribute_table_labels
+        Optional: the published quasi-identifiers of the attribute-table records, one row per
+        record (``row_id`` and every quasi-identifier; :class:`pipeline.core.strata.QuasiIdentifierStrata`
+        ``labels``, with a ``stratum`` column); they replace the records' values in the
+        attribute table, and ``generalization`` gains ``n_strata`` and
+        ``n_generalized_attribute_table_cells``.
 
     Returns
     -------
@@ -311,6 +418,18 @@ def assemble_release_tables(
     if (at_positions < 0).any():
         raise ValueError("an attribute-table row id is not in the records table")
     at = records.iloc[at_positions][["row_id", *qi]].reset_index(drop=True)
+    if attribute_table_labels is not None:
+        labels = attribute_table_labels.set_index("row_id")
+        label_rows = labels.index.get_indexer(at["row_id"].to_numpy(np.int64))
+        if (label_rows < 0).any():
+            raise ValueError("an attribute-table record has no published quasi-identifier labels")
+        changed = 0
+        for column in qi:
+            published = labels[column].to_numpy(dtype=object)[label_rows]
+            changed += int((published != at[column].astype(str).to_numpy(dtype=object)).sum())
+            at[column] = pd.Series(published, dtype=object)
+        n_strata = int(labels["stratum"].nunique()) if "stratum" in labels.columns else 0
+        generalization = {**generalization, "n_strata": n_strata, "n_generalized_attribute_table_cells": changed}
     for attribute in sa:
         at[attribute] = attribute_sids[attribute].reset_index(drop=True).astype("Int32")
     at_keys = [*(text_ranks(at[c]) for c in qi), *(at[a].fillna(-1).to_numpy(np.int64) for a in sa)]

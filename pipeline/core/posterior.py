@@ -80,6 +80,7 @@ __all__ = [
     "exact_group_marginals",
     "fit_naive_bayes",
     "fit_naive_bayes_on_release",
+    "population_posterior",
     "posterior_bound_summary",
     "release_posteriors",
 ]
@@ -715,10 +716,11 @@ def _belief_entries(data: _ReleaseData, attribute: str) -> tuple[np.ndarray, np.
     return records_all[keep].astype(np.int64), values_all[keep].astype(np.int64), weights_all[keep]
 
 
-def _population_posterior(
+def population_posterior(
     raw: pd.DataFrame, quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str], smoothing: float
 ) -> dict[str, np.ndarray]:
-    """P(true value | raw quasi-identifiers) per raw record (model fitted on the raw table)."""
+    """P(true value | raw quasi-identifiers) per raw record: the naive-Bayes model fitted on the raw
+    table (true values, no release); attribute -> float64 array aligned with ``raw``'s rows."""
     features, sizes = [], []
     for column in quasi_identifiers:
         codes, uniques = pd.factorize(raw[column].astype(str))
@@ -813,7 +815,7 @@ def release_posteriors(
     raw_position = pd.Index(raw_records["row_id"].to_numpy(np.int64)).get_indexer(source.to_numpy(np.int64))
     if (raw_position < 0).any():
         raise ValueError("the row map names a record that is not in raw_records")
-    population = _population_posterior(raw_records, qi, sa, smoothing)
+    population = population_posterior(raw_records, qi, sa, smoothing)
 
     posterior = {}
     tuple_posterior = np.ones(n_sac)
@@ -842,14 +844,14 @@ def release_posteriors(
     part = pd.Categorical.from_codes((np.arange(n_records) >= n_sac).astype(np.int8), categories=["sac", "attribute_table"])
     pieces = []
     for attribute in sa:
-        population_posterior = population[attribute][raw_position]
-        bound = np.maximum(1.0 / ell, population_posterior) + slack
+        population_value = population[attribute][raw_position]
+        bound = np.maximum(1.0 / ell, population_value) + slack
         pieces.append(pd.DataFrame({
             "row_id": row_ids,
             "part": part,
             "attribute": pd.Categorical.from_codes(np.full(n_records, sa.index(attribute), dtype=np.int16), categories=sa),
             "posterior": posterior[attribute],
-            "population_posterior": population_posterior,
+            "population_posterior": population_value,
             "self_expected_posterior": self_expected[attribute],
             "bound": bound,
             "excess": posterior[attribute] - bound,

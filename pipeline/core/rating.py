@@ -349,6 +349,40 @@ def _bubble_sort(sequence: list[int], remaining: list[int]) -> None:
             return
 
 
+def _create_sids_per_stratum(record_ids: np.ndarray, values: pd.Series, strata: np.ndarray, *, ell: int,
+                             method: Literal["improved", "plain"]) -> SidAssignment:
+    """:func:`create_sids` run on each run of equal ``strata`` (sorted) and put together: SID
+    numbers run on from one stratum to the next, bucket codes index one shared value array."""
+    codes, uniques = pd.factorize(values)
+    codes = codes.astype(np.int64)
+    bounds = np.flatnonzero(np.diff(strata)) + 1
+    starts = np.concatenate([[0], bounds])
+    ends = np.concatenate([bounds, [len(strata)]])
+    entry_sid, entry_bucket, entry_record, record_sid, suppressed = [], [], [], [], []
+    offset = 0
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        if end <= start:
+            continue
+        part = create_sids(record_ids[start:end], codes[start:end], ell=ell, method=method)
+        global_bucket = np.asarray(part.bucket_values, dtype=np.int64)
+        entry_sid.append(part.entry_sid + offset)
+        entry_bucket.append(global_bucket[part.entry_bucket])
+        entry_record.append(part.entry_record)
+        record_sid.append(np.where(part.record_sid > 0, part.record_sid + offset, 0))
+        suppressed.append(part.suppressed_records)
+        offset += part.n_sids
+    empty = np.zeros(0, dtype=np.int64)
+    return SidAssignment(
+        bucket_values=np.asarray(uniques, dtype=object),
+        entry_sid=np.concatenate(entry_sid) if entry_sid else empty,
+        entry_bucket=np.concatenate(entry_bucket) if entry_bucket else empty,
+        entry_record=np.concatenate(entry_record) if entry_record else empty,
+        record_sid=np.concatenate(record_sid) if record_sid else empty,
+        suppressed_records=np.concatenate(suppressed) if suppressed else empty,
+        n_sids=offset,
+    )
+
+
 def rating_tables(
     records: pd.DataFrame,
     sensitive_attributes: Sequence[str],
@@ -358,6 +392,7 @@ def rating_tables(
     row_id_column: str = "row_id",
     secret: bytes | None = None,
     content_columns: Sequence[str] | None = None,
+    strata: np.ndarray | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Bucketize every sensitive attribute independently into an ID table and an attribute table.
 
@@ -387,6 +422,12 @@ def rating_tables(
         The columns that make up a record's content for the keyed order (the configured
         quasi-identifiers and sensitive attributes); default: the sensitive attributes. Ignored
         without ``secret``.
+    strata
+        Optional int64 array aligned with ``records``: a stratum number per record
+        (:func:`pipeline.core.strata.stratify_for_rating`). SIDs are then created inside each
+        stratum (records of a SID share the stratum's published quasi-identifiers), strata in
+        increasing number, each in the same per-attribute order as without strata; SID numbers
+        run on across strata (and are permuted as a whole with a secret). ``None``: one stratum.
 
     Returns
     -------
@@ -424,7 +465,12 @@ def rating_tables(
             order = np.arange(len(records), dtype=np.int64)
         else:
             order = keyed_order(records, content, secret, "rating-order", attribute)
-        assignment = create_sids(record_ids[order], column.iloc[order].reset_index(drop=True), ell=ell, method=method)
+        if strata is None:
+            assignment = create_sids(record_ids[order], column.iloc[order].reset_index(drop=True), ell=ell, method=method)
+        else:
+            order = order[np.argsort(np.asarray(strata, dtype=np.int64)[order], kind="stable")]
+            assignment = _create_sids_per_stratum(record_ids[order], column.iloc[order].reset_index(drop=True),
+                                                  np.asarray(strata, dtype=np.int64)[order], ell=ell, method=method)
         if secret is not None and assignment.n_sids:
             # SID numbers carry no creation order: a keyed random permutation of 1..S
             renumber = np.zeros(assignment.n_sids + 1, dtype=np.int64)

@@ -36,7 +36,7 @@ __all__ = ["CONFIGURATION_KEYS", "Recomposition", "find_recompositions", "record
 #: Settings that change what a release publishes about a record. The seed is not one of them: two
 #: seeds permute the same groups independently, which an intersection cannot exploit.
 CONFIGURATION_KEYS = (
-    "model", "ell", "min_confidence", "min_support", "grouping", "residual_policy", "randomness",
+    "model", "ell", "min_confidence", "min_support", "grouping", "stratum_deletion_budget", "residual_policy", "randomness",
     "quasi_identifiers", "sensitive_attributes", "k", "kl_method", "max_block_size", "generalization_weights",
 )
 

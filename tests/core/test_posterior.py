@@ -259,8 +259,8 @@ def test_posterior_settings_are_validated():
 
     from pipeline.resources import ReleaseSettings
 
-    # the default warns while the default Adult release fails the gate on its attribute table (docs/posterior.md)
-    assert ReleaseSettings().posterior_slack == 0.05 and ReleaseSettings().posterior_gate == "warn"
+    # issue 12: the gate blocks by default (the default Adult release passes it)
+    assert ReleaseSettings().posterior_slack == 0.05 and ReleaseSettings().posterior_gate == "block"
     with pytest.raises(ValidationError):
         ReleaseSettings(posterior_gate="ignore")
     with pytest.raises(ValidationError):

@@ -1,0 +1,171 @@
+"""The attacks of issue 12 on a release of equivalence classes (the (k, ℓ) model, P2).
+
+A (k, ℓ) release publishes every record whole: generalized quasi-identifiers, a ``cluster_id``
+(its equivalence class) and its sensitive values unchanged. Members of a class share their
+published quasi-identifiers, so an adversary who knows the victim's quasi-identifiers finds the
+victim's class, not its row. What each adversary of ``docs/attacks.md`` gets:
+
+* **learned model** (Kifer, SIGMOD 2009): whatever P(sensitive | quasi-identifiers) it learns from
+  the release, the members of a class are exchangeable for it, so the exact posterior of the
+  victim's value is the value's share of the class (:func:`class_posteriors`). ℓ-diversity of
+  P2 (``Diverse ≥ ℓ``: distinct values) does not bound that share by ``1/ℓ``.
+* **one known value** (Li et al., Slicing, TKDE 2012): rows are published whole, so knowing the
+  victim's value on one attribute narrows the class to the rows holding it; when those rows agree
+  on another attribute, that value is pinned (:func:`one_known_value_in_classes`).
+* **composition** (Ganta, Kasiviswanathan & Smith, KDD 2008): the candidate set of a record on an
+  attribute is the set of values of its class (:func:`class_candidate_sets`), intersected with
+  another release's by :func:`pipeline.core.composition.intersection_attack`.
+
+Input order is measured by :func:`pipeline.core.order_attack.input_order_correlations` on
+``row_id`` and ``cluster_id``; there are no SIDs to replay and no suppressed cells (whole records
+are suppressed instead).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from pipeline.core.posterior import population_posterior
+
+__all__ = ["class_candidate_sets", "class_posteriors", "one_known_value_in_classes"]
+
+
+def _input_rows(released: pd.DataFrame, row_map: pd.DataFrame) -> np.ndarray:
+    to_input = pd.Series(row_map["input_row_number"].to_numpy(np.int64), index=row_map["row_id"].to_numpy(np.int64))
+    return to_input.loc[released["row_id"].to_numpy(np.int64)].to_numpy()
+
+
+def class_candidate_sets(
+    released: pd.DataFrame, row_map: pd.DataFrame, sensitive_attributes: Sequence[str], *, class_column: str = "cluster_id"
+) -> dict[str, pd.Series]:
+    """Every released record's candidate set per sensitive attribute: the values of its class.
+
+    Parameters
+    ----------
+    released
+        The (k, ℓ) table: ``row_id``, ``class_column`` and the sensitive attributes.
+    row_map
+        PRIVATE: ``row_id`` (release) and ``input_row_number``.
+    sensitive_attributes
+        Attribute names.
+
+    Returns
+    -------
+    dict
+        attribute -> Series indexed by ``input_row_number`` of ``frozenset`` of value texts (the
+        shape of :func:`pipeline.core.composition.candidate_sets`).
+
+    Raises
+    ------
+    KeyError
+        A missing column, or a row id absent from the row map.
+    """
+    index = _input_rows(released, row_map)
+    out = {}
+    for attribute in sensitive_attributes:
+        sets = released.groupby(class_column)[attribute].agg(lambda values: frozenset(values.astype(str)))
+        out[attribute] = pd.Series(sets.reindex(released[class_column]).to_numpy(), index=index, dtype=object)
+    return out
+
+
+def one_known_value_in_classes(
+    released: pd.DataFrame, sensitive_attributes: Sequence[str], *, class_column: str = "cluster_id"
+) -> dict:
+    """Share of released records for which one known sensitive value pins another one.
+
+    A record is counted when, for some attribute ``a``, all rows of its class holding its value
+    of ``a`` hold one and the same value of some other attribute ``b`` (so the adversary who knows
+    the victim's ``a`` learns its ``b`` with certainty).
+
+    Parameters
+    ----------
+    released
+        ``class_column`` and the sensitive attributes, one row per released record.
+
+    Returns
+    -------
+    dict
+        ``share_records_pinning_another_value`` (float in [0, 1]), ``n_released`` (int).
+    """
+    n = len(released)
+    if n == 0 or len(sensitive_attributes) < 2:
+        return {"share_records_pinning_another_value": 0.0, "n_released": int(n)}
+    exposed = np.zeros(n, dtype=bool)
+    text = {a: released[a].astype(str).to_numpy(dtype=object) for a in sensitive_attributes}
+    classes = released[class_column].to_numpy()
+    for known in sensitive_attributes:
+        keys = pd.MultiIndex.from_arrays([classes, text[known]])
+        for other in sensitive_attributes:
+            if other == known:
+                continue
+            distinct = pd.Series(text[other]).groupby(keys, sort=False).transform("nunique").to_numpy()
+            exposed |= distinct == 1
+    return {"share_records_pinning_another_value": float(exposed.mean()), "n_released": int(n)}
+
+
+def class_posteriors(
+    raw_records: pd.DataFrame,
+    released: pd.DataFrame,
+    row_map: pd.DataFrame,
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+    *,
+    ell: int,
+    slack: float = 0.05,
+    class_column: str = "cluster_id",
+    smoothing: float = 1.0,
+) -> dict:
+    """The learned-model adversary's posterior of every released record's true values, against the gate-9 bound.
+
+    The posterior of a member's value is its share of the class (members are exchangeable for any
+    model fitted on the release); the bound is ``max(1/ℓ, population posterior) + slack``, the
+    population posterior being the naive-Bayes model fitted on the raw records (as for gate 9,
+    :mod:`pipeline.core.posterior`).
+
+    Parameters
+    ----------
+    raw_records
+        The input table (``row_id`` = internal id, quasi-identifiers and sensitive attributes).
+    released
+        The (k, ℓ) table: ``row_id``, ``class_column``, the sensitive attributes.
+    row_map
+        PRIVATE: ``row_id`` (release) -> ``source_row_id`` (internal id of ``raw_records``).
+
+    Returns
+    -------
+    dict
+        ``n_cells``, ``n_cells_above_bound``, ``n_records_above_bound``, ``max_posterior``,
+        ``mean_posterior`` (numbers only).
+
+    Raises
+    ------
+    KeyError
+        A missing column or a row id absent from the row map.
+    """
+    n = len(released)
+    if n == 0:
+        return {"n_cells": 0, "n_cells_above_bound": 0, "n_records_above_bound": 0, "max_posterior": 0.0, "mean_posterior": 0.0}
+    source = pd.Series(row_map["source_row_id"].to_numpy(np.int64), index=row_map["row_id"].to_numpy(np.int64))
+    raw_positions = pd.Index(raw_records["row_id"].to_numpy(np.int64)).get_indexer(
+        source.loc[released["row_id"].to_numpy(np.int64)].to_numpy())
+    if (raw_positions < 0).any():
+        raise KeyError("a released row is not in the raw records")
+    population = population_posterior(raw_records, quasi_identifiers, sensitive_attributes, smoothing)
+    classes = released[class_column].to_numpy()
+    above = np.zeros((n, len(sensitive_attributes)), dtype=bool)
+    posteriors = []
+    for j, attribute in enumerate(sensitive_attributes):
+        values = released[attribute].astype(str).to_numpy(dtype=object)
+        keys = pd.MultiIndex.from_arrays([classes, values])
+        share = (pd.Series(np.ones(n)).groupby(keys, sort=False).transform("sum")
+                 / pd.Series(np.ones(n)).groupby(classes, sort=False).transform("sum")).to_numpy()
+        bound = np.maximum(1.0 / ell, population[attribute][raw_positions]) + slack
+        above[:, j] = share > bound + 1e-12
+        posteriors.append(share)
+    stacked = np.concatenate(posteriors)
+    return {"n_cells": int(above.size), "n_cells_above_bound": int(above.sum()),
+            "n_records_above_bound": int(above.any(axis=1).sum()), "max_posterior": float(stacked.max()),
+            "mean_posterior": float(stacked.mean())}

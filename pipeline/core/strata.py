@@ -1,0 +1,318 @@
+"""Quasi-identifier strata for Rating: buckets whose members cannot be told apart.
+
+Why
+---
+Rating (P1 §5) bucketizes every sensitive attribute into SIDs of ℓ distinct values, but the
+members of a SID are records with *different* published quasi-identifiers. The learned-model
+adversary (Kifer, SIGMOD 2009; :mod:`pipeline.core.posterior`) fits P(value | quasi-identifiers)
+on the release and computes the exact posterior inside each SID: when the model says a value is
+unlikely for all members but one (``Husband`` for the women of a SID), that member owns it. On
+Adult at ℓ = 3, half of the attribute-table cells exceeded ``max(1/ℓ, population posterior) +
+0.05`` (issue 12).
+
+What
+----
+The records Rating publishes are partitioned into *strata*; every stratum publishes one tuple of
+quasi-identifier labels (each a node of the column's generalization hierarchy, or ``*``), and
+Rating runs inside each stratum (:func:`pipeline.core.rating.rating_tables` with ``strata``). The
+members of a SID then share their published quasi-identifiers, so for the learned-model
+adversary they are exchangeable and the exact posterior of a member's value is the value's share
+of the SID (``1/|SID|`` ≤ ``1/ℓ`` with Rating's distinct values), whatever the model.
+
+A stratum must be ℓ-eligible on every sensitive attribute (no value held by more than ``1/ℓ`` of
+its records; Xiao & Tao, Anatomy, VLDB 2006), so that Rating bucketizes all of it without a
+residual or a suppressed cell.
+
+How (bottom-up local recoding along the hierarchies)
+----------------------------------------------------
+Start with every quasi-identifier at its base value (level 0). Records whose tuple of current
+labels forms an ℓ-eligible set are fixed as one stratum with those labels. The rest climb one
+level on one quasi-identifier (the climb that fixes the most records at the next step; ties:
+the column listed first) and are grouped again, until every column is fully generalized
+(``*``). The records left then form one last stratum, from which the fewest records are deleted
+(:func:`pipeline.core.eligibility.eligibility_deletions`) to make it ℓ-eligible. Every
+quasi-identifier has levels ``0 .. H`` of its hierarchy plus a final ``*`` level (a column
+without hierarchy, or a value its hierarchy does not list, goes from its value straight to
+``*``).
+
+This is local recoding (strata of different records may sit at different levels), in the
+spirit of bottom-up generalization (Wang, Yu & Chakraborty, ICDM 2004) and of the generalized
+quasi-identifiers of Anatomy's competitors; what is new here is only the stopping rule
+(ℓ-eligibility per sensitive attribute, so that Anatomy-style buckets exist inside the stratum).
+
+Nothing here reads input row order; ties are broken by column order and label codes only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from pipeline.core.eligibility import eligibility_deletions
+from pipeline.core.hierarchies import Hierarchy
+
+__all__ = ["SUPPRESSED_LABEL", "QuasiIdentifierStrata", "stratify_for_rating"]
+
+#: Label of a fully generalized quasi-identifier.
+SUPPRESSED_LABEL = "*"
+
+
+@dataclass(frozen=True)
+class QuasiIdentifierStrata:
+    """The strata of the records Rating publishes.
+
+    Attributes
+    ----------
+    labels
+        One row per kept record: ``row_id`` (int64), ``stratum`` (int64, 1-based, dense; numbered
+        in the order of the published label tuples as text, so the number says nothing the labels
+        do not), and one object column per quasi-identifier holding the published label.
+    deleted
+        int64 row ids deleted (before stratification) to make the records ℓ-eligible.
+    n_strata
+        Number of strata.
+    n_generalized_cells
+        Quasi-identifier cells of kept records whose published label differs from the value.
+    """
+
+    labels: pd.DataFrame
+    deleted: np.ndarray
+    n_strata: int
+    n_generalized_cells: int
+
+
+class _Column:
+    """The generalization levels of one quasi-identifier for a set of records: ``codes[L]`` is
+    an int64 array (one node code per record) and ``label(L, code)`` its text; the last level is
+    ``*`` for everybody."""
+
+    def __init__(self, values: pd.Series, hierarchy: Hierarchy | None):
+        text = values.astype(str).to_numpy(dtype=object)
+        base_codes, base_labels = pd.factorize(pd.Series(text, dtype=object), sort=True)
+        self.codes: list[np.ndarray] = [base_codes.astype(np.int64)]
+        self.labels: list[Sequence[str]] = [np.asarray(base_labels, dtype=object)]
+        if hierarchy is not None:
+            index = {value: code for code, value in enumerate(hierarchy.base_values)}
+            base = np.fromiter((index.get(v, -1) for v in text), dtype=np.int64, count=len(text))
+            known = base >= 0
+            for level in range(1, hierarchy.height + 1):
+                labels = list(hierarchy.labels[level])
+                if SUPPRESSED_LABEL not in labels:  # a value the hierarchy does not list is '*' above its base level
+                    labels.append(SUPPRESSED_LABEL)
+                star = labels.index(SUPPRESSED_LABEL)
+                node = np.where(known, hierarchy.codes[np.where(known, base, 0), level].astype(np.int64), star)
+                self.codes.append(node)
+                self.labels.append(labels)
+        if hierarchy is None or tuple(hierarchy.labels[-1]) != (SUPPRESSED_LABEL,):
+            self.codes.append(np.zeros(len(text), dtype=np.int64))
+            self.labels.append([SUPPRESSED_LABEL])
+
+    @property
+    def top(self) -> int:
+        return len(self.codes) - 1
+
+
+def _eligible_groups(group: np.ndarray, n_groups: int, sensitive_codes: np.ndarray, ell: int) -> np.ndarray:
+    """bool (n_groups,): whether each group (dense index per record) is ℓ-eligible on every
+    sensitive attribute (``ℓ · max count ≤ size``)."""
+    size = np.bincount(group, minlength=n_groups)
+    eligible = size >= ell
+    for a in range(sensitive_codes.shape[1]):
+        radix = int(sensitive_codes[:, a].max(initial=0)) + 1
+        pairs, counts = np.unique(group * radix + sensitive_codes[:, a], return_counts=True)
+        largest = np.zeros(n_groups, dtype=np.int64)
+        np.maximum.at(largest, pairs // radix, counts)
+        eligible &= ell * largest <= size
+    return eligible
+
+
+def _group_index(columns: Sequence[_Column], levels: Sequence[int], rows: np.ndarray) -> tuple[np.ndarray, int]:
+    """Dense group index (int64, one per row of ``rows``) by the rows' node codes at ``levels``,
+    and the number of groups."""
+    dense = np.zeros(len(rows), dtype=np.int64)
+    n_groups = 1
+    for column, level in zip(columns, levels, strict=True):
+        codes = column.codes[level][rows]
+        radix = int(column.codes[level].max(initial=0)) + 1
+        uniques, inverse = np.unique(dense * radix + codes, return_inverse=True)
+        dense, n_groups = inverse.reshape(-1).astype(np.int64), len(uniques)
+    return dense, n_groups
+
+
+def stratify_for_rating(
+    records: pd.DataFrame,
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+    *,
+    ell: int,
+    hierarchies: Mapping[str, Hierarchy] | None = None,
+    secret: bytes | None = None,
+    content_columns: Sequence[str] | None = None,
+    row_id_column: str = "row_id",
+    deletion_budget: float = 0.05,
+) -> QuasiIdentifierStrata:
+    """Partition the records Rating publishes into ℓ-eligible strata of equal published quasi-identifiers.
+
+    Parameters
+    ----------
+    records
+        The records to bucketize (IR_left of the mixed model, or the whole table of the Rating
+        model): ``row_id_column`` (int64, unique), the quasi-identifiers and the sensitive
+        attributes (no missing values).
+    quasi_identifiers, sensitive_attributes
+        Column names (schema order).
+    ell
+        ℓ >= 2.
+    hierarchies
+        Attribute -> :class:`pipeline.core.hierarchies.Hierarchy` (ARX format); columns without
+        one go from their value straight to ``*``.
+    secret, content_columns
+        Passed to :func:`pipeline.core.eligibility.eligibility_deletions` for the tie-break among
+        records of the last stratum (``None``: table order).
+    row_id_column
+        The id column.
+
+    Returns
+    -------
+    QuasiIdentifierStrata
+        Every record is either in ``labels`` (exactly once) or in ``deleted``. Every stratum is
+        ℓ-eligible on every sensitive attribute (``ℓ · count(v) ≤ size``); every record of a
+        stratum has the same labels; a label is the record's value or an ancestor of it.
+
+    Raises
+    ------
+    ValueError
+        ``ell < 2`` or a missing column.
+
+    References
+    ----------
+    Kifer (SIGMOD 2009) for the attack; Xiao & Tao, Anatomy (VLDB 2006) for eligibility;
+    Samarati & Sweeney (1998) for generalization hierarchies; issue 12.
+    """
+    if int(ell) != ell or ell < 2:
+        raise ValueError(f"ell (ℓ) must be an integer >= 2, got {ell!r}")
+    quasi = list(quasi_identifiers)
+    sensitive = list(sensitive_attributes)
+    missing = [c for c in [row_id_column, *quasi, *sensitive] if c not in records.columns]
+    if missing:
+        raise ValueError(f"column(s) {missing} not in the table")
+    row_ids = records[row_id_column].to_numpy(np.int64)
+    n = len(records)
+    if n == 0:
+        empty = pd.DataFrame({row_id_column: np.zeros(0, np.int64), "stratum": np.zeros(0, np.int64),
+                              **{c: pd.Series([], dtype=object) for c in quasi}})
+        return QuasiIdentifierStrata(empty, np.zeros(0, np.int64), 0, 0)
+    columns = [_Column(records[c].reset_index(drop=True), (hierarchies or {}).get(c)) for c in quasi]
+    codes = np.column_stack([pd.factorize(records[a])[0].astype(np.int64) for a in sensitive])
+    domain = codes.max(axis=0) + 1
+    record_level = np.zeros((n, len(quasi)), dtype=np.int64)
+
+    def counts(rows: np.ndarray) -> list[np.ndarray]:
+        return [np.bincount(codes[rows, a], minlength=int(domain[a])) for a in range(len(sensitive))]
+
+    def cost(size: int, value_counts: list[np.ndarray]) -> int:
+        """Lower bound on the records to delete for ℓ-eligibility (Anatomy): per attribute, the
+        records of its most frequent value above ``1/ℓ``, ``⌈(ℓ·c − s)/(ℓ − 1)⌉``; a part smaller
+        than ℓ is deleted whole."""
+        if size < ell:
+            return size
+        need = max((ell * int(c.max(initial=0)) - size for c in value_counts), default=0)
+        return max(0, -(-need // (ell - 1)))
+
+    def split(rows: np.ndarray, column: int, level: int, parent_cost: int) -> tuple[list[np.ndarray], np.ndarray, int] | None:
+        """Children of ``rows`` one level below ``level`` on ``column``: those that become
+        strata and the remainder that keeps the parent's label, with the extra deletions
+        (lower bound) the split costs; ``None`` when it costs more than ``deletion_budget`` per
+        specialized record."""
+        child_codes = columns[column].codes[level - 1][rows]
+        uniques, inverse = np.unique(child_codes, return_inverse=True)
+        if len(uniques) < 2:
+            return [rows], np.zeros(0, np.int64), 0  # one child: specialize the whole stratum for free
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.flatnonzero(np.diff(inverse[order])) + 1
+        children = np.split(rows[order], bounds)
+        child_counts = [counts(child) for child in children]
+        child_cost = [cost(len(child), child_counts[k]) for k, child in enumerate(children)]
+        # children ranked by their own cost per record; the costliest move to the remainder
+        ranked = sorted(range(len(children)), key=lambda k: (child_cost[k] / len(children[k]), k))
+        best = None
+        rest_size, rest_counts = 0, [np.zeros(int(domain[a]), np.int64) for a in range(len(sensitive))]
+        for cut in range(len(children), 0, -1):  # children ranked[:cut] become strata
+            if cut < len(children):
+                k = ranked[cut]
+                rest_size += len(children[k])
+                rest_counts = [rest_counts[a] + child_counts[k][a] for a in range(len(sensitive))]
+            specialized = sum(len(children[k]) for k in ranked[:cut])
+            if specialized == len(rows) and cut == 1:
+                continue
+            extra = sum(child_cost[k] for k in ranked[:cut]) + (cost(rest_size, rest_counts) if rest_size else 0) - parent_cost
+            if extra <= deletion_budget * specialized and (best is None or specialized > best[0]):
+                best = (specialized, cut, extra)
+        if best is None:
+            return None
+        _, cut, extra = best
+        rest = [children[k] for k in ranked[cut:]]
+        return [children[k] for k in ranked[:cut]], (np.concatenate(rest) if rest else np.zeros(0, np.int64)), extra
+
+    # top-down (Mondrian-style) specialization with local recoding, from every column at '*'
+    stack: list[tuple[np.ndarray, tuple[int, ...], frozenset[int]]] = [
+        (np.arange(n, dtype=np.int64), tuple(c.top for c in columns), frozenset())
+    ]
+    final: list[np.ndarray] = []
+    while stack:
+        rows, levels, frozen = stack.pop()
+        parent_cost = cost(len(rows), counts(rows))
+        best: tuple[int, int, int] | None = None  # (records specialized, -extra deletions, -column)
+        best_split = None
+        for j in range(len(quasi)):
+            if levels[j] == 0 or j in frozen:
+                continue
+            result = split(rows, j, levels[j], parent_cost)
+            if result is None:
+                continue
+            children, rest, extra = result
+            key = (len(rows) - len(rest), -extra, -j)
+            if best is None or key > best:
+                best, best_split = key, (children, rest)
+        if best is None:
+            record_level[rows] = levels
+            final.append(rows)
+            continue
+        j = -best[2]
+        children, rest = best_split
+        lower = tuple(level - 1 if k == j else level for k, level in enumerate(levels))
+        for child in children:
+            stack.append((child, lower, frozen))
+        if len(rest):
+            stack.append((rest, levels, frozen | {j}))
+    # delete, per stratum, the fewest records that make it ℓ-eligible
+    deleted_parts = []
+    for rows in final:
+        part = records.iloc[rows]
+        deleted_parts.append(eligibility_deletions(part, sensitive, ell=ell, secret=secret, content_columns=content_columns,
+                                                   row_id_column=row_id_column) if len(rows) >= ell else row_ids[rows])
+    deleted = np.concatenate(deleted_parts) if deleted_parts else np.zeros(0, np.int64)
+    keep = ~np.isin(row_ids, deleted)
+    positions = np.flatnonzero(keep)
+    label_columns: dict[str, np.ndarray] = {}
+    generalized = 0
+    for j, (name, column) in enumerate(zip(quasi, columns, strict=True)):
+        out = np.empty(len(positions), dtype=object)
+        level_of = record_level[positions, j]
+        for level in np.unique(level_of):
+            at = level_of == level
+            labels = column.labels[int(level)]
+            out[at] = [labels[int(c)] for c in column.codes[int(level)][positions[at]]]
+        generalized += int((out != records[name].astype(str).to_numpy(dtype=object)[positions]).sum())
+        label_columns[name] = out
+    frame = pd.DataFrame({row_id_column: row_ids[positions], **label_columns})
+    if quasi and len(frame):
+        key = pd.Series(frame[quasi].astype(str).agg("\x1f".join, axis=1).to_numpy(dtype=object))
+        stratum = pd.factorize(key, sort=True)[0].astype(np.int64) + 1
+    else:
+        stratum = np.ones(len(frame), dtype=np.int64)
+    frame.insert(1, "stratum", stratum)
+    return QuasiIdentifierStrata(frame, deleted, int(stratum.max(initial=0)), generalized)

@@ -1,0 +1,69 @@
+"""Attacks on equivalence-class releases ((k, ℓ) model), on hand-made classes whose answers are worked out here."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from pipeline.core.class_attacks import class_candidate_sets, class_posteriors, one_known_value_in_classes
+from pipeline.core.composition import intersection_attack
+
+
+def _raw() -> pd.DataFrame:
+    # 8 records, one quasi-identifier that says nothing (the same for everybody): population posterior
+    # of a value = its share of the table, with add-one smoothing.
+    return pd.DataFrame({
+        "row_id": range(1, 9),
+        "q": ["x"] * 8,
+        "a": ["1", "1", "1", "2", "3", "4", "5", "6"],
+        "b": ["p", "q", "r", "s", "p", "q", "r", "s"],
+    })
+
+
+def _release(raw: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    # class 1: rows 1-4 (a = 1, 1, 1, 2: two distinct values, value 1 holds 3 of 4 rows);
+    # class 2: rows 5-8 (a all distinct)
+    released = raw.assign(row_id=range(101, 109), cluster_id=[1, 1, 1, 1, 2, 2, 2, 2])[["row_id", "cluster_id", "q", "a", "b"]]
+    row_map = pd.DataFrame({"row_id": range(101, 109), "source_row_id": range(1, 9), "input_row_number": range(1, 9)})
+    return released, row_map
+
+
+def test_a_skewed_class_is_above_the_bound_and_a_uniform_one_is_not():
+    raw = _raw()
+    released, row_map = _release(raw)
+    result = class_posteriors(raw, released, row_map, ["q"], ["a", "b"], ell=2, slack=0.05)
+    # a = 1 holds 3 of class 1's 4 rows: posterior 0.75; bound max(1/2, population) + 0.05, and the population
+    # posterior of a = 1 is (3 + 1) / (8 + 6) ≈ 0.29 (add-one over 6 values): 0.55 < 0.75 for those 3 records.
+    # Every other cell has posterior 1/4 (class 2 on a; b in both classes) and passes.
+    assert result["n_cells"] == 16
+    assert result["n_cells_above_bound"] == 3
+    assert result["n_records_above_bound"] == 3
+    assert result["max_posterior"] == pytest.approx(0.75)
+
+
+def test_one_known_value_pins_another_in_a_class():
+    raw = _raw()
+    released, _ = _release(raw)
+    # class 2: a is unique per row, so knowing a pins b (4 records); class 1: b is unique per row, so knowing b
+    # pins a (4 records): every record is exposed.
+    assert one_known_value_in_classes(released, ["a", "b"])["share_records_pinning_another_value"] == 1.0
+    # two rows with equal (a, b) and two with a value shared by different b: nobody pinned
+    table = pd.DataFrame({"cluster_id": [1, 1, 1, 1], "a": ["1", "1", "2", "2"], "b": ["p", "q", "p", "q"]})
+    assert one_known_value_in_classes(table, ["a", "b"])["share_records_pinning_another_value"] == 0.0
+
+
+def test_candidate_sets_are_the_class_values_and_compose():
+    raw = _raw()
+    released, row_map = _release(raw)
+    sets = class_candidate_sets(released, row_map, ["a", "b"])
+    assert sets["a"].loc[1] == frozenset({"1", "2"}) and sets["b"].loc[5] == frozenset({"p", "q", "r", "s"})
+    # a second release that puts record 4 in a class of its own on a, and pairs on b
+    other = {
+        "a": pd.Series([frozenset({"2"}) if i == 4 else frozenset({"1", "2", "3", "4"}) for i in range(1, 9)], index=range(1, 9)),
+        "b": pd.Series([frozenset({"s", "q"}) if i == 4 else frozenset({"p", "q"}) for i in range(1, 9)], index=range(1, 9)),
+    }
+    composed = intersection_attack(sets, other, ["a", "b"])
+    # record 4: a = {1, 2} ∩ {2} = {2}; b = {p, q, r, s} ∩ {s, q} = {q, s}: a pinned, not the whole tuple;
+    # class 2 on a: {3, 4, 5, 6} ∩ {1, 2, 3, 4} = {3, 4}, not pinned
+    assert composed["n_records"] == 8 and composed["share_pinned_a"] == pytest.approx(1 / 8)
+    assert composed["share_whole_tuple_pinned"] == 0.0
