@@ -44,24 +44,44 @@ def audit_metadata(report: dict) -> dict:
     }
 
 
+def release_published_in_run(context: dg.AssetExecutionContext) -> str | None:
+    """The ``release_id`` of the ``release`` asset materialized earlier in this run, or None."""
+    events = context.instance.all_logs(context.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+    for event in reversed(events):
+        materialization = event.asset_materialization
+        if materialization is not None and materialization.asset_key == dg.AssetKey("release"):
+            value = materialization.metadata.get("release_id")
+            return str(getattr(value, "value", value)) if value is not None else None
+    return None
+
+
 @dg.asset(
     key=[AUDIT, "release_disclosure"],
     deps=["release"],
     group_name=EVALUATION,
     kinds={"duckdb", "pandas"},
-    description="The adversary's view of the current (LATEST) release: per released record, the most likely strong rule "
+    description="The adversary's view of the release this run published (or, materialized alone, of the LATEST release): "
+    "per released record, the most likely strong rule "
     "and its probability (SPEC §10), with AIL, RCE, rule confidences and stage times as metadata. Rules are "
     "re-mined from the release's input, read as the release read it.",
 )
 def release_disclosure(context: dg.AssetExecutionContext, settings: ReleaseSettings, store: ReleaseStore) -> pd.DataFrame:
-    latest = read_latest(store.releases_dir)
-    if latest is None:
-        raise dg.Failure(f"nothing published yet in {store.releases_dir}; run the `release` job first")
+    published = release_published_in_run(context)
+    if published is not None:
+        # the release this run published, by id: another run may have moved LATEST since
+        latest = store.releases_dir / published
+        if not (latest / "manifest.json").is_file():
+            raise dg.Failure(f"release {published} published by this run is no longer in {store.releases_dir}")
+    else:
+        latest = read_latest(store.releases_dir)
+        if latest is None:
+            raise dg.Failure(f"nothing published yet in {store.releases_dir}; run the `release` job first")
     manifest = json.loads((latest / "manifest.json").read_text())
     # the manifest names no path (it is published): the raw table is this run's input
     raw_path = resolve_input_path(settings.input_path)
     result = run_audit(latest, raw_path)
     metadata = audit_metadata(result.report)
+    metadata["audited"] = "the release published by this run" if published is not None else "LATEST (no release published by this run)"
     metadata.update({f"seconds_{step}": float(value) for step, value in manifest.get("stage_seconds", {}).items()})
     metadata.update(table_metadata(result.per_record, rows_in=int(manifest["n_sac_released"]) + int(manifest["n_attribute_table"])))
     encoded = audit_histogram_png(result.report["adversary"]["histogram"], int(manifest["ell"]))

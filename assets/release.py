@@ -347,12 +347,17 @@ def publish_release_asset(
         attribute_clusters=attribute_clusters,
     )
     report_data = mixed_report_data(in_memory, strong_rules, domain=domain_sizes(raw_records, sa))
-    if settings.model == "mixed":
+    if settings.model == "mixed" and len(raw_records) <= settings.private_baseline_max_records:
         # the Rating baseline of report.html, computed privately from the same records (issue 12, series (c)): never
         # published as a release, so it cannot be intersected with this one; aggregate figures only
         report_data["private_rating_baseline"] = private_rating_baseline(
             raw_records, qi, sa, ell=settings.ell, min_confidence=settings.min_confidence, rules=strong_rules
         )
+    elif settings.model == "mixed":
+        report_data["private_rating_baseline"] = {
+            "model": "rating", "published": False, "not_computed": True, "n_records": len(raw_records),
+            "max_records": settings.private_baseline_max_records,
+        }
     extra_files = report_files(manifest, report_data, releases_dir=store.releases_dir)
     write_registry_entry(store.home, release_id, fingerprints, settings.series_configuration(), row_ids=release_row_ids)
     path = publish_release(

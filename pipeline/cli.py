@@ -303,12 +303,12 @@ def hold_release_lock(home: Path, *, wait: bool, wait_timeout: float) -> None:
 
 def use_home(home_option: str | None) -> Path:
     """The release home: ``--home`` when given (exported as $MSA_RELEASE_HOME), else the default."""
-    from pipeline.resources import release_home
+    from pipeline.resources import ensure_release_home, release_home
 
     if home_option:
         os.environ["MSA_RELEASE_HOME"] = str(Path(home_option).resolve())
     try:
-        return release_home()
+        return ensure_release_home(release_home())
     except OSError as error:
         raise UnusableInput(
             f"the release home {os.environ.get('MSA_RELEASE_HOME', 'var')!r} cannot be used as a directory "

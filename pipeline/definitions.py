@@ -48,10 +48,11 @@ ASSETS = dg.load_assets_from_modules([ingest, mining, mixed_model, release, audi
 
 
 def build_definitions(home: Path) -> dg.Definitions:
-    """Definitions whose warehouse, releases and inbox live under ``home`` ($MSA_RELEASE_HOME)."""
+    """Definitions whose warehouse, releases and inbox live under ``home`` ($MSA_RELEASE_HOME).
+
+    Nothing is created here (importing :mod:`pipeline.definitions` has no side effect); the home is
+    created, mode 0700, when a run sets up its warehouse."""
     home = Path(home).resolve()
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(home, 0o700)
     return dg.Definitions(
         assets=ASSETS,
         asset_checks=[*GATES, *KL_GATES],

@@ -670,6 +670,13 @@ def _baseline(manifest: Mapping, data: Mapping | None, baseline: Mapping | None)
     other = {"mixed": "Rating baseline", "rating": "mixed model"}[model]
     text = f"<h2>Comparison with the {other}</h2>"
     private = (data or {}).get("private_rating_baseline")
+    if baseline is None and private is not None and model == "mixed" and private.get("not_computed"):
+        return text + (
+            f"<p>Not computed: the release covers {_e(_number(private.get('n_records')))} records, more than "
+            f"<code>private_baseline_max_records</code> = {_e(_number(private.get('max_records')))} (P1's plain Rating "
+            "of the same records is computed privately in the publish step, about 12 s per million records). Raise "
+            "that setting to see it; never publish a Rating release only to compare (docs/series.md).</p>"
+        )
     if baseline is None and private is not None and model == "mixed":
         ours = _comparison_row(manifest, data)
         theirs = {

@@ -68,9 +68,22 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 def release_home() -> Path:
-    """``$MSA_RELEASE_HOME`` (default ``./var``) as an absolute path; created with mode 0700."""
-    home = Path(os.environ.get("MSA_RELEASE_HOME", "var")).expanduser().resolve()
+    """``$MSA_RELEASE_HOME`` (default ``./var``) as an absolute path; not created (no side effect at import:
+    :func:`ensure_release_home` creates it when a run or command needs it)."""
+    return Path(os.environ.get("MSA_RELEASE_HOME", "var")).expanduser().resolve()
+
+
+def ensure_release_home(home: Path | str) -> Path:
+    """Create ``home`` (mode 0700) if absent and return it as an absolute path.
+
+    Raises
+    ------
+    OSError
+        The directory cannot be created or is not a directory.
+    """
+    home = Path(home).expanduser().resolve()
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(home, 0o700)
     return home
 
 
@@ -246,6 +259,13 @@ class ReleaseSettings(dg.ConfigurableResource):
         default=100_000,
         ge=1,
         description="With mining_backend 'auto': tables of at least this many records are mined with DuckDB.",
+    )
+    private_baseline_max_records: int = Field(
+        default=1_000_000,
+        ge=0,
+        description="report.html's Rating baseline (P1's plain Rating of the same records, computed privately in the "
+        "publish step, never published) is computed up to this many records; above, the report says it was not "
+        "computed (it costs about 12 s per million records). 0: never.",
     )
     keep_releases: int = Field(
         default=0,

@@ -135,6 +135,8 @@ class WarehouseIOManager(DuckDBIOManager):
 
     def setup_for_execution(self, context) -> None:
         home = Path(self.database).resolve().parent
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(home, 0o700)
         self._lock = acquire_release_lock(
             home,
             wait_seconds=self.lock_wait_seconds,

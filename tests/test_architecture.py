@@ -19,3 +19,18 @@ def test_core_has_no_orchestration_or_validation_imports():
             offenders += [(path.name, n) for n in names if n.split(".")[0] in FORBIDDEN]
     assert list(CORE.rglob("*.py")), "pipeline/core not found"
     assert offenders == []
+
+
+def test_importing_the_definitions_creates_nothing(tmp_path):
+    """Issue 13: no side effect at import; the home is created when a run needs it."""
+    import os
+    import subprocess
+    import sys
+
+    home = tmp_path / "not-yet"
+    environment = {**os.environ, "MSA_RELEASE_HOME": str(home), "DAGSTER_HOME": str(tmp_path / "dagster-not-yet")}
+    completed = subprocess.run([sys.executable, "-c", "import pipeline.definitions as d; assert d.defs"],
+                               cwd=Path(__file__).resolve().parents[1], env=environment, capture_output=True, text=True,
+                               timeout=300)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert not home.exists() and not (tmp_path / "dagster-not-yet").exists()

@@ -127,6 +127,9 @@ def test_release_metadata_is_numeric_with_stable_names(example_b_run):
     audit = metadata["audit/release_disclosure"]
     for key in ("additional_information_loss", "reconstruction_error", "max_disclosure_probability"):
         assert isinstance(audit[key].value, float)
+    # the audit step audits the release its own run published (by id), not whatever LATEST names
+    assert audit["release_id"].value == release["release_id"].value
+    assert audit["audited"].value == "the release published by this run"
 
 
 def test_previews_only_for_published_tables(example_b_run):

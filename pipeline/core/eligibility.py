@@ -50,6 +50,7 @@ def eligibility_deletions(
     secret: bytes | None = None,
     content_columns: Sequence[str] | None = None,
     row_id_column: str = "row_id",
+    tie_hashes: np.ndarray | None = None,
 ) -> np.ndarray:
     """Row ids to delete so that every sensitive attribute of the rest is ℓ-eligible.
 
@@ -70,6 +71,10 @@ def eligibility_deletions(
         attributes).
     row_id_column
         The id column.
+    tie_hashes
+        Optional uint64 array aligned with ``records``: the keyed hashes of their content
+        (purpose ``"eligibility"``) when already computed for a larger table (same result, one
+        hashing pass instead of one per call).
 
     Returns
     -------
@@ -101,7 +106,8 @@ def eligibility_deletions(
     if secret is None:
         tie = np.arange(n, dtype=np.int64)
     else:
-        hashes = keyed_record_hashes(records, list(content_columns or sensitive_attributes), secret, "eligibility")
+        hashes = tie_hashes if tie_hashes is not None else keyed_record_hashes(
+            records, list(content_columns or sensitive_attributes), secret, "eligibility")
         tie = np.empty(n, dtype=np.int64)
         tie[np.argsort(hashes, kind="stable")] = np.arange(n)
     alive = np.ones(n, dtype=bool)

@@ -51,8 +51,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from pipeline.core.columns import combine_codes
 from pipeline.core.eligibility import eligibility_deletions
 from pipeline.core.hierarchies import Hierarchy
+from pipeline.core.keyed import keyed_record_hashes
 
 __all__ = ["SUPPRESSED_LABEL", "QuasiIdentifierStrata", "stratify_for_rating"]
 
@@ -90,13 +92,15 @@ class _Column:
     ``*`` for everybody."""
 
     def __init__(self, values: pd.Series, hierarchy: Hierarchy | None):
-        text = values.astype(str).to_numpy(dtype=object)
-        base_codes, base_labels = pd.factorize(pd.Series(text, dtype=object), sort=True)
+        # one factorization; everything else is per distinct value, then an array look-up
+        base_codes, base_labels = pd.factorize(values.astype(str), sort=True)
+        base_labels = np.asarray(base_labels, dtype=object)
         self.codes: list[np.ndarray] = [base_codes.astype(np.int64)]
-        self.labels: list[Sequence[str]] = [np.asarray(base_labels, dtype=object)]
+        self.labels: list[Sequence[str]] = [base_labels]
+        n = len(base_codes)
         if hierarchy is not None:
             index = {value: code for code, value in enumerate(hierarchy.base_values)}
-            base = np.fromiter((index.get(v, -1) for v in text), dtype=np.int64, count=len(text))
+            base = np.asarray([index.get(v, -1) for v in base_labels], dtype=np.int64)[base_codes] if n else np.zeros(0, np.int64)
             known = base >= 0
             for level in range(1, hierarchy.height + 1):
                 labels = list(hierarchy.labels[level])
@@ -107,7 +111,7 @@ class _Column:
                 self.codes.append(node)
                 self.labels.append(labels)
         if hierarchy is None or tuple(hierarchy.labels[-1]) != (SUPPRESSED_LABEL,):
-            self.codes.append(np.zeros(len(text), dtype=np.int64))
+            self.codes.append(np.zeros(n, dtype=np.int64))
             self.labels.append([SUPPRESSED_LABEL])
 
     @property
@@ -290,28 +294,40 @@ def stratify_for_rating(
             stack.append((rest, levels, frozen | {j}))
     # delete, per stratum, the fewest records that make it ℓ-eligible
     deleted_parts = []
+    hashes = None
     for rows in final:
-        part = records.iloc[rows]
-        deleted_parts.append(eligibility_deletions(part, sensitive, ell=ell, secret=secret, content_columns=content_columns,
-                                                   row_id_column=row_id_column) if len(rows) >= ell else row_ids[rows])
+        if len(rows) < ell:
+            deleted_parts.append(row_ids[rows])
+        elif cost(len(rows), counts(rows)) > 0:
+            if secret is not None and hashes is None:  # one hashing pass for every stratum
+                hashes = keyed_record_hashes(records, list(content_columns or sensitive), secret, "eligibility")
+            deleted_parts.append(eligibility_deletions(records.iloc[rows], sensitive, ell=ell, secret=secret,
+                                                       content_columns=content_columns, row_id_column=row_id_column,
+                                                       tie_hashes=None if hashes is None else hashes[rows]))
     deleted = np.concatenate(deleted_parts) if deleted_parts else np.zeros(0, np.int64)
     keep = ~np.isin(row_ids, deleted)
     positions = np.flatnonzero(keep)
     label_columns: dict[str, np.ndarray] = {}
     generalized = 0
+    label_codes: list[np.ndarray] = []
     for j, (name, column) in enumerate(zip(quasi, columns, strict=True)):
-        out = np.empty(len(positions), dtype=object)
+        # every (level, node) of the column gets one global label code; labels are looked up per code
         level_of = record_level[positions, j]
+        offsets = np.cumsum([0] + [len(labels) for labels in column.labels])
+        node = np.zeros(len(positions), dtype=np.int64)
         for level in np.unique(level_of):
             at = level_of == level
-            labels = column.labels[int(level)]
-            out[at] = [labels[int(c)] for c in column.codes[int(level)][positions[at]]]
-        generalized += int((out != records[name].astype(str).to_numpy(dtype=object)[positions]).sum())
+            node[at] = offsets[int(level)] + column.codes[int(level)][positions[at]]
+        all_labels = np.concatenate([np.asarray(labels, dtype=object) for labels in column.labels])
+        text_codes, text = pd.factorize(all_labels[node], sort=True)
+        out = np.asarray(text, dtype=object)[text_codes]
+        generalized += int(((node >= offsets[1]) & (out != column.labels[0][column.codes[0][positions]])).sum())
+        label_codes.append(text_codes.astype(np.int64))
         label_columns[name] = out
     frame = pd.DataFrame({row_id_column: row_ids[positions], **label_columns})
     if quasi and len(frame):
-        key = pd.Series(frame[quasi].astype(str).agg("\x1f".join, axis=1).to_numpy(dtype=object))
-        stratum = pd.factorize(key, sort=True)[0].astype(np.int64) + 1
+        # strata numbered in the order of their label tuples as text (codes of sorted texts, column by column)
+        stratum = pd.factorize(combine_codes(label_codes), sort=True)[0].astype(np.int64) + 1
     else:
         stratum = np.ones(len(frame), dtype=np.int64)
     frame.insert(1, "stratum", stratum)
