@@ -9,7 +9,7 @@ export MSA_RELEASE_HOME ?= $(CURDIR)/var
 export GX_ANALYTICS_ENABLED := false
 export DAGSTER_HOME ?= $(MSA_RELEASE_HOME)/dagster
 
-.PHONY: ui-screenshots release test experiments attacks privacy-report kl-quality bench bench-kl ui env clean
+.PHONY: ui-screenshots release test test-fast experiments attacks privacy-report kl-quality bench bench-kl ui env clean
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -51,6 +51,10 @@ bench-kl: env
 
 test: env
 	$(VENV)/bin/python -m pytest -q
+
+# the fast loop for development: everything but the end-to-end, browser and full-Adult tests (CI runs `make test`)
+test-fast: env
+	$(VENV)/bin/python -m pytest -q -m "not e2e and not browser and not slow"
 
 ui: env $(DAGSTER_HOME)/dagster.yaml
 	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p $${PORT:-3000}

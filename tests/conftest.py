@@ -61,3 +61,21 @@ def reproducible_home_secret(monkeypatch):
     import pipeline.home_secret
 
     monkeypatch.setattr(pipeline.home_secret, "_new_secret", lambda: TEST_HOME_SECRET)
+
+
+#: Test modules that run a Dagster job, the CLI or a subprocess end to end (marker ``e2e``); the browser test has its
+#: own marker. ``make test-fast`` deselects both and ``slow``; ``make test`` (CI) runs everything.
+E2E_MODULES = {
+    "test_attacks", "test_bad_input", "test_bench", "test_evaluation", "test_kl_pipeline", "test_kl_quality", "test_leaks",
+    "test_ops", "test_pipeline", "test_profiling", "test_rating_and_audit", "test_release_report", "test_release_safety",
+    "test_series", "test_synthetic",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = getattr(item.module, "__name__", "").rsplit(".", 1)[-1]
+        if module == "test_browser":
+            item.add_marker(pytest.mark.browser)
+        elif module in E2E_MODULES:
+            item.add_marker(pytest.mark.e2e)
