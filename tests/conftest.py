@@ -68,7 +68,7 @@ def reproducible_home_secret(monkeypatch):
 E2E_MODULES = {
     "test_attacks", "test_bad_input", "test_bench", "test_evaluation", "test_kl_pipeline", "test_kl_quality", "test_leaks",
     "test_ops", "test_pipeline", "test_profiling", "test_rating_and_audit", "test_release_report", "test_release_safety",
-    "test_series", "test_synthetic",
+    "test_release_digests", "test_series", "test_synthetic",
 }
 
 
