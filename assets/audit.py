@@ -46,7 +46,7 @@ def audit_metadata(report: dict) -> dict:
 
 def release_published_in_run(context: dg.AssetExecutionContext) -> str | None:
     """The ``release_id`` of the ``release`` asset materialized earlier in this run, or None."""
-    events = context.instance.all_logs(context.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+    events = context.instance.all_logs(context.run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
     for event in reversed(events):
         materialization = event.asset_materialization
         if materialization is not None and materialization.asset_key == dg.AssetKey("release"):

@@ -27,6 +27,7 @@ from pipeline.core.metrics import additional_information_loss, domain_sizes, rec
 from pipeline.core.rules import mine_strong_rules, resolve_mining_backend
 from pipeline.loading import InputError, load_records
 from pipeline.publish import MODEL_TABLES
+from pipeline.errors import UnusableInputError
 
 __all__ = ["AuditError", "AuditResult", "PublishedRelease", "audit_release", "run_audit", "disclosure_histogram", "read_release", "release_metrics"]
 
@@ -34,7 +35,7 @@ __all__ = ["AuditError", "AuditResult", "PublishedRelease", "audit_release", "ru
 HISTOGRAM_EDGES = tuple(round(0.1 * k, 1) for k in range(11))
 
 
-class AuditError(ValueError):
+class AuditError(UnusableInputError, ValueError):
     """The release directory or the raw table cannot be audited; the message says why."""
 
 

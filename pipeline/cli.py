@@ -12,6 +12,8 @@ from pathlib import Path
 
 import click
 
+from pipeline.errors import ReleaseLockBusyBase, UnusableInputError
+
 __all__ = ["main"]
 
 DAGSTER_YAML = """\
@@ -164,16 +166,12 @@ def build_settings_config(
     return config
 
 
-class UnusableInput(click.ClickException):
+class UnusableInput(UnusableInputError, click.ClickException):
     """An input that cannot be used (exit status 2, like a usage error; 1 means a FAIL verdict)."""
 
-    exit_code = 2
+    exit_code = UnusableInputError.exit_status
 
 
-#: Exceptions raised by the assets when the input cannot be used (exit status 2 of ``run``):
-#: unreadable table or column configuration, hierarchy missing / invalid / not covering the data,
-#: a table that cannot be made (k, ℓ)-anonymous.
-UNUSABLE_INPUT_ERRORS = ("InputError", "HierarchyError", "InfeasibleError", "InfeasibleInput")
 
 #: Options that only the (k, ℓ) model reads, and options it does not read.
 KL_ONLY_OPTIONS = ("k", "hierarchies", "kl_method", "max_block_size", "generalization_weights")
@@ -236,13 +234,17 @@ def _validation_message(error: dict) -> str:
 
 
 def unusable_input_messages(result) -> list[str]:
-    """Messages of the step failures caused by an unusable input (``UNUSABLE_INPUT_ERRORS``)."""
+    """Messages of the step failures caused by an unusable input: an error class of exit status 2
+    (:class:`pipeline.errors.UnusableInputError`: unreadable table or column configuration, hierarchy missing /
+    invalid / not covering the data, a table that cannot be made (k, ℓ)-anonymous)."""
+    from pipeline.errors import exit_status_of_class_name
+
     messages = []
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
             error = event.step_failure_data.error
             cause = error.cause or error
-            if cause.cls_name in UNUSABLE_INPUT_ERRORS:
+            if exit_status_of_class_name(cause.cls_name) == 2:
                 message = cause.message.strip()
                 prefix, separator, rest = message.partition(": ")
                 messages.append(rest if separator and prefix.endswith(cause.cls_name) else message)
@@ -275,10 +277,10 @@ def input_options(command):
     return command
 
 
-class ReleaseLockBusyError(click.ClickException):
+class ReleaseLockBusyError(ReleaseLockBusyBase, click.ClickException):
     """Another run holds the release lock of the home (exit status 3)."""
 
-    exit_code = 3
+    exit_code = ReleaseLockBusyBase.exit_status
 
 
 def hold_release_lock(home: Path, *, wait: bool, wait_timeout: float) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from pipeline.errors import MsaReleaseError
 
 __all__ = ["SECRET_FILE", "HomeSecretError", "load_or_create_secret"]
 
@@ -20,7 +21,7 @@ SECRET_FILE = "secret.key"
 SECRET_BYTES = 32
 
 
-class HomeSecretError(RuntimeError):
+class HomeSecretError(MsaReleaseError, RuntimeError):
     """The home secret exists but cannot be used (wrong size or unreadable)."""
 
 

@@ -20,6 +20,7 @@ import pandas as pd
 
 from pipeline.core.values import merge_look_alike_values
 from pipeline.core.mixed_model import validate_model_columns
+from pipeline.errors import UnusableInputError
 
 __all__ = [
     "InfeasibleInput",
@@ -37,7 +38,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 MISSING_QUASI_IDENTIFIER = "?"
 
 
-class InputError(ValueError):
+class InputError(UnusableInputError, ValueError):
     """The input file or the column configuration cannot be used; the message says what to do."""
 
 

@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pipeline.failpoints import failpoint
+from pipeline.errors import ReleaseLockBusyBase
 
 __all__ = ["LOCK_FILE_NAME", "ReleaseLock", "ReleaseLockBusy", "acquire_release_lock", "lock_holder"]
 
@@ -41,7 +42,7 @@ _registry_guard = threading.Lock()
 _held: dict[tuple[str, int], list[int]] = {}
 
 
-class ReleaseLockBusy(RuntimeError):
+class ReleaseLockBusy(ReleaseLockBusyBase, RuntimeError):
     """Another process (or thread) holds the release lock of this home.
 
     Attributes

@@ -22,6 +22,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.errors import ReleaseRefusedError
+
 __all__ = ["RecompositionRefused", "check_series", "estimate_pins", "read_registry", "registry_dir", "write_registry_entry"]
 
 _CONFIGURATION_KEY = b"msa_release.configuration"
@@ -145,7 +147,7 @@ def estimate_pins(home: str | Path, releases_dir: str | Path, release_id: str, n
     return intersection_attack(fresh, old_sets, sensitive_attributes)
 
 
-class RecompositionRefused(RuntimeError):
+class RecompositionRefused(ReleaseRefusedError, RuntimeError):
     """A new release would compose with earlier releases of the home (the message says which and how)."""
 
 

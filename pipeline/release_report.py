@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
+from pipeline.errors import UnusableInputError
 
 matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402
@@ -112,7 +113,7 @@ _HIDDEN_FIGURES = {"gx_expectations", "histogram_bins_0_to_1_step_0.1", "rules"}
 DISCLOSURE_HISTOGRAM_KEY = "histogram_bins_0_to_1_step_0.1"
 
 
-class ReportError(ValueError):
+class ReportError(UnusableInputError, ValueError):
     """The release directory cannot be reported on; the message names the file and what to do."""
 
 

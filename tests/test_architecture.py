@@ -34,3 +34,25 @@ def test_importing_the_definitions_creates_nothing(tmp_path):
                                timeout=300)
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert not home.exists() and not (tmp_path / "dagster-not-yet").exists()
+
+
+def test_every_error_of_the_project_derives_from_the_base():
+    """Issue 13: one base error (pipeline/errors.py), each subclass with its exit status."""
+    import importlib
+    import inspect
+
+    from pipeline.errors import MsaReleaseError
+
+    root = Path(__file__).resolve().parents[1]
+    offenders = []
+    for path in sorted((root / "pipeline").rglob("*.py")):
+        module = importlib.import_module(".".join(path.relative_to(root).with_suffix("").parts))
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ == module.__name__ and issubclass(cls, BaseException) and not issubclass(cls, MsaReleaseError):
+                offenders.append(f"{module.__name__}.{name}")
+    assert offenders == []
+    from pipeline.errors import exit_status_of_class_name
+
+    expected = {"InputError": 2, "HierarchyError": 2, "InfeasibleError": 2, "AuditError": 2, "RecompositionRefused": 1,
+                "ReleaseLockBusy": 3, "HomeSecretError": 1, "UnusableInput": 2, "ReleaseLockBusyError": 3}
+    assert {name: exit_status_of_class_name(name) for name in expected} == expected

@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+from pipeline.errors import UnusableInputError
 
 __all__ = [
     "Hierarchy",
@@ -28,7 +29,7 @@ __all__ = [
 ]
 
 
-class HierarchyError(ValueError):
+class HierarchyError(UnusableInputError, ValueError):
     """A hierarchy file is unusable or does not cover the data; the message names the file,
     the attribute and the offending value, and says what to do."""
 

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.core.hierarchies import Hierarchy
+from pipeline.errors import UnusableInputError
 
 __all__ = [
     "DIVERSE_EXACT_LIMIT",
@@ -65,7 +66,7 @@ EXACT_MAX_RECORDS = 16
 GREEDY_MAX_RECORDS = 6000
 
 
-class InfeasibleError(ValueError):
+class InfeasibleError(UnusableInputError, ValueError):
     """No (k, ℓ)-anonymous table exists for this input (fewer than ``k`` records, or
     ``Diverse(whole table) < ℓ``), or the parameters are invalid."""
 
