@@ -9,6 +9,8 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
+from pipeline.settings import Grouping, KLMethod, Model, PosteriorGate, ResidualPolicy
+
 __all__ = [
     "ADULT_COLUMNS",
     "ExperimentSettings",
@@ -44,25 +46,25 @@ ADULT_COLUMNS = [
 
 #: Publication models: the mixed model of P1, the plain Rating baseline (SPEC §7) and the
 #: (k, ℓ)-anonymity model of P2 (SPEC §14).
-MODELS = ("mixed", "rating", "kl")
+MODELS = tuple(Model)
 
 #: What the posterior gate does when a record is above its bound (``posterior_gate``).
-POSTERIOR_GATE_MODES = ("block", "warn")
+POSTERIOR_GATE_MODES = tuple(PosteriorGate)
 #: Default of ``posterior_gate``: a release above the bound is refused (issue 12). The default Adult release passes it
 #: since Rating runs inside quasi-identifier strata (``grouping: qi_aware``; docs/posterior.md).
-DEFAULT_POSTERIOR_GATE = "block"
+DEFAULT_POSTERIOR_GATE = PosteriorGate.block
 
 #: SAC~ grouping of the mixed model (``ReleaseSettings.grouping``).
-GROUPINGS = ("qi_aware", "p1")
+GROUPINGS = tuple(Grouping)
 
 #: What happens to Rating's residual values that every SID already holds (``ReleaseSettings.residual_policy``).
-RESIDUAL_POLICIES = ("delete", "suppress")
+RESIDUAL_POLICIES = tuple(ResidualPolicy)
 
 #: Where a release's random choices come from (``ReleaseSettings.randomness``).
 RANDOMNESS = ("home-secret", "spec-reference")
 
 #: Methods of the (k, ℓ) model (``pipeline.core.kl_anonymity.kl_anonymize``).
-KL_METHODS = ("blocked", "greedy", "exact")
+KL_METHODS = tuple(KLMethod)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -129,8 +131,8 @@ class ReleaseSettings(dg.ConfigurableResource):
     seed: int = Field(
         default=0, ge=0, description="Seed (integer >= 0) of the per-group, per-cluster random permutation of SAC~ (mixed model)."
     )
-    grouping: str = Field(
-        default="qi_aware",
+    grouping: Grouping = Field(
+        default=Grouping.qi_aware,
         description="Grouping and bucketization (mixed and Rating models): 'qi_aware' (default): SAC~ partners with the "
         "seed's quasi-identifier tuple first, the quasi-identifiers of a group whose members differ generalized to their "
         "lowest common ancestor in hierarchies_dir (else '*'), and, with residual_policy 'delete', Rating run inside "
@@ -152,8 +154,8 @@ class ReleaseSettings(dg.ConfigurableResource):
         "settings or other records (an intersection of the two can pin values; see docs/series.md). Recorded in the "
         "manifest (allow_recomposition, recomposition).",
     )
-    residual_policy: str = Field(
-        default="delete",
+    residual_policy: ResidualPolicy = Field(
+        default=ResidualPolicy.delete,
         description="Rating residuals (mixed: the attribute table; rating: the whole table). 'delete' (default): "
         "before Rating, whole records are deleted until no value exceeds 1/ℓ of the records bucketized (Anatomy's "
         "eligibility), so no cell is suppressed; a suppressed cell (NULL SID) names its value, since only a value "
@@ -174,8 +176,8 @@ class ReleaseSettings(dg.ConfigurableResource):
         description="'drop_records_missing_sensitive': drop records with a missing sensitive value; "
         "a missing quasi-identifier is kept as the value '?'. Both counts are reported.",
     )
-    model: str = Field(
-        default="mixed",
+    model: Model = Field(
+        default=Model.mixed,
         description="Publication model: 'mixed' (SAC~ + improved Rating, P1) or 'rating' (plain Rating on the "
         "whole table, the baseline of P1 §6; refused by the disclosure gate unless allow_disclosure), both published "
         "by the `release` job; or 'kl' ((k, ℓ)-anonymity by generalisation, P2), published by the `kl_release` job.",
@@ -207,7 +209,7 @@ class ReleaseSettings(dg.ConfigurableResource):
         description="Posterior gate: tolerance added to max(1/ℓ, population posterior) when bounding the learned-model "
         "adversary's posterior of every record's true sensitive value (mixed, Rating).",
     )
-    posterior_gate: str = Field(
+    posterior_gate: PosteriorGate = Field(
         default=DEFAULT_POSTERIOR_GATE,
         description="Posterior gate: 'block' (default: a record above the bound refuses the release) or 'warn' (the gate "
         "still fails and says so in the manifest, the report and the summary, with WARN severity, and does not block; "
@@ -237,8 +239,8 @@ class ReleaseSettings(dg.ConfigurableResource):
         description="(k, ℓ) model: weight c_i >= 0 of each quasi-identifier in the generalisation cost S "
         "(SPEC §14.2); a quasi-identifier not listed weighs 1.",
     )
-    kl_method: str = Field(
-        default="blocked",
+    kl_method: KLMethod = Field(
+        default=KLMethod.blocked,
         description="(k, ℓ) model: 'blocked' (default: Mondrian-style blocks of at most max_block_size records, "
         "then the §14.3 greedy in each), 'greedy' (§14.3 on the whole table; at most 6000 records, O(n²) memory) "
         "or 'exact' (§14.4 subset DP; at most 16 records).",
@@ -281,46 +283,18 @@ class ReleaseSettings(dg.ConfigurableResource):
             raise ValueError(f"input_format must be 'auto', 'csv' or 'parquet', got {value!r}")
         return value
 
-    @field_validator("model")
+    @field_validator("model", "posterior_gate", "grouping", "residual_policy", "kl_method")
     @classmethod
-    def _known_model(cls, value: str) -> str:
-        if value not in MODELS:
-            raise ValueError(f"model must be one of {list(MODELS)}, got {value!r}")
-        return value
-
-    @field_validator("posterior_gate")
-    @classmethod
-    def _known_posterior_gate(cls, value: str) -> str:
-        if value not in POSTERIOR_GATE_MODES:
-            raise ValueError(f"posterior_gate must be one of {list(POSTERIOR_GATE_MODES)}, got {value!r}")
-        return value
+    def _plain_text(cls, value) -> str:
+        """The typed choices (:mod:`pipeline.settings`) are checked by their enum (in the Dagster config schema too)
+        and kept as plain text: they go into manifests, Dagster metadata and messages, which take strings."""
+        return str(value)
 
     @field_validator("randomness")
     @classmethod
     def _known_randomness(cls, value: str) -> str:
         if value not in RANDOMNESS:
             raise ValueError(f"randomness must be one of {list(RANDOMNESS)}, got {value!r}")
-        return value
-
-    @field_validator("grouping")
-    @classmethod
-    def _known_grouping(cls, value: str) -> str:
-        if value not in GROUPINGS:
-            raise ValueError(f"grouping must be one of {list(GROUPINGS)}, got {value!r}")
-        return value
-
-    @field_validator("residual_policy")
-    @classmethod
-    def _known_residual_policy(cls, value: str) -> str:
-        if value not in RESIDUAL_POLICIES:
-            raise ValueError(f"residual_policy must be one of {list(RESIDUAL_POLICIES)}, got {value!r}")
-        return value
-
-    @field_validator("kl_method")
-    @classmethod
-    def _known_kl_method(cls, value: str) -> str:
-        if value not in KL_METHODS:
-            raise ValueError(f"kl_method must be one of {list(KL_METHODS)}, got {value!r}")
         return value
 
     @field_validator("mining_backend")

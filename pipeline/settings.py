@@ -1,0 +1,53 @@
+"""Typed choices of the release settings, without Dagster (issue 13: "typed parameters").
+
+Each is a :class:`enum.StrEnum` whose member names equal their values, so that Dagster's config schema (which
+names enum members) shows the same words as the CLI, the manifest and the docs, and the Dagster launchpad refuses
+any other word before a run starts (``model: foo`` is a config error, not a failed run). Members compare equal to
+their strings (``settings.model == "mixed"``) and serialize as them.
+
+Choices spelled with a hyphen (``randomness``: ``home-secret``, ``spec-reference``; ``mining_backend``) stay plain
+strings checked by the settings' validators: a Dagster enum cannot carry those names.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["Grouping", "KLMethod", "Model", "PosteriorGate", "ResidualPolicy"]
+
+
+class Model(enum.StrEnum):
+    """Publication model: P1's mixed model, the plain Rating baseline (SPEC §7), (k, ℓ)-anonymity (P2, SPEC §14)."""
+
+    mixed = "mixed"
+    rating = "rating"
+    kl = "kl"
+
+
+class Grouping(enum.StrEnum):
+    """SAC~ grouping and Rating bucketization: quasi-identifier aware (default) or P1's exact algorithms."""
+
+    qi_aware = "qi_aware"
+    p1 = "p1"
+
+
+class ResidualPolicy(enum.StrEnum):
+    """What happens to Rating's residual values: whole records deleted (default) or SPEC §6.4's suppression."""
+
+    delete = "delete"
+    suppress = "suppress"
+
+
+class PosteriorGate(enum.StrEnum):
+    """What the learned-model gate (gate 9) does above its bound: refuse the release, or publish with a warning."""
+
+    block = "block"
+    warn = "warn"
+
+
+class KLMethod(enum.StrEnum):
+    """Algorithm of the (k, ℓ) model (SPEC §14.3-§14.4)."""
+
+    blocked = "blocked"
+    greedy = "greedy"
+    exact = "exact"
