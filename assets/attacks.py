@@ -12,7 +12,7 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
-from assets.keys import EVALUATION, inputs
+from pipeline.asset_keys import EVALUATION, inputs
 from pipeline.attack_report import MODELS, run_attack_evaluation, write_attack_report
 from pipeline.core.hierarchies import load_hierarchies
 from pipeline.loading import PROJECT_ROOT

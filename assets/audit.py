@@ -7,7 +7,7 @@ import json
 import dagster as dg
 import pandas as pd
 
-from assets.keys import EVALUATION, table_metadata
+from pipeline.asset_keys import EVALUATION, table_metadata
 from pipeline.audit import run_audit
 from pipeline.loading import resolve_input_path
 from pipeline.publish import read_latest

@@ -10,7 +10,7 @@ import time
 import dagster as dg
 import pandas as pd
 
-from assets.keys import KINDS, inputs
+from pipeline.asset_keys import KINDS, inputs
 from pipeline.evaluation import run_model_sweeps, run_sid_creation_timings
 from pipeline.figures import plot_histogram_figures, plot_model_figures, plot_timing_figures
 from pipeline.report import machine_description, write_report, write_results

@@ -12,12 +12,13 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from assets.keys import CANDIDATE, KINDS, KL_MODEL, PRIVATE, RELEASE, inputs, markdown_preview, table_metadata
+from pipeline.asset_keys import CANDIDATE, KINDS, KL_MODEL, PRIVATE, RELEASE, inputs, markdown_preview, table_metadata
 from assets.release import gate_outcomes, input_reading, profile_metadata, release_row_ids_of, run_profile, stage_seconds
 from pipeline.core.class_attacks import class_candidate_sets
-from pipeline.core.hierarchies import Hierarchy, HierarchyError, load_hierarchies, read_hierarchy
+from pipeline.core.hierarchies import HierarchyError, load_hierarchies
 from pipeline.core.kl_anonymity import InfeasibleError, KLAnonymization, kl_anonymize, kl_release_table
 from pipeline.loading import InputError, file_sha256
+from pipeline.tables import hierarchies_from_frame
 from pipeline.registry import RecompositionRefused, check_series, write_registry_entry
 from pipeline.publish import contract_schemas, package_versions, publish_release
 from pipeline.release_report import REPORT_HTML, kl_report_data, report_files
@@ -36,23 +37,6 @@ def require_kl_model(settings: ReleaseSettings) -> None:
             f"the kl_release assets publish the (k, ℓ) model but settings.model is {settings.model!r}; set "
             "resources.settings.config.model to 'kl' (msa-release run --model kl does), or run the `release` job"
         )
-
-
-def hierarchies_from_frame(frame: pd.DataFrame) -> dict[str, Hierarchy]:
-    """Re-read the hierarchy files listed by ``private/generalization_hierarchies``.
-
-    Raises
-    ------
-    HierarchyError
-        A file changed (other SHA-256) since the run validated it, or became unreadable.
-    """
-    hierarchies = {}
-    for row in frame.itertuples(index=False):
-        path = Path(row.path)
-        if not path.is_file() or file_sha256(path) != row.sha256:
-            raise HierarchyError(f"hierarchy file {path} for {row.attribute!r} changed during the run; run again")
-        hierarchies[row.attribute] = read_hierarchy(path, attribute=row.attribute)
-    return hierarchies
 
 
 def discernibility(cluster_sizes: pd.Series) -> int:

@@ -6,7 +6,7 @@ import time
 import dagster as dg
 import pandas as pd
 
-from assets.keys import KINDS, MINING, PRIVATE, inputs, table_metadata
+from pipeline.asset_keys import KINDS, MINING, PRIVATE, inputs, table_metadata
 from pipeline.core.rules import mine_strong_rules, resolve_mining_backend, strong_values
 from pipeline.resources import ReleaseSettings
 

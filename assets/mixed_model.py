@@ -12,7 +12,8 @@ from pipeline.core.hierarchies import load_available_hierarchies
 from pipeline.core.mixed_model import keyed_table_order, records_for_rating
 from pipeline.core.partition import cluster_sensitive_attributes, split_sac_ir
 from pipeline.core.rating import rating_tables
-from assets.keys import KINDS, MIXED_MODEL, PRIVATE, RATING, inputs, table_metadata
+from pipeline.tables import clusters_from_frame
+from pipeline.asset_keys import KINDS, MIXED_MODEL, PRIVATE, RATING, inputs, table_metadata
 from pipeline.resources import ReleaseSettings, ReleaseStore
 
 
@@ -32,17 +33,6 @@ def in_keyed_order(raw_records: pd.DataFrame, row_ids: np.ndarray, settings: Rel
     positions = pd.Index(raw_records["row_id"].to_numpy(np.int64)).get_indexer(np.asarray(row_ids, dtype=np.int64))
     return np.asarray(row_ids, dtype=np.int64)[np.argsort(rank[positions], kind="stable")]
 
-
-
-def clusters_from_frame(frame: pd.DataFrame) -> list[list[str]]:
-    """``Cluster_Set`` from a ``cluster_id, attribute`` frame (order kept)."""
-    return [list(chunk["attribute"]) for _, chunk in frame.groupby("cluster_id", sort=True, observed=True)]
-
-
-def s_max_from_frame(frame: pd.DataFrame) -> str | None:
-    """``S_max`` from a ``strong_value_occurrences`` frame (None when there is no strong rule)."""
-    chosen = frame.loc[frame["is_s_max"].astype(bool), "attribute"]
-    return str(chosen.iloc[0]) if len(chosen) else None
 
 
 @dg.multi_asset(

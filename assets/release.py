@@ -11,14 +11,16 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from assets.keys import CANDIDATE, KINDS, PRIVATE, RELEASE, inputs, markdown_preview, table_metadata
-from assets.mixed_model import clusters_from_frame, release_secret
+from pipeline.asset_keys import CANDIDATE, KINDS, PRIVATE, RELEASE, inputs, markdown_preview, table_metadata
+from assets.mixed_model import release_secret
+from pipeline.tables import clusters_from_frame
 from pipeline.audit import PublishedRelease
 from pipeline.core.composition import candidate_sets
 from pipeline.core.metrics import domain_sizes
 from pipeline.core.hierarchies import load_available_hierarchies
 from pipeline.core.mixed_model import assemble_release_tables
 from pipeline import profiling
+from pipeline.run_events import run_step_windows
 from pipeline.registry import RecompositionRefused, check_series, write_registry_entry
 from pipeline.publish import contract_schemas, package_versions, publish_release
 from pipeline.release_report import REPORT_HTML, mixed_report_data, private_rating_baseline, report_files
@@ -124,16 +126,6 @@ def input_reading(settings: ReleaseSettings) -> dict:
         "missing_value_tokens": list(settings.missing_value_tokens),
         "missing_value_policy": settings.missing_value_policy,
     }
-
-
-def run_step_windows(instance: dg.DagsterInstance, run_id: str) -> dict[str, tuple[float, float]]:
-    """Start and end (seconds since the epoch) of every step of run ``run_id`` finished so far, from its event log."""
-    started, finished = {}, {}
-    for event_type, into in ((dg.DagsterEventType.STEP_START, started), (dg.DagsterEventType.STEP_SUCCESS, finished)):
-        for record in instance.get_records_for_run(run_id, of_type=event_type).records:
-            entry = record.event_log_entry
-            into[entry.step_key] = entry.timestamp
-    return {step: (started[step], finished[step]) for step in sorted(finished) if step in started}
 
 
 def step_windows(context: dg.AssetExecutionContext) -> dict[str, tuple[float, float]]:

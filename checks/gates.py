@@ -10,9 +10,8 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from assets.keys import CANDIDATE, inputs
-from assets.kl_release import hierarchies_from_frame
-from assets.mixed_model import clusters_from_frame, s_max_from_frame
+from pipeline.asset_keys import CANDIDATE, inputs
+from pipeline.tables import clusters_from_frame, hierarchies_from_frame, s_max_from_frame
 from checks import suites
 from checks.gx_runner import SuiteOutcome, validate_frame
 from pipeline.core import verification

@@ -385,7 +385,7 @@ def write_profile_sidecar(result, home: Path, output: str | None, *, started: fl
     """
     import dagster as dg
 
-    from assets.release import run_step_windows
+    from pipeline.run_events import run_step_windows
     from pipeline.profiling import build_profile, current_sampler
     from pipeline.publish import read_latest
 

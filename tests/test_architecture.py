@@ -56,3 +56,27 @@ def test_every_error_of_the_project_derives_from_the_base():
     expected = {"InputError": 2, "HierarchyError": 2, "InfeasibleError": 2, "AuditError": 2, "RecompositionRefused": 1,
                 "ReleaseLockBusy": 3, "HomeSecretError": 1, "UnusableInput": 2, "ReleaseLockBusyError": 3}
     assert {name: exit_status_of_class_name(name) for name in expected} == expected
+
+
+def _imports(path: Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.append(node.module)
+    return names
+
+
+def test_import_directions():
+    """Issue 13: checks/ never imports assets/; in pipeline/ only the Dagster wiring that assembles the code location
+    (definitions.py, jobs.py) imports assets/."""
+    root = Path(__file__).resolve().parents[1]
+    offenders = []
+    for path in sorted((root / "checks").rglob("*.py")):
+        offenders += [(str(path.relative_to(root)), n) for n in _imports(path) if n.split(".")[0] == "assets"]
+    for path in sorted((root / "pipeline").rglob("*.py")):
+        if path.name in ("definitions.py", "jobs.py"):
+            continue
+        offenders += [(str(path.relative_to(root)), n) for n in _imports(path) if n.split(".")[0] == "assets"]
+    assert offenders == []

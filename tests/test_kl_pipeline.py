@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from assets.keys import CANDIDATE, KINDS, PRIVATE, inputs
+from pipeline.asset_keys import CANDIDATE, KINDS, PRIVATE, inputs
 from checks.gates import GATES, KL_GATES
 from pipeline.cli import main
 from pipeline.core.hierarchies import load_hierarchies

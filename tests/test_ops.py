@@ -13,7 +13,7 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from assets.keys import GROUPS
+from pipeline.asset_keys import GROUPS
 from pipeline import jobs
 from pipeline.definitions import build_definitions
 from pipeline.publish import read_latest

@@ -1,4 +1,4 @@
-"""Asset-key conventions and metadata helpers shared by the assets and the gates.
+"""Asset-key conventions and metadata helpers shared by the assets and the gates (Dagster wiring; checks/ and assets/ both import it, so it lives outside assets/).
 
 Asset key prefixes are DuckDB schemas of the warehouse: ``private`` (raw and intermediate
 tables, never released) and ``candidate`` (the release tables before the gates).
