@@ -5,7 +5,7 @@ the assets of group ``kl_model`` after ``ingest``, then the (k, ℓ) assets of g
 
 
 import time
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 import dagster as dg
@@ -276,7 +276,7 @@ def publish_kl_release(
     started = time.monotonic()
     publish_started = time.time()
     require_kl_model(settings)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     release_id = f"{now.strftime('%Y%m%dT%H%M%S')}Z-{context.run.run_id[:8]}"
     gates = gate_outcomes(context)
     failed = [g["name"] for g in gates if g["status"] != "passed"]

@@ -5,7 +5,7 @@ import dataclasses
 import json
 import time
 from pathlib import Path
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 import dagster as dg
 import numpy as np
@@ -251,7 +251,7 @@ def publish_release_asset(
     started = time.monotonic()
     publish_started = time.time()
     require_release_model(settings)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     release_id = f"{now.strftime('%Y%m%dT%H%M%S')}Z-{context.run.run_id[:8]}"
     gates = gate_outcomes(context)
     failed = [g["name"] for g in gates if g["status"] == "failed"]

@@ -34,7 +34,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -302,7 +302,7 @@ def compare_main(spec: dict) -> dict:
     plain_sid_max_records, algorithms_max_records.
     """
     from pipeline.core import rules as rules_module
-    from pipeline.core.partition import split_sac_ir
+    from pipeline.core.sac_split import split_sac_ir
     from pipeline.core.rating import create_sids
     from pipeline.loading import load_records
     from pipeline.resources import ADULT_COLUMNS

@@ -24,7 +24,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 import matplotlib
@@ -358,7 +358,7 @@ def run_attack_evaluation(
         "rating": {"n_published_records": len(rating.row_map), "n_attribute_table": len(rating.attribute_table)},
     }
     evaluation.results = {
-        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "parameters": {"ell": ell, "k": k, "min_confidence": min_confidence, "seed": seed, "kl_method": kl_method,
                        "max_block_size": max_block_size, "generalization_weights": weights},
         "dataset": {"description": dataset_description, "n_records": n, "quasi_identifiers": qi, "sensitive_attributes": sa},
@@ -393,7 +393,6 @@ def _worst_pair(results: dict, model: str) -> tuple[str, dict]:
 
 def verdicts(results: dict) -> dict[str, list[str]]:
     """Sentences computed from the numbers: ``join``, ``one_known``, ``leaks``, ``trade_off``, ``utility``."""
-    ell = results["parameters"]["ell"]
     join, utility = results["join_attack"], results["utility"]
     out: dict[str, list[str]] = {"join": [], "one_known": [], "leaks": [], "trade_off": [], "utility": []}
     for model in MODELS:

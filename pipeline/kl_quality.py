@@ -314,10 +314,11 @@ def main(
     sensitive_attributes: Sequence[str],
     hierarchies: dict[str, Hierarchy],
     out_dir: Path,
-    plan: QualityPlan = QualityPlan(),
+    plan: QualityPlan | None = None,
     description: str = "UCI Adult",
 ) -> Path:
-    """Run the three measurements and write the report; returns the REPORT.md path."""
+    """Run the three measurements and write the report (``plan``: default :class:`QualityPlan`); returns the REPORT.md path."""
+    plan = plan if plan is not None else QualityPlan()
     small = compare_with_exact(records, quasi_identifiers, sensitive_attributes, hierarchies, plan)
     medium = compare_blocked_with_greedy(records, quasi_identifiers, sensitive_attributes, hierarchies, plan)
     whole = time_whole_table(records, quasi_identifiers, sensitive_attributes, hierarchies, plan)

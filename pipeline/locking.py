@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 from pipeline.failpoints import failpoint
@@ -161,7 +161,7 @@ def acquire_release_lock(
         raise
     holder = {
         "pid": os.getpid(),
-        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": socket.gethostname(),
         "command": " ".join(sys.argv)[:500],
     }

@@ -21,7 +21,7 @@ import secrets
 import signal
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 import duckdb  # noqa: F401  (imported before forking)
@@ -33,7 +33,6 @@ import pipeline.definitions  # noqa: F401
 
 def _publish_latest_again(home: Path, keep: int) -> None:
     """The publish step alone: the LATEST release's tables under a new id, under the release lock."""
-    import duckdb
 
     from pipeline.locking import acquire_release_lock
     from pipeline.publish import MANIFEST_JSON_COLUMNS, contract_schemas, publish_release, read_latest
@@ -48,7 +47,7 @@ def _publish_latest_again(home: Path, keep: int) -> None:
             tables = {name: connection.execute(f'SELECT * FROM "{name}"').df() for name in schemas if name != "release_manifest"}
         finally:
             connection.close()
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         release_id = f"{now.strftime('%Y%m%dT%H%M%S')}Z-{secrets.token_hex(4)}"
         manifest.update(release_id=release_id, created_at=now.isoformat(timespec="seconds"))
         assert set(MANIFEST_JSON_COLUMNS) <= set(manifest)

@@ -439,7 +439,7 @@ def test_hierarchy_missing_a_value(seeded_home):
 
 def test_bom_and_crlf(tmp_path):
     path = tmp_path / "bom.csv"
-    path.write_bytes("\ufeffq,a,b\r\n1,Zürich,p\r\n2,\"two\r\nlines\",q\r\n".encode("utf-8"))
+    path.write_bytes("\ufeffq,a,b\r\n1,Zürich,p\r\n2,\"two\r\nlines\",q\r\n".encode())
     loaded = load_records(path, quasi_identifiers=["q"], sensitive_attributes=["a", "b"])
     assert list(loaded.records.columns) == ["row_id", "q", "a", "b"]
     assert list(loaded.records["a"]) == ["Zürich", "two\r\nlines"]

@@ -6,7 +6,7 @@ import hashlib
 import json
 import os
 import time
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 import dagster as dg
@@ -157,7 +157,7 @@ def test_schedule_defaults_weekly_and_stopped(monkeypatch):
     assert schedule.cron_schedule == "0 3 * * 1"
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
     assert schedule.job_name == "release"
-    context = dg.build_schedule_context(scheduled_execution_time=datetime(2026, 11, 23, 3, 0, tzinfo=timezone.utc))
+    context = dg.build_schedule_context(scheduled_execution_time=datetime(2026, 11, 23, 3, 0, tzinfo=UTC))
     requests = schedule.evaluate_tick(context).run_requests
     assert len(requests) == 1 and requests[0].tags["msa_release/trigger"] == "schedule"
 

@@ -17,7 +17,7 @@ from pipeline.core.eligibility import eligibility_deletions
 from pipeline.core.keyed import keyed_order, keyed_record_hashes
 from pipeline.core.grouping import Grouping, generalize_group_quasi_identifiers, group_sac, permute_within_groups
 from pipeline.core.hierarchies import Hierarchy
-from pipeline.core.partition import SacIrSplit, cluster_sensitive_attributes, split_sac_ir
+from pipeline.core.sac_split import SacIrSplit, cluster_sensitive_attributes, split_sac_ir
 from pipeline.core.rating import rating_tables
 from pipeline.core.rules import mine_strong_rules
 from pipeline.core.strata import stratify_for_rating

@@ -594,7 +594,7 @@ def fit_naive_bayes_on_release(
     n_iterations: int = 15,
     smoothing: float = 1.0,
     select_iterations: bool = True,
-) -> tuple[NaiveBayesModel, "_ReleaseData", np.ndarray]:
+) -> tuple[NaiveBayesModel, _ReleaseData, np.ndarray]:
     """Fit the adversary's naive-Bayes model by EM on a mixed or Rating release (published tables only).
 
     Parameters

@@ -98,7 +98,7 @@ class SidAssignment:
         """``suppressed_records`` as a list."""
         return self.suppressed_records.tolist()
 
-    def same_sids_as(self, other: "SidAssignment") -> bool:
+    def same_sids_as(self, other: SidAssignment) -> bool:
         """Same SIDs (as value sets), same record → SID map and same suppressed records."""
         if self.n_sids != other.n_sids or not np.array_equal(self.record_sid, other.record_sid):
             return False

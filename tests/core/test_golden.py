@@ -6,7 +6,7 @@ import pytest
 
 from pipeline.core.adversary import disclosure_probabilities, per_record_disclosure, recover_rule_confidences, rule_holders
 from pipeline.core.mixed_model import assemble_release_tables, run_mixed_model
-from pipeline.core.partition import cluster_sensitive_attributes
+from pipeline.core.sac_split import cluster_sensitive_attributes
 from pipeline.core.rating import create_sids, rating_tables
 from pipeline.core.rules import mine_strong_rules
 from tests.conftest import example_frame, example_quasi_identifiers
