@@ -632,7 +632,9 @@ def run(**options) -> None:
     preflight(config, home_option=options["home"])
     from pipeline.publish import read_latest
 
-    job_name = "kl_release" if config.get("model") == "kl" else "release"
+    from pipeline.models import job_of_model
+
+    job_name = job_of_model(config.get("model"))
     if options["profile_output"] and not options["profile"]:
         raise click.UsageError("--profile-output needs --profile")
     hold_release_lock(use_home(options["home"]), wait=options["wait"], wait_timeout=options["wait_timeout"])

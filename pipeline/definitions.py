@@ -27,6 +27,7 @@ from pipeline.jobs import (  # noqa: E402
     kl_release_job,
     release_job,
 )
+from pipeline.models import PUBLICATION_MODELS  # noqa: E402
 from pipeline.resources import ExperimentSettings, ReleaseSettings, ReleaseStore, release_home  # noqa: E402
 from pipeline.warehouse import WarehouseIOManager  # noqa: E402
 
@@ -42,7 +43,7 @@ __all__ = [
 ]
 
 #: The job that publishes each model (``ReleaseSettings.model``).
-JOB_OF_MODEL = {"mixed": "release", "rating": "release", "kl": "kl_release"}
+JOB_OF_MODEL = {name: model.job for name, model in PUBLICATION_MODELS.items()}
 
 ASSETS = dg.load_assets_from_modules([ingest, mining, mixed_model, release, audit, kl_release, evaluation, attacks])
 

@@ -36,6 +36,7 @@ import dagster as dg
 from pydantic import ValidationError
 
 from assets import audit, kl_release, release
+from pipeline.models import job_of_model
 from pipeline.resources import ReleaseSettings, ReleaseStore
 
 __all__ = [
@@ -240,7 +241,7 @@ def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.Ru
             for e in error.errors()
         )
         raise ValueError(messages) from error
-    job_name = "kl_release" if config.get("model") == "kl" else "release"
+    job_name = job_of_model(config.get("model"))
     return dg.RunRequest(
         run_key=sha256,
         job_name=job_name,

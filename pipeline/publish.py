@@ -20,6 +20,7 @@ import duckdb
 import pandas as pd
 
 from pipeline.failpoints import failpoint
+from pipeline.models import PUBLICATION_MODELS
 
 __all__ = [
     "MANIFEST_COLUMNS",
@@ -121,11 +122,7 @@ def _quote(name: str) -> str:
 
 
 #: Tables each publication model releases (besides ``release_manifest``).
-MODEL_TABLES = {
-    "mixed": ("sac_released", "attribute_table", "id_table", "attribute_clusters"),
-    "rating": ("attribute_table", "id_table"),
-    "kl": ("kl_released",),
-}
+MODEL_TABLES = {name: model.tables for name, model in PUBLICATION_MODELS.items()}
 
 
 def contract_schemas(
