@@ -8,7 +8,8 @@ import dagster as dg
 import pandas as pd
 
 from pipeline.asset_keys import EVALUATION, table_metadata
-from pipeline.audit import run_audit
+from pipeline.asset_keys import inputs
+from pipeline.audit import audit_release_against, read_release
 from pipeline.loading import resolve_input_path
 from pipeline.publish import read_latest
 from pipeline.release_report import audit_histogram_png
@@ -58,14 +59,16 @@ def release_published_in_run(context: dg.AssetExecutionContext) -> str | None:
 @dg.asset(
     key=[AUDIT, "release_disclosure"],
     deps=["release"],
+    ins=inputs(private=["raw_records", "input_summary", "strong_rules"]),
     group_name=EVALUATION,
     kinds={"duckdb", "pandas"},
     description="The adversary's view of the release this run published (or, materialized alone, of the LATEST release): "
     "per released record, the most likely strong rule "
-    "and its probability (SPEC §10), with AIL, RCE, rule confidences and stage times as metadata. Rules are "
-    "re-mined from the release's input, read as the release read it.",
+    "and its probability (SPEC §10), with AIL, RCE, rule confidences and stage times as metadata. The release is read "
+    "back from its published files; the raw records and strong rules are this run's (the input is read once per run).",
 )
-def release_disclosure(context: dg.AssetExecutionContext, settings: ReleaseSettings, store: ReleaseStore) -> pd.DataFrame:
+def release_disclosure(context: dg.AssetExecutionContext, settings: ReleaseSettings, store: ReleaseStore,
+                       raw_records: pd.DataFrame, input_summary: pd.DataFrame, strong_rules: pd.DataFrame) -> pd.DataFrame:
     published = release_published_in_run(context)
     if published is not None:
         # the release this run published, by id: another run may have moved LATEST since
@@ -77,9 +80,16 @@ def release_disclosure(context: dg.AssetExecutionContext, settings: ReleaseSetti
         if latest is None:
             raise dg.Failure(f"nothing published yet in {store.releases_dir}; run the `release` job first")
     manifest = json.loads((latest / "manifest.json").read_text())
-    # the manifest names no path (it is published): the raw table is this run's input
-    raw_path = resolve_input_path(settings.input_path)
-    result = run_audit(latest, raw_path)
+    # the manifest names no path (it is published): the raw table is this run's input, already loaded by the run
+    release = read_release(latest)
+    summary = input_summary.iloc[0]
+    same_run = published is not None
+    result = audit_release_against(
+        release, raw_records, raw_label=str(resolve_input_path(settings.input_path)),
+        input_sha256=str(summary["input_sha256"]) if "input_sha256" in input_summary else None,
+        rules=strong_rules.reset_index(drop=True) if same_run else None,
+        is_release_input=True if same_run else None,
+    )
     metadata = audit_metadata(result.report)
     metadata["audited"] = "the release published by this run" if published is not None else "LATEST (no release published by this run)"
     metadata.update({f"seconds_{step}": float(value) for step, value in manifest.get("stage_seconds", {}).items()})

@@ -29,7 +29,10 @@ from pipeline.loading import InputError, load_records
 from pipeline.publish import MODEL_TABLES
 from pipeline.errors import UnusableInputError
 
-__all__ = ["AuditError", "AuditResult", "PublishedRelease", "audit_release", "run_audit", "disclosure_histogram", "read_release", "release_metrics"]
+__all__ = [
+    "AuditError", "AuditResult", "PublishedRelease", "audit_release", "audit_release_against", "disclosure_histogram",
+    "read_release", "release_metrics", "run_audit",
+]
 
 #: Right edges of the disclosure histogram bins (left-open except the first): 0, (0, 0.1], …, (0.9, 1].
 HISTOGRAM_EDGES = tuple(round(0.1 * k, 1) for k in range(11))
@@ -360,15 +363,63 @@ def run_audit(
     except InputError as error:
         message = str(error)
         raise AuditError(message if str(raw_path) in message else f"raw table {raw_path}: {message}") from error
-    threshold = float(manifest["min_confidence"]) if min_confidence is None else float(min_confidence)
-    backend = resolve_mining_backend(
-        mining_backend, len(loaded.records), duckdb_threshold=duckdb_mining_threshold,
-        n_items=sum(int(loaded.records[a].nunique()) for a in release.sensitive_attributes),
+    return audit_release_against(
+        release, loaded.records, raw_label=str(raw_path), input_sha256=loaded.input_sha256,
+        min_confidence=min_confidence, max_listed_records=max_listed_records, mining_backend=mining_backend,
+        duckdb_mining_threshold=duckdb_mining_threshold,
     )
-    # the release's own rule set: support >= its min_support (releases made before min_support existed: 1)
-    min_support = int(manifest.get("min_support") or 1)
-    rules = mine_strong_rules(loaded.records, release.sensitive_attributes, min_confidence=threshold, backend=backend,
-                              min_support=min_support)
+
+
+def audit_release_against(
+    release: PublishedRelease,
+    records: pd.DataFrame,
+    *,
+    raw_label: str,
+    input_sha256: str | None,
+    min_confidence: float | None = None,
+    max_listed_records: int = 1000,
+    mining_backend: str = "auto",
+    duckdb_mining_threshold: int = 100_000,
+    rules: pd.DataFrame | None = None,
+    is_release_input: bool | None = None,
+) -> AuditResult:
+    """Audit a release read back from its files against raw records already loaded (:func:`run_audit` without the
+    reading; the in-job audit passes the run's own records, so a run reads its input once).
+
+    Parameters
+    ----------
+    release
+        :func:`read_release` of the release directory.
+    records
+        The raw records as :func:`pipeline.loading.load_records` returns them (quasi-identifiers and sensitive
+        attributes of the release).
+    raw_label
+        How the raw table is named in the report (a path, or a description).
+    input_sha256
+        SHA-256 of the raw file (to say whether it is the release's input), or None when unknown.
+    rules
+        The strong rules of ``records`` at the release's threshold and ``min_support`` when already mined (the
+        run's ``strong_rules``); mined here when None.
+    is_release_input
+        Whether ``records`` are the release's input, when the caller knows (the run that made the release);
+        otherwise found from ``input_sha256`` and the home secret.
+
+    Returns
+    -------
+    AuditResult
+        As :func:`run_audit`.
+    """
+    manifest = release.manifest
+    threshold = float(manifest["min_confidence"]) if min_confidence is None else float(min_confidence)
+    if rules is None:
+        backend = resolve_mining_backend(
+            mining_backend, len(records), duckdb_threshold=duckdb_mining_threshold,
+            n_items=sum(int(records[a].nunique()) for a in release.sensitive_attributes),
+        )
+        # the release's own rule set: support >= its min_support (releases made before min_support existed: 1)
+        min_support = int(manifest.get("min_support") or 1)
+        rules = mine_strong_rules(records, release.sensitive_attributes, min_confidence=threshold, backend=backend,
+                                  min_support=min_support)
     view = adversary_view(
         rules, sac_released=release.sac_released, attribute_table=release.attribute_table,
         id_table=release.id_table, attribute_clusters=release.attribute_clusters,
@@ -397,7 +448,10 @@ def run_audit(
         reasons.append(f"{len(above)} released record(s) above the bound 1/{ell} (max {max_probability})")
     if not structure["passed"]:
         reasons.append("the release files break ℓ-diversity or the manifest's record counts")
-    raw_matches = _is_release_input(release.path, manifest, loaded.input_sha256)
+    if is_release_input is not None:
+        raw_matches = is_release_input
+    else:
+        raw_matches = _is_release_input(release.path, manifest, input_sha256) if input_sha256 is not None else None
     result = {
         "verdict": "PASS" if not reasons else "FAIL",
         "reasons": reasons,
@@ -410,11 +464,11 @@ def run_audit(
             "disclosure_override_used": bool(manifest.get("disclosure_override_used", False)),
         },
         "raw": {
-            "path": str(raw_path),
-            "sha256": loaded.input_sha256,
+            "path": raw_label,
+            "sha256": input_sha256,
             # None: the manifest's input_hmac can be checked only with the release's home secret
             "is_release_input": raw_matches,
-            "n_records": len(loaded.records),
+            "n_records": len(records),
         },
         "adversary": {
             "min_confidence": threshold,
@@ -433,7 +487,7 @@ def run_audit(
             "per_rule": per_rule,
         },
         "structure": structure,
-        "metrics": release_metrics(release, rules, domain=domain_sizes(loaded.records, release.sensitive_attributes)),
+        "metrics": release_metrics(release, rules, domain=domain_sizes(records, release.sensitive_attributes)),
     }
     if not raw_matches:
         result["warnings"] = [

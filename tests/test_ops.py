@@ -19,6 +19,7 @@ from pipeline.definitions import build_definitions
 from pipeline.publish import read_latest
 from pipeline.resources import ReleaseSettings, ReleaseStore
 from tests.conftest import example_frame, example_quasi_identifiers
+from tests.jobs import run_job
 
 #: Metadata every published mixed/Rating release reports, numeric, under these exact names.
 RELEASE_NUMERIC_KEYS = {
@@ -319,3 +320,34 @@ def test_definitions_register_schedule_and_sensor(definitions):
     assert {s.name for s in definitions.sensors} == {"inbox_sensor"}
     sensor = next(iter(definitions.sensors))
     assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
+
+
+def test_a_release_run_reads_its_input_once(golden, tmp_path, monkeypatch):
+    """Issue 13 ("one pass"): the ingest step reads the input; the in-job audit uses the run's records and rules."""
+    import assets.ingest
+    import pipeline.audit
+    from pipeline.loading import load_records
+
+    example = golden["example_B"]
+    csv = tmp_path / "example_b.csv"
+    example_frame(example).drop(columns="row_id").to_csv(csv, index=False)
+    calls = []
+
+    def counting(*args, **kwargs):
+        calls.append(str(args[0]) if args else kwargs.get("path"))
+        return load_records(*args, **kwargs)
+
+    monkeypatch.setattr(assets.ingest, "load_records", counting)
+    monkeypatch.setattr(pipeline.audit, "load_records", counting)
+    settings = {
+        "input_path": str(csv), "csv_header": True, "column_names": [],
+        "quasi_identifiers": example_quasi_identifiers(example), "sensitive_attributes": example["SA"],
+        "ell": example["l"], "min_confidence": example["min_conf"], "seed": 0,
+        "randomness": "spec-reference", "min_support": 1, "grouping": "p1", "residual_policy": "delete",
+    }
+    result = run_job(tmp_path / "home", "release", settings)
+    assert result.success
+    assert len(calls) == 1
+    audit = next(e for e in result.get_asset_materialization_events()
+                 if e.event_specific_data.materialization.asset_key.to_user_string() == "audit/release_disclosure")
+    assert audit.event_specific_data.materialization.metadata["verdict"].value == "PASS"
