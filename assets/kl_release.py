@@ -14,7 +14,7 @@ import pandas as pd
 
 from pipeline.asset_keys import CANDIDATE, KINDS, KL_MODEL, PRIVATE, RELEASE, inputs, markdown_preview, table_metadata
 from assets.release import gate_outcomes, input_reading, profile_metadata, release_row_ids_of, run_profile, stage_seconds
-from pipeline.core.class_attacks import class_candidate_sets
+from pipeline.core.class_attacks import class_attack_figures, class_candidate_sets
 from pipeline.core.hierarchies import HierarchyError, load_hierarchies
 from pipeline.core.kl_anonymity import InfeasibleError, KLAnonymization, kl_anonymize, kl_release_table
 from pipeline.loading import InputError, file_sha256
@@ -328,6 +328,9 @@ def publish_kl_release(
         "n_clusters": len(sizes),
         "total_generalization_cost": float(kl_clusters["cost"].sum()),
         "total_naive_cost": int(kl_clusters["naive_cost"].sum()),
+        # the adversaries of docs/attacks.md on this release: measured and published, not gated (issue 12)
+        "attacks": class_attack_figures(raw_records, kl_released, kl_release_row_map, quasi_identifiers,
+                                        sensitive_attributes, ell=settings.ell, slack=settings.posterior_slack),
         "profile": run_profile(context, settings),
     }
     schemas = contract_schemas(quasi_identifiers, sensitive_attributes, model="kl")
@@ -357,6 +360,7 @@ def publish_kl_release(
             "total_generalization_cost": manifest["total_generalization_cost"],
             "total_naive_cost": manifest["total_naive_cost"],
             "discernibility": discernibility(sizes),
+            **{f"attack_{key}": value for key, value in manifest["attacks"].items()},
             "n_gates_passed": sum(g["passed"] for g in gates),
             "publish_seconds": round(time.monotonic() - started, 3),
             **{f"seconds_{step}": value for step, value in manifest["stage_seconds"].items()},

@@ -81,6 +81,7 @@ MANIFEST_COLUMNS = {
     "n_clusters": "BIGINT",
     "total_generalization_cost": "DOUBLE",
     "total_naive_cost": "BIGINT",
+    "attacks": "VARCHAR",  # (k, ℓ): the issue-12 adversaries measured on the release (JSON; not gated)
     # posterior gate (mixed, Rating; checks.gates.posterior_within_bound); NULL in (k, ℓ) releases
     "posterior_slack": "DOUBLE",
     "posterior_gate": "VARCHAR",
@@ -94,6 +95,7 @@ MANIFEST_JSON_COLUMNS = (
     "quasi_identifiers",
     "sensitive_attributes",
     "checks",
+    "attacks",
     "recomposition",
     "package_versions",
     "input_reading",

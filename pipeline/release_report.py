@@ -749,6 +749,33 @@ def _kl(manifest: Mapping, data: Mapping | None) -> str:
             numeric=[False, True],
         )
     )
+    attacks = manifest.get("attacks")
+    if isinstance(attacks, str):
+        attacks = json.loads(attacks)
+    if attacks:
+        text += (
+            "<h3>Adversaries measured on this release (not gated)</h3>"
+            "<p>The adversaries of docs/attacks.md, run on this release when it was published. None of these "
+            "figures is a gate of the (k, ℓ) model: they say what it does <strong>not</strong> protect. Members of "
+            "an equivalence class share their published quasi-identifiers, so the learned-model adversary's "
+            "posterior of a member's value is the value's share of its class, which distinct ℓ-diversity does not "
+            "bound; rows are published whole, so one known value of a victim can identify its row in the class.</p>"
+            + _table(
+                ["adversary (knows)", "figure"],
+                [
+                    ("learned model (the release, the victim's quasi-identifiers): cells above max(1/ℓ, population) + "
+                     f"{attacks.get('slack')}", f"{_number(attacks.get('learned_model_cells_above_bound'))} of "
+                     f"{_number(attacks.get('learned_model_cells'))}"),
+                    ("… records with a cell above that bound", attacks.get("learned_model_records_above_bound")),
+                    ("… largest posterior of a true value", attacks.get("learned_model_max_posterior")),
+                    ("one known value (the victim's class and one of its values): share of records with another "
+                     "value pinned", attacks.get("one_known_value_share")),
+                    ("input order: largest |Spearman ρ| of row_id / cluster_id with the input position",
+                     attacks.get("max_abs_spearman_input_order")),
+                ],
+                numeric=[False, True],
+            )
+        )
     kl = (data or {}).get("kl") or {}
     counts = kl.get("class_size_counts")
     if counts:

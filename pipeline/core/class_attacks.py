@@ -30,7 +30,7 @@ import pandas as pd
 
 from pipeline.core.posterior import population_posterior
 
-__all__ = ["class_candidate_sets", "class_posteriors", "one_known_value_in_classes"]
+__all__ = ["class_attack_figures", "class_candidate_sets", "class_posteriors", "one_known_value_in_classes"]
 
 
 def _input_rows(released: pd.DataFrame, row_map: pd.DataFrame) -> np.ndarray:
@@ -169,3 +169,53 @@ def class_posteriors(
     return {"n_cells": int(above.size), "n_cells_above_bound": int(above.sum()),
             "n_records_above_bound": int(above.any(axis=1).sum()), "max_posterior": float(stacked.max()),
             "mean_posterior": float(stacked.mean())}
+
+
+def class_attack_figures(
+    raw_records: pd.DataFrame,
+    released: pd.DataFrame,
+    row_map: pd.DataFrame,
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+    *,
+    ell: int,
+    slack: float = 0.05,
+    class_column: str = "cluster_id",
+) -> dict:
+    """The figures of the issue-12 adversaries on one (k, ℓ) release, for its manifest, report and metadata.
+
+    Parameters
+    ----------
+    raw_records
+        The input (``row_id`` = internal id = 1-based input position, configured columns).
+    released
+        The (k, ℓ) table (``row_id``, ``class_column``, sensitive attributes).
+    row_map
+        PRIVATE: ``row_id`` (release) -> ``source_row_id``.
+
+    Returns
+    -------
+    dict
+        ``learned_model_cells_above_bound``, ``learned_model_cells``, ``learned_model_records_above_bound``,
+        ``learned_model_max_posterior`` (:func:`class_posteriors`, bound ``max(1/ℓ, population) + slack``),
+        ``one_known_value_share`` (:func:`one_known_value_in_classes`), ``max_abs_spearman_input_order`` (row and
+        class ids against the input position, :func:`pipeline.core.order_attack.input_order_correlations`), and
+        ``slack``. Numbers only; none of them is a gate.
+    """
+    from pipeline.core.order_attack import input_order_correlations
+
+    posterior = class_posteriors(raw_records, released, row_map, quasi_identifiers, sensitive_attributes, ell=ell,
+                                 slack=slack, class_column=class_column)
+    known = one_known_value_in_classes(released, sensitive_attributes, class_column=class_column)
+    with_positions = row_map.assign(input_row_number=row_map["source_row_id"])
+    order = input_order_correlations({"released": released}, with_positions, {"released": ["row_id", class_column]}) \
+        if len(released) >= 3 else None
+    return {
+        "learned_model_cells": posterior["n_cells"],
+        "learned_model_cells_above_bound": posterior["n_cells_above_bound"],
+        "learned_model_records_above_bound": posterior["n_records_above_bound"],
+        "learned_model_max_posterior": round(posterior["max_posterior"], 6),
+        "one_known_value_share": round(known["share_records_pinning_another_value"], 6),
+        "max_abs_spearman_input_order": round(float(order["spearman"].abs().max()), 6) if order is not None else 0.0,
+        "slack": slack,
+    }
