@@ -72,6 +72,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from pipeline.core.columns import combine_codes
+
 __all__ = [
     "HISTOGRAM_EDGES",
     "MAX_EXACT_GROUP_SIZE",
@@ -172,7 +174,14 @@ def _profiles(feature_codes: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]
     cached = _PROFILE_CACHE.get(key)
     if cached is not None and cached[0] is feature_codes:
         return cached[1], cached[2]
-    profile_features, profile = np.unique(feature_codes, axis=0, return_inverse=True)
+    if feature_codes.ndim == 2 and feature_codes.shape[1] and feature_codes.min() >= -1:
+        # one int per row (order-preserving mixed radix), then a 1-D unique: the same profiles, in the same
+        # (lexicographic) order as a row-wise unique, several times faster on millions of records
+        combined = combine_codes([feature_codes[:, j] for j in range(feature_codes.shape[1])])
+        _, first, profile = np.unique(combined, return_index=True, return_inverse=True)
+        profile_features = feature_codes[first]
+    else:
+        profile_features, profile = np.unique(feature_codes, axis=0, return_inverse=True)
     profile = profile.reshape(-1).astype(np.int64)
     if len(_PROFILE_CACHE) >= 4:
         _PROFILE_CACHE.clear()
