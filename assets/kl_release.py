@@ -284,17 +284,13 @@ def publish_kl_release(
         raise dg.Failure(f"release refused: gate(s) {failed} failed")
     quasi_identifiers, sensitive_attributes = settings.quasi_identifiers, settings.sensitive_attributes
     release_row_ids = release_row_ids_of(raw_records, kl_release_row_map)
-
-    def new_candidate_sets(fingerprints):
-        row_map = pd.DataFrame({"row_id": release_row_ids, "input_row_number": fingerprints.view(np.int64)})
-        return class_candidate_sets(kl_released, row_map[release_row_ids > 0], sensitive_attributes)
-
     try:  # release series: refuse to compose with an earlier, different release of the same records
         fingerprints, recomposition = check_series(
             store.home, store.home_secret(), raw_records, [*quasi_identifiers, *sensitive_attributes],
             settings.series_configuration(), allow_recomposition=settings.allow_recomposition,
-            releases_dir=store.releases_dir, new_candidate_sets=new_candidate_sets,
+            releases_dir=store.releases_dir, release_row_ids=release_row_ids,
             sensitive_attributes=list(sensitive_attributes),
+            candidate_sets_of=lambda row_map: class_candidate_sets(kl_released, row_map, sensitive_attributes),
         )
     except RecompositionRefused as error:
         raise dg.Failure(str(error)) from error

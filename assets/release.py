@@ -264,17 +264,13 @@ def publish_release_asset(
         raise dg.Failure(f"release refused: gate(s) {overridden} failed and allow_disclosure is off")
     qi, sa = settings.quasi_identifiers, settings.sensitive_attributes
     release_row_ids = release_row_ids_of(raw_records, release_row_map)
-
-    def new_candidate_sets(fingerprints):
-        row_map = pd.DataFrame({"row_id": release_row_ids, "input_row_number": fingerprints.view(np.int64)})
-        return candidate_sets(sa, row_map=row_map[release_row_ids > 0], sac_released=sac_released,
-                              attribute_table=attribute_table, id_table=id_table)
-
     try:  # release series: refuse to compose with an earlier, different release of the same records
         fingerprints, recomposition = check_series(
             store.home, store.home_secret(), raw_records, [*qi, *sa], settings.series_configuration(),
             allow_recomposition=settings.allow_recomposition, releases_dir=store.releases_dir,
-            new_candidate_sets=new_candidate_sets, sensitive_attributes=list(sa),
+            release_row_ids=release_row_ids, sensitive_attributes=list(sa),
+            candidate_sets_of=lambda row_map: candidate_sets(sa, row_map=row_map, sac_released=sac_released,
+                                                             attribute_table=attribute_table, id_table=id_table),
         )
     except RecompositionRefused as error:
         raise dg.Failure(str(error)) from error

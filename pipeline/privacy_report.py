@@ -36,10 +36,9 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from pipeline.core.class_attacks import class_candidate_sets, class_posteriors, one_known_value_in_classes
+from pipeline.core.class_attacks import class_attack_figures, class_candidate_sets
 from pipeline.core.composition import candidate_sets, intersection_attack, one_known_value_at_row_level
 from pipeline.core.metrics import additional_information_loss
-from pipeline.core.order_attack import input_order_correlations
 from pipeline.home_secret import SECRET_FILE
 
 __all__ = ["CONFIGURATIONS", "run_privacy_report"]
@@ -90,53 +89,11 @@ def _generalized_cells(raw: pd.DataFrame, row_map: pd.DataFrame, tables: list[pd
     return changed
 
 
-def _run_kl(home: Path, settings: dict, sensitive: list[str]) -> tuple[dict, dict]:
-    """Run the ``kl_release`` job once and attack its candidate table; return (figures, candidate sets)."""
-    from pipeline.definitions import build_definitions
-    from pipeline.resources import ReleaseSettings
-
-    job = build_definitions(home).resolve_job_def("kl_release")
-    started = time.monotonic()
-    run_config = {"resources": {"settings": {"config": settings}}, "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-    result = job.execute_in_process(run_config=run_config, raise_on_error=False)
-    figures: dict = {"published": bool(result.success), "seconds": round(time.monotonic() - started, 1)}
-    for evaluation in result.get_asset_check_evaluations():
-        figures[f"gate_{evaluation.check_name}"] = "passed" if evaluation.passed else "failed"
-    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as connection:
-        def table(schema: str, name: str) -> pd.DataFrame:
-            return connection.execute(f'SELECT * FROM "{schema}"."{name}"').df()
-
-        released, row_map = table("candidate", "kl_released"), table("private", "kl_release_row_map")
-        raw, summary = table("private", "raw_records"), table("private", "input_summary")
-    quasi = list(ReleaseSettings(**settings).quasi_identifiers)
-    ell = int(settings.get("ell", 3))
-    row_map = row_map.assign(input_row_number=row_map["source_row_id"])
-    n_records = int(summary["n_input"].iloc[0]) - int(summary["n_dropped_missing"].iloc[0])
-    order = input_order_correlations({"kl_released": released}, row_map, {"kl_released": ["row_id", "cluster_id"]})
-    posterior = class_posteriors(raw, released, row_map, quasi, sensitive, ell=ell)
-    figures.update({
-        "n_generalized_quasi_identifier_cells": _generalized_cells(raw, row_map, [released], settings),
-        "n_records": n_records, "n_sac_released": 0, "n_attribute_table": 0, "n_released": len(released),
-        "n_deleted": n_records - len(released), "n_suppressed_cells": 0,
-        "release_carries_no_input_order.max_abs_spearman": float(order["spearman"].abs().max()),
-        "posterior_within_bound.n_cells": posterior["n_cells"],
-        "posterior_within_bound.n_cells_above_bound": posterior["n_cells_above_bound"],
-        "posterior_within_bound.n_records_above_bound": posterior["n_records_above_bound"],
-        "posterior_within_bound.max_posterior": posterior["max_posterior"],
-        "no_certain_attribute_table_cell.n_suppressed_cells": 0,
-        "no_certain_attribute_table_cell.n_cells_above_bound": 0,
-    })
-    figures.update({f"one_known_value.{k}": v for k, v in one_known_value_in_classes(released, sensitive).items()})
-    return figures, class_candidate_sets(released, row_map, sensitive)
-
-
-def _run_one(home: Path, settings: dict, sensitive: list[str]) -> tuple[dict, dict]:
-    """Run the ``release`` job once; return (figures, candidate sets)."""
+def _execute(home: Path, job_name: str, settings: dict) -> dict:
+    """Run ``job_name`` once in ``home``; return whether it published, its time and its gates' figures."""
     from pipeline.definitions import build_definitions
 
-    if settings.get("model") == "kl":
-        return _run_kl(home, settings, sensitive)
-    job = build_definitions(home).resolve_job_def("release")
+    job = build_definitions(home).resolve_job_def(job_name)
     started = time.monotonic()
     run_config = {"resources": {"settings": {"config": settings}}, "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
     result = job.execute_in_process(run_config=run_config, raise_on_error=False)
@@ -150,19 +107,63 @@ def _run_one(home: Path, settings: dict, sensitive: list[str]) -> tuple[dict, di
             for key, value in metadata.items():
                 if key.startswith("order_replay_accuracy_"):
                     figures[f"{evaluation.check_name}.{key}"] = value
-    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as connection:
-        def table(schema: str, name: str) -> pd.DataFrame:
-            return connection.execute(f'SELECT * FROM "{schema}"."{name}"').df()
+    return figures
 
-        sac, attribute_table = table("candidate", "sac_released"), table("candidate", "attribute_table")
-        id_table, clusters = table("candidate", "id_table"), table("candidate", "attribute_clusters")
-        row_map, deleted = table("private", "release_row_map"), table("private", "deleted_records")
-        summary, raw = table("private", "input_summary"), table("private", "raw_records")
+
+def _read_tables(home: Path, names: list[str]) -> list[pd.DataFrame]:
+    """Warehouse tables of ``home`` by ``schema.name``, in order (candidates are kept whether or not published)."""
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as connection:
+        return [connection.execute(f'SELECT * FROM "{schema}"."{name}"').df()
+                for schema, name in (qualified.split(".") for qualified in names)]
+
+
+def _records_after_missing(summary: pd.DataFrame) -> int:
+    return int(summary["n_input"].iloc[0]) - int(summary["n_dropped_missing"].iloc[0])
+
+
+def _run_kl(home: Path, settings: dict, sensitive: list[str]) -> tuple[dict, dict]:
+    """Run the ``kl_release`` job once and attack its candidate table; return (figures, candidate sets)."""
+    from pipeline.resources import ReleaseSettings
+
+    figures = _execute(home, "kl_release", settings)
+    released, row_map, raw, summary = _read_tables(
+        home, ["candidate.kl_released", "private.kl_release_row_map", "private.raw_records", "private.input_summary"])
+    quasi = list(ReleaseSettings(**settings).quasi_identifiers)
+    row_map = row_map.assign(input_row_number=row_map["source_row_id"])
+    n_records = _records_after_missing(summary)
+    # the same figures every (k, ℓ) release carries in its manifest (``attacks``)
+    attacks = class_attack_figures(raw, released, row_map, quasi, sensitive, ell=int(settings.get("ell", 3)))
+    figures.update({
+        "n_generalized_quasi_identifier_cells": _generalized_cells(raw, row_map, [released], settings),
+        "n_records": n_records, "n_sac_released": 0, "n_attribute_table": 0, "n_released": len(released),
+        "n_deleted": n_records - len(released), "n_suppressed_cells": 0,
+        "release_carries_no_input_order.max_abs_spearman": attacks["max_abs_spearman_input_order"],
+        "posterior_within_bound.n_cells": attacks["learned_model_cells"],
+        "posterior_within_bound.n_cells_above_bound": attacks["learned_model_cells_above_bound"],
+        "posterior_within_bound.n_records_above_bound": attacks["learned_model_records_above_bound"],
+        "posterior_within_bound.max_posterior": attacks["learned_model_max_posterior"],
+        "no_certain_attribute_table_cell.n_suppressed_cells": 0,
+        "no_certain_attribute_table_cell.n_cells_above_bound": 0,
+        "one_known_value.share_records_pinning_another_value": attacks["one_known_value_share"],
+        "one_known_value.n_released": len(released),
+    })
+    return figures, class_candidate_sets(released, row_map, sensitive)
+
+
+def _run_one(home: Path, settings: dict, sensitive: list[str]) -> tuple[dict, dict]:
+    """Run the ``release`` job once; return (figures, candidate sets)."""
+    if settings.get("model") == "kl":
+        return _run_kl(home, settings, sensitive)
+    figures = _execute(home, "release", settings)
+    sac, attribute_table, id_table, clusters, row_map, deleted, summary, raw = _read_tables(home, [
+        "candidate.sac_released", "candidate.attribute_table", "candidate.id_table", "candidate.attribute_clusters",
+        "private.release_row_map", "private.deleted_records", "private.input_summary", "private.raw_records",
+    ])
     row_map = row_map.assign(input_row_number=row_map["source_row_id"])
     figures["n_generalized_quasi_identifier_cells"] = _generalized_cells(raw, row_map, [sac, attribute_table], settings)
     n_released = len(sac) + len(attribute_table)
-    n_records = int(summary["n_input"].iloc[0]) - int(summary["n_dropped_missing"].iloc[0])
-    figures.update({"n_records": n_records, "n_sac_released": len(sac), "n_attribute_table": len(attribute_table),
+    figures.update({"n_records": _records_after_missing(summary), "n_sac_released": len(sac),
+                    "n_attribute_table": len(attribute_table),
                     "n_deleted": len(deleted), "n_suppressed_cells": int(attribute_table[sensitive].isna().sum().sum()),
                     "additional_information_loss": additional_information_loss(
                         sac_released=sac, attribute_table=attribute_table, id_table=id_table,

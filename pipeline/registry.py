@@ -94,6 +94,15 @@ def _registry_row_ids(home: str | Path, release_id: str) -> tuple[np.ndarray, np
     return table.column("fingerprint").to_numpy().astype(np.uint64), table.column("row_id").to_numpy().astype(np.int64)
 
 
+def _fingerprint_row_map(fingerprints: np.ndarray, row_ids: np.ndarray) -> pd.DataFrame:
+    """A row map keyed by record fingerprint (as int64, in ``input_row_number``) for the published records
+    (``row_ids > 0``) of one release: what :func:`pipeline.core.composition.candidate_sets` indexes by."""
+    published = np.asarray(row_ids) > 0
+    row_map = pd.DataFrame({"row_id": np.asarray(row_ids, dtype=np.int64)[published],
+                            "input_row_number": np.asarray(fingerprints, dtype=np.uint64)[published].view(np.int64)})
+    return row_map.drop_duplicates("row_id")
+
+
 def estimate_pins(home: str | Path, releases_dir: str | Path, release_id: str, new_sets, sensitive_attributes) -> dict | None:
     """What intersecting the new release with an earlier one of the home would pin.
 
@@ -127,10 +136,7 @@ def estimate_pins(home: str | Path, releases_dir: str | Path, release_id: str, n
         manifest = json.loads((directory / "manifest.json").read_text())
         if list(manifest.get("sensitive_attributes") or []) != list(sensitive_attributes):
             return None
-        fingerprints, row_ids = entry
-        published = row_ids > 0
-        row_map = pd.DataFrame({"row_id": row_ids[published], "input_row_number": fingerprints[published].view(np.int64)})
-        row_map = row_map.drop_duplicates("row_id")
+        row_map = _fingerprint_row_map(*entry)
         if manifest.get("model") == "kl":
             from pipeline.core.class_attacks import class_candidate_sets
 
@@ -160,7 +166,8 @@ def check_series(
     *,
     allow_recomposition: bool,
     releases_dir: str | Path | None = None,
-    new_candidate_sets=None,
+    release_row_ids: np.ndarray | None = None,
+    candidate_sets_of=None,
     sensitive_attributes=None,
 ) -> tuple[np.ndarray, list[dict]]:
     """Fingerprint the new release's records and compare them with the registry.
@@ -177,11 +184,13 @@ def check_series(
         The release's configuration (:data:`pipeline.core.series.CONFIGURATION_KEYS`).
     allow_recomposition
         Publish anyway (recorded in the manifest by the caller).
-    releases_dir, new_candidate_sets, sensitive_attributes
+    releases_dir, release_row_ids, candidate_sets_of, sensitive_attributes
         Optional: with them, a refusal also says what intersecting the new release with each of
-        the first three earlier ones would pin (:func:`estimate_pins`). ``new_candidate_sets`` is
-        called with the fingerprints and returns the new release's candidate sets indexed by
-        fingerprint (computed only when a release is refused).
+        the first three earlier ones would pin (:func:`estimate_pins`). ``release_row_ids``: int64
+        aligned with ``records``, each record's row id in the new release (0: not published);
+        ``candidate_sets_of`` is called with a row map (``row_id``, ``input_row_number`` = record
+        fingerprint) and returns the new release's candidate sets (computed only when a release is
+        refused).
 
     Returns
     -------
@@ -201,8 +210,8 @@ def check_series(
     if found and not allow_recomposition:
         lines = "; ".join(r.describe() for r in found[:5]) + ("; …" if len(found) > 5 else "")
         pins = []
-        if releases_dir is not None and new_candidate_sets is not None and sensitive_attributes is not None:
-            new_sets = new_candidate_sets(fingerprints)
+        if all(x is not None for x in (releases_dir, release_row_ids, candidate_sets_of, sensitive_attributes)):
+            new_sets = candidate_sets_of(_fingerprint_row_map(fingerprints, release_row_ids))
             for recomposition in found[:3]:
                 estimate = estimate_pins(home, releases_dir, recomposition.release_id, new_sets, sensitive_attributes)
                 if estimate is not None and estimate["n_records"]:

@@ -651,6 +651,20 @@ def _utility(manifest: Mapping, data: Mapping | None) -> str:
     )
 
 
+#: The comparison table's rows (labels of :func:`_comparison_row`) -> the private baseline's figure
+#: (:data:`PRIVATE_BASELINE_FIGURES`).
+_PRIVATE_BASELINE_ROW = {
+    "AIL": "additional_information_loss",
+    "RCE per record": "reconstruction_error_per_record",
+    "average recovered rule confidence": "average_released_confidence",
+    "max disclosure probability": "max_disclosure",
+    "records above 1/ℓ": "n_holders_above_bound",
+    "records disclosed with certainty": "n_holders_certain",
+    "suppressed cells": "n_suppressed_cells",
+    "deleted records": "n_deleted",
+}
+
+
 def _comparison_row(manifest: Mapping, data: Mapping | None) -> dict:
     metrics = (data or {}).get("metrics") or {}
     disclosure = _observed(manifest, "disclosure_within_bound")
@@ -680,16 +694,7 @@ def _baseline(manifest: Mapping, data: Mapping | None, baseline: Mapping | None)
         )
     if baseline is None and private is not None and model == "mixed":
         ours = _comparison_row(manifest, data)
-        theirs = {
-            "AIL": private.get("additional_information_loss"),
-            "RCE per record": private.get("reconstruction_error_per_record"),
-            "average recovered rule confidence": private.get("average_released_confidence"),
-            "max disclosure probability": private.get("max_disclosure"),
-            "records above 1/ℓ": private.get("n_holders_above_bound"),
-            "records disclosed with certainty": private.get("n_holders_certain"),
-            "suppressed cells": private.get("n_suppressed_cells"),
-            "deleted records": private.get("n_deleted"),
-        }
+        theirs = {label: private.get(key) for label, key in _PRIVATE_BASELINE_ROW.items()}
         return text + (
             "<p>P1's plain Rating (SPEC §7) of the same records, <strong>computed privately in this run and never "
             "published</strong>: publishing it too would let anyone intersect the two releases (docs/series.md). "

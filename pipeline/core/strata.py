@@ -88,7 +88,7 @@ class QuasiIdentifierStrata:
 
 class _Column:
     """The generalization levels of one quasi-identifier for a set of records: ``codes[L]`` is
-    an int64 array (one node code per record) and ``label(L, code)`` its text; the last level is
+    an int64 array (one node code per record) and ``labels[L][code]`` its text; the last level is
     ``*`` for everybody."""
 
     def __init__(self, values: pd.Series, hierarchy: Hierarchy | None):
@@ -117,33 +117,6 @@ class _Column:
     @property
     def top(self) -> int:
         return len(self.codes) - 1
-
-
-def _eligible_groups(group: np.ndarray, n_groups: int, sensitive_codes: np.ndarray, ell: int) -> np.ndarray:
-    """bool (n_groups,): whether each group (dense index per record) is ℓ-eligible on every
-    sensitive attribute (``ℓ · max count ≤ size``)."""
-    size = np.bincount(group, minlength=n_groups)
-    eligible = size >= ell
-    for a in range(sensitive_codes.shape[1]):
-        radix = int(sensitive_codes[:, a].max(initial=0)) + 1
-        pairs, counts = np.unique(group * radix + sensitive_codes[:, a], return_counts=True)
-        largest = np.zeros(n_groups, dtype=np.int64)
-        np.maximum.at(largest, pairs // radix, counts)
-        eligible &= ell * largest <= size
-    return eligible
-
-
-def _group_index(columns: Sequence[_Column], levels: Sequence[int], rows: np.ndarray) -> tuple[np.ndarray, int]:
-    """Dense group index (int64, one per row of ``rows``) by the rows' node codes at ``levels``,
-    and the number of groups."""
-    dense = np.zeros(len(rows), dtype=np.int64)
-    n_groups = 1
-    for column, level in zip(columns, levels, strict=True):
-        codes = column.codes[level][rows]
-        radix = int(column.codes[level].max(initial=0)) + 1
-        uniques, inverse = np.unique(dense * radix + codes, return_inverse=True)
-        dense, n_groups = inverse.reshape(-1).astype(np.int64), len(uniques)
-    return dense, n_groups
 
 
 def stratify_for_rating(
