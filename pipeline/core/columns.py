@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["combine_codes", "distinct_per_group", "joint_text_codes", "text_ranks", "values_mask"]
+__all__ = ["combine_codes", "distinct_per_group", "joint_text_codes", "text_codes", "text_ranks", "values_mask"]
 
 
 def values_mask(column: pd.Series, values: Iterable[str]) -> np.ndarray:
@@ -44,8 +44,28 @@ def text_ranks(series: pd.Series) -> np.ndarray:
         _, inverse = np.unique(text, return_inverse=True)
         codes = series.cat.codes.to_numpy()
         return np.where(codes < 0, -1, inverse.reshape(-1)[np.where(codes < 0, 0, codes)]).astype(np.int64)
-    codes, _ = pd.factorize(series.astype(str), sort=True)
-    return codes.astype(np.int64)
+    codes, uniques = pd.factorize(series, use_na_sentinel=True)
+    text = np.asarray(pd.Index(uniques).astype(str), dtype=object)
+    _, inverse = np.unique(text, return_inverse=True)
+    inverse = inverse.reshape(-1).astype(np.int64)
+    return np.where(codes < 0, -1, inverse[np.clip(codes, 0, None)] if len(inverse) else -1).astype(np.int64)
+
+
+def text_codes(series: pd.Series, domain: pd.Index) -> np.ndarray:
+    """int64 codes (len(series),): the position of each value's text in ``domain`` (a pandas Index of
+    distinct strings), -1 for a missing value or a text not in ``domain``. The conversion to text is
+    made once per distinct value (categories or ``pd.factorize`` uniques), never once per row, so the
+    cost is a hash per row and the memory does not depend on the longest value."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        distinct = series.cat.categories
+        codes = series.cat.codes.to_numpy().astype(np.int64)
+    else:
+        codes, distinct = pd.factorize(series, use_na_sentinel=True)
+        codes = codes.astype(np.int64)
+    positions = domain.get_indexer(pd.Index(distinct).astype(str)).astype(np.int64) if len(distinct) else np.zeros(0, np.int64)
+    if not len(positions):
+        return np.full(len(codes), -1, dtype=np.int64)
+    return np.where(codes < 0, -1, positions[np.clip(codes, 0, None)]).astype(np.int64)
 
 
 def joint_text_codes(first: pd.Series, second: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -55,8 +75,8 @@ def joint_text_codes(first: pd.Series, second: pd.Series) -> tuple[np.ndarray, n
     def parts(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
         if isinstance(series.dtype, pd.CategoricalDtype):
             return np.asarray(series.cat.categories.astype(str), dtype=object), series.cat.codes.to_numpy().astype(np.int64)
-        codes, uniques = pd.factorize(series.astype(str).where(series.notna()))
-        return np.asarray(uniques, dtype=object), codes.astype(np.int64)
+        codes, uniques = pd.factorize(series, use_na_sentinel=True)  # text made once per distinct value
+        return np.asarray(pd.Index(uniques).astype(str), dtype=object), codes.astype(np.int64)
 
     first_values, first_codes = parts(first)
     second_values, second_codes = parts(second)

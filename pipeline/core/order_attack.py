@@ -31,6 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from pipeline.core.columns import joint_text_codes, values_mask
+
 __all__ = ["OrderReplayResult", "input_order_correlations", "order_replay_attack", "order_gate_limits"]
 
 
@@ -70,10 +72,17 @@ def order_gate_limits(n: int, floor: float = 0.05) -> float:
     return max(float(floor), 4.0 / float(np.sqrt(n - 1)))
 
 
+def _average_ranks(values: np.ndarray) -> np.ndarray:
+    """1-based ranks with ties given their average rank (as ``pandas.Series.rank(method="average")``
+    on values without NaN), by one sort."""
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    first = np.cumsum(counts) - counts  # 0-based rank of each distinct value's first occurrence
+    return (first + (counts + 1) / 2.0)[inverse.reshape(-1)].astype(np.float64)
+
+
 def _spearman(x: np.ndarray, y: np.ndarray) -> float:
     """Spearman ρ (average ranks for ties); 0 when either side is constant."""
-    rx = pd.Series(x).rank(method="average").to_numpy(np.float64)
-    ry = pd.Series(y).rank(method="average").to_numpy(np.float64)
+    rx, ry = _average_ranks(x), _average_ranks(y)
     if rx.std() == 0 or ry.std() == 0:
         return 0.0
     return float(np.corrcoef(rx, ry)[0, 1])
@@ -166,11 +175,13 @@ def order_replay_attack(
     attributes = list(sensitive_attributes)
     at = attribute_table[["row_id", *attributes]].reset_index(drop=True)
     truth = true_values.set_index("row_id").reindex(at["row_id"].to_numpy(np.int64))
+    attribute_of_entry = id_table["attribute"]
+    entries_of = {a: id_table.loc[values_mask(attribute_of_entry, [a]), ["sid", "value"]] for a in attributes}
     # the adversary's position estimate of each row on each attribute, from the SID numbers alone
     quantile = {}
     for attribute in attributes:
         sids = at[attribute]
-        sid_numbers = np.sort(id_table.loc[id_table["attribute"].astype(str) == attribute, "sid"].unique())
+        sid_numbers = np.unique(entries_of[attribute]["sid"].to_numpy(np.int64))
         n_sids = max(len(sid_numbers), 1)
         rank = np.searchsorted(sid_numbers, sids.fillna(-1).to_numpy(np.int64))
         q = (rank + 0.5) / n_sids
@@ -180,27 +191,50 @@ def order_replay_attack(
         others = [quantile[b] for b in attributes if b != attribute]
         with np.errstate(all="ignore"):
             position = np.nanmean(np.column_stack(others), axis=1) if others else np.full(len(at), 0.5)
-        entries = id_table.loc[id_table["attribute"].astype(str) == attribute, ["sid", "value"]].copy()
-        entries["value"] = entries["value"].astype(str)
-        entries = entries.sort_values(["value", "sid"], kind="stable")
-        holders = entries.groupby("value", sort=False).cumcount().to_numpy(np.float64)
-        totals = entries.groupby("value", sort=False)["sid"].transform("size").to_numpy(np.float64)
-        entries["holder_quantile"] = (holders + 0.5) / totals
-        entries["sid_size"] = entries.groupby("sid")["value"].transform("size")
-        cells = pd.DataFrame({"cell": np.arange(len(at)), "sid": at[attribute].to_numpy(), "position": position})
-        cells = cells[cells["sid"].notna() & ~np.isnan(cells["position"].to_numpy(np.float64))]
-        cells["sid"] = cells["sid"].astype(np.int64)
-        candidates = cells.merge(entries, on="sid", how="inner")
-        candidates = candidates[candidates["sid_size"] >= 2]
-        if not len(candidates):
+        # value codes in text order, shared by the ID table and the truth (ties are broken by the value's text)
+        value_codes, truth_codes = joint_text_codes(entries_of[attribute]["value"], truth[attribute])
+        entry_sid = entries_of[attribute]["sid"].to_numpy(np.int64)
+        # holder quantile: rank of the occurrence among the value's occurrences in SID-number order
+        by_value = np.lexsort((entry_sid, value_codes))
+        value_sorted = value_codes[by_value]
+        value_index = value_sorted + 1  # a missing value (-1) is a value of its own
+        value_count = np.bincount(value_index, minlength=1)
+        value_first = np.cumsum(value_count) - value_count
+        holder_quantile = np.empty(len(by_value))
+        holder_quantile[by_value] = (np.arange(len(by_value)) - value_first[value_index] + 0.5) / value_count[value_index]
+        # every cell's candidates: the occurrences of its SID (SIDs of at least 2 occurrences), found by
+        # direct indexing on the SID number (entries sorted by SID)
+        by_sid = np.argsort(entry_sid, kind="stable")
+        cell_sid = at[attribute].fillna(-1).to_numpy(np.int64)
+        usable = (cell_sid >= 0) & ~np.isnan(position)
+        if len(entry_sid) and entry_sid.min() >= 0:
+            sid_count = np.bincount(entry_sid)
+            sid_first = np.cumsum(sid_count) - sid_count
+            in_range = usable & (cell_sid < len(sid_count))
+            cells = np.flatnonzero(in_range)
+            first, size = sid_first[cell_sid[cells]], sid_count[cell_sid[cells]]
+        else:  # negative SID numbers: binary search instead
+            sid_sorted = entry_sid[by_sid]
+            cells = np.flatnonzero(usable)
+            first = np.searchsorted(sid_sorted, cell_sid[cells], side="left")
+            size = np.searchsorted(sid_sorted, cell_sid[cells], side="right") - first
+        keep = size >= 2
+        cells, first, size = cells[keep], first[keep], size[keep]
+        if not len(cells):
             rows.append({"attribute": attribute, "cells": 0, "correct": 0, "accuracy": 0.0, "chance": 0.0, "limit": 1.0, "passed": True})
             continue
-        candidates["distance"] = (candidates["holder_quantile"] - candidates["position"]).abs()
-        best = candidates.sort_values(["cell", "distance", "value"], kind="stable").drop_duplicates("cell")
-        truth_of_cell = truth[attribute].astype(str).to_numpy()[best["cell"].to_numpy()]
-        correct = int((best["value"].to_numpy() == truth_of_cell).sum())
-        p = 1.0 / best["sid_size"].to_numpy(np.float64)
-        n_cells = len(best)
+        starts = np.cumsum(size) - size
+        candidate_cell = np.repeat(np.arange(len(cells)), size)
+        candidate_entry = by_sid[np.repeat(first - starts, size) + np.arange(len(candidate_cell))]
+        distance = np.abs(holder_quantile[candidate_entry] - position[cells][candidate_cell])
+        # the guess: the closest holder quantile, ties to the smaller value text (candidates are grouped by cell)
+        closest = np.minimum.reduceat(distance, starts)
+        candidate_value = value_codes[candidate_entry]
+        tied = np.where(distance == closest[candidate_cell], candidate_value, np.iinfo(np.int64).max)
+        guessed = np.minimum.reduceat(tied, starts)
+        correct = int(((guessed == truth_codes[cells]) & (truth_codes[cells] >= 0)).sum())
+        p = 1.0 / size.astype(np.float64)
+        n_cells = len(cells)
         expected = float(p.sum())
         deviation = float(np.sqrt((p * (1 - p)).sum()))
         limit = min(1.0, (expected + 4 * deviation) / n_cells)

@@ -72,9 +72,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from pipeline.core.columns import combine_codes
+from pipeline.core.columns import combine_codes, text_codes, text_ranks
 
 __all__ = [
+    "DEFAULT_FIT_MAX_RECORDS",
     "HISTOGRAM_EDGES",
     "MAX_EXACT_GROUP_SIZE",
     "NaiveBayesModel",
@@ -91,6 +92,8 @@ __all__ = [
 MAX_EXACT_GROUP_SIZE = 7
 #: Bins of the posterior histograms (10 bins of 0.1 on [0, 1]).
 HISTOGRAM_EDGES = np.linspace(0.0, 1.0, 11)
+#: Releases with more records fit the adversary's model on a fixed sample of about this many records.
+DEFAULT_FIT_MAX_RECORDS = 1_000_000
 #: Cap on (groups × assignments × ℓ) numbers held at once by the exact group posterior.
 _CHUNK_CELLS = 4_000_000
 
@@ -408,8 +411,16 @@ def _sid_groups(records: np.ndarray, record_sids: np.ndarray, sid_rows: pd.DataF
         yield records[first[chosen][:, None] + offsets], slot_values[slot_first[chosen][:, None] + offsets]
 
 
-def _codes(values: pd.Series, domain: Mapping[str, int]) -> np.ndarray:
-    return values.astype(str).map(domain).fillna(-1).to_numpy(np.int64)
+def _codes(values: pd.Series, domain: pd.Index) -> np.ndarray:
+    """int64 code of each value's text in ``domain`` (-1: missing or not in it); no string per row."""
+    return text_codes(values, domain)
+
+
+def _distinct_text(values: pd.Series) -> set[str]:
+    """The distinct texts of a column (missing values excluded), converted once per distinct value."""
+    distinct = values.cat.categories[np.unique(values.cat.codes[values.cat.codes >= 0])] if isinstance(
+        values.dtype, pd.CategoricalDtype) else pd.unique(values.dropna())
+    return set(pd.Index(distinct).astype(str))
 
 
 def _release_data(
@@ -427,16 +438,21 @@ def _release_data(
     features = []
     n_features = []
     for column in qi:
-        codes, uniques = pd.factorize(published[column].astype(str), sort=True)
+        codes = text_ranks(published[column])  # code order = text order; a missing value gets the last code
+        size = int(codes.max(initial=-1)) + 1
+        codes = np.where(codes < 0, size, codes)
         features.append(codes.astype(np.int64))
-        n_features.append(max(1, len(uniques)))
+        n_features.append(max(1, int(codes.max(initial=0)) + 1))
     feature_codes = np.stack(features, axis=1) if features else np.zeros((len(published), 0), dtype=np.int64)
-    ids = id_table.assign(value=id_table["value"].astype(str))
+    row_ids = published["row_id"].to_numpy(np.int64)
+    del published
+    id_attribute = id_table["attribute"].astype(str) if not isinstance(id_table["attribute"].dtype, pd.CategoricalDtype) else id_table["attribute"]
+    ids_of = {a: id_table[(id_attribute == a).to_numpy()] for a in sa}
     domains = {}
     for attribute in sa:
-        seen = set(sac_released[attribute].astype(str)) | set(ids.loc[ids["attribute"] == attribute, "value"])
+        seen = _distinct_text(sac_released[attribute]) | _distinct_text(ids_of[attribute]["value"])
         domains[attribute] = sorted(seen)
-    lookup = {a: {v: i for i, v in enumerate(domains[a])} for a in sa}
+    lookup = {a: pd.Index(domains[a], dtype=object) for a in sa}
     data = _ReleaseData(feature_codes, n_features, domains)
 
     n_sac = len(sac_released)
@@ -449,15 +465,15 @@ def _release_data(
         order = np.argsort(group_codes, kind="stable")
         sizes = np.bincount(group_codes)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        sac_codes = {a: _codes(sac_released[a], lookup[a]) for a in sa}
         for size in np.unique(sizes):
             chosen = np.flatnonzero(sizes == size)
             positions = order[(starts[chosen][:, None] + np.arange(size)[None, :])]  # (G, ℓ) sac row positions
             for attributes in clusters.values():
-                candidate_values = {a: _codes(sac_released[a], lookup[a])[positions] for a in attributes}
+                candidate_values = {a: sac_codes[a][positions] for a in attributes}
                 data.groups.append(_GroupBlock(list(attributes), positions, candidate_values))
-    shares = ids.astype({"sid": "int64"})
     for attribute in sa:
-        rows = shares[shares["attribute"] == attribute]
+        rows = ids_of[attribute]
         sid_values = _codes(rows["value"], lookup[attribute])
         column = attribute_table[attribute]
         sids = column.astype("Int64").fillna(-1).to_numpy(np.int64)
@@ -482,7 +498,7 @@ def _release_data(
         values = np.concatenate([values, np.tile(np.arange(n_domain), len(suppressed))])
         availability = np.concatenate([availability, np.ones(len(suppressed) * n_domain)])
         data.sids[attribute] = _SidBlock(record_part + n_sac, values.astype(np.int64), availability)
-    return data, published["row_id"].to_numpy(np.int64)
+    return data, row_ids
 
 
 def _group_log_likelihood(model: NaiveBayesModel, data: _ReleaseData, block: _GroupBlock) -> np.ndarray:
@@ -592,6 +608,35 @@ def _em_path(data: _ReleaseData, smoothing: float, n_iterations: int, fold: int 
     return path
 
 
+def _sample_mask(n: int, fraction: float) -> np.ndarray:
+    """bool ``(n,)``: a fixed, content-free choice of about ``fraction`` of the record indices (a
+    multiplicative hash of the index; record indices follow the release's keyed row order)."""
+    hashed = (np.arange(n, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)
+    return hashed < np.uint64(int(min(1.0, fraction) * 2**24))
+
+
+def _fit_sample(data: _ReleaseData, max_records: int | None) -> _ReleaseData:
+    """The part of ``data`` the model is fitted on: everything when the release has at most
+    ``max_records`` records, else about ``max_records`` of them, taken as whole SAC~ groups and
+    exactly computed SIDs (a group is kept when its first member's index is) and single records of
+    the other SIDs. The blocks share ``data.feature_codes``."""
+    n = len(data.feature_codes)
+    if max_records is None or n <= max_records:
+        return data
+    keep = _sample_mask(n, max_records / n)
+    sample = _ReleaseData(data.feature_codes, data.n_features, data.domains)
+    for block in data.groups:
+        chosen = keep[block.members.min(axis=1)] if block.members.size else np.zeros(0, dtype=bool)
+        sample.groups.append(_GroupBlock(
+            block.attributes, block.members[chosen], {a: v[chosen] for a, v in block.candidate_values.items()},
+            kind=block.kind, fold=block.fold[chosen],
+        ))
+    for attribute, block in data.sids.items():
+        chosen = keep[block.records]
+        sample.sids[attribute] = _SidBlock(block.records[chosen], block.values[chosen], block.availability[chosen])
+    return sample
+
+
 def fit_naive_bayes_on_release(
     quasi_identifiers: Sequence[str],
     sensitive_attributes: Sequence[str],
@@ -603,6 +648,7 @@ def fit_naive_bayes_on_release(
     n_iterations: int = 15,
     smoothing: float = 1.0,
     select_iterations: bool = True,
+    fit_max_records: int | None = DEFAULT_FIT_MAX_RECORDS,
 ) -> tuple[NaiveBayesModel, _ReleaseData, np.ndarray]:
     """Fit the adversary's naive-Bayes model by EM on a mixed or Rating release (published tables only).
 
@@ -625,6 +671,12 @@ def fit_naive_bayes_on_release(
     select_iterations
         True (default): use the number of rounds in ``0..n_iterations`` with the best two-fold
         held-out likelihood (0 = the model without association); False: exactly ``n_iterations``.
+    fit_max_records
+        Releases with more records fit the model (EM and the choice of rounds) on a fixed sample of
+        about this many records, taken as whole groups and SIDs (:func:`_fit_sample`); the final
+        E-step, and so every posterior, is still computed on every record. ``None``: fit on all.
+        The model has |D_a| × Σ_j |X_j| parameters per attribute (a few thousand on Adult), which a
+        million records estimate as well as ten (measured in docs/posterior.md).
 
     Returns
     -------
@@ -653,14 +705,16 @@ def fit_naive_bayes_on_release(
     # latent assignment lets it explain noise; docs/posterior.md), so the adversary itself picks
     # the number of rounds (0 = no association) that best predicts the quasi-identifiers of the
     # OTHER half of the groups, from the values, trained on one half (two-fold, summed).
+    fit = _fit_sample(data, fit_max_records)
     scores = np.zeros(n_iterations + 1)
     if select_iterations:
         for fold in (0, 1):
-            for rounds, model in enumerate(_em_path(data, smoothing, n_iterations, fold)):
-                scores[rounds] += _held_out_log_likelihood(model, data, 1 - fold)
+            for rounds, model in enumerate(_em_path(fit, smoothing, n_iterations, fold)):
+                scores[rounds] += _held_out_log_likelihood(model, fit, 1 - fold)
     selected = int(np.argmax(scores)) if select_iterations else n_iterations
-    path = _em_path(data, smoothing, max(selected, 1), None)
+    path = _em_path(fit, smoothing, max(selected, 1), None)
     model = path[selected]
+    del fit, path
     _e_step(model, data)
     data.selected_iterations = selected
     data.held_out_scores = scores
@@ -702,56 +756,72 @@ class PosteriorResult:
     summary: dict
 
 
-def _belief_entries(data: _ReleaseData, attribute: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The adversary's belief about ``attribute`` as (record, value code, probability) entries
-    (a value may appear in several entries of a record: repeated slots of a SID)."""
-    records, values, weights = [], [], []
-    for block in data.groups:
-        if attribute not in block.attributes:
-            continue
-        size = block.members.shape[1]
-        records.append(np.repeat(block.members.reshape(-1), size))
-        values.append(np.broadcast_to(block.candidate_values[attribute][:, None, :], block.marginals.shape).reshape(-1))
-        weights.append(block.marginals.reshape(-1))
-    sid = data.sids.get(attribute)
-    if sid is not None:
-        records += [sid.records]
-        values += [sid.values]
-        weights += [sid.responsibility]
-    records_all = np.concatenate(records) if records else np.zeros(0, np.int64)
-    values_all = np.concatenate(values) if values else np.zeros(0, np.int64)
-    weights_all = np.concatenate(weights) if weights else np.zeros(0)
-    keep = values_all >= 0
-    return records_all[keep].astype(np.int64), values_all[keep].astype(np.int64), weights_all[keep]
-
-
 def population_posterior(
     raw: pd.DataFrame, quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str], smoothing: float
 ) -> dict[str, np.ndarray]:
     """P(true value | raw quasi-identifiers) per raw record: the naive-Bayes model fitted on the raw
-    table (true values, no release); attribute -> float64 array aligned with ``raw``'s rows."""
+    table (true values, no release); attribute -> float64 array aligned with ``raw``'s rows.
+
+    Records with the same quasi-identifier tuple share one normalised (values × profiles) table, so
+    the cost is one look-up per record (chunks of records × values beyond ``_PROFILE_TABLE_CELLS``)."""
+    def codes_of(column: pd.Series) -> tuple[np.ndarray, int]:
+        codes, uniques = pd.factorize(column, use_na_sentinel=False)  # a missing value is a value of its own
+        return codes.astype(np.int64), max(1, len(uniques))
+
     features, sizes = [], []
     for column in quasi_identifiers:
-        codes, uniques = pd.factorize(raw[column].astype(str))
-        features.append(codes.astype(np.int64))
-        sizes.append(max(1, len(uniques)))
+        codes, size = codes_of(raw[column])
+        features.append(codes)
+        sizes.append(size)
     feature_codes = np.stack(features, axis=1) if features else np.zeros((len(raw), 0), dtype=np.int64)
     value_codes, n_values = {}, {}
     for attribute in sensitive_attributes:
-        codes, uniques = pd.factorize(raw[attribute].astype(str))
-        value_codes[attribute] = codes.astype(np.int64)
-        n_values[attribute] = max(1, len(uniques))
+        value_codes[attribute], n_values[attribute] = codes_of(raw[attribute])
     model = fit_naive_bayes(feature_codes, value_codes, n_features=sizes, n_values=n_values, smoothing=smoothing)
+    profile, profile_features = _profiles(feature_codes)
     out = {}
-    chunk = 200_000  # records × values at a time (memory)
     for attribute in sensitive_attributes:
+        truth_codes = value_codes[attribute]
+        if profile is not None and n_values[attribute] * len(profile_features) <= _PROFILE_TABLE_CELLS:
+            table = model.log_joint(attribute, profile_features).T  # (values, profiles)
+            table = table - table.max(axis=0, keepdims=True)
+            table = table - np.log(np.exp(table).sum(axis=0, keepdims=True))
+            out[attribute] = np.exp(table[truth_codes, profile])
+            continue
         truth = np.empty(len(raw))
+        chunk = 200_000  # records × values at a time (memory)
         for start in range(0, len(raw), chunk):
             rows = slice(start, start + chunk)
             posterior = model.posterior(attribute, feature_codes[rows])
-            truth[rows] = posterior[np.arange(len(posterior)), value_codes[attribute][rows]]
+            truth[rows] = posterior[np.arange(len(posterior)), truth_codes[rows]]
         out[attribute] = truth
     return out
+
+
+def _truth_posteriors(data: _ReleaseData, attribute: str, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per record index: the adversary's posterior of the true value (``truth``: int64 value code per
+    record, -1 unknown) and its own expectation Σ_v P(v)² of that posterior, straight from the blocks
+    (a record belongs to exactly one group, exact SID or SID entry list per attribute)."""
+    n = len(data.feature_codes)
+    posterior, self_expected = np.zeros(n), np.zeros(n)
+    for block in data.groups:
+        if attribute not in block.attributes:
+            continue
+        candidates = block.candidate_values[attribute]  # (G, L)
+        marginals = block.marginals * (candidates >= 0)[:, None, :]  # [g, i, k]
+        hit = candidates[:, None, :] == truth[block.members][:, :, None]
+        posterior[block.members] = (marginals * hit).sum(axis=2)
+        # P(value of candidate k) for member i = Σ over candidates k' with the same value; Σ_v P(v)² = Σ_k M_k P(v_k)
+        same = (candidates[:, :, None] == candidates[:, None, :]).astype(np.float64)
+        self_expected[block.members] = (marginals * np.matmul(marginals, same)).sum(axis=2)
+    sid = data.sids.get(attribute)
+    if sid is not None and len(sid.records):
+        keep = sid.values >= 0
+        records, values, weights = sid.records[keep], sid.values[keep], sid.responsibility[keep]
+        hit = values == truth[records]
+        posterior += np.bincount(records[hit], weights=weights[hit], minlength=n)
+        self_expected += np.bincount(records, weights=weights**2, minlength=n)  # one entry per (record, value)
+    return posterior, self_expected
 
 
 def release_posteriors(
@@ -769,6 +839,7 @@ def release_posteriors(
     n_iterations: int = 15,
     smoothing: float = 1.0,
     select_iterations: bool = True,
+    fit_max_records: int | None = DEFAULT_FIT_MAX_RECORDS,
 ) -> PosteriorResult:
     """Run the learned-model adversary on a mixed or Rating release and score every true value.
 
@@ -787,7 +858,7 @@ def release_posteriors(
         The candidate release (see :func:`fit_naive_bayes_on_release`).
     slack
         Tolerance added to the bound, in [0, 1].
-    n_iterations, smoothing, select_iterations
+    n_iterations, smoothing, select_iterations, fit_max_records
         See :func:`fit_naive_bayes_on_release`.
 
     Returns
@@ -812,7 +883,7 @@ def release_posteriors(
     model, data, row_ids = fit_naive_bayes_on_release(
         qi, sa, sac_released=sac_released, attribute_table=attribute_table, id_table=id_table,
         attribute_clusters=attribute_clusters, n_iterations=n_iterations, smoothing=smoothing,
-        select_iterations=select_iterations,
+        select_iterations=select_iterations, fit_max_records=fit_max_records,
     )
     n_records = len(row_ids)
     n_sac = len(sac_released)
@@ -826,46 +897,38 @@ def release_posteriors(
         raise ValueError("the row map names a record that is not in raw_records")
     population = population_posterior(raw_records, qi, sa, smoothing)
 
-    posterior = {}
-    tuple_posterior = np.ones(n_sac)
-    self_expected = {}  # the adversary's own expectation of its posterior of the truth, Σ_v P(v)²
+    truth = {
+        attribute: text_codes(raw_records[attribute], pd.Index(data.domains[attribute], dtype=object))[raw_position]
+        for attribute in sa
+    }
+    posterior, self_expected = {}, {}  # self_expected: the adversary's own expectation of its posterior of the truth
     for attribute in sa:
-        lookup = {v: i for i, v in enumerate(data.domains[attribute])}
-        truth = _codes(raw_records[attribute].iloc[raw_position].reset_index(drop=True), lookup)
-        records, values, weights = _belief_entries(data, attribute)
-        n_values = max(1, len(data.domains[attribute]))
-        keys, inverse = np.unique(records * n_values + values, return_inverse=True)
-        mass = np.bincount(inverse, weights=weights, minlength=len(keys))
-        key_records, key_values = keys // n_values, keys % n_values
-        hit = key_values == truth[key_records]
-        posterior[attribute] = np.bincount(key_records[hit], weights=mass[hit], minlength=n_records)
-        self_expected[attribute] = np.bincount(key_records, weights=mass**2, minlength=n_records)
+        posterior[attribute], self_expected[attribute] = _truth_posteriors(data, attribute, truth[attribute])
+    tuple_posterior = np.ones(n_sac)
     for block in data.groups:
         if block.kind != "sac":
             continue
         truth_match = np.ones(block.marginals.shape, dtype=bool)
         for attribute in block.attributes:
-            lookup = {v: i for i, v in enumerate(data.domains[attribute])}
-            truth = _codes(raw_records[attribute].iloc[raw_position].reset_index(drop=True), lookup)
-            truth_match &= block.candidate_values[attribute][:, None, :] == truth[block.members][:, :, None]
+            truth_match &= block.candidate_values[attribute][:, None, :] == truth[attribute][block.members][:, :, None]
         tuple_posterior[block.members] *= (block.marginals * truth_match).sum(axis=2)
 
-    part = pd.Categorical.from_codes((np.arange(n_records) >= n_sac).astype(np.int8), categories=["sac", "attribute_table"])
-    pieces = []
-    for attribute in sa:
-        population_value = population[attribute][raw_position]
-        bound = np.maximum(1.0 / ell, population_value) + slack
-        pieces.append(pd.DataFrame({
-            "row_id": row_ids,
-            "part": part,
-            "attribute": pd.Categorical.from_codes(np.full(n_records, sa.index(attribute), dtype=np.int16), categories=sa),
-            "posterior": posterior[attribute],
-            "population_posterior": population_value,
-            "self_expected_posterior": self_expected[attribute],
-            "bound": bound,
-            "excess": posterior[attribute] - bound,
-        }))
-    frame = pd.concat(pieces, ignore_index=True)  # categoricals with equal categories stay categorical
+    attribute_codes = np.repeat(np.arange(len(sa), dtype=np.int16), n_records)
+    posterior_all = np.concatenate([posterior[a] for a in sa]) if sa else np.zeros(0)
+    population_all = np.concatenate([population[a][raw_position] for a in sa]) if sa else np.zeros(0)
+    bound = np.maximum(1.0 / ell, population_all) + slack
+    frame = pd.DataFrame({
+        "row_id": np.tile(row_ids, len(sa)),
+        "part": pd.Categorical.from_codes(np.tile((np.arange(n_records) >= n_sac).astype(np.int8), len(sa)),
+                                          categories=["sac", "attribute_table"]),
+        "attribute": pd.Categorical.from_codes(attribute_codes, categories=sa),
+        "posterior": posterior_all,
+        "population_posterior": population_all,
+        "self_expected_posterior": np.concatenate([self_expected[a] for a in sa]) if sa else np.zeros(0),
+        "bound": bound,
+        "excess": posterior_all - bound,
+    })
+    del posterior, self_expected, population
     frame["above_bound"] = frame["excess"] > 1e-12
     histogram, _ = np.histogram(np.clip(frame["posterior"].to_numpy(), 0.0, 1.0), bins=HISTOGRAM_EDGES)
     above = frame[frame["above_bound"]]

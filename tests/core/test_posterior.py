@@ -265,3 +265,24 @@ def test_posterior_settings_are_validated():
         ReleaseSettings(posterior_gate="ignore")
     with pytest.raises(ValidationError):
         ReleaseSettings(posterior_slack=1.5)
+
+
+def test_the_fit_sample_keeps_whole_groups_and_about_the_asked_share():
+    """_fit_sample: every kept SAC~ group keeps all its members; the SID entries of a kept record are all
+    kept; about max_records / n of the records are kept; a release at most max_records is not sampled."""
+    from pipeline.core.posterior import _fit_sample, _GroupBlock, _ReleaseData, _SidBlock
+
+    n_groups, size = 3_000, 3
+    members = np.arange(n_groups * size).reshape(n_groups, size)
+    n = members.size + 3_000
+    records = np.repeat(np.arange(members.size, n), 2)
+    data = _ReleaseData(np.zeros((n, 1), dtype=np.int64), [1], {"S": ["a", "b"]})
+    data.groups.append(_GroupBlock(["S"], members, {"S": members % 2}))
+    data.sids["S"] = _SidBlock(records, np.tile([0, 1], len(records) // 2), np.ones(len(records)))
+    assert _fit_sample(data, n) is data and _fit_sample(data, None) is data
+    sample = _fit_sample(data, n // 4)
+    kept = sample.groups[0].members
+    assert kept.shape[1] == size and 0.2 * n_groups < len(kept) < 0.3 * n_groups
+    assert np.array_equal(sample.groups[0].candidate_values["S"], kept % 2)
+    kept_records, counts = np.unique(sample.sids["S"].records, return_counts=True)
+    assert (counts == 2).all() and 0.2 * 3_000 < len(kept_records) < 0.3 * 3_000

@@ -42,3 +42,28 @@ def test_p1_grouping_on_adult_is_caught_and_qi_aware_grouping_passes_inside_grou
     assert cells_p1 > 0 and cells_aware > 0
     assert above_p1 > 0.1 * cells_p1  # a large share of SAC~ cells above max(1/ℓ, population) + 0.05
     assert above_aware == 0
+
+
+def test_fitting_on_a_sample_of_whole_groups_finds_the_same_leak(adult_records):
+    """Above ``fit_max_records`` the adversary fits its model on a fixed sample of whole groups and SIDs
+    and still computes every record's exact posterior. On the leaky candidate (P1 grouping, 8,000 Adult
+    records) a model fitted on about a quarter of the records must find nearly the same cells above the
+    bound and nearly the same mean posterior as the model fitted on all of them (within 10 % and 0.02)."""
+    records = adult_records.iloc[:8000].reset_index(drop=True)
+    rules = mine_strong_rules(records, SENSITIVE, min_confidence=0.8, min_support=5)
+    result = run_mixed_model(records, SENSITIVE, ell=3, min_confidence=0.8, seed=0, rules=rules, secret=SECRET,
+                             quasi_identifiers=QUASI_IDENTIFIERS, grouping="p1")
+    tables = assemble_release_tables(
+        records, QUASI_IDENTIFIERS, SENSITIVE, sac_permuted=result.sac_permuted, attribute_sids=result.attribute_sids,
+        id_table=result.id_table, clusters=result.clusters, secret=SECRET, generalize=False,
+    )
+    arguments = dict(ell=3, sac_released=tables.sac_released, attribute_table=tables.attribute_table,
+                     id_table=tables.id_table, attribute_clusters=tables.attribute_clusters)
+    full = release_posteriors(records, tables.row_map, QUASI_IDENTIFIERS, SENSITIVE, fit_max_records=None, **arguments)
+    sampled = release_posteriors(records, tables.row_map, QUASI_IDENTIFIERS, SENSITIVE, fit_max_records=2_000, **arguments)
+    assert len(sampled.frame) == len(full.frame)  # every record is still scored
+    above_full, above_sampled = full.summary["n_sac_cells_above_bound"], sampled.summary["n_sac_cells_above_bound"]
+    assert above_full > 0.1 * len(tables.sac_released) * len(SENSITIVE)
+    assert abs(above_sampled - above_full) <= 0.1 * above_full
+    # measured: 0.550 against 0.563 (a 2,000-record fit is slightly weaker; at the default 1,000,000 the gap vanishes)
+    assert abs(sampled.summary["mean_posterior"] - full.summary["mean_posterior"]) <= 0.02
