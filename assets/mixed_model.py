@@ -22,17 +22,21 @@ def release_secret(settings: ReleaseSettings, store: ReleaseStore) -> bytes | No
     return store.home_secret() if settings.randomness == "home-secret" else None
 
 
-def in_keyed_order(raw_records: pd.DataFrame, row_ids: np.ndarray, settings: ReleaseSettings, secret: bytes | None) -> np.ndarray:
-    """``row_ids`` re-ordered by the keyed content order of the records (``keyed_table_order``):
-    the "table order" in which Algorithm 11 consumes SAC and IR (unchanged without a secret)."""
+def in_keyed_order(raw_records: pd.DataFrame, parts: list[np.ndarray], settings: ReleaseSettings, secret: bytes | None) -> list[np.ndarray]:
+    """Each array of ``parts`` (row ids) re-ordered by the keyed content order of the records
+    (``keyed_table_order``, computed once): the "table order" in which Algorithm 11 consumes SAC and
+    IR (unchanged without a secret)."""
     if secret is None:
-        return np.asarray(row_ids, dtype=np.int64)
+        return [np.asarray(row_ids, dtype=np.int64) for row_ids in parts]
     content = [*settings.quasi_identifiers, *settings.sensitive_attributes]
     rank = np.empty(len(raw_records), dtype=np.int64)
     rank[keyed_table_order(raw_records, content, secret)] = np.arange(len(raw_records))
-    positions = pd.Index(raw_records["row_id"].to_numpy(np.int64)).get_indexer(np.asarray(row_ids, dtype=np.int64))
-    return np.asarray(row_ids, dtype=np.int64)[np.argsort(rank[positions], kind="stable")]
-
+    index = pd.Index(raw_records["row_id"].to_numpy(np.int64))
+    ordered = []
+    for row_ids in parts:
+        row_ids = np.asarray(row_ids, dtype=np.int64)
+        ordered.append(row_ids[np.argsort(rank[index.get_indexer(row_ids)], kind="stable")])
+    return ordered
 
 
 @dg.multi_asset(
@@ -119,8 +123,11 @@ def sac_groups(context: dg.AssetExecutionContext, settings: ReleaseSettings, sto
     "Table order" is the keyed content order of the records (home secret), not the input order."""
     started = time.monotonic()
     secret = release_secret(settings, store)
-    sac_ids = in_keyed_order(raw_records, sac_ir_split.loc[sac_ir_split["part"] == "SAC", "row_id"].to_numpy(), settings, secret)
-    ir_ids = in_keyed_order(raw_records, sac_ir_split.loc[sac_ir_split["part"] == "IR", "row_id"].to_numpy(), settings, secret)
+    part = sac_ir_split["part"]
+    sac_ids, ir_ids = in_keyed_order(
+        raw_records, [sac_ir_split.loc[part == "SAC", "row_id"].to_numpy(), sac_ir_split.loc[part == "IR", "row_id"].to_numpy()],
+        settings, secret,
+    )
     grouping = group_sac(
         raw_records, settings.sensitive_attributes, sac_ids, ir_ids, ell=settings.ell,
         quasi_identifiers=settings.quasi_identifiers if settings.grouping == "qi_aware" else None,
