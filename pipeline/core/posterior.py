@@ -72,7 +72,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from pipeline.core.columns import combine_codes, text_codes, text_ranks
+from pipeline.core.columns import combine_codes, joint_text_codes, text_codes
 
 __all__ = [
     "DEFAULT_FIT_MAX_RECORDS",
@@ -434,18 +434,22 @@ def _release_data(
 ) -> tuple[_ReleaseData, np.ndarray]:
     """Encode a release for EM; returns the data and the release row id of every record index."""
     qi, sa = list(quasi_identifiers), list(sensitive_attributes)
-    published = pd.concat([sac_released[["row_id", *qi]], attribute_table[["row_id", *qi]]], ignore_index=True)
+    # quasi-identifier codes in one text-ordered space shared by the two parts (no concatenation of text columns:
+    # the parts' categories differ, and a concatenation would turn every cell into a Python string)
     features = []
     n_features = []
     for column in qi:
-        codes = text_ranks(published[column])  # code order = text order; a missing value gets the last code
+        sac_codes, table_codes = joint_text_codes(sac_released[column], attribute_table[column])
+        codes = np.concatenate([sac_codes, table_codes])  # code order = text order; a missing value gets the last code
         size = int(codes.max(initial=-1)) + 1
         codes = np.where(codes < 0, size, codes)
+        used = np.bincount(codes, minlength=size + 1) > 0  # dense codes over the values present (unused categories dropped)
+        codes = (np.cumsum(used) - 1)[codes]
         features.append(codes.astype(np.int64))
         n_features.append(max(1, int(codes.max(initial=0)) + 1))
-    feature_codes = np.stack(features, axis=1) if features else np.zeros((len(published), 0), dtype=np.int64)
-    row_ids = published["row_id"].to_numpy(np.int64)
-    del published
+    n_published = len(sac_released) + len(attribute_table)
+    feature_codes = np.stack(features, axis=1) if features else np.zeros((n_published, 0), dtype=np.int64)
+    row_ids = np.concatenate([sac_released["row_id"].to_numpy(np.int64), attribute_table["row_id"].to_numpy(np.int64)])
     id_attribute = id_table["attribute"].astype(str) if not isinstance(id_table["attribute"].dtype, pd.CategoricalDtype) else id_table["attribute"]
     ids_of = {a: id_table[(id_attribute == a).to_numpy()] for a in sa}
     domains = {}
@@ -917,7 +921,7 @@ def release_posteriors(
     posterior_all = np.concatenate([posterior[a] for a in sa]) if sa else np.zeros(0)
     population_all = np.concatenate([population[a][raw_position] for a in sa]) if sa else np.zeros(0)
     bound = np.maximum(1.0 / ell, population_all) + slack
-    frame = pd.DataFrame({
+    frame = pd.DataFrame(copy=False, data={  # the columns are fresh arrays: no copy into one 2-D block
         "row_id": np.tile(row_ids, len(sa)),
         "part": pd.Categorical.from_codes(np.tile((np.arange(n_records) >= n_sac).astype(np.int8), len(sa)),
                                           categories=["sac", "attribute_table"]),
