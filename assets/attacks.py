@@ -1,6 +1,6 @@
 """Attacks: P2's join adversary and the one-known-value adversary against four releases of the
 configured table (naive per-attribute, (k, ℓ), mixed, Rating), with their utility. A thin wrapper
-over ``pipeline.attack_report``; the figures are attached to the asset as metadata and written,
+over ``pipeline.reporting.attack_report``; the figures are attached to the asset as metadata and written,
 with ``results.json`` and ``REPORT.md``, into ``reports/attacks/`` (configurable)."""
 
 
@@ -13,9 +13,9 @@ import pandas as pd
 from pydantic import Field
 
 from pipeline.asset_keys import EVALUATION, inputs
-from pipeline.attack_report import MODELS, run_attack_evaluation, write_attack_report
+from pipeline.reporting.attack_report import MODELS, run_attack_evaluation, write_attack_report
 from pipeline.core.hierarchies import load_hierarchies
-from pipeline.loading import PROJECT_ROOT
+from pipeline.io.loading import PROJECT_ROOT
 from pipeline.resources import ReleaseSettings
 
 ATTACKS = "attacks"

@@ -9,10 +9,10 @@ import pandas as pd
 
 from pipeline.asset_keys import EVALUATION, table_metadata
 from pipeline.asset_keys import inputs
-from pipeline.audit import audit_release_against, read_release
-from pipeline.loading import resolve_input_path
-from pipeline.publish import read_latest
-from pipeline.release_report import audit_histogram_png
+from pipeline.release.audit import audit_release_against, read_release
+from pipeline.io.loading import resolve_input_path
+from pipeline.release.publish import read_latest
+from pipeline.reporting.release_report import audit_histogram_png
 from pipeline.resources import ReleaseSettings, ReleaseStore
 
 AUDIT = "audit"

@@ -1,6 +1,6 @@
 """Evaluation: the experiments of P1 §6 (Figures 1-11) on the configured table, Rating vs the
-mixed model. Thin wrappers over ``pipeline.evaluation``, ``pipeline.figures`` and
-``pipeline.report``; every figure is attached to its asset as metadata."""
+mixed model. Thin wrappers over ``pipeline.evaluation.experiments``, ``pipeline.reporting.figures`` and
+``pipeline.reporting.experiments_report``; every figure is attached to its asset as metadata."""
 
 
 import base64
@@ -11,9 +11,9 @@ import dagster as dg
 import pandas as pd
 
 from pipeline.asset_keys import KINDS, inputs
-from pipeline.evaluation import run_model_sweeps, run_sid_creation_timings
-from pipeline.figures import plot_histogram_figures, plot_model_figures, plot_timing_figures
-from pipeline.report import machine_description, write_report, write_results
+from pipeline.evaluation.experiments import run_model_sweeps, run_sid_creation_timings
+from pipeline.reporting.figures import plot_histogram_figures, plot_model_figures, plot_timing_figures
+from pipeline.reporting.experiments_report import machine_description, write_report, write_results
 from pipeline.resources import ExperimentSettings, ReleaseSettings
 
 EVALUATION = "evaluation"

@@ -7,7 +7,7 @@ import dagster as dg
 import pandas as pd
 
 from pipeline.asset_keys import INGEST, KINDS, PRIVATE, table_metadata
-from pipeline.loading import load_records
+from pipeline.io.loading import load_records
 from pipeline.core.keyed import input_hmac
 from pipeline.resources import ReleaseSettings, ReleaseStore
 

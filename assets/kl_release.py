@@ -17,11 +17,11 @@ from assets.release import gate_outcomes, input_reading, profile_metadata, relea
 from pipeline.core.class_attacks import class_attack_figures, class_candidate_sets
 from pipeline.core.hierarchies import HierarchyError, load_hierarchies
 from pipeline.core.kl_anonymity import InfeasibleError, KLAnonymization, kl_anonymize, kl_release_table
-from pipeline.loading import InputError, file_sha256
-from pipeline.tables import hierarchies_from_frame
-from pipeline.registry import RecompositionRefused, check_series, write_registry_entry
-from pipeline.publish import contract_schemas, package_versions, publish_release
-from pipeline.release_report import REPORT_HTML, kl_report_data, report_files
+from pipeline.io.loading import InputError, file_sha256
+from pipeline.io.tables import hierarchies_from_frame
+from pipeline.release.registry import RecompositionRefused, check_series, write_registry_entry
+from pipeline.release.publish import contract_schemas, package_versions, publish_release
+from pipeline.reporting.release_report import REPORT_HTML, kl_report_data, report_files
 from pipeline.resources import PROJECT_ROOT, ReleaseSettings, ReleaseStore
 
 #: Key of the (k, ℓ) publish asset (and name of its job).

@@ -12,7 +12,7 @@ from pipeline.core.hierarchies import load_available_hierarchies
 from pipeline.core.mixed_model import keyed_table_order, records_for_rating
 from pipeline.core.sac_split import cluster_sensitive_attributes, split_sac_ir
 from pipeline.core.rating import rating_tables
-from pipeline.tables import clusters_from_frame
+from pipeline.io.tables import clusters_from_frame
 from pipeline.asset_keys import KINDS, MIXED_MODEL, PRIVATE, RATING, inputs, table_metadata
 from pipeline.resources import ReleaseSettings, ReleaseStore
 

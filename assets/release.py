@@ -13,17 +13,17 @@ import pandas as pd
 
 from pipeline.asset_keys import CANDIDATE, KINDS, PRIVATE, RELEASE, inputs, markdown_preview, table_metadata
 from assets.mixed_model import release_secret
-from pipeline.tables import clusters_from_frame
-from pipeline.audit import PublishedRelease
+from pipeline.io.tables import clusters_from_frame
+from pipeline.release.audit import PublishedRelease
 from pipeline.core.composition import candidate_sets
 from pipeline.core.metrics import domain_sizes
 from pipeline.core.hierarchies import load_available_hierarchies
 from pipeline.core.mixed_model import assemble_release_tables
-from pipeline import profiling
+from pipeline.evaluation import profiling
 from pipeline.run_events import run_step_windows
-from pipeline.registry import RecompositionRefused, check_series, write_registry_entry
-from pipeline.publish import contract_schemas, package_versions, publish_release
-from pipeline.release_report import REPORT_HTML, mixed_report_data, private_rating_baseline, report_files
+from pipeline.release.registry import RecompositionRefused, check_series, write_registry_entry
+from pipeline.release.publish import contract_schemas, package_versions, publish_release
+from pipeline.reporting.release_report import REPORT_HTML, mixed_report_data, private_rating_baseline, report_files
 from pipeline.resources import ReleaseSettings, ReleaseStore
 
 CANDIDATE_TABLES = ("sac_released", "attribute_table", "id_table", "attribute_clusters")
@@ -140,7 +140,7 @@ def stage_seconds(context: dg.AssetExecutionContext) -> dict[str, float]:
 
 def run_profile(context: dg.AssetExecutionContext, settings: ReleaseSettings) -> dict | None:
     """With ``settings.profile``: wall time and peak RSS of every step and stage finished so far
-    (the manifest's ``profile``; see ``pipeline.profiling``), else None."""
+    (the manifest's ``profile``; see ``pipeline.evaluation.profiling``), else None."""
     if not settings.profile:
         return None
     profile = profiling.build_profile(step_windows(context), profiling.current_sampler())

@@ -8,7 +8,7 @@ import time
 
 from pipeline.core.hierarchies import load_hierarchies
 from pipeline.core.kl_anonymity import kl_anonymize
-from pipeline.loading import load_records
+from pipeline.io.loading import load_records
 from pipeline.resources import ReleaseSettings
 
 SECONDS_TARGET = 60.0

@@ -9,7 +9,7 @@ as ``5000`` / ``250k`` for a synthetic table of that size):
 
 * each measured run is a separate ``msa-release run --profile`` subprocess (a fresh process, so
   its peak RSS is its own), timed from outside; the per-stage figures come from its profile
-  sidecar (``pipeline/profiling.py``);
+  sidecar (``pipeline/evaluation/profiling.py``);
 * side by side, in another fresh subprocess on the same input: improved vs plain (stable bubble
   sort) SID creation on the IR part of every sensitive attribute (outputs must be identical),
   and rule mining with every back end (mlxtend apriori, mlxtend fpgrowth, DuckDB, and the
@@ -39,7 +39,7 @@ from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
-#: Stages of the report, in pipeline order (``pipeline.profiling.STEP_STAGES``).
+#: Stages of the report, in pipeline order (``pipeline.evaluation.profiling.STEP_STAGES``).
 STAGES = ("load", "rule_mining", "sac_ir_split", "clustering", "grouping", "sid_creation", "assembly", "gates", "publish", "audit")
 #: Stages between the loaded table and the candidate release (the "algorithms" of the Adult target).
 ALGORITHM_STAGES = ("rule_mining", "sac_ir_split", "clustering", "grouping", "sid_creation", "assembly")
@@ -304,7 +304,7 @@ def compare_main(spec: dict) -> dict:
     from pipeline.core import rules as rules_module
     from pipeline.core.sac_split import split_sac_ir
     from pipeline.core.rating import create_sids
-    from pipeline.loading import load_records
+    from pipeline.io.loading import load_records
     from pipeline.resources import ADULT_COLUMNS
 
     sensitive = spec["sensitive_attributes"]
@@ -417,7 +417,7 @@ def compare_main(spec: dict) -> dict:
 
 def machine_description() -> dict:
     """CPU model, cores, RAM, load, Python and package versions."""
-    from pipeline.publish import package_versions
+    from pipeline.release.publish import package_versions
 
     cpu = platform.processor() or platform.machine()
     try:
@@ -582,7 +582,7 @@ def render_markdown(results: dict) -> str:
         lines.append(f"| {stage} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "Stage = Dagster steps (`pipeline/profiling.py`): load = `raw_records`; rule_mining = `strong_rules`; "
+        "Stage = Dagster steps (`pipeline/evaluation/profiling.py`): load = `raw_records`; rule_mining = `strong_rules`; "
         "grouping = `sac_groups` + `sac_permuted` (SAC~); sid_creation = `ir_rating` (improved Rating); assembly = "
         "`release_candidate`; gates = the asset checks (nine for mixed and Rating), summed; publish = `publish_release`; audit = "
         "`audit/release_disclosure`. Step times include reading and writing the DuckDB warehouse. Peak RSS per stage "

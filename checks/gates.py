@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.asset_keys import CANDIDATE, inputs
-from pipeline.tables import clusters_from_frame, hierarchies_from_frame, s_max_from_frame
+from pipeline.io.tables import clusters_from_frame, hierarchies_from_frame, s_max_from_frame
 from checks import suites
 from checks.gx_runner import SuiteOutcome, validate_frame
 from pipeline.core import verification

@@ -39,7 +39,7 @@ import pandas as pd
 from pipeline.core.class_attacks import class_attack_figures, class_candidate_sets
 from pipeline.core.composition import candidate_sets, intersection_attack, one_known_value_at_row_level
 from pipeline.core.metrics import additional_information_loss
-from pipeline.home_secret import SECRET_FILE
+from pipeline.release.home_secret import SECRET_FILE
 
 __all__ = ["CONFIGURATIONS", "run_privacy_report"]
 

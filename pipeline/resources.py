@@ -219,7 +219,7 @@ class ReleaseSettings(dg.ConfigurableResource):
         default=False,
         description="Record the wall time and peak memory (RSS) of every stage into the manifest (column "
         "'profile') and the Dagster metadata (profile_seconds_<stage>, profile_peak_rss_mb_<stage>); "
-        "see pipeline/profiling.py for how the peak is measured.",
+        "see pipeline/evaluation/profiling.py for how the peak is measured.",
     )
     k: int = Field(
         default=3,
@@ -383,14 +383,14 @@ class ReleaseSettings(dg.ConfigurableResource):
         """With ``profile``: start the memory sampler of this process (once per run with the
         in-process executor) unless one already runs (``msa-release run --profile`` starts it)."""
         if self.profile:
-            from pipeline.profiling import ensure_sampler
+            from pipeline.evaluation.profiling import ensure_sampler
 
             _, self._started_profiler = ensure_sampler()
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         """Stop the memory sampler if :meth:`setup_for_execution` started it."""
         if self._started_profiler:
-            from pipeline.profiling import current_sampler
+            from pipeline.evaluation.profiling import current_sampler
 
             sampler = current_sampler()
             if sampler is not None:
@@ -441,15 +441,15 @@ class ReleaseStore(dg.ConfigurableResource):
         return Path(self.home) / "releases"
 
     def home_secret(self) -> bytes:
-        """This home's secret (``<home>/secret.key``, :mod:`pipeline.home_secret`), created 0600 on
+        """This home's secret (``<home>/secret.key``, :mod:`pipeline.release.home_secret`), created 0600 on
         first use; the source of every keyed random choice of a release, never published.
 
         Raises
         ------
-        pipeline.home_secret.HomeSecretError
+        pipeline.release.home_secret.HomeSecretError
             The key file exists but is unreadable, has the wrong size or is readable by others.
         """
-        from pipeline.home_secret import load_or_create_secret
+        from pipeline.release.home_secret import load_or_create_secret
 
         return load_or_create_secret(Path(self.home))
 
@@ -478,8 +478,8 @@ class ExperimentSettings(dg.ConfigurableResource):
     dataset_description: str = Field(default="UCI Adult (adult.data, CC BY 4.0)", description="Named in REPORT.md.")
 
     def plan(self):
-        """The :class:`pipeline.evaluation.ExperimentPlan` of these settings (validated)."""
-        from pipeline.evaluation import ExperimentPlan
+        """The :class:`pipeline.evaluation.experiments.ExperimentPlan` of these settings (validated)."""
+        from pipeline.evaluation.experiments import ExperimentPlan
 
         return ExperimentPlan(
             ell_values=tuple(self.ell_values),

@@ -3,9 +3,9 @@
 The warehouse (``$MSA_RELEASE_HOME/warehouse.duckdb``) holds raw records: its directory (the
 release home) is kept at mode 0700 and its files (the database and DuckDB's ``.wal``) at 0600;
 files DuckDB creates are created under umask 077. The IO manager also holds the release lock
-(:mod:`pipeline.locking`) for the whole run, so two runs never write the warehouse or publish
+(:mod:`pipeline.release.locking`) for the whole run, so two runs never write the warehouse or publish
 at the same time, whether launched from the CLI or the Dagster UI, and it carries the
-``warehouse.*`` failpoints of the crash tests (:mod:`pipeline.failpoints`).
+``warehouse.*`` failpoints of the crash tests (:mod:`pipeline.release.failpoints`).
 
 The stock ``DuckDBPandasTypeHandler`` skips zero-row frames (so "no deleted record" would
 leave no table, or a stale one) and, on re-materialization, deletes rows and inserts the new
@@ -28,8 +28,8 @@ from dagster_duckdb.io_manager import DuckDbClient
 from dagster_duckdb_pandas import DuckDBPandasTypeHandler
 from pydantic import Field, PrivateAttr
 
-from pipeline.failpoints import failpoint
-from pipeline.locking import ReleaseLock, acquire_release_lock
+from pipeline.release.failpoints import failpoint
+from pipeline.release.locking import ReleaseLock, acquire_release_lock
 
 __all__ = ["WAREHOUSE_DIRECTORY_MODE", "WAREHOUSE_FILE_MODE", "WarehouseIOManager", "restrict_warehouse"]
 

@@ -37,7 +37,7 @@ ADULT_COLUMNS = (
 @pytest.fixture(scope="session")
 def adult_records() -> pd.DataFrame:
     """UCI Adult after the default missing-value policy (30,718 records), default columns."""
-    from pipeline.loading import load_records
+    from pipeline.io.loading import load_records
 
     loaded = load_records(
         Path(__file__).resolve().parents[1] / "data" / "adult" / "adult.data",
@@ -50,7 +50,7 @@ def adult_records() -> pd.DataFrame:
     return loaded.records
 
 
-#: The secret every home created by an in-process test gets (pipeline.home_secret._new_secret is replaced):
+#: The secret every home created by an in-process test gets (pipeline.release.home_secret._new_secret is replaced):
 #: releases made with the home secret are then reproducible from run to run. Subprocess runs
 #: (tests/test_release_safety.py) still get a random secret, as users do.
 TEST_HOME_SECRET = bytes(range(101, 133))
@@ -58,9 +58,9 @@ TEST_HOME_SECRET = bytes(range(101, 133))
 
 @pytest.fixture(autouse=True)
 def reproducible_home_secret(monkeypatch):
-    import pipeline.home_secret
+    import pipeline.release.home_secret
 
-    monkeypatch.setattr(pipeline.home_secret, "_new_secret", lambda: TEST_HOME_SECRET)
+    monkeypatch.setattr(pipeline.release.home_secret, "_new_secret", lambda: TEST_HOME_SECRET)
 
 
 #: Test modules that run a Dagster job, the CLI or a subprocess end to end (marker ``e2e``); the browser test has its

@@ -34,8 +34,8 @@ import pipeline.definitions  # noqa: F401
 def _publish_latest_again(home: Path, keep: int) -> None:
     """The publish step alone: the LATEST release's tables under a new id, under the release lock."""
 
-    from pipeline.locking import acquire_release_lock
-    from pipeline.publish import MANIFEST_JSON_COLUMNS, contract_schemas, publish_release, read_latest
+    from pipeline.release.locking import acquire_release_lock
+    from pipeline.release.publish import MANIFEST_JSON_COLUMNS, contract_schemas, publish_release, read_latest
 
     with acquire_release_lock(home):
         releases_dir = home / "releases"

@@ -1,10 +1,52 @@
-"""The pure algorithm package imports neither Dagster nor Great Expectations."""
+"""Import directions between the layers (issue 13), and no side effect at import.
+
+``pipeline/core`` (the algorithms) and the framework-free layers ``pipeline/io``, ``pipeline/release``,
+``pipeline/reporting`` and ``pipeline/evaluation`` import neither Dagster nor Great Expectations nor the Dagster
+wiring (``assets``, ``checks``, ``pipeline.jobs`` …), at module level or inside a function; ``checks`` never
+imports ``assets``."""
 
 import ast
 from pathlib import Path
 
-CORE = Path(__file__).resolve().parents[1] / "pipeline" / "core"
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE = ROOT / "pipeline" / "core"
 FORBIDDEN = ("dagster", "great_expectations")
+#: The Dagster wiring: the framework-free layers must not reach it.
+WIRING = ("dagster", "dagster_duckdb", "dagster_duckdb_pandas", "great_expectations", "assets", "checks",
+          "pipeline.jobs", "pipeline.resources", "pipeline.definitions", "pipeline.warehouse", "pipeline.run_events",
+          "pipeline.asset_keys", "pipeline.privacy_report", "pipeline.cli")
+FRAMEWORK_FREE = ("core", "io", "release", "reporting", "evaluation")
+
+
+def _imported_modules(path: Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names += [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+    return names
+
+
+def _reaches(name: str, forbidden: tuple[str, ...]) -> bool:
+    return any(name == f or name.startswith(f + ".") for f in forbidden)
+
+
+@pytest.mark.parametrize("layer", FRAMEWORK_FREE)
+def test_framework_free_layers_do_not_import_the_dagster_wiring(layer):
+    files = sorted((ROOT / "pipeline" / layer).rglob("*.py"))
+    assert files, f"pipeline/{layer} not found"
+    offenders = [(path.relative_to(ROOT).as_posix(), name) for path in files for name in _imported_modules(path)
+                 if _reaches(name, WIRING)]
+    assert offenders == []
+
+
+def test_checks_never_import_assets():
+    offenders = [(path.name, name) for path in sorted((ROOT / "checks").rglob("*.py")) for name in _imported_modules(path)
+                 if _reaches(name, ("assets",))]
+    assert offenders == []
 
 
 def test_core_has_no_orchestration_or_validation_imports():

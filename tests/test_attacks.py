@@ -443,7 +443,7 @@ def test_hiding_sets_and_naive_confidences():
 
 @pytest.fixture(scope="module")
 def adult_evaluation(tmp_path_factory):
-    from pipeline.attack_report import run_attack_evaluation, write_attack_report
+    from pipeline.reporting.attack_report import run_attack_evaluation, write_attack_report
     from pipeline.core.hierarchies import load_hierarchies
     from pipeline.resources import ADULT_COLUMNS
 

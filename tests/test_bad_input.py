@@ -1,5 +1,5 @@
 """Bad input: a catalogue of unusable, awkward and hostile inputs (issue 6), each through the real
-entry points (``msa-release run`` in-process via click's CliRunner, or :func:`pipeline.loading.load_records`
+entry points (``msa-release run`` in-process via click's CliRunner, or :func:`pipeline.io.loading.load_records`
 for pure reading questions).
 
 Every refused input must give a specific, readable error (which file, line, column, setting or
@@ -91,8 +91,8 @@ from click.testing import CliRunner
 from pipeline.cli import main
 from pipeline.core.mixed_model import assemble_release_tables, run_mixed_model
 from pipeline.core.rules import mine_strong_rules, resolve_mining_backend
-from pipeline.loading import InputError, load_records
-from pipeline.publish import read_latest
+from pipeline.io.loading import InputError, load_records
+from pipeline.release.publish import read_latest
 
 # --------------------------------------------------------------------------------------------
 # Helpers
@@ -434,7 +434,7 @@ def test_hierarchy_missing_a_value(seeded_home):
 
 
 # --------------------------------------------------------------------------------------------
-# 3. Pure reading (pipeline.loading) for questions of the reader alone
+# 3. Pure reading (pipeline.io.loading) for questions of the reader alone
 
 
 def test_bom_and_crlf(tmp_path):
@@ -471,7 +471,7 @@ def test_parquet_nested_unused_column(tmp_path):
 def test_input_changes_while_read(tmp_path, monkeypatch):
     """The file grows while DuckDB reads it (simulated by appending inside the read): refused,
     naming what changed and saying to retry once the file is stable."""
-    import pipeline.loading as loading
+    import pipeline.io.loading as loading
 
     path = write_csv(tmp_path / "growing.csv", ["q", "a", "b"], DIVERSE)
     original = loading._read
@@ -491,7 +491,7 @@ def test_input_changes_while_read(tmp_path, monkeypatch):
 
 
 def test_input_changes_while_read_through_the_cli(seeded_home, monkeypatch):
-    import pipeline.loading as loading
+    import pipeline.io.loading as loading
 
     path = write_csv(seeded_home.parent / "growing.csv", ["q", "a", "b"], DIVERSE)
     original = loading._read
@@ -538,7 +538,7 @@ def test_releases_dir_is_a_file(cli_environment):
 
 def test_publish_permission_denied(seeded_home, published, monkeypatch):
     """The release directory refuses writes (simulated: we run as root, so chmod would not bite)."""
-    import pipeline.publish as publish
+    import pipeline.release.publish as publish
 
     def refuse(*args, **kwargs):
         raise PermissionError(errno.EACCES, "Permission denied", str(seeded_home / "releases"))

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from checks.gates import GATES
-from pipeline.publish import read_latest
+from pipeline.release.publish import read_latest
 from pipeline.resources import ADULT_COLUMNS
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipeline.report import _model_verdicts, _timing_verdicts
+from pipeline.reporting.experiments_report import _model_verdicts, _timing_verdicts
 from pipeline.resources import ADULT_COLUMNS
 
 ADULT = Path(__file__).resolve().parents[1] / "data" / "adult" / "adult.data"

@@ -23,8 +23,8 @@ from pipeline.cli import main
 from pipeline.core.hierarchies import load_hierarchies
 from pipeline.core.kl_anonymity import KLAnonymization, kl_anonymize, kl_release_table
 from pipeline.definitions import ASSETS, KL_RELEASE_JOB_SELECTION, build_definitions
-from pipeline.loading import load_records
-from pipeline.publish import MANIFEST_COLUMNS, contract_schemas, publish_release, read_latest
+from pipeline.io.loading import load_records
+from pipeline.release.publish import MANIFEST_COLUMNS, contract_schemas, publish_release, read_latest
 from pipeline.resources import ReleaseSettings
 
 QUASI_IDENTIFIERS = ["age", "sex", "zip"]
@@ -259,7 +259,7 @@ def test_kl_manifest_fields(published):
     # published: a keyed fingerprint of the input, never its plain SHA-256 (a guess-confirming oracle), no path
     assert manifest["input_reading"]["csv_header"] is True and "input_sha256" not in manifest
     from pipeline.core.keyed import input_hmac
-    from pipeline.home_secret import read_secret_if_present
+    from pipeline.release.home_secret import read_secret_if_present
     assert manifest["input_hmac"] == input_hmac(read_secret_if_present(published.home), sha256(published.csv))
     assert manifest["input_hmac"] != sha256(published.csv)
     hierarchies = manifest["hierarchies"]

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.definitions import build_definitions
-from pipeline.publish import MODEL_TABLES, contract_schemas, read_latest
+from pipeline.release.publish import MODEL_TABLES, contract_schemas, read_latest
 from pipeline.resources import ADULT_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ import pytest
 from pipeline.asset_keys import GROUPS
 from pipeline import jobs
 from pipeline.definitions import build_definitions
-from pipeline.publish import read_latest
+from pipeline.release.publish import read_latest
 from pipeline.resources import ReleaseSettings, ReleaseStore
 from tests.conftest import example_frame, example_quasi_identifiers
 from tests.jobs import run_job
@@ -291,7 +291,7 @@ def test_sensor_run_request_runs_in_process(inbox):
     manifest = json.loads((read_latest(home / "releases") / "manifest.json").read_text())
     # the run key is the file's SHA-256 (Dagster-private); the published manifest carries its keyed HMAC only
     from pipeline.core.keyed import input_hmac
-    from pipeline.home_secret import read_secret_if_present
+    from pipeline.release.home_secret import read_secret_if_present
     assert "input_sha256" not in manifest
     assert manifest["input_hmac"] == input_hmac(read_secret_if_present(home), request.run_key)
     assert manifest["n_input"] == len(example["input"])
@@ -325,8 +325,8 @@ def test_definitions_register_schedule_and_sensor(definitions):
 def test_a_release_run_reads_its_input_once(golden, tmp_path, monkeypatch):
     """Issue 13 ("one pass"): the ingest step reads the input; the in-job audit uses the run's records and rules."""
     import assets.ingest
-    import pipeline.audit
-    from pipeline.loading import load_records
+    import pipeline.release.audit
+    from pipeline.io.loading import load_records
 
     example = golden["example_B"]
     csv = tmp_path / "example_b.csv"
@@ -338,7 +338,7 @@ def test_a_release_run_reads_its_input_once(golden, tmp_path, monkeypatch):
         return load_records(*args, **kwargs)
 
     monkeypatch.setattr(assets.ingest, "load_records", counting)
-    monkeypatch.setattr(pipeline.audit, "load_records", counting)
+    monkeypatch.setattr(pipeline.release.audit, "load_records", counting)
     settings = {
         "input_path": str(csv), "csv_header": True, "column_names": [],
         "quasi_identifiers": example_quasi_identifiers(example), "sensitive_attributes": example["SA"],

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from pipeline.definitions import ASSETS, RELEASE_JOB_SELECTION, build_definitions
-from pipeline.publish import read_latest
+from pipeline.release.publish import read_latest
 from tests.conftest import example_frame, example_quasi_identifiers
 
 CONTRACT_TABLES = {"sac_released", "attribute_table", "id_table", "attribute_clusters", "release_manifest"}

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from pipeline import profiling
-from pipeline.publish import MANIFEST_COLUMNS, MANIFEST_JSON_COLUMNS, read_latest
+from pipeline.evaluation import profiling
+from pipeline.release.publish import MANIFEST_COLUMNS, MANIFEST_JSON_COLUMNS, read_latest
 from tests.conftest import example_frame, example_quasi_identifiers
 
 MEGABYTE = 2**20

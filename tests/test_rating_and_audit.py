@@ -23,7 +23,7 @@ from pipeline.cli import main
 from pipeline.core.adversary import adversary_view
 from pipeline.core.mixed_model import assemble_release_tables, run_mixed_model
 from pipeline.core.rating import rating_tables
-from pipeline.publish import read_latest
+from pipeline.release.publish import read_latest
 from tests.conftest import FIXTURES, example_frame, example_quasi_identifiers
 
 ALL_GATES = {

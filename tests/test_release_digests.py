@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipeline.publish import read_latest
+from pipeline.release.publish import read_latest
 from tests.jobs import run_job
 
 FIXTURE = Path(__file__).parent / "fixtures" / "release_digests.json"
@@ -46,12 +46,12 @@ def release_digest(release_dir: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def digests(tmp_path_factory) -> dict:
-    import pipeline.home_secret
+    import pipeline.release.home_secret
     from tests.conftest import TEST_HOME_SECRET
 
     out = {}
     with pytest.MonkeyPatch.context() as patch:  # module scope: the autouse per-test patch is not active yet
-        patch.setattr(pipeline.home_secret, "_new_secret", lambda: TEST_HOME_SECRET)
+        patch.setattr(pipeline.release.home_secret, "_new_secret", lambda: TEST_HOME_SECRET)
         for model, (job, settings) in MODELS.items():
             home = tmp_path_factory.mktemp(f"digest-{model}") / "home"
             result = run_job(home, job, settings)

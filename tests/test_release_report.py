@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 from pipeline.cli import main
 from pipeline.definitions import build_definitions
-from pipeline.publish import contract_schemas, publish_release, read_latest
-from pipeline.release_report import REPORT_DATA, REPORT_HTML, render_report
+from pipeline.release.publish import contract_schemas, publish_release, read_latest
+from pipeline.reporting.release_report import REPORT_DATA, REPORT_HTML, render_report
 from tests.conftest import example_frame, example_quasi_identifiers
 
 MIXED_GATES = {

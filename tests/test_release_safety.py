@@ -2,7 +2,7 @@
 Dagster resource), retention, warehouse permissions, determinism, and a 50-release soak.
 
 The kill tests fork real release processes from a harness (``tests/release_worker.py``) and kill
-them at named failpoints (``pipeline/failpoints.py``) and at random delays; after every kill the
+them at named failpoints (``pipeline/release/failpoints.py``) and at random delays; after every kill the
 previous release and LATEST must be intact and readable, nothing partial may be visible as a
 release, and the next run must succeed.
 """
@@ -26,9 +26,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.definitions import build_definitions
-from pipeline.failpoints import ENVIRONMENT_VARIABLE, PAUSE_ENVIRONMENT_VARIABLE
-from pipeline.locking import LOCK_FILE_NAME, ReleaseLockBusy, acquire_release_lock, lock_holder
-from pipeline.publish import (
+from pipeline.release.failpoints import ENVIRONMENT_VARIABLE, PAUSE_ENVIRONMENT_VARIABLE
+from pipeline.release.locking import LOCK_FILE_NAME, ReleaseLockBusy, acquire_release_lock, lock_holder
+from pipeline.release.publish import (
     MODEL_TABLES,
     list_releases,
     prune_releases,
@@ -294,7 +294,7 @@ def test_sigkill_inside_the_publish_step_leaves_the_previous_release_intact(cras
 def _hold_lock_in_subprocess(home: Path, seconds: float) -> subprocess.Popen:
     code = (
         "import sys, time\n"
-        "from pipeline.locking import acquire_release_lock\n"
+        "from pipeline.release.locking import acquire_release_lock\n"
         f"lock = acquire_release_lock({str(home)!r})\n"
         "print('held', flush=True)\n"
         f"time.sleep({seconds})\n"

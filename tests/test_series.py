@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from pipeline.cli import main
 from pipeline.core.series import find_recompositions, record_fingerprints
-from pipeline.publish import read_latest
+from pipeline.release.publish import read_latest
 from tests.conftest import example_frame, example_quasi_identifiers
 
 SECRET = bytes(range(32))

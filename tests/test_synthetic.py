@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.core.rules import mine_strong_rules
-from pipeline.loading import load_records
+from pipeline.io.loading import load_records
 from pipeline.resources import ReleaseSettings
-from pipeline.synthetic import PARQUET_METADATA_KEY, sample_row_indices, synthesize, weighted_rule_set
+from pipeline.evaluation.synthetic import PARQUET_METADATA_KEY, sample_row_indices, synthesize, weighted_rule_set
 
 RULE_KEY = ["antecedent_attribute", "antecedent_value", "consequent_attribute", "consequent_value"]
 

@@ -418,7 +418,7 @@ def permute_within_groups(
         of SPEC §5.2's reference ``random.shuffle`` loop (same distribution; SPEC asks tests to
         check invariants, not a particular permutation).
     secret
-        The home secret (:mod:`pipeline.home_secret`). With it the draws come from
+        The home secret (:mod:`pipeline.release.home_secret`). With it the draws come from
         :func:`pipeline.core.keyed.keyed_generator` of ``("group-permutation", seed)``, so the
         published seed alone cannot replay the permutation; ``None`` (the SPEC reference) seeds
         ``numpy.random.default_rng(seed)``.

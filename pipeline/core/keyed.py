@@ -1,7 +1,7 @@
 """Keyed (secret-derived) randomness and digests: the only source of randomness that protects a release.
 
 Nothing published (the seed, the input, the release) is enough to replay these: every function
-takes a ``secret`` (bytes kept in the private home, see :mod:`pipeline.home_secret`) or a key
+takes a ``secret`` (bytes kept in the private home, see :mod:`pipeline.release.home_secret`) or a key
 derived from it, so the same home + the same input + the same configuration give byte-identical
 releases, and another home gives an unrelated one.
 

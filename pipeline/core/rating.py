@@ -409,7 +409,7 @@ def rating_tables(
     method
         ``"improved"`` (default) or ``"plain"``; see :func:`create_sids`.
     secret
-        The home secret (:mod:`pipeline.home_secret`). ``None`` is SPEC §6's reference
+        The home secret (:mod:`pipeline.release.home_secret`). ``None`` is SPEC §6's reference
         behaviour: buckets are filled first-in-first-out in table order and SIDs are numbered
         in creation order, which lets an adversary replay the loop from the ID table and link a
         record's values across attributes (the order-replay attack, ``docs/attacks.md``). With a

@@ -1,4 +1,4 @@
-"""Keyed randomness (pipeline.core.keyed) and the home secret (pipeline.home_secret)."""
+"""Keyed randomness (pipeline.core.keyed) and the home secret (pipeline.release.home_secret)."""
 
 import os
 import stat
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from pipeline.core.keyed import keyed_digest, keyed_generator, keyed_order, keyed_record_hashes
-from pipeline.home_secret import HomeSecretError, load_or_create_secret
+from pipeline.release.home_secret import HomeSecretError, load_or_create_secret
 
 SECRET_A = bytes(range(32))
 SECRET_B = bytes(range(1, 33))
@@ -17,10 +17,10 @@ SECRET_B = bytes(range(1, 33))
 def test_secret_is_created_once_with_mode_0600(tmp_path, monkeypatch):
     import secrets
 
-    import pipeline.home_secret
+    import pipeline.release.home_secret
 
     # the real generator (the suite's autouse fixture gives every home the same secret)
-    monkeypatch.setattr(pipeline.home_secret, "_new_secret", lambda: secrets.token_bytes(32))
+    monkeypatch.setattr(pipeline.release.home_secret, "_new_secret", lambda: secrets.token_bytes(32))
     first = load_or_create_secret(tmp_path)
     assert len(first) == 32
     assert stat.S_IMODE(os.stat(tmp_path / "secret.key").st_mode) == 0o600

@@ -321,7 +321,7 @@ def test_value_missing_from_hierarchy_is_named(tmp_path):
 
 
 def test_shipped_adult_hierarchies_cover_adult():
-    from pipeline.loading import load_records
+    from pipeline.io.loading import load_records
     from pipeline.resources import ADULT_COLUMNS
 
     quasi_identifiers = ["age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex", "native-country", "income"]

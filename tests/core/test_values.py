@@ -51,7 +51,7 @@ def test_ties_go_to_the_first_spelling_in_code_point_order_and_singletons_stay_b
 
 def test_hiv_table_is_one_value_and_cannot_be_three_diverse(tmp_path):
     """The red team's table: every diagnosis is HIV under four spellings; byte for byte it looked 4-diverse."""
-    from pipeline.loading import InfeasibleInput, load_records
+    from pipeline.io.loading import InfeasibleInput, load_records
 
     spellings = ["HIV", "hiv", "HIV\u200b", "\u202eHIV"]
     frame = pd.DataFrame({

@@ -126,7 +126,7 @@ def mixed_report_data(release, rules, *, domain: Mapping[str, int]) -> dict:
     Parameters
     ----------
     release
-        :class:`pipeline.audit.PublishedRelease` (read back, or built in memory from the gated
+        :class:`pipeline.release.audit.PublishedRelease` (read back, or built in memory from the gated
         candidate tables and the manifest before publishing).
     rules
         Strong rules of the raw table (``pipeline.core.rules.mine_strong_rules``: attributes,
@@ -142,7 +142,7 @@ def mixed_report_data(release, rules, *, domain: Mapping[str, int]) -> dict:
         ``average_raw_confidence``, ``average_released_confidence``, ``n_suppressed_cells``,
         ``n_deleted``) and ``rules`` (antecedent, consequent, raw and released confidence).
     """
-    from pipeline.audit import release_metrics
+    from pipeline.release.audit import release_metrics
 
     metrics = release_metrics(release, rules, domain=domain)
     rule_list = metrics.pop("rules")
@@ -178,7 +178,7 @@ def private_rating_baseline(records, quasi_identifiers: Sequence[str], sensitive
     ----------
     P1 §6 (the comparison); issue 12, release series (c).
     """
-    from pipeline.evaluation import evaluate_release
+    from pipeline.evaluation.experiments import evaluate_release
 
     columns = ["row_id", *quasi_identifiers, *sensitive_attributes]
     figures = evaluate_release(records[columns], quasi_identifiers, sensitive_attributes, model="rating", ell=ell,
@@ -294,7 +294,7 @@ def _png(figure: Figure) -> str:
 
 
 def audit_histogram_png(histogram: Mapping[str, int], ell: int) -> str:
-    """Base64 PNG of the audit's per-record disclosure histogram (:func:`pipeline.audit.disclosure_histogram`:
+    """Base64 PNG of the audit's per-record disclosure histogram (:func:`pipeline.release.audit.disclosure_histogram`:
     bin label -> records), with the bound 1/ℓ; for the Dagster UI (``audit/release_disclosure``)."""
     labels, counts = list(histogram), [int(v) for v in histogram.values()]
     figure = Figure(figsize=(7.5, 3.0))
@@ -863,7 +863,7 @@ def render_report(
     str
         A complete, self-contained HTML document (see the module docstring for its contract).
     """
-    from pipeline.publish import package_versions
+    from pipeline.release.publish import package_versions
 
     model = manifest["model"]
     sections = [_parameters(manifest), _accounting(manifest), _gates(manifest)]
@@ -885,7 +885,7 @@ def render_report(
 
 def report_files(manifest: Mapping, data: Mapping, *, releases_dir: Path) -> dict[str, bytes]:
     """``report.html`` and ``report.json`` of a release about to be published (for
-    :func:`pipeline.publish.publish_release`'s ``extra_files``)."""
+    :func:`pipeline.release.publish.publish_release`'s ``extra_files``)."""
     baseline = find_baseline(releases_dir, manifest) if manifest["model"] != "kl" else None
     page = render_report(manifest, data, baseline=baseline, generated_by="written when the release was published")
     return {
@@ -904,7 +904,7 @@ def regenerate_report(release_dir: str | Path, *, raw_path: str | Path | None = 
     raw_path
         Optional raw table: when the release has no ``report.json`` (published before it
         existed), the rule confidences, AIL and RCE of a mixed or Rating release are computed by
-        the audit (:func:`pipeline.audit.run_audit`), reading the table as the release read its
+        the audit (:func:`pipeline.release.audit.run_audit`), reading the table as the release read its
         input. A (k, ℓ) release never needs it.
 
     Returns
@@ -917,7 +917,7 @@ def regenerate_report(release_dir: str | Path, *, raw_path: str | Path | None = 
     ReportError
         Not a release directory, an unreadable manifest, or an unusable raw table.
     """
-    from pipeline.audit import AuditError, _resolve_release_dir, run_audit
+    from pipeline.release.audit import AuditError, _resolve_release_dir, run_audit
 
     try:
         directory = _resolve_release_dir(Path(release_dir).expanduser().resolve())

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.core.hierarchies import Hierarchy, HierarchyError, read_hierarchy
-from pipeline.loading import file_sha256
+from pipeline.io.loading import file_sha256
 
 __all__ = ["clusters_from_frame", "hierarchies_from_frame", "s_max_from_frame"]
 

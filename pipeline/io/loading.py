@@ -32,7 +32,7 @@ __all__ = [
     "resolve_input_path",
 ]
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 #: Label that replaces every missing quasi-identifier value (kept as a value of its own).
 MISSING_QUASI_IDENTIFIER = "?"

@@ -1,7 +1,7 @@
 """Figures 1-11 of P1 §6 redrawn from our measurements (matplotlib, PNG).
 
-Inputs are the lists returned by :func:`pipeline.evaluation.run_sid_creation_timings` and
-:func:`pipeline.evaluation.run_model_sweeps`. No Dagster here.
+Inputs are the lists returned by :func:`pipeline.evaluation.experiments.run_sid_creation_timings` and
+:func:`pipeline.evaluation.experiments.run_model_sweeps`. No Dagster here.
 """
 
 from __future__ import annotations

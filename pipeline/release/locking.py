@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, UTC
 from pathlib import Path
 
-from pipeline.failpoints import failpoint
+from pipeline.release.failpoints import failpoint
 from pipeline.errors import ReleaseLockBusyBase
 
 __all__ = ["LOCK_FILE_NAME", "ReleaseLock", "ReleaseLockBusy", "acquire_release_lock", "lock_holder"]
@@ -172,7 +172,7 @@ def acquire_release_lock(
     lock = ReleaseLock(path, key)
     try:
         failpoint("lock.acquired")
-        from pipeline.publish import remove_stale_entries  # heavy imports only once locked
+        from pipeline.release.publish import remove_stale_entries  # heavy imports only once locked
 
         remove_stale_entries(home / "releases")
     except BaseException:

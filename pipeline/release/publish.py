@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from pipeline.failpoints import failpoint
+from pipeline.release.failpoints import failpoint
 from pipeline.models import PUBLICATION_MODELS
 
 __all__ = [
@@ -86,7 +86,7 @@ MANIFEST_COLUMNS = {
     "posterior_slack": "DOUBLE",
     "posterior_gate": "VARCHAR",
     "posterior_gate_warned": "BOOLEAN",
-    # --profile (pipeline/profiling.py): per-stage wall time and peak RSS; NULL without it
+    # --profile (pipeline/evaluation/profiling.py): per-stage wall time and peak RSS; NULL without it
     "profile": "VARCHAR",
 }
 
@@ -322,7 +322,7 @@ def list_releases(releases_dir: Path) -> list[Path]:
 def remove_stale_entries(releases_dir: Path) -> list[str]:
     """Remove what a killed run left in ``releases_dir``: staging and half-deleted directories.
 
-    Only call it while holding the release lock (:mod:`pipeline.locking` does, on acquisition):
+    Only call it while holding the release lock (:mod:`pipeline.release.locking` does, on acquisition):
     then no other run is writing there, so every ``.staging-*``, ``.deleting-*`` and
     ``.LATEST.tmp`` is stale. Releases and ``LATEST`` are never touched.
 

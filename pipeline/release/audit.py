@@ -25,8 +25,8 @@ import pandas as pd
 from pipeline.core.adversary import adversary_view, recover_rule_confidences
 from pipeline.core.metrics import additional_information_loss, domain_sizes, reconstruction_error
 from pipeline.core.rules import mine_strong_rules, resolve_mining_backend
-from pipeline.loading import InputError, load_records
-from pipeline.publish import MODEL_TABLES
+from pipeline.io.loading import InputError, load_records
+from pipeline.release.publish import MODEL_TABLES
 from pipeline.errors import UnusableInputError
 
 __all__ = [
@@ -254,7 +254,7 @@ def _is_release_input(release_path: Path, manifest: dict, raw_sha256: str) -> bo
     import os
 
     from pipeline.core.keyed import input_hmac
-    from pipeline.home_secret import read_secret_if_present
+    from pipeline.release.home_secret import read_secret_if_present
 
     if manifest.get("input_hmac") is None:
         return (raw_sha256 == manifest["input_sha256"]) if manifest.get("input_sha256") else None
@@ -391,7 +391,7 @@ def audit_release_against(
     release
         :func:`read_release` of the release directory.
     records
-        The raw records as :func:`pipeline.loading.load_records` returns them (quasi-identifiers and sensitive
+        The raw records as :func:`pipeline.io.loading.load_records` returns them (quasi-identifiers and sensitive
         attributes of the release).
     raw_label
         How the raw table is named in the report (a path, or a description).

@@ -1,6 +1,6 @@
 """The experiments of P1 §6 (SPEC §12) as plain functions: model comparison sweeps and
 SID-creation timings. No Dagster here: the ``evaluation`` assets and ``msa-release
-experiments`` call these, ``pipeline.figures`` plots them and ``pipeline.report`` writes
+experiments`` call these, ``pipeline.reporting.figures`` plots them and ``pipeline.reporting.experiments_report`` writes
 REPORT.md.
 
 Every number is computed from released tables only (plus, for the disclosure of the records

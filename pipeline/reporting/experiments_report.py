@@ -14,7 +14,7 @@ from datetime import datetime, UTC
 from fractions import Fraction
 from pathlib import Path
 
-from pipeline.figures import FIGURE_TITLES, figure_path
+from pipeline.reporting.figures import FIGURE_TITLES, figure_path
 
 __all__ = ["machine_description", "write_report", "write_results"]
 

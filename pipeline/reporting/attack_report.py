@@ -7,7 +7,7 @@ Releases (built in memory, never published):
   other sensitive attributes generalised as quasi-identifiers, distinct ℓ-diversity, ``k = ℓ``;
   :mod:`pipeline.core.naive_release`);
 * ``kl``: the (k, ℓ) release of P2 (SPEC §14; :func:`pipeline.core.kl_anonymity.kl_anonymize`);
-* ``mixed``: P1's mixed model, built exactly as :func:`pipeline.evaluation.evaluate_release` does;
+* ``mixed``: P1's mixed model, built exactly as :func:`pipeline.evaluation.experiments.evaluate_release` does;
 * ``rating``: the plain Rating baseline (SPEC §7), likewise.
 
 The adversaries and the modelling choices are those of :mod:`pipeline.core.attacks`; the
@@ -61,7 +61,7 @@ from pipeline.core.release_utility import (  # noqa: E402
     utility_measures,
 )
 from pipeline.core.rules import mine_strong_rules  # noqa: E402
-from pipeline.report import machine_description  # noqa: E402
+from pipeline.reporting.experiments_report import machine_description  # noqa: E402
 
 __all__ = [
     "FIGURES",
@@ -191,7 +191,7 @@ def run_attack_evaluation(
     ----------
     records
         ``row_id`` + quasi-identifiers + sensitive attributes (text), no missing sensitive
-        value (:func:`pipeline.loading.load_records`). PRIVATE.
+        value (:func:`pipeline.io.loading.load_records`). PRIVATE.
     quasi_identifiers, sensitive_attributes
         Columns; at least 2 sensitive attributes.
     hierarchies
@@ -623,7 +623,7 @@ def _report_markdown(results: dict) -> str:
     lines = [
         "# Attacks on multi-sensitive-attribute releases: join and one-known-value adversaries",
         "",
-        f"Generated on {results['generated_at'][:10]} by `pipeline.attack_report` (Dagster asset `attacks/attack_evaluation`). "
+        f"Generated on {results['generated_at'][:10]} by `pipeline.reporting.attack_report` (Dagster asset `attacks/attack_evaluation`). "
         "Every number below is measured by the code of this repository; `results.json` holds all of them (with the "
         "percentiles and histograms of every distribution). Verdict sentences are computed from the numbers.",
         "",

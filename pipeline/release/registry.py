@@ -125,7 +125,7 @@ def estimate_pins(home: str | Path, releases_dir: str | Path, release_id: str, n
         ``share_whole_tuple_pinned``, …), or None when the earlier release's files or row ids are
         gone, or it has other sensitive attributes (nothing can then be estimated).
     """
-    from pipeline.audit import read_release
+    from pipeline.release.audit import read_release
     from pipeline.core.composition import candidate_sets, intersection_attack
 
     entry = _registry_row_ids(home, release_id)

@@ -1,0 +1,12 @@
+"""``msa-release``: the command line. One module per command; ``app`` holds the group, ``common`` what they share.
+
+The entry point is ``pipeline.cli:main`` (pyproject.toml); importing this package registers every command.
+"""
+
+from __future__ import annotations
+
+from pipeline.cli import attacks, audit, experiments, kl_quality, run, synthesize  # noqa: F401  (register the commands)
+from pipeline.cli.app import main
+from pipeline.cli.common import build_settings_config, execute_job, prepare_dagster_home
+
+__all__ = ["build_settings_config", "execute_job", "main", "prepare_dagster_home"]

@@ -1,0 +1,550 @@
+"""What the commands of ``msa-release`` share: settings from options, the Dagster home, running a job in-process,
+the release lock, and the messages that explain a failure (never echoing an input value)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import click
+
+from pipeline.errors import ReleaseLockBusyBase, UnusableInputError
+
+DAGSTER_YAML = """\
+telemetry:
+  enabled: false
+"""
+
+
+def _split(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    return items
+
+
+def parse_weights(value: str | None) -> dict[str, float] | None:
+    """``"a=1,b=2.5"`` -> ``{"a": 1.0, "b": 2.5}`` (``--generalization-weights``).
+
+    Raises
+    ------
+    click.BadParameter
+        An item that is not ``name=number``, or a name given twice.
+    """
+    if value is None:
+        return None
+    weights: dict[str, float] = {}
+    for item in (v.strip() for v in value.split(",")):
+        if not item:
+            continue
+        name, separator, number = item.rpartition("=")
+        name = name.strip()
+        try:
+            weight = float(number)
+        except ValueError:
+            weight = None
+        if not separator or not name or weight is None:
+            raise click.BadParameter(f"{item!r} is not name=number (example: sex=2,race=0.5)", param_hint="--generalization-weights")
+        if name in weights:
+            raise click.BadParameter(f"{name!r} is given twice", param_hint="--generalization-weights")
+        weights[name] = weight
+    return weights
+
+
+def prepare_dagster_home(home: Path, *, explicit_home: bool = False) -> Path:
+    """Make Dagster's instance directory exist and return it.
+
+    ``<home>/dagster`` when the user named ``--home`` (so a run never writes into another
+    home's instance) or when ``$DAGSTER_HOME`` is unset; otherwise ``$DAGSTER_HOME``. The
+    directory is created if missing (Dagster refuses a missing one) and gets a
+    ``dagster.yaml`` with telemetry disabled unless it already has one.
+    """
+    if os.environ.get("DAGSTER_HOME") and not explicit_home:
+        dagster_home = Path(os.environ["DAGSTER_HOME"]).expanduser().resolve()
+    else:
+        dagster_home = home / "dagster"
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    config = dagster_home / "dagster.yaml"
+    if not config.exists():
+        config.write_text(DAGSTER_YAML)
+    os.environ["DAGSTER_HOME"] = str(dagster_home)
+    return dagster_home
+
+
+def build_settings_config(
+    *,
+    input_path: str | None,
+    input_format: str | None,
+    header: bool | None,
+    column_names: list[str] | None,
+    delimiter: str | None,
+    quasi_identifiers: list[str] | None,
+    sensitive_attributes: list[str] | None,
+    ell: int | None,
+    min_confidence: float | None,
+    seed: int | None,
+    missing_tokens: list[str] | None,
+    confidence_tolerance: float | None,
+    model: str | None = None,
+    allow_disclosure: bool | None = None,
+    k: int | None = None,
+    hierarchies_dir: str | None = None,
+    kl_method: str | None = None,
+    max_block_size: int | None = None,
+    generalization_weights: dict[str, float] | None = None,
+    mining_backend: str | None = None,
+    duckdb_mining_threshold: int | None = None,
+    keep_releases: int | None = None,
+    profile: bool | None = None,
+    randomness: str | None = None,
+    min_support: int | None = None,
+    grouping: str | None = None,
+    stratum_deletion_budget: float | None = None,
+    residual_policy: str | None = None,
+    allow_recomposition: bool | None = None,
+    posterior_slack: float | None = None,
+    posterior_gate: str | None = None,
+) -> dict:
+    """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
+
+    With ``--input`` the Adult-specific defaults (headerless file, Adult column names and
+    columns) no longer apply: the CSV is read with its header row unless ``--no-header``, and
+    quasi-identifiers and sensitive attributes must be named.
+
+    Raises
+    ------
+    click.UsageError
+        ``--input`` without ``--quasi-identifiers`` / ``--sensitive-attributes``.
+    """
+    config: dict = {}
+    if input_path is not None:
+        if not quasi_identifiers or not sensitive_attributes:
+            raise click.UsageError(
+                "with --input, name the columns: --quasi-identifiers a,b --sensitive-attributes x,y"
+            )
+        config.update({"input_path": input_path, "csv_header": True, "column_names": []})
+    for key, value in (
+        ("input_format", input_format),
+        ("csv_header", header),
+        ("column_names", column_names),
+        ("delimiter", delimiter),
+        ("quasi_identifiers", quasi_identifiers),
+        ("sensitive_attributes", sensitive_attributes),
+        ("ell", ell),
+        ("min_confidence", min_confidence),
+        ("seed", seed),
+        ("missing_value_tokens", missing_tokens),
+        ("confidence_tolerance", confidence_tolerance),
+        ("model", model),
+        ("allow_disclosure", allow_disclosure),
+        ("k", k),
+        ("hierarchies_dir", hierarchies_dir),
+        ("kl_method", kl_method),
+        ("max_block_size", max_block_size),
+        ("generalization_weights", generalization_weights),
+        ("mining_backend", mining_backend),
+        ("duckdb_mining_threshold", duckdb_mining_threshold),
+        ("keep_releases", keep_releases),
+        ("profile", profile),
+        ("randomness", randomness),
+        ("min_support", min_support),
+        ("grouping", grouping),
+        ("stratum_deletion_budget", stratum_deletion_budget),
+        ("residual_policy", residual_policy),
+        ("allow_recomposition", allow_recomposition),
+        ("posterior_slack", posterior_slack),
+        ("posterior_gate", posterior_gate),
+    ):
+        if value is not None:
+            config[key] = value
+    return config
+
+
+class UnusableInput(UnusableInputError, click.ClickException):
+    """An input that cannot be used (exit status 2, like a usage error; 1 means a FAIL verdict)."""
+
+    exit_code = UnusableInputError.exit_status
+
+
+#: Options that only the (k, ℓ) model reads, and options it does not read.
+KL_ONLY_OPTIONS = ("k", "hierarchies", "kl_method", "max_block_size", "generalization_weights")
+NOT_KL_OPTIONS = (
+    "min_confidence", "seed", "allow_disclosure", "confidence_tolerance", "mining_backend", "duckdb_mining_threshold",
+    "randomness", "min_support", "grouping", "stratum_deletion_budget", "residual_policy", "posterior_slack", "posterior_gate",
+)
+
+
+def _option_flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def check_model_options(options: dict) -> None:
+    """Refuse options that the chosen model does not read (instead of silently ignoring them).
+
+    Raises
+    ------
+    click.UsageError
+    """
+    model = options.get("model") or "mixed"
+    if model == "kl":
+        given = [_option_flag(n) for n in NOT_KL_OPTIONS if options.get(n) is not None]
+        if given:
+            raise click.UsageError(f"{', '.join(given)}: not used by --model kl (the (k, ℓ) model); leave out")
+    else:
+        # --hierarchies also serves the QI-aware grouping (generalized group and stratum quasi-identifiers)
+        kl_only = [n for n in KL_ONLY_OPTIONS if n != "hierarchies"]
+        given = [_option_flag(n) for n in kl_only if options.get(n) is not None]
+        if given:
+            raise click.UsageError(f"{', '.join(given)}: only used by --model kl (the (k, ℓ) model), not by --model {model}")
+
+
+def validate_settings(config: dict) -> None:
+    """Validate the ``settings`` run config before anything runs (the same checks as the resource).
+
+    Raises
+    ------
+    click.UsageError
+        With pydantic's messages, e.g. k < ell for the (k, ℓ) model.
+    """
+    from pydantic import ValidationError
+
+    from pipeline.resources import ReleaseSettings
+
+    try:
+        ReleaseSettings(**config)
+    except ValidationError as error:
+        messages = "; ".join(_validation_message(e) for e in error.errors())
+        raise click.UsageError(messages) from error
+
+
+def _validation_message(error: dict) -> str:
+    """One pydantic error as text, prefixed with the setting and the value given (``ell = 5000: ...``)."""
+    message = str(error.get("msg", error)).removeprefix("Value error, ")
+    location = [str(part) for part in error.get("loc", ())]
+    if not location:
+        return message
+    return f"{'.'.join(location)} = {error.get('input')!r}: {message}"
+
+
+def unusable_input_messages(result) -> list[str]:
+    """Messages of the step failures caused by an unusable input: an error class of exit status 2
+    (:class:`pipeline.errors.UnusableInputError`: unreadable table or column configuration, hierarchy missing /
+    invalid / not covering the data, a table that cannot be made (k, ℓ)-anonymous)."""
+    from pipeline.errors import exit_status_of_class_name
+
+    messages = []
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
+            error = event.step_failure_data.error
+            cause = error.cause or error
+            if exit_status_of_class_name(cause.cls_name) == 2:
+                message = cause.message.strip()
+                prefix, separator, rest = message.partition(": ")
+                messages.append(rest if separator and prefix.endswith(cause.cls_name) else message)
+    return messages
+
+
+def input_options(command):
+    """The options that say which table to read and which columns play which role."""
+    for option in reversed(
+        [
+            click.option("--input", "input_path", type=click.Path(dir_okay=False), help="CSV or Parquet file (default: UCI Adult)."),
+            click.option("--input-format", type=click.Choice(["auto", "csv", "parquet"]), help="Default: by extension."),
+            click.option("--header/--no-header", default=None, help="Whether the CSV has a header row (default with --input: yes)."),
+            click.option("--column-names", help="All column names in file order, comma-separated (CSV without header)."),
+            click.option("--delimiter", help="CSV field separator (default ',')."),
+            click.option("--quasi-identifiers", help="Comma-separated quasi-identifier columns."),
+            click.option("--sensitive-attributes", help="Comma-separated sensitive attribute columns (at least 2)."),
+            click.option("--missing-tokens", help="Comma-separated values meaning 'missing' (default: '', NULL, ?)."),
+            click.option("--home", type=click.Path(file_okay=False), help="Release home (default $MSA_RELEASE_HOME or ./var)."),
+            click.option("--verbose", is_flag=True, help="Show Dagster's step-by-step log."),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+class ReleaseLockBusyError(ReleaseLockBusyBase, click.ClickException):
+    """Another run holds the release lock of the home (exit status 3)."""
+
+    exit_code = ReleaseLockBusyBase.exit_status
+
+
+def hold_release_lock(home: Path, *, wait: bool, wait_timeout: float) -> None:
+    """Take the release lock of ``home`` for the rest of the command (released when it ends).
+
+    Raises
+    ------
+    ReleaseLockBusyError
+        Another run holds it (after ``wait_timeout`` seconds with ``wait``): exit status 3.
+    """
+    from pipeline.release.locking import ReleaseLockBusy, acquire_release_lock
+
+    try:
+        lock = acquire_release_lock(
+            home, wait_seconds=wait_timeout if wait else 0.0,
+            hint="wait for it or use --wait" if not wait else "try again later or raise --wait-timeout",
+        )
+    except ReleaseLockBusy as error:
+        raise ReleaseLockBusyError(str(error)) from error
+    click.get_current_context().call_on_close(lock.release)
+
+
+def use_home(home_option: str | None) -> Path:
+    """The release home: ``--home`` when given (exported as $MSA_RELEASE_HOME), else the default."""
+    from pipeline.resources import ensure_release_home, release_home
+
+    if home_option:
+        os.environ["MSA_RELEASE_HOME"] = str(Path(home_option).resolve())
+    try:
+        return ensure_release_home(release_home())
+    except OSError as error:
+        raise UnusableInput(
+            f"the release home {os.environ.get('MSA_RELEASE_HOME', 'var')!r} cannot be used as a directory "
+            f"({error.strerror or error}); point --home or $MSA_RELEASE_HOME at a writable directory"
+        ) from error
+
+
+def execute_job(job_name: str, run_config: dict, *, home_option: str | None, verbose: bool):
+    """Run a job of the code location in-process on the persistent Dagster instance.
+
+    Returns ``(result, home)``; ``home`` is the release home ($MSA_RELEASE_HOME).
+    """
+    home = use_home(home_option)
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    prepare_dagster_home(home, explicit_home=bool(home_option))
+
+    import dagster as dg
+
+    from pipeline.definitions import build_definitions
+
+    job = build_definitions(home).resolve_job_def(job_name)
+    config = dict(run_config)
+    config["loggers"] = {"console": {"config": {"log_level": "DEBUG" if verbose else "CRITICAL"}}}
+    with dg.DagsterInstance.get() as instance:
+        result = job.execute_in_process(run_config=config, instance=instance, raise_on_error=False)
+    return result, home
+
+
+def _settings_from_options(options: dict) -> dict:
+    return build_settings_config(
+        input_path=options["input_path"],
+        input_format=options["input_format"],
+        header=options["header"],
+        column_names=_split(options["column_names"]),
+        delimiter=options["delimiter"],
+        quasi_identifiers=_split(options["quasi_identifiers"]),
+        sensitive_attributes=_split(options["sensitive_attributes"]),
+        ell=options.get("ell"),
+        min_confidence=options.get("min_confidence"),
+        seed=options.get("seed"),
+        missing_tokens=(options["missing_tokens"].split(",") if options["missing_tokens"] is not None else None),
+        confidence_tolerance=options.get("confidence_tolerance"),
+        model=options.get("model"),
+        allow_disclosure=options.get("allow_disclosure"),
+        k=options.get("k"),
+        hierarchies_dir=options.get("hierarchies"),
+        kl_method=options.get("kl_method"),
+        max_block_size=options.get("max_block_size"),
+        generalization_weights=parse_weights(options.get("generalization_weights")),
+        mining_backend=options.get("mining_backend"),
+        duckdb_mining_threshold=options.get("duckdb_mining_threshold"),
+        keep_releases=options.get("keep_releases"),
+        profile=options.get("profile"),
+        randomness=options.get("randomness"),
+        min_support=options.get("min_support"),
+        grouping=options.get("grouping"),
+        stratum_deletion_budget=options.get("stratum_deletion_budget"),
+        residual_policy=options.get("residual_policy"),
+        allow_recomposition=options.get("allow_recomposition"),
+        posterior_slack=options.get("posterior_slack"),
+        posterior_gate=options.get("posterior_gate"),
+    )
+
+
+def write_profile_sidecar(result, home: Path, output: str | None, *, started: float) -> Path:
+    """Write the profile of the whole run (every step, publish and audit included) as JSON.
+
+    The manifest's ``profile`` cannot hold the publish step that writes it, nor the audit that
+    follows; this sidecar does. Keys: run_id, success, release_id (null when nothing was
+    published), command_seconds (this command from start to the end of the run), and the
+    ``pipeline.evaluation.profiling.build_profile`` fields (method, process_peak_rss_mb, steps, stages).
+    """
+    import dagster as dg
+
+    from pipeline.evaluation.profiling import build_profile, current_sampler
+    from pipeline.release.publish import read_latest
+    from pipeline.run_events import run_step_windows
+
+    with dg.DagsterInstance.get() as instance:
+        windows = run_step_windows(instance, result.run_id)
+    sampler = current_sampler()
+    if sampler is not None:
+        sampler.stop()
+    latest = read_latest(home / "releases")
+    profile = {
+        "run_id": result.run_id,
+        "success": bool(result.success),
+        "release_id": latest.name if result.success and latest is not None else None,
+        "command_seconds": round(time.monotonic() - started, 3),
+        **build_profile(windows, sampler),
+    }
+    target = Path(output) if output else home / "profiles" / f"{result.run_id}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(profile, indent=2) + "\n")
+    click.echo(f"profile: {target}", err=True)
+    return target
+
+
+def _report_step_failures(result) -> None:
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
+            error = event.step_failure_data.error
+            cause = error.cause or error
+            click.echo(f"  step {event.step_key} failed: {cause.message.strip()}", err=True)
+
+
+def preflight(config: dict, *, home_option: str | None) -> Path:
+    """Check everything that can be checked before Dagster starts; return the release home.
+
+    Reads the input as the job will (:func:`pipeline.io.loading.load_records` with ``ell``, so a
+    table that cannot be ℓ-diverse is refused), validates the hierarchies of the (k, ℓ) model,
+    and checks that ``<home>/releases`` is a writable directory. Nothing is written but the
+    home and ``releases/`` directories (and a probe file, removed at once).
+
+    Raises
+    ------
+    UnusableInput
+        Exit status 2, with the message of the failed check (file, line, column or setting,
+        and what to do).
+    """
+    from pipeline.core.hierarchies import HierarchyError, load_hierarchies
+    from pipeline.io.loading import InfeasibleInput, InputError, load_records
+    from pipeline.resources import ReleaseSettings
+
+    settings = ReleaseSettings(**config)
+    try:
+        loaded = load_records(
+            settings.input_path, quasi_identifiers=settings.quasi_identifiers,
+            sensitive_attributes=settings.sensitive_attributes, input_format=settings.input_format,
+            csv_header=settings.csv_header, column_names=settings.column_names, delimiter=settings.delimiter,
+            strip_whitespace=settings.strip_whitespace, missing_value_tokens=settings.missing_value_tokens,
+            ell=settings.ell,
+        )
+        if settings.model == "kl":
+            load_hierarchies(
+                settings.hierarchies_path(), settings.quasi_identifiers,
+                data_values={a: loaded.records[a] for a in settings.quasi_identifiers},
+                data_source=f"input {settings.input_path}",
+            )
+    except InfeasibleInput as error:
+        what = "(k, ℓ)-anonymous" if settings.model == "kl" else "ℓ-diverse"
+        refuse_before_running(f"the table cannot be made {what}, nothing is published: {error}")
+    except (InputError, HierarchyError) as error:
+        refuse_before_running(str(error))
+    home = use_home(home_option)
+    check_releases_writable(home / "releases")
+    return home
+
+
+def refuse_before_running(message: str) -> None:
+    """Print why the input is unusable (as a failed run would) and exit with status 2."""
+    click.echo("msa-release: NO release published (the input was checked before running anything)", err=True)
+    click.echo(f"  unusable input: {message}", err=True)
+    sys.exit(2)
+
+
+def check_releases_writable(releases_dir: Path) -> None:
+    """Create ``releases_dir`` if needed and prove it writable with a probe file (removed at once).
+
+    Raises
+    ------
+    UnusableInput
+        ``releases_dir`` (or a parent) is a file, or it cannot be created or written (read-only
+        file system, permissions, full disk).
+    """
+
+    try:
+        releases_dir.mkdir(parents=True, exist_ok=True)
+        if not releases_dir.is_dir():
+            raise NotADirectoryError(20, "Not a directory", str(releases_dir))
+        with tempfile.NamedTemporaryFile(dir=releases_dir, prefix=".write-probe-"):
+            pass
+    except OSError as error:
+        raise UnusableInput(
+            f"the release directory {releases_dir} is not a writable directory ({error.strerror or error}); nothing "
+            "was run: make it a directory you can write (or point --home / $MSA_RELEASE_HOME elsewhere) and retry"
+        ) from error
+
+
+#: Why a gate can fail on a valid table, and what the data custodian can do about it.
+GATE_FAILURE_EXPLANATIONS = {
+    "rule_confidence_preserved": (
+        "rule_confidence_preserved failed: records holding strong values were deleted (no ℓ - 1 partners with "
+        "different values on every sensitive attribute) or attribute-table cells suppressed, so the strong rules' "
+        "confidences cannot be recovered from the release within --confidence-tolerance; lower --ell, raise "
+        "--min-confidence (fewer strong rules), add records, or raise --confidence-tolerance if the loss is acceptable"
+    ),
+    "sac_released_is_l_diverse": "sac_released_is_l_diverse failed: a SAC~ group is not ℓ-diverse; this is a defect, please report it",
+    "attribute_table_is_l_diverse": "attribute_table_is_l_diverse failed: a SID is not ℓ-diverse; this is a defect, please report it",
+    "records_accounted_for": "records_accounted_for failed: a record is lost or duplicated; this is a defect, please report it",
+    "no_probability_tilt": "no_probability_tilt failed: a SID holds a strong value; this is a defect, please report it",
+    "no_certain_attribute_table_cell": (
+        "no_certain_attribute_table_cell failed: suppressed attribute-table cells name their value (only a value that "
+        "every SID holds is suppressed); drop --residual-policy suppress (the default deletes whole records instead), "
+        "or lower --ell"
+    ),
+    "posterior_within_bound": (
+        "posterior_within_bound failed: an adversary who learns P(sensitive values | quasi-identifiers) from the release "
+        "itself (naive Bayes by EM, exact posterior inside each SAC~ group and SID) guesses some records' true values "
+        "above max(1/ell, population posterior) + --posterior-slack: partners in a group or SID whose quasi-identifiers "
+        "tell them apart (see docs/posterior.md); --posterior-gate warn publishes anyway (recorded in the manifest)"
+    ),
+    "release_carries_no_input_order": (
+        "release_carries_no_input_order failed: a published id or SID column follows the input order, or the "
+        "order-replay adversary links attribute-table cells better than chance: with --randomness spec-reference "
+        "(SPEC's input-order algorithms) this is expected, drop that option; with the default home-secret randomness "
+        "it is a defect, please report it"
+    ),
+}
+
+
+def gate_failure_explanations(gates) -> list[str]:
+    """One explanation per failed gate that has one (``GATE_FAILURE_EXPLANATIONS``)."""
+    return [
+        GATE_FAILURE_EXPLANATIONS[evaluation.check_name]
+        for evaluation in gates
+        if not evaluation.passed and evaluation.check_name in GATE_FAILURE_EXPLANATIONS
+    ]
+
+
+def environment_failure_messages(result) -> list[str]:
+    """Plain-language messages for steps that failed on the machine rather than on the data:
+    a full disk, or a release / warehouse location that cannot be written."""
+    messages = []
+    for event in result.all_events:
+        if not (event.is_step_failure and event.step_failure_data and event.step_failure_data.error):
+            continue
+        error, texts = event.step_failure_data.error, []
+        while error is not None:
+            texts.append(f"{error.cls_name}: {error.message}")
+            error = error.cause or error.context
+        text = " ".join(texts)
+        if "No space left on device" in text or "[Errno 28]" in text or "ENOSPC" in text:
+            messages.append(
+                f"disk full: step {event.step_key} ran out of space (No space left on device); nothing was published "
+                "and the staging files were removed: free space under $MSA_RELEASE_HOME (old releases, the "
+                "warehouse) and retry"
+            )
+        elif "Permission denied" in text or "Read-only file system" in text or "[Errno 13]" in text or "[Errno 30]" in text:
+            messages.append(
+                f"not writable: step {event.step_key} could not write (permission denied or read-only file system); "
+                "nothing was published: make $MSA_RELEASE_HOME and its releases/ directory writable and retry"
+            )
+    return list(dict.fromkeys(messages))
+
+
