@@ -9,7 +9,7 @@ export MSA_RELEASE_HOME ?= $(CURDIR)/var
 export GX_ANALYTICS_ENABLED := false
 export DAGSTER_HOME ?= $(MSA_RELEASE_HOME)/dagster
 
-.PHONY: ui-screenshots release test test-fast lint experiments attacks privacy-report kl-quality bench bench-kl ui env clean
+.PHONY: ui-screenshots release test test-fast lint typecheck experiments attacks privacy-report kl-quality bench bench-kl ui env clean
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -49,12 +49,17 @@ bench: env
 bench-kl: env
 	$(VENV)/bin/python benchmarks/bench_kl_adult.py
 
-test: env lint
+test: env lint typecheck
 	$(VENV)/bin/python -m pytest -q
 
-# ruff (pyproject.toml [tool.ruff]) with zero findings; part of make test
+# ruff (pyproject.toml [tool.ruff]): lint and format, zero findings; part of make test
 lint: env
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+# mypy (pyproject.toml [tool.mypy]): strict on pipeline/core and pipeline/models, zero findings; part of make test
+typecheck: env
+	$(VENV)/bin/mypy
 
 # the fast loop for development: everything but the end-to-end, browser and full-Adult tests (CI runs `make test`)
 test-fast: env

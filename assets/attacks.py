@@ -3,7 +3,6 @@ configured table (naive per-attribute, (k, ℓ), mixed, Rating), with their util
 over ``pipeline.reporting.attack_report``; the figures are attached to the asset as metadata and written,
 with ``results.json`` and ``REPORT.md``, into ``reports/attacks/`` (configurable)."""
 
-
 import base64
 import time
 from pathlib import Path
@@ -53,7 +52,15 @@ def _summary_frame(results: dict) -> pd.DataFrame:
     for model, pairs in results["one_known_value"].items():
         for pair, summary in pairs.items():
             known, target = pair.split("->")
-            rows.append({"model": model, "attack": "one_known_value", "known_attribute": known, "target_attribute": target, **_numbers(summary)})
+            rows.append(
+                {
+                    "model": model,
+                    "attack": "one_known_value",
+                    "known_attribute": known,
+                    "target_attribute": target,
+                    **_numbers(summary),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -98,12 +105,23 @@ def attack_evaluation(
     max_block_size = int(getattr(settings, "max_block_size", DEFAULT_MAX_BLOCK_SIZE))
     weights = dict(getattr(settings, "generalization_weights", {}) or {})
     hierarchies = load_hierarchies(
-        hierarchies_dir, [*qi, *sa],
-        data_values={a: raw_records[a].astype(str).unique() for a in [*qi, *sa]}, data_source=settings.input_path,
+        hierarchies_dir,
+        [*qi, *sa],
+        data_values={a: raw_records[a].astype(str).unique() for a in [*qi, *sa]},
+        data_source=settings.input_path,
     )
     evaluation = run_attack_evaluation(
-        raw_records, qi, sa, hierarchies, ell=settings.ell, k=k, min_confidence=settings.min_confidence, seed=settings.seed,
-        kl_method=kl_method, max_block_size=max_block_size, generalization_weights=weights,
+        raw_records,
+        qi,
+        sa,
+        hierarchies,
+        ell=settings.ell,
+        k=k,
+        min_confidence=settings.min_confidence,
+        seed=settings.seed,
+        kl_method=kl_method,
+        max_block_size=max_block_size,
+        generalization_weights=weights,
         dataset_description=config.dataset_description,
         progress=context.log.info,
     )

@@ -1,7 +1,6 @@
 """Audit of the current release: the strong-rule adversary and the utility metrics, from the
 published files alone (the same code as ``msa-release audit``)."""
 
-
 import json
 
 import dagster as dg
@@ -67,8 +66,14 @@ def release_published_in_run(context: dg.AssetExecutionContext) -> str | None:
     "and its probability (SPEC §10), with AIL, RCE, rule confidences and stage times as metadata. The release is read "
     "back from its published files; the raw records and strong rules are this run's (the input is read once per run).",
 )
-def release_disclosure(context: dg.AssetExecutionContext, settings: ReleaseSettings, store: ReleaseStore,
-                       raw_records: pd.DataFrame, input_summary: pd.DataFrame, strong_rules: pd.DataFrame) -> pd.DataFrame:
+def release_disclosure(
+    context: dg.AssetExecutionContext,
+    settings: ReleaseSettings,
+    store: ReleaseStore,
+    raw_records: pd.DataFrame,
+    input_summary: pd.DataFrame,
+    strong_rules: pd.DataFrame,
+) -> pd.DataFrame:
     published = release_published_in_run(context)
     if published is not None:
         # the release this run published, by id: another run may have moved LATEST since
@@ -85,15 +90,21 @@ def release_disclosure(context: dg.AssetExecutionContext, settings: ReleaseSetti
     summary = input_summary.iloc[0]
     same_run = published is not None
     result = audit_release_against(
-        release, raw_records, raw_label=str(resolve_input_path(settings.input_path)),
+        release,
+        raw_records,
+        raw_label=str(resolve_input_path(settings.input_path)),
         input_sha256=str(summary["input_sha256"]) if "input_sha256" in input_summary else None,
         rules=strong_rules.reset_index(drop=True) if same_run else None,
         is_release_input=True if same_run else None,
     )
     metadata = audit_metadata(result.report)
-    metadata["audited"] = "the release published by this run" if published is not None else "LATEST (no release published by this run)"
+    metadata["audited"] = (
+        "the release published by this run" if published is not None else "LATEST (no release published by this run)"
+    )
     metadata.update({f"seconds_{step}": float(value) for step, value in manifest.get("stage_seconds", {}).items()})
-    metadata.update(table_metadata(result.per_record, rows_in=int(manifest["n_sac_released"]) + int(manifest["n_attribute_table"])))
+    metadata.update(
+        table_metadata(result.per_record, rows_in=int(manifest["n_sac_released"]) + int(manifest["n_attribute_table"]))
+    )
     encoded = audit_histogram_png(result.report["adversary"]["histogram"], int(manifest["ell"]))
     metadata["disclosure_histogram_figure"] = dg.MetadataValue.md(
         f"![Disclosure probability per released record](data:image/png;base64,{encoded})"

@@ -2,7 +2,6 @@
 mixed model. Thin wrappers over ``pipeline.evaluation.experiments``, ``pipeline.reporting.figures`` and
 ``pipeline.reporting.experiments_report``; every figure is attached to its asset as metadata."""
 
-
 import base64
 import json
 import time
@@ -83,7 +82,9 @@ def model_comparison(
     """Figures 3-9: AIL and average rule confidence of the mixed model and Rating, sweeping ℓ, min_confidence and m."""
     started = time.monotonic()
     plan = experiments.plan()
-    points = run_model_sweeps(raw_records, settings.quasi_identifiers, settings.sensitive_attributes, plan, progress=context.log.info)
+    points = run_model_sweeps(
+        raw_records, settings.quasi_identifiers, settings.sensitive_attributes, plan, progress=context.log.info
+    )
     paths = plot_model_figures(points, experiments.output_path())
     default = {p["model"]: p for p in points if p["sweep"] == "attributes" and p["m"] == max(q["m"] for q in points)}
     metadata = {"n_points": len(points), "wall_seconds": round(time.monotonic() - started, 1)}
@@ -161,10 +162,12 @@ def experiment_report(
             if value is not None:
                 wall[name] = float(value.value)
     machine = machine_description()
-    results = write_results(out_dir / "results.json", plan=plan, dataset=dataset, timings=timings, points=points,
-                            machine=machine, wall_seconds=wall)
-    report = write_report(out_dir / "REPORT.md", timings=timings, points=points, plan=plan, dataset=dataset,
-                          machine=machine, wall_seconds=wall)
+    results = write_results(
+        out_dir / "results.json", plan=plan, dataset=dataset, timings=timings, points=points, machine=machine, wall_seconds=wall
+    )
+    report = write_report(
+        out_dir / "REPORT.md", timings=timings, points=points, plan=plan, dataset=dataset, machine=machine, wall_seconds=wall
+    )
     return dg.MaterializeResult(
         metadata={
             "results": dg.MetadataValue.path(str(results)),

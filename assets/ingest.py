@@ -1,6 +1,5 @@
 """Ingest: read the input table and apply the missing-value policy."""
 
-
 import time
 
 import dagster as dg
@@ -67,12 +66,19 @@ def raw_records(context: dg.AssetExecutionContext, settings: ReleaseSettings, st
     if loaded.look_alike_values:
         context.log.warning(
             "look-alike spellings merged before counting diversity (case, Unicode compatibility forms, invisible "
-            "characters): " + ", ".join(f"{column}: {c['n_values_merged']} spelling(s), {c['n_records_respelled']} record(s)"
-                                         for column, c in loaded.look_alike_values.items())
+            "characters): "
+            + ", ".join(
+                f"{column}: {c['n_values_merged']} spelling(s), {c['n_records_respelled']} record(s)"
+                for column, c in loaded.look_alike_values.items()
+            )
         )
     context.add_output_metadata(figures, output_name="raw_records")
     context.add_output_metadata(
-        {"input_hmac": str(summary["input_hmac"].iloc[0]), "n_input": loaded.n_input, "n_dropped_missing": loaded.n_dropped_missing},
+        {
+            "input_hmac": str(summary["input_hmac"].iloc[0]),
+            "n_input": loaded.n_input,
+            "n_dropped_missing": loaded.n_dropped_missing,
+        },
         output_name="input_summary",
     )
     return loaded.records, summary

@@ -3,7 +3,6 @@ table, then (only if every blocking gate passed) the atomic publish. Thin wrappe
 ``pipeline.core.hierarchies`` and ``pipeline.core.kl_anonymity``; the ``kl_release`` job runs
 the assets of group ``kl_model`` after ``ingest``, then the (k, ℓ) assets of group ``release``."""
 
-
 import time
 from datetime import datetime, UTC
 from pathlib import Path
@@ -64,7 +63,9 @@ def generalization_hierarchies(
         raise InputError(f"column name(s) {reserved} are reserved by the (k, ℓ) release contract; rename them in the input")
     directory = settings.hierarchies_path()
     if not directory.is_dir():
-        looked = "" if Path(settings.hierarchies_dir).expanduser().is_absolute() else f" (looked in {Path.cwd()} and {PROJECT_ROOT})"
+        looked = (
+            "" if Path(settings.hierarchies_dir).expanduser().is_absolute() else f" (looked in {Path.cwd()} and {PROJECT_ROOT})"
+        )
         raise HierarchyError(
             f"hierarchy directory {settings.hierarchies_dir!r} not found{looked}; pass --hierarchies DIR "
             "(one ARX file per quasi-identifier, named '<column>.csv' or '*_hierarchy_<column>.csv')"
@@ -102,14 +103,21 @@ def generalization_hierarchies(
 
 @dg.multi_asset(
     outs={
-        "kl_assignments": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
-                                      description="PRIVATE: each input record's equivalence class (row_id, cluster_id)."),
-        "kl_clusters": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
-                                   description="PRIVATE: one row per equivalence class: size, Diverse, cost S, naive cost, "
-                                   "generalised quasi-identifier labels and levels climbed."),
-        "kl_suppressed_records": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
-                                             description="PRIVATE: records left out of the (k, ℓ) release (none today: "
-                                             "every record is released, or the run fails)."),
+        "kl_assignments": dg.AssetOut(
+            key_prefix=PRIVATE, kinds=KINDS, description="PRIVATE: each input record's equivalence class (row_id, cluster_id)."
+        ),
+        "kl_clusters": dg.AssetOut(
+            key_prefix=PRIVATE,
+            kinds=KINDS,
+            description="PRIVATE: one row per equivalence class: size, Diverse, cost S, naive cost, "
+            "generalised quasi-identifier labels and levels climbed.",
+        ),
+        "kl_suppressed_records": dg.AssetOut(
+            key_prefix=PRIVATE,
+            kinds=KINDS,
+            description="PRIVATE: records left out of the (k, ℓ) release (none today: "
+            "every record is released, or the run fails).",
+        ),
     },
     ins=inputs(private=["raw_records", "generalization_hierarchies"]),
     group_name=KL_MODEL,
@@ -180,14 +188,22 @@ def kl_anonymization(
 
 @dg.multi_asset(
     outs={
-        "kl_released": dg.AssetOut(key_prefix=CANDIDATE, kinds=KINDS,
-                                   description="Candidate release table of the (k, ℓ) model: row_id, cluster_id, "
-                                   "generalised quasi-identifiers, sensitive attributes (unchanged)."),
-        "kl_release_candidate": dg.AssetOut(key_prefix=CANDIDATE, kinds=KINDS,
-                                            description="The (k, ℓ) candidate release as a whole (one row of sizes); "
-                                            "the (k, ℓ) gates are attached here."),
-        "kl_release_row_map": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
-                                          description="PRIVATE: release row id -> internal row id; used by the gates, never released."),
+        "kl_released": dg.AssetOut(
+            key_prefix=CANDIDATE,
+            kinds=KINDS,
+            description="Candidate release table of the (k, ℓ) model: row_id, cluster_id, "
+            "generalised quasi-identifiers, sensitive attributes (unchanged).",
+        ),
+        "kl_release_candidate": dg.AssetOut(
+            key_prefix=CANDIDATE,
+            kinds=KINDS,
+            description="The (k, ℓ) candidate release as a whole (one row of sizes); the (k, ℓ) gates are attached here.",
+        ),
+        "kl_release_row_map": dg.AssetOut(
+            key_prefix=PRIVATE,
+            kinds=KINDS,
+            description="PRIVATE: release row id -> internal row id; used by the gates, never released.",
+        ),
     },
     ins=inputs(private=["raw_records", "kl_assignments", "kl_clusters"]),
     group_name=RELEASE,
@@ -228,8 +244,14 @@ def kl_release_candidate(
 
 
 _PUBLISH_INPUTS = inputs(
-    private=["input_summary", "kl_suppressed_records", "kl_clusters", "generalization_hierarchies", "raw_records",
-             "kl_release_row_map"],
+    private=[
+        "input_summary",
+        "kl_suppressed_records",
+        "kl_clusters",
+        "generalization_hierarchies",
+        "raw_records",
+        "kl_release_row_map",
+    ],
     candidate=["kl_released", "kl_release_candidate"],
 )
 
@@ -286,9 +308,14 @@ def publish_kl_release(
     release_row_ids = release_row_ids_of(raw_records, kl_release_row_map)
     try:  # release series: refuse to compose with an earlier, different release of the same records
         fingerprints, recomposition = check_series(
-            store.home, store.home_secret(), raw_records, [*quasi_identifiers, *sensitive_attributes],
-            settings.series_configuration(), allow_recomposition=settings.allow_recomposition,
-            releases_dir=store.releases_dir, release_row_ids=release_row_ids,
+            store.home,
+            store.home_secret(),
+            raw_records,
+            [*quasi_identifiers, *sensitive_attributes],
+            settings.series_configuration(),
+            allow_recomposition=settings.allow_recomposition,
+            releases_dir=store.releases_dir,
+            release_row_ids=release_row_ids,
             sensitive_attributes=list(sensitive_attributes),
             candidate_sets_of=lambda row_map: class_candidate_sets(kl_released, row_map, sensitive_attributes),
         )
@@ -325,8 +352,15 @@ def publish_kl_release(
         "total_generalization_cost": float(kl_clusters["cost"].sum()),
         "total_naive_cost": int(kl_clusters["naive_cost"].sum()),
         # the adversaries of docs/attacks.md on this release: measured and published, not gated (issue 12)
-        "attacks": class_attack_figures(raw_records, kl_released, kl_release_row_map, quasi_identifiers,
-                                        sensitive_attributes, ell=settings.ell, slack=settings.posterior_slack),
+        "attacks": class_attack_figures(
+            raw_records,
+            kl_released,
+            kl_release_row_map,
+            quasi_identifiers,
+            sensitive_attributes,
+            ell=settings.ell,
+            slack=settings.posterior_slack,
+        ),
         "profile": run_profile(context, settings),
     }
     schemas = contract_schemas(quasi_identifiers, sensitive_attributes, model="kl")
@@ -335,7 +369,12 @@ def publish_kl_release(
     extra_files = report_files(manifest, report_data, releases_dir=store.releases_dir)
     write_registry_entry(store.home, release_id, fingerprints, settings.series_configuration(), row_ids=release_row_ids)
     path = publish_release(
-        store.releases_dir, release_id, tables, schemas, manifest, extra_files=extra_files,
+        store.releases_dir,
+        release_id,
+        tables,
+        schemas,
+        manifest,
+        extra_files=extra_files,
         keep_releases=settings.keep_releases,
     )
     context.log.info(f"published (k, ℓ) release {release_id} at {path}")

@@ -1,6 +1,5 @@
 """Mining: strong 1-to-1 rules between sensitive attributes (mlxtend Apriori)."""
 
-
 import time
 
 import dagster as dg
@@ -22,11 +21,16 @@ def strong_rules(context: dg.AssetExecutionContext, settings: ReleaseSettings, r
     """PRIVATE: every strong rule (S_i = a) => (S_j = b), Apriori with max_len 2, support >= min_support records (default max(ℓ, 5)), confidence >= min_confidence."""
     started = time.monotonic()
     backend = resolve_mining_backend(
-        settings.mining_backend, len(raw_records), duckdb_threshold=settings.duckdb_mining_threshold,
+        settings.mining_backend,
+        len(raw_records),
+        duckdb_threshold=settings.duckdb_mining_threshold,
         n_items=sum(int(raw_records[a].nunique()) for a in settings.sensitive_attributes),
     )
     rules = mine_strong_rules(
-        raw_records, settings.sensitive_attributes, min_confidence=settings.min_confidence, backend=backend,
+        raw_records,
+        settings.sensitive_attributes,
+        min_confidence=settings.min_confidence,
+        backend=backend,
         min_support=settings.effective_min_support(),
     )
     values = strong_values(rules, settings.sensitive_attributes)

@@ -1,6 +1,5 @@
 """Mixed model stages: SAC/IR split, attribute clusters, SAC~ groups, permutation, improved Rating."""
 
-
 import time
 
 import dagster as dg
@@ -22,7 +21,9 @@ def release_secret(settings: ReleaseSettings, store: ReleaseStore) -> bytes | No
     return store.home_secret() if settings.randomness == "home-secret" else None
 
 
-def in_keyed_order(raw_records: pd.DataFrame, parts: list[np.ndarray], settings: ReleaseSettings, secret: bytes | None) -> list[np.ndarray]:
+def in_keyed_order(
+    raw_records: pd.DataFrame, parts: list[np.ndarray], settings: ReleaseSettings, secret: bytes | None
+) -> list[np.ndarray]:
     """Each array of ``parts`` (row ids) re-ordered by the keyed content order of the records
     (``keyed_table_order``, computed once): the "table order" in which Algorithm 11 consumes SAC and
     IR (unchanged without a secret)."""
@@ -41,15 +42,23 @@ def in_keyed_order(raw_records: pd.DataFrame, parts: list[np.ndarray], settings:
 
 @dg.multi_asset(
     outs={
-        "sac_ir_split": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
-                                    description="PRIVATE: each record's part, SAC (holds a strong value off S_max) or IR (Algorithm 7)."),
-        "strong_value_occurrences": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
-                                                description="Per sensitive attribute: records holding a strong value, and which attribute is S_max."),
+        "sac_ir_split": dg.AssetOut(
+            key_prefix=PRIVATE,
+            kinds=KINDS,
+            description="PRIVATE: each record's part, SAC (holds a strong value off S_max) or IR (Algorithm 7).",
+        ),
+        "strong_value_occurrences": dg.AssetOut(
+            key_prefix=PRIVATE,
+            kinds=KINDS,
+            description="Per sensitive attribute: records holding a strong value, and which attribute is S_max.",
+        ),
     },
     ins=inputs(private=["raw_records", "strong_rules"]),
     group_name=MIXED_MODEL,
 )
-def sac_ir_split(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_records: pd.DataFrame, strong_rules: pd.DataFrame):
+def sac_ir_split(
+    context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_records: pd.DataFrame, strong_rules: pd.DataFrame
+):
     """Algorithm 7: choose S_max and split the table into SAC and IR.
 
     With ``model = 'rating'`` (plain Rating baseline, SPEC §7) every record goes to IR, so the
@@ -77,16 +86,28 @@ def sac_ir_split(context: dg.AssetExecutionContext, settings: ReleaseSettings, r
         }
     )
     context.add_output_metadata(
-        {"n_sac": len(sac_ids), "n_ir": len(ir_ids), "s_max": split.s_max or "(none)", "model": settings.model,
-         **table_metadata(parts, rows_in=len(raw_records), started=started)},
+        {
+            "n_sac": len(sac_ids),
+            "n_ir": len(ir_ids),
+            "s_max": split.s_max or "(none)",
+            "model": settings.model,
+            **table_metadata(parts, rows_in=len(raw_records), started=started),
+        },
         output_name="sac_ir_split",
     )
     return parts.reset_index(drop=True), occurrences
 
 
-@dg.asset(key_prefix=PRIVATE, ins=inputs(private=["strong_rules"]), group_name=MIXED_MODEL, kinds=KINDS,
-          description="PRIVATE: clusters of sensitive attributes linked by strong rules (Algorithm 10, fix-point).")
-def sensitive_attribute_clusters(context: dg.AssetExecutionContext, settings: ReleaseSettings, strong_rules: pd.DataFrame) -> pd.DataFrame:
+@dg.asset(
+    key_prefix=PRIVATE,
+    ins=inputs(private=["strong_rules"]),
+    group_name=MIXED_MODEL,
+    kinds=KINDS,
+    description="PRIVATE: clusters of sensitive attributes linked by strong rules (Algorithm 10, fix-point).",
+)
+def sensitive_attribute_clusters(
+    context: dg.AssetExecutionContext, settings: ReleaseSettings, strong_rules: pd.DataFrame
+) -> pd.DataFrame:
     """Algorithm 10 (fix-point): clusters of sensitive attributes linked by strong rules."""
     started = time.monotonic()
     clusters = cluster_sensitive_attributes(settings.sensitive_attributes, strong_rules)
@@ -94,30 +115,47 @@ def sensitive_attribute_clusters(context: dg.AssetExecutionContext, settings: Re
         [(k + 1, a) for k, cluster in enumerate(clusters) for a in cluster], columns=["cluster_id", "attribute"]
     ).astype({"cluster_id": "int32"})
     context.add_output_metadata(
-        {"n_clusters": len(clusters), "largest_cluster": max(len(c) for c in clusters),
-         **table_metadata(frame, rows_in=len(strong_rules), started=started)}
+        {
+            "n_clusters": len(clusters),
+            "largest_cluster": max(len(c) for c in clusters),
+            **table_metadata(frame, rows_in=len(strong_rules), started=started),
+        }
     )
     return frame
 
 
 @dg.multi_asset(
     outs={
-        "sac_groups": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
-                                  description="PRIVATE: members of each SAC~ group of exactly ℓ records (Algorithm 11), with their origin (SAC or borrowed from IR)."),
-        "deleted_records": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
-                                       description="PRIVATE: records not published: seeds whose group could not be completed "
-                                       "(reason no_partners), and records deleted so that no value exceeds 1/ℓ of the attribute "
-                                       "table (reason eligibility, residual_policy 'delete')."),
-        "ir_left": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
-                               description="PRIVATE: IR records not borrowed into groups, published by improved Rating; with "
-                               "the qi_aware grouping also each record's quasi-identifier stratum and the stratum's published "
-                               "(generalized) quasi-identifiers."),
+        "sac_groups": dg.AssetOut(
+            key_prefix=PRIVATE,
+            kinds=KINDS,
+            description="PRIVATE: members of each SAC~ group of exactly ℓ records (Algorithm 11), with their origin (SAC or borrowed from IR).",
+        ),
+        "deleted_records": dg.AssetOut(
+            key_prefix=PRIVATE,
+            kinds=KINDS,
+            description="PRIVATE: records not published: seeds whose group could not be completed "
+            "(reason no_partners), and records deleted so that no value exceeds 1/ℓ of the attribute "
+            "table (reason eligibility, residual_policy 'delete').",
+        ),
+        "ir_left": dg.AssetOut(
+            key_prefix=PRIVATE,
+            kinds=KINDS,
+            description="PRIVATE: IR records not borrowed into groups, published by improved Rating; with "
+            "the qi_aware grouping also each record's quasi-identifier stratum and the stratum's published "
+            "(generalized) quasi-identifiers.",
+        ),
     },
     ins=inputs(private=["raw_records", "sac_ir_split"]),
     group_name=MIXED_MODEL,
 )
-def sac_groups(context: dg.AssetExecutionContext, settings: ReleaseSettings, store: ReleaseStore,
-               raw_records: pd.DataFrame, sac_ir_split: pd.DataFrame):
+def sac_groups(
+    context: dg.AssetExecutionContext,
+    settings: ReleaseSettings,
+    store: ReleaseStore,
+    raw_records: pd.DataFrame,
+    sac_ir_split: pd.DataFrame,
+):
     """Algorithm 11: group SAC into groups of ℓ records pairwise different on every sensitive attribute, borrowing from IR.
 
     "Table order" is the keyed content order of the records (home secret), not the input order."""
@@ -125,20 +163,33 @@ def sac_groups(context: dg.AssetExecutionContext, settings: ReleaseSettings, sto
     secret = release_secret(settings, store)
     part = sac_ir_split["part"]
     sac_ids, ir_ids = in_keyed_order(
-        raw_records, [sac_ir_split.loc[part == "SAC", "row_id"].to_numpy(), sac_ir_split.loc[part == "IR", "row_id"].to_numpy()],
-        settings, secret,
+        raw_records,
+        [sac_ir_split.loc[part == "SAC", "row_id"].to_numpy(), sac_ir_split.loc[part == "IR", "row_id"].to_numpy()],
+        settings,
+        secret,
     )
     grouping = group_sac(
-        raw_records, settings.sensitive_attributes, sac_ids, ir_ids, ell=settings.ell,
+        raw_records,
+        settings.sensitive_attributes,
+        sac_ids,
+        ir_ids,
+        ell=settings.ell,
         quasi_identifiers=settings.quasi_identifiers if settings.grouping == "qi_aware" else None,
     )
     ir_left = np.asarray(grouping.ir_left, dtype=np.int64)
     ir_left_frame, eligibility, strata_metadata = records_for_rating(
-        raw_records, ir_left, settings.quasi_identifiers, settings.sensitive_attributes, ell=settings.ell,
-        residual_policy=settings.residual_policy, grouping=settings.grouping,
+        raw_records,
+        ir_left,
+        settings.quasi_identifiers,
+        settings.sensitive_attributes,
+        ell=settings.ell,
+        residual_policy=settings.residual_policy,
+        grouping=settings.grouping,
         hierarchies=load_available_hierarchies(settings.hierarchies_path(), settings.quasi_identifiers)
-        if settings.grouping == "qi_aware" and settings.residual_policy == "delete" else None,
-        secret=secret, stratum_deletion_budget=settings.stratum_deletion_budget,
+        if settings.grouping == "qi_aware" and settings.residual_policy == "delete"
+        else None,
+        secret=secret,
+        stratum_deletion_budget=settings.stratum_deletion_budget,
     )
     ir_left = ir_left_frame["row_id"].to_numpy(np.int64)
     n_groups, ell = grouping.members.shape
@@ -152,22 +203,32 @@ def sac_groups(context: dg.AssetExecutionContext, settings: ReleaseSettings, sto
         }
     )
     context.add_output_metadata(
-        {"n_groups": grouping.n_groups, "n_borrowed": len(grouping.borrowed),
-         "n_deleted": len(grouping.deleted) + len(eligibility), "n_deleted_no_partners": len(grouping.deleted),
-         "n_deleted_for_eligibility": len(eligibility),
-         **table_metadata(members, rows_in=len(sac_ids), started=started)},
+        {
+            "n_groups": grouping.n_groups,
+            "n_borrowed": len(grouping.borrowed),
+            "n_deleted": len(grouping.deleted) + len(eligibility),
+            "n_deleted_no_partners": len(grouping.deleted),
+            "n_deleted_for_eligibility": len(eligibility),
+            **table_metadata(members, rows_in=len(sac_ids), started=started),
+        },
         output_name="sac_groups",
     )
     deleted = pd.DataFrame(
         {
             "row_id": np.concatenate([np.asarray(grouping.deleted, dtype=np.int64), eligibility]),
-            "reason": pd.Categorical(["no_partners"] * len(grouping.deleted) + ["eligibility"] * len(eligibility),
-                                     categories=["no_partners", "eligibility"]),
+            "reason": pd.Categorical(
+                ["no_partners"] * len(grouping.deleted) + ["eligibility"] * len(eligibility),
+                categories=["no_partners", "eligibility"],
+            ),
         }
     )
     context.add_output_metadata(
-        {"n_deleted": len(deleted), "n_deleted_for_eligibility": len(eligibility), "dagster/row_count": len(deleted),
-         "n_rows_out": len(deleted)},
+        {
+            "n_deleted": len(deleted),
+            "n_deleted_for_eligibility": len(eligibility),
+            "dagster/row_count": len(deleted),
+            "n_rows_out": len(deleted),
+        },
         output_name="deleted_records",
     )
     context.add_output_metadata(
@@ -198,7 +259,9 @@ def sac_permuted(
     groups = ordered["row_id"].to_numpy(np.int64).reshape(-1, ell)
     clusters = clusters_from_frame(sensitive_attribute_clusters)
     columns = ["row_id", *settings.quasi_identifiers, *settings.sensitive_attributes]
-    permuted = permute_within_groups(raw_records[columns], groups, clusters, seed=settings.seed, secret=release_secret(settings, store))
+    permuted = permute_within_groups(
+        raw_records[columns], groups, clusters, seed=settings.seed, secret=release_secret(settings, store)
+    )
     context.add_output_metadata(
         {"n_rows": len(permuted), "n_groups": len(groups), **table_metadata(permuted, rows_in=len(sac_groups), started=started)}
     )
@@ -207,31 +270,48 @@ def sac_permuted(
 
 @dg.multi_asset(
     outs={
-        "ir_id_table": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
-                                   description="PRIVATE candidate: SIDs of IR_left per sensitive attribute (improved Rating, Algorithms 13 and 19)."),
-        "ir_attribute_sids": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
-                                         description="PRIVATE candidate: each IR_left record's SID per sensitive attribute (NULL = suppressed cell)."),
+        "ir_id_table": dg.AssetOut(
+            key_prefix=PRIVATE,
+            kinds=KINDS,
+            description="PRIVATE candidate: SIDs of IR_left per sensitive attribute (improved Rating, Algorithms 13 and 19).",
+        ),
+        "ir_attribute_sids": dg.AssetOut(
+            key_prefix=PRIVATE,
+            kinds=KINDS,
+            description="PRIVATE candidate: each IR_left record's SID per sensitive attribute (NULL = suppressed cell).",
+        ),
     },
     ins=inputs(private=["raw_records", "ir_left"]),
     group_name=RATING,
 )
-def ir_rating(context: dg.AssetExecutionContext, settings: ReleaseSettings, store: ReleaseStore,
-              raw_records: pd.DataFrame, ir_left: pd.DataFrame):
+def ir_rating(
+    context: dg.AssetExecutionContext,
+    settings: ReleaseSettings,
+    store: ReleaseStore,
+    raw_records: pd.DataFrame,
+    ir_left: pd.DataFrame,
+):
     """Improved Rating on IR_left (the whole table for model 'rating'): dangerous buckets, Algorithm 13 reordering, residuals and suppression.
 
     Every attribute is bucketized in its own keyed content order and gets keyed random SID numbers (home secret)."""
     started = time.monotonic()
     records = raw_records.set_index("row_id", drop=False).loc[ir_left["row_id"]].reset_index(drop=True)
     id_table, attribute_sids = rating_tables(
-        records, settings.sensitive_attributes, ell=settings.ell, secret=release_secret(settings, store),
+        records,
+        settings.sensitive_attributes,
+        ell=settings.ell,
+        secret=release_secret(settings, store),
         content_columns=[*settings.quasi_identifiers, *settings.sensitive_attributes],
         strata=ir_left["stratum"].to_numpy(np.int64) if "stratum" in ir_left.columns else None,
     )
     suppressed = {f"n_suppressed_cells_{a}": int(attribute_sids[a].isna().sum()) for a in settings.sensitive_attributes}
     context.add_output_metadata(
-        {"n_sids": int(id_table.groupby("attribute", observed=True)["sid"].nunique().sum()) if len(id_table) else 0,
-         "n_suppressed_cells": sum(suppressed.values()), **suppressed,
-         **table_metadata(id_table, rows_in=len(ir_left), started=started)},
+        {
+            "n_sids": int(id_table.groupby("attribute", observed=True)["sid"].nunique().sum()) if len(id_table) else 0,
+            "n_suppressed_cells": sum(suppressed.values()),
+            **suppressed,
+            **table_metadata(id_table, rows_in=len(ir_left), started=started),
+        },
         output_name="ir_id_table",
     )
     context.add_output_metadata(

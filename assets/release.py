@@ -1,6 +1,5 @@
 """Release: assemble the candidate tables, then (only if every blocking gate passed) publish."""
 
-
 import dataclasses
 import json
 import time
@@ -40,20 +39,36 @@ def require_release_model(settings: ReleaseSettings) -> None:
 
 @dg.multi_asset(
     outs={
-        "sac_released": dg.AssetOut(key_prefix=CANDIDATE, kinds=KINDS,
-                                    description="Candidate release table: SAC~ rows (row_id, group_id, quasi-identifiers, permuted sensitive attributes)."),
-        "attribute_table": dg.AssetOut(key_prefix=CANDIDATE, kinds=KINDS,
-                                       description="Candidate release table: attribute table (row_id, quasi-identifiers, SID number per sensitive attribute, NULL = suppressed)."),
-        "id_table": dg.AssetOut(key_prefix=CANDIDATE, kinds=KINDS,
-                                description="Candidate release table: ID table (attribute, sid, value, count)."),
-        "attribute_clusters": dg.AssetOut(key_prefix=CANDIDATE, kinds=KINDS,
-                                          description="Candidate release table: attribute clusters (cluster_id, attribute)."),
-        "release_candidate": dg.AssetOut(key_prefix=CANDIDATE, kinds=KINDS,
-                                         description="The candidate release as a whole (one row of table sizes); the release gates are attached here."),
-        "release_row_map": dg.AssetOut(key_prefix=PRIVATE, kinds=KINDS,
-                                       description="PRIVATE: release row id -> internal row id and input row number (1-based input line); for the gates and the custodian's own audits, never released."),
+        "sac_released": dg.AssetOut(
+            key_prefix=CANDIDATE,
+            kinds=KINDS,
+            description="Candidate release table: SAC~ rows (row_id, group_id, quasi-identifiers, permuted sensitive attributes).",
+        ),
+        "attribute_table": dg.AssetOut(
+            key_prefix=CANDIDATE,
+            kinds=KINDS,
+            description="Candidate release table: attribute table (row_id, quasi-identifiers, SID number per sensitive attribute, NULL = suppressed).",
+        ),
+        "id_table": dg.AssetOut(
+            key_prefix=CANDIDATE, kinds=KINDS, description="Candidate release table: ID table (attribute, sid, value, count)."
+        ),
+        "attribute_clusters": dg.AssetOut(
+            key_prefix=CANDIDATE, kinds=KINDS, description="Candidate release table: attribute clusters (cluster_id, attribute)."
+        ),
+        "release_candidate": dg.AssetOut(
+            key_prefix=CANDIDATE,
+            kinds=KINDS,
+            description="The candidate release as a whole (one row of table sizes); the release gates are attached here.",
+        ),
+        "release_row_map": dg.AssetOut(
+            key_prefix=PRIVATE,
+            kinds=KINDS,
+            description="PRIVATE: release row id -> internal row id and input row number (1-based input line); for the gates and the custodian's own audits, never released.",
+        ),
     },
-    ins=inputs(private=["raw_records", "sac_permuted", "ir_attribute_sids", "ir_id_table", "sensitive_attribute_clusters", "ir_left"]),
+    ins=inputs(
+        private=["raw_records", "sac_permuted", "ir_attribute_sids", "ir_id_table", "sensitive_attribute_clusters", "ir_left"]
+    ),
     group_name=RELEASE,
 )
 def release_candidate(
@@ -81,7 +96,8 @@ def release_candidate(
         secret=release_secret(settings, store),
         generalize=settings.model == "mixed" and settings.grouping == "qi_aware",
         hierarchies=load_available_hierarchies(settings.hierarchies_path(), settings.quasi_identifiers)
-        if settings.grouping == "qi_aware" else None,
+        if settings.grouping == "qi_aware"
+        else None,
         attribute_table_labels=ir_left if "stratum" in ir_left.columns else None,
     )
     # the custodian's audit map (private, never released): release row id -> input line
@@ -90,10 +106,17 @@ def release_candidate(
         tables = dataclasses.replace(tables, attribute_clusters=tables.attribute_clusters.iloc[0:0])
     sizes = {f"n_rows_{name}": len(getattr(tables, name)) for name in CANDIDATE_TABLES}
     for name in CANDIDATE_TABLES:
-        context.add_output_metadata({"n_rows": sizes[f"n_rows_{name}"], **table_metadata(getattr(tables, name))}, output_name=name)
+        context.add_output_metadata(
+            {"n_rows": sizes[f"n_rows_{name}"], **table_metadata(getattr(tables, name))}, output_name=name
+        )
     context.add_output_metadata(
-        {**sizes, **tables.generalization, "n_rows_in": len(raw_records), "n_rows_out": len(tables.sac_released) + len(tables.attribute_table),
-         "seconds": round(time.monotonic() - started, 3)},
+        {
+            **sizes,
+            **tables.generalization,
+            "n_rows_in": len(raw_records),
+            "n_rows_out": len(tables.sac_released) + len(tables.attribute_table),
+            "seconds": round(time.monotonic() - started, 3),
+        },
         output_name="release_candidate",
     )
     context.add_output_metadata(table_metadata(tables.row_map), output_name="release_row_map")
@@ -165,9 +188,7 @@ def profile_metadata(profile: dict | None, publish_started: float) -> dict[str, 
 
 def gate_outcomes(context: dg.AssetExecutionContext) -> list[dict]:
     """Results of this run's asset checks, read from the Dagster event log (name, passed, figures)."""
-    records = context.instance.get_records_for_run(
-        context.run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
-    ).records
+    records = context.instance.get_records_for_run(context.run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION).records
     outcomes = []
     for record in records:
         evaluation = record.event_log_entry.dagster_event.event_specific_data
@@ -266,11 +287,18 @@ def publish_release_asset(
     release_row_ids = release_row_ids_of(raw_records, release_row_map)
     try:  # release series: refuse to compose with an earlier, different release of the same records
         fingerprints, recomposition = check_series(
-            store.home, store.home_secret(), raw_records, [*qi, *sa], settings.series_configuration(),
-            allow_recomposition=settings.allow_recomposition, releases_dir=store.releases_dir,
-            release_row_ids=release_row_ids, sensitive_attributes=list(sa),
-            candidate_sets_of=lambda row_map: candidate_sets(sa, row_map=row_map, sac_released=sac_released,
-                                                             attribute_table=attribute_table, id_table=id_table),
+            store.home,
+            store.home_secret(),
+            raw_records,
+            [*qi, *sa],
+            settings.series_configuration(),
+            allow_recomposition=settings.allow_recomposition,
+            releases_dir=store.releases_dir,
+            release_row_ids=release_row_ids,
+            sensitive_attributes=list(sa),
+            candidate_sets_of=lambda row_map: candidate_sets(
+                sa, row_map=row_map, sac_released=sac_released, attribute_table=attribute_table, id_table=id_table
+            ),
         )
     except RecompositionRefused as error:
         raise dg.Failure(str(error)) from error
@@ -298,12 +326,19 @@ def publish_release_asset(
         "grouping": settings.grouping,
         "stratum_deletion_budget": settings.stratum_deletion_budget if settings.grouping == "qi_aware" else None,
         "residual_policy": settings.residual_policy,
-        "n_deleted_for_eligibility": int((deleted_records["reason"] == "eligibility").sum()) if "reason" in deleted_records else 0,
-        "n_generalized_groups": int(release_candidate["n_generalized_groups"].iloc[0]) if "n_generalized_groups" in release_candidate else 0,
-        "n_generalized_cells": int(release_candidate["n_generalized_cells"].iloc[0]) if "n_generalized_cells" in release_candidate else 0,
+        "n_deleted_for_eligibility": int((deleted_records["reason"] == "eligibility").sum())
+        if "reason" in deleted_records
+        else 0,
+        "n_generalized_groups": int(release_candidate["n_generalized_groups"].iloc[0])
+        if "n_generalized_groups" in release_candidate
+        else 0,
+        "n_generalized_cells": int(release_candidate["n_generalized_cells"].iloc[0])
+        if "n_generalized_cells" in release_candidate
+        else 0,
         "n_strata": int(release_candidate["n_strata"].iloc[0]) if "n_strata" in release_candidate else 0,
         "n_generalized_attribute_table_cells": int(release_candidate["n_generalized_attribute_table_cells"].iloc[0])
-        if "n_generalized_attribute_table_cells" in release_candidate else 0,
+        if "n_generalized_attribute_table_cells" in release_candidate
+        else 0,
         "quasi_identifiers": list(qi),
         "sensitive_attributes": list(sa),
         "n_input": int(summary["n_input"]),
@@ -343,13 +378,21 @@ def publish_release_asset(
         )
     elif settings.model == "mixed":
         report_data["private_rating_baseline"] = {
-            "model": "rating", "published": False, "not_computed": True, "n_records": len(raw_records),
+            "model": "rating",
+            "published": False,
+            "not_computed": True,
+            "n_records": len(raw_records),
             "max_records": settings.private_baseline_max_records,
         }
     extra_files = report_files(manifest, report_data, releases_dir=store.releases_dir)
     write_registry_entry(store.home, release_id, fingerprints, settings.series_configuration(), row_ids=release_row_ids)
     path = publish_release(
-        store.releases_dir, release_id, tables, schemas, manifest, extra_files=extra_files,
+        store.releases_dir,
+        release_id,
+        tables,
+        schemas,
+        manifest,
+        extra_files=extra_files,
         keep_releases=settings.keep_releases,
     )
     context.log.info(f"published release {release_id} at {path}")
@@ -380,5 +423,5 @@ def publish_release_asset(
             # previews of the PUBLISHED tables only (after every gate passed), never of private tables
             **{f"preview_{name}": markdown_preview(frame) for name, frame in tables.items()},
             **profile_metadata(manifest["profile"], publish_started),
-        }
+        },
     )

@@ -18,14 +18,19 @@ MEMORY_TARGET_MEGABYTES = 1500.0
 def main() -> int:
     settings = ReleaseSettings()
     loaded = load_records(
-        settings.input_path, quasi_identifiers=settings.quasi_identifiers, sensitive_attributes=settings.sensitive_attributes,
-        column_names=settings.column_names, csv_header=False,
+        settings.input_path,
+        quasi_identifiers=settings.quasi_identifiers,
+        sensitive_attributes=settings.sensitive_attributes,
+        column_names=settings.column_names,
+        csv_header=False,
     )
     hierarchies = load_hierarchies("data/adult/hierarchies", settings.quasi_identifiers)
     status = 0
     for k, ell in ((3, 3), (5, 3), (10, 5)):
         started = time.perf_counter()
-        result = kl_anonymize(loaded.records, settings.quasi_identifiers, settings.sensitive_attributes, hierarchies, k=k, ell=ell)
+        result = kl_anonymize(
+            loaded.records, settings.quasi_identifiers, settings.sensitive_attributes, hierarchies, k=k, ell=ell
+        )
         seconds = time.perf_counter() - started
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         ok = seconds < SECONDS_TARGET and peak < MEMORY_TARGET_MEGABYTES

@@ -40,22 +40,65 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 #: Stages of the report, in pipeline order (``pipeline.evaluation.profiling.STEP_STAGES``).
-STAGES = ("load", "rule_mining", "sac_ir_split", "clustering", "grouping", "sid_creation", "assembly", "gates", "publish", "audit")
+STAGES = (
+    "load",
+    "rule_mining",
+    "sac_ir_split",
+    "clustering",
+    "grouping",
+    "sid_creation",
+    "assembly",
+    "gates",
+    "publish",
+    "audit",
+)
 #: Stages between the loaded table and the candidate release (the "algorithms" of the Adult target).
 ALGORITHM_STAGES = ("rule_mining", "sac_ir_split", "clustering", "grouping", "sid_creation", "assembly")
 
 ADULT_RECORDS = 30_718
 KDD_COLUMNS = [
-    "age", "class of worker", "detailed industry recode", "detailed occupation recode", "education", "wage per hour",
-    "enroll in edu inst last wk", "marital stat", "major industry code", "major occupation code", "race",
-    "hispanic origin", "sex", "member of a labor union", "reason for unemployment", "full or part time employment stat",
-    "capital gains", "capital losses", "dividends from stocks", "tax filer stat", "region of previous residence",
-    "state of previous residence", "detailed household and family stat", "detailed household summary in household",
-    "instance weight", "migration code-change in msa", "migration code-change in reg", "migration code-move within reg",
-    "live in this house 1 year ago", "migration prev res in sunbelt", "num persons worked for employer",
-    "family members under 18", "country of birth father", "country of birth mother", "country of birth self",
-    "citizenship", "own business or self employed", "fill inc questionnaire for veteran's admin", "veterans benefits",
-    "weeks worked in year", "year", "income",
+    "age",
+    "class of worker",
+    "detailed industry recode",
+    "detailed occupation recode",
+    "education",
+    "wage per hour",
+    "enroll in edu inst last wk",
+    "marital stat",
+    "major industry code",
+    "major occupation code",
+    "race",
+    "hispanic origin",
+    "sex",
+    "member of a labor union",
+    "reason for unemployment",
+    "full or part time employment stat",
+    "capital gains",
+    "capital losses",
+    "dividends from stocks",
+    "tax filer stat",
+    "region of previous residence",
+    "state of previous residence",
+    "detailed household and family stat",
+    "detailed household summary in household",
+    "instance weight",
+    "migration code-change in msa",
+    "migration code-change in reg",
+    "migration code-move within reg",
+    "live in this house 1 year ago",
+    "migration prev res in sunbelt",
+    "num persons worked for employer",
+    "family members under 18",
+    "country of birth father",
+    "country of birth mother",
+    "country of birth self",
+    "citizenship",
+    "own business or self employed",
+    "fill inc questionnaire for veteran's admin",
+    "veterans benefits",
+    "weeks worked in year",
+    "year",
+    "income",
 ]
 #: Census-Income (KDD): roles of the columns and ℓ (see data/census-income-kdd/LICENSE.md for the reasons).
 #: ℓ = 2: at ℓ = 3 the 47,422 children (education = Children, occupation = Not in universe, tax filer
@@ -120,35 +163,80 @@ def resolve_datasets(sizes: list[str], cache_dir: Path) -> list[Dataset]:
     for token in sizes:
         token = token.strip().lower()
         if token == "adult":
-            datasets.append(Dataset(
-                "adult", "UCI Adult, default configuration (adult.data, 30,718 records after dropping occupation '?')",
-                ADULT_RECORDS, [], input_path="data/adult/adult.data",
-                settings={"quasi_identifiers": ADULT_QUASI_IDENTIFIERS, "sensitive_attributes": ADULT_SENSITIVE_ATTRIBUTES,
-                          "column_names": None, "csv_header": False, "missing_value_tokens": ["", "NULL", "?"]},
-            ))
+            datasets.append(
+                Dataset(
+                    "adult",
+                    "UCI Adult, default configuration (adult.data, 30,718 records after dropping occupation '?')",
+                    ADULT_RECORDS,
+                    [],
+                    input_path="data/adult/adult.data",
+                    settings={
+                        "quasi_identifiers": ADULT_QUASI_IDENTIFIERS,
+                        "sensitive_attributes": ADULT_SENSITIVE_ATTRIBUTES,
+                        "column_names": None,
+                        "csv_header": False,
+                        "missing_value_tokens": ["", "NULL", "?"],
+                    },
+                )
+            )
         elif token == "kdd":
             path = "data/census-income-kdd/census-income.data.gz"
-            datasets.append(Dataset(
-                "kdd", "UCI Census-Income (KDD), census-income.data.gz, 199,523 records", None,
-                ["--input", path, "--no-header", "--column-names", ",".join(KDD_COLUMNS),
-                 "--quasi-identifiers", ",".join(KDD_QUASI_IDENTIFIERS),
-                 "--sensitive-attributes", ",".join(KDD_SENSITIVE_ATTRIBUTES), "--missing-tokens", "?"],
-                input_path=path,
-                settings={"quasi_identifiers": KDD_QUASI_IDENTIFIERS, "sensitive_attributes": KDD_SENSITIVE_ATTRIBUTES,
-                          "column_names": KDD_COLUMNS, "csv_header": False, "missing_value_tokens": ["?"]},
-                ell=KDD_ELL,
-            ))
+            datasets.append(
+                Dataset(
+                    "kdd",
+                    "UCI Census-Income (KDD), census-income.data.gz, 199,523 records",
+                    None,
+                    [
+                        "--input",
+                        path,
+                        "--no-header",
+                        "--column-names",
+                        ",".join(KDD_COLUMNS),
+                        "--quasi-identifiers",
+                        ",".join(KDD_QUASI_IDENTIFIERS),
+                        "--sensitive-attributes",
+                        ",".join(KDD_SENSITIVE_ATTRIBUTES),
+                        "--missing-tokens",
+                        "?",
+                    ],
+                    input_path=path,
+                    settings={
+                        "quasi_identifiers": KDD_QUASI_IDENTIFIERS,
+                        "sensitive_attributes": KDD_SENSITIVE_ATTRIBUTES,
+                        "column_names": KDD_COLUMNS,
+                        "csv_header": False,
+                        "missing_value_tokens": ["?"],
+                    },
+                    ell=KDD_ELL,
+                )
+            )
         else:
             rows = parse_count(token)
             path = synthetic_path(cache_dir, rows)
-            datasets.append(Dataset(
-                token, f"synthetic: {rows:,} whole Adult rows (msa-release synthesize, balanced sampling, seed 0)", rows,
-                ["--input", str(path), "--quasi-identifiers", ",".join(ADULT_QUASI_IDENTIFIERS),
-                 "--sensitive-attributes", ",".join(ADULT_SENSITIVE_ATTRIBUTES)],
-                synthetic_rows=rows, input_path=str(path),
-                settings={"quasi_identifiers": ADULT_QUASI_IDENTIFIERS, "sensitive_attributes": ADULT_SENSITIVE_ATTRIBUTES,
-                          "column_names": [], "csv_header": True, "missing_value_tokens": ["", "NULL", "?"]},
-            ))
+            datasets.append(
+                Dataset(
+                    token,
+                    f"synthetic: {rows:,} whole Adult rows (msa-release synthesize, balanced sampling, seed 0)",
+                    rows,
+                    [
+                        "--input",
+                        str(path),
+                        "--quasi-identifiers",
+                        ",".join(ADULT_QUASI_IDENTIFIERS),
+                        "--sensitive-attributes",
+                        ",".join(ADULT_SENSITIVE_ATTRIBUTES),
+                    ],
+                    synthetic_rows=rows,
+                    input_path=str(path),
+                    settings={
+                        "quasi_identifiers": ADULT_QUASI_IDENTIFIERS,
+                        "sensitive_attributes": ADULT_SENSITIVE_ATTRIBUTES,
+                        "column_names": [],
+                        "csv_header": True,
+                        "missing_value_tokens": ["", "NULL", "?"],
+                    },
+                )
+            )
     return datasets
 
 
@@ -175,12 +263,19 @@ def ensure_synthetic(dataset: Dataset, log) -> dict | None:
     started = time.perf_counter()
     completed = subprocess.run(
         [_tool("msa-release"), "synthesize", "--rows", str(dataset.synthetic_rows), "--seed", "0", "--output", str(path)],
-        capture_output=True, text=True, cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
     )
     if completed.returncode != 0:
         raise RuntimeError(f"msa-release synthesize failed for {dataset.name}: {completed.stderr.strip()[-2000:]}")
-    return {"path": str(path), "cached": False, "seconds": round(time.perf_counter() - started, 3),
-            "rules_equal_adult": "equal" in completed.stdout.splitlines()[-1], "output": completed.stdout.strip()}
+    return {
+        "path": str(path),
+        "cached": False,
+        "seconds": round(time.perf_counter() - started, 3),
+        "rules_equal_adult": "equal" in completed.stdout.splitlines()[-1],
+        "output": completed.stdout.strip(),
+    }
 
 
 def _run_with_timeout(command: list[str], *, timeout: float | None, **kwargs) -> subprocess.CompletedProcess:
@@ -193,8 +288,18 @@ def _run_with_timeout(command: list[str], *, timeout: float | None, **kwargs) ->
 
 def measure_run(dataset: Dataset, home: Path, profile_path: Path, *, ell: int, timeout: float | None = None) -> dict:
     """One ``msa-release run --profile`` subprocess: wall time, exit status and its profile sidecar."""
-    command = [_tool("msa-release"), "run", *dataset.run_arguments, "--ell", str(ell), "--home", str(home),
-               "--profile", "--profile-output", str(profile_path)]
+    command = [
+        _tool("msa-release"),
+        "run",
+        *dataset.run_arguments,
+        "--ell",
+        str(ell),
+        "--home",
+        str(home),
+        "--profile",
+        "--profile-output",
+        str(profile_path),
+    ]
     profile_path.unlink(missing_ok=True)
     started = time.perf_counter()
     completed = _run_with_timeout(command, timeout=timeout, cwd=PROJECT_ROOT, env=_environment(home))
@@ -202,13 +307,15 @@ def measure_run(dataset: Dataset, home: Path, profile_path: Path, *, ell: int, t
     outcome = {"exit_status": completed.returncode, "wall_seconds": round(wall, 3)}
     if profile_path.exists():
         profile = json.loads(profile_path.read_text())
-        outcome.update({
-            "command_seconds": profile.get("command_seconds"),
-            "process_peak_rss_mb": profile.get("process_peak_rss_mb"),
-            "memory_method": profile.get("method"),
-            "stages": {s: {"seconds": f["seconds"], "peak_rss_mb": f["peak_rss_mb"]} for s, f in profile["stages"].items()},
-            "steps": profile["steps"],
-        })
+        outcome.update(
+            {
+                "command_seconds": profile.get("command_seconds"),
+                "process_peak_rss_mb": profile.get("process_peak_rss_mb"),
+                "memory_method": profile.get("method"),
+                "stages": {s: {"seconds": f["seconds"], "peak_rss_mb": f["peak_rss_mb"]} for s, f in profile["stages"].items()},
+                "steps": profile["steps"],
+            }
+        )
     if completed.returncode != 0:
         outcome["error"] = (completed.stderr or completed.stdout).strip()[-3000:]
     else:
@@ -229,7 +336,11 @@ def summarize_runs(runs: list[dict]) -> dict:
     stages = {}
     for stage in dict.fromkeys(s for r in ok for s in r["stages"]):
         seconds = [r["stages"][stage]["seconds"] for r in ok if stage in r["stages"]]
-        peaks = [r["stages"][stage]["peak_rss_mb"] for r in ok if stage in r["stages"] and r["stages"][stage]["peak_rss_mb"] is not None]
+        peaks = [
+            r["stages"][stage]["peak_rss_mb"]
+            for r in ok
+            if stage in r["stages"] and r["stages"][stage]["peak_rss_mb"] is not None
+        ]
         stages[stage] = {"median_seconds": round(statistics.median(seconds), 3), "peak_rss_mb": max(peaks) if peaks else None}
     walls = [r["wall_seconds"] for r in ok]
     peaks = [r["process_peak_rss_mb"] for r in ok if r.get("process_peak_rss_mb") is not None]
@@ -247,17 +358,20 @@ def summarize_runs(runs: list[dict]) -> dict:
     }
 
 
-def run_comparisons(dataset: Dataset, output: Path, *, ell: int, min_confidence: float, limits: dict,
-                    timeout: float | None = None) -> dict:
+def run_comparisons(
+    dataset: Dataset, output: Path, *, ell: int, min_confidence: float, limits: dict, timeout: float | None = None
+) -> dict:
     """Run :func:`compare_main` in a fresh subprocess (its memory is not the harness's)."""
     spec = {"input_path": dataset.input_path, **dataset.settings, "ell": ell, "min_confidence": min_confidence, **limits}
     command = [sys.executable, str(Path(__file__).resolve()), "--compare", json.dumps(spec), "--compare-output", str(output)]
     output.unlink(missing_ok=True)
     started = time.perf_counter()
-    completed = _run_with_timeout(command, timeout=timeout, cwd=PROJECT_ROOT,
-                                  env={**os.environ, "GX_ANALYTICS_ENABLED": "false"})
+    completed = _run_with_timeout(command, timeout=timeout, cwd=PROJECT_ROOT, env={**os.environ, "GX_ANALYTICS_ENABLED": "false"})
     if not output.exists():
-        return {"error": (completed.stderr or completed.stdout).strip()[-3000:], "seconds": round(time.perf_counter() - started, 3)}
+        return {
+            "error": (completed.stderr or completed.stdout).strip()[-3000:],
+            "seconds": round(time.perf_counter() - started, 3),
+        }
     return json.loads(output.read_text())
 
 
@@ -277,12 +391,20 @@ def same_sid_assignment(first, second) -> bool:
     import numpy as np
 
     if hasattr(first, "entry_sid"):  # flat-array SidAssignment
-        return (first.n_sids == second.n_sids
-                and list(first.bucket_values) == list(second.bucket_values)
-                and all(np.array_equal(getattr(first, name), getattr(second, name))
-                        for name in ("entry_sid", "entry_bucket", "entry_record", "record_sid", "suppressed_records")))
-    return (first.sid_values == second.sid_values and first.sid_records == second.sid_records
-            and first.record_to_sid == second.record_to_sid and first.suppressed == second.suppressed)
+        return (
+            first.n_sids == second.n_sids
+            and list(first.bucket_values) == list(second.bucket_values)
+            and all(
+                np.array_equal(getattr(first, name), getattr(second, name))
+                for name in ("entry_sid", "entry_bucket", "entry_record", "record_sid", "suppressed_records")
+            )
+        )
+    return (
+        first.sid_values == second.sid_values
+        and first.sid_records == second.sid_records
+        and first.record_to_sid == second.record_to_sid
+        and first.suppressed == second.suppressed
+    )
 
 
 def _n_sids(assignment) -> int:
@@ -309,8 +431,12 @@ def compare_main(spec: dict) -> dict:
 
     sensitive = spec["sensitive_attributes"]
     loaded, load_seconds = _timed(
-        load_records, spec["input_path"], quasi_identifiers=spec["quasi_identifiers"], sensitive_attributes=sensitive,
-        csv_header=spec["csv_header"], column_names=ADULT_COLUMNS if spec["column_names"] is None else spec["column_names"],
+        load_records,
+        spec["input_path"],
+        quasi_identifiers=spec["quasi_identifiers"],
+        sensitive_attributes=sensitive,
+        csv_header=spec["csv_header"],
+        column_names=ADULT_COLUMNS if spec["column_names"] is None else spec["column_names"],
         missing_value_tokens=spec["missing_value_tokens"],
     )
     records = loaded.records
@@ -331,8 +457,9 @@ def compare_main(spec: dict) -> dict:
             # before the mining back ends of issue 5, "mlxtend" was Apriori
             for name in [backend, "mlxtend"] if backend == "mlxtend-apriori" else [backend]:
                 try:
-                    mined, seconds = _timed(rules_module.mine_strong_rules, records, sensitive,
-                                            min_confidence=spec["min_confidence"], backend=name)
+                    mined, seconds = _timed(
+                        rules_module.mine_strong_rules, records, sensitive, min_confidence=spec["min_confidence"], backend=name
+                    )
                 except ValueError as error:
                     if "backend" not in str(error):
                         raise
@@ -361,8 +488,11 @@ def compare_main(spec: dict) -> dict:
     for attribute in sensitive:
         ids, values = ir["row_id"].to_numpy(), ir[attribute]
         improved, improved_seconds = _timed(create_sids, ids, values, ell=spec["ell"], method="improved")
-        entry = {"improved_seconds": round(improved_seconds, 3), "n_sids": _n_sids(improved),
-                 "distinct_values": int(values.nunique())}
+        entry = {
+            "improved_seconds": round(improved_seconds, 3),
+            "n_sids": _n_sids(improved),
+            "distinct_values": int(values.nunique()),
+        }
         if len(ir) > spec["plain_sid_max_records"]:
             entry["plain_skipped"] = (
                 f"{len(ir):,} IR records > {spec['plain_sid_max_records']:,} (--plain-sid-max-records): the stable bubble "
@@ -372,8 +502,13 @@ def compare_main(spec: dict) -> dict:
             plain, plain_seconds = _timed(create_sids, ids, values, ell=spec["ell"], method="plain")
             same = same_sid_assignment(plain, improved)
             identical &= same
-            entry.update({"plain_seconds": round(plain_seconds, 3), "identical": same,
-                          "speedup": round(plain_seconds / improved_seconds, 2) if improved_seconds > 0 else None})
+            entry.update(
+                {
+                    "plain_seconds": round(plain_seconds, 3),
+                    "identical": same,
+                    "speedup": round(plain_seconds / improved_seconds, 2) if improved_seconds > 0 else None,
+                }
+            )
         result["sid_creation"][attribute] = entry
     result["sid_outputs_identical"] = identical
 
@@ -385,29 +520,41 @@ def compare_main(spec: dict) -> dict:
 
         defaults = ReleaseSettings()
         resolve = getattr(rules_module, "resolve_mining_backend", None)
-        configured = (resolve(defaults.mining_backend, n, duckdb_threshold=defaults.duckdb_mining_threshold)
-                      if resolve is not None and hasattr(defaults, "mining_backend") else "mlxtend")
+        configured = (
+            resolve(defaults.mining_backend, n, duckdb_threshold=defaults.duckdb_mining_threshold)
+            if resolve is not None and hasattr(defaults, "mining_backend")
+            else "mlxtend"
+        )
 
         def algorithms(backend):
             mined = rules_module.mine_strong_rules(records, sensitive, min_confidence=spec["min_confidence"], backend=backend)
-            model = run_mixed_model(records, sensitive, ell=spec["ell"], min_confidence=spec["min_confidence"], seed=0, rules=mined)
+            model = run_mixed_model(
+                records, sensitive, ell=spec["ell"], min_confidence=spec["min_confidence"], seed=0, rules=mined
+            )
             return assemble_release_tables(
-                records, spec["quasi_identifiers"], sensitive, sac_permuted=model.sac_permuted,
-                attribute_sids=model.attribute_sids.astype({a: "Int32" for a in sensitive}), id_table=model.id_table,
+                records,
+                spec["quasi_identifiers"],
+                sensitive,
+                sac_permuted=model.sac_permuted,
+                attribute_sids=model.attribute_sids.astype({a: "Int32" for a in sensitive}),
+                id_table=model.id_table,
                 clusters=model.clusters,
             )
 
         timings = [_timed(algorithms, configured)[1] for _ in range(3)]
         result["algorithms_seconds"] = {
-            "median": round(statistics.median(timings), 3), "runs": [round(t, 3) for t in timings],
+            "median": round(statistics.median(timings), 3),
+            "runs": [round(t, 3) for t in timings],
             "mining_backend": configured,
             "what": "rule mining with the back end the default settings choose for this size + run_mixed_model + "
-                    "assemble_release_tables, in-process, median of 3",
+            "assemble_release_tables, in-process, median of 3",
         }
         if "duckdb" in rule_sets and configured != "duckdb":
             timings = [_timed(algorithms, "duckdb")[1] for _ in range(3)]
-            result["algorithms_seconds_duckdb_mining"] = {"median": round(statistics.median(timings), 3),
-                                                          "runs": [round(t, 3) for t in timings]}
+            result["algorithms_seconds_duckdb_mining"] = {
+                "median": round(statistics.median(timings), 3),
+                "runs": [round(t, 3) for t in timings],
+            }
     return result
 
 
@@ -475,36 +622,70 @@ def evaluate_targets(results: dict) -> list[dict]:
     rows = []
 
     def add(name, description, value, limit, unit, note=""):
-        rows.append({"target": name, "description": description, "value": value, "limit": limit, "unit": unit,
-                     "verdict": verdict(value, limit), "note": note})
+        rows.append(
+            {
+                "target": name,
+                "description": description,
+                "value": value,
+                "limit": limit,
+                "unit": unit,
+                "verdict": verdict(value, limit),
+                "note": note,
+            }
+        )
 
     duckdb_variant = (adult_compare.get("algorithms_seconds_duckdb_mining") or {}).get("median")
-    add("adult_algorithms_seconds", "Adult: algorithms from loaded table to candidate release", algorithms,
-        TARGETS["adult_algorithms_seconds"], "s",
+    add(
+        "adult_algorithms_seconds",
+        "Adult: algorithms from loaded table to candidate release",
+        algorithms,
+        TARGETS["adult_algorithms_seconds"],
+        "s",
         f"in-process, median of 3, rule mining with the default back end for this size "
         f"({(adult_compare.get('algorithms_seconds') or {}).get('mining_backend', 'n/a')})"
         + (f"; {duckdb_variant} s with DuckDB mining" if duckdb_variant is not None else "")
         + f"; in the Dagster run the same stages take {adult.get('median_algorithm_stage_seconds', 'n/a')} s "
-        "(warehouse I/O included)")
-    add("adult_release_wall_seconds", "Adult: warm `make release` (msa-release run, Dagster start-up included)",
-        adult.get("median_wall_seconds"), TARGETS["adult_release_wall_seconds"], "s",
-        "median wall time of `msa-release run` (what `make release` runs once the environment is installed)")
+        "(warehouse I/O included)",
+    )
+    add(
+        "adult_release_wall_seconds",
+        "Adult: warm `make release` (msa-release run, Dagster start-up included)",
+        adult.get("median_wall_seconds"),
+        TARGETS["adult_release_wall_seconds"],
+        "s",
+        "median wall time of `msa-release run` (what `make release` runs once the environment is installed)",
+    )
     audit_seconds = ((ten.get("stages") or {}).get("audit") or {}).get("median_seconds")
     until_published = (
         round(ten["median_wall_seconds"] - audit_seconds, 3)
-        if ten.get("median_wall_seconds") is not None and audit_seconds is not None else ten.get("median_wall_seconds")
+        if ten.get("median_wall_seconds") is not None and audit_seconds is not None
+        else ten.get("median_wall_seconds")
     )
-    add("end_to_end_10m_seconds", "10M synthetic: end-to-end release (Parquet -> published, all gates)",
-        until_published, TARGETS["end_to_end_10m_seconds"], "s",
+    add(
+        "end_to_end_10m_seconds",
+        "10M synthetic: end-to-end release (Parquet -> published, all gates)",
+        until_published,
+        TARGETS["end_to_end_10m_seconds"],
+        "s",
         "wall time of `msa-release run` until the release is published (process start-up, load, every stage, "
         "every gate, publish); the post-publish audit step of the `release` job "
-        + (f"adds {audit_seconds} s (whole command {ten.get('median_wall_seconds')} s)" if audit_seconds is not None else "is not measured"))
+        + (
+            f"adds {audit_seconds} s (whole command {ten.get('median_wall_seconds')} s)"
+            if audit_seconds is not None
+            else "is not measured"
+        ),
+    )
     add("peak_rss_10m_mb", "10M synthetic: peak RSS", ten.get("peak_rss_mb"), TARGETS["peak_rss_10m_mb"], "MiB")
     ratio = None
     if one.get("median_wall_seconds") and ten.get("median_wall_seconds"):
         ratio = round((ten["median_wall_seconds"] / 10_000_000) / (one["median_wall_seconds"] / 1_000_000), 3)
-    add("time_per_record_ratio_1m_to_10m", "time per record at 10M / at 1M (end-to-end wall)", ratio,
-        TARGETS["time_per_record_ratio_1m_to_10m"], "x")
+    add(
+        "time_per_record_ratio_1m_to_10m",
+        "time per record at 10M / at 1M (end-to-end wall)",
+        ratio,
+        TARGETS["time_per_record_ratio_1m_to_10m"],
+        "x",
+    )
     return rows
 
 
@@ -527,8 +708,10 @@ def render_markdown(results: dict) -> str:
         "",
         "Data sets: " + "; ".join(f"**{d['name']}**: {d['description']}" for d in results["datasets"]) + ".",
         "Census-Income (KDD) roles (`data/census-income-kdd/LICENSE.md`): quasi-identifiers "
-        + ", ".join(KDD_QUASI_IDENTIFIERS) + "; sensitive attributes " + ", ".join(KDD_SENSITIVE_ATTRIBUTES)
-        + f"; only `?` is missing (\"Not in universe\" is a value). ℓ = {KDD_ELL} because at ℓ = 3 the mixed model must "
+        + ", ".join(KDD_QUASI_IDENTIFIERS)
+        + "; sensitive attributes "
+        + ", ".join(KDD_SENSITIVE_ATTRIBUTES)
+        + f'; only `?` is missing ("Not in universe" is a value). ℓ = {KDD_ELL} because at ℓ = 3 the mixed model must '
         "delete 72,682 records (the 47,422 children share four strong values, so a SAC~ group can hold one child and "
         "two pairwise different partners are not available for each) and gate 4 refuses the release.",
         "",
@@ -545,8 +728,10 @@ def render_markdown(results: dict) -> str:
         "|---|---:|---:|---|---|",
     ]
     for target in results["targets"]:
-        lines.append(f"| {target['description']} | {_format(target['value'])} {target['unit'] if target['value'] is not None else ''} "
-                     f"| {_format(target['limit'])} {target['unit']} | **{target['verdict']}** | {target['note']} |")
+        lines.append(
+            f"| {target['description']} | {_format(target['value'])} {target['unit'] if target['value'] is not None else ''} "
+            f"| {_format(target['limit'])} {target['unit']} | **{target['verdict']}** | {target['note']} |"
+        )
     lines += [
         "",
         "## End to end (`msa-release run --profile`, one fresh process per run)",
@@ -556,7 +741,11 @@ def render_markdown(results: dict) -> str:
     ]
     for dataset in results["datasets"]:
         s = dataset.get("summary") or {}
-        per_record = (s["median_wall_seconds"] / dataset["records"] * 1e6) if s.get("median_wall_seconds") and dataset.get("records") else None
+        per_record = (
+            (s["median_wall_seconds"] / dataset["records"] * 1e6)
+            if s.get("median_wall_seconds") and dataset.get("records")
+            else None
+        )
         lines.append(
             f"| {dataset['name']} | {_format(dataset.get('records'))} | {dataset.get('ell', results['ell'])} "
             f"| {s.get('successful_runs', 0)}/{len(dataset.get('runs', []))} "
@@ -607,8 +796,9 @@ def render_markdown(results: dict) -> str:
                 cells.append("skipped" if entry.get("skipped") else "—")
                 if entry.get("skipped"):
                     skipped_notes.append(f"- {dataset['name']}, {backend}: {entry['skipped']}")
-        lines.append(f"| {dataset['name']} | " + " | ".join(cells) +
-                     f" | {_format(n_rules)} | {comparisons.get('rule_sets_equal', '—')} |")
+        lines.append(
+            f"| {dataset['name']} | " + " | ".join(cells) + f" | {_format(n_rules)} | {comparisons.get('rule_sets_equal', '—')} |"
+        )
     if skipped_notes:
         lines += ["", "Skipped:", "", *sorted(set(skipped_notes))]
     lines += [
@@ -655,14 +845,20 @@ def plot(results: dict, path: Path) -> None:
     if measured:
         time_axis.plot(x, [d["summary"]["median_wall_seconds"] for d in measured], "k-o", linewidth=2, label="end to end (wall)")
         for stage in STAGES:
-            points = [(d["records"], d["summary"]["stages"][stage]["median_seconds"]) for d in measured
-                      if stage in d["summary"]["stages"] and d["summary"]["stages"][stage]["median_seconds"] > 0]
+            points = [
+                (d["records"], d["summary"]["stages"][stage]["median_seconds"])
+                for d in measured
+                if stage in d["summary"]["stages"] and d["summary"]["stages"][stage]["median_seconds"] > 0
+            ]
             if points:
                 time_axis.plot(*zip(*points), marker=".", linewidth=1, label=stage)
         memory_axis.plot(x, [d["summary"]["peak_rss_mb"] for d in measured], "k-o", linewidth=2, label="process peak")
         for stage in STAGES:
-            points = [(d["records"], d["summary"]["stages"][stage]["peak_rss_mb"]) for d in measured
-                      if stage in d["summary"]["stages"] and d["summary"]["stages"][stage]["peak_rss_mb"]]
+            points = [
+                (d["records"], d["summary"]["stages"][stage]["peak_rss_mb"])
+                for d in measured
+                if stage in d["summary"]["stages"] and d["summary"]["stages"][stage]["peak_rss_mb"]
+            ]
             if points:
                 memory_axis.plot(*zip(*points), marker=".", linewidth=1, label=stage)
         reference = [x[0], x[-1]]
@@ -679,8 +875,11 @@ def plot(results: dict, path: Path) -> None:
         axis.legend(fontsize=7, ncol=2)
     time_axis.set_title("Time vs records")
     memory_axis.set_title("Peak memory vs records")
-    figure.suptitle(f"msa-release run --profile, ℓ = {results['ell']} ({results['machine']['cpu_model']}, "
-                    f"{results['machine']['usable_cpus']} CPUs)", fontsize=10)
+    figure.suptitle(
+        f"msa-release run --profile, ℓ = {results['ell']} ({results['machine']['cpu_model']}, "
+        f"{results['machine']['usable_cpus']} CPUs)",
+        fontsize=10,
+    )
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
@@ -712,20 +911,31 @@ def run_benchmark(
     datasets = resolve_datasets(sizes, cache_dir)
     results = {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "command": " ".join(["bench_release.py", "--sizes", ",".join(sizes), "--runs", str(runs), "--runs-large", str(runs_large)]),
+        "command": " ".join(
+            ["bench_release.py", "--sizes", ",".join(sizes), "--runs", str(runs), "--runs-large", str(runs_large)]
+        ),
         "ell": ell,
         "min_confidence": min_confidence,
         "machine": machine_description(),
-        "limits": {"mlxtend_max_records": mlxtend_max_records, "plain_sid_max_records": plain_sid_max_records,
-                   "algorithms_max_records": algorithms_max_records, "large_from_records": large_from,
-                   "timeout_seconds": timeout},
+        "limits": {
+            "mlxtend_max_records": mlxtend_max_records,
+            "plain_sid_max_records": plain_sid_max_records,
+            "algorithms_max_records": algorithms_max_records,
+            "large_from_records": large_from,
+            "timeout_seconds": timeout,
+        },
         "targets_definition": TARGETS,
         "datasets": [],
     }
     for dataset in datasets:
         dataset_ell = dataset.ell or ell
-        entry: dict = {"name": dataset.name, "description": dataset.description, "records": dataset.records,
-                       "input": dataset.input_path, "ell": dataset_ell}
+        entry: dict = {
+            "name": dataset.name,
+            "description": dataset.description,
+            "records": dataset.records,
+            "input": dataset.input_path,
+            "ell": dataset_ell,
+        }
         entry["synthetic"] = ensure_synthetic(dataset, log)
         home = work_dir / "homes" / dataset.name
         profiles = work_dir / "profiles" / dataset.name
@@ -735,8 +945,10 @@ def run_benchmark(
         for index in range(count):
             log(f"[{dataset.name}] run {index + 1}/{count} ...")
             outcome = measure_run(dataset, home, profiles / f"run{index + 1}.json", ell=dataset_ell, timeout=timeout)
-            log(f"[{dataset.name}]   exit {outcome['exit_status']}, {outcome['wall_seconds']:.1f} s, "
-                f"peak {outcome.get('process_peak_rss_mb')} MiB")
+            log(
+                f"[{dataset.name}]   exit {outcome['exit_status']}, {outcome['wall_seconds']:.1f} s, "
+                f"peak {outcome.get('process_peak_rss_mb')} MiB"
+            )
             entry["runs"].append(outcome)
             if outcome.get("records_read") is not None:
                 entry["records"] = outcome["records_read"] - outcome["records_dropped"]
@@ -744,9 +956,15 @@ def run_benchmark(
         if compare:
             log(f"[{dataset.name}] comparisons (rule-mining back ends, SID creation) ...")
             entry["comparisons"] = run_comparisons(
-                dataset, profiles / "comparisons.json", ell=dataset_ell, min_confidence=min_confidence,
-                limits={"mlxtend_max_records": mlxtend_max_records, "plain_sid_max_records": plain_sid_max_records,
-                        "algorithms_max_records": algorithms_max_records},
+                dataset,
+                profiles / "comparisons.json",
+                ell=dataset_ell,
+                min_confidence=min_confidence,
+                limits={
+                    "mlxtend_max_records": mlxtend_max_records,
+                    "plain_sid_max_records": plain_sid_max_records,
+                    "algorithms_max_records": algorithms_max_records,
+                },
                 timeout=timeout,
             )
             if entry["records"] is None and "records" in entry["comparisons"]:
@@ -768,22 +986,32 @@ def write_outputs(results: dict, output_dir: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="adult,kdd,1m,3m,10m",
-                        help="comma-separated: adult, kdd, 1m, 3m, 10m or any count (5000, 250k) (default: all five)")
+    parser.add_argument(
+        "--sizes",
+        default="adult,kdd,1m,3m,10m",
+        help="comma-separated: adult, kdd, 1m, 3m, 10m or any count (5000, 250k) (default: all five)",
+    )
     parser.add_argument("--runs", type=int, default=3, help="measured runs per size below --large-from (default 3)")
     parser.add_argument("--runs-large", type=int, default=1, help="measured runs per size from --large-from on (default 1)")
     parser.add_argument("--large-from", type=int, default=2_000_000, help="records from which --runs-large applies")
     parser.add_argument("--output", default=str(PROJECT_ROOT / "reports" / "bench"), help="report directory")
-    parser.add_argument("--work-dir", default=str(PROJECT_ROOT / "var" / "bench"),
-                        help="synthetic-table cache (cache/), release homes and profiles (default var/bench)")
+    parser.add_argument(
+        "--work-dir",
+        default=str(PROJECT_ROOT / "var" / "bench"),
+        help="synthetic-table cache (cache/), release homes and profiles (default var/bench)",
+    )
     parser.add_argument("--ell", type=int, default=3)
     parser.add_argument("--min-confidence", type=float, default=0.8)
     parser.add_argument("--no-compare", action="store_true", help="skip the back-end and SID-creation comparisons")
     parser.add_argument("--mlxtend-max-records", type=int, default=DEFAULT_MLXTEND_MAX_RECORDS)
     parser.add_argument("--plain-sid-max-records", type=int, default=DEFAULT_PLAIN_SID_MAX_RECORDS)
     parser.add_argument("--algorithms-max-records", type=int, default=DEFAULT_ALGORITHMS_MAX_RECORDS)
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS,
-                        help="seconds before a run or a comparison is killed and recorded as timed out (default 3600)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_SECONDS,
+        help="seconds before a run or a comparison is killed and recorded as timed out (default 3600)",
+    )
     parser.add_argument("--compare", help=argparse.SUPPRESS)  # internal: JSON spec, run compare_main
     parser.add_argument("--compare-output", help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)
@@ -793,18 +1021,31 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if result["rule_sets_equal"] and result["sid_outputs_identical"] else 1
     sizes = [s for s in arguments.sizes.split(",") if s.strip()]
     results = run_benchmark(
-        sizes, output_dir=Path(arguments.output), work_dir=Path(arguments.work_dir), runs=arguments.runs,
-        runs_large=arguments.runs_large, large_from=arguments.large_from, ell=arguments.ell,
-        min_confidence=arguments.min_confidence, compare=not arguments.no_compare,
-        mlxtend_max_records=arguments.mlxtend_max_records, plain_sid_max_records=arguments.plain_sid_max_records,
-        algorithms_max_records=arguments.algorithms_max_records, timeout=arguments.timeout,
+        sizes,
+        output_dir=Path(arguments.output),
+        work_dir=Path(arguments.work_dir),
+        runs=arguments.runs,
+        runs_large=arguments.runs_large,
+        large_from=arguments.large_from,
+        ell=arguments.ell,
+        min_confidence=arguments.min_confidence,
+        compare=not arguments.no_compare,
+        mlxtend_max_records=arguments.mlxtend_max_records,
+        plain_sid_max_records=arguments.plain_sid_max_records,
+        algorithms_max_records=arguments.algorithms_max_records,
+        timeout=arguments.timeout,
     )
     print(f"\nwrote {Path(arguments.output) / 'README.md'}, results.json and scaling.png")
     for target in results["targets"]:
-        print(f"  {target['verdict']:>12}  {target['description']}: {_format(target['value'])} (limit {target['limit']} {target['unit']})")
-    broken = [d["name"] for d in results["datasets"]
-              if (d.get("comparisons") or {}).get("rule_sets_equal") is False
-              or (d.get("comparisons") or {}).get("sid_outputs_identical") is False]
+        print(
+            f"  {target['verdict']:>12}  {target['description']}: {_format(target['value'])} (limit {target['limit']} {target['unit']})"
+        )
+    broken = [
+        d["name"]
+        for d in results["datasets"]
+        if (d.get("comparisons") or {}).get("rule_sets_equal") is False
+        or (d.get("comparisons") or {}).get("sid_outputs_identical") is False
+    ]
     if broken:
         print(f"ERROR: back ends or SID methods disagree on {broken}", file=sys.stderr)
         return 1

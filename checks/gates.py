@@ -5,7 +5,6 @@ derived frame from ``pipeline.core.verification``. Any failure stops ``release``
 ``KL_GATES`` the three of the (k, ℓ) model (on ``candidate/kl_release_candidate``), which stop
 ``kl_release`` the same way."""
 
-
 import dagster as dg
 import numpy as np
 import pandas as pd
@@ -21,7 +20,6 @@ from pipeline.core.order_attack import input_order_correlations, order_replay_at
 from pipeline.core.adversary import disclosure_probabilities, per_record_disclosure, recover_rule_confidences, rule_holders
 from pipeline.core.rules import strong_values
 from pipeline.resources import ReleaseSettings
-
 
 
 #: Every gate is attached to this asset; ``release`` depends on it, so one failure blocks it.
@@ -49,7 +47,9 @@ def _not_applicable(model: str, reason: str, figures: dict | None = None) -> dg.
 
 
 def _original_sensitive(raw_records: pd.DataFrame, release_row_map: pd.DataFrame, sensitive_attributes) -> pd.DataFrame:
-    merged = release_row_map.merge(raw_records[["row_id", *sensitive_attributes]], left_on="source_row_id", right_on="row_id", suffixes=("", "_raw"))
+    merged = release_row_map.merge(
+        raw_records[["row_id", *sensitive_attributes]], left_on="source_row_id", right_on="row_id", suffixes=("", "_raw")
+    )
     return merged[["row_id", *sensitive_attributes]]
 
 
@@ -94,7 +94,9 @@ def sac_released_is_l_diverse(
     additional_ins=inputs(candidate=["attribute_table", "id_table"]),
     description="Gate 2: every SID of every attribute has at least ℓ distinct values (no value above 1/ℓ); suppressed cells are counted.",
 )
-def attribute_table_is_l_diverse(settings: ReleaseSettings, attribute_table: pd.DataFrame, id_table: pd.DataFrame) -> dg.AssetCheckResult:
+def attribute_table_is_l_diverse(
+    settings: ReleaseSettings, attribute_table: pd.DataFrame, id_table: pd.DataFrame
+) -> dg.AssetCheckResult:
     sa = settings.sensitive_attributes
     summary = verification.sid_diversity_summary(attribute_table, id_table, sa)
     outcome = validate_frame(summary, suites.sid_diversity_suite(ell=settings.ell))
@@ -114,7 +116,10 @@ def attribute_table_is_l_diverse(settings: ReleaseSettings, attribute_table: pd.
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
-    additional_ins=inputs(private=["raw_records", "strong_rules", "release_row_map"], candidate=["sac_released", "attribute_table", "id_table", "attribute_clusters"]),
+    additional_ins=inputs(
+        private=["raw_records", "strong_rules", "release_row_map"],
+        candidate=["sac_released", "attribute_table", "id_table", "attribute_clusters"],
+    ),
     description="Gate 3: the strong-rule adversary (SPEC §10) run on the candidate gives every record a disclosure probability ≤ 1/ℓ.",
 )
 def disclosure_within_bound(
@@ -129,8 +134,12 @@ def disclosure_within_bound(
 ) -> dg.AssetCheckResult:
     holders = rule_holders(raw_records, strong_rules, row_map=release_row_map)
     probabilities = disclosure_probabilities(
-        holders, strong_rules, sac_released=sac_released, attribute_table=attribute_table.astype({a: "Int32" for a in settings.sensitive_attributes}),
-        id_table=id_table, attribute_clusters=attribute_clusters,
+        holders,
+        strong_rules,
+        sac_released=sac_released,
+        attribute_table=attribute_table.astype({a: "Int32" for a in settings.sensitive_attributes}),
+        id_table=id_table,
+        attribute_clusters=attribute_clusters,
     )
     summary = verification.disclosure_summary(per_record_disclosure(probabilities), ell=settings.ell)
     outcome = validate_frame(summary, suites.disclosure_suite(ell=settings.ell))
@@ -160,7 +169,10 @@ def disclosure_within_bound(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
-    additional_ins=inputs(private=["strong_rules", "deleted_records"], candidate=["id_table", "sac_released", "attribute_table", "attribute_clusters"]),
+    additional_ins=inputs(
+        private=["strong_rules", "deleted_records"],
+        candidate=["id_table", "sac_released", "attribute_table", "attribute_clusters"],
+    ),
     description="Gate 4: every strong rule's confidence recovered from the released tables alone (Lemma 22) equals the raw one; "
     "with deleted records or suppressed cells, the largest deviation must stay within the tolerance.",
 )
@@ -176,7 +188,11 @@ def rule_confidence_preserved(
     sa = settings.sensitive_attributes
     attribute_table = attribute_table.astype({a: "Int32" for a in sa})
     recovered = recover_rule_confidences(
-        strong_rules, sac_released=sac_released, attribute_table=attribute_table, id_table=id_table, attribute_clusters=attribute_clusters
+        strong_rules,
+        sac_released=sac_released,
+        attribute_table=attribute_table,
+        id_table=id_table,
+        attribute_clusters=attribute_clusters,
     )
     summary = verification.confidence_summary(recovered)
     n_suppressed = int(attribute_table[sa].isna().sum().sum())
@@ -200,7 +216,10 @@ def rule_confidence_preserved(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
-    additional_ins=inputs(private=["raw_records", "release_row_map", "deleted_records", "input_summary"], candidate=["attribute_table", "sac_released"]),
+    additional_ins=inputs(
+        private=["raw_records", "release_row_map", "deleted_records", "input_summary"],
+        candidate=["attribute_table", "sac_released"],
+    ),
     description="Gate 5: every input record is in exactly one of SAC~, the attribute table or the deleted list; counts add up.",
 )
 def records_accounted_for(
@@ -251,7 +270,9 @@ def no_probability_tilt(
     settings: ReleaseSettings, id_table: pd.DataFrame, strong_rules: pd.DataFrame, strong_value_occurrences: pd.DataFrame
 ) -> dg.AssetCheckResult:
     if settings.model == "rating":
-        return _not_applicable(settings.model, "Rating keeps strong values in its SIDs by design; the disclosure gate measures the effect")
+        return _not_applicable(
+            settings.model, "Rating keeps strong values in its SIDs by design; the disclosure gate measures the effect"
+        )
     s_max = s_max_from_frame(strong_value_occurrences)
     summary = verification.strong_values_in_sids(id_table, strong_values(strong_rules, settings.sensitive_attributes), s_max)
     outcome = validate_frame(summary, suites.no_probability_tilt_suite())
@@ -286,11 +307,26 @@ def order_frame(
     replay = order_replay_attack(attribute_table, id_table, sensitive, truth).per_attribute
     return pd.concat(
         [
-            pd.DataFrame({"kind": "spearman", "name": correlations["table"] + "." + correlations["column"],
-                          "observed": correlations["spearman"].abs(), "limit": correlations["limit"], "chance": np.nan,
-                          "within_limit": correlations["passed"].astype(bool)}),
-            pd.DataFrame({"kind": "order_replay", "name": replay["attribute"], "observed": replay["accuracy"],
-                          "limit": replay["limit"], "chance": replay["chance"], "within_limit": replay["passed"].astype(bool)}),
+            pd.DataFrame(
+                {
+                    "kind": "spearman",
+                    "name": correlations["table"] + "." + correlations["column"],
+                    "observed": correlations["spearman"].abs(),
+                    "limit": correlations["limit"],
+                    "chance": np.nan,
+                    "within_limit": correlations["passed"].astype(bool),
+                }
+            ),
+            pd.DataFrame(
+                {
+                    "kind": "order_replay",
+                    "name": replay["attribute"],
+                    "observed": replay["accuracy"],
+                    "limit": replay["limit"],
+                    "chance": replay["chance"],
+                    "within_limit": replay["passed"].astype(bool),
+                }
+            ),
         ],
         ignore_index=True,
     )
@@ -363,7 +399,10 @@ def no_certain_attribute_table_cell(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
-    additional_ins=inputs(private=["raw_records", "release_row_map"], candidate=["sac_released", "attribute_table", "id_table", "attribute_clusters"]),
+    additional_ins=inputs(
+        private=["raw_records", "release_row_map"],
+        candidate=["sac_released", "attribute_table", "id_table", "attribute_clusters"],
+    ),
     description="Gate 9: the learned-model adversary (naive Bayes fitted by EM on the release, exact posterior "
     "inside every SAC~ group and small SID; Kifer 2009) gives no record's true sensitive value a posterior above "
     "max(1/ℓ, population posterior from the quasi-identifiers alone) + posterior_slack. With posterior_gate='warn' "
@@ -380,9 +419,16 @@ def posterior_within_bound(
 ) -> dg.AssetCheckResult:
     sa = settings.sensitive_attributes
     result = posterior_adversary.release_posteriors(
-        raw_records, release_row_map, settings.quasi_identifiers, sa, ell=settings.ell,
-        sac_released=sac_released, attribute_table=attribute_table.astype({a: "Int32" for a in sa}),
-        id_table=id_table, attribute_clusters=attribute_clusters, slack=settings.posterior_slack,
+        raw_records,
+        release_row_map,
+        settings.quasi_identifiers,
+        sa,
+        ell=settings.ell,
+        sac_released=sac_released,
+        attribute_table=attribute_table.astype({a: "Int32" for a in sa}),
+        id_table=id_table,
+        attribute_clusters=attribute_clusters,
+        slack=settings.posterior_slack,
     )
     outcome = validate_frame(posterior_adversary.posterior_bound_summary(result.frame), suites.posterior_suite())
     figures = {key: value for key, value in result.summary.items()}

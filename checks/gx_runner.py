@@ -72,9 +72,16 @@ def validate_frame(frame: pd.DataFrame, suite: gx.ExpectationSuite) -> SuiteOutc
     expectations = []
     for item in result.results:
         figures = {k: item.result.get(k) for k in _SAFE_RESULT_KEYS if item.result.get(k) is not None}
-        bounds = {k: item.expectation_config.kwargs.get(k) for k in _BOUND_KEYS if item.expectation_config.kwargs.get(k) is not None}
+        bounds = {
+            k: item.expectation_config.kwargs.get(k) for k in _BOUND_KEYS if item.expectation_config.kwargs.get(k) is not None
+        }
         expectations.append(
-            {"type": item.expectation_config.type, "column": item.expectation_config.kwargs.get("column"),
-             "success": bool(item.success), **bounds, **figures}
+            {
+                "type": item.expectation_config.type,
+                "column": item.expectation_config.kwargs.get("column"),
+                "success": bool(item.success),
+                **bounds,
+                **figures,
+            }
         )
     return SuiteOutcome(success=bool(result.success), statistics=dict(result.statistics), expectations=expectations)

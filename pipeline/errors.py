@@ -47,8 +47,8 @@ class ReleaseLockBusyBase(MsaReleaseError):
     exit_status = 3
 
 
-def _subclasses(cls: type) -> list[type]:
-    found = []
+def _subclasses(cls: type[MsaReleaseError]) -> list[type[MsaReleaseError]]:
+    found: list[type[MsaReleaseError]] = []
     for sub in cls.__subclasses__():
         found += [sub, *_subclasses(sub)]
     return found

@@ -237,7 +237,11 @@ def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.Ru
         ReleaseSettings(**config)
     except ValidationError as error:
         messages = "; ".join(
-            ": ".join(part for part in (".".join(str(x) for x in e.get("loc", ())), str(e.get("msg", e)).removeprefix("Value error, ")) if part)
+            ": ".join(
+                part
+                for part in (".".join(str(x) for x in e.get("loc", ())), str(e.get("msg", e)).removeprefix("Value error, "))
+                if part
+            )
             for e in error.errors()
         )
         raise ValueError(messages) from error

@@ -59,10 +59,22 @@ COMPOSITIONS = (("mixed", "mixed_ell2"), ("mixed", "rating"), ("mixed", "kl"), (
 
 _GATE_FIGURES = {
     "release_carries_no_input_order": ("max_abs_spearman", "max_order_replay_excess", "n_attributes_above_chance"),
-    "posterior_within_bound": ("n_cells", "n_cells_above_bound", "n_sac_cells_above_bound", "n_attribute_table_cells_above_bound",
-                               "n_records_above_bound", "n_records", "share_sac_rows_tuple_above_half", "calibration_gap"),
-    "no_certain_attribute_table_cell": ("n_suppressed_cells", "n_cells_above_bound",
-                                        "n_attribute_table_rows_with_a_suppressed_cell", "max_cell_probability"),
+    "posterior_within_bound": (
+        "n_cells",
+        "n_cells_above_bound",
+        "n_sac_cells_above_bound",
+        "n_attribute_table_cells_above_bound",
+        "n_records_above_bound",
+        "n_records",
+        "share_sac_rows_tuple_above_half",
+        "calibration_gap",
+    ),
+    "no_certain_attribute_table_cell": (
+        "n_suppressed_cells",
+        "n_cells_above_bound",
+        "n_attribute_table_rows_with_a_suppressed_cell",
+        "max_cell_probability",
+    ),
     "disclosure_within_bound": ("max_disclosure_probability", "n_records_above_bound", "n_records_certain"),
 }
 
@@ -113,8 +125,10 @@ def _execute(home: Path, job_name: str, settings: dict) -> dict:
 def _read_tables(home: Path, names: list[str]) -> list[pd.DataFrame]:
     """Warehouse tables of ``home`` by ``schema.name``, in order (candidates are kept whether or not published)."""
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as connection:
-        return [connection.execute(f'SELECT * FROM "{schema}"."{name}"').df()
-                for schema, name in (qualified.split(".") for qualified in names)]
+        return [
+            connection.execute(f'SELECT * FROM "{schema}"."{name}"').df()
+            for schema, name in (qualified.split(".") for qualified in names)
+        ]
 
 
 def _records_after_missing(summary: pd.DataFrame) -> int:
@@ -127,26 +141,33 @@ def _run_kl(home: Path, settings: dict, sensitive: list[str]) -> tuple[dict, dic
 
     figures = _execute(home, "kl_release", settings)
     released, row_map, raw, summary = _read_tables(
-        home, ["candidate.kl_released", "private.kl_release_row_map", "private.raw_records", "private.input_summary"])
+        home, ["candidate.kl_released", "private.kl_release_row_map", "private.raw_records", "private.input_summary"]
+    )
     quasi = list(ReleaseSettings(**settings).quasi_identifiers)
     row_map = row_map.assign(input_row_number=row_map["source_row_id"])
     n_records = _records_after_missing(summary)
     # the same figures every (k, ℓ) release carries in its manifest (``attacks``)
     attacks = class_attack_figures(raw, released, row_map, quasi, sensitive, ell=int(settings.get("ell", 3)))
-    figures.update({
-        "n_generalized_quasi_identifier_cells": _generalized_cells(raw, row_map, [released], settings),
-        "n_records": n_records, "n_sac_released": 0, "n_attribute_table": 0, "n_released": len(released),
-        "n_deleted": n_records - len(released), "n_suppressed_cells": 0,
-        "release_carries_no_input_order.max_abs_spearman": attacks["max_abs_spearman_input_order"],
-        "posterior_within_bound.n_cells": attacks["learned_model_cells"],
-        "posterior_within_bound.n_cells_above_bound": attacks["learned_model_cells_above_bound"],
-        "posterior_within_bound.n_records_above_bound": attacks["learned_model_records_above_bound"],
-        "posterior_within_bound.max_posterior": attacks["learned_model_max_posterior"],
-        "no_certain_attribute_table_cell.n_suppressed_cells": 0,
-        "no_certain_attribute_table_cell.n_cells_above_bound": 0,
-        "one_known_value.share_records_pinning_another_value": attacks["one_known_value_share"],
-        "one_known_value.n_released": len(released),
-    })
+    figures.update(
+        {
+            "n_generalized_quasi_identifier_cells": _generalized_cells(raw, row_map, [released], settings),
+            "n_records": n_records,
+            "n_sac_released": 0,
+            "n_attribute_table": 0,
+            "n_released": len(released),
+            "n_deleted": n_records - len(released),
+            "n_suppressed_cells": 0,
+            "release_carries_no_input_order.max_abs_spearman": attacks["max_abs_spearman_input_order"],
+            "posterior_within_bound.n_cells": attacks["learned_model_cells"],
+            "posterior_within_bound.n_cells_above_bound": attacks["learned_model_cells_above_bound"],
+            "posterior_within_bound.n_records_above_bound": attacks["learned_model_records_above_bound"],
+            "posterior_within_bound.max_posterior": attacks["learned_model_max_posterior"],
+            "no_certain_attribute_table_cell.n_suppressed_cells": 0,
+            "no_certain_attribute_table_cell.n_cells_above_bound": 0,
+            "one_known_value.share_records_pinning_another_value": attacks["one_known_value_share"],
+            "one_known_value.n_released": len(released),
+        }
+    )
     return figures, class_candidate_sets(released, row_map, sensitive)
 
 
@@ -155,19 +176,39 @@ def _run_one(home: Path, settings: dict, sensitive: list[str]) -> tuple[dict, di
     if settings.get("model") == "kl":
         return _run_kl(home, settings, sensitive)
     figures = _execute(home, "release", settings)
-    sac, attribute_table, id_table, clusters, row_map, deleted, summary, raw = _read_tables(home, [
-        "candidate.sac_released", "candidate.attribute_table", "candidate.id_table", "candidate.attribute_clusters",
-        "private.release_row_map", "private.deleted_records", "private.input_summary", "private.raw_records",
-    ])
+    sac, attribute_table, id_table, clusters, row_map, deleted, summary, raw = _read_tables(
+        home,
+        [
+            "candidate.sac_released",
+            "candidate.attribute_table",
+            "candidate.id_table",
+            "candidate.attribute_clusters",
+            "private.release_row_map",
+            "private.deleted_records",
+            "private.input_summary",
+            "private.raw_records",
+        ],
+    )
     row_map = row_map.assign(input_row_number=row_map["source_row_id"])
     figures["n_generalized_quasi_identifier_cells"] = _generalized_cells(raw, row_map, [sac, attribute_table], settings)
     n_released = len(sac) + len(attribute_table)
-    figures.update({"n_records": _records_after_missing(summary), "n_sac_released": len(sac),
-                    "n_attribute_table": len(attribute_table),
-                    "n_deleted": len(deleted), "n_suppressed_cells": int(attribute_table[sensitive].isna().sum().sum()),
-                    "additional_information_loss": additional_information_loss(
-                        sac_released=sac, attribute_table=attribute_table, id_table=id_table,
-                        sensitive_attributes=sensitive, ell=int(settings.get("ell", 3)), n_deleted=len(deleted))})
+    figures.update(
+        {
+            "n_records": _records_after_missing(summary),
+            "n_sac_released": len(sac),
+            "n_attribute_table": len(attribute_table),
+            "n_deleted": len(deleted),
+            "n_suppressed_cells": int(attribute_table[sensitive].isna().sum().sum()),
+            "additional_information_loss": additional_information_loss(
+                sac_released=sac,
+                attribute_table=attribute_table,
+                id_table=id_table,
+                sensitive_attributes=sensitive,
+                ell=int(settings.get("ell", 3)),
+                n_deleted=len(deleted),
+            ),
+        }
+    )
     figures.update({f"one_known_value.{k}": v for k, v in one_known_value_at_row_level(sac, clusters, n_released).items()})
     sets = candidate_sets(sensitive, row_map=row_map, sac_released=sac, attribute_table=attribute_table, id_table=id_table)
     return figures, sets
@@ -261,47 +302,90 @@ def _markdown(results: dict, sensitive: list[str]) -> str:
         lines.append(f"| {label} | " + " | ".join(fmt(configurations[n].get(key)) for n in names) + " |")
 
     row("published (every blocking gate passed)", "published")
-    lines.append("| records in SAC~ / attribute table (kl: released table) / deleted | " + " | ".join(
-        f"{configurations[n]['n_sac_released']} / {configurations[n].get('n_released', configurations[n]['n_attribute_table'])} / "
-        f"{configurations[n]['n_deleted']}" for n in names) + " |")
-    row("AIL (SPEC §11; deleted records cost 1 per cell)", "additional_information_loss", lambda v: "n/a" if v is None else f"{v:.4f}")
+    lines.append(
+        "| records in SAC~ / attribute table (kl: released table) / deleted | "
+        + " | ".join(
+            f"{configurations[n]['n_sac_released']} / {configurations[n].get('n_released', configurations[n]['n_attribute_table'])} / "
+            f"{configurations[n]['n_deleted']}"
+            for n in names
+        )
+        + " |"
+    )
+    row(
+        "AIL (SPEC §11; deleted records cost 1 per cell)",
+        "additional_information_loss",
+        lambda v: "n/a" if v is None else f"{v:.4f}",
+    )
     row("suppressed attribute-table cells", "n_suppressed_cells")
     row("quasi-identifier cells published generalized (not the record's value)", "n_generalized_quasi_identifier_cells")
-    row("1. order: max abs Spearman of an id/SID column with the input position", "release_carries_no_input_order.max_abs_spearman",
-        lambda v: "n/a" if v is None else f"{v:.3f}")
+    row(
+        "1. order: max abs Spearman of an id/SID column with the input position",
+        "release_carries_no_input_order.max_abs_spearman",
+        lambda v: "n/a" if v is None else f"{v:.3f}",
+    )
     for attribute in sensitive:
-        row(f"1. order replay: accuracy on {attribute} cells (chance ≈ 1/ℓ)",
-            f"release_carries_no_input_order.order_replay_accuracy_{attribute}", lambda v: "n/a" if v is None else f"{v:.3f}")
-    lines.append("| 2. learned model: (record, attribute) cells above max(1/ℓ, population) + 0.05 | " + " | ".join(
-        f"{configurations[n].get('posterior_within_bound.n_cells_above_bound')} of {configurations[n].get('posterior_within_bound.n_cells')}"
-        for n in names) + " |")
+        row(
+            f"1. order replay: accuracy on {attribute} cells (chance ≈ 1/ℓ)",
+            f"release_carries_no_input_order.order_replay_accuracy_{attribute}",
+            lambda v: "n/a" if v is None else f"{v:.3f}",
+        )
+    lines.append(
+        "| 2. learned model: (record, attribute) cells above max(1/ℓ, population) + 0.05 | "
+        + " | ".join(
+            f"{configurations[n].get('posterior_within_bound.n_cells_above_bound')} of {configurations[n].get('posterior_within_bound.n_cells')}"
+            for n in names
+        )
+        + " |"
+    )
     row("2. … of which SAC~ cells", "posterior_within_bound.n_sac_cells_above_bound")
     row("2. … of which attribute-table cells", "posterior_within_bound.n_attribute_table_cells_above_bound")
     row("2. SAC~ rows whose whole tuple has posterior > 0.5", "posterior_within_bound.share_sac_rows_tuple_above_half", _pct)
     row("3. suppressed attribute-table cells", "no_certain_attribute_table_cell.n_suppressed_cells")
     row("3. … disclosed above 1/ℓ (candidate set < ℓ values)", "no_certain_attribute_table_cell.n_cells_above_bound")
-    row("5. one known value pins another (victim's row known), share of released records",
-        "one_known_value.share_records_pinning_another_value", _pct)
-    row("strong-rule adversary (SPEC §10): max disclosure", "disclosure_within_bound.max_disclosure_probability",
-        lambda v: "n/a" if v is None else f"{v:.3f}")
-    lines += ["", "## The red team's figures (issue 12), on the default release of earlier versions", "",
-              "Measured by the independent red team with its own code (stronger linkage than ours in places); quoted "
-              "for comparison, not recomputed here.", "",
-              "| attack | red team, earlier default release (mixed, ℓ = 3) |", "|---|---|",
-              "| 1. order replay | input position recovered with Spearman ρ = 0.999; 89–92 % of education, occupation and "
-              "relationship cells guessed (bound 1/3) |",
-              "| 1 + 2. whole sensitive tuple recovered | 74.8 % of the 30,718 records (Rating: 68.2 %) |",
-              "| 2. learned model | 90.5 % of SAC~ rows recovered whole; 1,388 of 1,451 rule holders with posterior > 1/3 "
-              "(mean 0.90) |",
-              "| 3. suppressed cells | all 5,422 certain, in 25.6 % of the attribute-table rows |",
-              "| 4. composition | ℓ = 2 + ℓ = 3: 48.7 % of whole tuples pinned; mixed + Rating: 43.3 % |",
-              "| 5. one known value (row known) | pins the other three for every SAC~ row (44.9 % of records) |"]
-    lines += ["", "## 4. Composition: two releases of the same records intersected (victim's row known in both)", "",
-              "| releases | records in both | whole sensitive tuple pinned | pinned by the first alone | by the second alone |",
-              "|---|---|---|---|---|"]
+    row(
+        "5. one known value pins another (victim's row known), share of released records",
+        "one_known_value.share_records_pinning_another_value",
+        _pct,
+    )
+    row(
+        "strong-rule adversary (SPEC §10): max disclosure",
+        "disclosure_within_bound.max_disclosure_probability",
+        lambda v: "n/a" if v is None else f"{v:.3f}",
+    )
+    lines += [
+        "",
+        "## The red team's figures (issue 12), on the default release of earlier versions",
+        "",
+        "Measured by the independent red team with its own code (stronger linkage than ours in places); quoted "
+        "for comparison, not recomputed here.",
+        "",
+        "| attack | red team, earlier default release (mixed, ℓ = 3) |",
+        "|---|---|",
+        "| 1. order replay | input position recovered with Spearman ρ = 0.999; 89–92 % of education, occupation and "
+        "relationship cells guessed (bound 1/3) |",
+        "| 1 + 2. whole sensitive tuple recovered | 74.8 % of the 30,718 records (Rating: 68.2 %) |",
+        "| 2. learned model | 90.5 % of SAC~ rows recovered whole; 1,388 of 1,451 rule holders with posterior > 1/3 "
+        "(mean 0.90) |",
+        "| 3. suppressed cells | all 5,422 certain, in 25.6 % of the attribute-table rows |",
+        "| 4. composition | ℓ = 2 + ℓ = 3: 48.7 % of whole tuples pinned; mixed + Rating: 43.3 % |",
+        "| 5. one known value (row known) | pins the other three for every SAC~ row (44.9 % of records) |",
+    ]
+    lines += [
+        "",
+        "## 4. Composition: two releases of the same records intersected (victim's row known in both)",
+        "",
+        "| releases | records in both | whole sensitive tuple pinned | pinned by the first alone | by the second alone |",
+        "|---|---|---|---|---|",
+    ]
     for pair, figures in results["compositions"].items():
-        lines.append(f"| {pair} | {figures['n_records']} | {_pct(figures['share_whole_tuple_pinned'])} | "
-                     f"{_pct(figures['share_whole_tuple_pinned_first'])} | {_pct(figures['share_whole_tuple_pinned_second'])} |")
-    lines += ["", "A home's registry refuses the second release of each pair unless `--allow-recomposition` "
-              "(docs/series.md); the figures show what that refusal prevents.", ""]
+        lines.append(
+            f"| {pair} | {figures['n_records']} | {_pct(figures['share_whole_tuple_pinned'])} | "
+            f"{_pct(figures['share_whole_tuple_pinned_first'])} | {_pct(figures['share_whole_tuple_pinned_second'])} |"
+        )
+    lines += [
+        "",
+        "A home's registry refuses the second release of each pair unless `--allow-recomposition` "
+        "(docs/series.md); the figures show what that refusal prevents.",
+        "",
+    ]
     return "\n".join(lines)

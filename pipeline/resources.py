@@ -122,10 +122,17 @@ class ReleaseSettings(dg.ConfigurableResource):
         default=["education", "occupation", "age", "relationship"],
         description="Sensitive attribute columns (names in the input; at least 2, none also a quasi-identifier), in schema order.",
     )
-    ell: int = Field(default=3, ge=2, le=1000, description="ℓ, an integer in [2, 1000]: size of every SAC~ group and minimum number "
-                     "of distinct values per SID (mixed, Rating; disclosure bound 1/ℓ); minimum Diverse of every equivalence class (kl).")
+    ell: int = Field(
+        default=3,
+        ge=2,
+        le=1000,
+        description="ℓ, an integer in [2, 1000]: size of every SAC~ group and minimum number "
+        "of distinct values per SID (mixed, Rating; disclosure bound 1/ℓ); minimum Diverse of every equivalence class (kl).",
+    )
     min_confidence: float = Field(
-        default=0.8, gt=0.0, le=1.0,
+        default=0.8,
+        gt=0.0,
+        le=1.0,
         description="Minimum confidence of a strong rule, in (0, 1]; compared with >= (mixed, Rating; not used by kl).",
     )
     seed: int = Field(
@@ -141,7 +148,9 @@ class ReleaseSettings(dg.ConfigurableResource):
         "data an adversary who learns P(sensitive | quasi-identifiers) recovers the values: the deFinetti attack).",
     )
     stratum_deletion_budget: float = Field(
-        default=0.02, ge=0.0, le=1.0,
+        default=0.02,
+        ge=0.0,
+        le=1.0,
         description="qi_aware grouping: a quasi-identifier stratum is split into more specific ones only if the split "
         "deletes at most this many more records (for ℓ-eligibility) per record whose quasi-identifiers it publishes more "
         "specifically, in [0, 1]. 0: fewest deletions, most generalization; larger: more specific quasi-identifiers, "
@@ -163,7 +172,8 @@ class ReleaseSettings(dg.ConfigurableResource):
         "certainty; refused by the no_certain_attribute_table_cell gate).",
     )
     min_support: int = Field(
-        default=0, ge=0,
+        default=0,
+        ge=0,
         description="Minimum support of a strong rule, in records (mixed, Rating). 0 (default) means max(ℓ, 5). "
         "Rules held by fewer records are neither used nor printed anywhere (report, audit, manifest). "
         "1 is SPEC §1's value (every co-occurrence), which discloses rare records through their rules.",
@@ -310,9 +320,7 @@ class ReleaseSettings(dg.ConfigurableResource):
     @classmethod
     def _known_policy(cls, value: str) -> str:
         if value != "drop_records_missing_sensitive":
-            raise ValueError(
-                f"missing_value_policy {value!r} is not supported; use 'drop_records_missing_sensitive'"
-            )
+            raise ValueError(f"missing_value_policy {value!r} is not supported; use 'drop_records_missing_sensitive'")
         return value
 
     @field_validator("min_confidence", mode="before")
@@ -361,9 +369,7 @@ class ReleaseSettings(dg.ConfigurableResource):
                 f"totally different sensitive tuples otherwise), got k={self.k}, ell={self.ell}; raise k or lower ell"
             )
         if self.kl_method == "blocked" and self.max_block_size < 2 * self.k:
-            raise ValueError(
-                f"max_block_size={self.max_block_size} must be at least 2k={2 * self.k} for kl_method 'blocked'"
-            )
+            raise ValueError(f"max_block_size={self.max_block_size} must be at least 2k={2 * self.k} for kl_method 'blocked'")
         unknown = sorted(set(self.generalization_weights) - set(self.quasi_identifiers))
         if unknown:
             raise ValueError(
@@ -461,7 +467,9 @@ class ExperimentSettings(dg.ConfigurableResource):
     from :class:`ReleaseSettings`, so users run the same comparison on their own table.
     """
 
-    output_dir: str = Field(default="reports/experiments", description="Where figures, results.json and REPORT.md go (relative: project root).")
+    output_dir: str = Field(
+        default="reports/experiments", description="Where figures, results.json and REPORT.md go (relative: project root)."
+    )
     ell_values: list[int] = Field(default=[2, 3, 4, 5, 6], description="ℓ sweep (Figures 3, 6, 7).")
     min_confidence_values: list[float] = Field(
         default=[0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95], description="min_confidence sweep (Figures 4, 8)."
@@ -471,7 +479,9 @@ class ExperimentSettings(dg.ConfigurableResource):
     )
     attribute_set_sizes: list[int] = Field(default=[2, 3, 4], description="m values (Figures 2, 5, 9).")
     default_ell: int = Field(default=3, ge=2, description="ℓ while another parameter varies.")
-    default_min_confidence: float = Field(default=0.8, gt=0.0, le=1.0, description="min_confidence while another parameter varies.")
+    default_min_confidence: float = Field(
+        default=0.8, gt=0.0, le=1.0, description="min_confidence while another parameter varies."
+    )
     histogram_ells: list[int] = Field(default=[3, 2], description="ℓ of Figures 10 and 11.")
     timing_repeats: int = Field(default=5, ge=1, le=100, description="Timed runs per point of Figures 1-2 (median reported).")
     seed: int = Field(default=0, ge=0, description="Seed of the random subsets and of the SAC~ permutation.")

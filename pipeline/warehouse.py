@@ -58,9 +58,14 @@ def restrict_warehouse(database: Path | str) -> None:
 #: Tables loaded with categorical text columns (sorted categories, exactly the values present), as the
 #: loader made them: one Python string per distinct value instead of one per cell (10M input records
 #: as object strings take about 5 GB, as categoricals about 0.2 GB).
-CATEGORICAL_TABLES = frozenset({
-    ("private", "raw_records"), ("candidate", "sac_released"), ("candidate", "attribute_table"), ("candidate", "id_table"),
-})
+CATEGORICAL_TABLES = frozenset(
+    {
+        ("private", "raw_records"),
+        ("candidate", "sac_released"),
+        ("candidate", "attribute_table"),
+        ("candidate", "id_table"),
+    }
+)
 
 
 def _categorical_frame(relation) -> pd.DataFrame:

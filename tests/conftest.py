@@ -18,9 +18,7 @@ def golden() -> dict:
 
 def example_frame(example: dict) -> pd.DataFrame:
     """Golden example input as a records frame: row_id, quasi-identifiers (text), sensitive attributes."""
-    rows = [
-        {"row_id": r["id"], **{k: str(v) for k, v in r["qi"].items()}, **r["sa"]} for r in example["input"]
-    ]
+    rows = [{"row_id": r["id"], **{k: str(v) for k, v in r["qi"].items()}, **r["sa"]} for r in example["input"]]
     return pd.DataFrame(rows)
 
 
@@ -66,9 +64,22 @@ def reproducible_home_secret(monkeypatch):
 #: Test modules that run a Dagster job, the CLI or a subprocess end to end (marker ``e2e``); the browser test has its
 #: own marker. ``make test-fast`` deselects both and ``slow``; ``make test`` (CI) runs everything.
 E2E_MODULES = {
-    "test_attacks", "test_bad_input", "test_bench", "test_evaluation", "test_kl_pipeline", "test_kl_quality", "test_leaks",
-    "test_ops", "test_pipeline", "test_profiling", "test_rating_and_audit", "test_release_report", "test_release_safety",
-    "test_release_digests", "test_series", "test_synthetic",
+    "test_attacks",
+    "test_bad_input",
+    "test_bench",
+    "test_evaluation",
+    "test_kl_pipeline",
+    "test_kl_quality",
+    "test_leaks",
+    "test_ops",
+    "test_pipeline",
+    "test_profiling",
+    "test_rating_and_audit",
+    "test_release_report",
+    "test_release_safety",
+    "test_release_digests",
+    "test_series",
+    "test_synthetic",
 }
 
 

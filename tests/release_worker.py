@@ -51,7 +51,9 @@ def _publish_latest_again(home: Path, keep: int) -> None:
         release_id = f"{now.strftime('%Y%m%dT%H%M%S')}Z-{secrets.token_hex(4)}"
         manifest.update(release_id=release_id, created_at=now.isoformat(timespec="seconds"))
         assert set(MANIFEST_JSON_COLUMNS) <= set(manifest)
-        tables = {name: frame.astype({c: "Int32" for c, t in schemas[name].items() if t == "INTEGER"}) for name, frame in tables.items()}
+        tables = {
+            name: frame.astype({c: "Int32" for c, t in schemas[name].items() if t == "INTEGER"}) for name, frame in tables.items()
+        }
         publish_release(releases_dir, release_id, tables, schemas, manifest, keep_releases=keep)
 
 

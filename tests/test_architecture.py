@@ -14,9 +14,22 @@ ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "pipeline" / "core"
 FORBIDDEN = ("dagster", "great_expectations")
 #: The Dagster wiring: the framework-free layers must not reach it.
-WIRING = ("dagster", "dagster_duckdb", "dagster_duckdb_pandas", "great_expectations", "assets", "checks",
-          "pipeline.jobs", "pipeline.resources", "pipeline.definitions", "pipeline.warehouse", "pipeline.run_events",
-          "pipeline.asset_keys", "pipeline.privacy_report", "pipeline.cli")
+WIRING = (
+    "dagster",
+    "dagster_duckdb",
+    "dagster_duckdb_pandas",
+    "great_expectations",
+    "assets",
+    "checks",
+    "pipeline.jobs",
+    "pipeline.resources",
+    "pipeline.definitions",
+    "pipeline.warehouse",
+    "pipeline.run_events",
+    "pipeline.asset_keys",
+    "pipeline.privacy_report",
+    "pipeline.cli",
+)
 FRAMEWORK_FREE = ("core", "io", "release", "reporting", "evaluation")
 
 
@@ -38,14 +51,19 @@ def _reaches(name: str, forbidden: tuple[str, ...]) -> bool:
 def test_framework_free_layers_do_not_import_the_dagster_wiring(layer):
     files = sorted((ROOT / "pipeline" / layer).rglob("*.py"))
     assert files, f"pipeline/{layer} not found"
-    offenders = [(path.relative_to(ROOT).as_posix(), name) for path in files for name in _imported_modules(path)
-                 if _reaches(name, WIRING)]
+    offenders = [
+        (path.relative_to(ROOT).as_posix(), name) for path in files for name in _imported_modules(path) if _reaches(name, WIRING)
+    ]
     assert offenders == []
 
 
 def test_checks_never_import_assets():
-    offenders = [(path.name, name) for path in sorted((ROOT / "checks").rglob("*.py")) for name in _imported_modules(path)
-                 if _reaches(name, ("assets",))]
+    offenders = [
+        (path.name, name)
+        for path in sorted((ROOT / "checks").rglob("*.py"))
+        for name in _imported_modules(path)
+        if _reaches(name, ("assets",))
+    ]
     assert offenders == []
 
 
@@ -71,9 +89,14 @@ def test_importing_the_definitions_creates_nothing(tmp_path):
 
     home = tmp_path / "not-yet"
     environment = {**os.environ, "MSA_RELEASE_HOME": str(home), "DAGSTER_HOME": str(tmp_path / "dagster-not-yet")}
-    completed = subprocess.run([sys.executable, "-c", "import pipeline.definitions as d; assert d.defs"],
-                               cwd=Path(__file__).resolve().parents[1], env=environment, capture_output=True, text=True,
-                               timeout=300)
+    completed = subprocess.run(
+        [sys.executable, "-c", "import pipeline.definitions as d; assert d.defs"],
+        cwd=Path(__file__).resolve().parents[1],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert not home.exists() and not (tmp_path / "dagster-not-yet").exists()
 
@@ -95,8 +118,17 @@ def test_every_error_of_the_project_derives_from_the_base():
     assert offenders == []
     from pipeline.errors import exit_status_of_class_name
 
-    expected = {"InputError": 2, "HierarchyError": 2, "InfeasibleError": 2, "AuditError": 2, "RecompositionRefused": 1,
-                "ReleaseLockBusy": 3, "HomeSecretError": 1, "UnusableInput": 2, "ReleaseLockBusyError": 3}
+    expected = {
+        "InputError": 2,
+        "HierarchyError": 2,
+        "InfeasibleError": 2,
+        "AuditError": 2,
+        "RecompositionRefused": 1,
+        "ReleaseLockBusy": 3,
+        "HomeSecretError": 1,
+        "UnusableInput": 2,
+        "ReleaseLockBusyError": 3,
+    }
     assert {name: exit_status_of_class_name(name) for name in expected} == expected
 
 

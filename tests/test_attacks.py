@@ -71,8 +71,12 @@ def hand_mixed_release(clusters):
     )
     cluster_frame = pd.DataFrame([(k + 1, a) for k, c in enumerate(clusters) for a in c], columns=["cluster_id", "attribute"])
     return attacks.mixed_release_belief(
-        sac_released=sac, attribute_table=at, id_table=ids, attribute_clusters=cluster_frame,
-        quasi_identifiers=["zip"], sensitive_attributes=SA,
+        sac_released=sac,
+        attribute_table=at,
+        id_table=ids,
+        attribute_clusters=cluster_frame,
+        quasi_identifiers=["zip"],
+        sensitive_attributes=SA,
     )
 
 
@@ -81,11 +85,23 @@ def test_mixed_belief_with_one_cluster_by_hand():
     # zip A: 2/3 from group 1 ((flu,nurse), (cold,clerk) each 1/2), 1/3 from the AT row (4 tuples, 1/4 each)
     distribution = attacks.belief_distribution(belief, {"zip": "A"})
     got = {(r.disease, r.job): r.probability for r in distribution.itertuples()}
-    expected = {("flu", "nurse"): 5 / 12, ("cold", "clerk"): 1 / 3, ("flu", "cook"): 1 / 12,
-                ("cancer", "nurse"): 1 / 12, ("cancer", "cook"): 1 / 12}
+    expected = {
+        ("flu", "nurse"): 5 / 12,
+        ("cold", "clerk"): 1 / 3,
+        ("flu", "cook"): 1 / 12,
+        ("cancer", "nurse"): 1 / 12,
+        ("cancer", "cook"): 1 / 12,
+    }
     assert got == pytest.approx(expected)
-    victims = victims_frame([(1, "A", "flu", "nurse"), (2, "A", "cold", "clerk"), (5, "A", "cancer", "cook"),
-                             (3, "B", "flu", "clerk"), (4, "B", "hiv", "nurse")])
+    victims = victims_frame(
+        [
+            (1, "A", "flu", "nurse"),
+            (2, "A", "cold", "clerk"),
+            (5, "A", "cancer", "cook"),
+            (3, "B", "flu", "clerk"),
+            (4, "B", "hiv", "nurse"),
+        ]
+    )
     join = attacks.join_attack(belief, victims)
     assert join["probability"].tolist() == pytest.approx([5 / 12, 1 / 3, 1 / 12, 1 / 2, 1 / 2])
     assert not join["certain"].any()
@@ -105,8 +121,15 @@ def test_mixed_belief_with_two_clusters_by_hand():
     belief = hand_mixed_release([["disease"], ["job"]])
     # group 1 now spreads 1/4 over {flu, cold} x {nurse, clerk}
     got = {(r.disease, r.job): r.probability for r in attacks.belief_distribution(belief, {"zip": "A"}).itertuples()}
-    expected = {("flu", "nurse"): 1 / 4, ("flu", "clerk"): 1 / 6, ("cold", "nurse"): 1 / 6, ("cold", "clerk"): 1 / 6,
-                ("cancer", "nurse"): 1 / 12, ("flu", "cook"): 1 / 12, ("cancer", "cook"): 1 / 12}
+    expected = {
+        ("flu", "nurse"): 1 / 4,
+        ("flu", "clerk"): 1 / 6,
+        ("cold", "nurse"): 1 / 6,
+        ("cold", "clerk"): 1 / 6,
+        ("cancer", "nurse"): 1 / 12,
+        ("flu", "cook"): 1 / 12,
+        ("cancer", "cook"): 1 / 12,
+    }
     assert got == pytest.approx(expected)
     victims = victims_frame([(1, "A", "flu", "nurse"), (2, "A", "cold", "clerk"), (5, "A", "cancer", "cook")])
     one = attacks.one_known_value_attack(belief, victims, "disease", "job")
@@ -122,15 +145,25 @@ def test_rating_belief_with_a_suppressed_cell_by_hand():
     at = pd.DataFrame({"row_id": [1, 2, 3], "zip": ["A", "A", "A"], "disease": [1, 2, None], "job": [1, 2, 1]})
     at = at.astype({"disease": "Int32", "job": "Int32"})
     ids = pd.DataFrame(
-        [("disease", 1, "cancer", 1), ("disease", 1, "flu", 1), ("disease", 2, "cold", 1), ("disease", 2, "flu", 1),
-         ("job", 1, "cook", 1), ("job", 1, "nurse", 1), ("job", 2, "clerk", 1), ("job", 2, "nurse", 1)],
+        [
+            ("disease", 1, "cancer", 1),
+            ("disease", 1, "flu", 1),
+            ("disease", 2, "cold", 1),
+            ("disease", 2, "flu", 1),
+            ("job", 1, "cook", 1),
+            ("job", 1, "nurse", 1),
+            ("job", 2, "clerk", 1),
+            ("job", 2, "nurse", 1),
+        ],
         columns=["attribute", "sid", "value", "count"],
     )
     belief = attacks.rating_release_belief(attribute_table=at, id_table=ids, quasi_identifiers=["zip"], sensitive_attributes=SA)
     # suppressed disease cell: the overall released distribution flu 2/4, cancer 1/4, cold 1/4
     victims = victims_frame([(1, "A", "cancer", "cook"), (2, "A", "flu", "nurse"), (3, "A", "cold", "nurse")])
     join = attacks.join_attack(belief, victims)
-    assert join["probability"].tolist() == pytest.approx([(0.25 + 0 + 0.125) / 3, (0.25 + 0.25 + 0.25) / 3, (0 + 0.25 + 0.125) / 3])
+    assert join["probability"].tolist() == pytest.approx(
+        [(0.25 + 0 + 0.125) / 3, (0.25 + 0.25 + 0.25) / 3, (0 + 0.25 + 0.125) / 3]
+    )
     assert abs(attacks.belief_distribution(belief, {"zip": "A"})["probability"].sum() - 1) < 1e-12
     one = attacks.one_known_value_attack(belief, victims, "disease", "job")
     # known cold: row 2 cold 1/2 x {clerk, nurse}, row 3 cold 1/4 x {cook, nurse}
@@ -143,17 +176,30 @@ def test_rating_belief_with_a_suppressed_cell_by_hand():
 
 def hand_kl_release():
     rows = [
-        (1, 1, "130*", "flu", "nurse"), (2, 1, "130*", "flu", "nurse"), (3, 1, "130*", "cold", "clerk"),
-        (4, 2, "1401", "hiv", "doctor"), (5, 2, "1401", "flu", "clerk"), (6, 2, "1401", "cold", "nurse"),
-        (7, 3, "*", "flu", "doctor"), (8, 3, "*", "cold", "nurse"), (9, 3, "*", "hiv", "clerk"),
+        (1, 1, "130*", "flu", "nurse"),
+        (2, 1, "130*", "flu", "nurse"),
+        (3, 1, "130*", "cold", "clerk"),
+        (4, 2, "1401", "hiv", "doctor"),
+        (5, 2, "1401", "flu", "clerk"),
+        (6, 2, "1401", "cold", "nurse"),
+        (7, 3, "*", "flu", "doctor"),
+        (8, 3, "*", "cold", "nurse"),
+        (9, 3, "*", "hiv", "clerk"),
     ]
     return pd.DataFrame(rows, columns=["row_id", "cluster_id", "zip", *SA])
 
 
 def test_kl_belief_mixes_every_covering_class_by_hand():
     belief = attacks.kl_release_belief(hand_kl_release(), ["zip"], SA, HIERARCHIES)
-    victims = victims_frame([(1, "1301", "flu", "nurse"), (3, "1302", "cold", "clerk"), (4, "1401", "hiv", "doctor"),
-                             (7, "1302", "flu", "doctor"), (8, "1402", "cold", "nurse")])
+    victims = victims_frame(
+        [
+            (1, "1301", "flu", "nurse"),
+            (3, "1302", "cold", "clerk"),
+            (4, "1401", "hiv", "doctor"),
+            (7, "1302", "flu", "doctor"),
+            (8, "1402", "cold", "nurse"),
+        ]
+    )
     join = attacks.join_attack(belief, victims)
     # 1301/1302: classes 1 and 3 (6 rows); 1401: classes 2 and 3; 1402: class 3 only
     assert join["probability"].tolist() == pytest.approx([2 / 6, 1 / 6, 1 / 6, 1 / 6, 1 / 3])
@@ -187,20 +233,35 @@ def hand_naive_tables():
     5 (1302, hiv, clerk). Disease table: {1, 2} and {3, 4, 5}; job table: {1, 3} and {2, 4, 5}.
     """
     disease = pd.DataFrame(
-        [(1, 1, "130*", "nurse", "flu"), (2, 1, "130*", "nurse", "hiv"),
-         (3, 2, "1302", "*", "flu"), (4, 2, "1302", "*", "cold"), (5, 2, "1302", "*", "hiv")],
+        [
+            (1, 1, "130*", "nurse", "flu"),
+            (2, 1, "130*", "nurse", "hiv"),
+            (3, 2, "1302", "*", "flu"),
+            (4, 2, "1302", "*", "cold"),
+            (5, 2, "1302", "*", "hiv"),
+        ],
         columns=["row_id", "cluster_id", "zip", "job", "disease"],
     )
     job = pd.DataFrame(
-        [(1, 1, "130*", "flu", "nurse"), (2, 1, "130*", "flu", "clerk"),
-         (3, 2, "1302", "*", "nurse"), (4, 2, "1302", "*", "doctor"), (5, 2, "1302", "*", "clerk")],
+        [
+            (1, 1, "130*", "flu", "nurse"),
+            (2, 1, "130*", "flu", "clerk"),
+            (3, 2, "1302", "*", "nurse"),
+            (4, 2, "1302", "*", "doctor"),
+            (5, 2, "1302", "*", "clerk"),
+        ],
         columns=["row_id", "cluster_id", "zip", "disease", "job"],
     )
     return {"disease": disease, "job": job}
 
 
-NAIVE_VICTIMS = [(1, "1301", "flu", "nurse"), (2, "1302", "hiv", "nurse"), (3, "1302", "flu", "clerk"),
-                 (4, "1302", "cold", "doctor"), (5, "1302", "hiv", "clerk")]
+NAIVE_VICTIMS = [
+    (1, "1301", "flu", "nurse"),
+    (2, "1302", "hiv", "nurse"),
+    (3, "1302", "flu", "clerk"),
+    (4, "1302", "cold", "doctor"),
+    (5, "1302", "hiv", "clerk"),
+]
 
 
 def test_naive_join_attack_pins_a_tuple_no_single_table_reveals():
@@ -232,12 +293,14 @@ def test_naive_one_known_value_by_hand():
 def test_naive_join_is_sound_against_exhaustive_consistency():
     """The arc-consistent join keeps the truth for every victim of a random naive release."""
     rng = np.random.default_rng(3)
-    records = pd.DataFrame({
-        "row_id": np.arange(1, 61),
-        "zip": rng.choice(["1301", "1302", "1401", "1402"], 60),
-        "disease": rng.choice(["flu", "cold", "hiv"], 60),
-        "job": rng.choice(["nurse", "doctor", "clerk"], 60),
-    })
+    records = pd.DataFrame(
+        {
+            "row_id": np.arange(1, 61),
+            "zip": rng.choice(["1301", "1302", "1401", "1402"], 60),
+            "disease": rng.choice(["flu", "cold", "hiv"], 60),
+            "job": rng.choice(["nurse", "doctor", "clerk"], 60),
+        }
+    )
     release = naive_release(records, ["zip"], SA, HIERARCHIES, ell=2, method="greedy")
     for table in release.tables.values():
         assert table.released.groupby("cluster_id")[table.attribute].nunique().min() >= 2
@@ -261,7 +324,8 @@ def brute_force_naive(release, records):
         for disease, job in itertools.product(DISEASE.base_values, JOB.base_values):
             ok = True
             for attribute, other, value, other_value, hierarchy, other_h in (
-                ("disease", "job", disease, job, DISEASE, JOB), ("job", "disease", job, disease, JOB, DISEASE)
+                ("disease", "job", disease, job, DISEASE, JOB),
+                ("job", "disease", job, disease, JOB, DISEASE),
             ):
                 table = release.tables[attribute].released
                 covers_zip = attacks.label_coverage(ZIP, table["zip"].tolist(), [zip_value])[:, 0]
@@ -277,9 +341,13 @@ def brute_force_naive(release, records):
 
 
 RECORDS = st.lists(
-    st.tuples(st.sampled_from(["1301", "1302", "1401"]), st.sampled_from(["flu", "cold", "hiv"]),
-              st.sampled_from(["nurse", "doctor", "clerk"])),
-    min_size=6, max_size=40,
+    st.tuples(
+        st.sampled_from(["1301", "1302", "1401"]),
+        st.sampled_from(["flu", "cold", "hiv"]),
+        st.sampled_from(["nurse", "doctor", "clerk"]),
+    ),
+    min_size=6,
+    max_size=40,
 )
 
 
@@ -325,8 +393,14 @@ def reference_probability(distributions, assignment):
             inside = [a for a in cluster if a in assignment]
             if not inside:
                 continue
-            p *= sum((Fraction(q).limit_denominator(10**6) for key, q in block.items()
-                      if all((key if isinstance(key, tuple) else (key,))[cluster.index(a)] == assignment[a] for a in inside)), Fraction(0))
+            p *= sum(
+                (
+                    Fraction(q).limit_denominator(10**6)
+                    for key, q in block.items()
+                    if all((key if isinstance(key, tuple) else (key,))[cluster.index(a)] == assignment[a] for a in inside)
+                ),
+                Fraction(0),
+            )
         total += p
     return total / len(distributions)
 
@@ -337,17 +411,32 @@ def test_mixture_beliefs_match_a_brute_force_reference(rows, model):
     records = as_records(rows)
     if model == "mixed":
         result = run_mixed_model(records, SA, ell=2, min_confidence=0.6, seed=1)
-        tables = assemble_release_tables(records, ["zip"], SA, sac_permuted=result.sac_permuted, attribute_sids=result.attribute_sids,
-                                         id_table=result.id_table, clusters=result.clusters)
-        belief = attacks.mixed_release_belief(sac_released=tables.sac_released, attribute_table=tables.attribute_table,
-                                              id_table=tables.id_table, attribute_clusters=tables.attribute_clusters,
-                                              quasi_identifiers=["zip"], sensitive_attributes=SA)
+        tables = assemble_release_tables(
+            records,
+            ["zip"],
+            SA,
+            sac_permuted=result.sac_permuted,
+            attribute_sids=result.attribute_sids,
+            id_table=result.id_table,
+            clusters=result.clusters,
+        )
+        belief = attacks.mixed_release_belief(
+            sac_released=tables.sac_released,
+            attribute_table=tables.attribute_table,
+            id_table=tables.id_table,
+            attribute_clusters=tables.attribute_clusters,
+            quasi_identifiers=["zip"],
+            sensitive_attributes=SA,
+        )
     else:
         id_table, sids = rating_tables(records, SA, ell=2)
         empty = pd.DataFrame({c: pd.Series(dtype=object) for c in ["group_id", "row_id", "zip", *SA]})
-        tables = assemble_release_tables(records, ["zip"], SA, sac_permuted=empty, attribute_sids=sids, id_table=id_table, clusters=[])
-        belief = attacks.rating_release_belief(attribute_table=tables.attribute_table, id_table=tables.id_table,
-                                               quasi_identifiers=["zip"], sensitive_attributes=SA)
+        tables = assemble_release_tables(
+            records, ["zip"], SA, sac_permuted=empty, attribute_sids=sids, id_table=id_table, clusters=[]
+        )
+        belief = attacks.rating_release_belief(
+            attribute_table=tables.attribute_table, id_table=tables.id_table, quasi_identifiers=["zip"], sensitive_attributes=SA
+        )
     victims = attacks.victim_table(records, tables.row_map, ["zip"], SA)
     join = attacks.join_attack(belief, victims)
     one = attacks.one_known_value_attack(belief, victims, "job", "disease")
@@ -423,17 +512,34 @@ def test_utility_measures_by_hand():
 
 
 def test_hiding_sets_and_naive_confidences():
-    at = pd.DataFrame({"row_id": [1, 2], "zip": ["A", "A"], "disease": [1, None], "job": [1, 1]}).astype({"disease": "Int32", "job": "Int32"})
-    ids = pd.DataFrame([("disease", 1, "flu", 2), ("disease", 1, "hiv", 1), ("job", 1, "nurse", 1), ("job", 1, "clerk", 1)],
-                       columns=["attribute", "sid", "value", "count"])
+    at = pd.DataFrame({"row_id": [1, 2], "zip": ["A", "A"], "disease": [1, None], "job": [1, 1]}).astype(
+        {"disease": "Int32", "job": "Int32"}
+    )
+    ids = pd.DataFrame(
+        [("disease", 1, "flu", 2), ("disease", 1, "hiv", 1), ("job", 1, "nurse", 1), ("job", 1, "clerk", 1)],
+        columns=["attribute", "sid", "value", "count"],
+    )
     empty = pd.DataFrame({c: pd.Series(dtype=object) for c in ["row_id", "group_id", "zip", *SA]})
     sizes = hiding_set_sizes_mixed(sac_released=empty, attribute_table=at, id_table=ids, sensitive_attributes=SA)
     assert np.array_equal(sizes, np.array([[3, 2], [np.nan, 2]]), equal_nan=True)
-    rules = pd.DataFrame([{"antecedent_attribute": "disease", "antecedent_value": "hiv", "consequent_attribute": "job",
-                           "consequent_value": "nurse", "support_antecedent": 2, "support_both": 1}])
+    rules = pd.DataFrame(
+        [
+            {
+                "antecedent_attribute": "disease",
+                "antecedent_value": "hiv",
+                "consequent_attribute": "job",
+                "consequent_value": "nurse",
+                "support_antecedent": 2,
+                "support_both": 1,
+            }
+        ]
+    )
     # disease table: the two hiv holders have job labels 'health' (nurse or doctor) and '*' (any of 3 jobs)
-    recovered = naive_rule_confidences(rules, hand_naive_tables() | {"disease": hand_naive_tables()["disease"].assign(
-        job=["nurse", "health", "*", "*", "*"])}, HIERARCHIES)
+    recovered = naive_rule_confidences(
+        rules,
+        hand_naive_tables() | {"disease": hand_naive_tables()["disease"].assign(job=["nurse", "health", "*", "*", "*"])},
+        HIERARCHIES,
+    )
     assert recovered["released_support_antecedent"].iloc[0] == 2
     assert recovered["released_support_both"].iloc[0] == pytest.approx(1 / 2 + 1 / 3)  # rows 2 ('health') and 5 ('*')
 
@@ -483,7 +589,10 @@ def test_reduced_adult_evaluation_structure_and_sanity(adult_evaluation):
     if n_deleted == 0:
         assert utility["mixed"]["rule_confidence"]["n_rules_exact"] == confidence["n_rules"]  # Lemma 22
     assert utility["mixed"]["n_deleted"] == n_deleted
-    assert utility["rating"]["rule_confidence"]["average_released_confidence"] < utility["kl"]["rule_confidence"]["average_released_confidence"]
+    assert (
+        utility["rating"]["rule_confidence"]["average_released_confidence"]
+        < utility["kl"]["rule_confidence"]["average_released_confidence"]
+    )
     assert utility["mixed"]["generalization_cost"] == 0 and utility["kl"]["generalization_cost"] > 0
     assert utility["kl"]["average_cluster_size"] >= 3 and utility["naive"]["average_cluster_size"] >= 3
     assert utility["kl"]["share_suppressed_cells"] == 0
@@ -493,7 +602,13 @@ def test_reduced_adult_evaluation_structure_and_sanity(adult_evaluation):
     saved = json.loads(paths["results"].read_text())
     assert saved["join_attack"]["naive"]["n_certain"] == results["join_attack"]["naive"]["n_certain"]
     report = paths["report"].read_text()
-    for heading in ("## Join attack", "## One-known-value attack", "## Where our models leak", "## Utility", "## Modelling choices"):
+    for heading in (
+        "## Join attack",
+        "## One-known-value attack",
+        "## Where our models leak",
+        "## Utility",
+        "## Modelling choices",
+    ):
         assert heading in report
     assert "mixed model (P1)" in report and "(join_attack.png)" in report
     assert any("SAC~" in line for line in results["verdicts"]["leaks"])
@@ -521,11 +636,25 @@ def test_attack_asset_materializes_with_numeric_metadata_and_figures(tmp_path):
     assert result.success
     metadata = result.asset_materializations_for_node("attacks__attack_evaluation")[0].metadata
     for model in ("naive", "kl", "mixed", "rating"):
-        for key in ("join_share_certain", "join_mean_probability", "one_known_mean_share_pinned", "generalization_cost",
-                    "average_cluster_size", "discernibility", "share_suppressed_cells", "average_rule_confidence"):
+        for key in (
+            "join_share_certain",
+            "join_mean_probability",
+            "one_known_mean_share_pinned",
+            "generalization_cost",
+            "average_cluster_size",
+            "discernibility",
+            "share_suppressed_cells",
+            "average_rule_confidence",
+        ):
             assert isinstance(metadata[f"{model}_{key}"].value, (int, float)), (model, key)
     assert metadata["figure_join"].value.startswith("![join](data:image/png;base64,")
     summary = result.output_for_node("attacks__attack_evaluation")
     assert set(summary["model"]) == {"naive", "kl", "mixed", "rating", "population"}
     assert len(summary) == 5 * (1 + 12)
-    assert {p.name for p in (tmp_path / "out").iterdir()} == {"results.json", "REPORT.md", "join_attack.png", "one_known_value.png", "utility.png"}
+    assert {p.name for p in (tmp_path / "out").iterdir()} == {
+        "results.json",
+        "REPORT.md",
+        "join_attack.png",
+        "one_known_value.png",
+        "utility.png",
+    }

@@ -196,8 +196,10 @@ def read_release_tables(release: Path, source: str) -> dict[str, pd.DataFrame]:
             return {t: connection.execute(f'SELECT * FROM "{t}"').df() for t in ("sac_released", "attribute_table", "id_table")}
         finally:
             connection.close()
-    return {t: duckdb.sql(f"SELECT * FROM read_parquet('{release / (t + '.parquet')}')").df()
-            for t in ("sac_released", "attribute_table", "id_table")}
+    return {
+        t: duckdb.sql(f"SELECT * FROM read_parquet('{release / (t + '.parquet')}')").df()
+        for t in ("sac_released", "attribute_table", "id_table")
+    }
 
 
 @pytest.fixture(scope="module")
@@ -209,10 +211,23 @@ def published(tmp_path_factory) -> Published:
         patch.setenv("MSA_RELEASE_HOME", str(base / "unused-home"))
         patch.setenv("DAGSTER_HOME", str(base / "unused-dagster"))
         patch.setenv("GX_ANALYTICS_ENABLED", "false")
-        outcome = invoke_run(home, "--input", str(path), "--quasi-identifiers", "q", "--sensitive-attributes", "a,b,c",
-                             "--ell", str(ELL), "--min-confidence", "0.8",
-                             "--min-support", "1",  # the table's rules are held by a few records each
-                             "--grouping", "p1")  # quasi-identifiers published exactly (round trip)
+        outcome = invoke_run(
+            home,
+            "--input",
+            str(path),
+            "--quasi-identifiers",
+            "q",
+            "--sensitive-attributes",
+            "a,b,c",
+            "--ell",
+            str(ELL),
+            "--min-confidence",
+            "0.8",
+            "--min-support",
+            "1",  # the table's rules are held by a few records each
+            "--grouping",
+            "p1",
+        )  # quasi-identifiers published exactly (round trip)
     result = Published(csv=path, home=home, outcome=outcome, release=read_latest(home / "releases"))
     if result.release is not None:
         result.tables = {source: read_release_tables(result.release, source) for source in ("duckdb", "parquet")}
@@ -318,58 +333,148 @@ CLI_CASES = [
     Case("empty_file", raw=b"", expected=("empty (0 bytes)", "empty_file.csv")),
     Case("header_only", [], ["q", "a", "b"], expected=("no records", "header_only.csv")),
     Case("blank_first_line", raw=b"\nq,a,b\n1,x,p\n2,y,q\n", expected=("first line is blank", "--no-header --column-names")),
-    Case("unknown_column", DIVERSE, ["q", "a", "x"], expected=("['b']", "not in the input", "['q', 'a', 'x']", "fix --quasi-identifiers")),
+    Case(
+        "unknown_column",
+        DIVERSE,
+        ["q", "a", "x"],
+        expected=("['b']", "not in the input", "['q', 'a', 'x']", "fix --quasi-identifiers"),
+    ),
     Case("column_name_case", DIVERSE, ["q", "A", "b"], expected=("['a']", "did you mean 'A'?")),
     Case("wrong_delimiter", raw=b"q;a;b\n1;x;p\n2;y;q\n", expected=("is the delimiter ';'?", "--delimiter")),
-    Case("headerless_without_names", DIVERSE, None, arguments=(*STANDARD, "--ell", "2", "--no-header"),
-         expected=("without a header row needs the column names", "--column-names")),
-    Case("column_names_count_mismatch", DIVERSE, None,
-         arguments=(*STANDARD, "--ell", "2", "--no-header", "--column-names", "q,a"),
-         expected=("configured column(s) ['b']",)),
-    Case("duplicate_header_names", [["1", "x", "y", "p"], ["2", "y", "z", "q"]], ["q", "a", "a", "b"],
-         expected=("['a'] more than once", "positions {'a': [2, 3]}", "unique")),
-    Case("duplicate_column_names_option", DIVERSE, None,
-         arguments=(*STANDARD, "--ell", "2", "--no-header", "--column-names", "q,a,a"),
-         expected=("--column-names names column(s) ['a'] more than once",)),
-    Case("reserved_column_name", DIVERSE, ["row_id", "a", "b"],
-         arguments=("--quasi-identifiers", "row_id", "--sensitive-attributes", "a,b", "--ell", "2"),
-         expected=("['row_id']", "reserved by the release contract", "rename")),
-    Case("column_both_qi_and_sa", DIVERSE, ["q", "a", "b"],
-         arguments=("--quasi-identifiers", "q,a", "--sensitive-attributes", "a,b", "--ell", "2"),
-         expected=("['a'] are both quasi-identifier and sensitive attribute", "remove it")),
-    Case("sensitive_attribute_twice", DIVERSE, ["q", "a", "b"],
-         arguments=("--quasi-identifiers", "q", "--sensitive-attributes", "a,a", "--ell", "2"),
-         expected=("sensitive_attributes lists ['a'] more than once",)),
-    Case("fewer_than_two_sensitive", DIVERSE, ["q", "a", "b"],
-         arguments=("--quasi-identifiers", "q", "--sensitive-attributes", "a", "--ell", "2"),
-         expected=("at least 2 columns", "['a']", "--sensitive-attributes a,b")),
-    Case("ell_below_two", DIVERSE, ["q", "a", "b"], arguments=(*STANDARD, "--ell", "1"), expected=("--ell", "1 is not in the range x>=2")),
-    Case("ell_not_an_integer", DIVERSE, ["q", "a", "b"], arguments=(*STANDARD, "--ell", "2.5"),
-         expected=("--ell", "'2.5' is not a valid integer")),
-    Case("ell_above_distinct_values", [["1", "x", "p"], ["2", "y", "q"], ["3", "z", "q"]], ["q", "a", "b"],
-         arguments=(*STANDARD, "--ell", "3"),
-         expected=("ℓ = 3 is larger than the number of distinct values", "'b' (2 distinct values)", "at most 2")),
-    Case("min_confidence_zero", DIVERSE, ["q", "a", "b"], arguments=(*STANDARD, "--min-confidence", "0"),
-         expected=("--min-confidence", "0<x<=1")),
-    Case("min_confidence_above_one", DIVERSE, ["q", "a", "b"], arguments=(*STANDARD, "--min-confidence", "1.5"),
-         expected=("--min-confidence", "0<x<=1")),
-    Case("min_confidence_nan", DIVERSE, ["q", "a", "b"], arguments=(*STANDARD, "--min-confidence", "nan"),
-         expected=("min_confidence = nan", "(0, 1]")),
-    Case("delimiter_two_characters", DIVERSE, ["q", "a", "b"], arguments=(*STANDARD, "--delimiter", ";;"),
-         expected=("delimiter = ';;'", "one character")),
-    Case("single_valued_sensitive", [["1", "x", "p"], ["2", "y", "p"], ["3", "z", "p"], ["4", "w", "?"]], ["q", "a", "b"],
-         expected=("['b'] have the same value in all 3 records", "remove it from --sensitive-attributes")),
-    Case("all_records_dropped", [["1", "NULL", "p"], ["2", "y", ""], ["3", "?", "q"]], ["q", "a", "b"],
-         expected=("all 3 records have a missing value", "{'a': 2, 'b': 1}", "--missing-tokens")),
+    Case(
+        "headerless_without_names",
+        DIVERSE,
+        None,
+        arguments=(*STANDARD, "--ell", "2", "--no-header"),
+        expected=("without a header row needs the column names", "--column-names"),
+    ),
+    Case(
+        "column_names_count_mismatch",
+        DIVERSE,
+        None,
+        arguments=(*STANDARD, "--ell", "2", "--no-header", "--column-names", "q,a"),
+        expected=("configured column(s) ['b']",),
+    ),
+    Case(
+        "duplicate_header_names",
+        [["1", "x", "y", "p"], ["2", "y", "z", "q"]],
+        ["q", "a", "a", "b"],
+        expected=("['a'] more than once", "positions {'a': [2, 3]}", "unique"),
+    ),
+    Case(
+        "duplicate_column_names_option",
+        DIVERSE,
+        None,
+        arguments=(*STANDARD, "--ell", "2", "--no-header", "--column-names", "q,a,a"),
+        expected=("--column-names names column(s) ['a'] more than once",),
+    ),
+    Case(
+        "reserved_column_name",
+        DIVERSE,
+        ["row_id", "a", "b"],
+        arguments=("--quasi-identifiers", "row_id", "--sensitive-attributes", "a,b", "--ell", "2"),
+        expected=("['row_id']", "reserved by the release contract", "rename"),
+    ),
+    Case(
+        "column_both_qi_and_sa",
+        DIVERSE,
+        ["q", "a", "b"],
+        arguments=("--quasi-identifiers", "q,a", "--sensitive-attributes", "a,b", "--ell", "2"),
+        expected=("['a'] are both quasi-identifier and sensitive attribute", "remove it"),
+    ),
+    Case(
+        "sensitive_attribute_twice",
+        DIVERSE,
+        ["q", "a", "b"],
+        arguments=("--quasi-identifiers", "q", "--sensitive-attributes", "a,a", "--ell", "2"),
+        expected=("sensitive_attributes lists ['a'] more than once",),
+    ),
+    Case(
+        "fewer_than_two_sensitive",
+        DIVERSE,
+        ["q", "a", "b"],
+        arguments=("--quasi-identifiers", "q", "--sensitive-attributes", "a", "--ell", "2"),
+        expected=("at least 2 columns", "['a']", "--sensitive-attributes a,b"),
+    ),
+    Case(
+        "ell_below_two",
+        DIVERSE,
+        ["q", "a", "b"],
+        arguments=(*STANDARD, "--ell", "1"),
+        expected=("--ell", "1 is not in the range x>=2"),
+    ),
+    Case(
+        "ell_not_an_integer",
+        DIVERSE,
+        ["q", "a", "b"],
+        arguments=(*STANDARD, "--ell", "2.5"),
+        expected=("--ell", "'2.5' is not a valid integer"),
+    ),
+    Case(
+        "ell_above_distinct_values",
+        [["1", "x", "p"], ["2", "y", "q"], ["3", "z", "q"]],
+        ["q", "a", "b"],
+        arguments=(*STANDARD, "--ell", "3"),
+        expected=("ℓ = 3 is larger than the number of distinct values", "'b' (2 distinct values)", "at most 2"),
+    ),
+    Case(
+        "min_confidence_zero",
+        DIVERSE,
+        ["q", "a", "b"],
+        arguments=(*STANDARD, "--min-confidence", "0"),
+        expected=("--min-confidence", "0<x<=1"),
+    ),
+    Case(
+        "min_confidence_above_one",
+        DIVERSE,
+        ["q", "a", "b"],
+        arguments=(*STANDARD, "--min-confidence", "1.5"),
+        expected=("--min-confidence", "0<x<=1"),
+    ),
+    Case(
+        "min_confidence_nan",
+        DIVERSE,
+        ["q", "a", "b"],
+        arguments=(*STANDARD, "--min-confidence", "nan"),
+        expected=("min_confidence = nan", "(0, 1]"),
+    ),
+    Case(
+        "delimiter_two_characters",
+        DIVERSE,
+        ["q", "a", "b"],
+        arguments=(*STANDARD, "--delimiter", ";;"),
+        expected=("delimiter = ';;'", "one character"),
+    ),
+    Case(
+        "single_valued_sensitive",
+        [["1", "x", "p"], ["2", "y", "p"], ["3", "z", "p"], ["4", "w", "?"]],
+        ["q", "a", "b"],
+        expected=("['b'] have the same value in all 3 records", "remove it from --sensitive-attributes"),
+    ),
+    Case(
+        "all_records_dropped",
+        [["1", "NULL", "p"], ["2", "y", ""], ["3", "?", "q"]],
+        ["q", "a", "b"],
+        expected=("all 3 records have a missing value", "{'a': 2, 'b': 1}", "--missing-tokens"),
+    ),
     Case("one_record", [["1", "x", "p"]], ["q", "a", "b"], expected=("1 record(s) remain", "fewer than ℓ = 2")),
-    Case("ell_minus_one_records", [["1", "x", "p"], ["2", "y", "q"], ["3", "z", "r"], ["4", "w", "s"]], ["q", "a", "b"],
-         arguments=(*STANDARD, "--ell", "5"), expected=("4 record(s) remain", "fewer than ℓ = 5", "lower --ell")),
+    Case(
+        "ell_minus_one_records",
+        [["1", "x", "p"], ["2", "y", "q"], ["3", "z", "r"], ["4", "w", "s"]],
+        ["q", "a", "b"],
+        arguments=(*STANDARD, "--ell", "5"),
+        expected=("4 record(s) remain", "fewer than ℓ = 5", "lower --ell"),
+    ),
     Case("ragged_rows", raw=b"q,a,b\n1,x,p\n2,y\n3,z,r\n", expected=("ragged_rows.csv, line 3", "2 fields", "has 3")),
     Case("ragged_rows_too_many", raw=b"q,a,b\n1,x,p\n2,y,q,extra\n3,z,r\n", expected=("line 3", "4 fields", "quote a value")),
     Case("unclosed_quote", raw=b'q,a,b\n1,"x,p\n2,y,q\n', expected=("line 2", "quoted value is not closed")),
     Case("not_utf8", raw="q,a,b\n1,café,p\n2,y,q\n".encode("latin-1"), expected=("not UTF-8 encoded", "iconv")),
-    Case("not_a_parquet_file", raw=b"q,a,b\n1,x,p\n", suffix=".parquet",
-         expected=("cannot be read as Parquet", "--input-format csv")),
+    Case(
+        "not_a_parquet_file",
+        raw=b"q,a,b\n1,x,p\n",
+        suffix=".parquet",
+        expected=("cannot be read as Parquet", "--input-format csv"),
+    ),
 ]
 
 
@@ -419,14 +524,16 @@ def test_parquet_nested_column(seeded_home):
 
 def test_hierarchy_missing_a_value(seeded_home):
     """(k, ℓ) model: a hierarchy (data/adult/hierarchies format) that does not list a value of the data."""
-    path = write_csv(seeded_home.parent / "kl.csv", ["q", "a", "b"],
-                     [[q, a, b] for q, a, b in zip("1122", "wxyz", "pqrs")] + [["3", "v", "t"]])
+    path = write_csv(
+        seeded_home.parent / "kl.csv", ["q", "a", "b"], [[q, a, b] for q, a, b in zip("1122", "wxyz", "pqrs")] + [["3", "v", "t"]]
+    )
     hierarchies = seeded_home.parent / "hierarchies"
     hierarchies.mkdir()
     (hierarchies / "q.csv").write_text("1;low;*\n2;low;*\n")  # '3' is missing
     before = snapshot(seeded_home)
-    outcome = invoke_run(seeded_home, "--input", str(path), *STANDARD, "--model", "kl", "--k", "2", "--ell", "2",
-                         "--hierarchies", str(hierarchies))
+    outcome = invoke_run(
+        seeded_home, "--input", str(path), *STANDARD, "--model", "kl", "--k", "2", "--ell", "2", "--hierarchies", str(hierarchies)
+    )
     assert outcome.exit_code == 2, outcome.output
     for text in ("'q'", "'3'", "q.csv", "does not list"):
         assert text in outcome.output, (text, outcome.output)
@@ -439,7 +546,7 @@ def test_hierarchy_missing_a_value(seeded_home):
 
 def test_bom_and_crlf(tmp_path):
     path = tmp_path / "bom.csv"
-    path.write_bytes("\ufeffq,a,b\r\n1,Zürich,p\r\n2,\"two\r\nlines\",q\r\n".encode())
+    path.write_bytes('\ufeffq,a,b\r\n1,Zürich,p\r\n2,"two\r\nlines",q\r\n'.encode())
     loaded = load_records(path, quasi_identifiers=["q"], sensitive_attributes=["a", "b"])
     assert list(loaded.records.columns) == ["row_id", "q", "a", "b"]
     assert list(loaded.records["a"]) == ["Zürich", "two\r\nlines"]
@@ -449,8 +556,7 @@ def test_bom_and_crlf(tmp_path):
 def test_parquet_integers_with_null(tmp_path):
     path = tmp_path / "ints.parquet"
     duckdb.sql(
-        "COPY (SELECT * FROM (VALUES (39, 'x', 'p'), (NULL, 'y', 'q'), (41, NULL, 'r'))"
-        f" t(q, a, b)) TO '{path}' (FORMAT parquet)"
+        f"COPY (SELECT * FROM (VALUES (39, 'x', 'p'), (NULL, 'y', 'q'), (41, NULL, 'r')) t(q, a, b)) TO '{path}' (FORMAT parquet)"
     )
     loaded = load_records(path, quasi_identifiers=["q"], sensitive_attributes=["a", "b"])
     assert list(loaded.records["q"]) == ["39", "?"]  # not '39.0'; a NULL quasi-identifier is kept as '?'
@@ -517,8 +623,9 @@ def test_release_home_is_a_file(cli_environment):
     home = cli_environment / "home-file"
     home.write_text("not a directory\n")
     path = write_csv(cli_environment / "t.csv", ["q", "a", "b"], DIVERSE)
-    outcome = CliRunner().invoke(main, ["run", "--input", str(path), *STANDARD, "--ell", "2"],
-                                 env={"MSA_RELEASE_HOME": str(home)})
+    outcome = CliRunner().invoke(
+        main, ["run", "--input", str(path), *STANDARD, "--ell", "2"], env={"MSA_RELEASE_HOME": str(home)}
+    )
     assert outcome.exit_code == 2, outcome.output
     assert "home-file" in outcome.output and "cannot be used as a directory" in outcome.output
     assert home.read_text() == "not a directory\n"
@@ -545,8 +652,17 @@ def test_publish_permission_denied(seeded_home, published, monkeypatch):
 
     monkeypatch.setattr(publish, "_fsync_tree", refuse)
     before = snapshot(seeded_home)
-    outcome = invoke_run(seeded_home, "--input", str(published.csv), "--quasi-identifiers", "q",
-                         "--sensitive-attributes", "a,b,c", "--ell", str(ELL))
+    outcome = invoke_run(
+        seeded_home,
+        "--input",
+        str(published.csv),
+        "--quasi-identifiers",
+        "q",
+        "--sensitive-attributes",
+        "a,b,c",
+        "--ell",
+        str(ELL),
+    )
     assert outcome.exit_code == 1, outcome.output
     assert "NO release published" in outcome.output and "not writable" in outcome.output
     assert snapshot(seeded_home) == before
@@ -555,13 +671,23 @@ def test_publish_permission_denied(seeded_home, published, monkeypatch):
 def test_disk_full(seeded_home, published, monkeypatch):
     """ENOSPC while the release is made durable (every fsync fails, as on a full disk): a clear
     'disk full' message, no new or staging directory, LATEST unchanged."""
+
     def no_space(descriptor):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(os, "fsync", no_space)
     before = snapshot(seeded_home)
-    outcome = invoke_run(seeded_home, "--input", str(published.csv), "--quasi-identifiers", "q",
-                         "--sensitive-attributes", "a,b,c", "--ell", str(ELL))
+    outcome = invoke_run(
+        seeded_home,
+        "--input",
+        str(published.csv),
+        "--quasi-identifiers",
+        "q",
+        "--sensitive-attributes",
+        "a,b,c",
+        "--ell",
+        str(ELL),
+    )
     assert outcome.exit_code == 1, outcome.output
     assert "disk full" in outcome.output and "No space left on device" in outcome.output
     assert "nothing was published" in outcome.output
@@ -588,9 +714,15 @@ def test_ten_thousand_distinct_values(tmp_path):
     rules = mine_strong_rules(loaded.records, ["a", "b"], min_confidence=0.8, backend=backend)
     assert len(rules) == 10_000  # every a-value is unique: a => b holds with confidence 1
     result = run_mixed_model(loaded.records, ["a", "b"], ell=2, min_confidence=0.8, seed=0, rules=rules)
-    tables = assemble_release_tables(loaded.records, ["q"], ["a", "b"], sac_permuted=result.sac_permuted,
-                                     attribute_sids=result.attribute_sids, id_table=result.id_table,
-                                     clusters=result.clusters)
+    tables = assemble_release_tables(
+        loaded.records,
+        ["q"],
+        ["a", "b"],
+        sac_permuted=result.sac_permuted,
+        attribute_sids=result.attribute_sids,
+        id_table=result.id_table,
+        clusters=result.clusters,
+    )
     release = {"sac_released": tables.sac_released, "attribute_table": tables.attribute_table, "id_table": tables.id_table}
     assert len(result.grouping.deleted) == 0
     assert released_values(release, "a") == Counter(r[1] for r in rows)
@@ -607,8 +739,21 @@ def test_every_seed_deleted(seeded_home):
     base = [["1", "x", "y", "p"], ["2", "x", "z", "q"], ["3", "w", "y", "q"]]
     path = write_csv(seeded_home.parent / "stuck.csv", ["q", "a", "b", "c"], base * 2)
     before = snapshot(seeded_home)
-    outcome = invoke_run(seeded_home, "--input", str(path), "--quasi-identifiers", "q", "--sensitive-attributes", "a,b,c",
-                         "--ell", "2", "--min-confidence", "0.5", "--min-support", "1")
+    outcome = invoke_run(
+        seeded_home,
+        "--input",
+        str(path),
+        "--quasi-identifiers",
+        "q",
+        "--sensitive-attributes",
+        "a,b,c",
+        "--ell",
+        "2",
+        "--min-confidence",
+        "0.5",
+        "--min-support",
+        "1",
+    )
     assert outcome.exit_code == 1, outcome.output
     assert "gate rule_confidence_preserved: FAILED" in outcome.output
     assert "records holding strong values were deleted" in outcome.output and "lower --ell" in outcome.output

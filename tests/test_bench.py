@@ -19,7 +19,12 @@ def test_parse_count():
 
 
 def _fake(name, records, wall, peak=None):
-    return {"name": name, "records": records, "runs": [], "summary": {"successful_runs": 1, "median_wall_seconds": wall, "peak_rss_mb": peak}}
+    return {
+        "name": name,
+        "records": records,
+        "runs": [],
+        "summary": {"successful_runs": 1, "median_wall_seconds": wall, "peak_rss_mb": peak},
+    }
 
 
 def test_targets_pass_miss_and_not_measured():
@@ -40,8 +45,9 @@ def test_smoke_benchmark_writes_every_output(tmp_path):
     # has other rules and can be refused by gate 4; the benchmark records that, but the smoke test
     # must go through publish).
     output, work = tmp_path / "report", tmp_path / "work"
-    results = bench.run_benchmark(["31000", "32k"], output_dir=output, work_dir=work, runs=1,
-                                  algorithms_max_records=0, log=lambda message: None)
+    results = bench.run_benchmark(
+        ["31000", "32k"], output_dir=output, work_dir=work, runs=1, algorithms_max_records=0, log=lambda message: None
+    )
 
     written = json.loads((output / "results.json").read_text())
     assert written["datasets"] == json.loads(json.dumps(results["datasets"]))

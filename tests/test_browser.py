@@ -96,7 +96,7 @@ def _live_pids(predicate) -> list[int]:
         except OSError:
             continue
         # /proc/<pid>/stat: "pid (comm) state ppid pgrp ..."; comm may hold spaces or parentheses.
-        fields = stat[stat.rfind(")") + 2:].split()
+        fields = stat[stat.rfind(")") + 2 :].split()
         state, process_group = fields[0], int(fields[2])
         if state != "Z" and predicate(process_group, cmdline):
             pids.append(int(entry.name))
@@ -211,11 +211,17 @@ def published_release(environment) -> Path:
         for _, line in zip(range(SLICE_ROWS), source):
             target.write(line)
     command = [
-        _executable("msa-release"), "run",
-        "--input", str(slice_path), "--no-header",
-        "--column-names", ",".join(ADULT_COLUMNS),
-        "--quasi-identifiers", "sex,race,marital-status,native-country,workclass",
-        "--sensitive-attributes", "education,occupation,age,relationship",
+        _executable("msa-release"),
+        "run",
+        "--input",
+        str(slice_path),
+        "--no-header",
+        "--column-names",
+        ",".join(ADULT_COLUMNS),
+        "--quasi-identifiers",
+        "sex,race,marital-status,native-country,workclass",
+        "--sensitive-attributes",
+        "education,occupation,age,relationship",
         # the default configuration: every gate passes, the posterior gate blocking (issue 12)
     ]
     log = base / "msa-release-run.log"
@@ -304,8 +310,13 @@ def browser(environment):
     service = Service(
         executable_path=str(CHROMEDRIVER),
         log_output=str(log),
-        env={**os.environ, "HOME": home, "XDG_CONFIG_HOME": home + "/.config", "XDG_CACHE_HOME": home + "/.cache",
-             "SE_OFFLINE": "true"},
+        env={
+            **os.environ,
+            "HOME": home,
+            "XDG_CONFIG_HOME": home + "/.config",
+            "XDG_CACHE_HOME": home + "/.cache",
+            "SE_OFFLINE": "true",
+        },
         popen_kw={"start_new_session": True, "preexec_fn": _default_signals},
     )
 
@@ -375,8 +386,11 @@ def _screenshot(driver, name: str, *, full_page: bool = False) -> Path:
         size = metrics["cssContentSize"]
         shot = driver.execute_cdp_cmd(
             "Page.captureScreenshot",
-            {"format": "png", "captureBeyondViewport": True,
-             "clip": {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 12000), "scale": 1}},
+            {
+                "format": "png",
+                "captureBeyondViewport": True,
+                "clip": {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 12000), "scale": 1},
+            },
         )
         path.write_bytes(base64.b64decode(shot["data"]))
     else:
@@ -392,13 +406,23 @@ def _screenshot(driver, name: str, *, full_page: bool = False) -> Path:
 def test_asset_lineage_shows_every_asset_group(dagster_ui, browser):
     browser.get(dagster_ui + "/asset-groups")
     groups = ["ingest", "mining", "mixed_model", "release"]
-    _wait_for(browser, lambda lines: "Global asset lineage" in lines and all(g in lines for g in groups),
-              f"global asset lineage with groups {groups}")
+    _wait_for(
+        browser,
+        lambda lines: "Global asset lineage" in lines and all(g in lines for g in groups),
+        f"global asset lineage with groups {groups}",
+    )
     # The graph itself (not only the sidebar) has drawn a node per group.
-    _wait_for(browser, lambda _lines: set(groups) <= set(browser.execute_script(
-        "return Array.from(document.querySelectorAll('svg foreignObject *'))"
-        ".filter(e => e.children.length === 0).map(e => e.textContent.trim())")),
-        f"a node per group {groups} in the lineage graph")
+    _wait_for(
+        browser,
+        lambda _lines: set(groups)
+        <= set(
+            browser.execute_script(
+                "return Array.from(document.querySelectorAll('svg foreignObject *'))"
+                ".filter(e => e.children.length === 0).map(e => e.textContent.trim())"
+            )
+        ),
+        f"a node per group {groups} in the lineage graph",
+    )
     _screenshot(browser, "asset_lineage.png")
 
 
@@ -409,7 +433,7 @@ def test_release_group_lineage_shows_the_gates_passed(dagster_ui, browser):
     def candidate_node(lines):
         # The release_candidate node: "release_candidate", ..., "Asset checks", "<n> / <n> Passed".
         for index, line in enumerate(lines):
-            if line == "release_candidate" and "Asset checks" in lines[index:index + 6]:
+            if line == "release_candidate" and "Asset checks" in lines[index : index + 6]:
                 summary = lines[lines.index("Asset checks", index) + 1]
                 # "–" while the check statuses load, then "<n> / <total> Passed" (or Failed, ...).
                 return summary if re.match(r"\d+ / \d+ ", summary) else None
@@ -423,16 +447,19 @@ def test_release_group_lineage_shows_the_gates_passed(dagster_ui, browser):
 
 def test_release_asset_page_shows_the_published_release(dagster_ui, browser, published_release):
     browser.get(dagster_ui + "/assets/release")
-    _wait_for(browser, lambda lines: "Latest materialization" in lines and "release_id" in lines,
-              "the release asset's latest materialization and its metadata")
+    _wait_for(
+        browser,
+        lambda lines: "Latest materialization" in lines and "release_id" in lines,
+        "the release asset's latest materialization and its metadata",
+    )
     # The metadata table lists key, timestamp, value.
     lines = _lines(browser)
     at = lines.index("release_id")
     assert lines[at + 2] == published_release.name, (
-        f"release asset page does not show release {published_release.name}: {lines[at:at + 3]}"
+        f"release asset page does not show release {published_release.name}: {lines[at : at + 3]}"
     )
     at = lines.index("n_gates_passed")
-    assert lines[at + 2] == str(len(GATE_NAMES) - len(WARNING_GATES)), f"n_gates_passed: {lines[at:at + 3]}"
+    assert lines[at + 2] == str(len(GATE_NAMES) - len(WARNING_GATES)), f"n_gates_passed: {lines[at : at + 3]}"
     _screenshot(browser, "release_asset.png")
 
 
@@ -447,7 +474,7 @@ def test_every_gate_check_passed_on_the_release_candidate_page(dagster_ui, brows
     def listed_statuses(lines):
         if heading not in lines:
             return None
-        listing = lines[lines.index(heading):]
+        listing = lines[lines.index(heading) :]
         statuses = {name: _line_after(listing, name) for name in GATE_NAMES}
         return statuses if all(s in _CHECK_STATUSES for s in statuses.values()) else None
 
@@ -474,9 +501,13 @@ def test_every_gate_check_passed_on_the_release_candidate_page(dagster_ui, brows
 
         result, failed = _wait_for(browser, evaluation, f"gate {name}'s latest evaluation")
         if name in WARNING_GATES:
-            assert result == "Failed" and failed != "none", f"gate {name}: evaluation {result!r}, failed GX expectations {failed!r}"
+            assert result == "Failed" and failed != "none", (
+                f"gate {name}: evaluation {result!r}, failed GX expectations {failed!r}"
+            )
         else:
-            assert (result, failed) == ("Passed", "none"), f"gate {name}: evaluation {result!r}, failed GX expectations {failed!r}"
+            assert (result, failed) == ("Passed", "none"), (
+                f"gate {name}: evaluation {result!r}, failed GX expectations {failed!r}"
+            )
 
 
 # --------------------------------------------------------------------------------------------
@@ -486,18 +517,23 @@ def test_every_gate_check_passed_on_the_release_candidate_page(dagster_ui, brows
 def test_report_html_renders_its_figures(browser, published_release):
     report = published_release / "report.html"
     if not report.is_file():
-        pytest.skip(f"no report.html in the release directory yet ({report}): the release report page is not built on this branch")
+        pytest.skip(
+            f"no report.html in the release directory yet ({report}): the release report page is not built on this branch"
+        )
     browser.get(report.as_uri())
-    _wait_for(browser, lambda lines: browser.execute_script("return document.readyState") == "complete",
-              "report.html loaded")
+    _wait_for(browser, lambda lines: browser.execute_script("return document.readyState") == "complete", "report.html loaded")
     heading = browser.execute_script("return Array.from(document.querySelectorAll('h1')).map(h => h.innerText)")
     assert any("msa-release report" in h for h in heading), f"no <h1> with 'msa-release report': {heading}"
 
-    images = _wait_for(browser, lambda _lines: browser.execute_script(
-        "const images = Array.from(document.images);"
-        "return images.every(i => i.complete) ? images.map(i => ({src: i.getAttribute('src') || '',"
-        " alt: i.getAttribute('alt') || '', width: i.naturalWidth, height: i.naturalHeight})) : null"),
-        "every figure of report.html decoded")
+    images = _wait_for(
+        browser,
+        lambda _lines: browser.execute_script(
+            "const images = Array.from(document.images);"
+            "return images.every(i => i.complete) ? images.map(i => ({src: i.getAttribute('src') || '',"
+            " alt: i.getAttribute('alt') || '', width: i.naturalWidth, height: i.naturalHeight})) : null"
+        ),
+        "every figure of report.html decoded",
+    )
     assert images, "report.html has no figure"
     for image in images:
         label = image["alt"] or image["src"][:60]

@@ -13,8 +13,13 @@ from pipeline.definitions import build_definitions
 
 @pytest.mark.parametrize(
     "key,bad,good",
-    [("model", "foo", "rating"), ("grouping", "qi-aware", "p1"), ("residual_policy", "drop", "suppress"),
-     ("posterior_gate", "ignore", "warn"), ("kl_method", "fast", "greedy")],
+    [
+        ("model", "foo", "rating"),
+        ("grouping", "qi-aware", "p1"),
+        ("residual_policy", "drop", "suppress"),
+        ("posterior_gate", "ignore", "warn"),
+        ("kl_method", "fast", "greedy"),
+    ],
 )
 def test_unknown_choices_are_config_errors_before_launch(tmp_path, key, bad, good):
     job = build_definitions(tmp_path / "home").resolve_job_def("release")

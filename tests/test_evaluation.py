@@ -27,19 +27,29 @@ def experiment_run(tmp_path_factory):
     subset.to_csv(csv, index=False)
     output = base / "report"
     settings = {
-        "input_path": str(csv), "csv_header": True, "column_names": [],
-        "quasi_identifiers": QUASI_IDENTIFIERS, "sensitive_attributes": SENSITIVE,
+        "input_path": str(csv),
+        "csv_header": True,
+        "column_names": [],
+        "quasi_identifiers": QUASI_IDENTIFIERS,
+        "sensitive_attributes": SENSITIVE,
     }
     experiments = {
-        "output_dir": str(output), "ell_values": [2, 3], "min_confidence_values": [0.8, 0.9],
-        "record_counts": [1000, 0], "attribute_set_sizes": [2, 4], "histogram_ells": [3, 2], "timing_repeats": 2,
+        "output_dir": str(output),
+        "ell_values": [2, 3],
+        "min_confidence_values": [0.8, 0.9],
+        "record_counts": [1000, 0],
+        "attribute_set_sizes": [2, 4],
+        "histogram_ells": [3, 2],
+        "timing_repeats": 2,
     }
     with pytest.MonkeyPatch.context() as patch:  # execute_job sets MSA_RELEASE_HOME and DAGSTER_HOME
         for name in ("MSA_RELEASE_HOME", "DAGSTER_HOME"):
             patch.delenv(name, raising=False)
         result, _ = execute_job(
-            "evaluation", {"resources": {"settings": {"config": settings}, "experiments": {"config": experiments}}},
-            home_option=str(base / "home"), verbose=False,
+            "evaluation",
+            {"resources": {"settings": {"config": settings}, "experiments": {"config": experiments}}},
+            home_option=str(base / "home"),
+            verbose=False,
         )
     return result, output
 
@@ -88,22 +98,50 @@ def test_figures_are_asset_metadata(experiment_run):
 
 
 def _point(sweep, model, ell=3, m=4, confidence=0.8, **values):
-    base = {"sweep": sweep, "model": model, "ell": ell, "m": m, "min_confidence": confidence, "n_deleted": 0,
-            "n_suppressed_cells": 0, "n_sac_released": 0, "n_strong_rules": 1, "additional_information_loss": 0.0,
-            "average_raw_confidence": 0.9, "average_released_confidence": 0.9, "disclosure_counts": {}}
+    base = {
+        "sweep": sweep,
+        "model": model,
+        "ell": ell,
+        "m": m,
+        "min_confidence": confidence,
+        "n_deleted": 0,
+        "n_suppressed_cells": 0,
+        "n_sac_released": 0,
+        "n_strong_rules": 1,
+        "additional_information_loss": 0.0,
+        "average_raw_confidence": 0.9,
+        "average_released_confidence": 0.9,
+        "disclosure_counts": {},
+    }
     base.update(values)
     return base
 
 
 def test_timing_verdicts_follow_the_measurements():
     def timing(figure, n, m, method, seconds):
-        return {"figure": figure, "n_records": n, "m": m, "method": method, "median_seconds": seconds,
-                "min_seconds": seconds, "max_seconds": seconds, "identical_output": True}
+        return {
+            "figure": figure,
+            "n_records": n,
+            "m": m,
+            "method": method,
+            "median_seconds": seconds,
+            "min_seconds": seconds,
+            "max_seconds": seconds,
+            "identical_output": True,
+        }
 
-    faster = [timing(1, 1000, 4, "improved", 0.01), timing(1, 1000, 4, "plain", 0.05),
-              timing(1, 9000, 4, "improved", 0.1), timing(1, 9000, 4, "plain", 0.9)]
-    slower = [timing(1, 1000, 4, "improved", 0.05), timing(1, 1000, 4, "plain", 0.01),
-              timing(1, 9000, 4, "improved", 0.9), timing(1, 9000, 4, "plain", 0.1)]
+    faster = [
+        timing(1, 1000, 4, "improved", 0.01),
+        timing(1, 1000, 4, "plain", 0.05),
+        timing(1, 9000, 4, "improved", 0.1),
+        timing(1, 9000, 4, "plain", 0.9),
+    ]
+    slower = [
+        timing(1, 1000, 4, "improved", 0.05),
+        timing(1, 1000, 4, "plain", 0.01),
+        timing(1, 9000, 4, "improved", 0.9),
+        timing(1, 9000, 4, "plain", 0.1),
+    ]
     assert _timing_verdicts(faster)[1][0] == "agrees"
     assert _timing_verdicts(slower)[1][0] == "differs"
 
@@ -111,15 +149,21 @@ def test_timing_verdicts_follow_the_measurements():
 def test_model_verdicts_follow_the_measurements():
     # Figure 10: mixed all at 1/3 and Rating mostly above 0.8 with some at 1 -> agrees;
     # Rating mostly at 1/2 -> only partly.
-    agree = [_point("histogram", "mixed", disclosure_counts={"1/3": 10}),
-             _point("histogram", "rating", disclosure_counts={"9/10": 8, "1": 2})]
-    partly = [_point("histogram", "mixed", disclosure_counts={"1/3": 10}),
-              _point("histogram", "rating", disclosure_counts={"1/2": 9, "1": 1})]
+    agree = [
+        _point("histogram", "mixed", disclosure_counts={"1/3": 10}),
+        _point("histogram", "rating", disclosure_counts={"9/10": 8, "1": 2}),
+    ]
+    partly = [
+        _point("histogram", "mixed", disclosure_counts={"1/3": 10}),
+        _point("histogram", "rating", disclosure_counts={"1/2": 9, "1": 1}),
+    ]
     assert _model_verdicts(agree, [3])[10][0] == "agrees"
     assert _model_verdicts(partly, [3])[10][0] == "partly agrees"
     # Figure 4: AIL must fall as min_confidence rises.
     rising = [_point("min_confidence", "mixed", confidence=c, additional_information_loss=a) for c, a in ((0.6, 0.2), (0.9, 0.1))]
-    falling = [_point("min_confidence", "mixed", confidence=c, additional_information_loss=a) for c, a in ((0.6, 0.1), (0.9, 0.2))]
+    falling = [
+        _point("min_confidence", "mixed", confidence=c, additional_information_loss=a) for c, a in ((0.6, 0.1), (0.9, 0.2))
+    ]
     rating = [_point("min_confidence", "rating", confidence=c) for c in (0.6, 0.9)]
     assert _model_verdicts(rising + rating, [3])[4][0] == "agrees"
     assert _model_verdicts(falling + rating, [3])[4][0] == "differs"

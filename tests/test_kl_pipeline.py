@@ -34,7 +34,13 @@ DISEASES = ["flu", "asthma", "diabetes", "cancer", "gastritis", "migraine"]
 ALLERGIES = ["none", "penicillin", "pollen", "nuts", "latex", "dust"]
 #: Manifest fields of the mixed model that do not apply to the (k, ℓ) model (NULL in its manifest).
 NOT_APPLICABLE_TO_KL = (
-    "allow_disclosure", "min_confidence", "seed", "n_sac_released", "n_attribute_table", "n_deleted", "n_suppressed_cells",
+    "allow_disclosure",
+    "min_confidence",
+    "seed",
+    "n_sac_released",
+    "n_attribute_table",
+    "n_deleted",
+    "n_suppressed_cells",
 )
 ADULT = Path(__file__).resolve().parents[1] / "data" / "adult" / "adult.data"
 
@@ -124,7 +130,14 @@ def sha256(path: Path) -> str:
 
 class Published:
     def __init__(self, base: Path, csv: Path, hierarchies: Path, home: Path, settings: dict, result):
-        self.base, self.csv, self.hierarchies, self.home, self.settings, self.result = base, csv, hierarchies, home, settings, result
+        self.base, self.csv, self.hierarchies, self.home, self.settings, self.result = (
+            base,
+            csv,
+            hierarchies,
+            home,
+            settings,
+            result,
+        )
 
     @property
     def release(self) -> Path:
@@ -202,7 +215,12 @@ def test_kl_release_contract(published):
     release = published.release
     assert release is not None
     assert {p.name for p in release.iterdir()} == {
-        "release.duckdb", "manifest.json", "kl_released.parquet", "release_manifest.parquet", "report.html", "report.json"
+        "release.duckdb",
+        "manifest.json",
+        "kl_released.parquet",
+        "release_manifest.parquet",
+        "report.html",
+        "report.json",
     }
     connection = duckdb.connect(str(release / "release.duckdb"), read_only=True)
     try:
@@ -216,8 +234,10 @@ def test_kl_release_contract(published):
             ).fetchall()
 
         assert columns("kl_released") == [
-            ("row_id", "BIGINT"), ("cluster_id", "BIGINT"),
-            *[(c, "VARCHAR") for c in QUASI_IDENTIFIERS], *[(a, "VARCHAR") for a in SENSITIVE_ATTRIBUTES],
+            ("row_id", "BIGINT"),
+            ("cluster_id", "BIGINT"),
+            *[(c, "VARCHAR") for c in QUASI_IDENTIFIERS],
+            *[(a, "VARCHAR") for a in SENSITIVE_ATTRIBUTES],
         ]
         assert columns("release_manifest") == list(MANIFEST_COLUMNS.items())
         released = connection.execute("SELECT * FROM kl_released").df()
@@ -249,7 +269,12 @@ def test_kl_manifest_fields(published):
     assert set(manifest) == set(MANIFEST_COLUMNS)
     assert manifest["model"] == "kl" and manifest["kl_method"] == "blocked" and manifest["max_block_size"] == 256
     assert (manifest["k"], manifest["ell"]) == (3, 2)
-    assert (manifest["n_input"], manifest["n_dropped_missing"], manifest["n_released"], manifest["n_suppressed_records"]) == (36, 1, 35, 0)
+    assert (manifest["n_input"], manifest["n_dropped_missing"], manifest["n_released"], manifest["n_suppressed_records"]) == (
+        36,
+        1,
+        35,
+        0,
+    )
     assert manifest["n_input"] - manifest["n_dropped_missing"] == manifest["n_released"] + manifest["n_suppressed_records"]
     for name in NOT_APPLICABLE_TO_KL:
         assert manifest[name] is None, name
@@ -260,6 +285,7 @@ def test_kl_manifest_fields(published):
     assert manifest["input_reading"]["csv_header"] is True and "input_sha256" not in manifest
     from pipeline.core.keyed import input_hmac
     from pipeline.release.home_secret import read_secret_if_present
+
     assert manifest["input_hmac"] == input_hmac(read_secret_if_present(published.home), sha256(published.csv))
     assert manifest["input_hmac"] != sha256(published.csv)
     hierarchies = manifest["hierarchies"]
@@ -274,7 +300,11 @@ def test_kl_manifest_fields(published):
     expected = kl_anonymize(
         records, QUASI_IDENTIFIERS, SENSITIVE_ATTRIBUTES, load_hierarchies(published.hierarchies, QUASI_IDENTIFIERS), k=3, ell=2
     )
-    assert manifest["n_clusters"] == len(expected.clusters) == read_parquet(published.release / "kl_released.parquet")["cluster_id"].nunique()
+    assert (
+        manifest["n_clusters"]
+        == len(expected.clusters)
+        == read_parquet(published.release / "kl_released.parquet")["cluster_id"].nunique()
+    )
     assert manifest["total_generalization_cost"] == pytest.approx(expected.total_cost)
     assert manifest["total_naive_cost"] == expected.total_naive_cost
     checks = {c["name"]: c for c in manifest["checks"]}
@@ -288,7 +318,15 @@ def test_kl_metadata_is_numeric_with_stable_names(published):
         materialization = event.event_specific_data.materialization
         metadata[materialization.asset_key.to_user_string()] = {k: v.value for k, v in materialization.metadata.items()}
     clusters = metadata["private/kl_clusters"]
-    for name in ("n_clusters", "average_cluster_size", "total_generalization_cost", "total_naive_cost", "discernibility", "n_blocks", "seconds"):
+    for name in (
+        "n_clusters",
+        "average_cluster_size",
+        "total_generalization_cost",
+        "total_naive_cost",
+        "discernibility",
+        "n_blocks",
+        "seconds",
+    ):
         assert isinstance(clusters[name], (int, float)) and not isinstance(clusters[name], bool), name
     released = read_parquet(published.release / "kl_released.parquet")
     sizes = released.groupby("cluster_id").size()
@@ -296,7 +334,14 @@ def test_kl_metadata_is_numeric_with_stable_names(published):
     assert clusters["discernibility"] == int((sizes**2).sum())
     assert clusters["average_cluster_size"] == pytest.approx(sizes.mean())
     publish = metadata["kl_release"]
-    for name in ("n_released", "n_clusters", "average_cluster_size", "total_generalization_cost", "total_naive_cost", "discernibility"):
+    for name in (
+        "n_released",
+        "n_clusters",
+        "average_cluster_size",
+        "total_generalization_cost",
+        "total_naive_cost",
+        "discernibility",
+    ):
         assert isinstance(publish[name], (int, float)), name
     # no raw value of the table anywhere in the metadata
     raw_values = set(small_table().drop(columns="visits").astype(str).to_numpy().ravel()) - {""}
@@ -330,15 +375,41 @@ def test_kl_job_with_small_blocks_and_greedy_through_the_cli(published, tmp_path
     monkeypatch.setenv("MSA_RELEASE_HOME", str(tmp_path / "unused-home"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "unused-dagster"))
     home = tmp_path / "cli"
-    outcome = CliRunner().invoke(main, [
-        "run", "--model", "kl", "--input", str(published.csv),
-        "--quasi-identifiers", ",".join(QUASI_IDENTIFIERS), "--sensitive-attributes", ",".join(SENSITIVE_ATTRIBUTES),
-        "--hierarchies", str(published.hierarchies), "--k", "4", "--ell", "3", "--kl-method", "greedy",
-        "--generalization-weights", "zip=0.5,sex=2", "--home", str(home),
-    ])
+    outcome = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--model",
+            "kl",
+            "--input",
+            str(published.csv),
+            "--quasi-identifiers",
+            ",".join(QUASI_IDENTIFIERS),
+            "--sensitive-attributes",
+            ",".join(SENSITIVE_ATTRIBUTES),
+            "--hierarchies",
+            str(published.hierarchies),
+            "--k",
+            "4",
+            "--ell",
+            "3",
+            "--kl-method",
+            "greedy",
+            "--generalization-weights",
+            "zip=0.5,sex=2",
+            "--home",
+            str(home),
+        ],
+    )
     assert outcome.exit_code == 0, outcome.output
-    for text in ("Published release", "k=4  ell=3  method=greedy", "35 released, 0 suppressed", "equivalence classes",
-                 "PASS  kl_clusters_are_l_diverse", "weights sex=2, zip=0.5"):
+    for text in (
+        "Published release",
+        "k=4  ell=3  method=greedy",
+        "35 released, 0 suppressed",
+        "equivalence classes",
+        "PASS  kl_clusters_are_l_diverse",
+        "weights sex=2, zip=0.5",
+    ):
         assert text in outcome.output, text
     manifest = manifest_of(read_latest(home / "releases"))
     assert manifest["generalization_weights"] == {"age": 1.0, "sex": 2.0, "zip": 0.5}
@@ -360,10 +431,22 @@ def test_publish_leaves_kl_columns_null_for_other_models(tmp_path):
     """A mixed/Rating manifest leaves the (k, ℓ) columns NULL (and null in manifest.json); unknown keys are refused."""
     schemas = contract_schemas(["q"], ["s1", "s2"], model="rating")
     tables = {
-        "attribute_table": pd.DataFrame({"row_id": pd.Series([], dtype="int64"), "q": pd.Series([], dtype=object),
-                                         "s1": pd.Series([], dtype="Int32"), "s2": pd.Series([], dtype="Int32")}),
-        "id_table": pd.DataFrame({"attribute": pd.Series([], dtype=object), "sid": pd.Series([], dtype="int32"),
-                                  "value": pd.Series([], dtype=object), "count": pd.Series([], dtype="int32")}),
+        "attribute_table": pd.DataFrame(
+            {
+                "row_id": pd.Series([], dtype="int64"),
+                "q": pd.Series([], dtype=object),
+                "s1": pd.Series([], dtype="Int32"),
+                "s2": pd.Series([], dtype="Int32"),
+            }
+        ),
+        "id_table": pd.DataFrame(
+            {
+                "attribute": pd.Series([], dtype=object),
+                "sid": pd.Series([], dtype="int32"),
+                "value": pd.Series([], dtype=object),
+                "count": pd.Series([], dtype="int32"),
+            }
+        ),
     }
     path = publish_release(tmp_path, "r1", tables, schemas, {"release_id": "r1", "model": "rating", "ell": 2})
     manifest = manifest_of(path)
@@ -397,7 +480,9 @@ def broken_candidate(breakage: str) -> dg.AssetsDefinition:
     )
     def broken(settings: ReleaseSettings, raw_records: pd.DataFrame, kl_assignments: pd.DataFrame, kl_clusters: pd.DataFrame):
         anonymization = KLAnonymization(kl_assignments, kl_clusters, 0.0, 0, 1, "blocked", settings.k, settings.ell)
-        released, row_map = kl_release_table(raw_records, anonymization, settings.quasi_identifiers, settings.sensitive_attributes)
+        released, row_map = kl_release_table(
+            raw_records, anonymization, settings.quasi_identifiers, settings.sensitive_attributes
+        )
         largest = released["cluster_id"].value_counts().index[0]
         members = released.index[released["cluster_id"] == largest]
         if breakage == "undersized_cluster":  # one record alone in a new class, same labels
@@ -463,11 +548,29 @@ def test_failing_kl_gate_blocks_the_release(published, previously_published, bre
 
 
 def _invoke_kl(csv: Path, hierarchies: Path, home: Path, *extra: str):
-    return CliRunner().invoke(main, [
-        "run", "--model", "kl", "--input", str(csv),
-        "--quasi-identifiers", ",".join(QUASI_IDENTIFIERS), "--sensitive-attributes", ",".join(SENSITIVE_ATTRIBUTES),
-        "--hierarchies", str(hierarchies), "--k", "3", "--ell", "2", "--home", str(home), *extra,
-    ])
+    return CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--model",
+            "kl",
+            "--input",
+            str(csv),
+            "--quasi-identifiers",
+            ",".join(QUASI_IDENTIFIERS),
+            "--sensitive-attributes",
+            ",".join(SENSITIVE_ATTRIBUTES),
+            "--hierarchies",
+            str(hierarchies),
+            "--k",
+            "3",
+            "--ell",
+            "2",
+            "--home",
+            str(home),
+            *extra,
+        ],
+    )
 
 
 @pytest.fixture

@@ -23,8 +23,16 @@ from tests.jobs import run_job
 
 #: Metadata every published mixed/Rating release reports, numeric, under these exact names.
 RELEASE_NUMERIC_KEYS = {
-    "n_rows_in", "n_rows_out", "n_strong_rules", "n_groups", "n_deleted", "n_suppressed_cells",
-    "max_disclosure_probability", "additional_information_loss", "reconstruction_error", "publish_seconds",
+    "n_rows_in",
+    "n_rows_out",
+    "n_strong_rules",
+    "n_groups",
+    "n_deleted",
+    "n_suppressed_cells",
+    "max_disclosure_probability",
+    "additional_information_loss",
+    "reconstruction_error",
+    "publish_seconds",
 }
 
 
@@ -65,8 +73,10 @@ def test_jobs_select_their_model_only(definitions):
     assert "kl_release" in kl and "private/kl_clusters" in kl
     assert not any(k in kl for k in ("release", "private/strong_rules", "candidate/sac_released", "audit/release_disclosure"))
     assert {k for k in selected("evaluation") if not k.startswith("private/")} == {
-        "evaluation/sid_creation_timings", "evaluation/model_comparison",
-        "evaluation/disclosure_distributions", "evaluation/experiment_report",
+        "evaluation/sid_creation_timings",
+        "evaluation/model_comparison",
+        "evaluation/disclosure_distributions",
+        "evaluation/experiment_report",
     }
     assert {k for k in selected("attacks") if not k.startswith("private/")} == {"attacks/attack_evaluation"}
 
@@ -90,14 +100,24 @@ def example_b_run(golden, tmp_path_factory):
     csv = root / "example_b.csv"
     example_frame(example).drop(columns="row_id").to_csv(csv, index=False)
     settings = {
-        "input_path": str(csv), "csv_header": True, "column_names": [],
-        "quasi_identifiers": example_quasi_identifiers(example), "sensitive_attributes": example["SA"],
-        "ell": example["l"], "min_confidence": example["min_conf"], "seed": 0,
+        "input_path": str(csv),
+        "csv_header": True,
+        "column_names": [],
+        "quasi_identifiers": example_quasi_identifiers(example),
+        "sensitive_attributes": example["SA"],
+        "ell": example["l"],
+        "min_confidence": example["min_conf"],
+        "seed": 0,
         # SPEC's reference run of example B (golden counts below)
-        "randomness": "spec-reference", "min_support": 1, "grouping": "p1", "residual_policy": "delete",
+        "randomness": "spec-reference",
+        "min_support": 1,
+        "grouping": "p1",
+        "residual_policy": "delete",
     }
-    result = build_definitions(root / "home").resolve_job_def("release").execute_in_process(
-        run_config={"resources": {"settings": {"config": settings}}}, raise_on_error=False
+    result = (
+        build_definitions(root / "home")
+        .resolve_job_def("release")
+        .execute_in_process(run_config={"resources": {"settings": {"config": settings}}}, raise_on_error=False)
     )
     assert result.success
     metadata = {}
@@ -120,7 +140,13 @@ def test_release_metadata_is_numeric_with_stable_names(example_b_run):
     assert release["n_suppressed_cells"].value == 0
     assert release["max_disclosure_probability"].value <= 1 / example["l"] + 1e-12
     assert str(release["report"].value).endswith("report.html")
-    for key in ("private/raw_records", "private/strong_rules", "private/sac_groups", "private/ir_id_table", "candidate/sac_released"):
+    for key in (
+        "private/raw_records",
+        "private/strong_rules",
+        "private/sac_groups",
+        "private/ir_id_table",
+        "candidate/sac_released",
+    ):
         assert isinstance(metadata[key]["n_rows_out"].value, int), key
         assert isinstance(metadata[key]["dagster/row_count"].value, int), key
     for key in ("private/raw_records", "private/strong_rules", "private/sac_groups", "private/ir_id_table"):
@@ -193,10 +219,16 @@ def inbox(golden, tmp_path):
     home = tmp_path / "home"
     inbox = home / "inbox"
     inbox.mkdir(parents=True)
-    (inbox / "settings.json").write_text(json.dumps({
-        "quasi_identifiers": example_quasi_identifiers(example), "sensitive_attributes": example["SA"],
-        "ell": example["l"], "min_confidence": example["min_conf"],
-    }))
+    (inbox / "settings.json").write_text(
+        json.dumps(
+            {
+                "quasi_identifiers": example_quasi_identifiers(example),
+                "sensitive_attributes": example["SA"],
+                "ell": example["l"],
+                "min_confidence": example["min_conf"],
+            }
+        )
+    )
     csv = inbox / "example_b.csv"
     example_frame(example).drop(columns="row_id").to_csv(csv, index=False)
     _age(csv)
@@ -292,6 +324,7 @@ def test_sensor_run_request_runs_in_process(inbox):
     # the run key is the file's SHA-256 (Dagster-private); the published manifest carries its keyed HMAC only
     from pipeline.core.keyed import input_hmac
     from pipeline.release.home_secret import read_secret_if_present
+
     assert "input_sha256" not in manifest
     assert manifest["input_hmac"] == input_hmac(read_secret_if_present(home), request.run_key)
     assert manifest["n_input"] == len(example["input"])
@@ -304,8 +337,8 @@ def test_sensor_file_that_cannot_be_released_fails_its_run_with_the_reason(inbox
     frame.to_csv(csv, index=False)
     _age(csv)
     request = _evaluate(home).run_requests[0]
-    result = build_definitions(home).resolve_job_def("release").execute_in_process(
-        run_config=request.run_config, raise_on_error=False
+    result = (
+        build_definitions(home).resolve_job_def("release").execute_in_process(run_config=request.run_config, raise_on_error=False)
     )
     assert not result.success
     messages = " ".join(
@@ -340,14 +373,25 @@ def test_a_release_run_reads_its_input_once(golden, tmp_path, monkeypatch):
     monkeypatch.setattr(assets.ingest, "load_records", counting)
     monkeypatch.setattr(pipeline.release.audit, "load_records", counting)
     settings = {
-        "input_path": str(csv), "csv_header": True, "column_names": [],
-        "quasi_identifiers": example_quasi_identifiers(example), "sensitive_attributes": example["SA"],
-        "ell": example["l"], "min_confidence": example["min_conf"], "seed": 0,
-        "randomness": "spec-reference", "min_support": 1, "grouping": "p1", "residual_policy": "delete",
+        "input_path": str(csv),
+        "csv_header": True,
+        "column_names": [],
+        "quasi_identifiers": example_quasi_identifiers(example),
+        "sensitive_attributes": example["SA"],
+        "ell": example["l"],
+        "min_confidence": example["min_conf"],
+        "seed": 0,
+        "randomness": "spec-reference",
+        "min_support": 1,
+        "grouping": "p1",
+        "residual_policy": "delete",
     }
     result = run_job(tmp_path / "home", "release", settings)
     assert result.success
     assert len(calls) == 1
-    audit = next(e for e in result.get_asset_materialization_events()
-                 if e.event_specific_data.materialization.asset_key.to_user_string() == "audit/release_disclosure")
+    audit = next(
+        e
+        for e in result.get_asset_materialization_events()
+        if e.event_specific_data.materialization.asset_key.to_user_string() == "audit/release_disclosure"
+    )
     assert audit.event_specific_data.materialization.metadata["verdict"].value == "PASS"

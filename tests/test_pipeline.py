@@ -62,9 +62,15 @@ def test_definitions_load(tmp_path):
 
 
 ALL_GATES = {
-    "sac_released_is_l_diverse", "attribute_table_is_l_diverse", "disclosure_within_bound",
-    "rule_confidence_preserved", "records_accounted_for", "no_probability_tilt", "release_carries_no_input_order",
-    "no_certain_attribute_table_cell", "posterior_within_bound",
+    "sac_released_is_l_diverse",
+    "attribute_table_is_l_diverse",
+    "disclosure_within_bound",
+    "rule_confidence_preserved",
+    "records_accounted_for",
+    "no_probability_tilt",
+    "release_carries_no_input_order",
+    "no_certain_attribute_table_cell",
+    "posterior_within_bound",
 }
 
 
@@ -112,19 +118,24 @@ def _assert_contract(release_dir: Path, quasi_identifiers, sensitive_attributes)
     try:
         tables = {r[0] for r in connection.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         assert tables == CONTRACT_TABLES
+
         def columns(table):
             return connection.execute(
                 "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
                 [table],
             ).fetchall()
+
         qi = [(c, "VARCHAR") for c in quasi_identifiers]
-        assert columns("sac_released") == [("row_id", "BIGINT"), ("group_id", "BIGINT"), *qi, *[(a, "VARCHAR") for a in sensitive_attributes]]
+        assert columns("sac_released") == [
+            ("row_id", "BIGINT"),
+            ("group_id", "BIGINT"),
+            *qi,
+            *[(a, "VARCHAR") for a in sensitive_attributes],
+        ]
         assert columns("attribute_table") == [("row_id", "BIGINT"), *qi, *[(a, "INTEGER") for a in sensitive_attributes]]
         assert columns("id_table") == [("attribute", "VARCHAR"), ("sid", "INTEGER"), ("value", "VARCHAR"), ("count", "INTEGER")]
         assert columns("attribute_clusters") == [("cluster_id", "INTEGER"), ("attribute", "VARCHAR")]
-        row_ids = connection.execute(
-            "SELECT row_id FROM sac_released UNION ALL SELECT row_id FROM attribute_table"
-        ).fetchall()
+        row_ids = connection.execute("SELECT row_id FROM sac_released UNION ALL SELECT row_id FROM attribute_table").fetchall()
         assert len(row_ids) == len(set(row_ids))
         assert connection.execute("SELECT count(*) FROM release_manifest").fetchone()[0] == 1
     finally:
@@ -133,9 +144,11 @@ def _assert_contract(release_dir: Path, quasi_identifiers, sensitive_attributes)
     assert parquet == CONTRACT_TABLES
 
 
-@dg.asset(key=["private", "sac_permuted"], ins={"raw_records": dg.AssetIn(key=["private", "raw_records"]),
-                                                 "sac_groups": dg.AssetIn(key=["private", "sac_groups"])},
-          group_name="mixed_model")
+@dg.asset(
+    key=["private", "sac_permuted"],
+    ins={"raw_records": dg.AssetIn(key=["private", "raw_records"]), "sac_groups": dg.AssetIn(key=["private", "sac_groups"])},
+    group_name="mixed_model",
+)
 def broken_sac_permuted(raw_records: pd.DataFrame, sac_groups: pd.DataFrame) -> pd.DataFrame:
     """A deliberately broken SAC~: every member of a group gets the seed's sensitive values."""
     members = sac_groups.merge(raw_records, on="row_id").sort_values(["group_id", "member_position"])
@@ -158,8 +171,10 @@ def test_failing_gate_blocks_the_release_and_keeps_the_previous_one(example_b_cs
     from checks.gates import GATES
 
     result = dg.materialize(
-        [*assets, *GATES], resources=definitions.resources,
-        run_config={"resources": {"settings": {"config": settings}}}, raise_on_error=False,
+        [*assets, *GATES],
+        resources=definitions.resources,
+        run_config={"resources": {"settings": {"config": settings}}},
+        raise_on_error=False,
         selection=RELEASE_JOB_SELECTION,  # not the evaluation group (it writes reports/)
     )
     assert not result.success
@@ -179,7 +194,8 @@ def test_bad_configuration_is_refused_before_anything_runs(example_b_csv, tmp_pa
     assert not result.success
     messages = " ".join(
         e.step_failure_data.error.cause.message if e.step_failure_data.error.cause else e.step_failure_data.error.message
-        for e in result.all_events if e.is_step_failure
+        for e in result.all_events
+        if e.is_step_failure
     )
     assert "not_a_column" in messages and str(path) in messages
     assert read_latest(tmp_path / "home" / "releases") is None
@@ -236,7 +252,9 @@ def test_adult_rating_is_refused_unless_overridden_and_fails_the_audit(tmp_path,
     refused = runner.invoke(main, ["run", "--model", "rating", "--home", str(home)], catch_exceptions=False)
     assert refused.exit_code == 1 and "--allow-disclosure" in refused.output
     assert read_latest(home / "releases") is None
-    published = runner.invoke(main, ["run", "--model", "rating", "--allow-disclosure", "--home", str(home)], catch_exceptions=False)
+    published = runner.invoke(
+        main, ["run", "--model", "rating", "--allow-disclosure", "--home", str(home)], catch_exceptions=False
+    )
     assert published.exit_code == 0, published.output
     manifest = json.loads((read_latest(home / "releases") / "manifest.json").read_text())
     assert manifest["model"] == "rating" and manifest["disclosure_override_used"] is True

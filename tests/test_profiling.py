@@ -102,9 +102,22 @@ def test_run_profile_reaches_manifest_sidecar_and_metadata(example_b, tmp_path, 
     monkeypatch.delenv("MSA_RELEASE_HOME", raising=False)
     home, sidecar = tmp_path / "home", tmp_path / "profile.json"
     arguments = [
-        "run", "--input", str(path), "--quasi-identifiers", ",".join(example_quasi_identifiers(example)),
-        "--sensitive-attributes", ",".join(example["SA"]), "--ell", str(example["l"]),
-        "--min-confidence", str(example["min_conf"]), "--home", str(home), "--profile", "--profile-output", str(sidecar),
+        "run",
+        "--input",
+        str(path),
+        "--quasi-identifiers",
+        ",".join(example_quasi_identifiers(example)),
+        "--sensitive-attributes",
+        ",".join(example["SA"]),
+        "--ell",
+        str(example["l"]),
+        "--min-confidence",
+        str(example["min_conf"]),
+        "--home",
+        str(home),
+        "--profile",
+        "--profile-output",
+        str(sidecar),
     ]
     outcome = CliRunner().invoke(main, arguments)
     assert outcome.exit_code == 0, outcome.output
@@ -152,11 +165,24 @@ def test_without_profile_the_manifest_profile_is_null(example_b, tmp_path, monke
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     monkeypatch.delenv("MSA_RELEASE_HOME", raising=False)
     home = tmp_path / "home"
-    outcome = CliRunner().invoke(main, [
-        "run", "--input", str(path), "--quasi-identifiers", ",".join(example_quasi_identifiers(example)),
-        "--sensitive-attributes", ",".join(example["SA"]), "--ell", str(example["l"]),
-        "--min-confidence", str(example["min_conf"]), "--home", str(home),
-    ])
+    outcome = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--input",
+            str(path),
+            "--quasi-identifiers",
+            ",".join(example_quasi_identifiers(example)),
+            "--sensitive-attributes",
+            ",".join(example["SA"]),
+            "--ell",
+            str(example["l"]),
+            "--min-confidence",
+            str(example["min_conf"]),
+            "--home",
+            str(home),
+        ],
+    )
     assert outcome.exit_code == 0, outcome.output
     manifest = json.loads((read_latest(home / "releases") / "manifest.json").read_text())
     assert manifest["profile"] is None

@@ -27,9 +27,15 @@ from pipeline.release.publish import read_latest
 from tests.conftest import FIXTURES, example_frame, example_quasi_identifiers
 
 ALL_GATES = {
-    "sac_released_is_l_diverse", "attribute_table_is_l_diverse", "disclosure_within_bound",
-    "rule_confidence_preserved", "records_accounted_for", "no_probability_tilt",
-    "release_carries_no_input_order", "no_certain_attribute_table_cell", "posterior_within_bound",
+    "sac_released_is_l_diverse",
+    "attribute_table_is_l_diverse",
+    "disclosure_within_bound",
+    "rule_confidence_preserved",
+    "records_accounted_for",
+    "no_probability_tilt",
+    "release_carries_no_input_order",
+    "no_certain_attribute_table_cell",
+    "posterior_within_bound",
 }
 NOT_APPLICABLE_TO_RATING = {"sac_released_is_l_diverse", "rule_confidence_preserved", "no_probability_tilt"}
 MIXED_TABLES = {"sac_released", "attribute_table", "id_table", "attribute_clusters"}
@@ -92,17 +98,27 @@ class Published:
 def _run_args(example: dict, csv: Path, home: Path, *extra: str) -> list[str]:
     return [
         "run",
-        "--input", str(csv),
-        "--quasi-identifiers", ",".join(example_quasi_identifiers(example)),
-        "--sensitive-attributes", ",".join(example["SA"]),
-        "--ell", str(example["l"]),
-        "--min-confidence", str(example["min_conf"]),
-        "--seed", "0",
-        "--randomness", "spec-reference",  # golden figures: SPEC's reference algorithms in input order
-        "--min-support", "1",  # and SPEC §1's rule set
-        "--residual-policy", "suppress",  # and SPEC §6.4's residual placement
+        "--input",
+        str(csv),
+        "--quasi-identifiers",
+        ",".join(example_quasi_identifiers(example)),
+        "--sensitive-attributes",
+        ",".join(example["SA"]),
+        "--ell",
+        str(example["l"]),
+        "--min-confidence",
+        str(example["min_conf"]),
+        "--seed",
+        "0",
+        "--randomness",
+        "spec-reference",  # golden figures: SPEC's reference algorithms in input order
+        "--min-support",
+        "1",  # and SPEC §1's rule set
+        "--residual-policy",
+        "suppress",  # and SPEC §6.4's residual placement
         *(["--grouping", "p1"] if "rating" not in extra else []),  # and P1's Algorithm 11
-        "--home", str(home),
+        "--home",
+        str(home),
         *extra,
     ]
 
@@ -205,8 +221,16 @@ def test_rating_with_allow_disclosure_publishes_and_records_the_override(publish
     assert (manifest["n_input"], manifest["n_dropped_missing"]) == (n, 0)
     assert (manifest["n_sac_released"], manifest["n_attribute_table"], manifest["n_deleted"]) == (0, n, 0)
     reading = manifest["input_reading"]
-    for key in ("input_file", "input_format", "csv_header", "column_count", "column_positions", "delimiter",
-                "strip_whitespace", "missing_value_tokens"):
+    for key in (
+        "input_file",
+        "input_format",
+        "csv_header",
+        "column_count",
+        "column_positions",
+        "delimiter",
+        "strip_whitespace",
+        "missing_value_tokens",
+    ):
         assert key in reading
     # published: no path and no unconfigured column name
     assert "input_path" not in reading and "column_names" not in reading and "/" not in reading["input_file"]
@@ -234,7 +258,10 @@ def test_rating_release_holds_only_the_rating_tables(published):
     release = published.rating_release
     assert {p.stem for p in release.glob("*.parquet")} == RATING_TABLES | {"release_manifest"}
     assert {p.name for p in release.iterdir()} == {
-        "release.duckdb", "manifest.json", "report.html", "report.json",
+        "release.duckdb",
+        "manifest.json",
+        "report.html",
+        "report.json",
         *(f"{t}.parquet" for t in RATING_TABLES | {"release_manifest"}),
     }
     connection = duckdb.connect(str(release / "release.duckdb"), read_only=True)
@@ -460,9 +487,12 @@ def _golden_rules(example: dict) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {
-                "antecedent_attribute": r["lhs"][0], "antecedent_value": r["lhs"][1],
-                "consequent_attribute": r["rhs"][0], "consequent_value": r["rhs"][1],
-                "support_antecedent": r["supp_lhs"], "support_both": r["supp_ab"],
+                "antecedent_attribute": r["lhs"][0],
+                "antecedent_value": r["lhs"][1],
+                "consequent_attribute": r["rhs"][0],
+                "consequent_value": r["rhs"][1],
+                "support_antecedent": r["supp_lhs"],
+                "support_both": r["supp_ab"],
             }
             for r in example["strong_rules"]
         ]
@@ -471,8 +501,11 @@ def _golden_rules(example: dict) -> pd.DataFrame:
 
 def _view(tables, rules):
     return adversary_view(
-        rules, sac_released=tables.sac_released, attribute_table=tables.attribute_table,
-        id_table=tables.id_table, attribute_clusters=tables.attribute_clusters,
+        rules,
+        sac_released=tables.sac_released,
+        attribute_table=tables.attribute_table,
+        id_table=tables.id_table,
+        attribute_clusters=tables.attribute_clusters,
     )
 
 
@@ -481,8 +514,9 @@ def test_adversary_view_rating_release_of_example_a():
     frame, qi, sa = example_frame(example), example_quasi_identifiers(example), example["SA"]
     id_table, attribute_sids = rating_tables(frame, sa, ell=example["l"])
     empty_sac = pd.DataFrame(columns=["group_id", "row_id", *qi, *sa])
-    tables = assemble_release_tables(frame, qi, sa, sac_permuted=empty_sac, attribute_sids=attribute_sids,
-                                     id_table=id_table, clusters=[])
+    tables = assemble_release_tables(
+        frame, qi, sa, sac_permuted=empty_sac, attribute_sids=attribute_sids, id_table=id_table, clusters=[]
+    )
     view = _view(tables, _golden_rules(example))
     assert len(view) == len(example["input"])
     assert view["row_id"].is_monotonic_increasing
@@ -501,8 +535,13 @@ def test_adversary_view_mixed_release_of_example_a():
     frame, qi, sa, ell = example_frame(example), example_quasi_identifiers(example), example["SA"], example["l"]
     result = run_mixed_model(frame, sa, ell=ell, min_confidence=example["min_conf"], seed=0)
     tables = assemble_release_tables(
-        frame, qi, sa, sac_permuted=result.sac_permuted, attribute_sids=result.attribute_sids,
-        id_table=result.id_table, clusters=result.clusters,
+        frame,
+        qi,
+        sa,
+        sac_permuted=result.sac_permuted,
+        attribute_sids=result.attribute_sids,
+        id_table=result.id_table,
+        clusters=result.clusters,
     )
     view = _view(tables, _golden_rules(example))
     assert len(view) == len(example["input"])

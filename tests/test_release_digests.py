@@ -33,12 +33,15 @@ def release_digest(release_dir: Path) -> dict:
     manifest = json.loads((release_dir / "manifest.json").read_text())
     tables = {
         path.stem: hashlib.sha256(pd.read_parquet(path).to_csv(index=False).encode()).hexdigest()
-        for path in sorted(release_dir.glob("*.parquet")) if path.stem != "release_manifest"
+        for path in sorted(release_dir.glob("*.parquet"))
+        if path.stem != "release_manifest"
     }
     figures = {key: manifest[key] for key in sorted(manifest) if key.startswith("n_")}
     checks = {
-        check["name"]: {"status": check["status"],
-                        **{k: v for k, v in sorted((check.get("observed") or {}).items()) if "seconds" not in k}}
+        check["name"]: {
+            "status": check["status"],
+            **{k: v for k, v in sorted((check.get("observed") or {}).items()) if "seconds" not in k},
+        }
         for check in manifest["checks"]
     }
     return {"tables": tables, "figures": figures, "checks": checks}

@@ -20,9 +20,15 @@ from pipeline.reporting.release_report import REPORT_DATA, REPORT_HTML, render_r
 from tests.conftest import example_frame, example_quasi_identifiers
 
 MIXED_GATES = {
-    "sac_released_is_l_diverse", "attribute_table_is_l_diverse", "disclosure_within_bound",
-    "rule_confidence_preserved", "records_accounted_for", "no_probability_tilt",
-    "release_carries_no_input_order", "no_certain_attribute_table_cell", "posterior_within_bound",
+    "sac_released_is_l_diverse",
+    "attribute_table_is_l_diverse",
+    "disclosure_within_bound",
+    "rule_confidence_preserved",
+    "records_accounted_for",
+    "no_probability_tilt",
+    "release_carries_no_input_order",
+    "no_certain_attribute_table_cell",
+    "posterior_within_bound",
 }
 KL_GATES = {"kl_clusters_are_k_anonymous", "kl_clusters_are_l_diverse", "kl_records_accounted_for"}
 
@@ -94,10 +100,18 @@ def example_a_releases(golden, tmp_path_factory):
     csv = root / "example_a.csv"
     example_frame(example).drop(columns="row_id").to_csv(csv, index=False)
     settings = {
-        "input_path": str(csv), "csv_header": True, "column_names": [],
-        "quasi_identifiers": example_quasi_identifiers(example), "sensitive_attributes": example["SA"],
-        "ell": example["l"], "min_confidence": example["min_conf"], "seed": 0, "randomness": "spec-reference", "min_support": 1,
-        "residual_policy": "suppress", "grouping": "p1",
+        "input_path": str(csv),
+        "csv_header": True,
+        "column_names": [],
+        "quasi_identifiers": example_quasi_identifiers(example),
+        "sensitive_attributes": example["SA"],
+        "ell": example["l"],
+        "min_confidence": example["min_conf"],
+        "seed": 0,
+        "randomness": "spec-reference",
+        "min_support": 1,
+        "residual_policy": "suppress",
+        "grouping": "p1",
     }
     home = root / "home"
     job = build_definitions(home).resolve_job_def("release")
@@ -131,7 +145,10 @@ def test_report_figures_are_the_golden_ones(example_a_releases):
     """SPEC §16.2 Example A: AIL 0 and RCE 13 (mixed) / 14 (Rating); rule confidences 3/4 raw,
     3/4 recovered from the mixed release and 3/16 estimated from Rating."""
     example = example_a_releases["example"]
-    for model, rce, recovered in (("mixed", "RCE_mixed", "conf_recovered_mixed"), ("rating", "RCE_rating", "conf_estimated_rating")):
+    for model, rce, recovered in (
+        ("mixed", "RCE_mixed", "conf_recovered_mixed"),
+        ("rating", "RCE_rating", "conf_estimated_rating"),
+    ):
         data = json.loads((example_a_releases[model] / REPORT_DATA).read_text())
         assert data["metrics"]["reconstruction_error"] == pytest.approx(float(Fraction(example[rce])))
         assert data["metrics"]["additional_information_loss"] == pytest.approx(float(Fraction(example[f"AIL_{model}"])))
@@ -139,9 +156,7 @@ def test_report_figures_are_the_golden_ones(example_a_releases):
             f"{r['lhs'][0]}={r['lhs'][1]}=>{r['rhs'][0]}={r['rhs'][1]}": Fraction(r["supp_ab"], r["supp_lhs"])
             for r in example["strong_rules"]
         }
-        got = {
-            f"{r['antecedent'][0]}={r['antecedent'][1]}=>{r['consequent'][0]}={r['consequent'][1]}": r for r in data["rules"]
-        }
+        got = {f"{r['antecedent'][0]}={r['antecedent'][1]}=>{r['consequent'][0]}={r['consequent'][1]}": r for r in data["rules"]}
         assert set(got) == set(expected)
         for name, rule in got.items():
             assert rule["raw_confidence"] == pytest.approx(float(expected[name]))
@@ -205,15 +220,40 @@ def test_report_command_refuses_a_directory_that_is_not_a_release(tmp_path):
 def test_failed_gate_renders_as_failed():
     """A manifest whose gate failed (as the CLI would see it had the release been forced)."""
     manifest = {
-        "release_id": "r1", "model": "mixed", "ell": 3, "min_confidence": 0.8, "seed": 0,
-        "quasi_identifiers": ["a"], "sensitive_attributes": ["x", "y"], "n_input": 10, "n_dropped_missing": 1,
-        "n_sac_released": 3, "n_attribute_table": 6, "n_deleted": 0, "n_suppressed_cells": 0,
+        "release_id": "r1",
+        "model": "mixed",
+        "ell": 3,
+        "min_confidence": 0.8,
+        "seed": 0,
+        "quasi_identifiers": ["a"],
+        "sensitive_attributes": ["x", "y"],
+        "n_input": 10,
+        "n_dropped_missing": 1,
+        "n_sac_released": 3,
+        "n_attribute_table": 6,
+        "n_deleted": 0,
+        "n_suppressed_cells": 0,
         "checks": [
-            {"name": "disclosure_within_bound", "passed": False, "status": "failed",
-             "observed": {"max_disclosure_probability": 1.0, "histogram_bins_0_to_1_step_0.1": [0] * 9 + [2],
-                          "gx_expectations": [{"type": "expect_column_values_to_be_in_set", "column": "within_bound",
-                                               "success": False, "value_set": [True], "element_count": 2,
-                                               "unexpected_count": 2, "unexpected_percent": 100.0}]}},
+            {
+                "name": "disclosure_within_bound",
+                "passed": False,
+                "status": "failed",
+                "observed": {
+                    "max_disclosure_probability": 1.0,
+                    "histogram_bins_0_to_1_step_0.1": [0] * 9 + [2],
+                    "gx_expectations": [
+                        {
+                            "type": "expect_column_values_to_be_in_set",
+                            "column": "within_bound",
+                            "success": False,
+                            "value_set": [True],
+                            "element_count": 2,
+                            "unexpected_count": 2,
+                            "unexpected_percent": 100.0,
+                        }
+                    ],
+                },
+            },
             {"name": "records_accounted_for", "passed": True, "status": "passed", "observed": {}},
         ],
     }
@@ -292,7 +332,9 @@ def test_the_private_rating_baseline_is_the_golden_one_and_shown_without_a_ratin
     baseline = data["private_rating_baseline"]
     assert baseline["published"] is False and baseline["model"] == "rating"
     assert baseline["additional_information_loss"] == pytest.approx(float(Fraction(example["AIL_rating"])))
-    assert baseline["reconstruction_error_per_record"] == pytest.approx(float(Fraction(example["RCE_rating"])) / len(example["input"]))
+    assert baseline["reconstruction_error_per_record"] == pytest.approx(
+        float(Fraction(example["RCE_rating"])) / len(example["input"])
+    )
     assert baseline["n_holders_certain"] == sum(1 for p in example["attack_rating"].values() if Fraction(p) == 1)
     # a home holding only the mixed release: the page compares with the private baseline
     alone = tmp_path / "releases" / example_a_releases["mixed"].name
@@ -300,4 +342,6 @@ def test_the_private_rating_baseline_is_the_golden_one_and_shown_without_a_ratin
     outcome = CliRunner().invoke(main, ["report", str(alone)])
     assert outcome.exit_code == 0, outcome.output
     text = text_without_images(alone / REPORT_HTML)
-    assert "computed privately in this run and never published" in text and "Not available" not in text.split("Comparison with")[1]
+    assert (
+        "computed privately in this run and never published" in text and "Not available" not in text.split("Comparison with")[1]
+    )

@@ -68,10 +68,20 @@ def settings_config(input_path: Path, **overrides) -> dict:
 
 def cli_args(input_path: Path, home: Path, *extra: str) -> list[str]:
     return [
-        "run", "--input", str(input_path), "--quasi-identifiers", ",".join(QUASI_IDENTIFIERS),
-        "--sensitive-attributes", ",".join(SENSITIVE_ATTRIBUTES), "--confidence-tolerance", str(TOLERANCE),
-        "--posterior-gate", "warn",  # Adult samples fail the posterior gate (P1 grouping; docs/posterior.md); these tests are about other things
-        "--home", str(home), *extra,
+        "run",
+        "--input",
+        str(input_path),
+        "--quasi-identifiers",
+        ",".join(QUASI_IDENTIFIERS),
+        "--sensitive-attributes",
+        ",".join(SENSITIVE_ATTRIBUTES),
+        "--confidence-tolerance",
+        str(TOLERANCE),
+        "--posterior-gate",
+        "warn",  # Adult samples fail the posterior gate (P1 grouping; docs/posterior.md); these tests are about other things
+        "--home",
+        str(home),
+        *extra,
     ]
 
 
@@ -148,8 +158,12 @@ class Worker:
     def __init__(self, home: Path, log: Path):
         self.log = log
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.release_worker"], cwd=ROOT, env=clean_environment(home),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            [sys.executable, "-m", "tests.release_worker"],
+            cwd=ROOT,
+            env=clean_environment(home),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
 
     def request(self, payload: dict, timeout: float = 900.0) -> dict:
@@ -186,16 +200,16 @@ def crash_home(tmp_path):
 #: Failpoints hit by a full release run (CLI, `release` job, retention keep 2), in pipeline order.
 CLI_KILL_POINTS = [
     "lock.acquired",
-    "warehouse.after_store.private.raw_records",          # end of ingest
-    "warehouse.before_load.private.strong_rules",         # start of the mixed-model stages
+    "warehouse.after_store.private.raw_records",  # end of ingest
+    "warehouse.before_load.private.strong_rules",  # start of the mixed-model stages
     "warehouse.after_store.private.sac_groups",
-    "warehouse.before_store.private.ir_attribute_sids",   # between the two outputs of improved Rating
+    "warehouse.before_store.private.ir_attribute_sids",  # between the two outputs of improved Rating
     "warehouse.after_store.candidate.release_candidate",  # candidate assembled, gates not run
-    "warehouse.before_load.candidate.sac_released",       # gates / publish step starting
-    "publish.table_written.attribute_table",              # inside the real publish
-    "publish.renamed",                                    # release renamed, LATEST not yet replaced
-    "retention.deleting",                                 # an old release half deleted
-    "warehouse.before_store.audit.release_disclosure",    # after LATEST, during the audit
+    "warehouse.before_load.candidate.sac_released",  # gates / publish step starting
+    "publish.table_written.attribute_table",  # inside the real publish
+    "publish.renamed",  # release renamed, LATEST not yet replaced
+    "retention.deleting",  # an old release half deleted
+    "warehouse.before_store.audit.release_disclosure",  # after LATEST, during the audit
 ]
 #: Failpoints at which LATEST already names the new release.
 AFTER_LATEST = ("publish.latest_replaced", "retention.", "warehouse.before_store.audit.")
@@ -299,7 +313,9 @@ def _hold_lock_in_subprocess(home: Path, seconds: float) -> subprocess.Popen:
         "print('held', flush=True)\n"
         f"time.sleep({seconds})\n"
     )
-    holder = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=clean_environment(home), stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=ROOT, env=clean_environment(home), stdout=subprocess.PIPE, text=True
+    )
     assert holder.stdout.readline().strip() == "held"
     return holder
 
@@ -368,22 +384,45 @@ def test_two_concurrent_cli_releases_one_fails_fast_one_waits(tmp_path):
     fast with exit 3 and the holder's pid, C waits with --wait; A and C both publish."""
     home = tmp_path / "home"
     input_path = write_adult_sample(tmp_path / "adult.csv", 2000)
-    command = [str(ROOT / ".venv/bin/msa-release")] if (ROOT / ".venv/bin/msa-release").exists() else [sys.executable, "-m", "pipeline.cli"]
+    command = (
+        [str(ROOT / ".venv/bin/msa-release")]
+        if (ROOT / ".venv/bin/msa-release").exists()
+        else [sys.executable, "-m", "pipeline.cli"]
+    )
     env_a = {**clean_environment(home), PAUSE_ENVIRONMENT_VARIABLE: "lock.acquired=20"}
-    a = subprocess.Popen([*command, *cli_args(input_path, home)], cwd=tmp_path, env=env_a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    a = subprocess.Popen(
+        [*command, *cli_args(input_path, home)],
+        cwd=tmp_path,
+        env=env_a,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while lock_holder(home).get("pid") != a.pid:
             assert time.monotonic() < deadline and a.poll() is None, "A never took the lock"
             time.sleep(0.1)
-        b = subprocess.run([*command, *cli_args(input_path, home)], cwd=tmp_path, env=clean_environment(home),
-                           capture_output=True, text=True, timeout=300)
+        b = subprocess.run(
+            [*command, *cli_args(input_path, home)],
+            cwd=tmp_path,
+            env=clean_environment(home),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert b.returncode == 3, b.stderr
         assert f"another release is running (pid {a.pid}, since " in b.stderr
         assert str(home.resolve()) in b.stderr and "--wait" in b.stderr
         assert a.poll() is None  # B did not disturb A
-        c = subprocess.run([*command, *cli_args(input_path, home, "--wait", "--wait-timeout", "600")], cwd=tmp_path,
-                           env=clean_environment(home), capture_output=True, text=True, timeout=900)
+        c = subprocess.run(
+            [*command, *cli_args(input_path, home, "--wait", "--wait-timeout", "600")],
+            cwd=tmp_path,
+            env=clean_environment(home),
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         out_a, err_a = a.communicate(timeout=600)
     finally:
         if a.poll() is None:
@@ -448,9 +487,19 @@ def test_keep_releases_through_the_job_and_the_cli_option(tmp_path):
     from pipeline.cli import build_settings_config, main
 
     assert build_settings_config(
-        input_path=None, input_format=None, header=None, column_names=None, delimiter=None, quasi_identifiers=None,
-        sensitive_attributes=None, ell=None, min_confidence=None, seed=None, missing_tokens=None,
-        confidence_tolerance=None, keep_releases=3,
+        input_path=None,
+        input_format=None,
+        header=None,
+        column_names=None,
+        delimiter=None,
+        quasi_identifiers=None,
+        sensitive_attributes=None,
+        ell=None,
+        min_confidence=None,
+        seed=None,
+        missing_tokens=None,
+        confidence_tolerance=None,
+        keep_releases=3,
     ) == {"keep_releases": 3}
     assert "--keep-releases" in CliRunner().invoke(main, ["run", "--help"]).output
     home = tmp_path / "home"
@@ -549,18 +598,28 @@ def test_same_input_and_config_give_byte_identical_tables_and_another_seed_only_
     sac_other = pq.read_table(other / "sac_released.parquet").to_pandas()
     assert _group_signatures(sac_first) == _group_signatures(sac_other)
     assert len(sac_first) == len(sac_other)
-    pd.testing.assert_frame_equal(sac_first[["group_id", *QUASI_IDENTIFIERS]].sort_values(["group_id", *QUASI_IDENTIFIERS]).reset_index(drop=True),
-                                  sac_other[["group_id", *QUASI_IDENTIFIERS]].sort_values(["group_id", *QUASI_IDENTIFIERS]).reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        sac_first[["group_id", *QUASI_IDENTIFIERS]].sort_values(["group_id", *QUASI_IDENTIFIERS]).reset_index(drop=True),
+        sac_other[["group_id", *QUASI_IDENTIFIERS]].sort_values(["group_id", *QUASI_IDENTIFIERS]).reset_index(drop=True),
+    )
     links_first = set(map(tuple, sac_first[["group_id", *QUASI_IDENTIFIERS, *SENSITIVE_ATTRIBUTES]].to_numpy().tolist()))
     links_other = set(map(tuple, sac_other[["group_id", *QUASI_IDENTIFIERS, *SENSITIVE_ATTRIBUTES]].to_numpy().tolist()))
     assert links_first != links_other, "seed 1 should link sensitive values to other members than seed 0"
     manifest_other = json.loads((other / "manifest.json").read_text())
     # the learned-model adversary fits its model on the published (permuted) tuples, so gate 9's figures move
     # with the seed; every gate's status does not
-    assert {k for k in manifest_first if manifest_first[k] != manifest_other[k]} <= RUN_SPECIFIC_MANIFEST_FIELDS | {"seed", "checks"}
-    assert [(c["name"], c["status"]) for c in manifest_first["checks"]] == [(c["name"], c["status"]) for c in manifest_other["checks"]]
-    assert all(c1["observed"] == c2["observed"] for c1, c2 in zip(manifest_first["checks"], manifest_other["checks"])
-               if c1["name"] != "posterior_within_bound")
+    assert {k for k in manifest_first if manifest_first[k] != manifest_other[k]} <= RUN_SPECIFIC_MANIFEST_FIELDS | {
+        "seed",
+        "checks",
+    }
+    assert [(c["name"], c["status"]) for c in manifest_first["checks"]] == [
+        (c["name"], c["status"]) for c in manifest_other["checks"]
+    ]
+    assert all(
+        c1["observed"] == c2["observed"]
+        for c1, c2 in zip(manifest_first["checks"], manifest_other["checks"])
+        if c1["name"] != "posterior_within_bound"
+    )
 
 
 # ---------------------------------------------------------------------------------------------

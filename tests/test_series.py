@@ -59,9 +59,22 @@ def example_csv(golden, tmp_path, monkeypatch) -> tuple[dict, Path]:
 
 
 def _run(example, path, home, *extra):
-    arguments = ["run", "--input", str(path), "--quasi-identifiers", ",".join(example_quasi_identifiers(example)),
-                 "--sensitive-attributes", ",".join(example["SA"]), "--min-confidence", str(example["min_conf"]),
-                 "--min-support", "1", "--home", str(home), *extra]
+    arguments = [
+        "run",
+        "--input",
+        str(path),
+        "--quasi-identifiers",
+        ",".join(example_quasi_identifiers(example)),
+        "--sensitive-attributes",
+        ",".join(example["SA"]),
+        "--min-confidence",
+        str(example["min_conf"]),
+        "--min-support",
+        "1",
+        "--home",
+        str(home),
+        *extra,
+    ]
     return CliRunner().invoke(main, arguments)
 
 
@@ -83,8 +96,11 @@ def test_a_second_release_with_another_ell_is_refused_unless_allowed(example_csv
     # the refusal says what the intersection with each earlier release would pin (from its published files)
     import re
 
-    measured = re.findall(r"intersected with release (\S+), it would pin the whole sensitive tuple of (\d+) of the "
-                          r"(\d+) records published in both", " ".join(refused.output.split()))
+    measured = re.findall(
+        r"intersected with release (\S+), it would pin the whole sensitive tuple of (\d+) of the "
+        r"(\d+) records published in both",
+        " ".join(refused.output.split()),
+    )
     assert {m[0] for m in measured} == {published.name, latest.name}
     earlier = json.loads((published / "manifest.json").read_text())
     assert earlier["n_sac_released"] + earlier["n_attribute_table"] == len(example["input"])  # ℓ = 2 publishes all
@@ -99,8 +115,9 @@ def test_a_second_release_with_another_ell_is_refused_unless_allowed(example_csv
         assert 0 <= int(pinned) <= int(in_both)
     assert manifest["allow_recomposition"] is True
     assert {r["release_id"] for r in manifest["recomposition"]} == {published.name, latest.name}
-    assert all(r["changed_settings"] == ["ell"] and r["n_shared_records"] == len(example["input"])
-               for r in manifest["recomposition"])
+    assert all(
+        r["changed_settings"] == ["ell"] and r["n_shared_records"] == len(example["input"]) for r in manifest["recomposition"]
+    )
     first_manifest = json.loads((published / "manifest.json").read_text())
     assert first_manifest["allow_recomposition"] is False and first_manifest["recomposition"] == []
 

@@ -22,8 +22,11 @@ RULE_KEY = ["antecedent_attribute", "antecedent_value", "consequent_attribute", 
 def adult() -> pd.DataFrame:
     settings = ReleaseSettings()
     loaded = load_records(
-        settings.input_path, quasi_identifiers=settings.quasi_identifiers, sensitive_attributes=settings.sensitive_attributes,
-        column_names=settings.column_names, csv_header=False,
+        settings.input_path,
+        quasi_identifiers=settings.quasi_identifiers,
+        sensitive_attributes=settings.sensitive_attributes,
+        column_names=settings.column_names,
+        csv_header=False,
     )
     return loaded.records.drop(columns="row_id")
 
@@ -60,12 +63,33 @@ def test_sampling_rejects_bad_arguments():
 
 @pytest.mark.parametrize("sampling", ["balanced", "replacement"])
 def test_same_seed_same_file_and_rows_are_whole_adult_rows(adult, tmp_path, sampling):
-    first = synthesize(adult, ReleaseSettings().sensitive_attributes, rows=5000, seed=11, output=tmp_path / "a.parquet",
-                       sampling=sampling, chunk_rows=1500)
-    again = synthesize(adult, ReleaseSettings().sensitive_attributes, rows=5000, seed=11, output=tmp_path / "b.parquet",
-                       sampling=sampling, chunk_rows=1500)
-    other = synthesize(adult, ReleaseSettings().sensitive_attributes, rows=5000, seed=12, output=tmp_path / "c.parquet",
-                       sampling=sampling, chunk_rows=1500)
+    first = synthesize(
+        adult,
+        ReleaseSettings().sensitive_attributes,
+        rows=5000,
+        seed=11,
+        output=tmp_path / "a.parquet",
+        sampling=sampling,
+        chunk_rows=1500,
+    )
+    again = synthesize(
+        adult,
+        ReleaseSettings().sensitive_attributes,
+        rows=5000,
+        seed=11,
+        output=tmp_path / "b.parquet",
+        sampling=sampling,
+        chunk_rows=1500,
+    )
+    other = synthesize(
+        adult,
+        ReleaseSettings().sensitive_attributes,
+        rows=5000,
+        seed=12,
+        output=tmp_path / "c.parquet",
+        sampling=sampling,
+        chunk_rows=1500,
+    )
     assert _sha256(first.path) == _sha256(again.path)
     sample = _read(first.path)
     assert not sample.equals(_read(other.path))
@@ -114,8 +138,17 @@ def test_synthesize_command(tmp_path, monkeypatch):
 def test_synthesize_command_names_a_missing_column(tmp_path):
     from pipeline.cli import main
 
-    outcome = CliRunner().invoke(main, [
-        "synthesize", "--rows", "10", "--output", str(tmp_path / "x.parquet"), "--sensitive-attributes", "education,nope",
-    ])
+    outcome = CliRunner().invoke(
+        main,
+        [
+            "synthesize",
+            "--rows",
+            "10",
+            "--output",
+            str(tmp_path / "x.parquet"),
+            "--sensitive-attributes",
+            "education,nope",
+        ],
+    )
     assert outcome.exit_code == 2
     assert "nope" in outcome.output

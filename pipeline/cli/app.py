@@ -9,5 +9,3 @@ import click
 def main() -> None:
     """Publish microdata with several sensitive attributes (strong-rule mixed model, Rating
     baseline, (k, ℓ)-anonymity)."""
-
-

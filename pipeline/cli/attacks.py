@@ -19,8 +19,16 @@ from pipeline.cli.common import _report_step_failures, _settings_from_options, e
 @input_options
 @click.option("--ell", type=click.IntRange(min=2), help="ℓ of every release (default 3).")
 @click.option("--k", type=click.IntRange(min=2), help="k of the (k, ℓ) release (default 3).")
-@click.option("--min-confidence", type=click.FloatRange(min=0.0, max=1.0, min_open=True), help="Strong-rule threshold of the mixed model (default 0.8).")
-@click.option("--hierarchies", type=click.Path(file_okay=False), help="Hierarchies of every quasi-identifier and sensitive attribute (default: data/adult/hierarchies).")
+@click.option(
+    "--min-confidence",
+    type=click.FloatRange(min=0.0, max=1.0, min_open=True),
+    help="Strong-rule threshold of the mixed model (default 0.8).",
+)
+@click.option(
+    "--hierarchies",
+    type=click.Path(file_okay=False),
+    help="Hierarchies of every quasi-identifier and sensitive attribute (default: data/adult/hierarchies).",
+)
 @click.option("--output", type=click.Path(file_okay=False), help="Output directory (default: reports/attacks).")
 def attacks(**options) -> None:
     """Run the Dagster `attacks` job: P2's join attack and the one-known-value attack against the
@@ -49,8 +57,13 @@ def attacks(**options) -> None:
 
 
 @main.command("privacy-report")
-@click.option("--output", type=click.Path(file_okay=False), default="reports/attacks", show_default=True,
-              help="Where to write privacy.json and PRIVACY.md.")
+@click.option(
+    "--output",
+    type=click.Path(file_okay=False),
+    default="reports/attacks",
+    show_default=True,
+    help="Where to write privacy.json and PRIVACY.md.",
+)
 def privacy_report(output: str) -> None:
     """Run the attacks of issue 12 (order replay, learned model, certain cells, composition, one known
     value) against candidate releases of Adult in a scratch home and write OUTPUT/PRIVACY.md."""
@@ -66,5 +79,3 @@ def privacy_report(output: str) -> None:
     finally:
         shutil.rmtree(scratch_dagster, ignore_errors=True)
     click.echo(f"wrote {Path(output) / 'PRIVACY.md'} and privacy.json in {time.monotonic() - started:.0f} s")
-
-

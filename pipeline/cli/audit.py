@@ -14,12 +14,21 @@ from pipeline.cli.common import UnusableInput
 
 @main.command()
 @click.argument("release_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--raw", "raw_path", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="Raw table to mine the adversary's strong rules from (read as the release read its input).")
-@click.option("--min-confidence", type=click.FloatRange(min=0.0, max=1.0, min_open=True),
-              help="Threshold of the adversary's rules (default: the release's).")
-@click.option("--output", type=click.Path(dir_okay=False),
-              help="Where to write the JSON report (default: ./audit-<release_id>.json).")
+@click.option(
+    "--raw",
+    "raw_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Raw table to mine the adversary's strong rules from (read as the release read its input).",
+)
+@click.option(
+    "--min-confidence",
+    type=click.FloatRange(min=0.0, max=1.0, min_open=True),
+    help="Threshold of the adversary's rules (default: the release's).",
+)
+@click.option(
+    "--output", type=click.Path(dir_okay=False), help="Where to write the JSON report (default: ./audit-<release_id>.json)."
+)
 def audit(release_dir: str, raw_path: str, min_confidence: float | None, output: str | None) -> None:
     """Audit RELEASE_DIR (a release directory, or a releases directory with LATEST) from its files.
 
@@ -42,9 +51,13 @@ def audit(release_dir: str, raw_path: str, min_confidence: float | None, output:
 
 @main.command()
 @click.argument("release_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--raw", "raw_path", type=click.Path(exists=True, dir_okay=False),
-              help="Raw table, only for a mixed/Rating release without report.json: rule confidences, AIL and RCE "
-              "are then computed from it (read as the release read its input).")
+@click.option(
+    "--raw",
+    "raw_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Raw table, only for a mixed/Rating release without report.json: rule confidences, AIL and RCE "
+    "are then computed from it (read as the release read its input).",
+)
 def report(release_dir: str, raw_path: str | None) -> None:
     """Regenerate RELEASE_DIR/report.html (a release directory, or a releases directory with LATEST).
 
@@ -88,5 +101,3 @@ def render_audit(report: dict, target: Path) -> str:
         )
     lines.append(f"  report         {target}")
     return "\n".join(lines)
-
-

@@ -48,7 +48,9 @@ def parse_weights(value: str | None) -> dict[str, float] | None:
         except ValueError:
             weight = None
         if not separator or not name or weight is None:
-            raise click.BadParameter(f"{item!r} is not name=number (example: sex=2,race=0.5)", param_hint="--generalization-weights")
+            raise click.BadParameter(
+                f"{item!r} is not name=number (example: sex=2,race=0.5)", param_hint="--generalization-weights"
+            )
         if name in weights:
             raise click.BadParameter(f"{name!r} is given twice", param_hint="--generalization-weights")
         weights[name] = weight
@@ -123,9 +125,7 @@ def build_settings_config(
     config: dict = {}
     if input_path is not None:
         if not quasi_identifiers or not sensitive_attributes:
-            raise click.UsageError(
-                "with --input, name the columns: --quasi-identifiers a,b --sensitive-attributes x,y"
-            )
+            raise click.UsageError("with --input, name the columns: --quasi-identifiers a,b --sensitive-attributes x,y")
         config.update({"input_path": input_path, "csv_header": True, "column_names": []})
     for key, value in (
         ("input_format", input_format),
@@ -173,8 +173,19 @@ class UnusableInput(UnusableInputError, click.ClickException):
 #: Options that only the (k, ℓ) model reads, and options it does not read.
 KL_ONLY_OPTIONS = ("k", "hierarchies", "kl_method", "max_block_size", "generalization_weights")
 NOT_KL_OPTIONS = (
-    "min_confidence", "seed", "allow_disclosure", "confidence_tolerance", "mining_backend", "duckdb_mining_threshold",
-    "randomness", "min_support", "grouping", "stratum_deletion_budget", "residual_policy", "posterior_slack", "posterior_gate",
+    "min_confidence",
+    "seed",
+    "allow_disclosure",
+    "confidence_tolerance",
+    "mining_backend",
+    "duckdb_mining_threshold",
+    "randomness",
+    "min_support",
+    "grouping",
+    "stratum_deletion_budget",
+    "residual_policy",
+    "posterior_slack",
+    "posterior_gate",
 )
 
 
@@ -252,9 +263,13 @@ def input_options(command):
     """The options that say which table to read and which columns play which role."""
     for option in reversed(
         [
-            click.option("--input", "input_path", type=click.Path(dir_okay=False), help="CSV or Parquet file (default: UCI Adult)."),
+            click.option(
+                "--input", "input_path", type=click.Path(dir_okay=False), help="CSV or Parquet file (default: UCI Adult)."
+            ),
             click.option("--input-format", type=click.Choice(["auto", "csv", "parquet"]), help="Default: by extension."),
-            click.option("--header/--no-header", default=None, help="Whether the CSV has a header row (default with --input: yes)."),
+            click.option(
+                "--header/--no-header", default=None, help="Whether the CSV has a header row (default with --input: yes)."
+            ),
             click.option("--column-names", help="All column names in file order, comma-separated (CSV without header)."),
             click.option("--delimiter", help="CSV field separator (default ',')."),
             click.option("--quasi-identifiers", help="Comma-separated quasi-identifier columns."),
@@ -286,7 +301,8 @@ def hold_release_lock(home: Path, *, wait: bool, wait_timeout: float) -> None:
 
     try:
         lock = acquire_release_lock(
-            home, wait_seconds=wait_timeout if wait else 0.0,
+            home,
+            wait_seconds=wait_timeout if wait else 0.0,
             hint="wait for it or use --wait" if not wait else "try again later or raise --wait-timeout",
         )
     except ReleaseLockBusy as error:
@@ -429,15 +445,21 @@ def preflight(config: dict, *, home_option: str | None) -> Path:
     settings = ReleaseSettings(**config)
     try:
         loaded = load_records(
-            settings.input_path, quasi_identifiers=settings.quasi_identifiers,
-            sensitive_attributes=settings.sensitive_attributes, input_format=settings.input_format,
-            csv_header=settings.csv_header, column_names=settings.column_names, delimiter=settings.delimiter,
-            strip_whitespace=settings.strip_whitespace, missing_value_tokens=settings.missing_value_tokens,
+            settings.input_path,
+            quasi_identifiers=settings.quasi_identifiers,
+            sensitive_attributes=settings.sensitive_attributes,
+            input_format=settings.input_format,
+            csv_header=settings.csv_header,
+            column_names=settings.column_names,
+            delimiter=settings.delimiter,
+            strip_whitespace=settings.strip_whitespace,
+            missing_value_tokens=settings.missing_value_tokens,
             ell=settings.ell,
         )
         if settings.model == "kl":
             load_hierarchies(
-                settings.hierarchies_path(), settings.quasi_identifiers,
+                settings.hierarchies_path(),
+                settings.quasi_identifiers,
                 data_values={a: loaded.records[a] for a in settings.quasi_identifiers},
                 data_source=f"input {settings.input_path}",
             )
@@ -546,5 +568,3 @@ def environment_failure_messages(result) -> list[str]:
                 "nothing was published: make $MSA_RELEASE_HOME and its releases/ directory writable and retry"
             )
     return list(dict.fromkeys(messages))
-
-

@@ -63,5 +63,3 @@ def experiments(**options) -> None:
     click.echo(f"Experiments done in {elapsed:.0f} s: {report}")
     if report:
         click.echo(f"  figures and results.json beside it in {Path(report).parent}")
-
-

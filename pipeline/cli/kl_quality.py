@@ -32,27 +32,43 @@ def kl_quality(**options) -> None:
     try:
         settings = ReleaseSettings(**config)
         loaded = load_records(
-            settings.input_path, quasi_identifiers=settings.quasi_identifiers, sensitive_attributes=settings.sensitive_attributes,
-            input_format=settings.input_format, csv_header=settings.csv_header, column_names=settings.column_names,
-            delimiter=settings.delimiter, strip_whitespace=settings.strip_whitespace, missing_value_tokens=settings.missing_value_tokens,
+            settings.input_path,
+            quasi_identifiers=settings.quasi_identifiers,
+            sensitive_attributes=settings.sensitive_attributes,
+            input_format=settings.input_format,
+            csv_header=settings.csv_header,
+            column_names=settings.column_names,
+            delimiter=settings.delimiter,
+            strip_whitespace=settings.strip_whitespace,
+            missing_value_tokens=settings.missing_value_tokens,
         )
         hierarchies = load_hierarchies(
-            settings.hierarchies_path(), settings.quasi_identifiers,
-            data_values={a: loaded.records[a] for a in settings.quasi_identifiers}, data_source=str(settings.input_path),
+            settings.hierarchies_path(),
+            settings.quasi_identifiers,
+            data_values={a: loaded.records[a] for a in settings.quasi_identifiers},
+            data_source=str(settings.input_path),
         )
     except (InputError, HierarchyError, ValueError) as error:
         raise UnusableInput(str(error)) from error
     plan = (
-        quality.QualityPlan(small_sizes=(8,), small_tables_per_point=5, medium_sizes=(500,), medium_parameters=((3, 3),), whole_parameters=())
+        quality.QualityPlan(
+            small_sizes=(8,), small_tables_per_point=5, medium_sizes=(500,), medium_parameters=((3, 3),), whole_parameters=()
+        )
         if options["quick"]
         else quality.QualityPlan()
     )
-    out_dir = Path(options["output"]).resolve() if options["output"] else Path(__file__).resolve().parents[2] / "reports" / "kl_quality"
+    out_dir = (
+        Path(options["output"]).resolve() if options["output"] else Path(__file__).resolve().parents[2] / "reports" / "kl_quality"
+    )
     report = quality.main(
-        records=loaded.records, quasi_identifiers=settings.quasi_identifiers, sensitive_attributes=settings.sensitive_attributes,
-        hierarchies=hierarchies, out_dir=out_dir, plan=plan,
-        description=("UCI Adult (adult.data, CC BY 4.0), default columns" if not options["input_path"] else Path(settings.input_path).name),
+        records=loaded.records,
+        quasi_identifiers=settings.quasi_identifiers,
+        sensitive_attributes=settings.sensitive_attributes,
+        hierarchies=hierarchies,
+        out_dir=out_dir,
+        plan=plan,
+        description=(
+            "UCI Adult (adult.data, CC BY 4.0), default columns" if not options["input_path"] else Path(settings.input_path).name
+        ),
     )
     click.echo(f"kl-quality done in {time.monotonic() - started:.0f} s: {report}")
-
-

@@ -32,60 +32,121 @@ from pipeline.cli.common import (
 @click.option("--ell", type=click.IntRange(min=2), help="ℓ (integer >= 2; default 3).")
 @click.option("--min-confidence", type=click.FloatRange(min=0.0, max=1.0, min_open=True), help="In (0, 1]; default 0.8.")
 @click.option("--seed", type=click.IntRange(min=0), help="Seed of the per-group permutation (default 0).")
-@click.option("--model", type=click.Choice(["mixed", "rating", "kl"]),
-              help="Publication model (default mixed; rating = plain Rating baseline; kl = (k, ℓ)-anonymity, P2).")
-@click.option("--allow-disclosure", is_flag=True, default=None,
-              help="Publish even if the strong-rule adversary beats 1/ell (recorded in the manifest).")
+@click.option(
+    "--model",
+    type=click.Choice(["mixed", "rating", "kl"]),
+    help="Publication model (default mixed; rating = plain Rating baseline; kl = (k, ℓ)-anonymity, P2).",
+)
+@click.option(
+    "--allow-disclosure",
+    is_flag=True,
+    default=None,
+    help="Publish even if the strong-rule adversary beats 1/ell (recorded in the manifest).",
+)
 @click.option("--confidence-tolerance", type=click.FloatRange(0.0, 1.0), help="Gate 4 tolerance (default 0.05).")
-@click.option("--posterior-slack", type=click.FloatRange(0.0, 1.0),
-              help="Posterior gate: tolerance above max(1/ell, population posterior) (default 0.05).")
-@click.option("--posterior-gate", type=click.Choice(["block", "warn"]),
-              help="Posterior gate: block the release or only warn (default warn until the attribute table passes it; "
-              "recorded in the manifest).")
-@click.option("--grouping", type=click.Choice(["qi_aware", "p1"]),
-              help="Grouping and bucketization (mixed, rating): qi_aware (default: SAC~ partners with the same "
-              "quasi-identifiers first, a group's differing quasi-identifiers generalized along --hierarchies, else '*'; "
-              "Rating inside quasi-identifier strata) or p1 (P1's Algorithm 11 and plain Rating, exact "
-              "quasi-identifiers; does not resist the learned-model adversary on correlated data).")
-@click.option("--stratum-deletion-budget", type=click.FloatRange(0.0, 1.0),
-              help="qi_aware: extra records a stratum split may delete per record whose quasi-identifiers it publishes "
-              "more specifically (default 0.02; 0 = fewest deletions, most generalization).")
-@click.option("--allow-recomposition", is_flag=True, default=None,
-              help="Publish even if the release shares records with an earlier release of this home made with other "
-              "settings or records (an intersection can pin values; recorded in the manifest).")
-@click.option("--residual-policy", type=click.Choice(["delete", "suppress"]),
-              help="delete (default): delete whole records until no value exceeds 1/ell of the attribute table, so no "
-              "cell is suppressed (a suppressed cell names its value); suppress: SPEC's reference behaviour.")
-@click.option("--min-support", type=click.IntRange(min=1),
-              help="Minimum support of a strong rule in records (default max(ell, 5)); rarer rules are neither used nor printed.")
-@click.option("--randomness", type=click.Choice(["home-secret", "spec-reference"]),
-              help="home-secret (default): keyed order, SID numbers and permutation from $MSA_RELEASE_HOME/secret.key; "
-              "spec-reference: SPEC's input-order algorithms (golden examples; leaks the input order, refused by the "
-              "order gate on tables of more than a few hundred records).")
+@click.option(
+    "--posterior-slack",
+    type=click.FloatRange(0.0, 1.0),
+    help="Posterior gate: tolerance above max(1/ell, population posterior) (default 0.05).",
+)
+@click.option(
+    "--posterior-gate",
+    type=click.Choice(["block", "warn"]),
+    help="Posterior gate: block the release or only warn (default warn until the attribute table passes it; "
+    "recorded in the manifest).",
+)
+@click.option(
+    "--grouping",
+    type=click.Choice(["qi_aware", "p1"]),
+    help="Grouping and bucketization (mixed, rating): qi_aware (default: SAC~ partners with the same "
+    "quasi-identifiers first, a group's differing quasi-identifiers generalized along --hierarchies, else '*'; "
+    "Rating inside quasi-identifier strata) or p1 (P1's Algorithm 11 and plain Rating, exact "
+    "quasi-identifiers; does not resist the learned-model adversary on correlated data).",
+)
+@click.option(
+    "--stratum-deletion-budget",
+    type=click.FloatRange(0.0, 1.0),
+    help="qi_aware: extra records a stratum split may delete per record whose quasi-identifiers it publishes "
+    "more specifically (default 0.02; 0 = fewest deletions, most generalization).",
+)
+@click.option(
+    "--allow-recomposition",
+    is_flag=True,
+    default=None,
+    help="Publish even if the release shares records with an earlier release of this home made with other "
+    "settings or records (an intersection can pin values; recorded in the manifest).",
+)
+@click.option(
+    "--residual-policy",
+    type=click.Choice(["delete", "suppress"]),
+    help="delete (default): delete whole records until no value exceeds 1/ell of the attribute table, so no "
+    "cell is suppressed (a suppressed cell names its value); suppress: SPEC's reference behaviour.",
+)
+@click.option(
+    "--min-support",
+    type=click.IntRange(min=1),
+    help="Minimum support of a strong rule in records (default max(ell, 5)); rarer rules are neither used nor printed.",
+)
+@click.option(
+    "--randomness",
+    type=click.Choice(["home-secret", "spec-reference"]),
+    help="home-secret (default): keyed order, SID numbers and permutation from $MSA_RELEASE_HOME/secret.key; "
+    "spec-reference: SPEC's input-order algorithms (golden examples; leaks the input order, refused by the "
+    "order gate on tables of more than a few hundred records).",
+)
 @click.option("--k", "k", type=click.IntRange(min=2), help="--model kl: minimum equivalence-class size (default 3; k >= ell).")
-@click.option("--hierarchies", type=click.Path(file_okay=False),
-              help="--model kl: folder of ARX hierarchies, one per quasi-identifier (default data/adult/hierarchies); "
-              "--model mixed or rating: where the QI-aware grouping finds the hierarchies that generalize group and "
-              "stratum quasi-identifiers.")
-@click.option("--kl-method", type=click.Choice(["blocked", "greedy", "exact"]),
-              help="--model kl: blocked (default, any size), greedy (<= 6000 records) or exact (<= 16 records).")
+@click.option(
+    "--hierarchies",
+    type=click.Path(file_okay=False),
+    help="--model kl: folder of ARX hierarchies, one per quasi-identifier (default data/adult/hierarchies); "
+    "--model mixed or rating: where the QI-aware grouping finds the hierarchies that generalize group and "
+    "stratum quasi-identifiers.",
+)
+@click.option(
+    "--kl-method",
+    type=click.Choice(["blocked", "greedy", "exact"]),
+    help="--model kl: blocked (default, any size), greedy (<= 6000 records) or exact (<= 16 records).",
+)
 @click.option("--max-block-size", type=click.IntRange(min=4), help="--model kl, blocked: largest block (default 256; >= 2k).")
 @click.option("--generalization-weights", help="--model kl: cost weight per quasi-identifier, e.g. sex=2,race=0.5 (default 1).")
-@click.option("--mining-backend", type=click.Choice(["auto", "mlxtend-apriori", "mlxtend-fpgrowth", "duckdb", "counting"]),
-              help="Strong-rule mining (default auto: mlxtend Apriori below --duckdb-mining-threshold records, DuckDB above).")
-@click.option("--duckdb-mining-threshold", type=click.IntRange(min=1),
-              help="With --mining-backend auto: mine with DuckDB from this many records on (default 100000).")
-@click.option("--keep-releases", type=click.IntRange(min=0),
-              help="Retention: after publishing, remove the oldest releases beyond the newest N (never LATEST's); "
-              "default 0 keeps all.")
-@click.option("--wait/--no-wait", default=False,
-              help="If another run holds the release lock of this home, wait for it (default: fail at once, exit 3).")
-@click.option("--wait-timeout", type=click.FloatRange(min=0.0), default=3600.0, show_default=True,
-              help="With --wait: give up (exit 3) after this many seconds.")
-@click.option("--profile", is_flag=True, default=None,
-              help="Record wall time and peak memory (RSS) per stage into the manifest, the Dagster metadata and a JSON sidecar.")
-@click.option("--profile-output", type=click.Path(dir_okay=False),
-              help="With --profile: where to write the sidecar (default <home>/profiles/<run_id>.json).")
+@click.option(
+    "--mining-backend",
+    type=click.Choice(["auto", "mlxtend-apriori", "mlxtend-fpgrowth", "duckdb", "counting"]),
+    help="Strong-rule mining (default auto: mlxtend Apriori below --duckdb-mining-threshold records, DuckDB above).",
+)
+@click.option(
+    "--duckdb-mining-threshold",
+    type=click.IntRange(min=1),
+    help="With --mining-backend auto: mine with DuckDB from this many records on (default 100000).",
+)
+@click.option(
+    "--keep-releases",
+    type=click.IntRange(min=0),
+    help="Retention: after publishing, remove the oldest releases beyond the newest N (never LATEST's); default 0 keeps all.",
+)
+@click.option(
+    "--wait/--no-wait",
+    default=False,
+    help="If another run holds the release lock of this home, wait for it (default: fail at once, exit 3).",
+)
+@click.option(
+    "--wait-timeout",
+    type=click.FloatRange(min=0.0),
+    default=3600.0,
+    show_default=True,
+    help="With --wait: give up (exit 3) after this many seconds.",
+)
+@click.option(
+    "--profile",
+    is_flag=True,
+    default=None,
+    help="Record wall time and peak memory (RSS) per stage into the manifest, the Dagster metadata and a JSON sidecar.",
+)
+@click.option(
+    "--profile-output",
+    type=click.Path(dir_okay=False),
+    help="With --profile: where to write the sidecar (default <home>/profiles/<run_id>.json).",
+)
 def run(**options) -> None:
     """Run the Dagster `release` job (models mixed, rating) or `kl_release` job (model kl) in-process
     and print a summary of the published release.
@@ -121,7 +182,11 @@ def run(**options) -> None:
     latest = read_latest(home / "releases")
     if latest is not None and latest != previous:
         manifest = json.loads((latest / "manifest.json").read_text())
-        click.echo(render_kl_summary(manifest, latest, elapsed) if manifest["model"] == "kl" else render_summary(manifest, latest, elapsed))
+        click.echo(
+            render_kl_summary(manifest, latest, elapsed)
+            if manifest["model"] == "kl"
+            else render_summary(manifest, latest, elapsed)
+        )
         if not result.success:
             # published (LATEST moved), but a step after the publish failed, e.g. the audit
             click.echo(
@@ -245,4 +310,3 @@ def render_kl_summary(manifest: dict, path: Path, elapsed: float) -> str:
 
 if __name__ == "__main__":
     main()
-

@@ -14,10 +14,17 @@ from pipeline.cli.common import UnusableInput, _settings_from_options, validate_
 @click.option("--rows", type=click.IntRange(min=1), required=True, help="Records to write (e.g. 1000000).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Random seed (same seed, same file).")
 @click.option("--output", type=click.Path(dir_okay=False), required=True, help="Parquet file to write.")
-@click.option("--sampling", type=click.Choice(["balanced", "replacement"]), default="balanced", show_default=True,
-              help="balanced: every source row floor(N/n) times plus a random subset once more (rules kept); "
-              "replacement: N independent draws.")
-@click.option("--chunk-rows", type=click.IntRange(min=1), default=1_000_000, show_default=True, help="Rows per Parquet row group.")
+@click.option(
+    "--sampling",
+    type=click.Choice(["balanced", "replacement"]),
+    default="balanced",
+    show_default=True,
+    help="balanced: every source row floor(N/n) times plus a random subset once more (rules kept); "
+    "replacement: N independent draws.",
+)
+@click.option(
+    "--chunk-rows", type=click.IntRange(min=1), default=1_000_000, show_default=True, help="Rows per Parquet row group."
+)
 @click.option("--input", "input_path", type=click.Path(dir_okay=False), help="Source CSV or Parquet file (default: UCI Adult).")
 @click.option("--input-format", type=click.Choice(["auto", "csv", "parquet"]), help="Default: by extension.")
 @click.option("--header/--no-header", default=None, help="Whether the source CSV has a header row (default with --input: yes).")
@@ -26,8 +33,11 @@ from pipeline.cli.common import UnusableInput, _settings_from_options, validate_
 @click.option("--quasi-identifiers", help="Comma-separated quasi-identifier columns to keep.")
 @click.option("--sensitive-attributes", help="Comma-separated sensitive attribute columns to keep (at least 2).")
 @click.option("--missing-tokens", help="Comma-separated values meaning 'missing' (default: '', NULL, ?).")
-@click.option("--min-confidence", type=click.FloatRange(min=0.0, max=1.0, min_open=True),
-              help="Threshold of the rule comparison source vs sample (default 0.8).")
+@click.option(
+    "--min-confidence",
+    type=click.FloatRange(min=0.0, max=1.0, min_open=True),
+    help="Threshold of the rule comparison source vs sample (default 0.8).",
+)
 def synthesize(**options) -> None:
     """Write a synthetic table of --rows whole rows of the source (default: UCI Adult's quasi-identifiers
     and sensitive attributes of the default configuration, after the missing-value policy) as Parquet.
@@ -44,16 +54,27 @@ def synthesize(**options) -> None:
     settings = ReleaseSettings(**config)
     try:
         loaded = load_records(
-            settings.input_path, quasi_identifiers=settings.quasi_identifiers, sensitive_attributes=settings.sensitive_attributes,
-            input_format=settings.input_format, csv_header=settings.csv_header, column_names=settings.column_names,
-            delimiter=settings.delimiter, strip_whitespace=settings.strip_whitespace, missing_value_tokens=settings.missing_value_tokens,
+            settings.input_path,
+            quasi_identifiers=settings.quasi_identifiers,
+            sensitive_attributes=settings.sensitive_attributes,
+            input_format=settings.input_format,
+            csv_header=settings.csv_header,
+            column_names=settings.column_names,
+            delimiter=settings.delimiter,
+            strip_whitespace=settings.strip_whitespace,
+            missing_value_tokens=settings.missing_value_tokens,
         )
         source_path = resolve_input_path(settings.input_path)
     except InputError as error:
         raise UnusableInput(str(error)) from error
     result = write_synthetic(
-        loaded.records.drop(columns="row_id"), settings.sensitive_attributes, rows=options["rows"], seed=options["seed"],
-        output=options["output"], sampling=options["sampling"], min_confidence=settings.min_confidence,
+        loaded.records.drop(columns="row_id"),
+        settings.sensitive_attributes,
+        rows=options["rows"],
+        seed=options["seed"],
+        output=options["output"],
+        sampling=options["sampling"],
+        min_confidence=settings.min_confidence,
         chunk_rows=options["chunk_rows"],
         provenance={"source": source_path.name, "source_sha256": file_sha256(source_path)},
     )
@@ -64,5 +85,3 @@ def synthesize(**options) -> None:
         f"  strong rules   {result.sample_rules} in the sample, {result.source_rules} in the source "
         f"(min_confidence {settings.min_confidence}): {'equal' if result.rules_equal_source else 'DIFFERENT'}"
     )
-
-

@@ -11,6 +11,7 @@ Sources: P1 §3.3 (attack), Lemma 12, Lemma 22; SPEC §8, §10, §11 (average co
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -54,9 +55,7 @@ def _sid_value_shares(id_table: pd.DataFrame, rules: pd.DataFrame | None = None)
     return shares.assign(value=shares["value"].astype(str)).reset_index(drop=True)
 
 
-def _at_probability(
-    attribute_table: pd.DataFrame, shares: pd.DataFrame, attribute: str, value: str
-) -> np.ndarray:
+def _at_probability(attribute_table: pd.DataFrame, shares: pd.DataFrame, attribute: str, value: str) -> np.ndarray:
     """P(AT record has ``value`` on ``attribute``) = count of value in its SID / SID total."""
     rows = shares[(shares["attribute"] == attribute) & (shares["value"] == value)]
     lookup = pd.Series((rows["count"] / rows["sid_total"]).to_numpy(), index=rows["sid"].to_numpy())
@@ -129,7 +128,9 @@ def recover_rule_confidences(
     return with_released_confidence(rules, support_antecedent, support_both)
 
 
-def with_released_confidence(rules: pd.DataFrame, support_antecedent, support_both) -> pd.DataFrame:
+def with_released_confidence(
+    rules: pd.DataFrame, support_antecedent: Sequence[float] | np.ndarray, support_both: Sequence[float] | np.ndarray
+) -> pd.DataFrame:
     """A copy of ``rules`` with ``released_support_antecedent``, ``released_support_both``
     (float64, expected record counts, one per rule in order) and ``released_confidence``
     (their ratio; NaN when the antecedent's released support is 0)."""
@@ -145,9 +146,7 @@ def with_released_confidence(rules: pd.DataFrame, support_antecedent, support_bo
     return result
 
 
-def rule_holders(
-    records: pd.DataFrame, rules: pd.DataFrame, *, row_map: pd.DataFrame | None = None
-) -> pd.DataFrame:
+def rule_holders(records: pd.DataFrame, rules: pd.DataFrame, *, row_map: pd.DataFrame | None = None) -> pd.DataFrame:
     """Which records truly contain which rule (the ground truth of the attack evaluation).
 
     Parameters
@@ -175,7 +174,9 @@ def rule_holders(
         rows = row_ids[holds]
         pieces.append(pd.DataFrame({"row_id": rows, "rule": np.full(len(rows), rule_index, dtype=np.int64)}))
     holders = (
-        pd.concat(pieces, ignore_index=True) if pieces else pd.DataFrame({"row_id": pd.Series(dtype="int64"), "rule": pd.Series(dtype="int64")})
+        pd.concat(pieces, ignore_index=True)
+        if pieces
+        else pd.DataFrame({"row_id": pd.Series(dtype="int64"), "rule": pd.Series(dtype="int64")})
     )
     if row_map is not None:
         holders = holders.merge(row_map, left_on="row_id", right_on="source_row_id", suffixes=("_source", ""))
@@ -309,12 +310,20 @@ def per_record_disclosure(probabilities: pd.DataFrame) -> pd.DataFrame:
     """
     if len(probabilities) == 0:
         return pd.DataFrame(
-            {c: pd.Series(dtype=t) for c, t in [("row_id", "int64"), ("rule", "int64"), ("numerator", "int64"), ("denominator", "int64"), ("probability", "float64")]}
+            {
+                c: pd.Series(dtype=t)
+                for c, t in [
+                    ("row_id", "int64"),
+                    ("rule", "int64"),
+                    ("numerator", "int64"),
+                    ("denominator", "int64"),
+                    ("probability", "float64"),
+                ]
+            }
         )
     order = probabilities.sort_values(["row_id", "probability"], ascending=[True, False], kind="stable")
     best = order.drop_duplicates("row_id", keep="first")
     return best[["row_id", "rule", "numerator", "denominator", "probability"]].reset_index(drop=True)
-
 
 
 def adversary_view(
@@ -360,9 +369,13 @@ def adversary_view(
     released.sort()
     if len(rules) == 0 or len(released) == 0:
         return pd.DataFrame(
-            {"row_id": released, "rule": np.full(len(released), -1, dtype=np.int64),
-             "numerator": np.zeros(len(released), dtype=np.int64), "denominator": np.ones(len(released), dtype=np.int64),
-             "probability": np.zeros(len(released))}
+            {
+                "row_id": released,
+                "rule": np.full(len(released), -1, dtype=np.int64),
+                "numerator": np.zeros(len(released), dtype=np.int64),
+                "denominator": np.ones(len(released), dtype=np.int64),
+                "probability": np.zeros(len(released)),
+            }
         )
     # one rule at a time over every released row, keeping the running maximum per row (the
     # first rule in index order wins ties, as in per_record_disclosure): memory O(rows), not
@@ -374,7 +387,11 @@ def adversary_view(
     for rule_index in rules.index.to_numpy(np.int64):
         pairs = pd.DataFrame({"row_id": released, "rule": np.full(len(released), rule_index, dtype=np.int64)})
         result = disclosure_probabilities(
-            pairs, rules, sac_released=sac_released, attribute_table=attribute_table, id_table=id_table,
+            pairs,
+            rules,
+            sac_released=sac_released,
+            attribute_table=attribute_table,
+            id_table=id_table,
             attribute_clusters=attribute_clusters,
         )
         probability = result["probability"].to_numpy(np.float64)
@@ -384,6 +401,11 @@ def adversary_view(
         best_denominator[better] = result["denominator"].to_numpy(np.int64)[better]
         best_probability[better] = probability[better]
     return pd.DataFrame(
-        {"row_id": released, "rule": best_rule, "numerator": best_numerator, "denominator": best_denominator,
-         "probability": best_probability}
+        {
+            "row_id": released,
+            "rule": best_rule,
+            "numerator": best_numerator,
+            "denominator": best_denominator,
+            "probability": best_probability,
+        }
     )

@@ -87,6 +87,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -153,7 +154,9 @@ def label_coverage(hierarchy: Hierarchy, labels: Sequence[str], values: Sequence
     for level, names in enumerate(hierarchy.labels):
         for node, name in enumerate(names):
             nodes.setdefault(name, []).append((level, node))
-    ancestors = hierarchy.codes[hierarchy.encode(list(values))] if len(values) else np.zeros((0, hierarchy.height + 1), dtype=np.int32)
+    ancestors = (
+        hierarchy.codes[hierarchy.encode(list(values))] if len(values) else np.zeros((0, hierarchy.height + 1), dtype=np.int32)
+    )
     covered = np.zeros((len(labels), len(values)), dtype=bool)
     for row, label in enumerate(labels):
         found = nodes.get(label)
@@ -271,7 +274,9 @@ def _code_frame(frame: pd.DataFrame, attributes: Sequence[str], domains: Mapping
     return pd.DataFrame({a: _encode(frame[a].astype(str), domains[a]) for a in attributes}, index=frame.index)
 
 
-def _tuple_block(units: np.ndarray, frame: pd.DataFrame, attributes: Sequence[str], domains) -> _Block:
+def _tuple_block(
+    units: np.ndarray, frame: pd.DataFrame, attributes: Sequence[str], domains: Mapping[str, Sequence[str]]
+) -> _Block:
     """Block = the multiset of ``attributes`` sub-tuples of each unit's rows (``units`` aligned with ``frame``)."""
     codes = _code_frame(frame, attributes, domains)
     codes.insert(0, "unit", np.asarray(units, dtype=np.int64))
@@ -358,7 +363,9 @@ def mixed_release_belief(
     n_units = 0
     if has_sac:
         groups, unit_of_row = np.unique(sac_released["group_id"].to_numpy(np.int64), return_inverse=True)
-        blocks = tuple(_tuple_block(unit_of_row, sac_released, cluster, domains) for cluster in _cluster_lists(attribute_clusters, sa))
+        blocks = tuple(
+            _tuple_block(unit_of_row, sac_released, cluster, domains) for cluster in _cluster_lists(attribute_clusters, sa)
+        )
         parts.append(_Part(np.arange(len(groups), dtype=np.int64), blocks))
         frame = sac_released[list(qi)].astype(str).assign(unit=unit_of_row.astype(np.int64))
         candidate_frames.append(frame.groupby(["unit", *qi], sort=True, observed=True).size().rename("n_rows").reset_index())
@@ -366,7 +373,7 @@ def mixed_release_belief(
     n_at = len(attribute_table)
     at_units = np.arange(n_units, n_units + n_at, dtype=np.int64)
     if n_at:
-        blocks = []
+        sid_blocks: list[_Block] = []
         for attribute in sa:
             chosen = ids.loc[ids["attribute"] == attribute, ["sid", "value", "count"]]
             chosen = chosen.assign(sid=chosen["sid"].astype(np.int64), code=_encode(chosen["value"], domains[attribute]))
@@ -393,17 +400,21 @@ def mixed_release_belief(
                 )
             entries = pd.concat(pieces, ignore_index=True).rename(columns={"code": attribute})
             entries = entries.astype({"unit": np.int64, attribute: np.int64, "p": float})
-            blocks.append(_Block((attribute,), entries[["unit", attribute, "p"]]))
-        parts.append(_Part(at_units, tuple(blocks)))
+            sid_blocks.append(_Block((attribute,), entries[["unit", attribute, "p"]]))
+        parts.append(_Part(at_units, tuple(sid_blocks)))
         frame = attribute_table[list(qi)].astype(str).assign(unit=at_units, n_rows=1)
         candidate_frames.append(frame[["unit", *qi, "n_rows"]])
         n_units += n_at
     candidates = (
         pd.concat(candidate_frames, ignore_index=True)
         if candidate_frames
-        else pd.DataFrame({c: pd.Series(dtype=t) for c, t in [("unit", "int64"), *((q, object) for q in qi), ("n_rows", "int64")]})
+        else pd.DataFrame(
+            {c: pd.Series(dtype=t) for c, t in [("unit", "int64"), *((q, object) for q in qi), ("n_rows", "int64")]}
+        )
     )
-    return ReleaseBelief(model, qi, sa, domains, candidates.astype({"unit": np.int64, "n_rows": np.int64}), tuple(parts), n_units, None)
+    return ReleaseBelief(
+        model, qi, sa, domains, candidates.astype({"unit": np.int64, "n_rows": np.int64}), tuple(parts), n_units, None
+    )
 
 
 def rating_release_belief(
@@ -417,9 +428,13 @@ def rating_release_belief(
     attributes are independent blocks with its SIDs' value shares. See :func:`mixed_release_belief`."""
     empty = pd.DataFrame({c: pd.Series(dtype=object) for c in ["row_id", "group_id", *quasi_identifiers, *sensitive_attributes]})
     return mixed_release_belief(
-        sac_released=empty, attribute_table=attribute_table, id_table=id_table,
+        sac_released=empty,
+        attribute_table=attribute_table,
+        id_table=id_table,
         attribute_clusters=pd.DataFrame({"cluster_id": [], "attribute": []}),
-        quasi_identifiers=quasi_identifiers, sensitive_attributes=sensitive_attributes, model="rating",
+        quasi_identifiers=quasi_identifiers,
+        sensitive_attributes=sensitive_attributes,
+        model="rating",
     )
 
 
@@ -469,7 +484,13 @@ def kl_release_belief(
     block = _tuple_block(units, kl_released, sa, domains)
     part = _Part(np.arange(len(clusters), dtype=np.int64), (block,))
     return ReleaseBelief(
-        "kl", qi, sa, domains, candidates.astype({"unit": np.int64, "n_rows": np.int64}), (part,), len(clusters),
+        "kl",
+        qi,
+        sa,
+        domains,
+        candidates.astype({"unit": np.int64, "n_rows": np.int64}),
+        (part,),
+        len(clusters),
         {a: hierarchies[a] for a in qi},
     )
 
@@ -496,7 +517,9 @@ def _coverage_pairs(
         r, c = np.nonzero(mask)
         rows.append(r + start)
         cols.append(c)
-    return np.concatenate(rows) if rows else np.array([], dtype=np.int64), np.concatenate(cols) if cols else np.array([], dtype=np.int64)
+    return np.concatenate(rows) if rows else np.array([], dtype=np.int64), np.concatenate(cols) if cols else np.array(
+        [], dtype=np.int64
+    )
 
 
 def _candidate_weights(belief: ReleaseBelief, contexts: pd.DataFrame) -> sparse.csr_matrix:
@@ -536,7 +559,9 @@ def _unit_distribution(belief: ReleaseBelief, attributes: Sequence[str]) -> tupl
     radix = dict(zip(attributes, radices, strict=True))
     units, codes, probabilities = [], [], []
     for part in belief.parts:
-        frame = pd.DataFrame({"unit": part.units, "code": np.zeros(len(part.units), dtype=np.int64), "p": np.ones(len(part.units))})
+        frame = pd.DataFrame(
+            {"unit": part.units, "code": np.zeros(len(part.units), dtype=np.int64), "p": np.ones(len(part.units))}
+        )
         for block in part.blocks:
             inside = [a for a in block.attributes if a in radix]
             if not inside:
@@ -558,7 +583,9 @@ def _unit_distribution(belief: ReleaseBelief, attributes: Sequence[str]) -> tupl
     return np.concatenate(units), np.concatenate(codes), np.concatenate(probabilities), radices
 
 
-def _victim_codes(victims: pd.DataFrame, attributes: Sequence[str], domains, radices: Sequence[int]) -> np.ndarray:
+def _victim_codes(
+    victims: pd.DataFrame, attributes: Sequence[str], domains: Mapping[str, Sequence[str]], radices: Sequence[int]
+) -> np.ndarray:
     """Mixed-radix code of each victim's true sub-tuple, -1 when a value is unknown to the release."""
     code = np.zeros(len(victims), dtype=np.int64)
     unknown = np.zeros(len(victims), dtype=bool)
@@ -600,14 +627,14 @@ def _mixture_join(belief: ReleaseBelief, victims: pd.DataFrame) -> pd.DataFrame:
     columns, inverse = np.unique(np.concatenate([codes, victim_codes[victim_codes >= 0]]), return_inverse=True)
     entry_cols = inverse[: len(codes)]
     victim_cols = np.full(len(victims), -1, dtype=np.int64)
-    victim_cols[victim_codes >= 0] = inverse[len(codes):]
+    victim_cols[victim_codes >= 0] = inverse[len(codes) :]
     distribution = sparse.csr_matrix((probabilities, (units, entry_cols)), shape=(belief.n_units, max(1, len(columns))))
     mass = np.zeros(len(victims))
     n_tuples = np.zeros(len(victims), dtype=np.int64)
     order = np.argsort(context_of, kind="stable")
     boundaries = np.searchsorted(context_of[order], np.arange(len(contexts) + 1))
     for start, stop in _chunks(len(contexts), len(columns)):
-        chosen = order[boundaries[start]: boundaries[stop]]
+        chosen = order[boundaries[start] : boundaries[stop]]
         if len(chosen) == 0:
             continue
         belief_rows = (weights[start:stop] @ distribution).tocsr()
@@ -817,15 +844,13 @@ def _naive_fixpoint(
     return {j: (alive[j].astype(np.float64) @ belief.tables[j].histogram) * allowed[j] for j in sa}
 
 
-def _naive_beliefs(
-    belief: NaiveBelief, contexts: pd.DataFrame, known: str | None = None
-) -> dict[str, np.ndarray]:
+def _naive_beliefs(belief: NaiveBelief, contexts: pd.DataFrame, known: str | None = None) -> dict[str, np.ndarray]:
     """Counts ``(n_contexts, |D_j|)`` per attribute after the join; with ``known``, the
     contexts carry a column ``known`` whose value restricts that attribute from the start."""
     sa = belief.sensitive_attributes
     counts = {j: np.zeros((len(contexts), len(belief.domains[j]))) for j in sa}
     for start in range(0, len(contexts), NAIVE_BATCH):
-        batch = contexts.iloc[start: start + NAIVE_BATCH]
+        batch = contexts.iloc[start : start + NAIVE_BATCH]
         alive = _naive_candidates(belief, batch)
         allowed = {j: np.ones((len(batch), len(belief.domains[j])), dtype=bool) for j in sa}
         if known is not None:
@@ -835,7 +860,7 @@ def _naive_beliefs(
             restricted[rows, code[rows]] = True
             allowed[known] = restricted
         for j, values in _naive_fixpoint(belief, alive, allowed).items():
-            counts[j][start: start + len(batch)] = values
+            counts[j][start : start + len(batch)] = values
     return counts
 
 
@@ -892,7 +917,7 @@ def _naive_one_known(
 # --------------------------------------------------------------------------- public attacks
 
 
-def _check_victims(belief, victims: pd.DataFrame) -> pd.DataFrame:
+def _check_victims(belief: ReleaseBelief | NaiveBelief, victims: pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in ("source_row_id", *belief.quasi_identifiers, *belief.sensitive_attributes) if c not in victims.columns]
     if missing:
         raise ValueError(f"column(s) {missing} not in the victims table (see victim_table)")
@@ -966,7 +991,7 @@ def one_known_value_attacks(
     sa = belief.sensitive_attributes
     if pairs is None:
         pairs = [(a, b) for a in sa for b in sa if a != b]
-    pairs = [tuple(p) for p in pairs]
+    pairs = [(p[0], p[1]) for p in pairs]
     bad = [p for p in pairs if p[0] == p[1] or p[0] not in sa or p[1] not in sa]
     if bad:
         raise ValueError(f"invalid (known, target) pair(s) {bad}; both must be distinct sensitive attributes of {list(sa)}")
@@ -1020,7 +1045,7 @@ def belief_distribution(belief: ReleaseBelief | NaiveBelief, quasi_identifier_va
     return pd.DataFrame({**result, "probability": grouped.to_numpy()})
 
 
-def summarize_attack(probability: np.ndarray, certain: np.ndarray, *, ell: int) -> dict:
+def summarize_attack(probability: np.ndarray, certain: np.ndarray, *, ell: int) -> dict[str, Any]:
     """Summary numbers of one attack on one release (JSON-safe).
 
     Parameters
@@ -1044,8 +1069,18 @@ def summarize_attack(probability: np.ndarray, certain: np.ndarray, *, ell: int) 
     certain = np.asarray(certain, dtype=bool)
     n = len(p)
     if n == 0:
-        return {"n_victims": 0, "n_certain": 0, "share_certain": 0.0, "mean": 0.0, "median": 0.0, "p90": 0.0, "max": 0.0,
-                "share_above_one_over_ell": 0.0, "quantiles": [], "histogram": {"edges": list(HISTOGRAM_EDGES), "counts": [], "exactly_one": 0}}
+        return {
+            "n_victims": 0,
+            "n_certain": 0,
+            "share_certain": 0.0,
+            "mean": 0.0,
+            "median": 0.0,
+            "p90": 0.0,
+            "max": 0.0,
+            "share_above_one_over_ell": 0.0,
+            "quantiles": [],
+            "histogram": {"edges": list(HISTOGRAM_EDGES), "counts": [], "exactly_one": 0},
+        }
     counts, _ = np.histogram(p, bins=np.asarray(HISTOGRAM_EDGES))
     return {
         "n_victims": n,
@@ -1057,7 +1092,11 @@ def summarize_attack(probability: np.ndarray, certain: np.ndarray, *, ell: int) 
         "max": float(p.max()),
         "share_above_one_over_ell": float((p > 1.0 / ell + 1e-12).mean()),
         "quantiles": [float(x) for x in np.quantile(p, np.linspace(0, 1, 101))],
-        "histogram": {"edges": [float(e) for e in HISTOGRAM_EDGES], "counts": [int(c) for c in counts], "exactly_one": int(certain.sum())},
+        "histogram": {
+            "edges": [float(e) for e in HISTOGRAM_EDGES],
+            "counts": [int(c) for c in counts],
+            "exactly_one": int(certain.sum()),
+        },
     }
 
 

@@ -24,6 +24,7 @@ are suppressed instead).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -73,7 +74,7 @@ def class_candidate_sets(
 
 def one_known_value_in_classes(
     released: pd.DataFrame, sensitive_attributes: Sequence[str], *, class_column: str = "cluster_id"
-) -> dict:
+) -> dict[str, Any]:
     """Share of released records for which one known sensitive value pins another one.
 
     A record is counted when, for some attribute ``a``, all rows of its class holding its value
@@ -117,7 +118,7 @@ def class_posteriors(
     slack: float = 0.05,
     class_column: str = "cluster_id",
     smoothing: float = 1.0,
-) -> dict:
+) -> dict[str, Any]:
     """The learned-model adversary's posterior of every released record's true values, against the gate-9 bound.
 
     The posterior of a member's value is its share of the class (members are exchangeable for any
@@ -150,7 +151,8 @@ def class_posteriors(
         return {"n_cells": 0, "n_cells_above_bound": 0, "n_records_above_bound": 0, "max_posterior": 0.0, "mean_posterior": 0.0}
     source = pd.Series(row_map["source_row_id"].to_numpy(np.int64), index=row_map["row_id"].to_numpy(np.int64))
     raw_positions = pd.Index(raw_records["row_id"].to_numpy(np.int64)).get_indexer(
-        source.loc[released["row_id"].to_numpy(np.int64)].to_numpy())
+        source.loc[released["row_id"].to_numpy(np.int64)].to_numpy()
+    )
     if (raw_positions < 0).any():
         raise KeyError("a released row is not in the raw records")
     population = population_posterior(raw_records, quasi_identifiers, sensitive_attributes, smoothing)
@@ -160,15 +162,21 @@ def class_posteriors(
     for j, attribute in enumerate(sensitive_attributes):
         values = released[attribute].astype(str).to_numpy(dtype=object)
         keys = pd.MultiIndex.from_arrays([classes, values])
-        share = (pd.Series(np.ones(n)).groupby(keys, sort=False).transform("sum")
-                 / pd.Series(np.ones(n)).groupby(classes, sort=False).transform("sum")).to_numpy()
+        share = (
+            pd.Series(np.ones(n)).groupby(keys, sort=False).transform("sum")
+            / pd.Series(np.ones(n)).groupby(classes, sort=False).transform("sum")
+        ).to_numpy()
         bound = np.maximum(1.0 / ell, population[attribute][raw_positions]) + slack
         above[:, j] = share > bound + 1e-12
         posteriors.append(share)
     stacked = np.concatenate(posteriors)
-    return {"n_cells": int(above.size), "n_cells_above_bound": int(above.sum()),
-            "n_records_above_bound": int(above.any(axis=1).sum()), "max_posterior": float(stacked.max()),
-            "mean_posterior": float(stacked.mean())}
+    return {
+        "n_cells": int(above.size),
+        "n_cells_above_bound": int(above.sum()),
+        "n_records_above_bound": int(above.any(axis=1).sum()),
+        "max_posterior": float(stacked.max()),
+        "mean_posterior": float(stacked.mean()),
+    }
 
 
 def class_attack_figures(
@@ -181,7 +189,7 @@ def class_attack_figures(
     ell: int,
     slack: float = 0.05,
     class_column: str = "cluster_id",
-) -> dict:
+) -> dict[str, Any]:
     """The figures of the issue-12 adversaries on one (k, ℓ) release, for its manifest, report and metadata.
 
     Parameters
@@ -204,12 +212,16 @@ def class_attack_figures(
     """
     from pipeline.core.order_attack import input_order_correlations
 
-    posterior = class_posteriors(raw_records, released, row_map, quasi_identifiers, sensitive_attributes, ell=ell,
-                                 slack=slack, class_column=class_column)
+    posterior = class_posteriors(
+        raw_records, released, row_map, quasi_identifiers, sensitive_attributes, ell=ell, slack=slack, class_column=class_column
+    )
     known = one_known_value_in_classes(released, sensitive_attributes, class_column=class_column)
     with_positions = row_map.assign(input_row_number=row_map["source_row_id"])
-    order = input_order_correlations({"released": released}, with_positions, {"released": ["row_id", class_column]}) \
-        if len(released) >= 3 else None
+    order = (
+        input_order_correlations({"released": released}, with_positions, {"released": ["row_id", class_column]})
+        if len(released) >= 3
+        else None
+    )
     return {
         "learned_model_cells": posterior["n_cells"],
         "learned_model_cells_above_bound": posterior["n_cells_above_bound"],

@@ -72,6 +72,7 @@ def joint_text_codes(first: pd.Series, second: pd.Series) -> tuple[np.ndarray, n
     """int64 codes of two text columns in one shared code space (equal text, equal code;
     missing values get -1). Categorical columns are coded through their categories, so no
     Python string is made per row."""
+
     def parts(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
         if isinstance(series.dtype, pd.CategoricalDtype):
             return np.asarray(series.cat.categories.astype(str), dtype=object), series.cat.codes.to_numpy().astype(np.int64)
@@ -82,7 +83,7 @@ def joint_text_codes(first: pd.Series, second: pd.Series) -> tuple[np.ndarray, n
     second_values, second_codes = parts(second)
     _, inverse = np.unique(np.concatenate([first_values, second_values]), return_inverse=True)
     inverse = inverse.reshape(-1).astype(np.int64)
-    first_map, second_map = inverse[: len(first_values)], inverse[len(first_values):]
+    first_map, second_map = inverse[: len(first_values)], inverse[len(first_values) :]
     first_out = np.where(first_codes < 0, -1, first_map[np.clip(first_codes, 0, None)] if len(first_map) else -1)
     second_out = np.where(second_codes < 0, -1, second_map[np.clip(second_codes, 0, None)] if len(second_map) else -1)
     return first_out.astype(np.int64), second_out.astype(np.int64)

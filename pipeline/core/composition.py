@@ -18,6 +18,7 @@ privacy" (KDD 2008) for intersections; Li et al., "Slicing" (TKDE 2012) and Xiao
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -62,7 +63,7 @@ def candidate_sets(
             groups = sac_released.groupby("group_id")[attribute].agg(lambda values: frozenset(values.astype(str)))
             sets = groups.reindex(sac_released["group_id"]).to_numpy()
             parts.append(pd.Series(sets, index=to_input.loc[sac_released["row_id"].to_numpy(np.int64)].to_numpy()))
-        if attribute_table is not None and len(attribute_table):
+        if attribute_table is not None and id_table is not None and len(attribute_table):
             entries = id_table[id_table["attribute"].astype(str) == attribute]
             by_sid = entries.groupby("sid")["value"].agg(lambda values: frozenset(values.astype(str)))
             n_sids = len(by_sid)
@@ -70,14 +71,16 @@ def candidate_sets(
             everywhere = frozenset(counts[counts == n_sids].index) if n_sids else frozenset()
             sids = attribute_table[attribute]
             sets = [everywhere if pd.isna(s) else by_sid.get(int(s), frozenset()) for s in sids.tolist()]
-            parts.append(pd.Series(sets, index=to_input.loc[attribute_table["row_id"].to_numpy(np.int64)].to_numpy(), dtype=object))
+            parts.append(
+                pd.Series(sets, index=to_input.loc[attribute_table["row_id"].to_numpy(np.int64)].to_numpy(), dtype=object)
+            )
         out[attribute] = pd.concat(parts) if parts else pd.Series(dtype=object)
     return out
 
 
 def intersection_attack(
     first: Mapping[str, pd.Series], second: Mapping[str, pd.Series], sensitive_attributes: Sequence[str]
-) -> dict:
+) -> dict[str, Any]:
     """Intersect two releases' candidate sets of every record present in both.
 
     Parameters
@@ -98,9 +101,14 @@ def intersection_attack(
     attributes = list(sensitive_attributes)
     common = first[attributes[0]].index.intersection(second[attributes[0]].index)
     n = len(common)
-    result: dict = {"n_records": int(n)}
+    result: dict[str, Any] = {"n_records": int(n)}
     if n == 0:
-        return {**result, "share_whole_tuple_pinned": 0.0, "share_whole_tuple_pinned_first": 0.0, "share_whole_tuple_pinned_second": 0.0}
+        return {
+            **result,
+            "share_whole_tuple_pinned": 0.0,
+            "share_whole_tuple_pinned_first": 0.0,
+            "share_whole_tuple_pinned_second": 0.0,
+        }
     whole = np.ones(n, dtype=bool)
     whole_first = np.ones(n, dtype=bool)
     whole_second = np.ones(n, dtype=bool)
@@ -122,7 +130,7 @@ def one_known_value_at_row_level(
     sac_released: pd.DataFrame | None,
     attribute_clusters: pd.DataFrame | None,
     n_released: int,
-) -> dict:
+) -> dict[str, Any]:
     """What one known sensitive value gives away when the victim's row is known (SPEC §10's assumption).
 
     In a SAC~ group the values of one attribute cluster move together (P1 keeps cross-attribute links
@@ -142,5 +150,8 @@ def one_known_value_at_row_level(
     sizes = attribute_clusters.groupby("cluster_id").size()
     largest = int(sizes.max())
     exposed = len(sac_released) if largest >= 2 else 0
-    return {"share_records_pinning_another_value": exposed / max(n_released, 1), "largest_cluster": largest,
-            "n_released": int(n_released)}
+    return {
+        "share_records_pinning_another_value": exposed / max(n_released, 1),
+        "largest_cluster": largest,
+        "n_released": int(n_released),
+    }

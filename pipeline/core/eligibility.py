@@ -106,8 +106,11 @@ def eligibility_deletions(
     if secret is None:
         tie = np.arange(n, dtype=np.int64)
     else:
-        hashes = tie_hashes if tie_hashes is not None else keyed_record_hashes(
-            records, list(content_columns or sensitive_attributes), secret, "eligibility")
+        hashes = (
+            tie_hashes
+            if tie_hashes is not None
+            else keyed_record_hashes(records, list(content_columns or sensitive_attributes), secret, "eligibility")
+        )
         tie = np.empty(n, dtype=np.int64)
         tie[np.argsort(hashes, kind="stable")] = np.arange(n)
     alive = np.ones(n, dtype=bool)
@@ -140,8 +143,9 @@ def eligibility_deletions(
     return records[row_id_column].to_numpy(np.int64)[positions]
 
 
-def suppressed_cell_certainty(attribute_table: pd.DataFrame, id_table: pd.DataFrame, sensitive_attributes: Sequence[str],
-                              ell: int) -> pd.DataFrame:
+def suppressed_cell_certainty(
+    attribute_table: pd.DataFrame, id_table: pd.DataFrame, sensitive_attributes: Sequence[str], ell: int
+) -> pd.DataFrame:
     """What an adversary who knows the placement rule learns from each attribute's suppressed cells.
 
     A NULL SID means "a value that every SID of the attribute already holds" (SPEC §6.4), so the
@@ -188,6 +192,15 @@ def suppressed_cell_certainty(attribute_table: pd.DataFrame, id_table: pd.DataFr
             probability = 0.0
         else:
             probability = 1.0 / candidates if candidates else 1.0
-        rows.append({"attribute": attribute, "n_suppressed_cells": n_suppressed, "n_candidate_values": candidates,
-                     "max_probability": probability, "within_bound": probability <= 1.0 / ell + 1e-12})
-    return pd.DataFrame(rows, columns=["attribute", "n_suppressed_cells", "n_candidate_values", "max_probability", "within_bound"])
+        rows.append(
+            {
+                "attribute": attribute,
+                "n_suppressed_cells": n_suppressed,
+                "n_candidate_values": candidates,
+                "max_probability": probability,
+                "within_bound": probability <= 1.0 / ell + 1e-12,
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["attribute", "n_suppressed_cells", "n_candidate_values", "max_probability", "within_bound"]
+    )

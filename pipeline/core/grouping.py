@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping, Sequence
+from typing import Any
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,7 +62,7 @@ class _Node:
     __slots__ = ("children", "entries")
 
     def __init__(self) -> None:
-        self.children: dict[int, object] = {}
+        self.children: dict[int, Any] = {}  # inner levels: the child _Node; the last level: the key id (int)
         self.entries: list[tuple[int, int]] = []  # (head rank of the child's subtree, value code), ascending
 
 
@@ -199,8 +200,14 @@ class _Strata:
     :func:`group_sac`'s QI-aware grouping: "the first compatible record with the seed's
     quasi-identifiers", SAC before IR, in table order."""
 
-    def __init__(self, codes: np.ndarray, qi_code: np.ndarray, sac_positions: np.ndarray, ir_positions: np.ndarray,
-                 level_order: Sequence[int]):
+    def __init__(
+        self,
+        codes: np.ndarray,
+        qi_code: np.ndarray,
+        sac_positions: np.ndarray,
+        ir_positions: np.ndarray,
+        level_order: Sequence[int],
+    ):
         self.codes = codes
         self.qi_code = qi_code
         self.level_order = list(level_order)
@@ -244,14 +251,16 @@ class _Strata:
         """Remove a record (part rank) from its stratum's index."""
         stratum = int(self.qi_code[self.positions[part][rank]])
         index = self._index(part, stratum)
+        if index is None:
+            raise ValueError(f"record {rank} of part {part} has no stratum index")
         index.remove(int(self.local[part][rank]))
 
 
 def group_sac(
     records: pd.DataFrame,
     sensitive_attributes: Sequence[str],
-    sac_row_ids: Sequence[int],
-    ir_row_ids: Sequence[int],
+    sac_row_ids: Sequence[int] | np.ndarray,
+    ir_row_ids: Sequence[int] | np.ndarray,
     *,
     ell: int,
     row_id_column: str = "row_id",
@@ -318,7 +327,7 @@ def group_sac(
     domain = [int(codes[:, a].max()) + 1 if len(codes) else 0 for a in range(m)]
     level_order = sorted(range(m), key=lambda a: (domain[a], a))
 
-    def positions(ids: Sequence[int]) -> np.ndarray:
+    def positions(ids: Sequence[int] | np.ndarray) -> np.ndarray:
         found = position_of.get_indexer(np.asarray(ids, dtype=np.int64))
         if (found < 0).any():
             raise ValueError("a SAC/IR row id is not in the records table")
@@ -330,8 +339,11 @@ def group_sac(
         # one more trie level, the quasi-identifier tuple, never excluded: records of one key are
         # then interchangeable on sensitive values AND quasi-identifiers, so the head of a key is
         # the same record in the whole-part index and in the index of its stratum
-        qi_code = pd.MultiIndex.from_frame(records[list(quasi_identifiers)].astype(str)).factorize()[0].astype(np.int64) \
-            if len(records) else np.zeros(0, dtype=np.int64)
+        qi_code = (
+            pd.MultiIndex.from_frame(records[list(quasi_identifiers)].astype(str)).factorize()[0].astype(np.int64)
+            if len(records)
+            else np.zeros(0, dtype=np.int64)
+        )
         part_codes = np.column_stack([codes, qi_code])
         part_levels = [*level_order, m]
     else:
@@ -380,7 +392,10 @@ def group_sac(
             sac.remove(seed)
             if strata is not None:
                 strata.remove(0, seed)
-    as_ids = lambda positions_list: row_ids[np.asarray(positions_list, dtype=np.int64)]  # noqa: E731
+
+    def as_ids(positions_list: list[int]) -> np.ndarray:
+        return row_ids[np.asarray(positions_list, dtype=np.int64)]
+
     return Grouping(
         members=as_ids(groups).reshape(-1, ell),
         borrowed=as_ids(borrowed),

@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+
 from pipeline.errors import UnusableInputError
 
 __all__ = [
@@ -124,9 +125,7 @@ class Hierarchy:
             if any(cell == "" for cell in row):
                 raise HierarchyError(f"hierarchy {source} for {attribute!r}: row {number} has an empty label")
         if width < 2:
-            raise HierarchyError(
-                f"hierarchy {source} for {attribute!r} has a single column; add at least a root column ('*')"
-            )
+            raise HierarchyError(f"hierarchy {source} for {attribute!r} has a single column; add at least a root column ('*')")
         seen: dict[str, int] = {}
         for number, row in enumerate(rows, start=1):
             if row[0] in seen:

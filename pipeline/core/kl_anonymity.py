@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -171,9 +172,9 @@ def encode_table(
     qi_codes = np.column_stack(
         [h.encode(ordered[a].astype(str), column_source=source) for a, h in zip(quasi_identifiers, chosen)]
     ).astype(np.int32)
-    sa_codes = np.column_stack(
-        [pd.factorize(ordered[a].astype(str), sort=True)[0] for a in sensitive_attributes]
-    ).astype(np.int32)
+    sa_codes = np.column_stack([pd.factorize(ordered[a].astype(str), sort=True)[0] for a in sensitive_attributes]).astype(
+        np.int32
+    )
     return EncodedTable(
         row_ids=ordered["row_id"].to_numpy(np.int64),
         quasi_identifiers=tuple(quasi_identifiers),
@@ -281,7 +282,7 @@ def diverse_greedy(sensitive_codes: np.ndarray, *, stop_at: int | None = None) -
             _, inverse, value_counts = np.unique(tuples[:, j], return_inverse=True, return_counts=True)
             score += value_counts[inverse]
         order = np.argsort(score, kind="stable")
-    used = [set() for _ in range(tuples.shape[1])]
+    used: list[set[int]] = [set() for _ in range(tuples.shape[1])]
     chosen = 0
     for index in order:
         row = tuples[index]
@@ -375,7 +376,7 @@ def diverse_witness(sensitive_codes: np.ndarray) -> np.ndarray:
         return np.sort(first[_largest_totally_different(tuples)]).astype(np.int64)
     conflicts = (~_compatibility(tuples)).sum(axis=1) if n <= 512 else np.zeros(n)
     chosen_rows: list[int] = []
-    used = [set() for _ in range(tuples.shape[1])]
+    used: list[set[int]] = [set() for _ in range(tuples.shape[1])]
     for index in np.argsort(conflicts, kind="stable"):
         row = tuples[index]
         if all(row[j] not in used[j] for j in range(len(row))):
@@ -406,7 +407,7 @@ def greedy_clusters(
     *,
     k: int,
     ell: int,
-    trace: list | None = None,
+    trace: list[Any] | None = None,
     weights_matrix: np.ndarray | None = None,
 ) -> list[np.ndarray]:
     """SPEC §14.3 approximation (greedy graph aggregation) on the whole ``table``.
@@ -444,7 +445,7 @@ def greedy_clusters(
         raise InfeasibleError(f"Diverse(whole table) < ell={ell}: no (k, ℓ)-anonymous table exists")
     link = (edge_weights(table) if weights_matrix is None else weights_matrix.copy()).astype(np.float64)
     np.fill_diagonal(link, np.inf)
-    members: list[list[int] | None] = [[p] for p in range(n)]
+    members: list[list[int]] = [[p] for p in range(n)]
     alive = np.ones(n, dtype=bool)
     size = np.ones(n, dtype=np.int64)
     diversity = np.ones(n, dtype=np.int64)
@@ -457,7 +458,7 @@ def greedy_clusters(
     witness: list[np.ndarray] = [np.array([0], dtype=np.int64) for _ in range(n)]  # indices into members[c]
     hierarchies = table.hierarchies
 
-    def merged_state(c: int, candidates: np.ndarray):
+    def merged_state(c: int, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """LCA levels and per-record cost of C ∪ D for every candidate D."""
         new_levels = np.empty((len(candidates), len(hierarchies)), dtype=np.int64)
         cost = np.zeros(len(candidates))
@@ -473,7 +474,7 @@ def greedy_clusters(
     def merge_into(c: int, d: int, new_levels: np.ndarray, new_cost: float) -> None:
         members[c].extend(members[d])
         label[members[d]] = c
-        members[d] = None
+        members[d] = []  # merged into c
         alive[d] = False
         smallest[c] = min(smallest[c], smallest[d])
         size[c] += size[d]
@@ -560,11 +561,11 @@ def exact_clusters(table: EncodedTable, *, k: int, ell: int) -> list[np.ndarray]
         positions = [p for p in range(n) if mask >> p & 1]
         if len(positions) >= k and diverse_exact(table.sensitive_codes[positions]) >= ell:
             valid_cost[mask] = cluster_cost(table, positions)
-    best = {0: (0.0, ())}
+    best: dict[int, tuple[float, tuple[int, ...]]] = {0: (0.0, ())}
     for mask in range(1, full + 1):
         low = mask & -mask
         rest = mask ^ low
-        candidate_best = None
+        candidate_best: tuple[float, tuple[int, ...]] | None = None
         sub = 0
         while True:  # every subset of `rest` in increasing order, plus the lowest bit
             block = sub | low
@@ -623,9 +624,7 @@ def partition_blocks(table: EncodedTable, *, k: int, ell: int, max_block_size: i
     if not _allowable(table, everything, k, ell):
         raise InfeasibleError(f"Diverse(whole table) < ell={ell}: no (k, ℓ)-anonymous table exists")
     ancestors = [h.codes[table.quasi_identifier_codes[:, i]] for i, h in enumerate(table.hierarchies)]
-    sort_key = np.lexsort(
-        [ancestors[i][:, h] for i in reversed(range(len(ancestors))) for h in range(ancestors[i].shape[1])]
-    )
+    sort_key = np.lexsort([ancestors[i][:, h] for i in reversed(range(len(ancestors))) for h in range(ancestors[i].shape[1])])
     rank = np.empty(n, dtype=np.int64)
     rank[sort_key] = np.arange(n)
     blocks: list[np.ndarray] = []
@@ -649,13 +648,24 @@ def partition_blocks(table: EncodedTable, *, k: int, ell: int, max_block_size: i
     return blocks
 
 
-def _split_by_hierarchy(table, ancestors, block, k, ell):
+def _split_by_hierarchy(
+    table: EncodedTable, ancestors: Sequence[np.ndarray], block: np.ndarray, k: int, ell: int
+) -> list[np.ndarray] | None:
     scores = []
     for i, hierarchy in enumerate(table.hierarchies):
         column = ancestors[i][block]
         constant = column.min(axis=0) == column.max(axis=0)
         level = int(np.argmax(constant))
-        scores.append((level / hierarchy.height * hierarchy.range_matrix[level, column[0, level]] / max(1.0, hierarchy.range_matrix[hierarchy.height, 0]), i, level))
+        scores.append(
+            (
+                level
+                / hierarchy.height
+                * hierarchy.range_matrix[level, column[0, level]]
+                / max(1.0, hierarchy.range_matrix[hierarchy.height, 0]),
+                i,
+                level,
+            )
+        )
     for _, i, level in sorted(scores, key=lambda s: (-s[0], s[1])):
         if level == 0:
             continue
@@ -663,7 +673,8 @@ def _split_by_hierarchy(table, ancestors, block, k, ell):
         values, inverse = np.unique(children, return_inverse=True)
         if len(values) < 2:
             continue
-        parts, pool = [], []
+        parts: list[np.ndarray] = []
+        pool: list[np.ndarray] = []
         for child in range(len(values)):
             members = block[inverse == child]
             (parts if _allowable(table, members, k, ell) else pool).append(members)
@@ -679,7 +690,7 @@ def _split_by_hierarchy(table, ancestors, block, k, ell):
     return None
 
 
-def _split_sorted(table, ordered, k, ell):
+def _split_sorted(table: EncodedTable, ordered: np.ndarray, k: int, ell: int) -> list[np.ndarray] | None:
     middle = len(ordered) // 2
     step = max(1, len(ordered) // 64)
     for offset in range(0, middle - k + 1, step):
@@ -719,7 +730,7 @@ def refine_clusters(table: EncodedTable, clusters: Sequence[np.ndarray], *, k: i
             done.append(cluster)
             continue
         cost = cluster_cost(table, cluster)
-        best = None
+        best: tuple[float, list[np.ndarray]] | None = None  # (total cost, the parts)
         if len(cluster) <= REFINE_EXHAUSTIVE_MAX:
             rest = cluster[1:]
             for mask in range(1, 1 << len(rest)):
@@ -736,8 +747,9 @@ def refine_clusters(table: EncodedTable, clusters: Sequence[np.ndarray], *, k: i
             parts = _split_by_hierarchy(table, ancestors, cluster, k, ell)
             if parts is None:
                 parts = _split_sorted(table, cluster, k, ell)
-            if parts is not None and sum(cluster_cost(table, p) for p in parts) <= cost + 1e-9:
-                best = (None, parts)
+            split_cost = float(sum(cluster_cost(table, p) for p in parts)) if parts is not None else np.inf
+            if parts is not None and split_cost <= cost + 1e-9:
+                best = (split_cost, parts)
         if best is None:
             done.append(cluster)
         else:
@@ -745,9 +757,7 @@ def refine_clusters(table: EncodedTable, clusters: Sequence[np.ndarray], *, k: i
     return sorted((np.sort(c) for c in done), key=lambda c: int(c[0]))
 
 
-def blocked_clusters(
-    table: EncodedTable, *, k: int, ell: int, max_block_size: int = 256
-) -> tuple[list[np.ndarray], int]:
+def blocked_clusters(table: EncodedTable, *, k: int, ell: int, max_block_size: int = 256) -> tuple[list[np.ndarray], int]:
     """:func:`partition_blocks`, then :func:`greedy_clusters` and :func:`refine_clusters` inside
     every block.
 
@@ -884,7 +894,7 @@ def summarize_clusters(
     assignment_rows, cluster_rows = [], []
     for cluster_id, positions in enumerate(clusters, start=1):
         nodes = cluster_generalization(table, positions)
-        row = {
+        row: dict[str, Any] = {
             "cluster_id": cluster_id,
             "n_records": len(positions),
             "diverse": diverse(table.sensitive_codes[positions]),
@@ -897,7 +907,9 @@ def summarize_clusters(
         cluster_rows.append(row)
         assignment_rows.append(pd.DataFrame({"row_id": table.row_ids[positions], "cluster_id": cluster_id}))
     assignments = pd.concat(assignment_rows, ignore_index=True).astype({"row_id": "int64", "cluster_id": "int64"})
-    summary = pd.DataFrame(cluster_rows).astype({"cluster_id": "int64", "n_records": "int64", "diverse": "int64", "naive_cost": "int64"})
+    summary = pd.DataFrame(cluster_rows).astype(
+        {"cluster_id": "int64", "n_records": "int64", "diverse": "int64", "naive_cost": "int64"}
+    )
     return KLAnonymization(
         assignments=assignments.sort_values("row_id", kind="stable").reset_index(drop=True),
         clusters=summary,
@@ -936,8 +948,10 @@ def kl_release_table(
         .merge(records[["row_id", *sa]].astype({a: str for a in sa}), on="row_id")
         .rename(columns={"row_id": "source_row_id"})
     )
-    signature = merged.sort_values(sa, kind="stable").groupby("cluster_id", sort=False, observed=True)[sa].apply(
-        lambda frame: "\x1f".join("\x1e".join(row) for row in frame.itertuples(index=False))
+    signature = (
+        merged.sort_values(sa, kind="stable")
+        .groupby("cluster_id", sort=False, observed=True)[sa]
+        .apply(lambda frame: "\x1f".join("\x1e".join(row) for row in frame.itertuples(index=False)))
     )
     content = labels.set_index("cluster_id")[qi].astype(str).agg("\x1f".join, axis=1).to_frame("qi")
     content["sa"] = signature

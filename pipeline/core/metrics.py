@@ -43,9 +43,7 @@ def _check_columns(frame: pd.DataFrame, columns: Sequence[str], name: str) -> No
         raise ValueError(f"column(s) {missing} not in {name} (columns: {list(frame.columns)})")
 
 
-def _sid_sizes(
-    attribute_table: pd.DataFrame, id_table: pd.DataFrame, sensitive_attributes: Sequence[str]
-) -> np.ndarray:
+def _sid_sizes(attribute_table: pd.DataFrame, id_table: pd.DataFrame, sensitive_attributes: Sequence[str]) -> np.ndarray:
     """Number of distinct values of every attribute-table cell's SID, NaN for a suppressed cell.
 
     Returns a float64 array of shape ``(len(attribute_table), m)``.
@@ -56,9 +54,9 @@ def _sid_sizes(
         If a published SID number has no row in ``id_table``.
     """
     out = np.full((len(attribute_table), len(sensitive_attributes)), np.nan, dtype=float)
-    attribute_of_row = id_table["attribute"].astype(str).to_numpy() if not isinstance(
-        id_table["attribute"].dtype, pd.CategoricalDtype
-    ) else None
+    attribute_of_row = (
+        id_table["attribute"].astype(str).to_numpy() if not isinstance(id_table["attribute"].dtype, pd.CategoricalDtype) else None
+    )
     for j, attribute in enumerate(sensitive_attributes):
         if attribute_of_row is None:
             rows = (id_table["attribute"] == attribute).to_numpy()
@@ -275,8 +273,7 @@ def _cluster_lists(attribute_clusters: pd.DataFrame, sensitive_attributes: list[
     listed = attribute_clusters["attribute"].tolist()
     if sorted(listed) != sorted(sensitive_attributes):
         raise ValueError(
-            f"attribute_clusters {sorted(listed)} is not a partition of the sensitive attributes "
-            f"{sorted(sensitive_attributes)}"
+            f"attribute_clusters {sorted(listed)} is not a partition of the sensitive attributes {sorted(sensitive_attributes)}"
         )
     return [list(g["attribute"]) for _, g in attribute_clusters.groupby("cluster_id", sort=True, observed=True)]
 

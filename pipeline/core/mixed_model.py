@@ -8,18 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from pipeline.core.columns import combine_codes, text_ranks
 from pipeline.core.eligibility import eligibility_deletions
-from pipeline.core.keyed import keyed_order, keyed_record_hashes
 from pipeline.core.grouping import Grouping, generalize_group_quasi_identifiers, group_sac, permute_within_groups
 from pipeline.core.hierarchies import Hierarchy
-from pipeline.core.sac_split import SacIrSplit, cluster_sensitive_attributes, split_sac_ir
+from pipeline.core.keyed import keyed_order, keyed_record_hashes
 from pipeline.core.rating import rating_tables
 from pipeline.core.rules import mine_strong_rules
+from pipeline.core.sac_split import SacIrSplit, cluster_sensitive_attributes, split_sac_ir
 from pipeline.core.strata import stratify_for_rating
 
 __all__ = [
@@ -35,9 +36,7 @@ __all__ = [
 RESERVED_COLUMNS = ("row_id", "group_id")
 
 
-def validate_model_columns(
-    columns: Sequence[str], quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str]
-) -> None:
+def validate_model_columns(columns: Sequence[str], quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str]) -> None:
     """Check a column configuration before any work is done.
 
     Raises
@@ -114,7 +113,7 @@ def records_for_rating(
     hierarchies: Mapping[str, Hierarchy] | None = None,
     secret: bytes | None = None,
     stratum_deletion_budget: float = 0.02,
-) -> tuple[pd.DataFrame, np.ndarray, dict]:
+) -> tuple[pd.DataFrame, np.ndarray, dict[str, Any]]:
     """Which records Rating bucketizes, in which quasi-identifier strata, and which are deleted.
 
     Parameters
@@ -168,8 +167,14 @@ def records_for_rating(
     content = [*quasi_identifiers, *sensitive_attributes]
     if grouping == "qi_aware":
         strata = stratify_for_rating(
-            left, quasi_identifiers, sensitive_attributes, ell=ell, hierarchies=hierarchies, secret=secret,
-            content_columns=content, deletion_budget=stratum_deletion_budget,
+            left,
+            quasi_identifiers,
+            sensitive_attributes,
+            ell=ell,
+            hierarchies=hierarchies,
+            secret=secret,
+            content_columns=content,
+            deletion_budget=stratum_deletion_budget,
         )
         # keep table order
         position = pd.Index(rating_row_ids).get_indexer(strata.labels["row_id"].to_numpy(np.int64))
@@ -268,26 +273,48 @@ def run_mixed_model(
     clusters = cluster_sensitive_attributes(sensitive_attributes, rules)
     if grouping not in ("p1", "qi_aware"):
         raise ValueError(f"unknown grouping {grouping!r}; use 'p1' or 'qi_aware'")
-    grouping_name = grouping
-    grouping_result = group_sac(
-        records, sensitive_attributes, split.sac_row_ids, split.ir_row_ids, ell=ell,
+    groups = group_sac(
+        records,
+        sensitive_attributes,
+        split.sac_row_ids,
+        split.ir_row_ids,
+        ell=ell,
         quasi_identifiers=list(quasi_identifiers) if grouping == "qi_aware" else None,
     )
-    grouping = grouping_result
-    sac_permuted = permute_within_groups(records, grouping.members, clusters, seed=seed, secret=secret)
+    sac_permuted = permute_within_groups(records, groups.members, clusters, seed=seed, secret=secret)
     rating_records, deleted, _ = records_for_rating(
-        records, np.asarray(grouping.ir_left, dtype=np.int64), list(quasi_identifiers), sensitive_attributes, ell=ell,
-        residual_policy=residual_policy, grouping=grouping_name, hierarchies=hierarchies, secret=secret,
+        records,
+        np.asarray(groups.ir_left, dtype=np.int64),
+        list(quasi_identifiers),
+        sensitive_attributes,
+        ell=ell,
+        residual_policy=residual_policy,
+        grouping=grouping,
+        hierarchies=hierarchies,
+        secret=secret,
         stratum_deletion_budget=stratum_deletion_budget,
     )
     indexed = records.set_index("row_id", drop=False)
     ir_left = indexed.loc[rating_records["row_id"].to_numpy(np.int64)].reset_index(drop=True)
     id_table, attribute_sids = rating_tables(
-        ir_left, sensitive_attributes, ell=ell, secret=secret, content_columns=content,
+        ir_left,
+        sensitive_attributes,
+        ell=ell,
+        secret=secret,
+        content_columns=content,
         strata=rating_records["stratum"].to_numpy(np.int64) if "stratum" in rating_records.columns else None,
     )
-    return MixedModelResult(rules, split, clusters, grouping, sac_permuted, id_table, attribute_sids,
-                            rating_records if "stratum" in rating_records.columns else None, deleted)
+    return MixedModelResult(
+        rules,
+        split,
+        clusters,
+        groups,
+        sac_permuted,
+        id_table,
+        attribute_sids,
+        rating_records if "stratum" in rating_records.columns else None,
+        deleted,
+    )
 
 
 @dataclass(frozen=True)
@@ -314,7 +341,7 @@ class ReleaseTables:
     id_table: pd.DataFrame
     attribute_clusters: pd.DataFrame
     row_map: pd.DataFrame
-    generalization: dict = field(default_factory=lambda: {"n_generalized_groups": 0, "n_generalized_cells": 0})
+    generalization: dict[str, int] = field(default_factory=lambda: {"n_generalized_groups": 0, "n_generalized_cells": 0})
 
 
 def _tuple_ranks(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:

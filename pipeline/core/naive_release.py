@@ -147,9 +147,16 @@ def naive_release(
     for attribute in sa:
         generalized = (*qi, *(a for a in sa if a != attribute))
         anonymization = kl_anonymize(
-            records, generalized, [attribute], {a: hierarchies[a] for a in generalized}, k=ell, ell=ell,
+            records,
+            generalized,
+            [attribute],
+            {a: hierarchies[a] for a in generalized},
+            k=ell,
+            ell=ell,
             weights={a: float((weights or {}).get(a, 1.0)) for a in generalized},
-            method=method, max_block_size=max_block_size, source=source,
+            method=method,
+            max_block_size=max_block_size,
+            source=source,
         )
         released, row_map = kl_release_table(records, anonymization, generalized, [attribute])
         tables[attribute] = NaiveTable(attribute, generalized, released, row_map, anonymization)

@@ -131,7 +131,9 @@ def input_order_correlations(
             n = int(keep.sum())
             rho = _spearman(values[keep].to_numpy(np.float64), input_position.to_numpy(np.float64)[keep]) if n >= 3 else 0.0
             limit = order_gate_limits(n)
-            rows.append({"table": name, "column": column, "rows": n, "spearman": rho, "limit": limit, "passed": abs(rho) <= limit})
+            rows.append(
+                {"table": name, "column": column, "rows": n, "spearman": rho, "limit": limit, "passed": abs(rho) <= limit}
+            )
     return pd.DataFrame(rows, columns=["table", "column", "rows", "spearman", "limit", "passed"])
 
 
@@ -221,7 +223,9 @@ def order_replay_attack(
         keep = size >= 2
         cells, first, size = cells[keep], first[keep], size[keep]
         if not len(cells):
-            rows.append({"attribute": attribute, "cells": 0, "correct": 0, "accuracy": 0.0, "chance": 0.0, "limit": 1.0, "passed": True})
+            rows.append(
+                {"attribute": attribute, "cells": 0, "correct": 0, "accuracy": 0.0, "chance": 0.0, "limit": 1.0, "passed": True}
+            )
             continue
         starts = np.cumsum(size) - size
         candidate_cell = np.repeat(np.arange(len(cells)), size)
@@ -249,4 +253,6 @@ def order_replay_attack(
                 "passed": correct / n_cells <= limit,
             }
         )
-    return OrderReplayResult(pd.DataFrame(rows, columns=["attribute", "cells", "correct", "accuracy", "chance", "limit", "passed"]))
+    return OrderReplayResult(
+        pd.DataFrame(rows, columns=["attribute", "cells", "correct", "accuracy", "chance", "limit", "passed"])
+    )

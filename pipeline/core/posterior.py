@@ -66,8 +66,9 @@ release row ids, attribute names and probabilities.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -163,7 +164,7 @@ class NaiveBayesModel:
 
 #: Largest (values × quasi-identifier profiles) table computed at once by the profile shortcut.
 _PROFILE_TABLE_CELLS = 20_000_000
-_PROFILE_CACHE: dict = {}
+_PROFILE_CACHE: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
 def _profiles(feature_codes: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
@@ -199,8 +200,13 @@ def _softmax(log_weights: np.ndarray, axis: int) -> np.ndarray:
 
 
 def _estimate(
-    records: np.ndarray, values: np.ndarray, weights: np.ndarray, feature_codes: np.ndarray,
-    n_values: int, n_features: Sequence[int], smoothing: float,
+    records: np.ndarray,
+    values: np.ndarray,
+    weights: np.ndarray,
+    feature_codes: np.ndarray,
+    n_values: int,
+    n_features: Sequence[int],
+    smoothing: float,
 ) -> tuple[np.ndarray, list[np.ndarray]]:
     """Naive-Bayes M-step from weighted (record, value) pairs: (log prior, log conditionals)."""
     prior = np.bincount(values, weights=weights, minlength=n_values) + smoothing
@@ -211,11 +217,12 @@ def _estimate(
     by_profile = None
     if profile is not None and n_values * n_profiles <= _PROFILE_TABLE_CELLS:
         # one weighted count per (value, profile), then summed per quasi-identifier value
-        by_profile = np.bincount(values * n_profiles + profile[records], weights=weights,
-                                 minlength=n_values * n_profiles).reshape(n_values, n_profiles)
+        by_profile = np.bincount(
+            values * n_profiles + profile[records], weights=weights, minlength=n_values * n_profiles
+        ).reshape(n_values, n_profiles)
     for j, size in enumerate(n_features):
         if by_profile is not None:
-            counts = np.zeros((n_values, size))
+            counts: np.ndarray = np.zeros((n_values, size))
             np.add.at(counts.T, profile_features[:, j], by_profile.T)
         else:
             codes = feature_codes[records, j]
@@ -326,9 +333,9 @@ def exact_group_marginals(log_likelihood: np.ndarray) -> np.ndarray:
     chunk = max(1, _CHUNK_CELLS // (len(perms) * size))
     members = np.arange(size)
     for start in range(0, n_groups, chunk):
-        block = log_likelihood[start:start + chunk]
+        block = log_likelihood[start : start + chunk]
         weights = block[:, members[None, :], perms].sum(axis=2)  # (g, P)
-        out[start:start + chunk] = np.einsum("gp,pik->gik", _softmax(weights, axis=1), one_hot)
+        out[start : start + chunk] = np.einsum("gp,pik->gik", _softmax(weights, axis=1), one_hot)
     return out
 
 
@@ -350,15 +357,15 @@ class _GroupBlock:
     """SAC~ groups of one size for one attribute cluster."""
 
     attributes: list[str]
-    members: np.ndarray            # (G, ℓ) record index (into the release's records)
-    candidate_values: dict         # attribute -> (G, ℓ) value code of candidate k
-    kind: str = "sac"              # "sac" (a SAC~ group) or "sid" (a small SID computed exactly)
-    fold: np.ndarray | None = None  # (G,) 0/1: the half of the release this group belongs to (held-out selection)
-    marginals: np.ndarray | None = None  # (G, ℓ, ℓ)
+    members: np.ndarray  # (G, ℓ) record index (into the release's records)
+    candidate_values: dict[str, np.ndarray]  # attribute -> (G, ℓ) value code of candidate k
+    kind: str = "sac"  # "sac" (a SAC~ group) or "sid" (a small SID computed exactly)
+    #: (G,) 0/1: the half of the release this group belongs to (held-out selection); computed when not given
+    fold: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    marginals: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0)))  # (G, ℓ, ℓ), set by the E-step
 
-
-    def __post_init__(self):
-        if self.fold is None:
+    def __post_init__(self) -> None:
+        if len(self.fold) != len(self.members):
             self.fold = (self.members.min(axis=1) % 2).astype(np.int64) if self.members.size else np.zeros(0, np.int64)
 
 
@@ -369,14 +376,14 @@ class _SidBlock:
     records: np.ndarray
     values: np.ndarray
     availability: np.ndarray
-    responsibility: np.ndarray | None = None
+    responsibility: np.ndarray = field(default_factory=lambda: np.zeros(0))  # set by the E-step
 
 
 @dataclass
 class _ReleaseData:
-    feature_codes: np.ndarray                 # (n, m) published quasi-identifier codes
+    feature_codes: np.ndarray  # (n, m) published quasi-identifier codes
     n_features: list[int]
-    domains: dict[str, list[str]]             # attribute -> value texts (code order)
+    domains: dict[str, list[str]]  # attribute -> value texts (code order)
     groups: list[_GroupBlock] = field(default_factory=list)
     sids: dict[str, _SidBlock] = field(default_factory=dict)
     selected_iterations: int = 0
@@ -393,7 +400,7 @@ def _exact_sids(sid_rows: pd.DataFrame, record_sids: np.ndarray) -> np.ndarray:
     return chosen.index.to_numpy(np.int64)
 
 
-def _sid_groups(records: np.ndarray, record_sids: np.ndarray, sid_rows: pd.DataFrame):
+def _sid_groups(records: np.ndarray, record_sids: np.ndarray, sid_rows: pd.DataFrame) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """(members (S, L), value slots (S, L)) per SID size L: every value occurrence of a SID is one slot."""
     if not len(records):
         return
@@ -418,8 +425,11 @@ def _codes(values: pd.Series, domain: pd.Index) -> np.ndarray:
 
 def _distinct_text(values: pd.Series) -> set[str]:
     """The distinct texts of a column (missing values excluded), converted once per distinct value."""
-    distinct = values.cat.categories[np.unique(values.cat.codes[values.cat.codes >= 0])] if isinstance(
-        values.dtype, pd.CategoricalDtype) else pd.unique(values.dropna())
+    distinct = (
+        values.cat.categories[np.unique(values.cat.codes[values.cat.codes >= 0])]
+        if isinstance(values.dtype, pd.CategoricalDtype)
+        else pd.unique(values.dropna())
+    )
     return set(pd.Index(distinct).astype(str))
 
 
@@ -439,8 +449,8 @@ def _release_data(
     features = []
     n_features = []
     for column in qi:
-        sac_codes, table_codes = joint_text_codes(sac_released[column], attribute_table[column])
-        codes = np.concatenate([sac_codes, table_codes])  # code order = text order; a missing value gets the last code
+        sac_part, table_part = joint_text_codes(sac_released[column], attribute_table[column])
+        codes = np.concatenate([sac_part, table_part])  # code order = text order; a missing value gets the last code
         size = int(codes.max(initial=-1)) + 1
         codes = np.where(codes < 0, size, codes)
         used = np.bincount(codes, minlength=size + 1) > 0  # dense codes over the values present (unused categories dropped)
@@ -450,7 +460,11 @@ def _release_data(
     n_published = len(sac_released) + len(attribute_table)
     feature_codes = np.stack(features, axis=1) if features else np.zeros((n_published, 0), dtype=np.int64)
     row_ids = np.concatenate([sac_released["row_id"].to_numpy(np.int64), attribute_table["row_id"].to_numpy(np.int64)])
-    id_attribute = id_table["attribute"].astype(str) if not isinstance(id_table["attribute"].dtype, pd.CategoricalDtype) else id_table["attribute"]
+    id_attribute = (
+        id_table["attribute"].astype(str)
+        if not isinstance(id_table["attribute"].dtype, pd.CategoricalDtype)
+        else id_table["attribute"]
+    )
     ids_of = {a: id_table[(id_attribute == a).to_numpy()] for a in sa}
     domains = {}
     for attribute in sa:
@@ -462,7 +476,7 @@ def _release_data(
     n_sac = len(sac_released)
     if n_sac:
         cluster_of = dict(zip(attribute_clusters["attribute"], attribute_clusters["cluster_id"], strict=True))
-        clusters: dict = {}
+        clusters: dict[str, list[str]] = {}
         for attribute in sa:
             clusters.setdefault(cluster_of.get(attribute, f"alone:{attribute}"), []).append(attribute)
         group_codes, _ = pd.factorize(sac_released["group_id"])
@@ -482,14 +496,19 @@ def _release_data(
         column = attribute_table[attribute]
         sids = column.astype("Int64").fillna(-1).to_numpy(np.int64)
         present = np.flatnonzero(sids >= 0)
-        sid_rows = pd.DataFrame({"sid": rows["sid"].to_numpy(np.int64), "value": sid_values, "count": rows["count"].to_numpy(np.int64)})
+        sid_rows = pd.DataFrame(
+            {"sid": rows["sid"].to_numpy(np.int64), "value": sid_values, "count": rows["count"].to_numpy(np.int64)}
+        )
         exact_sids = _exact_sids(sid_rows, sids[present])
         in_exact = np.isin(sids[present], exact_sids)
         for members, slots in _sid_groups(present[in_exact], sids[present][in_exact], sid_rows[sid_rows["sid"].isin(exact_sids)]):
             data.groups.append(_GroupBlock([attribute], members + n_sac, {attribute: slots}, kind="sid"))
         present = present[~in_exact]
         entries = pd.DataFrame({"record": present, "sid": sids[present]}).merge(
-            sid_rows.astype({"count": np.float64}), on="sid", how="inner", sort=False,
+            sid_rows.astype({"count": np.float64}),
+            on="sid",
+            how="inner",
+            sort=False,
         )
         record_part = entries["record"].to_numpy(np.int64)
         values = entries["value"].to_numpy(np.int64)
@@ -507,7 +526,7 @@ def _release_data(
 
 def _group_log_likelihood(model: NaiveBayesModel, data: _ReleaseData, block: _GroupBlock) -> np.ndarray:
     """(G, ℓ, ℓ): log-likelihood that member i owns the cluster sub-tuple of member k."""
-    total = 0.0
+    total: Any = 0.0
     members = block.members[:, :, None]
     for attribute in block.attributes:
         candidates = block.candidate_values[attribute][:, None, :]
@@ -524,16 +543,16 @@ def _e_step(model: NaiveBayesModel | None, data: _ReleaseData) -> None:
             block.marginals = np.full((n_groups, size, size), 1.0 / size)
         else:
             block.marginals = exact_group_marginals(_group_log_likelihood(model, data, block))
-    for attribute, block in data.sids.items():
+    for attribute, sid in data.sids.items():
         if model is None:
-            weights = block.availability.copy()
+            weights = sid.availability.copy()
         else:
-            log_w = model.pair_log_joint(attribute, data.feature_codes, block.records, block.values) + np.log(block.availability)
+            log_w = model.pair_log_joint(attribute, data.feature_codes, sid.records, sid.values) + np.log(sid.availability)
             peak = np.full(len(data.feature_codes), -np.inf)
-            np.maximum.at(peak, block.records, log_w)
-            weights = np.exp(log_w - peak[block.records])
-        totals = np.bincount(block.records, weights=weights, minlength=len(data.feature_codes))
-        block.responsibility = weights / totals[block.records]
+            np.maximum.at(peak, sid.records, log_w)
+            weights = np.exp(log_w - peak[sid.records])
+        totals = np.bincount(sid.records, weights=weights, minlength=len(data.feature_codes))
+        sid.responsibility = weights / totals[sid.records]
 
 
 def _m_step(data: _ReleaseData, smoothing: float, fold: int | None = None) -> NaiveBayesModel:
@@ -582,7 +601,7 @@ def _held_out_log_likelihood(model: NaiveBayesModel, data: _ReleaseData, fold: i
     """log P(quasi-identifiers of the group members | the group's values) summed over the groups
     (SAC~ and exactly computed SIDs, at most MAX_EXACT_GROUP_SIZE) of ``fold``: every assignment
     of the group's candidates to its members, value priors left out (the values are given)."""
-    total = 0.0
+    total: Any = 0.0
     for block in data.groups:
         rows = np.flatnonzero(block.fold == fold)
         size = block.members.shape[1]
@@ -593,7 +612,7 @@ def _held_out_log_likelihood(model: NaiveBayesModel, data: _ReleaseData, fold: i
         perms = _permutations(size)
         weights = log_likelihood[:, np.arange(size)[None, :], perms].sum(axis=2)
         peak = weights.max(axis=1, keepdims=True)
-        per_group = (peak[:, 0] + np.log(np.exp(weights - peak).sum(axis=1)))
+        per_group = peak[:, 0] + np.log(np.exp(weights - peak).sum(axis=1))
         for attribute in block.attributes:
             per_group -= model.log_prior[attribute][np.maximum(part.candidate_values[attribute], 0)].sum(axis=1)
         total += float(per_group[np.isfinite(per_group)].sum())
@@ -631,13 +650,18 @@ def _fit_sample(data: _ReleaseData, max_records: int | None) -> _ReleaseData:
     sample = _ReleaseData(data.feature_codes, data.n_features, data.domains)
     for block in data.groups:
         chosen = keep[block.members.min(axis=1)] if block.members.size else np.zeros(0, dtype=bool)
-        sample.groups.append(_GroupBlock(
-            block.attributes, block.members[chosen], {a: v[chosen] for a, v in block.candidate_values.items()},
-            kind=block.kind, fold=block.fold[chosen],
-        ))
-    for attribute, block in data.sids.items():
-        chosen = keep[block.records]
-        sample.sids[attribute] = _SidBlock(block.records[chosen], block.values[chosen], block.availability[chosen])
+        sample.groups.append(
+            _GroupBlock(
+                block.attributes,
+                block.members[chosen],
+                {a: v[chosen] for a, v in block.candidate_values.items()},
+                kind=block.kind,
+                fold=block.fold[chosen],
+            )
+        )
+    for attribute, sid in data.sids.items():
+        chosen = keep[sid.records]
+        sample.sids[attribute] = _SidBlock(sid.records[chosen], sid.values[chosen], sid.availability[chosen])
     return sample
 
 
@@ -702,8 +726,12 @@ def fit_naive_bayes_on_release(
     if not smoothing > 0:
         raise ValueError(f"smoothing must be > 0, got {smoothing}")
     data, row_ids = _release_data(
-        quasi_identifiers, sensitive_attributes, sac_released=sac_released, attribute_table=attribute_table,
-        id_table=id_table, attribute_clusters=attribute_clusters,
+        quasi_identifiers,
+        sensitive_attributes,
+        sac_released=sac_released,
+        attribute_table=attribute_table,
+        id_table=id_table,
+        attribute_clusters=attribute_clusters,
     )
     # How many EM rounds to trust: EM on a release drifts towards over-confident models (the
     # latent assignment lets it explain noise; docs/posterior.md), so the adversary itself picks
@@ -757,7 +785,7 @@ class PosteriorResult:
     frame: pd.DataFrame
     tuple_posterior: pd.DataFrame
     histogram: np.ndarray
-    summary: dict
+    summary: dict[str, Any]
 
 
 def population_posterior(
@@ -768,6 +796,7 @@ def population_posterior(
 
     Records with the same quasi-identifier tuple share one normalised (values × profiles) table, so
     the cost is one look-up per record (chunks of records × values beyond ``_PROFILE_TABLE_CELLS``)."""
+
     def codes_of(column: pd.Series) -> tuple[np.ndarray, int]:
         codes, uniques = pd.factorize(column, use_na_sentinel=False)  # a missing value is a value of its own
         return codes.astype(np.int64), max(1, len(uniques))
@@ -885,9 +914,16 @@ def release_posteriors(
         raise ValueError(f"slack must be in [0, 1], got {slack}")
     qi, sa = list(quasi_identifiers), list(sensitive_attributes)
     model, data, row_ids = fit_naive_bayes_on_release(
-        qi, sa, sac_released=sac_released, attribute_table=attribute_table, id_table=id_table,
-        attribute_clusters=attribute_clusters, n_iterations=n_iterations, smoothing=smoothing,
-        select_iterations=select_iterations, fit_max_records=fit_max_records,
+        qi,
+        sa,
+        sac_released=sac_released,
+        attribute_table=attribute_table,
+        id_table=id_table,
+        attribute_clusters=attribute_clusters,
+        n_iterations=n_iterations,
+        smoothing=smoothing,
+        select_iterations=select_iterations,
+        fit_max_records=fit_max_records,
     )
     n_records = len(row_ids)
     n_sac = len(sac_released)
@@ -921,17 +957,21 @@ def release_posteriors(
     posterior_all = np.concatenate([posterior[a] for a in sa]) if sa else np.zeros(0)
     population_all = np.concatenate([population[a][raw_position] for a in sa]) if sa else np.zeros(0)
     bound = np.maximum(1.0 / ell, population_all) + slack
-    frame = pd.DataFrame(copy=False, data={  # the columns are fresh arrays: no copy into one 2-D block
-        "row_id": np.tile(row_ids, len(sa)),
-        "part": pd.Categorical.from_codes(np.tile((np.arange(n_records) >= n_sac).astype(np.int8), len(sa)),
-                                          categories=["sac", "attribute_table"]),
-        "attribute": pd.Categorical.from_codes(attribute_codes, categories=sa),
-        "posterior": posterior_all,
-        "population_posterior": population_all,
-        "self_expected_posterior": np.concatenate([self_expected[a] for a in sa]) if sa else np.zeros(0),
-        "bound": bound,
-        "excess": posterior_all - bound,
-    })
+    frame = pd.DataFrame(
+        copy=False,
+        data={  # the columns are fresh arrays: no copy into one 2-D block
+            "row_id": np.tile(row_ids, len(sa)),
+            "part": pd.Categorical.from_codes(
+                np.tile((np.arange(n_records) >= n_sac).astype(np.int8), len(sa)), categories=["sac", "attribute_table"]
+            ),
+            "attribute": pd.Categorical.from_codes(attribute_codes, categories=sa),
+            "posterior": posterior_all,
+            "population_posterior": population_all,
+            "self_expected_posterior": np.concatenate([self_expected[a] for a in sa]) if sa else np.zeros(0),
+            "bound": bound,
+            "excess": posterior_all - bound,
+        },
+    )
     del posterior, self_expected, population
     frame["above_bound"] = frame["excess"] > 1e-12
     histogram, _ = np.histogram(np.clip(frame["posterior"].to_numpy(), 0.0, 1.0), bins=HISTOGRAM_EDGES)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -70,7 +70,7 @@ class SidAssignment:
     dangerous: list[str] = field(default_factory=list)
     initial_sequence: list[str] = field(default_factory=list)
     reorder_comparisons: list[int] = field(default_factory=list)
-    trace: list[tuple] | None = None
+    trace: list[tuple[Any, ...]] | None = None
 
     @property
     def sid_values(self) -> list[list[Hashable]]:
@@ -114,7 +114,7 @@ class SidAssignment:
         )
 
 
-def restore_descending_order(sequence: list, chosen: int) -> int:
+def restore_descending_order(sequence: list[Any], chosen: int) -> int:
     """Algorithm 13: restore the stable descending size order after one SID.
 
     Parameters
@@ -206,7 +206,9 @@ def create_sids(
         codes, uniques = pd.factorize(values.cat.codes.to_numpy())
         bucket_values = values.cat.categories.to_numpy(dtype=object)[uniques]
     else:
-        codes, uniques = pd.factorize(pd.Series(list(values) if not isinstance(values, (np.ndarray, pd.Series)) else values, dtype=object))
+        codes, uniques = pd.factorize(
+            pd.Series(list(values) if not isinstance(values, (np.ndarray, pd.Series)) else values, dtype=object)
+        )
         bucket_values = np.asarray(uniques, dtype=object)
     codes = codes.astype(np.int64)
     n_buckets = len(bucket_values)
@@ -226,8 +228,8 @@ def create_sids(
     chosen = ell - len(dangerous)
     dangerous_labels = [label(b) for b in dangerous]
     initial_labels = [label(b) for b in sequence]
-    steps: list[tuple] | None = [] if trace else None
-    if trace:
+    steps: list[tuple[Any, ...]] | None = [] if trace else None
+    if steps is not None:
         steps.append(("init", list(dangerous_labels), list(initial_labels)))
     reorder_comparisons: list[int] = []
     taken_buckets: list[int] = []  # flat, ℓ per SID
@@ -248,7 +250,7 @@ def create_sids(
             reorder_comparisons.append(_restore_order(sequence, remaining, chosen))
         else:
             _bubble_sort(sequence, remaining)
-        if trace:
+        if steps is not None:
             steps.append(("sid", [bucket_values[b] for b in taken], [label(b) for b in sequence]))
 
     n_sids = len(taken_buckets) // ell if ell else 0
@@ -287,7 +289,7 @@ def create_sids(
         residual_bucket.append(np.full(placed, bucket, dtype=np.int64))
         residual_position.append(positions[:placed])
         suppressed_positions.append(positions[placed:])
-        if trace:
+        if steps is not None:
             for position, target in zip(positions[:placed].tolist(), targets.tolist(), strict=True):
                 steps.append(("residual", bucket_values[bucket], int(record_ids[position]), target))
             for position in positions[placed:].tolist():
@@ -349,8 +351,9 @@ def _bubble_sort(sequence: list[int], remaining: list[int]) -> None:
             return
 
 
-def _create_sids_per_stratum(record_ids: np.ndarray, values: pd.Series, strata: np.ndarray, *, ell: int,
-                             method: Literal["improved", "plain"]) -> SidAssignment:
+def _create_sids_per_stratum(
+    record_ids: np.ndarray, values: pd.Series, strata: np.ndarray, *, ell: int, method: Literal["improved", "plain"]
+) -> SidAssignment:
     """:func:`create_sids` run on each run of equal ``strata`` (sorted) and put together: SID
     numbers run on from one stratum to the next, bucket codes index one shared value array."""
     codes, uniques = pd.factorize(values)
@@ -469,8 +472,13 @@ def rating_tables(
             assignment = create_sids(record_ids[order], column.iloc[order].reset_index(drop=True), ell=ell, method=method)
         else:
             order = order[np.argsort(np.asarray(strata, dtype=np.int64)[order], kind="stable")]
-            assignment = _create_sids_per_stratum(record_ids[order], column.iloc[order].reset_index(drop=True),
-                                                  np.asarray(strata, dtype=np.int64)[order], ell=ell, method=method)
+            assignment = _create_sids_per_stratum(
+                record_ids[order],
+                column.iloc[order].reset_index(drop=True),
+                np.asarray(strata, dtype=np.int64)[order],
+                ell=ell,
+                method=method,
+            )
         if secret is not None and assignment.n_sids:
             # SID numbers carry no creation order: a keyed random permutation of 1..S
             renumber = np.zeros(assignment.n_sids + 1, dtype=np.int64)

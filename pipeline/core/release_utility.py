@@ -41,6 +41,7 @@ k-anonymization", ICDE 2005 (discernibility); SPEC §11, §14.2.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -92,7 +93,9 @@ def hiding_set_sizes_mixed(
     for j, attribute in enumerate(sa):
         column = attribute_table[attribute]
         published = column.notna().to_numpy()
-        lookup = totals.xs(attribute, level="attribute") if attribute in totals.index.get_level_values(0) else pd.Series(dtype=float)
+        lookup = (
+            totals.xs(attribute, level="attribute") if attribute in totals.index.get_level_values(0) else pd.Series(dtype=float)
+        )
         found = lookup.reindex(column[published].astype(np.int64).to_numpy()).to_numpy(float)
         if np.isnan(found).any():
             raise ValueError(f"attribute {attribute!r}: a SID of the attribute table is not in the ID table")
@@ -101,14 +104,18 @@ def hiding_set_sizes_mixed(
     return np.concatenate(parts, axis=0)
 
 
-def hiding_set_sizes_naive(tables: Mapping[str, pd.DataFrame], row_maps: Mapping[str, pd.DataFrame], sensitive_attributes: Sequence[str]) -> np.ndarray:
+def hiding_set_sizes_naive(
+    tables: Mapping[str, pd.DataFrame], row_maps: Mapping[str, pd.DataFrame], sensitive_attributes: Sequence[str]
+) -> np.ndarray:
     """float64 ``(n, m)``: column ``j`` = the record's class size in the table of ``S_j``, rows
     aligned by ``source_row_id`` (ascending) through each table's ``row_map``."""
     columns = []
     for attribute in sensitive_attributes:
         table = tables[attribute]
         sizes = table.groupby("cluster_id", observed=True)["cluster_id"].transform("size")
-        frame = pd.DataFrame({"row_id": table["row_id"].to_numpy(), "size": sizes.to_numpy(float)}).merge(row_maps[attribute], on="row_id")
+        frame = pd.DataFrame({"row_id": table["row_id"].to_numpy(), "size": sizes.to_numpy(float)}).merge(
+            row_maps[attribute], on="row_id"
+        )
         columns.append(frame.set_index("source_row_id")["size"])
     joined = pd.concat(columns, axis=1, join="inner").sort_index()
     return joined.to_numpy(float)
@@ -116,7 +123,7 @@ def hiding_set_sizes_naive(tables: Mapping[str, pd.DataFrame], row_maps: Mapping
 
 def utility_measures(
     sizes: np.ndarray, *, n_records: int, n_deleted: int = 0, generalization_cost: float = 0.0
-) -> dict:
+) -> dict[str, Any]:
     """Utility numbers of a release from the hiding-set size of each published cell.
 
     Parameters
@@ -214,13 +221,16 @@ def naive_rule_confidences(
         hierarchy = hierarchies[b_attr]
         labels, inverse = np.unique(holders[b_attr].astype(str).to_numpy(), return_inverse=True)
         cover = label_coverage(hierarchy, list(labels), list(hierarchy.base_values))
-        share = np.where(cover[:, hierarchy.base_values.index(str(rule.consequent_value))], 1.0 / cover.sum(axis=1), 0.0) \
-            if str(rule.consequent_value) in hierarchy.base_values else np.zeros(len(labels))
+        share = (
+            np.where(cover[:, hierarchy.base_values.index(str(rule.consequent_value))], 1.0 / cover.sum(axis=1), 0.0)
+            if str(rule.consequent_value) in hierarchy.base_values
+            else np.zeros(len(labels))
+        )
         both.append(float(share[inverse].sum()))
     return with_released_confidence(rules, antecedent, both)
 
 
-def average_confidence(recovered: pd.DataFrame) -> dict:
+def average_confidence(recovered: pd.DataFrame) -> dict[str, Any]:
     """Raw vs released average confidence of the rules (JSON-safe).
 
     Parameters
@@ -237,8 +247,13 @@ def average_confidence(recovered: pd.DataFrame) -> dict:
         ``n_rules_exact`` (released = raw within 1e-9).
     """
     if len(recovered) == 0:
-        return {"n_rules": 0, "average_raw_confidence": None, "average_released_confidence": None,
-                "max_abs_deviation": None, "n_rules_exact": 0}
+        return {
+            "n_rules": 0,
+            "average_raw_confidence": None,
+            "average_released_confidence": None,
+            "max_abs_deviation": None,
+            "n_rules_exact": 0,
+        }
     raw = (recovered["support_both"] / recovered["support_antecedent"]).to_numpy(float)
     released = recovered["released_confidence"].to_numpy(float)
     deviation = np.abs(np.where(np.isnan(released), 0.0, released) - raw)

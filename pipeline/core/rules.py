@@ -299,7 +299,10 @@ def mine_strong_rules(
 
 
 def _strong_rules_from_counts(
-    counts: PairCounts, labels: list[tuple[str, str]], sensitive_attributes: Sequence[str], threshold: Fraction,
+    counts: PairCounts,
+    labels: list[tuple[str, str]],
+    sensitive_attributes: Sequence[str],
+    threshold: Fraction,
     min_support: int = 1,
 ) -> pd.DataFrame:
     """Both directions of every counted pair, kept iff ``both / antecedent >= threshold`` exactly."""
@@ -313,7 +316,10 @@ def _strong_rules_from_counts(
     support_both = np.concatenate([both, both]).astype(np.int64)
     support_antecedent = item_counts[antecedent].astype(np.int64)
     numerator, denominator = threshold.numerator, threshold.denominator
-    if denominator * max(int(support_both.max(initial=0)), 1) < 2**62 and numerator * max(int(support_antecedent.max(initial=0)), 1) < 2**62:
+    if (
+        denominator * max(int(support_both.max(initial=0)), 1) < 2**62
+        and numerator * max(int(support_antecedent.max(initial=0)), 1) < 2**62
+    ):
         strong = support_both * denominator >= numerator * support_antecedent
     else:  # exact arithmetic with Python integers for huge denominators
         strong = np.asarray(

@@ -122,8 +122,7 @@ def cluster_sensitive_attributes(
     P1 Definitions 8-9 and Algorithm 10; SPEC §4 and §15 row 6.
     """
     linked: set[frozenset[str]] = {
-        frozenset((a, b))
-        for a, b in zip(rules["antecedent_attribute"], rules["consequent_attribute"], strict=True)
+        frozenset((a, b)) for a, b in zip(rules["antecedent_attribute"], rules["consequent_attribute"], strict=True)
     }
     rest = list(sensitive_attributes)
     clusters: list[list[str]] = []

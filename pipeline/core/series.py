@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -36,8 +37,20 @@ __all__ = ["CONFIGURATION_KEYS", "Recomposition", "find_recompositions", "record
 #: Settings that change what a release publishes about a record. The seed is not one of them: two
 #: seeds permute the same groups independently, which an intersection cannot exploit.
 CONFIGURATION_KEYS = (
-    "model", "ell", "min_confidence", "min_support", "grouping", "stratum_deletion_budget", "residual_policy", "randomness",
-    "quasi_identifiers", "sensitive_attributes", "k", "kl_method", "max_block_size", "generalization_weights",
+    "model",
+    "ell",
+    "min_confidence",
+    "min_support",
+    "grouping",
+    "stratum_deletion_budget",
+    "residual_policy",
+    "randomness",
+    "quasi_identifiers",
+    "sensitive_attributes",
+    "k",
+    "kl_method",
+    "max_block_size",
+    "generalization_weights",
 )
 
 
@@ -78,8 +91,7 @@ class Recomposition:
             what.append("other settings (" + ", ".join(self.changed_settings) + ")")
         if self.n_only_new or self.n_only_earlier:
             what.append(f"other records ({self.n_only_new} new, {self.n_only_earlier} no longer present)")
-        return (f"release {self.release_id} holds {self.n_shared_records} of the same records with "
-                + " and ".join(what))
+        return f"release {self.release_id} holds {self.n_shared_records} of the same records with " + " and ".join(what)
 
 
 def _shared(a: np.ndarray, b: np.ndarray) -> int:
@@ -92,8 +104,8 @@ def _shared(a: np.ndarray, b: np.ndarray) -> int:
 
 def find_recompositions(
     fingerprints: np.ndarray,
-    configuration: Mapping,
-    earlier: Sequence[tuple[str, np.ndarray, Mapping]],
+    configuration: Mapping[str, Any],
+    earlier: Sequence[tuple[str, np.ndarray, Mapping[str, Any]]],
 ) -> list[Recomposition]:
     """The earlier releases that share records with the new one without being the same release.
 
@@ -129,7 +141,7 @@ def find_recompositions(
     return found
 
 
-def _normal(value):
+def _normal(value: Any) -> Any:
     """Configuration values compared as JSON would compare them (lists and tuples alike, 3 == 3.0)."""
     if isinstance(value, (list, tuple)):
         return tuple(_normal(v) for v in value)

@@ -96,7 +96,7 @@ class _Column:
         base_codes, base_labels = pd.factorize(values.astype(str), sort=True)
         base_labels = np.asarray(base_labels, dtype=object)
         self.codes: list[np.ndarray] = [base_codes.astype(np.int64)]
-        self.labels: list[Sequence[str]] = [base_labels]
+        self.labels: list[np.ndarray] = [base_labels]
         n = len(base_codes)
         if hierarchy is not None:
             index = {value: code for code, value in enumerate(hierarchy.base_values)}
@@ -109,10 +109,10 @@ class _Column:
                 star = labels.index(SUPPRESSED_LABEL)
                 node = np.where(known, hierarchy.codes[np.where(known, base, 0), level].astype(np.int64), star)
                 self.codes.append(node)
-                self.labels.append(labels)
+                self.labels.append(np.asarray(labels, dtype=object))
         if hierarchy is None or tuple(hierarchy.labels[-1]) != (SUPPRESSED_LABEL,):
             self.codes.append(np.zeros(n, dtype=np.int64))
-            self.labels.append([SUPPRESSED_LABEL])
+            self.labels.append(np.asarray([SUPPRESSED_LABEL], dtype=object))
 
     @property
     def top(self) -> int:
@@ -179,8 +179,13 @@ def stratify_for_rating(
     row_ids = records[row_id_column].to_numpy(np.int64)
     n = len(records)
     if n == 0:
-        empty = pd.DataFrame({row_id_column: np.zeros(0, np.int64), "stratum": np.zeros(0, np.int64),
-                              **{c: pd.Series([], dtype=object) for c in quasi}})
+        empty = pd.DataFrame(
+            {
+                row_id_column: np.zeros(0, np.int64),
+                "stratum": np.zeros(0, np.int64),
+                **{c: pd.Series([], dtype=object) for c in quasi},
+            }
+        )
         return QuasiIdentifierStrata(empty, np.zeros(0, np.int64), 0, 0)
     columns = [_Column(records[c].reset_index(drop=True), (hierarchies or {}).get(c)) for c in quasi]
     codes = np.column_stack([pd.factorize(records[a])[0].astype(np.int64) for a in sensitive])
@@ -243,7 +248,7 @@ def stratify_for_rating(
         rows, levels, frozen = stack.pop()
         parent_cost = cost(len(rows), counts(rows))
         best: tuple[int, int, int] | None = None  # (records specialized, -extra deletions, -column)
-        best_split = None
+        best_split: tuple[list[np.ndarray], np.ndarray] | None = None
         for j in range(len(quasi)):
             if levels[j] == 0 or j in frozen:
                 continue
@@ -254,7 +259,7 @@ def stratify_for_rating(
             key = (len(rows) - len(rest), -extra, -j)
             if best is None or key > best:
                 best, best_split = key, (children, rest)
-        if best is None:
+        if best is None or best_split is None:
             record_level[rows] = levels
             final.append(rows)
             continue
@@ -274,9 +279,17 @@ def stratify_for_rating(
         elif cost(len(rows), counts(rows)) > 0:
             if secret is not None and hashes is None:  # one hashing pass for every stratum
                 hashes = keyed_record_hashes(records, list(content_columns or sensitive), secret, "eligibility")
-            deleted_parts.append(eligibility_deletions(records.iloc[rows], sensitive, ell=ell, secret=secret,
-                                                       content_columns=content_columns, row_id_column=row_id_column,
-                                                       tie_hashes=None if hashes is None else hashes[rows]))
+            deleted_parts.append(
+                eligibility_deletions(
+                    records.iloc[rows],
+                    sensitive,
+                    ell=ell,
+                    secret=secret,
+                    content_columns=content_columns,
+                    row_id_column=row_id_column,
+                    tie_hashes=None if hashes is None else hashes[rows],
+                )
+            )
     deleted = np.concatenate(deleted_parts) if deleted_parts else np.zeros(0, np.int64)
     keep = ~np.isin(row_ids, deleted)
     positions = np.flatnonzero(keep)

@@ -77,8 +77,10 @@ def merge_look_alike_values(codes: np.ndarray, categories: np.ndarray) -> tuple[
     canonical: dict[str, int] = {}
     for index, key in enumerate(keys):
         best = canonical.get(key)
-        if best is None or sizes[index] > sizes[best] or (
-            sizes[index] == sizes[best] and str(categories[index]) < str(categories[best])
+        if (
+            best is None
+            or sizes[index] > sizes[best]
+            or (sizes[index] == sizes[best] and str(categories[index]) < str(categories[best]))
         ):
             canonical[key] = index
     target = np.asarray([canonical[k] for k in keys], dtype=np.int64)
@@ -90,4 +92,3 @@ def merge_look_alike_values(codes: np.ndarray, categories: np.ndarray) -> tuple[
     changed = target != np.arange(len(categories))
     counts = {"n_values_merged": int(changed.sum()), "n_records_respelled": int(sizes[changed].sum())}
     return new_codes, new_categories, counts
-

@@ -64,15 +64,17 @@ def group_diversity_summary(
     """
     if len(sac_released) == 0:
         return pd.DataFrame(
-            {"group_id": pd.Series(dtype="int64"), "n_rows": pd.Series(dtype="int64"),
-             "min_distinct_values": pd.Series(dtype="int64"), "cluster_tuples_preserved": pd.Series(dtype=bool)}
+            {
+                "group_id": pd.Series(dtype="int64"),
+                "n_rows": pd.Series(dtype="int64"),
+                "min_distinct_values": pd.Series(dtype="int64"),
+                "cluster_tuples_preserved": pd.Series(dtype=bool),
+            }
         )
     n = len(sac_released)
     group_index, group_ids = pd.factorize(sac_released["group_id"].to_numpy(np.int64), sort=True)
     n_groups = len(group_ids)
-    position = pd.Index(original_sensitive["row_id"].to_numpy(np.int64)).get_indexer(
-        sac_released["row_id"].to_numpy(np.int64)
-    )
+    position = pd.Index(original_sensitive["row_id"].to_numpy(np.int64)).get_indexer(sac_released["row_id"].to_numpy(np.int64))
     found = position >= 0
     released_codes, original_codes = {}, {}
     for attribute in sensitive_attributes:
@@ -100,7 +102,9 @@ def group_diversity_summary(
     return summary.astype({"group_id": "int64", "n_rows": "int64", "min_distinct_values": "int64"})
 
 
-def sid_diversity_summary(attribute_table: pd.DataFrame, id_table: pd.DataFrame, sensitive_attributes: Sequence[str]) -> pd.DataFrame:
+def sid_diversity_summary(
+    attribute_table: pd.DataFrame, id_table: pd.DataFrame, sensitive_attributes: Sequence[str]
+) -> pd.DataFrame:
     """One row per (attribute, SID): distinct values, value occurrences, records mapped to it.
 
     Returns
@@ -156,9 +160,7 @@ def sid_diversity_summary(attribute_table: pd.DataFrame, id_table: pd.DataFrame,
     )
 
 
-def strong_values_in_sids(
-    id_table: pd.DataFrame, strong_values: dict[str, set[str]], s_max: str | None
-) -> pd.DataFrame:
+def strong_values_in_sids(id_table: pd.DataFrame, strong_values: dict[str, set[str]], s_max: str | None) -> pd.DataFrame:
     """One row per SID of an attribute other than ``S_max`` with its number of strong values.
 
     Returns
@@ -242,7 +244,11 @@ def confidence_summary(recovered: pd.DataFrame) -> pd.DataFrame:
 
 
 def accounting_summary(
-    input_row_ids: Sequence[int], *, sac_row_ids: Sequence[int], attribute_table_row_ids: Sequence[int], deleted_row_ids: Sequence[int]
+    input_row_ids: Sequence[int],
+    *,
+    sac_row_ids: Sequence[int],
+    attribute_table_row_ids: Sequence[int],
+    deleted_row_ids: Sequence[int],
 ) -> pd.DataFrame:
     """One row per input record (after the missing-value policy) with the number of places it is in.
 
@@ -265,8 +271,11 @@ def accounting_summary(
     """
     placed = pd.Series(
         np.concatenate(
-            [np.asarray(sac_row_ids, dtype=np.int64), np.asarray(attribute_table_row_ids, dtype=np.int64),
-             np.asarray(deleted_row_ids, dtype=np.int64)]
+            [
+                np.asarray(sac_row_ids, dtype=np.int64),
+                np.asarray(attribute_table_row_ids, dtype=np.int64),
+                np.asarray(deleted_row_ids, dtype=np.int64),
+            ]
         )
     ).value_counts()
     inputs = pd.Index(np.asarray(input_row_ids, dtype=np.int64))
@@ -396,8 +405,10 @@ def kl_diversity_summary(kl_released: pd.DataFrame, sensitive_attributes: Sequen
     attributes = list(sensitive_attributes)
     if len(kl_released) == 0:
         return pd.DataFrame(
-            {name: pd.Series(dtype="int64") for name in
-             ("cluster_id", "n_rows", "n_distinct_sensitive_tuples", "min_distinct_values", "diverse_lower_bound")}
+            {
+                name: pd.Series(dtype="int64")
+                for name in ("cluster_id", "n_rows", "n_distinct_sensitive_tuples", "min_distinct_values", "diverse_lower_bound")
+            }
             | {"diverse_at_least_ell": pd.Series(dtype=bool)}
         )
     codes = np.column_stack([pd.factorize(kl_released[a].astype(str), sort=True)[0] for a in attributes]).astype(np.int64)
@@ -419,12 +430,24 @@ def kl_diversity_summary(kl_released: pd.DataFrame, sensitive_attributes: Sequen
         )
     summary = pd.DataFrame(
         rows,
-        columns=["cluster_id", "n_rows", "n_distinct_sensitive_tuples", "min_distinct_values", "diverse_lower_bound",
-                 "diverse_at_least_ell"],
+        columns=[
+            "cluster_id",
+            "n_rows",
+            "n_distinct_sensitive_tuples",
+            "min_distinct_values",
+            "diverse_lower_bound",
+            "diverse_at_least_ell",
+        ],
     )
     return summary.astype(
-        {"cluster_id": "int64", "n_rows": "int64", "n_distinct_sensitive_tuples": "int64", "min_distinct_values": "int64",
-         "diverse_lower_bound": "int64", "diverse_at_least_ell": bool}
+        {
+            "cluster_id": "int64",
+            "n_rows": "int64",
+            "n_distinct_sensitive_tuples": "int64",
+            "min_distinct_values": "int64",
+            "diverse_lower_bound": "int64",
+            "diverse_at_least_ell": bool,
+        }
     )
 
 

@@ -158,8 +158,13 @@ def evaluate_release(
     if model == "mixed":
         result = run_mixed_model(records, sa, ell=ell, min_confidence=min_confidence, seed=seed, rules=rules)
         tables = assemble_release_tables(
-            records, qi, sa, sac_permuted=result.sac_permuted, attribute_sids=result.attribute_sids,
-            id_table=result.id_table, clusters=result.clusters,
+            records,
+            qi,
+            sa,
+            sac_permuted=result.sac_permuted,
+            attribute_sids=result.attribute_sids,
+            id_table=result.id_table,
+            clusters=result.clusters,
         )
         n_deleted = len(result.grouping.deleted)
     else:
@@ -179,9 +184,7 @@ def evaluate_release(
     recovered = recover_rule_confidences(rules, **release)
     holders = rule_holders(records, rules, row_map=tables.row_map)
     per_record = per_record_disclosure(disclosure_probabilities(holders, rules, **release))
-    rce = reconstruction_error(
-        **release, sensitive_attributes=sa, domain_sizes=domain_sizes(records, sa), n_deleted=n_deleted
-    )
+    rce = reconstruction_error(**release, sensitive_attributes=sa, domain_sizes=domain_sizes(records, sa), n_deleted=n_deleted)
     above = per_record["numerator"] * ell > per_record["denominator"]
     certain = per_record["numerator"] == per_record["denominator"]
     return {
@@ -197,8 +200,12 @@ def evaluate_release(
         "n_deleted": n_deleted,
         "n_suppressed_cells": int(tables.attribute_table[sa].isna().sum().sum()),
         "additional_information_loss": additional_information_loss(
-            sac_released=tables.sac_released, attribute_table=tables.attribute_table, id_table=tables.id_table,
-            sensitive_attributes=sa, ell=ell, n_deleted=n_deleted,
+            sac_released=tables.sac_released,
+            attribute_table=tables.attribute_table,
+            id_table=tables.id_table,
+            sensitive_attributes=sa,
+            ell=ell,
+            n_deleted=n_deleted,
         ),
         "reconstruction_error": rce,
         "reconstruction_error_per_record": rce / len(records) if len(records) else 0.0,
@@ -206,7 +213,8 @@ def evaluate_release(
         "average_released_confidence": float(recovered["released_confidence"].mean()) if len(rules) else None,
         "n_rules_recovered_exactly": int(
             sum(
-                abs(row.released_support_both * row.support_antecedent - row.support_both * row.released_support_antecedent) < 1e-9
+                abs(row.released_support_both * row.support_antecedent - row.support_both * row.released_support_antecedent)
+                < 1e-9
                 for row in recovered.itertuples(index=False)
             )
         ),
@@ -273,8 +281,14 @@ def run_model_sweeps(
                 if progress:
                     progress(f"{model} ell={ell} min_confidence={confidence} m={m}")
                 cache.points[key] = evaluate_release(
-                    records, quasi_identifiers, attributes, model=model, ell=ell, min_confidence=confidence,
-                    seed=plan.seed, rules=cache.rules[rules_key],
+                    records,
+                    quasi_identifiers,
+                    attributes,
+                    model=model,
+                    ell=ell,
+                    min_confidence=confidence,
+                    seed=plan.seed,
+                    rules=cache.rules[rules_key],
                 )
             points.append({"sweep": sweep, **cache.points[key]})
     return points

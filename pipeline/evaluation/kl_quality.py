@@ -101,12 +101,18 @@ def compare_with_exact(
                 blocked_cost = sum(kl.cluster_cost(table, c) for c in blocked)
                 rows.append(
                     {
-                        "n": n, "k": k, "ell": ell, "exact_cost": exact_cost, "greedy_cost": greedy_cost,
-                        "ratio": _cost_ratio(greedy_cost, exact_cost), "greedy_optimal": bool(greedy_cost <= exact_cost + 1e-9),
+                        "n": n,
+                        "k": k,
+                        "ell": ell,
+                        "exact_cost": exact_cost,
+                        "greedy_cost": greedy_cost,
+                        "ratio": _cost_ratio(greedy_cost, exact_cost),
+                        "greedy_optimal": bool(greedy_cost <= exact_cost + 1e-9),
                         "blocked_cost": blocked_cost,
                         "blocked_ratio": _cost_ratio(blocked_cost, exact_cost),
                         "blocked_optimal": bool(blocked_cost <= exact_cost + 1e-9),
-                        "exact_seconds": exact_seconds, "greedy_seconds": greedy_seconds,
+                        "exact_seconds": exact_seconds,
+                        "greedy_seconds": greedy_seconds,
                     }
                 )
                 made += 1
@@ -137,10 +143,17 @@ def compare_blocked_with_greedy(
             blocked_cost = sum(kl.cluster_cost(table, c) for c in blocked)
             rows.append(
                 {
-                    "n": n, "k": k, "ell": ell, "greedy_cost": greedy_cost, "blocked_cost": blocked_cost,
+                    "n": n,
+                    "k": k,
+                    "ell": ell,
+                    "greedy_cost": greedy_cost,
+                    "blocked_cost": blocked_cost,
                     "ratio": _cost_ratio(blocked_cost, greedy_cost),
-                    "greedy_clusters": len(greedy), "blocked_clusters": len(blocked), "n_blocks": n_blocks,
-                    "greedy_seconds": greedy_seconds, "blocked_seconds": blocked_seconds,
+                    "greedy_clusters": len(greedy),
+                    "blocked_clusters": len(blocked),
+                    "n_blocks": n_blocks,
+                    "greedy_seconds": greedy_seconds,
+                    "blocked_seconds": blocked_seconds,
                     "greedy_matrix_megabytes": n * n * 8 / 1e6,
                     "blocked_matrix_megabytes": plan.max_block_size**2 * 8 / 1e6,
                 }
@@ -166,10 +179,17 @@ def time_whole_table(
         sizes = result.clusters["n_records"]
         rows.append(
             {
-                "n": len(records), "k": k, "ell": ell, "seconds": seconds, "n_blocks": result.n_blocks,
-                "n_clusters": len(result.clusters), "average_cluster_size": float(sizes.mean()),
-                "largest_cluster": int(sizes.max()), "total_cost": result.total_cost,
-                "total_naive_cost": result.total_naive_cost, "discernibility": int((sizes**2).sum()),
+                "n": len(records),
+                "k": k,
+                "ell": ell,
+                "seconds": seconds,
+                "n_blocks": result.n_blocks,
+                "n_clusters": len(result.clusters),
+                "average_cluster_size": float(sizes.mean()),
+                "largest_cluster": int(sizes.max()),
+                "total_cost": result.total_cost,
+                "total_naive_cost": result.total_naive_cost,
+                "discernibility": int((sizes**2).sum()),
             }
         )
     return rows
@@ -179,11 +199,19 @@ def _figures(small: list[dict], medium: list[dict], out_dir: Path) -> list[Path]
     paths = []
     frame = pd.DataFrame(small)
     fig, ax = plt.subplots(figsize=(7, 4))
-    for color, ((k, ell), part) in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"], frame.groupby(["k", "ell"], observed=True)):
+    for color, ((k, ell), part) in zip(
+        plt.rcParams["axes.prop_cycle"].by_key()["color"], frame.groupby(["k", "ell"], observed=True)
+    ):
         for column, style, name in (("ratio", "--", "§14.3 greedy"), ("blocked_ratio", "-", "blocked (greedy + refinement)")):
             finite = np.sort(part[column].replace(np.inf, np.nan).dropna().to_numpy())
-            ax.step(finite, np.arange(1, len(finite) + 1) / len(part), where="post", color=color, linestyle=style,
-                    label=f"{name}, k={k}, ℓ={ell}")
+            ax.step(
+                finite,
+                np.arange(1, len(finite) + 1) / len(part),
+                where="post",
+                color=color,
+                linestyle=style,
+                label=f"{name}, k={k}, ℓ={ell}",
+            )
     ax.set_xlabel("cost / exact optimum")
     ax.set_ylabel("share of tables (cumulative)")
     ax.set_title("SPEC §14.3 greedy vs §14.4 exact on random Adult samples of 8-10 records")
@@ -221,7 +249,9 @@ def _figures(small: list[dict], medium: list[dict], out_dir: Path) -> list[Path]
 def write_quality_report(small: list[dict], medium: list[dict], whole: list[dict], out_dir: Path, *, description: str) -> Path:
     """Write ``results.json``, the figures and ``REPORT.md`` (verdicts computed from the rows)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "results.json").write_text(json.dumps({"small": small, "medium": medium, "whole": whole}, indent=1, default=float) + "\n")
+    (out_dir / "results.json").write_text(
+        json.dumps({"small": small, "medium": medium, "whole": whole}, indent=1, default=float) + "\n"
+    )
     _figures(small, medium, out_dir)
     frame = pd.DataFrame(small)
     lines = [

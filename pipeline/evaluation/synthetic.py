@@ -169,9 +169,13 @@ def weighted_rule_set(
             if consequent == antecedent:
                 continue
             c_codes, c_labels = codes[consequent], labels[consequent]
-            both = np.bincount(
-                a_codes.astype(np.int64) * len(c_labels) + c_codes, weights=weights, minlength=len(a_labels) * len(c_labels)
-            ).round().astype(np.int64)
+            both = (
+                np.bincount(
+                    a_codes.astype(np.int64) * len(c_labels) + c_codes, weights=weights, minlength=len(a_labels) * len(c_labels)
+                )
+                .round()
+                .astype(np.int64)
+            )
             for key in np.flatnonzero(both):
                 a, c = divmod(int(key), len(c_labels))
                 if int(both[key]) * denominator >= numerator * int(support[a]):

@@ -189,7 +189,9 @@ def _csv_header(path: Path, delimiter: str) -> list[str]:
             f"{path.name} > {path.stem}-utf8{path.suffix})"
         ) from error
     except csv.Error as error:
-        raise InputError(f"{path}, line 1: the header row cannot be parsed ({error}); check --delimiter and the quoting") from error
+        raise InputError(
+            f"{path}, line 1: the header row cannot be parsed ({error}); check --delimiter and the quoting"
+        ) from error
     if not header:
         raise InputError(
             f"{path}: the first line is blank, so there is no header row; remove the blank line, or use "
@@ -375,7 +377,11 @@ def _clean_column(series: pd.Series, *, strip_whitespace: bool, tokens: set[str]
     category_missing = np.isin(categories, list(tokens))
     codes = series.cat.codes.to_numpy()
     is_null = codes < 0
-    new_codes = np.where(is_null, -1, inverse.reshape(-1)[np.where(is_null, 0, codes)]) if len(raw_categories) else np.full(len(codes), -1)
+    new_codes = (
+        np.where(is_null, -1, inverse.reshape(-1)[np.where(is_null, 0, codes)])
+        if len(raw_categories)
+        else np.full(len(codes), -1)
+    )
     missing = is_null | (category_missing[np.where(new_codes < 0, 0, new_codes)] if len(categories) else True)
     return new_codes.astype(np.int64), categories.astype(object), np.asarray(missing, dtype=bool)
 
@@ -506,8 +512,13 @@ def load_records(
     if before[0] == 0:
         raise InputError(f"{resolved}: the file is empty (0 bytes); pass the file that holds the table")
     frame = _read(
-        resolved, input_format=fmt, csv_header=csv_header, column_names=column_names, delimiter=delimiter,
-        quasi_identifiers=quasi_identifiers, sensitive_attributes=sensitive_attributes,
+        resolved,
+        input_format=fmt,
+        csv_header=csv_header,
+        column_names=column_names,
+        delimiter=delimiter,
+        quasi_identifiers=quasi_identifiers,
+        sensitive_attributes=sensitive_attributes,
     )
     after = _file_state(resolved)
     if after != before:

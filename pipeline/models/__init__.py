@@ -45,10 +45,20 @@ class PublicationModel:
 PUBLICATION_MODELS: dict[str, PublicationModel] = {
     model.name: model
     for model in (
-        PublicationModel(Model.mixed.value, "release", ("sac_released", "attribute_table", "id_table", "attribute_clusters"),
-                         "P1 §4-§5 (Algorithms 7, 10, 11, 13, 19); SPEC §1-§8", "docs/mixed.md"),
-        PublicationModel(Model.rating.value, "release", ("attribute_table", "id_table"),
-                         "P1 §6 baseline (plain Rating); SPEC §7", "docs/rating.md"),
+        PublicationModel(
+            Model.mixed.value,
+            "release",
+            ("sac_released", "attribute_table", "id_table", "attribute_clusters"),
+            "P1 §4-§5 (Algorithms 7, 10, 11, 13, 19); SPEC §1-§8",
+            "docs/mixed.md",
+        ),
+        PublicationModel(
+            Model.rating.value,
+            "release",
+            ("attribute_table", "id_table"),
+            "P1 §6 baseline (plain Rating); SPEC §7",
+            "docs/rating.md",
+        ),
         PublicationModel(Model.kl.value, "kl_release", ("kl_released",), "P2; SPEC §14", "docs/kl.md"),
     )
 }

@@ -30,8 +30,15 @@ from pipeline.release.publish import MODEL_TABLES
 from pipeline.errors import UnusableInputError
 
 __all__ = [
-    "AuditError", "AuditResult", "PublishedRelease", "audit_release", "audit_release_against", "disclosure_histogram",
-    "read_release", "release_metrics", "run_audit",
+    "AuditError",
+    "AuditResult",
+    "PublishedRelease",
+    "audit_release",
+    "audit_release_against",
+    "disclosure_histogram",
+    "read_release",
+    "release_metrics",
+    "run_audit",
 ]
 
 #: Right edges of the disclosure histogram bins (left-open except the first): 0, (0, 0.1], …, (0.9, 1].
@@ -145,14 +152,16 @@ def disclosure_histogram(probabilities: np.ndarray) -> dict[str, int]:
     probabilities = np.asarray(probabilities, dtype=float)
     counts = {"0": int((probabilities <= 0).sum())}
     for left, right in zip(HISTOGRAM_EDGES[:-1], HISTOGRAM_EDGES[1:], strict=True):
-        inside = (probabilities > left + 1e-12) & (probabilities <= right + 1e-12) if left else (probabilities > 0) & (probabilities <= right + 1e-12)
+        inside = (
+            (probabilities > left + 1e-12) & (probabilities <= right + 1e-12)
+            if left
+            else (probabilities > 0) & (probabilities <= right + 1e-12)
+        )
         counts[f"({left}, {right}]"] = int(inside.sum())
     return counts
 
 
-def release_metrics(
-    release: PublishedRelease, rules: pd.DataFrame, *, domain: Mapping[str, int]
-) -> dict:
+def release_metrics(release: PublishedRelease, rules: pd.DataFrame, *, domain: Mapping[str, int]) -> dict:
     """Utility metrics of a release (SPEC §11): AIL, RCE, rule confidences, suppression.
 
     Parameters
@@ -176,20 +185,31 @@ def release_metrics(
     sa = release.sensitive_attributes
     n_deleted = int(release.manifest.get("n_deleted", 0))
     recovered = recover_rule_confidences(
-        rules, sac_released=release.sac_released, attribute_table=release.attribute_table,
-        id_table=release.id_table, attribute_clusters=release.attribute_clusters,
+        rules,
+        sac_released=release.sac_released,
+        attribute_table=release.attribute_table,
+        id_table=release.id_table,
+        attribute_clusters=release.attribute_clusters,
     )
     raw_confidence = recovered["support_both"] / recovered["support_antecedent"]
     n_records = len(release.sac_released) + len(release.attribute_table) + n_deleted
     rce = reconstruction_error(
-        sac_released=release.sac_released, attribute_table=release.attribute_table, id_table=release.id_table,
-        attribute_clusters=release.attribute_clusters, sensitive_attributes=sa, domain_sizes=dict(domain),
+        sac_released=release.sac_released,
+        attribute_table=release.attribute_table,
+        id_table=release.id_table,
+        attribute_clusters=release.attribute_clusters,
+        sensitive_attributes=sa,
+        domain_sizes=dict(domain),
         n_deleted=n_deleted,
     )
     return {
         "additional_information_loss": additional_information_loss(
-            sac_released=release.sac_released, attribute_table=release.attribute_table, id_table=release.id_table,
-            sensitive_attributes=sa, ell=release.ell, n_deleted=n_deleted,
+            sac_released=release.sac_released,
+            attribute_table=release.attribute_table,
+            id_table=release.id_table,
+            sensitive_attributes=sa,
+            ell=release.ell,
+            n_deleted=n_deleted,
         ),
         "reconstruction_error": rce,
         "reconstruction_error_per_record": rce / n_records if n_records else 0.0,
@@ -223,9 +243,8 @@ def _structure(release: PublishedRelease) -> dict:
         n_groups = len(sizes)
     else:
         n_groups_bad = n_groups = 0
-    counts_match = (
-        len(sac) == int(release.manifest.get("n_sac_released", len(sac)))
-        and len(release.attribute_table) == int(release.manifest.get("n_attribute_table", len(release.attribute_table)))
+    counts_match = len(sac) == int(release.manifest.get("n_sac_released", len(sac))) and len(release.attribute_table) == int(
+        release.manifest.get("n_attribute_table", len(release.attribute_table))
     )
     return {
         "n_sids": int(len(per_sid)),
@@ -364,8 +383,13 @@ def run_audit(
         message = str(error)
         raise AuditError(message if str(raw_path) in message else f"raw table {raw_path}: {message}") from error
     return audit_release_against(
-        release, loaded.records, raw_label=str(raw_path), input_sha256=loaded.input_sha256,
-        min_confidence=min_confidence, max_listed_records=max_listed_records, mining_backend=mining_backend,
+        release,
+        loaded.records,
+        raw_label=str(raw_path),
+        input_sha256=loaded.input_sha256,
+        min_confidence=min_confidence,
+        max_listed_records=max_listed_records,
+        mining_backend=mining_backend,
         duckdb_mining_threshold=duckdb_mining_threshold,
     )
 
@@ -413,23 +437,27 @@ def audit_release_against(
     threshold = float(manifest["min_confidence"]) if min_confidence is None else float(min_confidence)
     if rules is None:
         backend = resolve_mining_backend(
-            mining_backend, len(records), duckdb_threshold=duckdb_mining_threshold,
+            mining_backend,
+            len(records),
+            duckdb_threshold=duckdb_mining_threshold,
             n_items=sum(int(records[a].nunique()) for a in release.sensitive_attributes),
         )
         # the release's own rule set: support >= its min_support (releases made before min_support existed: 1)
         min_support = int(manifest.get("min_support") or 1)
-        rules = mine_strong_rules(records, release.sensitive_attributes, min_confidence=threshold, backend=backend,
-                                  min_support=min_support)
+        rules = mine_strong_rules(
+            records, release.sensitive_attributes, min_confidence=threshold, backend=backend, min_support=min_support
+        )
     view = adversary_view(
-        rules, sac_released=release.sac_released, attribute_table=release.attribute_table,
-        id_table=release.id_table, attribute_clusters=release.attribute_clusters,
+        rules,
+        sac_released=release.sac_released,
+        attribute_table=release.attribute_table,
+        id_table=release.id_table,
+        attribute_clusters=release.attribute_clusters,
     )
     ell = release.ell
     above = view[view["numerator"] * ell > view["denominator"]]
     max_row = view.loc[view["probability"].idxmax()] if len(view) else None
-    max_probability = (
-        str(Fraction(int(max_row["numerator"]), int(max_row["denominator"]))) if max_row is not None else "0"
-    )
+    max_probability = str(Fraction(int(max_row["numerator"]), int(max_row["denominator"]))) if max_row is not None else "0"
     per_rule = []
     for index, rule in rules.iterrows():
         chosen = view[view["rule"] == index]
@@ -478,7 +506,8 @@ def audit_release_against(
             "max_probability": max_probability,
             "max_probability_float": float(view["probability"].max()) if len(view) else 0.0,
             "mean_probability_over_exposed": float(view.loc[view["probability"] > 0, "probability"].mean())
-            if (view["probability"] > 0).any() else 0.0,
+            if (view["probability"] > 0).any()
+            else 0.0,
             "n_records_exposed": int((view["probability"] > 0).sum()),
             "n_records_above_bound": int(len(above)),
             "n_records_certain": int(((view["numerator"] == view["denominator"]) & (view["numerator"] > 0)).sum()),

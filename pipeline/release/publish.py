@@ -224,9 +224,7 @@ def publish_release(
     unknown = sorted(set(manifest) - set(MANIFEST_COLUMNS))
     if unknown:
         raise ValueError(f"manifest keys {unknown} are not columns of release_manifest")
-    manifest_row = {
-        k: (json.dumps(v, sort_keys=True) if isinstance(v, (list, dict, tuple)) else v) for k, v in manifest.items()
-    }
+    manifest_row = {k: (json.dumps(v, sort_keys=True) if isinstance(v, (list, dict, tuple)) else v) for k, v in manifest.items()}
     extra_files = dict(extra_files or {})
     reserved = {"release.duckdb", "manifest.json", *(f"{name}.parquet" for name in [*tables, "release_manifest"])}
     for name in extra_files:

@@ -34,8 +34,9 @@ def registry_dir(home: str | Path) -> Path:
     return Path(home) / "registry"
 
 
-def write_registry_entry(home: str | Path, release_id: str, fingerprints: np.ndarray, configuration: Mapping,
-                         row_ids: np.ndarray | None = None) -> Path:
+def write_registry_entry(
+    home: str | Path, release_id: str, fingerprints: np.ndarray, configuration: Mapping, row_ids: np.ndarray | None = None
+) -> Path:
     """Write (atomically, 0600) the registry entry of one release.
 
     ``row_ids`` (int64, aligned with ``fingerprints``): each record's row id in the release, 0 when
@@ -98,8 +99,12 @@ def _fingerprint_row_map(fingerprints: np.ndarray, row_ids: np.ndarray) -> pd.Da
     """A row map keyed by record fingerprint (as int64, in ``input_row_number``) for the published records
     (``row_ids > 0``) of one release: what :func:`pipeline.core.composition.candidate_sets` indexes by."""
     published = np.asarray(row_ids) > 0
-    row_map = pd.DataFrame({"row_id": np.asarray(row_ids, dtype=np.int64)[published],
-                            "input_row_number": np.asarray(fingerprints, dtype=np.uint64)[published].view(np.int64)})
+    row_map = pd.DataFrame(
+        {
+            "row_id": np.asarray(row_ids, dtype=np.int64)[published],
+            "input_row_number": np.asarray(fingerprints, dtype=np.uint64)[published].view(np.int64),
+        }
+    )
     return row_map.drop_duplicates("row_id")
 
 
@@ -144,8 +149,13 @@ def estimate_pins(home: str | Path, releases_dir: str | Path, release_id: str, n
             old_sets = class_candidate_sets(released, row_map, sensitive_attributes)
         else:
             earlier = read_release(directory)
-            old_sets = candidate_sets(sensitive_attributes, row_map=row_map, sac_released=earlier.sac_released,
-                                      attribute_table=earlier.attribute_table, id_table=earlier.id_table)
+            old_sets = candidate_sets(
+                sensitive_attributes,
+                row_map=row_map,
+                sac_released=earlier.sac_released,
+                attribute_table=earlier.attribute_table,
+                id_table=earlier.id_table,
+            )
     except (OSError, ValueError, KeyError):
         return None
     old_sets = {a: series[~series.index.duplicated()] for a, series in old_sets.items()}
@@ -231,7 +241,12 @@ def check_series(
             "(recorded in the manifest)"
         )
     return fingerprints, [
-        {"release_id": r.release_id, "n_shared_records": r.n_shared_records, "n_only_new": r.n_only_new,
-         "n_only_earlier": r.n_only_earlier, "changed_settings": list(r.changed_settings)}
+        {
+            "release_id": r.release_id,
+            "n_shared_records": r.n_shared_records,
+            "n_only_new": r.n_only_new,
+            "n_only_earlier": r.n_only_earlier,
+            "changed_settings": list(r.changed_settings),
+        }
         for r in found
     ]

@@ -236,19 +236,35 @@ def run_attack_evaluation(
     say("building the mixed release")
     mixed = run_mixed_model(records, sa, ell=ell, min_confidence=min_confidence, seed=seed, rules=rules)
     mixed_tables = assemble_release_tables(
-        records, qi, sa, sac_permuted=mixed.sac_permuted, attribute_sids=mixed.attribute_sids,
-        id_table=mixed.id_table, clusters=mixed.clusters,
+        records,
+        qi,
+        sa,
+        sac_permuted=mixed.sac_permuted,
+        attribute_sids=mixed.attribute_sids,
+        id_table=mixed.id_table,
+        clusters=mixed.clusters,
     )
     started = _lap(seconds, "release_mixed", started)
     say("building the Rating release")
     id_table, attribute_sids = rating_tables(records, sa, ell=ell)
     empty = pd.DataFrame({c: pd.Series(dtype=object) for c in ["group_id", "row_id", *qi, *sa]})
-    rating = assemble_release_tables(records, qi, sa, sac_permuted=empty, attribute_sids=attribute_sids, id_table=id_table, clusters=[])
+    rating = assemble_release_tables(
+        records, qi, sa, sac_permuted=empty, attribute_sids=attribute_sids, id_table=id_table, clusters=[]
+    )
     started = _lap(seconds, "release_rating", started)
     say(f"building the (k, ℓ) release (k={k}, ℓ={ell})")
     weights = {a: float((generalization_weights or {}).get(a, 1.0)) for a in qi}
-    kl = kl_anonymize(records, qi, sa, {a: hierarchies[a] for a in qi}, k=k, ell=ell, weights=weights,
-                      method=kl_method, max_block_size=max_block_size)
+    kl = kl_anonymize(
+        records,
+        qi,
+        sa,
+        {a: hierarchies[a] for a in qi},
+        k=k,
+        ell=ell,
+        weights=weights,
+        method=kl_method,
+        max_block_size=max_block_size,
+    )
     kl_released, kl_row_map = kl_release_table(records, kl, qi, sa)
     started = _lap(seconds, "release_kl", started)
     say(f"building the naive per-attribute release ({len(sa)} tables)")
@@ -260,12 +276,18 @@ def run_attack_evaluation(
         "naive": naive_release_belief(naive_tables, qi, sa, hierarchies),
         "kl": kl_release_belief(kl_released, qi, sa, hierarchies),
         "mixed": mixed_release_belief(
-            sac_released=mixed_tables.sac_released, attribute_table=mixed_tables.attribute_table,
-            id_table=mixed_tables.id_table, attribute_clusters=mixed_tables.attribute_clusters,
-            quasi_identifiers=qi, sensitive_attributes=sa,
+            sac_released=mixed_tables.sac_released,
+            attribute_table=mixed_tables.attribute_table,
+            id_table=mixed_tables.id_table,
+            attribute_clusters=mixed_tables.attribute_clusters,
+            quasi_identifiers=qi,
+            sensitive_attributes=sa,
         ),
         "rating": rating_release_belief(
-            attribute_table=rating.attribute_table, id_table=rating.id_table, quasi_identifiers=qi, sensitive_attributes=sa,
+            attribute_table=rating.attribute_table,
+            id_table=rating.id_table,
+            quasi_identifiers=qi,
+            sensitive_attributes=sa,
         ),
     }
     common = set(naive.tables[sa[0]].row_map["source_row_id"])
@@ -277,7 +299,9 @@ def run_attack_evaluation(
         "mixed": mixed_tables.row_map,
         "rating": rating.row_map,
     }
-    sac_ids = mixed_tables.row_map.loc[mixed_tables.row_map["row_id"].isin(mixed_tables.sac_released["row_id"]), "source_row_id"].to_numpy()
+    sac_ids = mixed_tables.row_map.loc[
+        mixed_tables.row_map["row_id"].isin(mixed_tables.sac_released["row_id"]), "source_row_id"
+    ].to_numpy()
     pairs = [(a, b) for a in sa for b in sa if a != b]
     evaluation = AttackEvaluation(results={})
     join_summary, one_known_summary = {}, {}
@@ -307,25 +331,41 @@ def run_attack_evaluation(
     utility = {
         "naive": utility_measures(
             hiding_set_sizes_naive(naive_tables, {a: t.row_map for a, t in naive.tables.items()}, sa),
-            n_records=n, generalization_cost=naive.total_cost,
-        ) | {"generalization_cost_per_table": {a: float(t.anonymization.total_cost) for a, t in naive.tables.items()}},
+            n_records=n,
+            generalization_cost=naive.total_cost,
+        )
+        | {"generalization_cost_per_table": {a: float(t.anonymization.total_cost) for a, t in naive.tables.items()}},
         "kl": utility_measures(hiding_set_sizes_kl(kl_released, sa), n_records=n, generalization_cost=kl.total_cost),
         "mixed": utility_measures(
-            hiding_set_sizes_mixed(sac_released=mixed_tables.sac_released, attribute_table=mixed_tables.attribute_table,
-                                   id_table=mixed_tables.id_table, sensitive_attributes=sa),
-            n_records=n, n_deleted=len(mixed.grouping.deleted),
+            hiding_set_sizes_mixed(
+                sac_released=mixed_tables.sac_released,
+                attribute_table=mixed_tables.attribute_table,
+                id_table=mixed_tables.id_table,
+                sensitive_attributes=sa,
+            ),
+            n_records=n,
+            n_deleted=len(mixed.grouping.deleted),
         ),
         "rating": utility_measures(
-            hiding_set_sizes_mixed(sac_released=empty, attribute_table=rating.attribute_table, id_table=rating.id_table,
-                                   sensitive_attributes=sa),
+            hiding_set_sizes_mixed(
+                sac_released=empty, attribute_table=rating.attribute_table, id_table=rating.id_table, sensitive_attributes=sa
+            ),
             n_records=n,
         ),
     }
     release = {
-        "mixed": {"sac_released": mixed_tables.sac_released, "attribute_table": mixed_tables.attribute_table,
-                  "id_table": mixed_tables.id_table, "attribute_clusters": mixed_tables.attribute_clusters},
-        "rating": {"sac_released": rating.sac_released, "attribute_table": rating.attribute_table,
-                   "id_table": rating.id_table, "attribute_clusters": rating.attribute_clusters},
+        "mixed": {
+            "sac_released": mixed_tables.sac_released,
+            "attribute_table": mixed_tables.attribute_table,
+            "id_table": mixed_tables.id_table,
+            "attribute_clusters": mixed_tables.attribute_clusters,
+        },
+        "rating": {
+            "sac_released": rating.sac_released,
+            "attribute_table": rating.attribute_table,
+            "id_table": rating.id_table,
+            "attribute_clusters": rating.attribute_clusters,
+        },
     }
     confidences = {
         "naive": naive_rule_confidences(rules, naive_tables, hierarchies),
@@ -336,9 +376,11 @@ def run_attack_evaluation(
     for model in MODELS:
         utility[model]["rule_confidence"] = average_confidence(confidences[model])
         utility[model]["rules"] = [
-            {"rule": f"{r.antecedent_attribute}={r.antecedent_value} => {r.consequent_attribute}={r.consequent_value}",
-             "raw_confidence": float(r.support_both / r.support_antecedent),
-             "released_confidence": None if pd.isna(r.released_confidence) else float(r.released_confidence)}
+            {
+                "rule": f"{r.antecedent_attribute}={r.antecedent_value} => {r.consequent_attribute}={r.consequent_value}",
+                "raw_confidence": float(r.support_both / r.support_antecedent),
+                "released_confidence": None if pd.isna(r.released_confidence) else float(r.released_confidence),
+            }
             for r in confidences[model].itertuples(index=False)
         ]
     started = _lap(seconds, "utility", started)
@@ -346,21 +388,43 @@ def run_attack_evaluation(
 
     releases = {
         "naive": {
-            "n_published_records": len(common), "n_tables": len(naive.tables), "k": ell, "ell": ell,
+            "n_published_records": len(common),
+            "n_tables": len(naive.tables),
+            "k": ell,
+            "ell": ell,
             "n_classes_per_table": {a: int(len(t.anonymization.clusters)) for a, t in naive.tables.items()},
         },
-        "kl": {"n_published_records": len(kl_released), "k": k, "ell": ell, "n_classes": int(len(kl.clusters)),
-               "n_blocks": int(kl.n_blocks), "method": kl.method, "min_diverse": int(kl.clusters["diverse"].min())},
-        "mixed": {"n_published_records": len(mixed_tables.row_map), "n_sac_released": len(mixed_tables.sac_released),
-                  "n_attribute_table": len(mixed_tables.attribute_table), "n_groups": int(mixed_tables.sac_released["group_id"].nunique()),
-                  "n_deleted": len(mixed.grouping.deleted), "attribute_clusters": [list(c) for c in mixed.clusters],
-                  "n_strong_rules": len(rules)},
+        "kl": {
+            "n_published_records": len(kl_released),
+            "k": k,
+            "ell": ell,
+            "n_classes": int(len(kl.clusters)),
+            "n_blocks": int(kl.n_blocks),
+            "method": kl.method,
+            "min_diverse": int(kl.clusters["diverse"].min()),
+        },
+        "mixed": {
+            "n_published_records": len(mixed_tables.row_map),
+            "n_sac_released": len(mixed_tables.sac_released),
+            "n_attribute_table": len(mixed_tables.attribute_table),
+            "n_groups": int(mixed_tables.sac_released["group_id"].nunique()),
+            "n_deleted": len(mixed.grouping.deleted),
+            "attribute_clusters": [list(c) for c in mixed.clusters],
+            "n_strong_rules": len(rules),
+        },
         "rating": {"n_published_records": len(rating.row_map), "n_attribute_table": len(rating.attribute_table)},
     }
     evaluation.results = {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "parameters": {"ell": ell, "k": k, "min_confidence": min_confidence, "seed": seed, "kl_method": kl_method,
-                       "max_block_size": max_block_size, "generalization_weights": weights},
+        "parameters": {
+            "ell": ell,
+            "k": k,
+            "min_confidence": min_confidence,
+            "seed": seed,
+            "kl_method": kl_method,
+            "max_block_size": max_block_size,
+            "generalization_weights": weights,
+        },
         "dataset": {"description": dataset_description, "n_records": n, "quasi_identifiers": qi, "sensitive_attributes": sa},
         "machine": machine_description(),
         "seconds": seconds,
@@ -406,8 +470,10 @@ def verdicts(results: dict) -> dict[str, list[str]]:
     safe_models = [m for m in MODELS if join[m]["n_certain"] == 0]
     if certain_models:
         out["join"].append(
-            "The join attack pins full tuples in: " + ", ".join(f"{MODEL_LABELS[m]} ({join[m]['n_certain']} victims)" for m in certain_models)
-            + (". It pins none in: " + ", ".join(MODEL_LABELS[m] for m in safe_models) if safe_models else "") + "."
+            "The join attack pins full tuples in: "
+            + ", ".join(f"{MODEL_LABELS[m]} ({join[m]['n_certain']} victims)" for m in certain_models)
+            + (". It pins none in: " + ", ".join(MODEL_LABELS[m] for m in safe_models) if safe_models else "")
+            + "."
         )
     else:
         out["join"].append("The join attack pins no full tuple in any release.")
@@ -428,9 +494,11 @@ def verdicts(results: dict) -> dict[str, list[str]]:
     out["one_known"].append(
         f"Reference without any release (population prior, no QIs): {_pct(base)} pinned on average ({base_cases} "
         "(victim, pair) cases in all: a known value pins the other one only when all its holders in the table share it)"
-        + (", so the pinning above comes from the releases." if all(
-            base <= 0.1 * _mean_pinned(results, m) for m in MODELS if _mean_pinned(results, m) > 0)
-           else "; part of the pinning above is already in the data.")
+        + (
+            ", so the pinning above comes from the releases."
+            if all(base <= 0.1 * _mean_pinned(results, m) for m in MODELS if _mean_pinned(results, m) > 0)
+            else "; part of the pinning above is already in the data."
+        )
     )
     # where our models leak
     mixed_items = results["one_known_value"]["mixed"]
@@ -446,10 +514,14 @@ def verdicts(results: dict) -> dict[str, list[str]]:
         out["leaks"].append(
             f"Mixed model: averaged over the ordered pairs, the one-known-value adversary pins the other value of "
             f"{_pct(share_sac)} of the {n_sac} SAC~ rows and of {_pct(share_at)} of the {n_at} attribute-table rows. "
-            + (f"SAC~ keeps the attribute cluster(s) {linked} linked inside a record by design (that is what keeps every "
-               "rule confidence exact, Lemma 22), so when only one candidate row of the victim's QI tuple can hold the "
-               "known value, the linked values come with it; P1's threat model (an adversary who knows the rules, not a "
-               "value of the victim) does not cover this." if linked else "")
+            + (
+                f"SAC~ keeps the attribute cluster(s) {linked} linked inside a record by design (that is what keeps every "
+                "rule confidence exact, Lemma 22), so when only one candidate row of the victim's QI tuple can hold the "
+                "known value, the linked values come with it; P1's threat model (an adversary who knows the rules, not a "
+                "value of the victim) does not cover this."
+                if linked
+                else ""
+            )
         )
     else:
         out["leaks"].append("Mixed model: the one-known-value adversary pins no value.")
@@ -467,7 +539,9 @@ def verdicts(results: dict) -> dict[str, list[str]]:
         confidence = utility["rating"]["rule_confidence"]
         lost = (
             f"; it keeps an average rule confidence of only {confidence['average_released_confidence']:.3f} "
-            f"(raw {confidence['average_raw_confidence']:.3f})" if confidence["n_rules"] else ""
+            f"(raw {confidence['average_raw_confidence']:.3f})"
+            if confidence["n_rules"]
+            else ""
         )
         out["leaks"].append(
             "Rating: no value is ever pinned (every attribute is bucketized independently into SIDs of ≥ ℓ values), and "
@@ -485,11 +559,17 @@ def verdicts(results: dict) -> dict[str, list[str]]:
                 f"{c['average_raw_confidence']:.4f} ({c['n_rules_exact']} of {c['n_rules']} rules exact); one-known-value "
                 f"pinned {_pct(_mean_pinned(results, model))} on average."
             )
-    exact = [m for m in MODELS if utility[m]["rule_confidence"]["n_rules"] and utility[m]["rule_confidence"]["n_rules_exact"] == utility[m]["rule_confidence"]["n_rules"]]
+    exact = [
+        m
+        for m in MODELS
+        if utility[m]["rule_confidence"]["n_rules"]
+        and utility[m]["rule_confidence"]["n_rules_exact"] == utility[m]["rule_confidence"]["n_rules"]
+    ]
     if exact:
         least = min(exact, key=lambda m: _mean_pinned(results, m))
         out["trade_off"].append(
-            "Among the releases that keep every strong-rule confidence exact (" + ", ".join(MODEL_LABELS[m] for m in exact)
+            "Among the releases that keep every strong-rule confidence exact ("
+            + ", ".join(MODEL_LABELS[m] for m in exact)
             + f"), the {MODEL_LABELS[least]} resists the one-known-value adversary best "
             f"({_pct(_mean_pinned(results, least))} pinned on average)."
         )
@@ -525,9 +605,14 @@ def _join_figure(evaluation: AttackEvaluation, path: Path) -> Path:
         if len(p) == 0:
             continue
         y = np.arange(1, len(p) + 1) / len(p)
-        left.step(np.maximum(p, 1e-6), y, where="post", color=MODEL_COLORS[model],
-                  linestyle="--" if model == "population" else "-",
-                  label=f"{MODEL_LABELS[model]} (certain: {_pct(results['join_attack'][model]['share_certain'])})")
+        left.step(
+            np.maximum(p, 1e-6),
+            y,
+            where="post",
+            color=MODEL_COLORS[model],
+            linestyle="--" if model == "population" else "-",
+            label=f"{MODEL_LABELS[model]} (certain: {_pct(results['join_attack'][model]['share_certain'])})",
+        )
     left.axvline(1 / ell, color="black", linewidth=0.8, linestyle=":")
     left.text(1 / ell, 0.02, " 1/ℓ", fontsize=8)
     left.set_xscale("log")
@@ -545,7 +630,14 @@ def _join_figure(evaluation: AttackEvaluation, path: Path) -> Path:
     right.bar(x - width / 2, certain, width, color=[MODEL_COLORS[m] for m in models], label="inferred with probability 1")
     right.bar(x + width / 2, above, width, color=[MODEL_COLORS[m] for m in models], alpha=0.45, hatch="//", label="belief > 1/ℓ")
     for xi, (c, a) in enumerate(zip(certain, above, strict=True)):
-        right.text(xi - width / 2, c, f"{c:.2f}\n({results['join_attack'][models[xi]]['n_certain']})", ha="center", va="bottom", fontsize=7)
+        right.text(
+            xi - width / 2,
+            c,
+            f"{c:.2f}\n({results['join_attack'][models[xi]]['n_certain']})",
+            ha="center",
+            va="bottom",
+            fontsize=7,
+        )
         right.text(xi + width / 2, a, f"{a:.2f}", ha="center", va="bottom", fontsize=7)
     right.set_xticks(x)
     right.set_xticklabels([MODEL_LABELS[m].replace(" (", "\n(").replace(": ", ":\n") for m in models], fontsize=7)
@@ -563,14 +655,35 @@ def _one_known_figure(results: dict, path: Path) -> Path:
     mean = np.array([results["one_known_value"][m][p]["mean"] for m in models for p in pairs]).reshape(len(models), len(pairs))
     fig, axes = plt.subplots(2, 1, figsize=(12, 7.4))
     for ax, values, title, fmt, vmax, cmap in (
-        (axes[0], pinned, "(a) One-known-value attack: % of victims whose other value is pinned (probability 1)", "{:.1f}", max(1.0, float(pinned.max())), "Reds"),
-        (axes[1], mean, "(b) One-known-value attack: mean belief in the victim's true value of the target attribute", "{:.2f}", 1.0, "Blues"),
+        (
+            axes[0],
+            pinned,
+            "(a) One-known-value attack: % of victims whose other value is pinned (probability 1)",
+            "{:.1f}",
+            max(1.0, float(pinned.max())),
+            "Reds",
+        ),
+        (
+            axes[1],
+            mean,
+            "(b) One-known-value attack: mean belief in the victim's true value of the target attribute",
+            "{:.2f}",
+            1.0,
+            "Blues",
+        ),
     ):
         image = ax.imshow(values, aspect="auto", cmap=cmap, vmin=0, vmax=vmax)
         for i in range(values.shape[0]):
             for j in range(values.shape[1]):
-                ax.text(j, i, fmt.format(values[i, j]), ha="center", va="center", fontsize=7,
-                        color="white" if values[i, j] > 0.6 * vmax else "black")
+                ax.text(
+                    j,
+                    i,
+                    fmt.format(values[i, j]),
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if values[i, j] > 0.6 * vmax else "black",
+                )
         ax.set_yticks(range(len(models)))
         ax.set_yticklabels([MODEL_LABELS[m] for m in models], fontsize=8)
         ax.set_xticks(range(len(pairs)))
@@ -588,7 +701,11 @@ def _utility_figure(results: dict, path: Path) -> Path:
         ("average cluster size", lambda u: u["average_cluster_size"], "{:.2f}"),
         ("discernibility per record", lambda u: u["discernibility_per_record"], "{:.1f}"),
         ("suppressed cells (%)", lambda u: 100 * u["share_suppressed_cells"], "{:.2f}"),
-        ("average rule confidence\n(dashed: raw)", lambda u: u["rule_confidence"]["average_released_confidence"] or 0.0, "{:.3f}"),
+        (
+            "average rule confidence\n(dashed: raw)",
+            lambda u: u["rule_confidence"]["average_released_confidence"] or 0.0,
+            "{:.3f}",
+        ),
     ]
     fig, axes = plt.subplots(1, len(panels), figsize=(14, 3.8))
     x = np.arange(len(MODELS))
@@ -638,7 +755,8 @@ def _report_markdown(results: dict) -> str:
         f"mixed — {r['mixed']['n_sac_released']} SAC~ rows in {r['mixed']['n_groups']} groups, {r['mixed']['n_attribute_table']} "
         f"attribute-table rows, {r['mixed']['n_deleted']} deleted, {r['mixed']['n_strong_rules']} strong rules, attribute clusters "
         f"{r['mixed']['attribute_clusters']}; Rating — {r['rating']['n_attribute_table']} attribute-table rows.",
-        f"- Wall time: total {results['seconds']['total']:.0f} s (" + ", ".join(f"{k} {s:.1f} s" for k, s in results["seconds"].items() if k != "total")
+        f"- Wall time: total {results['seconds']['total']:.0f} s ("
+        + ", ".join(f"{k} {s:.1f} s" for k, s in results["seconds"].items() if k != "total")
         + f") on {results['machine']['platform']}, {results['machine']['cpu_count']} CPUs.",
         "",
         "## Join attack (P2): the adversary knows the victim's quasi-identifiers",
@@ -652,9 +770,21 @@ def _report_markdown(results: dict) -> str:
     rows = []
     for model in [*MODELS, "population"]:
         s = results["join_attack"][model]
-        rows.append([MODEL_LABELS[model], str(s["n_victims"]), f"{s['n_certain']} ({_pct(s['share_certain'])})", f"{s['mean']:.5f}",
-                     f"{s['median']:.5f}", f"{s['p90']:.5f}", f"{s['max']:.4f}", _pct(s["share_above_one_over_ell"])])
-    lines += _markdown_table(["release", "victims", "certain (probability 1)", "mean", "median", "p90", "max", "share > 1/ℓ"], rows)
+        rows.append(
+            [
+                MODEL_LABELS[model],
+                str(s["n_victims"]),
+                f"{s['n_certain']} ({_pct(s['share_certain'])})",
+                f"{s['mean']:.5f}",
+                f"{s['median']:.5f}",
+                f"{s['p90']:.5f}",
+                f"{s['max']:.4f}",
+                _pct(s["share_above_one_over_ell"]),
+            ]
+        )
+    lines += _markdown_table(
+        ["release", "victims", "certain (probability 1)", "mean", "median", "p90", "max", "share > 1/ℓ"], rows
+    )
     lines += ["", *("- " + s for s in v["join"]), ""]
     lines += [
         "## One-known-value attack: the adversary also knows one sensitive value of the victim",
@@ -688,19 +818,37 @@ def _report_markdown(results: dict) -> str:
     for model in MODELS:
         u = results["utility"][model]
         c = u["rule_confidence"]
-        rows.append([
-            MODEL_LABELS[model], f"{u['generalization_cost']:.0f}", f"{u['average_cluster_size']:.2f}",
-            f"{u['discernibility']:.4g}", f"{u['discernibility_per_record']:.1f}", f"{u['mean_hiding_set_size']:.2f}",
-            _pct(u["share_suppressed_cells"]),
-            str(u["n_deleted"]),
-            "—" if c["average_released_confidence"] is None else f"{c['average_released_confidence']:.4f}",
-            "—" if c["average_raw_confidence"] is None else f"{c['average_raw_confidence']:.4f}",
-            f"{c['n_rules_exact']} / {c['n_rules']}",
-        ])
+        rows.append(
+            [
+                MODEL_LABELS[model],
+                f"{u['generalization_cost']:.0f}",
+                f"{u['average_cluster_size']:.2f}",
+                f"{u['discernibility']:.4g}",
+                f"{u['discernibility_per_record']:.1f}",
+                f"{u['mean_hiding_set_size']:.2f}",
+                _pct(u["share_suppressed_cells"]),
+                str(u["n_deleted"]),
+                "—" if c["average_released_confidence"] is None else f"{c['average_released_confidence']:.4f}",
+                "—" if c["average_raw_confidence"] is None else f"{c['average_raw_confidence']:.4f}",
+                f"{c['n_rules_exact']} / {c['n_rules']}",
+            ]
+        )
     lines += _markdown_table(
-        ["release", "cost S", "avg cluster size", "discernibility", "per record", "mean set size of a published cell",
-         "suppressed cells", "deleted records",
-         "avg rule confidence (release)", "raw", "rules exact"], rows)
+        [
+            "release",
+            "cost S",
+            "avg cluster size",
+            "discernibility",
+            "per record",
+            "mean set size of a published cell",
+            "suppressed cells",
+            "deleted records",
+            "avg rule confidence (release)",
+            "raw",
+            "rules exact",
+        ],
+        rows,
+    )
     lines += ["", *("- " + s for s in v["utility"]), "", "## Trade-off", "", *("- " + s for s in v["trade_off"]), ""]
     lines += ["## Modelling choices", "", *("- " + s for s in results["modelling_choices"]), ""]
     return "\n".join(lines)

@@ -26,7 +26,7 @@ PAPER_CLAIMS = {
     4: "Lower min_confidence puts more records in SAC, so the mixed model's AIL rises as min_confidence falls.",
     5: "Rating's AIL is flat in m; the mixed model's grows with m.",
     6: "The mixed model's average rule confidence equals the raw one while every SAC record is grouped (it deviates "
-       "slightly at large ℓ when seeds are deleted); Rating's is far below.",
+    "slightly at large ℓ when seeds are deleted); Rating's is far below.",
     7: "As Figure 6, with relationship among the attributes (its 6 values are 'very close' to ℓ).",
     8: "'Similar results' (varied parameter not stated; we vary min_confidence).",
     9: "'Similar results' (varied parameter not stated; we vary m).",
@@ -45,8 +45,9 @@ def machine_description() -> dict:
     }
 
 
-def write_results(path: Path, *, plan: dict, dataset: dict, timings: Sequence[dict], points: Sequence[dict],
-                  machine: dict, wall_seconds: dict) -> Path:
+def write_results(
+    path: Path, *, plan: dict, dataset: dict, timings: Sequence[dict], points: Sequence[dict], machine: dict, wall_seconds: dict
+) -> Path:
     """``results.json``: the plan, the data set summary, the machine and every point of every figure."""
     payload = {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -76,8 +77,10 @@ def _pct(value: float) -> str:
 
 def _timing_verdicts(timings):
     verdicts = {}
-    fig1 = {m: sorted((t for t in timings if t["figure"] == 1 and t["method"] == m), key=lambda t: t["n_records"])
-            for m in ("improved", "plain")}
+    fig1 = {
+        m: sorted((t for t in timings if t["figure"] == 1 and t["method"] == m), key=lambda t: t["n_records"])
+        for m in ("improved", "plain")
+    }
     if fig1["improved"] and fig1["plain"]:
         speedups = [p["median_seconds"] / i["median_seconds"] for i, p in zip(fig1["improved"], fig1["plain"], strict=True)]
         first, last = speedups[0], speedups[-1]
@@ -90,14 +93,20 @@ def _timing_verdicts(timings):
             verdict = "partly agrees"
         else:
             verdict = "differs"
-        verdicts[1] = (verdict, (
-            f"Median speed-up of the improved method (old / improved) is {first:.2f}× at "
-            f"{fig1['improved'][0]['n_records']} records and {last:.2f}× at {n_last} records "
-            f"(old: {fig1['plain'][-1]['median_seconds']:.3f} s, improved: {fig1['improved'][-1]['median_seconds']:.3f} s). "
-            f"The absolute gap grows from {gaps[0]:.3f} s to {gaps[-1]:.3f} s. "
-            f"Both methods produced identical SIDs, record→SID maps and suppressions at every point: {identical}."
-        ))
-    fig2 = {m: sorted((t for t in timings if t["figure"] == 2 and t["method"] == m), key=lambda t: t["m"]) for m in ("improved", "plain")}
+        verdicts[1] = (
+            verdict,
+            (
+                f"Median speed-up of the improved method (old / improved) is {first:.2f}× at "
+                f"{fig1['improved'][0]['n_records']} records and {last:.2f}× at {n_last} records "
+                f"(old: {fig1['plain'][-1]['median_seconds']:.3f} s, improved: {fig1['improved'][-1]['median_seconds']:.3f} s). "
+                f"The absolute gap grows from {gaps[0]:.3f} s to {gaps[-1]:.3f} s. "
+                f"Both methods produced identical SIDs, record→SID maps and suppressions at every point: {identical}."
+            ),
+        )
+    fig2 = {
+        m: sorted((t for t in timings if t["figure"] == 2 and t["method"] == m), key=lambda t: t["m"])
+        for m in ("improved", "plain")
+    }
     if len(fig2["plain"]) >= 2:
         steps_plain = [b["median_seconds"] - a["median_seconds"] for a, b in zip(fig2["plain"], fig2["plain"][1:])]
         steps_improved = [b["median_seconds"] - a["median_seconds"] for a, b in zip(fig2["improved"], fig2["improved"][1:])]
@@ -105,12 +114,17 @@ def _timing_verdicts(timings):
         biggest = max(range(len(steps_plain)), key=lambda k: steps_plain[k])
         jump_at = ms[biggest + 1]
         verdict = "agrees" if jump_at == 3 and steps_plain[biggest] > 2 * max(steps_improved[biggest], 1e-9) else "partly agrees"
-        verdicts[2] = (verdict, (
-            "Old method: " + ", ".join(f"m={t['m']}: {t['median_seconds']:.3f} s" for t in fig2["plain"]) +
-            "; improved: " + ", ".join(f"m={t['m']}: {t['median_seconds']:.3f} s" for t in fig2["improved"]) +
-            f". The old method's largest step is when going to m={jump_at} "
-            f"(+{steps_plain[biggest]:.3f} s vs +{steps_improved[biggest]:.3f} s for the improved one); m=3 adds age."
-        ))
+        verdicts[2] = (
+            verdict,
+            (
+                "Old method: "
+                + ", ".join(f"m={t['m']}: {t['median_seconds']:.3f} s" for t in fig2["plain"])
+                + "; improved: "
+                + ", ".join(f"m={t['m']}: {t['median_seconds']:.3f} s" for t in fig2["improved"])
+                + f". The old method's largest step is when going to m={jump_at} "
+                f"(+{steps_plain[biggest]:.3f} s vs +{steps_improved[biggest]:.3f} s for the improved one); m=3 adds age."
+            ),
+        )
     return verdicts
 
 
@@ -120,27 +134,44 @@ def _model_verdicts(points, histogram_ells):
     mixed = _sweep(points, "ell", "mixed", m_all)
     rating = _sweep(points, "ell", "rating", m_all)
     if mixed:
-        rises = all(b["additional_information_loss"] >= a["additional_information_loss"] - 1e-12 for a, b in zip(mixed, mixed[1:]))
+        rises = all(
+            b["additional_information_loss"] >= a["additional_information_loss"] - 1e-12 for a, b in zip(mixed, mixed[1:])
+        )
         below = all(p["additional_information_loss"] < 0.0003 for p in mixed + rating)
-        higher = sum(a["additional_information_loss"] >= b["additional_information_loss"] for a, b in zip(mixed, rating, strict=True))
+        higher = sum(
+            a["additional_information_loss"] >= b["additional_information_loss"] for a, b in zip(mixed, rating, strict=True)
+        )
         verdict = "agrees" if rises and below and higher == len(mixed) else ("partly agrees" if rises or higher else "differs")
-        verdicts[3] = (verdict, (
-            "AIL by ℓ — mixed: " + ", ".join(f"ℓ={p['ell']}: {_pct(p['additional_information_loss'])}" for p in mixed) +
-            "; Rating: " + ", ".join(f"ℓ={p['ell']}: {_pct(p['additional_information_loss'])}" for p in rating) +
-            ". Suppressed cells — mixed: " + ", ".join(f"ℓ={p['ell']}: {p['n_suppressed_cells']}" for p in mixed) +
-            "; Rating: " + ", ".join(f"ℓ={p['ell']}: {p['n_suppressed_cells']}" for p in rating) +
-            ". Deleted records (mixed): " + ", ".join(f"ℓ={p['ell']}: {p['n_deleted']}" for p in mixed) +
-            f". Monotone in ℓ (mixed): {rises}; every value below 0.03 %: {below}; mixed ≥ Rating at {higher} of {len(mixed)} points."
-        ))
+        verdicts[3] = (
+            verdict,
+            (
+                "AIL by ℓ — mixed: "
+                + ", ".join(f"ℓ={p['ell']}: {_pct(p['additional_information_loss'])}" for p in mixed)
+                + "; Rating: "
+                + ", ".join(f"ℓ={p['ell']}: {_pct(p['additional_information_loss'])}" for p in rating)
+                + ". Suppressed cells — mixed: "
+                + ", ".join(f"ℓ={p['ell']}: {p['n_suppressed_cells']}" for p in mixed)
+                + "; Rating: "
+                + ", ".join(f"ℓ={p['ell']}: {p['n_suppressed_cells']}" for p in rating)
+                + ". Deleted records (mixed): "
+                + ", ".join(f"ℓ={p['ell']}: {p['n_deleted']}" for p in mixed)
+                + f". Monotone in ℓ (mixed): {rises}; every value below 0.03 %: {below}; mixed ≥ Rating at {higher} of {len(mixed)} points."
+            ),
+        )
     by_confidence = _sweep(points, "min_confidence", "mixed", key="min_confidence")
     if len(by_confidence) >= 2:
         low, high = by_confidence[0], by_confidence[-1]
         verdict = "agrees" if low["additional_information_loss"] > high["additional_information_loss"] else "differs"
-        verdicts[4] = (verdict, (
-            "Mixed AIL by min_confidence: " + ", ".join(
-                f"{p['min_confidence']}: {_pct(p['additional_information_loss'])} ({p['n_sac_released']} SAC~ rows, {p['n_strong_rules']} rules)"
-                for p in by_confidence)
-        ))
+        verdicts[4] = (
+            verdict,
+            (
+                "Mixed AIL by min_confidence: "
+                + ", ".join(
+                    f"{p['min_confidence']}: {_pct(p['additional_information_loss'])} ({p['n_sac_released']} SAC~ rows, {p['n_strong_rules']} rules)"
+                    for p in by_confidence
+                )
+            ),
+        )
     by_m = {model: _sweep(points, "attributes", model, key="m") for model in ("mixed", "rating")}
     if len(by_m["mixed"]) >= 2:
         rating_values = [p["additional_information_loss"] for p in by_m["rating"]]
@@ -148,11 +179,16 @@ def _model_verdicts(points, histogram_ells):
         flat = max(rating_values) - min(rating_values) < 1e-4
         grows = mixed_values[-1] > mixed_values[0]
         verdict = "agrees" if flat and grows else ("partly agrees" if flat or grows else "differs")
-        verdicts[5] = (verdict, (
-            "AIL by m — mixed: " + ", ".join(f"m={p['m']}: {_pct(p['additional_information_loss'])}" for p in by_m["mixed"]) +
-            "; Rating: " + ", ".join(f"m={p['m']}: {_pct(p['additional_information_loss'])}" for p in by_m["rating"]) +
-            f". Rating flat (spread < 0.01 %): {flat}; mixed grows from the smallest to the largest m: {grows}."
-        ))
+        verdicts[5] = (
+            verdict,
+            (
+                "AIL by m — mixed: "
+                + ", ".join(f"m={p['m']}: {_pct(p['additional_information_loss'])}" for p in by_m["mixed"])
+                + "; Rating: "
+                + ", ".join(f"m={p['m']}: {_pct(p['additional_information_loss'])}" for p in by_m["rating"])
+                + f". Rating flat (spread < 0.01 %): {flat}; mixed grows from the smallest to the largest m: {grows}."
+            ),
+        )
 
     def confidence_verdict(mixed_points, rating_points, label):
         lines, equal, far = [], 0, 0
@@ -163,11 +199,17 @@ def _model_verdicts(points, histogram_ells):
                 continue
             equal += abs(p["average_released_confidence"] - raw) < 1e-9
             far += r["average_released_confidence"] < 0.5 * raw
-            lines.append(f"{label(p)}: raw {raw:.4f}, mixed {p['average_released_confidence']:.4f} "
-                         f"({p['n_deleted']} deleted), Rating {r['average_released_confidence']:.4f}")
+            lines.append(
+                f"{label(p)}: raw {raw:.4f}, mixed {p['average_released_confidence']:.4f} "
+                f"({p['n_deleted']} deleted), Rating {r['average_released_confidence']:.4f}"
+            )
         counted = sum(p["average_raw_confidence"] is not None for p in mixed_points)
-        deviations = [p for p in mixed_points if p["average_raw_confidence"] is not None
-                      and abs(p["average_released_confidence"] - p["average_raw_confidence"]) >= 1e-9]
+        deviations = [
+            p
+            for p in mixed_points
+            if p["average_raw_confidence"] is not None
+            and abs(p["average_released_confidence"] - p["average_raw_confidence"]) >= 1e-9
+        ]
         explained = all(p["n_deleted"] > 0 for p in deviations)
         largest = max((abs(p["average_released_confidence"] - p["average_raw_confidence"]) for p in deviations), default=0.0)
         if not counted:
@@ -182,13 +224,20 @@ def _model_verdicts(points, histogram_ells):
             f"Rating below half the raw confidence at {far} of {counted} points."
         )
 
-    verdicts[6] = confidence_verdict(_sweep(points, "ell", "mixed", 2), _sweep(points, "ell", "rating", 2), lambda p: f"ℓ={p['ell']}")
-    verdicts[7] = confidence_verdict(_sweep(points, "ell", "mixed", m_all), _sweep(points, "ell", "rating", m_all), lambda p: f"ℓ={p['ell']}")
-    verdicts[8] = confidence_verdict(_sweep(points, "min_confidence", "mixed", key="min_confidence"),
-                                     _sweep(points, "min_confidence", "rating", key="min_confidence"),
-                                     lambda p: f"min_confidence={p['min_confidence']}")
-    verdicts[9] = confidence_verdict(_sweep(points, "attributes", "mixed", key="m"), _sweep(points, "attributes", "rating", key="m"),
-                                     lambda p: f"m={p['m']}")
+    verdicts[6] = confidence_verdict(
+        _sweep(points, "ell", "mixed", 2), _sweep(points, "ell", "rating", 2), lambda p: f"ℓ={p['ell']}"
+    )
+    verdicts[7] = confidence_verdict(
+        _sweep(points, "ell", "mixed", m_all), _sweep(points, "ell", "rating", m_all), lambda p: f"ℓ={p['ell']}"
+    )
+    verdicts[8] = confidence_verdict(
+        _sweep(points, "min_confidence", "mixed", key="min_confidence"),
+        _sweep(points, "min_confidence", "rating", key="min_confidence"),
+        lambda p: f"min_confidence={p['min_confidence']}",
+    )
+    verdicts[9] = confidence_verdict(
+        _sweep(points, "attributes", "mixed", key="m"), _sweep(points, "attributes", "rating", key="m"), lambda p: f"m={p['m']}"
+    )
     for figure, ell in zip((10, 11), histogram_ells, strict=False):
         chosen = {p["model"]: p for p in points if p["sweep"] == "histogram" and p["ell"] == ell}
         if len(chosen) < 2:
@@ -200,50 +249,53 @@ def _model_verdicts(points, histogram_ells):
         at_one = rating_counts.get("1", 0)
         mostly_high = above_08 > n_rating / 2
         verdict = "agrees" if mixed_at_bound and mostly_high and at_one else ("partly agrees" if mixed_at_bound else "differs")
-        verdicts[figure] = (verdict, (
-            f"Mixed: {sum(mixed_counts.values())} rule holders, values {mixed_counts}. Rating: {n_rating} rule holders, "
-            f"{above_08} above 0.8, {at_one} at exactly 1, median value "
-            f"{float(sorted(Fraction(v) for v, c in rating_counts.items() for _ in range(c))[n_rating // 2]) if n_rating else 0:.3f}; "
-            f"values {rating_counts}."
-        ))
+        verdicts[figure] = (
+            verdict,
+            (
+                f"Mixed: {sum(mixed_counts.values())} rule holders, values {mixed_counts}. Rating: {n_rating} rule holders, "
+                f"{above_08} above 0.8, {at_one} at exactly 1, median value "
+                f"{float(sorted(Fraction(v) for v, c in rating_counts.items() for _ in range(c))[n_rating // 2]) if n_rating else 0:.3f}; "
+                f"values {rating_counts}."
+            ),
+        )
     return verdicts
 
 
 WHY = {
     1: "Both implementations are ours, in Python, with identical output. The old one re-sorts the bucket sequence with "
-       "a stable bubble sort after every SID; since only the ℓ chosen buckets shrink by one, the sequence is nearly "
-       "sorted and a pass with early exit costs about one sweep over the buckets. The improved one moves one block "
-       "(Algorithm 13). The saving per SID is proportional to the number of buckets, so the absolute gap grows with n "
-       "(more SIDs) while the ratio stays roughly constant. P1 does not say how its old re-sort was written; a full "
-       "re-sort would widen the gap.",
+    "a stable bubble sort after every SID; since only the ℓ chosen buckets shrink by one, the sequence is nearly "
+    "sorted and a pass with early exit costs about one sweep over the buckets. The improved one moves one block "
+    "(Algorithm 13). The saving per SID is proportional to the number of buckets, so the absolute gap grows with n "
+    "(more SIDs) while the ratio stays roughly constant. P1 does not say how its old re-sort was written; a full "
+    "re-sort would widen the gap.",
     2: "The bubble sort's cost per SID grows with the number of buckets; age has 73 distinct values against 16, 14 and "
-       "6, so adding it (m = 3) dominates the old method's time.",
+    "6, so adding it (m = 3) dominates the old method's time.",
     3: "Our AIL is dominated by suppressed cells (AIL = 1 each, SPEC §11 [choice]). A SID holds each value at most "
-       "once, so at most n/ℓ records of a value can be placed (Anatomy's eligibility condition): on Adult, "
-       "relationship = Husband (≈ 41 %) exceeds 1/ℓ from ℓ = 3 and education = HS-grad (≈ 32 %) from ℓ = 4, and the "
-       "excess must be suppressed by both models (SPEC §15 row 15). The mixed model's IR_left is more skewed once the "
-       "rule holders leave, and at large ℓ deleted seeds add whole records of loss, so its AIL is higher. P1's "
-       "< 0.03 % is impossible on Adult under this definition; P1 does not say how it handled values above 1/ℓ, and the "
-       "AIL of its reference [12] is lost (SPEC §11).",
+    "once, so at most n/ℓ records of a value can be placed (Anatomy's eligibility condition): on Adult, "
+    "relationship = Husband (≈ 41 %) exceeds 1/ℓ from ℓ = 3 and education = HS-grad (≈ 32 %) from ℓ = 4, and the "
+    "excess must be suppressed by both models (SPEC §15 row 15). The mixed model's IR_left is more skewed once the "
+    "rule holders leave, and at large ℓ deleted seeds add whole records of loss, so its AIL is higher. P1's "
+    "< 0.03 % is impossible on Adult under this definition; P1 does not say how it handled values above 1/ℓ, and the "
+    "AIL of its reference [12] is lost (SPEC §11).",
     4: "Lower thresholds give more strong rules and strong values, so more records move to SAC (and are borrowed into "
-       "groups, or deleted when a group cannot be completed), leaving a smaller, more skewed IR_left.",
+    "groups, or deleted when a group cannot be completed), leaving a smaller, more skewed IR_left.",
     5: "With more attributes there are more strong rules, more SAC records and a more skewed IR_left for the mixed "
-       "model. Rating's loss of one attribute does not depend on the others, but the mean over m attributes jumps when "
-       "an attribute with a dominant value (relationship) joins the set, so Rating is flat per attribute, not overall.",
+    "model. Rating's loss of one attribute does not depend on the others, but the mean over m attributes jumps when "
+    "an attribute with a dominant value (relationship) joins the set, so Rating is flat per attribute, not overall.",
     6: "Lemma 22: with fix-point clustering (SPEC §4) both sides of every rule share a cluster, the SAC~ permutation "
-       "keeps cluster tuples, and no rule holder is left in the attribute table, so the recovered confidence is exact "
-       "unless seeds are deleted. Deleted seeds remove holders from the numerator and the denominator unevenly. "
-       "Rating's expected supports (SPEC §11 [choice]) spread each rule over SIDs of ≥ ℓ values.",
+    "keeps cluster tuples, and no rule holder is left in the attribute table, so the recovered confidence is exact "
+    "unless seeds are deleted. Deleted seeds remove holders from the numerator and the denominator unevenly. "
+    "Rating's expected supports (SPEC §11 [choice]) spread each rule over SIDs of ≥ ℓ values.",
     7: "Same mechanism as Figure 6. With relationship in the set, groups need ℓ distinct relationship values out of "
-       "6, so at ℓ = 5 and 6 many seeds cannot be completed and are deleted: the deviation is not 'slight' there.",
+    "6, so at ℓ = 5 and 6 many seeds cannot be completed and are deleted: the deviation is not 'slight' there.",
     8: "Same mechanism; lower thresholds add rules of lower raw confidence (lowering the raw average itself) and cause "
-       "deletions.",
+    "deletions.",
     9: "Same mechanism; the rule set changes with m (a rule needs both attributes in the set).",
     10: "In SAC~ every group holds ℓ distinct values per attribute, so a rule holder's group has exactly one row with "
-        "both sides: probability 1/ℓ (Lemma 12). Against Rating, the ratio adversary (SPEC §10) gives N_r/|M_r|, where "
-        "M_r is every record whose two SIDs contain both sides of the rule; on Adult most rules' consequents are "
-        "frequent values, so M_r is about twice N_r and most probabilities sit near 0.5 rather than above 0.8. The "
-        "records at 1 belong to a rule whose antecedent is rare (|M_r| = N_r, P1's Alice case).",
+    "both sides: probability 1/ℓ (Lemma 12). Against Rating, the ratio adversary (SPEC §10) gives N_r/|M_r|, where "
+    "M_r is every record whose two SIDs contain both sides of the rule; on Adult most rules' consequents are "
+    "frequent values, so M_r is about twice N_r and most probabilities sit near 0.5 rather than above 0.8. The "
+    "records at 1 belong to a rule whose antecedent is rare (|M_r| = N_r, P1's Alice case).",
     11: "As Figure 10; with ℓ = 2 the SIDs are smaller, so M_r shrinks and Rating's probabilities rise.",
 }
 
@@ -254,8 +306,9 @@ def _figure_title(number: int, plan: dict) -> str:
     return FIGURE_TITLES[number].format(ell=ells[min(number - 10, len(ells) - 1)] if number >= 10 else "")
 
 
-def write_report(path: Path, *, timings: Sequence[dict], points: Sequence[dict], plan: dict, dataset: dict,
-                 machine: dict, wall_seconds: dict) -> Path:
+def write_report(
+    path: Path, *, timings: Sequence[dict], points: Sequence[dict], plan: dict, dataset: dict, machine: dict, wall_seconds: dict
+) -> Path:
     """REPORT.md: per figure, the image, P1's claim, our numbers, a verdict and the reason."""
     out_dir = path.parent
     verdicts = {**_timing_verdicts(timings), **_model_verdicts(points, plan["histogram_ells"])}

@@ -84,8 +84,13 @@ def _ail_figure(points, figure, sweep, x_key, xlabel, path, m=None) -> Path:
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for model, style in MODEL_STYLE.items():
         chosen = _sweep(points, sweep, model, m)
-        ax.plot([p[x_key] for p in chosen], [100 * p["additional_information_loss"] for p in chosen],
-                marker=style["marker"], color=style["color"], label=style["label"])
+        ax.plot(
+            [p[x_key] for p in chosen],
+            [100 * p["additional_information_loss"] for p in chosen],
+            marker=style["marker"],
+            color=style["color"],
+            label=style["label"],
+        )
     ax.set_xlabel(xlabel)
     ax.set_ylabel("AIL (% of published cells)")
     ax.set_title(f"Figure {figure}. {FIGURE_TITLES[figure]}")
@@ -100,13 +105,23 @@ def _ail_figure(points, figure, sweep, x_key, xlabel, path, m=None) -> Path:
 def _confidence_figure(points, figure, sweep, x_key, xlabel, path, m=None) -> Path:
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     mixed = _sweep(points, sweep, "mixed", m)
-    ax.plot([p[x_key] for p in mixed], [p["average_raw_confidence"] if p["average_raw_confidence"] is not None else float("nan") for p in mixed],
-            marker="^", color="black", linestyle="--", label="raw table")
+    ax.plot(
+        [p[x_key] for p in mixed],
+        [p["average_raw_confidence"] if p["average_raw_confidence"] is not None else float("nan") for p in mixed],
+        marker="^",
+        color="black",
+        linestyle="--",
+        label="raw table",
+    )
     for model, style in MODEL_STYLE.items():
         chosen = _sweep(points, sweep, model, m)
-        ax.plot([p[x_key] for p in chosen],
-                [p["average_released_confidence"] if p["average_released_confidence"] is not None else float("nan") for p in chosen],
-                marker=style["marker"], color=style["color"], label=f"recovered from {style['label']}")
+        ax.plot(
+            [p[x_key] for p in chosen],
+            [p["average_released_confidence"] if p["average_released_confidence"] is not None else float("nan") for p in chosen],
+            marker=style["marker"],
+            color=style["color"],
+            label=f"recovered from {style['label']}",
+        )
     for p in mixed:
         ax.annotate(f"{p['n_strong_rules']} rules", (p[x_key], 0.02), fontsize=7, ha="center", color="gray")
     ax.set_xlabel(xlabel)
@@ -173,7 +188,9 @@ def plot_histogram_figures(points: Sequence[dict], out_dir: Path, histogram_ells
     }
 
 
-def plot_all(timings: Sequence[dict], points: Sequence[dict], out_dir: Path, *, histogram_ells: Sequence[int] = (3, 2)) -> dict[int, Path]:
+def plot_all(
+    timings: Sequence[dict], points: Sequence[dict], out_dir: Path, *, histogram_ells: Sequence[int] = (3, 2)
+) -> dict[int, Path]:
     """Write figure_01.png … figure_11.png into ``out_dir``; returns figure number -> path."""
     return {
         **plot_timing_figures(timings, out_dir),

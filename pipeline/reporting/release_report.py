@@ -151,13 +151,21 @@ def mixed_report_data(release, rules, *, domain: Mapping[str, int]) -> dict:
 
 #: Figures of the private Rating baseline kept in report.json (aggregates only).
 PRIVATE_BASELINE_FIGURES = (
-    "additional_information_loss", "reconstruction_error_per_record", "average_released_confidence", "max_disclosure",
-    "n_holders_above_bound", "n_holders_certain", "n_suppressed_cells", "n_deleted", "n_records",
+    "additional_information_loss",
+    "reconstruction_error_per_record",
+    "average_released_confidence",
+    "max_disclosure",
+    "n_holders_above_bound",
+    "n_holders_certain",
+    "n_suppressed_cells",
+    "n_deleted",
+    "n_records",
 )
 
 
-def private_rating_baseline(records, quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str], *, ell: int,
-                            min_confidence: float, rules) -> dict:
+def private_rating_baseline(
+    records, quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str], *, ell: int, min_confidence: float, rules
+) -> dict:
     """P1's plain Rating (SPEC §7) on the same records, built in memory and measured, never published.
 
     Parameters
@@ -181,8 +189,15 @@ def private_rating_baseline(records, quasi_identifiers: Sequence[str], sensitive
     from pipeline.evaluation.experiments import evaluate_release
 
     columns = ["row_id", *quasi_identifiers, *sensitive_attributes]
-    figures = evaluate_release(records[columns], quasi_identifiers, sensitive_attributes, model="rating", ell=ell,
-                               min_confidence=min_confidence, rules=rules)
+    figures = evaluate_release(
+        records[columns],
+        quasi_identifiers,
+        sensitive_attributes,
+        model="rating",
+        ell=ell,
+        min_confidence=min_confidence,
+        rules=rules,
+    )
     return {"model": "rating", "published": False, **{key: figures.get(key) for key in PRIVATE_BASELINE_FIGURES}}
 
 
@@ -211,9 +226,7 @@ def kl_report_data(kl_released, kl_clusters, quasi_identifiers: Sequence[str]) -
     levels = None
     if kl_clusters is not None and len(kl_clusters):
         weights = kl_clusters["n_records"].astype(float)
-        levels = {
-            a: float((kl_clusters[f"{a}__level"] * weights).sum() / weights.sum()) for a in quasi_identifiers
-        }
+        levels = {a: float((kl_clusters[f"{a}__level"] * weights).sum() / weights.sum()) for a in quasi_identifiers}
     return {
         "report_format": REPORT_DATA_FORMAT,
         "model": "kl",
@@ -301,7 +314,9 @@ def audit_histogram_png(histogram: Mapping[str, int], ell: int) -> str:
     axis = figure.subplots()
     axis.bar(range(len(labels)), counts, color="tab:blue")
     axis.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=8)
-    bound = next((i for i, label in enumerate(labels) if label != "0" and float(label.split(",")[1].strip(" ]")) >= 1 / ell - 1e-12), None)
+    bound = next(
+        (i for i, label in enumerate(labels) if label != "0" and float(label.split(",")[1].strip(" ]")) >= 1 / ell - 1e-12), None
+    )
     if bound is not None:
         axis.axvline(bound + 0.5, color="tab:red", linestyle="--", label=f"bins to the right: entirely above 1/ℓ = {1 / ell:.3f}")
         axis.legend(frameon=False, fontsize=8)
@@ -314,8 +329,7 @@ def audit_histogram_png(histogram: Mapping[str, int], ell: int) -> str:
 
 def _img(figure: Figure, alt: str, caption: str) -> str:
     return (
-        f'<figure><img src="data:image/png;base64,{_png(figure)}" alt="{_e(alt)}">'
-        f"<figcaption>{_e(caption)}</figcaption></figure>"
+        f'<figure><img src="data:image/png;base64,{_png(figure)}" alt="{_e(alt)}"><figcaption>{_e(caption)}</figcaption></figure>'
     )
 
 
@@ -326,7 +340,9 @@ def _table(header: Sequence[str], rows: Sequence[Sequence], *, numeric: Sequence
     for index, row in enumerate(rows):
         attrs = row_attrs[index] if row_attrs else ""
         cells = "".join(
-            f'<td class="number">{_e(_number(v))}</td>' if numeric[i] else f"<td>{v if isinstance(v, _Raw) else _e(_number(v))}</td>"
+            f'<td class="number">{_e(_number(v))}</td>'
+            if numeric[i]
+            else f"<td>{v if isinstance(v, _Raw) else _e(_number(v))}</td>"
             for i, v in enumerate(row)
         )
         body.append(f"<tr{attrs}>{cells}</tr>")
@@ -404,8 +420,7 @@ def _accounting(manifest: Mapping) -> str:
         ]
         equation = "n_input − n_dropped_missing = n_sac_released + n_attribute_table + n_deleted"
     adds_up = kept == sum(n for _, n in parts)
-    rows = [("records read (n_input)", n_input), ("dropped: missing sensitive value", n_dropped),
-            ("kept", kept), *parts]
+    rows = [("records read (n_input)", n_input), ("dropped: missing sensitive value", n_dropped), ("kept", kept), *parts]
     if manifest["model"] != "kl":
         rows.append(("suppressed attribute-table cells", manifest.get("n_suppressed_cells") or 0))
     else:
@@ -474,7 +489,17 @@ def _expectations_table(gate: Mapping) -> str:
                 item.get("observed_value"),
             )
         )
-    header = ["expectation", "column", "expected", "result", "rows checked", "unexpected", "unexpected %", "missing", "observed value"]
+    header = [
+        "expectation",
+        "column",
+        "expected",
+        "result",
+        "rows checked",
+        "unexpected",
+        "unexpected %",
+        "missing",
+        "observed value",
+    ]
     numeric = [False, False, False, False, True, True, True, True, False]
     if all(row[-1] is None for row in rows):  # map expectations have no aggregate observed value
         header, numeric, rows = header[:-1], numeric[:-1], [row[:-1] for row in rows]
@@ -593,8 +618,11 @@ def _rules(manifest: Mapping, data: Mapping | None) -> str:
                 deviation,
             )
         )
-    text += _table(["antecedent", "consequent", "raw confidence", "recovered confidence", "|difference|"], rows,
-                   numeric=[False, False, True, True, True])
+    text += _table(
+        ["antecedent", "consequent", "raw confidence", "recovered confidence", "|difference|"],
+        rows,
+        numeric=[False, False, True, True, True],
+    )
     if observed:
         text += (
             f"<p>Gate <code>rule_confidence_preserved</code>: {observed.get('n_rules_exact', 'n/a')} of "
@@ -701,8 +729,11 @@ def _baseline(manifest: Mapping, data: Mapping | None, baseline: Mapping | None)
             "Rating bucketizes every sensitive attribute independently, so the strong-rule adversary (SPEC §10) beats "
             "1/ℓ on it; its figures are those of P1's reference algorithm (input order, suppressed residuals), "
             "the comparison of the paper.</p>"
-            + _table(["figure", "this release (mixed model)", "Rating, computed privately"],
-                     [(key, ours[key], theirs[key]) for key in ours], numeric=[False, True, True])
+            + _table(
+                ["figure", "this release (mixed model)", "Rating, computed privately"],
+                [(key, ours[key], theirs[key]) for key in ours],
+                numeric=[False, True, True],
+            )
         )
     if baseline is None:
         return text + (
@@ -768,15 +799,22 @@ def _kl(manifest: Mapping, data: Mapping | None) -> str:
             + _table(
                 ["adversary (knows)", "figure"],
                 [
-                    ("learned model (the release, the victim's quasi-identifiers): cells above max(1/ℓ, population) + "
-                     f"{attacks.get('slack')}", f"{_number(attacks.get('learned_model_cells_above_bound'))} of "
-                     f"{_number(attacks.get('learned_model_cells'))}"),
+                    (
+                        "learned model (the release, the victim's quasi-identifiers): cells above max(1/ℓ, population) + "
+                        f"{attacks.get('slack')}",
+                        f"{_number(attacks.get('learned_model_cells_above_bound'))} of "
+                        f"{_number(attacks.get('learned_model_cells'))}",
+                    ),
                     ("… records with a cell above that bound", attacks.get("learned_model_records_above_bound")),
                     ("… largest posterior of a true value", attacks.get("learned_model_max_posterior")),
-                    ("one known value (the victim's class and one of its values): share of records with another "
-                     "value pinned", attacks.get("one_known_value_share")),
-                    ("input order: largest |Spearman ρ| of row_id / cluster_id with the input position",
-                     attacks.get("max_abs_spearman_input_order")),
+                    (
+                        "one known value (the victim's class and one of its values): share of records with another value pinned",
+                        attacks.get("one_known_value_share"),
+                    ),
+                    (
+                        "input order: largest |Spearman ρ| of row_id / cluster_id with the input position",
+                        attacks.get("max_abs_spearman_input_order"),
+                    ),
                 ],
                 numeric=[False, True],
             )
@@ -798,8 +836,11 @@ def _kl(manifest: Mapping, data: Mapping | None) -> str:
         axis.yaxis.set_major_locator(MaxNLocator(integer=True))
         axis.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         figure.suptitle("Equivalence-class sizes", fontsize=10)
-        text += _img(figure, f"Histogram of the sizes of {sum(n for _, n in sizes)} equivalence classes",
-                     "Number of equivalence classes of each size; every class has at least k records.")
+        text += _img(
+            figure,
+            f"Histogram of the sizes of {sum(n for _, n in sizes)} equivalence classes",
+            "Number of equivalence classes of each size; every class has at least k records.",
+        )
     levels = kl.get("average_generalization_level")
     heights = {a: (f or {}).get("height") for a, f in ((manifest.get("hierarchies") or {}).get("files") or {}).items()}
     if levels:
@@ -816,8 +857,11 @@ def _kl(manifest: Mapping, data: Mapping | None) -> str:
             ["quasi-identifier", "average levels climbed", "hierarchy height"],
             [(a, levels[a], heights.get(a)) for a in names],
             numeric=[False, True, True],
-        ) + _img(figure, "Bar chart of the average generalisation level of every quasi-identifier",
-                 "How far each quasi-identifier was generalised, on average over the records.")
+        ) + _img(
+            figure,
+            "Bar chart of the average generalisation level of every quasi-identifier",
+            "How far each quasi-identifier was generalised, on average over the records.",
+        )
     elif data is None or not kl:
         text += '<p class="note">Class sizes and generalisation levels are not recorded (no report.json).</p>'
     return text
@@ -951,7 +995,12 @@ def regenerate_report(release_dir: str | Path, *, raw_path: str | Path | None = 
         except AuditError as error:
             raise ReportError(str(error)) from error
         metrics = dict(result.report["metrics"])
-        data = {"report_format": REPORT_DATA_FORMAT, "model": manifest["model"], "rules": metrics.pop("rules"), "metrics": metrics}
+        data = {
+            "report_format": REPORT_DATA_FORMAT,
+            "model": manifest["model"],
+            "rules": metrics.pop("rules"),
+            "metrics": metrics,
+        }
         generated_by += f" and the raw table {Path(raw_path).name}"
     baseline = find_baseline(directory.parent, manifest) if manifest["model"] != "kl" else None
     page = render_report(manifest, data, baseline=baseline, generated_by=generated_by)

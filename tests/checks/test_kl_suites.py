@@ -83,12 +83,24 @@ def diversity_frame(classes: list[tuple[list[tuple[str, str]], int]]) -> pd.Data
         rows.append((cluster_id, len(tuples), len(set(tuples)), min_distinct, diverse, diverse >= ELL))
     frame = pd.DataFrame(
         rows,
-        columns=["cluster_id", "n_rows", "n_distinct_sensitive_tuples", "min_distinct_values", "diverse_lower_bound",
-                 "diverse_at_least_ell"],
+        columns=[
+            "cluster_id",
+            "n_rows",
+            "n_distinct_sensitive_tuples",
+            "min_distinct_values",
+            "diverse_lower_bound",
+            "diverse_at_least_ell",
+        ],
     )
     return frame.astype(
-        {"cluster_id": "int64", "n_rows": "int64", "n_distinct_sensitive_tuples": "int64", "min_distinct_values": "int64",
-         "diverse_lower_bound": "int64", "diverse_at_least_ell": bool}
+        {
+            "cluster_id": "int64",
+            "n_rows": "int64",
+            "n_distinct_sensitive_tuples": "int64",
+            "min_distinct_values": "int64",
+            "diverse_lower_bound": "int64",
+            "diverse_at_least_ell": bool,
+        }
     )
 
 

@@ -43,8 +43,9 @@ def group_diversity_frame(n_rows, min_distinct_values, cluster_tuples_preserved)
 
 
 def test_sac_diversity_suite_passes_when_every_group_has_ell_rows_and_ell_distinct_values():
-    frame = group_diversity_frame(n_rows=[ELL, ELL, ELL], min_distinct_values=[ELL, ELL, ELL],
-                                  cluster_tuples_preserved=[True, True, True])
+    frame = group_diversity_frame(
+        n_rows=[ELL, ELL, ELL], min_distinct_values=[ELL, ELL, ELL], cluster_tuples_preserved=[True, True, True]
+    )
     outcome = validate_frame(frame, suites.sac_diversity_suite(ell=ELL))
     assert outcome.success
     assert outcome.failed_expectations == []
@@ -290,8 +291,12 @@ def order_frame(spearman: list[tuple[str, float, float]], order_replay: list[tup
     return frame.assign(within_limit=(frame["observed"] <= frame["limit"]).astype(bool))
 
 
-ORDER_COLUMNS_WITHIN_LIMIT = [("sac_released.row_id", 0.01, 0.05), ("sac_released.group_id", 0.03, 0.05),
-                              ("attribute_table.row_id", 0.02, 0.05), ("attribute_table.education", 0.04, 0.05)]
+ORDER_COLUMNS_WITHIN_LIMIT = [
+    ("sac_released.row_id", 0.01, 0.05),
+    ("sac_released.group_id", 0.03, 0.05),
+    ("attribute_table.row_id", 0.02, 0.05),
+    ("attribute_table.education", 0.04, 0.05),
+]
 
 
 def test_no_input_order_suite_passes_when_every_column_and_attacked_attribute_is_within_its_limit():
@@ -326,9 +331,18 @@ def suppressed_cell_frame(attributes: list[tuple[str, int, int]]) -> pd.DataFram
     rows = []
     for attribute, n_suppressed, candidates in attributes:
         probability = 0.0 if n_suppressed == 0 else (1.0 / candidates if candidates else 1.0)
-        rows.append({"attribute": attribute, "n_suppressed_cells": n_suppressed, "n_candidate_values": candidates,
-                     "max_probability": probability, "within_bound": probability <= 1.0 / ELL})
-    return pd.DataFrame(rows, columns=["attribute", "n_suppressed_cells", "n_candidate_values", "max_probability", "within_bound"])
+        rows.append(
+            {
+                "attribute": attribute,
+                "n_suppressed_cells": n_suppressed,
+                "n_candidate_values": candidates,
+                "max_probability": probability,
+                "within_bound": probability <= 1.0 / ELL,
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["attribute", "n_suppressed_cells", "n_candidate_values", "max_probability", "within_bound"]
+    )
 
 
 def test_no_certain_cell_suite_passes_when_suppressed_cells_have_at_least_ell_candidates():
@@ -367,8 +381,9 @@ def posterior_frame(parts: list[tuple[str, str, int, int, float]]) -> pd.DataFra
 
 
 def test_posterior_suite_passes_when_no_posterior_exceeds_its_bound():
-    frame = posterior_frame([("attribute_table", "education", 40, 0, -0.02), ("sac", "education", 30, 0, -0.1),
-                             ("sac", "occupation", 30, 0, 0.0)])
+    frame = posterior_frame(
+        [("attribute_table", "education", 40, 0, -0.02), ("sac", "education", 30, 0, -0.1), ("sac", "occupation", 30, 0, 0.0)]
+    )
     outcome = validate_frame(frame, suites.posterior_suite())
     assert outcome.success
     assert outcome.failed_expectations == []

@@ -12,14 +12,23 @@ from checks import suites
 
 #: Suites of the nine gates of the mixed and Rating models (tested in test_mixed_suites.py).
 MIXED_MODEL_SUITES = {
-    "sac_diversity_suite", "sid_diversity_suite", "disclosure_suite", "confidence_suite", "accounting_suite",
-    "no_probability_tilt_suite", "no_input_order_suite", "no_certain_cell_suite", "posterior_suite",
+    "sac_diversity_suite",
+    "sid_diversity_suite",
+    "disclosure_suite",
+    "confidence_suite",
+    "accounting_suite",
+    "no_probability_tilt_suite",
+    "no_input_order_suite",
+    "no_certain_cell_suite",
+    "posterior_suite",
 }
 #: Suites of the three (k, ℓ) gates (tested in test_kl_suites.py).
 KL_SUITES = {"kl_equivalence_class_suite", "kl_diversity_suite", "kl_accounting_suite"}
 
 
 def test_every_suite_factory_is_exported_and_tested():
-    defined = {name for name, function in inspect.getmembers(suites, inspect.isfunction) if function.__module__ == suites.__name__}
+    defined = {
+        name for name, function in inspect.getmembers(suites, inspect.isfunction) if function.__module__ == suites.__name__
+    }
     assert defined == set(suites.__all__)
     assert defined == MIXED_MODEL_SUITES | KL_SUITES

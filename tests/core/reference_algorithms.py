@@ -15,6 +15,7 @@ import pandas as pd
 
 from pipeline.core.rating import restore_descending_order
 
+
 @dataclass(frozen=True)
 class Grouping:
     """Result of Algorithm 11.
@@ -133,9 +134,11 @@ def reference_group_sac(
         raise ValueError(f"ell (ℓ) must be an integer >= 2, got {ell!r}")
     row_ids = records[row_id_column].to_numpy(dtype=np.int64)
     position_of = pd.Index(row_ids)
-    codes = np.column_stack(
-        [pd.factorize(records[a])[0].astype(np.int64) for a in sensitive_attributes]
-    ) if len(records) else np.zeros((0, len(sensitive_attributes)), dtype=np.int64)
+    codes = (
+        np.column_stack([pd.factorize(records[a])[0].astype(np.int64) for a in sensitive_attributes])
+        if len(records)
+        else np.zeros((0, len(sensitive_attributes)), dtype=np.int64)
+    )
 
     def positions(ids: Sequence[int]) -> np.ndarray:
         found = position_of.get_indexer(np.asarray(ids, dtype=np.int64))
@@ -182,8 +185,6 @@ def reference_group_sac(
             sac.remove([seed_index])
     ir_left = [int(row_ids[p]) for p in ir_positions_order.tolist() if p not in borrowed_positions]
     return Grouping(groups=groups, borrowed=borrowed, deleted=deleted, ir_left=ir_left)
-
-
 
 
 class _Bucket:
@@ -373,5 +374,3 @@ def _assign_residuals(result: ReferenceSidAssignment, buckets: list[_Bucket], tr
             holding.add(target)
             if trace:
                 result.trace.append(("residual", bucket.value, record, target + 1))
-
-

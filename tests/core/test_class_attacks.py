@@ -12,12 +12,14 @@ from pipeline.core.composition import intersection_attack
 def _raw() -> pd.DataFrame:
     # 8 records, one quasi-identifier that says nothing (the same for everybody): population posterior
     # of a value = its share of the table, with add-one smoothing.
-    return pd.DataFrame({
-        "row_id": range(1, 9),
-        "q": ["x"] * 8,
-        "a": ["1", "1", "1", "2", "3", "4", "5", "6"],
-        "b": ["p", "q", "r", "s", "p", "q", "r", "s"],
-    })
+    return pd.DataFrame(
+        {
+            "row_id": range(1, 9),
+            "q": ["x"] * 8,
+            "a": ["1", "1", "1", "2", "3", "4", "5", "6"],
+            "b": ["p", "q", "r", "s", "p", "q", "r", "s"],
+        }
+    )
 
 
 def _release(raw: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -21,10 +21,14 @@ def _release_one():
 
 def _release_two():
     # another grouping of the same records: group 5 = records 1, 3; group 6 = records 2, 4
-    sac = pd.DataFrame({
-        "row_id": [1, 2, 3, 4], "group_id": [5, 5, 6, 6],
-        "A": ["a3", "a1", "a4", "a2"], "B": ["b1", "b3", "b2", "b3"],
-    })
+    sac = pd.DataFrame(
+        {
+            "row_id": [1, 2, 3, 4],
+            "group_id": [5, 5, 6, 6],
+            "A": ["a3", "a1", "a4", "a2"],
+            "B": ["b1", "b3", "b2", "b3"],
+        }
+    )
     row_map = pd.DataFrame({"row_id": [1, 2, 3, 4], "input_row_number": [1, 3, 2, 4]})
     return candidate_sets(SENSITIVE, row_map=row_map, sac_released=sac)
 
@@ -56,6 +60,9 @@ def test_one_known_value_pins_the_cluster_partners_of_sac_rows_only():
     one_cluster = pd.DataFrame({"cluster_id": [1, 1], "attribute": ["A", "B"]})
     split = pd.DataFrame({"cluster_id": [1, 2], "attribute": ["A", "B"]})
     assert one_known_value_at_row_level(sac, one_cluster, 10) == {
-        "share_records_pinning_another_value": 0.4, "largest_cluster": 2, "n_released": 10}
+        "share_records_pinning_another_value": 0.4,
+        "largest_cluster": 2,
+        "n_released": 10,
+    }
     assert one_known_value_at_row_level(sac, split, 10)["share_records_pinning_another_value"] == 0.0
     assert one_known_value_at_row_level(None, None, 10)["share_records_pinning_another_value"] == 0.0

@@ -16,11 +16,13 @@ from pipeline.core.rating import rating_tables
 def test_dominant_value_loses_exactly_the_surplus_in_table_order():
     # n = 9, ℓ = 3: x is held by 5 > 9/3 records. Excess 3·5 − 9 = 6; each deletion of an x holder lowers it by 2,
     # so 3 holders go (n = 6, x = 2 = 6/3). B has no value in excess, so the first three x holders go (table order).
-    records = pd.DataFrame({
-        "row_id": range(1, 10),
-        "A": ["x", "y", "x", "z", "x", "y", "x", "z", "x"],
-        "B": [f"b{i}" for i in range(9)],
-    })
+    records = pd.DataFrame(
+        {
+            "row_id": range(1, 10),
+            "A": ["x", "y", "x", "z", "x", "y", "x", "z", "x"],
+            "B": [f"b{i}" for i in range(9)],
+        }
+    )
     assert not is_ell_eligible(records, ["A", "B"], 3)
     deleted = eligibility_deletions(records, ["A", "B"], ell=3)
     assert list(deleted) == [1, 3, 5]
@@ -29,11 +31,13 @@ def test_dominant_value_loses_exactly_the_surplus_in_table_order():
 
 def test_records_dominant_on_two_attributes_go_first():
     # ℓ = 2, n = 8: A = x in 5 (excess 2), B = p in 5 (excess 2). Records 3 and 4 hold both x and p.
-    records = pd.DataFrame({
-        "row_id": range(1, 9),
-        "A": ["x", "x", "x", "x", "x", "y", "z", "w"],
-        "B": ["q", "r", "p", "p", "s", "p", "p", "p"],
-    })
+    records = pd.DataFrame(
+        {
+            "row_id": range(1, 9),
+            "A": ["x", "x", "x", "x", "x", "y", "z", "w"],
+            "B": ["q", "r", "p", "p", "s", "p", "p", "p"],
+        }
+    )
     deleted = eligibility_deletions(records, ["A", "B"], ell=2)
     # one deletion lowers an excess of 2 by 1: A needs 2 deletions of x holders, records 3 and 4 help both
     assert list(deleted) == [3, 4]
@@ -69,11 +73,13 @@ def test_a_suppressed_dominant_value_is_certain_and_fails_the_bound():
 
     n = 10, ℓ = 3, A: x six times, y, z, w, v once. Rating: SID 1 = {x, y, z}, SID 2 = {x, w, v}; four x are left
     and both SIDs hold x, so four cells are suppressed, and x is the only value in every SID."""
-    records = pd.DataFrame({
-        "row_id": range(1, 11),
-        "A": ["x", "y", "x", "z", "x", "w", "x", "v", "x", "x"],
-        "B": [f"b{i}" for i in range(10)],
-    })
+    records = pd.DataFrame(
+        {
+            "row_id": range(1, 11),
+            "A": ["x", "y", "x", "z", "x", "w", "x", "v", "x", "x"],
+            "B": [f"b{i}" for i in range(10)],
+        }
+    )
     id_table, sids = rating_tables(records, ["A", "B"], ell=3)
     assert int(sids["A"].isna().sum()) == 4
     certainty = suppressed_cell_certainty(sids, id_table, ["A", "B"], 3).set_index("attribute")

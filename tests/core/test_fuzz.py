@@ -98,13 +98,25 @@ def brute_force_rules(frame: pd.DataFrame, sensitive: list[str], min_confidence:
 def check_section_9(frame, quasi_identifiers, sensitive, *, ell, min_confidence, seed) -> None:
     """Run the mixed model and assert SPEC §9 with plain Python (see the module docstring)."""
     result = run_mixed_model(frame, sensitive, ell=ell, min_confidence=min_confidence, seed=seed)
-    tables = assemble_release_tables(frame, quasi_identifiers, sensitive, sac_permuted=result.sac_permuted,
-                                     attribute_sids=result.attribute_sids, id_table=result.id_table,
-                                     clusters=result.clusters)
+    tables = assemble_release_tables(
+        frame,
+        quasi_identifiers,
+        sensitive,
+        sac_permuted=result.sac_permuted,
+        attribute_sids=result.attribute_sids,
+        id_table=result.id_table,
+        clusters=result.clusters,
+    )
     raw = {int(r["row_id"]): r for r in frame.to_dict("records")}
     rules = {
-        (r.antecedent_attribute, r.antecedent_value, r.consequent_attribute, r.consequent_value,
-         int(r.support_antecedent), int(r.support_both))
+        (
+            r.antecedent_attribute,
+            r.antecedent_value,
+            r.consequent_attribute,
+            r.consequent_value,
+            int(r.support_antecedent),
+            int(r.support_both),
+        )
         for r in result.rules.itertuples()
     }
     assert rules == brute_force_rules(frame, sensitive, min_confidence)
@@ -227,8 +239,10 @@ bad_min_confidences = st.one_of(
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(frame=wild_tables(max_records=12), bad=st.one_of(
-    st.tuples(st.just("ell"), bad_ells), st.tuples(st.just("min_confidence"), bad_min_confidences)))
+@given(
+    frame=wild_tables(max_records=12),
+    bad=st.one_of(st.tuples(st.just("ell"), bad_ells), st.tuples(st.just("min_confidence"), bad_min_confidences)),
+)
 def test_invalid_parameters_raise_the_documented_error(frame, bad):
     sensitive = [c for c in frame.columns if c.startswith("S")]
     parameters = {"ell": 3, "min_confidence": 0.8, "seed": 0}

@@ -25,9 +25,13 @@ def test_strong_rules(golden, name):
     example = golden[name]
     rules = mine_strong_rules(example_frame(example), example["SA"], min_confidence=example["min_conf"])
     got = [
-        {"lhs": [r.antecedent_attribute, r.antecedent_value], "rhs": [r.consequent_attribute, r.consequent_value],
-         "supp_ab": r.support_both, "supp_lhs": r.support_antecedent,
-         "conf": str(Fraction(r.support_both, r.support_antecedent))}
+        {
+            "lhs": [r.antecedent_attribute, r.antecedent_value],
+            "rhs": [r.consequent_attribute, r.consequent_value],
+            "supp_ab": r.support_both,
+            "supp_lhs": r.support_antecedent,
+            "conf": str(Fraction(r.support_both, r.support_antecedent)),
+        }
         for r in rules.itertuples()
     ]
     assert got == example["strong_rules"]
@@ -82,8 +86,13 @@ def test_rating_on_full_table(golden, name, method):
 def _release(example):
     frame, result = _run(example)
     tables = assemble_release_tables(
-        frame, example_quasi_identifiers(example), example["SA"], sac_permuted=result.sac_permuted,
-        attribute_sids=result.attribute_sids, id_table=result.id_table, clusters=result.clusters,
+        frame,
+        example_quasi_identifiers(example),
+        example["SA"],
+        sac_permuted=result.sac_permuted,
+        attribute_sids=result.attribute_sids,
+        id_table=result.id_table,
+        clusters=result.clusters,
     )
     return frame, result, tables
 
@@ -97,13 +106,13 @@ def test_recovered_confidences_mixed(golden, name):
     example = golden[name]
     _, result, tables = _release(example)
     recovered = recover_rule_confidences(
-        result.rules, sac_released=tables.sac_released, attribute_table=tables.attribute_table,
-        id_table=tables.id_table, attribute_clusters=tables.attribute_clusters,
+        result.rules,
+        sac_released=tables.sac_released,
+        attribute_table=tables.attribute_table,
+        id_table=tables.id_table,
+        attribute_clusters=tables.attribute_clusters,
     )
-    got = {
-        _key(r): Fraction(int(r.released_support_both), int(r.released_support_antecedent))
-        for r in recovered.itertuples()
-    }
+    got = {_key(r): Fraction(int(r.released_support_both), int(r.released_support_antecedent)) for r in recovered.itertuples()}
     assert got == {k: Fraction(v) for k, v in example["conf_recovered_mixed"].items()}
 
 
@@ -113,9 +122,14 @@ def test_attack_on_mixed_release(golden, name):
     frame, result, tables = _release(example)
     holders = rule_holders(frame, result.rules, row_map=tables.row_map)
     per_record = per_record_disclosure(
-        disclosure_probabilities(holders, result.rules, sac_released=tables.sac_released,
-                                 attribute_table=tables.attribute_table, id_table=tables.id_table,
-                                 attribute_clusters=tables.attribute_clusters)
+        disclosure_probabilities(
+            holders,
+            result.rules,
+            sac_released=tables.sac_released,
+            attribute_table=tables.attribute_table,
+            id_table=tables.id_table,
+            attribute_clusters=tables.attribute_clusters,
+        )
     ).merge(tables.row_map, on="row_id")
     got = {str(r.source_row_id): Fraction(int(r.numerator), int(r.denominator)) for r in per_record.itertuples()}
     assert got == {k: Fraction(v) for k, v in example["attack_mixed"].items()}
@@ -128,12 +142,19 @@ def test_attack_and_confidence_on_plain_rating_release(golden, name):
     id_table, attribute_sids = rating_tables(frame, example["SA"], ell=example["l"], method="plain")
     empty_sac = tables.sac_released.iloc[:0]
     no_clusters = tables.attribute_clusters.iloc[:0]
-    recovered = recover_rule_confidences(result.rules, sac_released=empty_sac, attribute_table=attribute_sids,
-                                         id_table=id_table, attribute_clusters=no_clusters)
+    recovered = recover_rule_confidences(
+        result.rules, sac_released=empty_sac, attribute_table=attribute_sids, id_table=id_table, attribute_clusters=no_clusters
+    )
     got = {_key(r): Fraction(r.released_confidence).limit_denominator(10_000) for r in recovered.itertuples()}
     assert got == {k: Fraction(v) for k, v in example["conf_estimated_rating"].items()}
-    probabilities = disclosure_probabilities(rule_holders(frame, result.rules), result.rules, sac_released=empty_sac,
-                                             attribute_table=attribute_sids, id_table=id_table, attribute_clusters=no_clusters)
+    probabilities = disclosure_probabilities(
+        rule_holders(frame, result.rules),
+        result.rules,
+        sac_released=empty_sac,
+        attribute_table=attribute_sids,
+        id_table=id_table,
+        attribute_clusters=no_clusters,
+    )
     per_record = per_record_disclosure(probabilities)
     assert {str(r.row_id): Fraction(int(r.numerator), int(r.denominator)) for r in per_record.itertuples()} == {
         k: Fraction(v) for k, v in example["attack_rating"].items()
@@ -147,34 +168,76 @@ def test_attack_and_confidence_on_plain_rating_release(golden, name):
 
 TRACES = {
     "U1": (
-        [(1, "a"), (2, "a"), (3, "a"), (4, "a"), (5, "b"), (6, "b"), (7, "b"), (8, "c"), (9, "c"), (10, "d"), (11, "d"), (12, "e")],
-        [("init", ["a:4"], ["b:3", "c:2", "d:2", "e:1"]),
-         ("sid", ["a", "b", "c"], ["b:2", "d:2", "c:1", "e:1"]),
-         ("sid", ["a", "b", "d"], ["b:1", "d:1", "c:1", "e:1"]),
-         ("sid", ["a", "b", "d"], ["c:1", "e:1", "b:0", "d:0"]),
-         ("sid", ["a", "c", "e"], ["c:0", "e:0", "b:0", "d:0"])],
-        [["a", "b", "c"], ["a", "b", "d"], ["a", "b", "d"], ["a", "c", "e"]], [], [1, 1, 3, 1],
+        [
+            (1, "a"),
+            (2, "a"),
+            (3, "a"),
+            (4, "a"),
+            (5, "b"),
+            (6, "b"),
+            (7, "b"),
+            (8, "c"),
+            (9, "c"),
+            (10, "d"),
+            (11, "d"),
+            (12, "e"),
+        ],
+        [
+            ("init", ["a:4"], ["b:3", "c:2", "d:2", "e:1"]),
+            ("sid", ["a", "b", "c"], ["b:2", "d:2", "c:1", "e:1"]),
+            ("sid", ["a", "b", "d"], ["b:1", "d:1", "c:1", "e:1"]),
+            ("sid", ["a", "b", "d"], ["c:1", "e:1", "b:0", "d:0"]),
+            ("sid", ["a", "c", "e"], ["c:0", "e:0", "b:0", "d:0"]),
+        ],
+        [["a", "b", "c"], ["a", "b", "d"], ["a", "b", "d"], ["a", "c", "e"]],
+        [],
+        [1, 1, 3, 1],
         {1: 1, 5: 1, 8: 1, 2: 2, 6: 2, 10: 2, 3: 3, 7: 3, 11: 3, 4: 4, 9: 4, 12: 4},
     ),
     "U2": (
         [(1, "a"), (2, "a"), (3, "a"), (4, "b"), (5, "b"), (6, "b"), (7, "c"), (8, "c"), (9, "d"), (10, "d"), (11, "e")],
-        [("init", [], ["a:3", "b:3", "c:2", "d:2", "e:1"]),
-         ("sid", ["a", "b", "c"], ["a:2", "b:2", "d:2", "c:1", "e:1"]),
-         ("sid", ["a", "b", "d"], ["a:1", "b:1", "d:1", "c:1", "e:1"]),
-         ("sid", ["a", "b", "d"], ["c:1", "e:1", "a:0", "b:0", "d:0"]),
-         ("residual", "c", 8, 2), ("residual", "e", 11, 1)],
-        [["a", "b", "c", "e"], ["a", "b", "d", "c"], ["a", "b", "d"]], [], [1, 1, 4],
+        [
+            ("init", [], ["a:3", "b:3", "c:2", "d:2", "e:1"]),
+            ("sid", ["a", "b", "c"], ["a:2", "b:2", "d:2", "c:1", "e:1"]),
+            ("sid", ["a", "b", "d"], ["a:1", "b:1", "d:1", "c:1", "e:1"]),
+            ("sid", ["a", "b", "d"], ["c:1", "e:1", "a:0", "b:0", "d:0"]),
+            ("residual", "c", 8, 2),
+            ("residual", "e", 11, 1),
+        ],
+        [["a", "b", "c", "e"], ["a", "b", "d", "c"], ["a", "b", "d"]],
+        [],
+        [1, 1, 4],
         {1: 1, 4: 1, 7: 1, 11: 1, 2: 2, 5: 2, 9: 2, 8: 2, 3: 3, 6: 3, 10: 3},
     ),
     "U3": (
-        [(1, "a"), (2, "a"), (3, "a"), (4, "a"), (5, "a"), (6, "b"), (7, "b"), (8, "b"), (9, "c"), (10, "c"), (11, "c"), (12, "d"), (13, "d"), (14, "e")],
-        [("init", ["a:5"], ["b:3", "c:3", "d:2", "e:1"]),
-         ("sid", ["a", "b", "c"], ["b:2", "c:2", "d:2", "e:1"]),
-         ("sid", ["a", "b", "c"], ["d:2", "b:1", "c:1", "e:1"]),
-         ("sid", ["a", "d", "b"], ["d:1", "c:1", "e:1", "b:0"]),
-         ("sid", ["a", "d", "c"], ["e:1", "d:0", "c:0", "b:0"]),
-         ("suppress", "a", 5), ("residual", "e", 14, 1)],
-        [["a", "b", "c", "e"], ["a", "b", "c"], ["a", "d", "b"], ["a", "d", "c"]], [5], [1, 2, 2, 2],
+        [
+            (1, "a"),
+            (2, "a"),
+            (3, "a"),
+            (4, "a"),
+            (5, "a"),
+            (6, "b"),
+            (7, "b"),
+            (8, "b"),
+            (9, "c"),
+            (10, "c"),
+            (11, "c"),
+            (12, "d"),
+            (13, "d"),
+            (14, "e"),
+        ],
+        [
+            ("init", ["a:5"], ["b:3", "c:3", "d:2", "e:1"]),
+            ("sid", ["a", "b", "c"], ["b:2", "c:2", "d:2", "e:1"]),
+            ("sid", ["a", "b", "c"], ["d:2", "b:1", "c:1", "e:1"]),
+            ("sid", ["a", "d", "b"], ["d:1", "c:1", "e:1", "b:0"]),
+            ("sid", ["a", "d", "c"], ["e:1", "d:0", "c:0", "b:0"]),
+            ("suppress", "a", 5),
+            ("residual", "e", 14, 1),
+        ],
+        [["a", "b", "c", "e"], ["a", "b", "c"], ["a", "d", "b"], ["a", "d", "c"]],
+        [5],
+        [1, 2, 2, 2],
         {1: 1, 6: 1, 9: 1, 14: 1, 2: 2, 7: 2, 10: 2, 3: 3, 12: 3, 8: 3, 4: 4, 13: 4, 11: 4},
     ),
 }

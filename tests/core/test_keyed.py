@@ -62,6 +62,9 @@ def test_keyed_order_is_a_permutation_that_ignores_input_order():
 
 def test_digest_parts_do_not_run_together_and_generators_are_reproducible():
     assert keyed_digest(SECRET_A, "ab", "c") != keyed_digest(SECRET_A, "a", "bc")
-    assert keyed_generator(SECRET_A, "x").integers(0, 1 << 30, 5).tolist() == keyed_generator(SECRET_A, "x").integers(0, 1 << 30, 5).tolist()
+    assert (
+        keyed_generator(SECRET_A, "x").integers(0, 1 << 30, 5).tolist()
+        == keyed_generator(SECRET_A, "x").integers(0, 1 << 30, 5).tolist()
+    )
     with pytest.raises(ValueError):
         keyed_digest(b"short", "x")

@@ -56,10 +56,14 @@ def golden_hierarchies() -> dict[str, Hierarchy]:
         return [value[: 5 - h] + "*" * h for h in range(6)]
 
     return {
-        "BirthDate": Hierarchy.from_rows([date(v) for v in frame["BirthDate"]], attribute="BirthDate", level_ranges=[1, 30, 360, 36000]),
+        "BirthDate": Hierarchy.from_rows(
+            [date(v) for v in frame["BirthDate"]], attribute="BirthDate", level_ranges=[1, 30, 360, 36000]
+        ),
         "Sex": Hierarchy.from_rows([["F", "*"], ["M", "*"]], attribute="Sex", level_ranges=[1, 2]),
         "Zipcode": Hierarchy.from_rows(
-            [zipcode(z) for z in sorted(set(frame["Zipcode"]))], attribute="Zipcode", level_ranges=[1, 10, 100, 1000, 10000, 100000]
+            [zipcode(z) for z in sorted(set(frame["Zipcode"]))],
+            attribute="Zipcode",
+            level_ranges=[1, 10, 100, 1000, 10000, 100000],
         ),
     }
 
@@ -140,7 +144,9 @@ def test_golden_exact(golden_table, k, ell):
 def test_golden_release_table(k, ell):
     expected = GOLDEN_RESULTS[(k, ell)]
     frame = golden_frame()
-    anonymization = kl.kl_anonymize(frame, QUASI_IDENTIFIERS, SENSITIVE_ATTRIBUTES, golden_hierarchies(), k=k, ell=ell, method="exact")
+    anonymization = kl.kl_anonymize(
+        frame, QUASI_IDENTIFIERS, SENSITIVE_ATTRIBUTES, golden_hierarchies(), k=k, ell=ell, method="exact"
+    )
     assert anonymization.total_cost == pytest.approx(expected["exact_cost"])
     released, row_map = kl.kl_release_table(frame, anonymization, QUASI_IDENTIFIERS, SENSITIVE_ATTRIBUTES)
     assert list(released.columns) == ["row_id", "cluster_id", *QUASI_IDENTIFIERS, *SENSITIVE_ATTRIBUTES]
@@ -175,9 +181,7 @@ def brute_force_diverse(tuples: np.ndarray) -> int:
     return 0
 
 
-tuple_sets = st.integers(1, 3).flatmap(
-    lambda m: st.lists(st.tuples(*[st.integers(0, 3)] * m), min_size=1, max_size=9)
-)
+tuple_sets = st.integers(1, 3).flatmap(lambda m: st.lists(st.tuples(*[st.integers(0, 3)] * m), min_size=1, max_size=9))
 
 
 @settings(max_examples=150, deadline=None)
@@ -279,7 +283,9 @@ def test_weights_scale_the_cost():
     zip_only = kl.encode_table(frame, ["zip"], ["s0", "s1"], {"zip": hierarchies["zip"]})
     age_only = kl.encode_table(frame, ["age"], ["s0", "s1"], {"age": hierarchies["age"]})
     members = np.arange(20)
-    assert kl.cluster_cost(unweighted, members) == pytest.approx(kl.cluster_cost(zip_only, members) + kl.cluster_cost(age_only, members))
+    assert kl.cluster_cost(unweighted, members) == pytest.approx(
+        kl.cluster_cost(zip_only, members) + kl.cluster_cost(age_only, members)
+    )
     assert kl.cluster_cost(weighted, members) == pytest.approx(2 * kl.cluster_cost(age_only, members))
     with pytest.raises(ValueError, match="not quasi-identifiers"):
         kl.encode_table(frame, ["zip"], ["s0"], hierarchies, weights={"age": 1.0})
@@ -324,10 +330,24 @@ def test_shipped_adult_hierarchies_cover_adult():
     from pipeline.io.loading import load_records
     from pipeline.resources import ADULT_COLUMNS
 
-    quasi_identifiers = ["age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex", "native-country", "income"]
+    quasi_identifiers = [
+        "age",
+        "workclass",
+        "education",
+        "marital-status",
+        "occupation",
+        "relationship",
+        "race",
+        "sex",
+        "native-country",
+        "income",
+    ]
     loaded = load_records(
-        "data/adult/adult.data", quasi_identifiers=quasi_identifiers[:-1], sensitive_attributes=["income", "fnlwgt"],
-        column_names=ADULT_COLUMNS, csv_header=False,
+        "data/adult/adult.data",
+        quasi_identifiers=quasi_identifiers[:-1],
+        sensitive_attributes=["income", "fnlwgt"],
+        column_names=ADULT_COLUMNS,
+        csv_header=False,
     )
     hierarchies = load_hierarchies(
         "data/adult/hierarchies", quasi_identifiers, data_values={a: loaded.records[a] for a in quasi_identifiers}

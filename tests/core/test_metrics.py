@@ -21,8 +21,13 @@ EXAMPLES = ["example_A", "example_B"]
 def _mixed_release(frame, qi, sa, *, ell, min_confidence, seed=0):
     result = run_mixed_model(frame, sa, ell=ell, min_confidence=min_confidence, seed=seed)
     tables = assemble_release_tables(
-        frame, qi, sa, sac_permuted=result.sac_permuted, attribute_sids=result.attribute_sids,
-        id_table=result.id_table, clusters=result.clusters,
+        frame,
+        qi,
+        sa,
+        sac_permuted=result.sac_permuted,
+        attribute_sids=result.attribute_sids,
+        id_table=result.id_table,
+        clusters=result.clusters,
     )
     return tables, len(result.grouping.deleted)
 
@@ -30,8 +35,9 @@ def _mixed_release(frame, qi, sa, *, ell, min_confidence, seed=0):
 def _rating_release(frame, qi, sa, *, ell):
     id_table, attribute_sids = rating_tables(frame, sa, ell=ell)
     empty_sac = pd.DataFrame(columns=["group_id", "row_id", *qi, *sa])
-    tables = assemble_release_tables(frame, qi, sa, sac_permuted=empty_sac, attribute_sids=attribute_sids,
-                                     id_table=id_table, clusters=[])
+    tables = assemble_release_tables(
+        frame, qi, sa, sac_permuted=empty_sac, attribute_sids=attribute_sids, id_table=id_table, clusters=[]
+    )
     return tables, 0
 
 
@@ -42,14 +48,26 @@ def _release(frame, qi, sa, model, *, ell, min_confidence):
 
 
 def _ail(tables, sa, ell, n_deleted):
-    return additional_information_loss(sac_released=tables.sac_released, attribute_table=tables.attribute_table,
-                                       id_table=tables.id_table, sensitive_attributes=sa, ell=ell, n_deleted=n_deleted)
+    return additional_information_loss(
+        sac_released=tables.sac_released,
+        attribute_table=tables.attribute_table,
+        id_table=tables.id_table,
+        sensitive_attributes=sa,
+        ell=ell,
+        n_deleted=n_deleted,
+    )
 
 
 def _rce(tables, sa, domains, n_deleted):
-    return reconstruction_error(sac_released=tables.sac_released, attribute_table=tables.attribute_table,
-                                id_table=tables.id_table, attribute_clusters=tables.attribute_clusters,
-                                sensitive_attributes=sa, domain_sizes=domains, n_deleted=n_deleted)
+    return reconstruction_error(
+        sac_released=tables.sac_released,
+        attribute_table=tables.attribute_table,
+        id_table=tables.id_table,
+        attribute_clusters=tables.attribute_clusters,
+        sensitive_attributes=sa,
+        domain_sizes=domains,
+        n_deleted=n_deleted,
+    )
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
@@ -57,8 +75,9 @@ def _rce(tables, sa, domains, n_deleted):
 def test_golden_ail_and_rce(golden, name, model):
     example = golden[name]
     frame, sa, ell = example_frame(example), example["SA"], example["l"]
-    tables, n_deleted = _release(frame, example_quasi_identifiers(example), sa, model, ell=ell,
-                                 min_confidence=example["min_conf"])
+    tables, n_deleted = _release(
+        frame, example_quasi_identifiers(example), sa, model, ell=ell, min_confidence=example["min_conf"]
+    )
     expected_ail = Fraction(example[f"AIL_{model}"])
     expected_rce = Fraction(example[f"RCE_{model}"])
     assert _ail(tables, sa, ell, n_deleted) == pytest.approx(float(expected_ail), rel=1e-12, abs=1e-12)
@@ -70,8 +89,7 @@ def test_example_b_domain_sizes_are_the_raw_distinct_values(golden):
     frame = example_frame(example)
     assert domain_sizes(frame, example["SA"]) == {"S1": 5, "S2": 5, "S3": 4, "S4": 5}
     # the suppressed cells (S2 rows 13, 16, 17, 18; S3 row 18; S4 row 17) make RCE depend on them
-    tables, n_deleted = _mixed_release(frame, example_quasi_identifiers(example), example["SA"], ell=3,
-                                       min_confidence=0.8)
+    tables, n_deleted = _mixed_release(frame, example_quasi_identifiers(example), example["SA"], ell=3, min_confidence=0.8)
     other = _rce(tables, example["SA"], {"S1": 5, "S2": 4, "S3": 4, "S4": 5}, n_deleted)
     assert other != pytest.approx(float(Fraction(example["RCE_mixed"])), rel=1e-12)
 
@@ -123,8 +141,12 @@ def random_tables(draw):
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(frame=random_tables(), ell=st.integers(2, 4), min_confidence=st.sampled_from([0.5, 0.75, 1.0]),
-       model=st.sampled_from(["mixed", "rating"]))
+@given(
+    frame=random_tables(),
+    ell=st.integers(2, 4),
+    min_confidence=st.sampled_from([0.5, 0.75, 1.0]),
+    model=st.sampled_from(["mixed", "rating"]),
+)
 def test_metrics_match_row_by_row_reference(frame, ell, min_confidence, model):
     sa = [c for c in frame.columns if c.startswith("S")]
     tables, n_deleted = _release(frame, ["qi"], sa, model, ell=ell, min_confidence=min_confidence)
@@ -178,7 +200,7 @@ def test_lemma_23_per_row_costs_in_mixed_release(frame, ell, min_confidence):
     n_clusters = tables.attribute_clusters["cluster_id"].nunique()
     domains = domain_sizes(frame, sa)
     sac_only = _rce(_sac_only(tables), sa, domains, 0)
-    assert sac_only == pytest.approx(len(tables.sac_released) * (1 - ell ** -n_clusters), rel=1e-12, abs=1e-12)
+    assert sac_only == pytest.approx(len(tables.sac_released) * (1 - ell**-n_clusters), rel=1e-12, abs=1e-12)
     at = tables.attribute_table
     at_only = _rce(_at_only(tables), sa, domains, 0)
     sid_sizes = tables.id_table.groupby(["attribute", "sid"], observed=True)["value"].nunique()
@@ -197,13 +219,15 @@ def test_lemma_23_per_row_costs_in_mixed_release(frame, ell, min_confidence):
 
 
 def _sac_only(tables):
-    return tables.__class__(tables.sac_released, tables.attribute_table.iloc[:0], tables.id_table,
-                            tables.attribute_clusters, tables.row_map)
+    return tables.__class__(
+        tables.sac_released, tables.attribute_table.iloc[:0], tables.id_table, tables.attribute_clusters, tables.row_map
+    )
 
 
 def _at_only(tables):
-    return tables.__class__(tables.sac_released.iloc[:0], tables.attribute_table, tables.id_table,
-                            tables.attribute_clusters, tables.row_map)
+    return tables.__class__(
+        tables.sac_released.iloc[:0], tables.attribute_table, tables.id_table, tables.attribute_clusters, tables.row_map
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -217,8 +241,9 @@ def _idt(attribute, sizes):
 
 def _at(**columns):
     n = len(next(iter(columns.values())))
-    return pd.DataFrame({"row_id": np.arange(1, n + 1, dtype=np.int64),
-                         **{a: pd.array(v, dtype="Int32") for a, v in columns.items()}})
+    return pd.DataFrame(
+        {"row_id": np.arange(1, n + 1, dtype=np.int64), **{a: pd.array(v, dtype="Int32") for a, v in columns.items()}}
+    )
 
 
 SAC = pd.DataFrame({"row_id": [1, 2], "group_id": [1, 1], "S1": ["a", "b"], "S2": ["x", "y"], "S3": ["p", "q"]})
@@ -229,8 +254,14 @@ NO_IDT = pd.DataFrame(columns=["attribute", "sid", "value", "count"])
 def test_sac_rows_use_clusters_and_fall_back_to_singletons():
     # P1's example: 2-record group, clusters {S1,S2},{S3} -> 2x2 = 4 tuples, Err = 3/4 per row
     clusters = pd.DataFrame({"cluster_id": [1, 1, 2], "attribute": ["S1", "S2", "S3"]})
-    kwargs = dict(sac_released=SAC, attribute_table=NO_AT, id_table=NO_IDT, sensitive_attributes=["S1", "S2", "S3"],
-                  domain_sizes={"S1": 9, "S2": 9, "S3": 9}, n_deleted=0)
+    kwargs = dict(
+        sac_released=SAC,
+        attribute_table=NO_AT,
+        id_table=NO_IDT,
+        sensitive_attributes=["S1", "S2", "S3"],
+        domain_sizes={"S1": 9, "S2": 9, "S3": 9},
+        n_deleted=0,
+    )
     assert reconstruction_error(attribute_clusters=clusters, **kwargs) == pytest.approx(2 * 3 / 4, rel=1e-12)
     no_clusters = pd.DataFrame({"cluster_id": pd.Series([], dtype="int32"), "attribute": pd.Series([], dtype=object)})
     assert reconstruction_error(attribute_clusters=no_clusters, **kwargs) == pytest.approx(2 * 7 / 8, rel=1e-12)
@@ -278,6 +309,10 @@ def test_many_attributes_and_rows_do_not_overflow():
     at = _at(**columns)
     common = dict(sac_released=pd.DataFrame(), attribute_table=at, id_table=idt, sensitive_attributes=sa)
     assert additional_information_loss(**common, ell=ell, n_deleted=0) == pytest.approx(1 / m, rel=1e-12)
-    rce = reconstruction_error(**common, attribute_clusters=pd.DataFrame(columns=["cluster_id", "attribute"]),
-                               domain_sizes={a: 10**9 for a in sa}, n_deleted=0)
+    rce = reconstruction_error(
+        **common,
+        attribute_clusters=pd.DataFrame(columns=["cluster_id", "attribute"]),
+        domain_sizes={a: 10**9 for a in sa},
+        n_deleted=0,
+    )
     assert rce == pytest.approx(n * float(1 - Fraction(1, 10**9 * 3**39)), rel=1e-12)

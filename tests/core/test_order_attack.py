@@ -26,8 +26,14 @@ def _rating_release(records: pd.DataFrame, secret: bytes | None):
     )
     empty = pd.DataFrame({c: pd.Series(dtype=object) for c in ["group_id", "row_id", *QUASI_IDENTIFIERS, *SENSITIVE]})
     return assemble_release_tables(
-        records, QUASI_IDENTIFIERS, SENSITIVE, sac_permuted=empty, attribute_sids=attribute_sids,
-        id_table=id_table, clusters=[], secret=secret,
+        records,
+        QUASI_IDENTIFIERS,
+        SENSITIVE,
+        sac_permuted=empty,
+        attribute_sids=attribute_sids,
+        id_table=id_table,
+        clusters=[],
+        secret=secret,
     )
 
 
@@ -84,11 +90,18 @@ def test_keyed_release_does_not_depend_on_the_input_row_order(adult_slice):
     shuffled = adult_slice.sample(frac=1.0, random_state=5).reset_index(drop=True)
 
     def published(records):
-        result = run_mixed_model(records, SENSITIVE, ell=3, min_confidence=0.8, seed=0, secret=SECRET,
-                                 quasi_identifiers=QUASI_IDENTIFIERS)
+        result = run_mixed_model(
+            records, SENSITIVE, ell=3, min_confidence=0.8, seed=0, secret=SECRET, quasi_identifiers=QUASI_IDENTIFIERS
+        )
         tables = assemble_release_tables(
-            records, QUASI_IDENTIFIERS, SENSITIVE, sac_permuted=result.sac_permuted,
-            attribute_sids=result.attribute_sids, id_table=result.id_table, clusters=result.clusters, secret=SECRET,
+            records,
+            QUASI_IDENTIFIERS,
+            SENSITIVE,
+            sac_permuted=result.sac_permuted,
+            attribute_sids=result.attribute_sids,
+            id_table=result.id_table,
+            clusters=result.clusters,
+            secret=SECRET,
         )
         return tables
 
@@ -99,17 +112,22 @@ def test_keyed_release_does_not_depend_on_the_input_row_order(adult_slice):
         b = getattr(second, name).astype(str).reset_index(drop=True)
         pd.testing.assert_frame_equal(a, b, check_dtype=False)
     # another secret gives another release from the same records
-    other = run_mixed_model(adult_slice, SENSITIVE, ell=3, min_confidence=0.8, seed=0, secret=bytes(32 * [7]),
-                            quasi_identifiers=QUASI_IDENTIFIERS)
-    assert not other.id_table.equals(run_mixed_model(adult_slice, SENSITIVE, ell=3, min_confidence=0.8, seed=0,
-                                                     secret=SECRET, quasi_identifiers=QUASI_IDENTIFIERS).id_table)
+    other = run_mixed_model(
+        adult_slice, SENSITIVE, ell=3, min_confidence=0.8, seed=0, secret=bytes(32 * [7]), quasi_identifiers=QUASI_IDENTIFIERS
+    )
+    assert not other.id_table.equals(
+        run_mixed_model(
+            adult_slice, SENSITIVE, ell=3, min_confidence=0.8, seed=0, secret=SECRET, quasi_identifiers=QUASI_IDENTIFIERS
+        ).id_table
+    )
 
 
 def test_keyed_rating_keeps_rating_invariants(adult_slice):
     """Same SID multiset per attribute as the reference (sizes, ℓ distinct values), only numbered and filled differently."""
     reference_ids, reference_sids = rating_tables(adult_slice, SENSITIVE, ell=3)
-    keyed_ids, keyed_sids = rating_tables(adult_slice, SENSITIVE, ell=3, secret=SECRET,
-                                          content_columns=[*QUASI_IDENTIFIERS, *SENSITIVE])
+    keyed_ids, keyed_sids = rating_tables(
+        adult_slice, SENSITIVE, ell=3, secret=SECRET, content_columns=[*QUASI_IDENTIFIERS, *SENSITIVE]
+    )
     for attribute in SENSITIVE:
         ref = reference_ids[reference_ids["attribute"] == attribute]
         key = keyed_ids[keyed_ids["attribute"] == attribute]
@@ -118,7 +136,10 @@ def test_keyed_rating_keeps_rating_invariants(adult_slice):
         assert (key.groupby("sid")["value"].nunique() >= 3).all()
         assert keyed_sids[attribute].isna().sum() == reference_sids[attribute].isna().sum()
         # every record's value is in its SID
-        joined = keyed_sids[["row_id", attribute]].dropna().merge(
-            adult_slice[["row_id", attribute]].astype({attribute: str}), on="row_id", suffixes=("_sid", ""))
+        joined = (
+            keyed_sids[["row_id", attribute]]
+            .dropna()
+            .merge(adult_slice[["row_id", attribute]].astype({attribute: str}), on="row_id", suffixes=("_sid", ""))
+        )
         pairs = set(zip(key["sid"].astype(int), key["value"].astype(str)))
         assert all((int(s), v) in pairs for s, v in zip(joined[f"{attribute}_sid"], joined[attribute]))

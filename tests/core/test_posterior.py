@@ -86,8 +86,15 @@ def _sac_release(records: pd.DataFrame, groups: list[list[int]], seed: int) -> t
         tuples = records.iloc[members][["S1", "S2"]].to_numpy()
         tuples = tuples[rng.permutation(len(members))]
         for member, (s1, s2) in zip(members, tuples, strict=True):
-            rows.append({"source_row_id": int(records["row_id"].iloc[member]), "group_id": group_id,
-                         "zone": records["zone"].iloc[member], "S1": s1, "S2": s2})
+            rows.append(
+                {
+                    "source_row_id": int(records["row_id"].iloc[member]),
+                    "group_id": group_id,
+                    "zone": records["zone"].iloc[member],
+                    "S1": s1,
+                    "S2": s2,
+                }
+            )
     sac = pd.DataFrame(rows)
     sac["row_id"] = np.arange(1, len(sac) + 1, dtype=np.int64)
     row_map = sac[["source_row_id", "row_id"]].copy()
@@ -95,10 +102,22 @@ def _sac_release(records: pd.DataFrame, groups: list[list[int]], seed: int) -> t
     return sac[["row_id", "group_id", "zone", "S1", "S2"]], row_map, clusters
 
 
-EMPTY_ATTRIBUTE_TABLE = pd.DataFrame({"row_id": pd.Series(dtype="int64"), "zone": pd.Series(dtype=object),
-                                      "S1": pd.Series(dtype="Int32"), "S2": pd.Series(dtype="Int32")})
-EMPTY_ID_TABLE = pd.DataFrame({"attribute": pd.Series(dtype=object), "sid": pd.Series(dtype="int32"),
-                               "value": pd.Series(dtype=object), "count": pd.Series(dtype="int32")})
+EMPTY_ATTRIBUTE_TABLE = pd.DataFrame(
+    {
+        "row_id": pd.Series(dtype="int64"),
+        "zone": pd.Series(dtype=object),
+        "S1": pd.Series(dtype="Int32"),
+        "S2": pd.Series(dtype="Int32"),
+    }
+)
+EMPTY_ID_TABLE = pd.DataFrame(
+    {
+        "attribute": pd.Series(dtype=object),
+        "sid": pd.Series(dtype="int32"),
+        "value": pd.Series(dtype=object),
+        "count": pd.Series(dtype="int32"),
+    }
+)
 
 
 def _candidate(*, leaky: bool, n_groups: int = 400, seed: int = 0):
@@ -128,16 +147,29 @@ def _candidate(*, leaky: bool, n_groups: int = 400, seed: int = 0):
 
 def _posteriors(records, sac, row_map, clusters, **kwargs):
     return release_posteriors(
-        records, row_map, ["zone"], ["S1", "S2"], ell=3, sac_released=sac, attribute_table=EMPTY_ATTRIBUTE_TABLE,
-        id_table=EMPTY_ID_TABLE, attribute_clusters=clusters, **kwargs,
+        records,
+        row_map,
+        ["zone"],
+        ["S1", "S2"],
+        ell=3,
+        sac_released=sac,
+        attribute_table=EMPTY_ATTRIBUTE_TABLE,
+        id_table=EMPTY_ID_TABLE,
+        attribute_clusters=clusters,
+        **kwargs,
     )
 
 
 def test_em_recovers_a_planted_deterministic_dependence():
     records, sac, _, clusters = _candidate(leaky=True)
     model, data, _ = fit_naive_bayes_on_release(
-        ["zone"], ["S1", "S2"], sac_released=sac, attribute_table=EMPTY_ATTRIBUTE_TABLE, id_table=EMPTY_ID_TABLE,
-        attribute_clusters=clusters, n_iterations=30,
+        ["zone"],
+        ["S1", "S2"],
+        sac_released=sac,
+        attribute_table=EMPTY_ATTRIBUTE_TABLE,
+        id_table=EMPTY_ID_TABLE,
+        attribute_clusters=clusters,
+        n_iterations=30,
     )
     zone_codes = {z: i for i, z in enumerate(sorted(sac["zone"].unique()))}  # the model factorizes sorted
     domain = data.domains["S1"]
@@ -182,8 +214,17 @@ def test_slack_and_ell_are_checked():
     with pytest.raises(ValueError, match="slack"):
         _posteriors(records, sac, row_map, clusters, slack=1.5)
     with pytest.raises(ValueError, match="ell"):
-        release_posteriors(records, row_map, ["zone"], ["S1", "S2"], ell=1, sac_released=sac,
-                           attribute_table=EMPTY_ATTRIBUTE_TABLE, id_table=EMPTY_ID_TABLE, attribute_clusters=clusters)
+        release_posteriors(
+            records,
+            row_map,
+            ["zone"],
+            ["S1", "S2"],
+            ell=1,
+            sac_released=sac,
+            attribute_table=EMPTY_ATTRIBUTE_TABLE,
+            id_table=EMPTY_ID_TABLE,
+            attribute_clusters=clusters,
+        )
 
 
 def test_small_sid_posterior_is_the_exact_assignment_posterior():
@@ -191,25 +232,49 @@ def test_small_sid_posterior_is_the_exact_assignment_posterior():
     # A SAC~ part teaches the model: z0 holds a, z1 holds b (groups of 2 whose members differ).
     rows = []
     for i in range(200):
-        rows += [{"row_id": 2 * i, "zone": "z0", "S1": "a", "S2": f"x{i % 2}"},
-                 {"row_id": 2 * i + 1, "zone": "z1", "S1": "b", "S2": f"x{(i + 1) % 2}"}]
+        rows += [
+            {"row_id": 2 * i, "zone": "z0", "S1": "a", "S2": f"x{i % 2}"},
+            {"row_id": 2 * i + 1, "zone": "z1", "S1": "b", "S2": f"x{(i + 1) % 2}"},
+        ]
     rows += [{"row_id": 900, "zone": "z0", "S1": "a", "S2": "x0"}, {"row_id": 901, "zone": "z1", "S1": "b", "S2": "x1"}]
     records = pd.DataFrame(rows)
     # every SAC~ group: {z0, z0} or {z1, z1} or {z0, z1}, unequal mix, so the dependence is learnable
     groups = [[4 * i, 4 * i + 2] if i % 3 == 0 else [4 * i, 4 * i + 1] for i in range(100)]
     sac, row_map, clusters = _sac_release(records.iloc[:400], groups, seed=3)
-    attribute_table = pd.DataFrame({"row_id": np.array([5001, 5002], dtype=np.int64), "zone": ["z0", "z1"],
-                                    "S1": pd.array([1, 1], dtype="Int32"), "S2": pd.array([2, 2], dtype="Int32")})
-    id_table = pd.DataFrame({"attribute": ["S1", "S1", "S2", "S2"], "sid": np.array([1, 1, 2, 2], dtype=np.int32),
-                             "value": ["a", "b", "x0", "x1"], "count": np.array([1, 1, 1, 1], dtype=np.int32)})
+    attribute_table = pd.DataFrame(
+        {
+            "row_id": np.array([5001, 5002], dtype=np.int64),
+            "zone": ["z0", "z1"],
+            "S1": pd.array([1, 1], dtype="Int32"),
+            "S2": pd.array([2, 2], dtype="Int32"),
+        }
+    )
+    id_table = pd.DataFrame(
+        {
+            "attribute": ["S1", "S1", "S2", "S2"],
+            "sid": np.array([1, 1, 2, 2], dtype=np.int32),
+            "value": ["a", "b", "x0", "x1"],
+            "count": np.array([1, 1, 1, 1], dtype=np.int32),
+        }
+    )
     row_map = pd.concat([row_map, pd.DataFrame({"source_row_id": [900, 901], "row_id": [5001, 5002]})], ignore_index=True)
-    result = release_posteriors(records, row_map, ["zone"], ["S1", "S2"], ell=2, sac_released=sac,
-                                attribute_table=attribute_table, id_table=id_table, attribute_clusters=clusters)
+    result = release_posteriors(
+        records,
+        row_map,
+        ["zone"],
+        ["S1", "S2"],
+        ell=2,
+        sac_released=sac,
+        attribute_table=attribute_table,
+        id_table=id_table,
+        attribute_clusters=clusters,
+    )
     frame = result.frame.set_index(["row_id", "attribute"])
     # exact 2-record SID: P(record 5001 holds a) = p0a·p1b / (p0a·p1b + p0b·p1a), p = the learned
     # P(S1 | zone); the per-record approximation would give p0a / (p0a + p0b) instead
-    model, data, _ = fit_naive_bayes_on_release(["zone"], ["S1", "S2"], sac_released=sac, attribute_table=attribute_table,
-                                                id_table=id_table, attribute_clusters=clusters)
+    model, data, _ = fit_naive_bayes_on_release(
+        ["zone"], ["S1", "S2"], sac_released=sac, attribute_table=attribute_table, id_table=id_table, attribute_clusters=clusters
+    )
     zone = {z: i for i, z in enumerate(sorted(["z0", "z1"]))}
     a, b = data.domains["S1"].index("a"), data.domains["S1"].index("b")
     p0 = model.posterior("S1", np.array([[zone["z0"]]]))[0]
@@ -230,8 +295,15 @@ def _gate(leaky: bool, **settings):
 
     records, sac, row_map, clusters = _candidate(leaky=leaky, n_groups=400 if leaky else 1000)
     config = ReleaseSettings(quasi_identifiers=["zone"], sensitive_attributes=["S1", "S2"], ell=3, **settings)
-    return posterior_within_bound(settings=config, sac_released=sac, raw_records=records, release_row_map=row_map,
-                                  attribute_table=EMPTY_ATTRIBUTE_TABLE, id_table=EMPTY_ID_TABLE, attribute_clusters=clusters)
+    return posterior_within_bound(
+        settings=config,
+        sac_released=sac,
+        raw_records=records,
+        release_row_map=row_map,
+        attribute_table=EMPTY_ATTRIBUTE_TABLE,
+        id_table=EMPTY_ID_TABLE,
+        attribute_clusters=clusters,
+    )
 
 
 def test_the_gate_blocks_a_leaky_candidate_and_reports_numbers_only():

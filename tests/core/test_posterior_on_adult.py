@@ -21,16 +21,39 @@ SECRET = bytes(range(32))
 
 def _sac_cells_above(records, grouping: str) -> tuple[int, int]:
     rules = mine_strong_rules(records, SENSITIVE, min_confidence=0.8, min_support=5)
-    result = run_mixed_model(records, SENSITIVE, ell=3, min_confidence=0.8, seed=0, rules=rules, secret=SECRET,
-                             quasi_identifiers=QUASI_IDENTIFIERS, grouping=grouping)
+    result = run_mixed_model(
+        records,
+        SENSITIVE,
+        ell=3,
+        min_confidence=0.8,
+        seed=0,
+        rules=rules,
+        secret=SECRET,
+        quasi_identifiers=QUASI_IDENTIFIERS,
+        grouping=grouping,
+    )
     tables = assemble_release_tables(
-        records, QUASI_IDENTIFIERS, SENSITIVE, sac_permuted=result.sac_permuted, attribute_sids=result.attribute_sids,
-        id_table=result.id_table, clusters=result.clusters, secret=SECRET, generalize=grouping == "qi_aware",
+        records,
+        QUASI_IDENTIFIERS,
+        SENSITIVE,
+        sac_permuted=result.sac_permuted,
+        attribute_sids=result.attribute_sids,
+        id_table=result.id_table,
+        clusters=result.clusters,
+        secret=SECRET,
+        generalize=grouping == "qi_aware",
         hierarchies=load_available_hierarchies(HIERARCHIES, QUASI_IDENTIFIERS),
     )
     posterior = release_posteriors(
-        records, tables.row_map, QUASI_IDENTIFIERS, SENSITIVE, ell=3, sac_released=tables.sac_released,
-        attribute_table=tables.attribute_table, id_table=tables.id_table, attribute_clusters=tables.attribute_clusters,
+        records,
+        tables.row_map,
+        QUASI_IDENTIFIERS,
+        SENSITIVE,
+        ell=3,
+        sac_released=tables.sac_released,
+        attribute_table=tables.attribute_table,
+        id_table=tables.id_table,
+        attribute_clusters=tables.attribute_clusters,
     )
     return int(posterior.summary["n_sac_cells_above_bound"]), len(tables.sac_released) * len(SENSITIVE)
 
@@ -51,14 +74,35 @@ def test_fitting_on_a_sample_of_whole_groups_finds_the_same_leak(adult_records):
     bound and nearly the same mean posterior as the model fitted on all of them (within 10 % and 0.02)."""
     records = adult_records.iloc[:8000].reset_index(drop=True)
     rules = mine_strong_rules(records, SENSITIVE, min_confidence=0.8, min_support=5)
-    result = run_mixed_model(records, SENSITIVE, ell=3, min_confidence=0.8, seed=0, rules=rules, secret=SECRET,
-                             quasi_identifiers=QUASI_IDENTIFIERS, grouping="p1")
-    tables = assemble_release_tables(
-        records, QUASI_IDENTIFIERS, SENSITIVE, sac_permuted=result.sac_permuted, attribute_sids=result.attribute_sids,
-        id_table=result.id_table, clusters=result.clusters, secret=SECRET, generalize=False,
+    result = run_mixed_model(
+        records,
+        SENSITIVE,
+        ell=3,
+        min_confidence=0.8,
+        seed=0,
+        rules=rules,
+        secret=SECRET,
+        quasi_identifiers=QUASI_IDENTIFIERS,
+        grouping="p1",
     )
-    arguments = dict(ell=3, sac_released=tables.sac_released, attribute_table=tables.attribute_table,
-                     id_table=tables.id_table, attribute_clusters=tables.attribute_clusters)
+    tables = assemble_release_tables(
+        records,
+        QUASI_IDENTIFIERS,
+        SENSITIVE,
+        sac_permuted=result.sac_permuted,
+        attribute_sids=result.attribute_sids,
+        id_table=result.id_table,
+        clusters=result.clusters,
+        secret=SECRET,
+        generalize=False,
+    )
+    arguments = dict(
+        ell=3,
+        sac_released=tables.sac_released,
+        attribute_table=tables.attribute_table,
+        id_table=tables.id_table,
+        attribute_clusters=tables.attribute_clusters,
+    )
     full = release_posteriors(records, tables.row_map, QUASI_IDENTIFIERS, SENSITIVE, fit_max_records=None, **arguments)
     sampled = release_posteriors(records, tables.row_map, QUASI_IDENTIFIERS, SENSITIVE, fit_max_records=2_000, **arguments)
     assert len(sampled.frame) == len(full.frame)  # every record is still scored

@@ -86,8 +86,15 @@ def assert_section_9_invariants(frame, quasi_identifiers, sensitive, *, ell, min
     result and the release tables.
     """
     result = run_mixed_model(frame, sensitive, ell=ell, min_confidence=min_confidence, seed=seed)
-    tables_ = assemble_release_tables(frame, quasi_identifiers, sensitive, sac_permuted=result.sac_permuted,
-                                      attribute_sids=result.attribute_sids, id_table=result.id_table, clusters=result.clusters)
+    tables_ = assemble_release_tables(
+        frame,
+        quasi_identifiers,
+        sensitive,
+        sac_permuted=result.sac_permuted,
+        attribute_sids=result.attribute_sids,
+        id_table=result.id_table,
+        clusters=result.clusters,
+    )
     sac, at = tables_.sac_released, tables_.attribute_table
     # 1. SAC~ groups: exactly ell rows, ell distinct values per attribute, cluster tuples preserved
     original = tables_.row_map.merge(frame, left_on="source_row_id", right_on="row_id", suffixes=("", "_raw"))
@@ -98,9 +105,16 @@ def assert_section_9_invariants(frame, quasi_identifiers, sensitive, *, ell, min
     assert len(groups) == len(result.grouping.groups) and len(sac) == ell * len(groups)
     # 2. Lemma 12: every rule holder is disclosed with probability <= 1/ell; exactly 0 in AT
     holders = rule_holders(frame, result.rules, row_map=tables_.row_map)
-    per_record = per_record_disclosure(disclosure_probabilities(
-        holders, result.rules, sac_released=sac, attribute_table=at, id_table=tables_.id_table,
-        attribute_clusters=tables_.attribute_clusters))
+    per_record = per_record_disclosure(
+        disclosure_probabilities(
+            holders,
+            result.rules,
+            sac_released=sac,
+            attribute_table=at,
+            id_table=tables_.id_table,
+            attribute_clusters=tables_.attribute_clusters,
+        )
+    )
     assert (per_record["numerator"] * ell <= per_record["denominator"]).all()
     in_at = per_record["row_id"].isin(at["row_id"])
     assert (per_record.loc[in_at, "numerator"] == 0).all()
@@ -120,13 +134,21 @@ def assert_section_9_invariants(frame, quasi_identifiers, sensitive, *, ell, min
     # 5. every record exactly once
     to_source = tables_.row_map.set_index("row_id")["source_row_id"]
     accounting = verification.accounting_summary(
-        frame["row_id"], sac_row_ids=to_source.reindex(sac["row_id"]), attribute_table_row_ids=to_source.reindex(at["row_id"]),
-        deleted_row_ids=result.grouping.deleted)
+        frame["row_id"],
+        sac_row_ids=to_source.reindex(sac["row_id"]),
+        attribute_table_row_ids=to_source.reindex(at["row_id"]),
+        deleted_row_ids=result.grouping.deleted,
+    )
     assert (accounting["n_places"] == 1).all()
     assert len(sac) + len(at) + len(result.grouping.deleted) == len(frame)
     # Lemma 22: with nothing deleted, confidences are recovered exactly unless an antecedent cell was suppressed
-    recovered = recover_rule_confidences(result.rules, sac_released=sac, attribute_table=at, id_table=tables_.id_table,
-                                         attribute_clusters=tables_.attribute_clusters)
+    recovered = recover_rule_confidences(
+        result.rules,
+        sac_released=sac,
+        attribute_table=at,
+        id_table=tables_.id_table,
+        attribute_clusters=tables_.attribute_clusters,
+    )
     summary = verification.confidence_summary(recovered)
     if len(result.grouping.deleted) == 0 and not at[sensitive].isna().any().any():
         assert summary["exact"].all()
@@ -134,9 +156,17 @@ def assert_section_9_invariants(frame, quasi_identifiers, sensitive, *, ell, min
     assert len(set(sac["row_id"]) | set(at["row_id"])) == len(sac) + len(at)
     # the released values are the input's: SAC~ rows keep each group's values, the ID table the rest
     for attribute in sensitive:
-        released = sorted(sac[attribute].tolist() + [
-            v for v, c in zip(tables_.id_table.loc[tables_.id_table["attribute"] == attribute, "value"],
-                              tables_.id_table.loc[tables_.id_table["attribute"] == attribute, "count"]) for _ in range(int(c))])
+        released = sorted(
+            sac[attribute].tolist()
+            + [
+                v
+                for v, c in zip(
+                    tables_.id_table.loc[tables_.id_table["attribute"] == attribute, "value"],
+                    tables_.id_table.loc[tables_.id_table["attribute"] == attribute, "count"],
+                )
+                for _ in range(int(c))
+            ]
+        )
         published = frame[frame["row_id"].isin(to_source)].copy()
         suppressed_at = at.loc[at[attribute].isna(), "row_id"]
         published = published[~published["row_id"].isin(to_source.reindex(suppressed_at))]

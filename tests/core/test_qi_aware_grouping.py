@@ -66,7 +66,14 @@ def test_generalization_to_the_lowest_common_ancestor_of_the_adult_hierarchy():
         {
             "group_id": [1, 1, 2, 2, 3, 3],
             # hierarchy file: Married-civ-spouse and Married-AF-spouse -> "spouse present"; Divorced -> "spouse not present"
-            "marital-status": ["Married-civ-spouse", "Married-AF-spouse", "Married-civ-spouse", "Divorced", "Divorced", "Divorced"],
+            "marital-status": [
+                "Married-civ-spouse",
+                "Married-AF-spouse",
+                "Married-civ-spouse",
+                "Divorced",
+                "Divorced",
+                "Divorced",
+            ],
             "sex": ["Male", "Male", "Male", "Female", "Female", "Female"],
             "zone": ["p", "q", "p", "p", "p", "p"],  # no hierarchy: '*' where members differ
         }
@@ -83,11 +90,26 @@ def test_qi_aware_release_on_adult_keeps_sac_invariants_and_makes_members_indist
     sensitive = ["education", "occupation", "age", "relationship"]
     records = adult_records.iloc[:5000].reset_index(drop=True)
     secret = bytes(range(32))
-    result = run_mixed_model(records, sensitive, ell=3, min_confidence=0.8, seed=0, secret=secret,
-                             quasi_identifiers=quasi_identifiers, grouping="qi_aware")
+    result = run_mixed_model(
+        records,
+        sensitive,
+        ell=3,
+        min_confidence=0.8,
+        seed=0,
+        secret=secret,
+        quasi_identifiers=quasi_identifiers,
+        grouping="qi_aware",
+    )
     tables = assemble_release_tables(
-        records, quasi_identifiers, sensitive, sac_permuted=result.sac_permuted, attribute_sids=result.attribute_sids,
-        id_table=result.id_table, clusters=result.clusters, secret=secret, generalize=True,
+        records,
+        quasi_identifiers,
+        sensitive,
+        sac_permuted=result.sac_permuted,
+        attribute_sids=result.attribute_sids,
+        id_table=result.id_table,
+        clusters=result.clusters,
+        secret=secret,
+        generalize=True,
         hierarchies=load_available_hierarchies(HIERARCHIES, quasi_identifiers),
     )
     sac = tables.sac_released
@@ -95,8 +117,9 @@ def test_qi_aware_release_on_adult_keeps_sac_invariants_and_makes_members_indist
     assert (sac.groupby("group_id")[quasi_identifiers].nunique() == 1).all().all()
     assert (sac.groupby("group_id")[sensitive].nunique() == 3).all().all()
     # the same records under P1 keep exact quasi-identifiers and most groups mix them
-    p1 = run_mixed_model(records, sensitive, ell=3, min_confidence=0.8, seed=0, secret=secret,
-                         quasi_identifiers=quasi_identifiers, grouping="p1")
+    p1 = run_mixed_model(
+        records, sensitive, ell=3, min_confidence=0.8, seed=0, secret=secret, quasi_identifiers=quasi_identifiers, grouping="p1"
+    )
     members = records.set_index("row_id").loc[p1.grouping.members.ravel(), quasi_identifiers]
     mixed_groups = members.astype(str).agg("|".join, axis=1).to_numpy().reshape(-1, 3)
     assert np.mean([len(set(g)) > 1 for g in mixed_groups]) > 0.5

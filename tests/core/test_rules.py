@@ -39,16 +39,21 @@ BACKENDS = ["mlxtend-apriori", "mlxtend-fpgrowth", "duckdb", "counting"]
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(1, 200), confidence=st.sampled_from([0.3, 0.5, 0.75, 0.9, 1.0]),
-       categorical=st.booleans())
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 200),
+    confidence=st.sampled_from([0.3, 0.5, 0.75, 0.9, 1.0]),
+    categorical=st.booleans(),
+)
 def test_all_mining_backends_agree_on_random_tables(seed, n, confidence, categorical):
     rng = np.random.default_rng(seed)
     frame = pd.DataFrame({f"S{j}": rng.integers(0, 4 + j, n).astype(str) for j in range(3)})
     if categorical:  # the pipeline's loader gives categorical columns (with unused categories possible)
         frame = frame.astype("category")
         frame["S0"] = frame["S0"].cat.add_categories(["unused"])
-    results = {backend: mine_strong_rules(frame, list(frame.columns), min_confidence=confidence, backend=backend)
-               for backend in BACKENDS}
+    results = {
+        backend: mine_strong_rules(frame, list(frame.columns), min_confidence=confidence, backend=backend) for backend in BACKENDS
+    }
     for backend in BACKENDS[1:]:
         pd.testing.assert_frame_equal(results[BACKENDS[0]], results[backend], obj=backend)
     # every rule really holds in the table, with the stated counts (independent recount)
@@ -62,8 +67,7 @@ def test_all_mining_backends_agree_on_random_tables(seed, n, confidence, categor
 def test_all_mining_backends_agree_on_adult(adult_records):
     """The issue's requirement: the same 1=>1 rule set from mlxtend apriori, fpgrowth and DuckDB."""
     attributes = ["education", "occupation", "age", "relationship"]
-    results = {backend: mine_strong_rules(adult_records, attributes, min_confidence=0.8, backend=backend)
-               for backend in BACKENDS}
+    results = {backend: mine_strong_rules(adult_records, attributes, min_confidence=0.8, backend=backend) for backend in BACKENDS}
     assert len(results["duckdb"]) == 7  # the default Adult release's 7 strong rules (README)
     for backend in BACKENDS[1:]:
         pd.testing.assert_frame_equal(results[BACKENDS[0]], results[backend], obj=backend)

@@ -20,26 +20,29 @@ from pipeline.core.rating import rating_tables
 from pipeline.core.rules import mine_strong_rules
 from pipeline.core.strata import stratify_for_rating
 
-CITY = Hierarchy.from_rows(
-    [["A1", "A", "*"], ["A2", "A", "*"], ["B1", "B", "*"], ["B2", "B", "*"]], attribute="city"
-)
+CITY = Hierarchy.from_rows([["A1", "A", "*"], ["A2", "A", "*"], ["B1", "B", "*"], ["B2", "B", "*"]], attribute="city")
 
 
 def _worked_example() -> pd.DataFrame:
     # sex determines x (M -> 1, F -> 2): no split on sex is ℓ-eligible at ℓ = 2.
     # A1 and A2 are each 2-eligible; B1 (x = 1, 1) and B2 (x = 2, 2) are not, B = B1 ∪ B2 is.
     rows = [
-        (1, "M", "A1", "1", "p"), (2, "F", "A1", "2", "q"),
-        (3, "M", "A2", "1", "p"), (4, "F", "A2", "2", "q"),
-        (5, "M", "B1", "1", "p"), (6, "M", "B1", "1", "q"),
-        (7, "F", "B2", "2", "p"), (8, "F", "B2", "2", "q"),
+        (1, "M", "A1", "1", "p"),
+        (2, "F", "A1", "2", "q"),
+        (3, "M", "A2", "1", "p"),
+        (4, "F", "A2", "2", "q"),
+        (5, "M", "B1", "1", "p"),
+        (6, "M", "B1", "1", "q"),
+        (7, "F", "B2", "2", "p"),
+        (8, "F", "B2", "2", "q"),
     ]
     return pd.DataFrame(rows, columns=["row_id", "sex", "city", "x", "y"])
 
 
 def test_worked_example_generalizes_only_what_eligibility_needs():
-    strata = stratify_for_rating(_worked_example(), ["sex", "city"], ["x", "y"], ell=2, hierarchies={"city": CITY},
-                                 deletion_budget=0.0)
+    strata = stratify_for_rating(
+        _worked_example(), ["sex", "city"], ["x", "y"], ell=2, hierarchies={"city": CITY}, deletion_budget=0.0
+    )
     labels = strata.labels.set_index("row_id").sort_index()
     assert list(labels["sex"]) == ["*"] * 8
     assert list(labels["city"]) == ["A1", "A1", "A2", "A2", "B", "B", "B", "B"]
@@ -49,8 +52,9 @@ def test_worked_example_generalizes_only_what_eligibility_needs():
 
 
 def test_a_larger_budget_buys_specific_labels_with_deleted_records():
-    strata = stratify_for_rating(_worked_example(), ["sex", "city"], ["x", "y"], ell=2, hierarchies={"city": CITY},
-                                 deletion_budget=1.0)
+    strata = stratify_for_rating(
+        _worked_example(), ["sex", "city"], ["x", "y"], ell=2, hierarchies={"city": CITY}, deletion_budget=1.0
+    )
     assert len(strata.deleted) > 0
     kept = set(strata.labels["row_id"])
     assert kept.isdisjoint(set(strata.deleted.tolist())) and len(kept) + len(strata.deleted) == 8
@@ -67,8 +71,10 @@ def _tables(draw):
     n = draw(st.integers(min_value=0, max_value=60))
     ell = draw(st.integers(min_value=2, max_value=3))
     letters = st.sampled_from(list("abcd"))
-    rows = [(i + 1, draw(st.sampled_from(["M", "F"])), draw(st.sampled_from(["A1", "A2", "B1", "B2"])),
-             draw(letters), draw(letters)) for i in range(n)]
+    rows = [
+        (i + 1, draw(st.sampled_from(["M", "F"])), draw(st.sampled_from(["A1", "A2", "B1", "B2"])), draw(letters), draw(letters))
+        for i in range(n)
+    ]
     budget = draw(st.sampled_from([0.0, 0.02, 0.5]))
     return pd.DataFrame(rows, columns=["row_id", "sex", "city", "x", "y"]), ell, budget
 
@@ -77,8 +83,7 @@ def _tables(draw):
 @given(_tables())
 def test_strata_are_eligible_uniform_and_account_for_every_record(case):
     table, ell, budget = case
-    strata = stratify_for_rating(table, ["sex", "city"], ["x", "y"], ell=ell, hierarchies={"city": CITY},
-                                 deletion_budget=budget)
+    strata = stratify_for_rating(table, ["sex", "city"], ["x", "y"], ell=ell, hierarchies={"city": CITY}, deletion_budget=budget)
     kept = strata.labels["row_id"].tolist()
     assert sorted(kept + strata.deleted.tolist()) == table["row_id"].tolist()
     merged = strata.labels.merge(table, on="row_id", suffixes=("_published", ""))
@@ -92,8 +97,14 @@ def test_strata_are_eligible_uniform_and_account_for_every_record(case):
     assert all(p in ancestors[v] for p, v in zip(merged["city_published"], merged["city"], strict=True))
     # Rating inside the strata: every SID's members are in one stratum, and nothing is suppressed
     records = table.set_index("row_id", drop=False).loc[kept].reset_index(drop=True)
-    id_table, attribute_sids = rating_tables(records, ["x", "y"], ell=ell, strata=strata.labels["stratum"].to_numpy(),
-                                             secret=bytes(range(32)), content_columns=["sex", "city", "x", "y"])
+    id_table, attribute_sids = rating_tables(
+        records,
+        ["x", "y"],
+        ell=ell,
+        strata=strata.labels["stratum"].to_numpy(),
+        secret=bytes(range(32)),
+        content_columns=["sex", "city", "x", "y"],
+    )
     stratum_of = dict(zip(strata.labels["row_id"], strata.labels["stratum"], strict=True))
     for attribute in ("x", "y"):
         assert attribute_sids[attribute].notna().all()
@@ -112,17 +123,42 @@ SECRET = bytes(range(32))
 def _attribute_table_cells_above(records: pd.DataFrame, grouping: str) -> tuple[int, int, int]:
     rules = mine_strong_rules(records, SENSITIVE, min_confidence=0.8, min_support=5)
     hierarchies = load_available_hierarchies(HIERARCHIES, QUASI_IDENTIFIERS)
-    result = run_mixed_model(records, SENSITIVE, ell=3, min_confidence=0.8, seed=0, rules=rules, secret=SECRET,
-                             quasi_identifiers=QUASI_IDENTIFIERS, grouping=grouping, residual_policy="delete",
-                             hierarchies=hierarchies)
+    result = run_mixed_model(
+        records,
+        SENSITIVE,
+        ell=3,
+        min_confidence=0.8,
+        seed=0,
+        rules=rules,
+        secret=SECRET,
+        quasi_identifiers=QUASI_IDENTIFIERS,
+        grouping=grouping,
+        residual_policy="delete",
+        hierarchies=hierarchies,
+    )
     tables = assemble_release_tables(
-        records, QUASI_IDENTIFIERS, SENSITIVE, sac_permuted=result.sac_permuted, attribute_sids=result.attribute_sids,
-        id_table=result.id_table, clusters=result.clusters, secret=SECRET, generalize=grouping == "qi_aware",
-        hierarchies=hierarchies, attribute_table_labels=result.rating_records,
+        records,
+        QUASI_IDENTIFIERS,
+        SENSITIVE,
+        sac_permuted=result.sac_permuted,
+        attribute_sids=result.attribute_sids,
+        id_table=result.id_table,
+        clusters=result.clusters,
+        secret=SECRET,
+        generalize=grouping == "qi_aware",
+        hierarchies=hierarchies,
+        attribute_table_labels=result.rating_records,
     )
     posterior = release_posteriors(
-        records, tables.row_map, QUASI_IDENTIFIERS, SENSITIVE, ell=3, sac_released=tables.sac_released,
-        attribute_table=tables.attribute_table, id_table=tables.id_table, attribute_clusters=tables.attribute_clusters,
+        records,
+        tables.row_map,
+        QUASI_IDENTIFIERS,
+        SENSITIVE,
+        ell=3,
+        sac_released=tables.sac_released,
+        attribute_table=tables.attribute_table,
+        id_table=tables.id_table,
+        attribute_clusters=tables.attribute_clusters,
     )
     suppressed = int(tables.attribute_table[SENSITIVE].isna().sum().sum())
     return int(posterior.summary["n_attribute_table_cells_above_bound"]), len(tables.attribute_table) * len(SENSITIVE), suppressed

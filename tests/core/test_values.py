@@ -54,11 +54,13 @@ def test_hiv_table_is_one_value_and_cannot_be_three_diverse(tmp_path):
     from pipeline.io.loading import InfeasibleInput, load_records
 
     spellings = ["HIV", "hiv", "HIV\u200b", "\u202eHIV"]
-    frame = pd.DataFrame({
-        "zip": [f"z{i % 3}" for i in range(24)],
-        "diagnosis": [spellings[i % 4] for i in range(24)],
-        "drug": [f"d{i % 6}" for i in range(24)],
-    })
+    frame = pd.DataFrame(
+        {
+            "zip": [f"z{i % 3}" for i in range(24)],
+            "diagnosis": [spellings[i % 4] for i in range(24)],
+            "drug": [f"d{i % 6}" for i in range(24)],
+        }
+    )
     path = tmp_path / "hiv.csv"
     frame.to_csv(path, index=False)
     loaded = load_records(path, quasi_identifiers=["zip"], sensitive_attributes=["diagnosis", "drug"])
