@@ -98,7 +98,7 @@ def attack_evaluation(
     release generalises the sensitive attributes too), kl_method, max_block_size and
     generalization_weights (quasi-identifiers only; sensitive attributes weigh 1)."""
     started = time.monotonic()
-    qi, sa = list(settings.quasi_identifiers), list(settings.sensitive_attributes)
+    quasi_identifier_columns, sensitive_attribute_columns = list(settings.quasi_identifiers), list(settings.sensitive_attributes)
     k = int(getattr(settings, "k", DEFAULT_K))
     hierarchies_dir = _project_path(str(getattr(settings, "hierarchies_dir", DEFAULT_HIERARCHIES_DIR)))
     kl_method = str(getattr(settings, "kl_method", DEFAULT_KL_METHOD))
@@ -106,14 +106,14 @@ def attack_evaluation(
     weights = dict(getattr(settings, "generalization_weights", {}) or {})
     hierarchies = load_hierarchies(
         hierarchies_dir,
-        [*qi, *sa],
-        data_values={a: raw_records[a].astype(str).unique() for a in [*qi, *sa]},
+        [*quasi_identifier_columns, *sensitive_attribute_columns],
+        data_values={a: raw_records[a].astype(str).unique() for a in [*quasi_identifier_columns, *sensitive_attribute_columns]},
         data_source=settings.input_path,
     )
     evaluation = run_attack_evaluation(
         raw_records,
-        qi,
-        sa,
+        quasi_identifier_columns,
+        sensitive_attribute_columns,
         hierarchies,
         ell=settings.ell,
         k=k,

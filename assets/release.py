@@ -283,28 +283,32 @@ def publish_release_asset(
     overridden = [name for name in overridden if not (name == "posterior_within_bound" and posterior_warned)]
     if overridden and not settings.allow_disclosure:
         raise dg.Failure(f"release refused: gate(s) {overridden} failed and allow_disclosure is off")
-    qi, sa = settings.quasi_identifiers, settings.sensitive_attributes
+    quasi_identifier_columns, sensitive_attribute_columns = settings.quasi_identifiers, settings.sensitive_attributes
     release_row_ids = release_row_ids_of(raw_records, release_row_map)
     try:  # release series: refuse to compose with an earlier, different release of the same records
         fingerprints, recomposition = check_series(
             store.home,
             store.home_secret(),
             raw_records,
-            [*qi, *sa],
+            [*quasi_identifier_columns, *sensitive_attribute_columns],
             settings.series_configuration(),
             allow_recomposition=settings.allow_recomposition,
             releases_dir=store.releases_dir,
             release_row_ids=release_row_ids,
-            sensitive_attributes=list(sa),
+            sensitive_attributes=list(sensitive_attribute_columns),
             candidate_sets_of=lambda row_map: candidate_sets(
-                sa, row_map=row_map, sac_released=sac_released, attribute_table=attribute_table, id_table=id_table
+                sensitive_attribute_columns,
+                row_map=row_map,
+                sac_released=sac_released,
+                attribute_table=attribute_table,
+                id_table=id_table,
             ),
         )
     except RecompositionRefused as error:
         raise dg.Failure(str(error)) from error
     summary = input_summary.iloc[0]
-    attribute_table = attribute_table.astype({a: "Int32" for a in sa})
-    n_suppressed = int(attribute_table[sa].isna().sum().sum())
+    attribute_table = attribute_table.astype({a: "Int32" for a in sensitive_attribute_columns})
+    n_suppressed = int(attribute_table[sensitive_attribute_columns].isna().sum().sum())
     manifest = {
         "release_id": release_id,
         "created_at": now.isoformat(timespec="seconds"),
@@ -339,8 +343,8 @@ def publish_release_asset(
         "n_generalized_attribute_table_cells": int(release_candidate["n_generalized_attribute_table_cells"].iloc[0])
         if "n_generalized_attribute_table_cells" in release_candidate
         else 0,
-        "quasi_identifiers": list(qi),
-        "sensitive_attributes": list(sa),
+        "quasi_identifiers": list(quasi_identifier_columns),
+        "sensitive_attributes": list(sensitive_attribute_columns),
         "n_input": int(summary["n_input"]),
         "n_dropped_missing": int(summary["n_dropped_missing"]),
         "n_sac_released": len(sac_released),
@@ -352,7 +356,7 @@ def publish_release_asset(
         "package_versions": package_versions(),
         "profile": run_profile(context, settings),
     }
-    schemas = contract_schemas(qi, sa, model=settings.model)
+    schemas = contract_schemas(quasi_identifier_columns, sensitive_attribute_columns, model=settings.model)
     candidates = {
         "sac_released": sac_released,
         "attribute_table": attribute_table,
@@ -369,12 +373,17 @@ def publish_release_asset(
         id_table=id_table,
         attribute_clusters=attribute_clusters,
     )
-    report_data = mixed_report_data(in_memory, strong_rules, domain=domain_sizes(raw_records, sa))
+    report_data = mixed_report_data(in_memory, strong_rules, domain=domain_sizes(raw_records, sensitive_attribute_columns))
     if settings.model == "mixed" and len(raw_records) <= settings.private_baseline_max_records:
         # the Rating baseline of report.html, computed privately from the same records (issue 12, series (c)): never
         # published as a release, so it cannot be intersected with this one; aggregate figures only
         report_data["private_rating_baseline"] = private_rating_baseline(
-            raw_records, qi, sa, ell=settings.ell, min_confidence=settings.min_confidence, rules=strong_rules
+            raw_records,
+            quasi_identifier_columns,
+            sensitive_attribute_columns,
+            ell=settings.ell,
+            min_confidence=settings.min_confidence,
+            rules=strong_rules,
         )
     elif settings.model == "mixed":
         report_data["private_rating_baseline"] = {

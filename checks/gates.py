@@ -69,9 +69,12 @@ def sac_released_is_l_diverse(
 ) -> dg.AssetCheckResult:
     if settings.model == "rating":
         return _not_applicable(settings.model, "a Rating release has no SAC~ groups")
-    sa = settings.sensitive_attributes
+    sensitive_attribute_columns = settings.sensitive_attributes
     summary = verification.group_diversity_summary(
-        sac_released, _original_sensitive(raw_records, release_row_map, sa), sa, clusters_from_frame(attribute_clusters)
+        sac_released,
+        _original_sensitive(raw_records, release_row_map, sensitive_attribute_columns),
+        sensitive_attribute_columns,
+        clusters_from_frame(attribute_clusters),
     )
     outcome = validate_frame(summary, suites.sac_diversity_suite(ell=settings.ell))
     return _result(
@@ -97,8 +100,8 @@ def sac_released_is_l_diverse(
 def attribute_table_is_l_diverse(
     settings: ReleaseSettings, attribute_table: pd.DataFrame, id_table: pd.DataFrame
 ) -> dg.AssetCheckResult:
-    sa = settings.sensitive_attributes
-    summary = verification.sid_diversity_summary(attribute_table, id_table, sa)
+    sensitive_attribute_columns = settings.sensitive_attributes
+    summary = verification.sid_diversity_summary(attribute_table, id_table, sensitive_attribute_columns)
     outcome = validate_frame(summary, suites.sid_diversity_suite(ell=settings.ell))
     return _result(
         outcome,
@@ -106,7 +109,7 @@ def attribute_table_is_l_diverse(
             "ell_required": settings.ell,
             "n_sids": len(summary),
             "min_distinct_values_observed": int(summary["n_distinct_values"].min()) if len(summary) else 0,
-            "n_suppressed_cells": int(attribute_table[sa].isna().sum().sum()),
+            "n_suppressed_cells": int(attribute_table[sensitive_attribute_columns].isna().sum().sum()),
             "n_attribute_table_rows": len(attribute_table),
         },
     )
@@ -185,8 +188,8 @@ def rule_confidence_preserved(
     attribute_clusters: pd.DataFrame,
     deleted_records: pd.DataFrame,
 ) -> dg.AssetCheckResult:
-    sa = settings.sensitive_attributes
-    attribute_table = attribute_table.astype({a: "Int32" for a in sa})
+    sensitive_attribute_columns = settings.sensitive_attributes
+    attribute_table = attribute_table.astype({a: "Int32" for a in sensitive_attribute_columns})
     recovered = recover_rule_confidences(
         strong_rules,
         sac_released=sac_released,
@@ -195,7 +198,7 @@ def rule_confidence_preserved(
         attribute_clusters=attribute_clusters,
     )
     summary = verification.confidence_summary(recovered)
-    n_suppressed = int(attribute_table[sa].isna().sum().sum())
+    n_suppressed = int(attribute_table[sensitive_attribute_columns].isna().sum().sum())
     exact = len(deleted_records) == 0 and n_suppressed == 0
     figures = {
         "n_strong_rules": len(summary),
@@ -417,15 +420,15 @@ def posterior_within_bound(
     id_table: pd.DataFrame,
     attribute_clusters: pd.DataFrame,
 ) -> dg.AssetCheckResult:
-    sa = settings.sensitive_attributes
+    sensitive_attribute_columns = settings.sensitive_attributes
     result = posterior_adversary.release_posteriors(
         raw_records,
         release_row_map,
         settings.quasi_identifiers,
-        sa,
+        sensitive_attribute_columns,
         ell=settings.ell,
         sac_released=sac_released,
-        attribute_table=attribute_table.astype({a: "Int32" for a in sa}),
+        attribute_table=attribute_table.astype({a: "Int32" for a in sensitive_attribute_columns}),
         id_table=id_table,
         attribute_clusters=attribute_clusters,
         slack=settings.posterior_slack,

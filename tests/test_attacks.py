@@ -357,12 +357,16 @@ def as_records(rows):
     return frame
 
 
-def reference_mixture(tables, sa, victim):
+def reference_mixture(tables, sensitive_attribute_columns, victim):
     """Brute force: average over the victim's candidate rows of each row's tuple distribution."""
     sac, at, ids, clusters = tables.sac_released, tables.attribute_table, tables.id_table, tables.attribute_clusters
-    cluster_lists = [list(g["attribute"]) for _, g in clusters.groupby("cluster_id")] if len(clusters) else [[a] for a in sa]
+    cluster_lists = (
+        [list(g["attribute"]) for _, g in clusters.groupby("cluster_id")]
+        if len(clusters)
+        else [[a] for a in sensitive_attribute_columns]
+    )
     overall = {}
-    for a in sa:
+    for a in sensitive_attribute_columns:
         counts = ids[ids["attribute"] == a].groupby("value")["count"].sum().astype(float)
         if len(sac):
             counts = counts.add(sac[a].value_counts().astype(float), fill_value=0)
@@ -374,13 +378,13 @@ def reference_mixture(tables, sa, victim):
         distributions.append((blocks, cluster_lists))
     for _, row in at[at["zip"] == victim["zip"]].iterrows():
         blocks = []
-        for a in sa:
+        for a in sensitive_attribute_columns:
             if pd.isna(row[a]):
                 blocks.append({(v,): p for v, p in overall[a].items()})
             else:
                 sid = ids[(ids["attribute"] == a) & (ids["sid"] == row[a])]
                 blocks.append({(v,): c / sid["count"].sum() for v, c in zip(sid["value"], sid["count"], strict=True)})
-        distributions.append((blocks, [[a] for a in sa]))
+        distributions.append((blocks, [[a] for a in sensitive_attribute_columns]))
     return distributions
 
 
@@ -553,14 +557,16 @@ def adult_evaluation(tmp_path_factory):
     from pipeline.core.hierarchies import load_hierarchies
     from pipeline.resources import ADULT_COLUMNS
 
-    qi = ["sex", "race", "marital-status", "native-country", "workclass"]
-    sa = ["education", "occupation", "age", "relationship"]
+    quasi_identifier_columns = ["sex", "race", "marital-status", "native-country", "workclass"]
+    sensitive_attribute_columns = ["education", "occupation", "age", "relationship"]
     raw = pd.read_csv(ADULT / "adult.data", header=None, names=ADULT_COLUMNS, skipinitialspace=True, dtype=str, nrows=1500)
     raw = raw[raw["occupation"] != "?"].reset_index(drop=True)
-    records = raw[qi + sa].copy()
+    records = raw[quasi_identifier_columns + sensitive_attribute_columns].copy()
     records.insert(0, "row_id", np.arange(1, len(records) + 1, dtype=np.int64))
-    hierarchies = load_hierarchies(ADULT / "hierarchies", qi + sa)
-    evaluation = run_attack_evaluation(records, qi, sa, hierarchies, ell=3, k=3, min_confidence=0.8, seed=0)
+    hierarchies = load_hierarchies(ADULT / "hierarchies", quasi_identifier_columns + sensitive_attribute_columns)
+    evaluation = run_attack_evaluation(
+        records, quasi_identifier_columns, sensitive_attribute_columns, hierarchies, ell=3, k=3, min_confidence=0.8, seed=0
+    )
     paths = write_attack_report(evaluation, tmp_path_factory.mktemp("attacks"))
     return evaluation, paths, records
 

@@ -125,14 +125,18 @@ def _assert_contract(release_dir: Path, quasi_identifiers, sensitive_attributes)
                 [table],
             ).fetchall()
 
-        qi = [(c, "VARCHAR") for c in quasi_identifiers]
+        quasi_identifier_columns = [(c, "VARCHAR") for c in quasi_identifiers]
         assert columns("sac_released") == [
             ("row_id", "BIGINT"),
             ("group_id", "BIGINT"),
-            *qi,
+            *quasi_identifier_columns,
             *[(a, "VARCHAR") for a in sensitive_attributes],
         ]
-        assert columns("attribute_table") == [("row_id", "BIGINT"), *qi, *[(a, "INTEGER") for a in sensitive_attributes]]
+        assert columns("attribute_table") == [
+            ("row_id", "BIGINT"),
+            *quasi_identifier_columns,
+            *[(a, "INTEGER") for a in sensitive_attributes],
+        ]
         assert columns("id_table") == [("attribute", "VARCHAR"), ("sid", "INTEGER"), ("value", "VARCHAR"), ("count", "INTEGER")]
         assert columns("attribute_clusters") == [("cluster_id", "INTEGER"), ("attribute", "VARCHAR")]
         row_ids = connection.execute("SELECT row_id FROM sac_released UNION ALL SELECT row_id FROM attribute_table").fetchall()

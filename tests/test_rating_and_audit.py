@@ -356,8 +356,8 @@ def test_audit_of_the_rating_release_fails_with_three_certain_records(published,
     listed = adversary["release_row_ids_above_bound"]
     assert len(listed) == n_disclosed
     table = _read_parquet(published.rating_release / "attribute_table.parquet")
-    qi = example_quasi_identifiers(example)
-    published_qi = table.set_index("row_id").loc[listed, qi]
+    quasi_identifier_columns = example_quasi_identifiers(example)
+    published_qi = table.set_index("row_id").loc[listed, quasi_identifier_columns]
     disclosed = Counter(tuple(str(v) for v in row) for row in published_qi.itertuples(index=False))
     assert disclosed == _qi_of_input_ids(example, example["attack_rating"])
 
@@ -466,13 +466,13 @@ def test_audit_report_holds_no_quasi_identifier_value(published, audits):
 def test_release_directory_publishes_no_more_than_the_input_quasi_identifiers(published, model):
     example = published.example
     release = published.mixed_release if model == "mixed" else published.rating_release
-    qi = example_quasi_identifiers(example)
+    quasi_identifier_columns = example_quasi_identifiers(example)
     published_rows = Counter()
     for file in release.glob("*.parquet"):
         frame = _read_parquet(file)
         assert "source_row_id" not in frame.columns
-        if set(qi) <= set(frame.columns):
-            published_rows.update(tuple(str(v) for v in row) for row in frame[qi].itertuples(index=False))
+        if set(quasi_identifier_columns) <= set(frame.columns):
+            published_rows.update(tuple(str(v) for v in row) for row in frame[quasi_identifier_columns].itertuples(index=False))
     # each input record's quasi-identifiers appear exactly once, nothing else
     assert published_rows == _qi_of_input_ids(example, [r["id"] for r in example["input"]])
     manifest_strings = set(_strings_in(_manifest(release)))
@@ -511,11 +511,21 @@ def _view(tables, rules):
 
 def test_adversary_view_rating_release_of_example_a():
     example = _golden_a()
-    frame, qi, sa = example_frame(example), example_quasi_identifiers(example), example["SA"]
-    id_table, attribute_sids = rating_tables(frame, sa, ell=example["l"])
-    empty_sac = pd.DataFrame(columns=["group_id", "row_id", *qi, *sa])
+    frame, quasi_identifier_columns, sensitive_attribute_columns = (
+        example_frame(example),
+        example_quasi_identifiers(example),
+        example["SA"],
+    )
+    id_table, attribute_sids = rating_tables(frame, sensitive_attribute_columns, ell=example["l"])
+    empty_sac = pd.DataFrame(columns=["group_id", "row_id", *quasi_identifier_columns, *sensitive_attribute_columns])
     tables = assemble_release_tables(
-        frame, qi, sa, sac_permuted=empty_sac, attribute_sids=attribute_sids, id_table=id_table, clusters=[]
+        frame,
+        quasi_identifier_columns,
+        sensitive_attribute_columns,
+        sac_permuted=empty_sac,
+        attribute_sids=attribute_sids,
+        id_table=id_table,
+        clusters=[],
     )
     view = _view(tables, _golden_rules(example))
     assert len(view) == len(example["input"])
@@ -532,12 +542,17 @@ def test_adversary_view_rating_release_of_example_a():
 
 def test_adversary_view_mixed_release_of_example_a():
     example = _golden_a()
-    frame, qi, sa, ell = example_frame(example), example_quasi_identifiers(example), example["SA"], example["l"]
-    result = run_mixed_model(frame, sa, ell=ell, min_confidence=example["min_conf"], seed=0)
+    frame, quasi_identifier_columns, sensitive_attribute_columns, ell = (
+        example_frame(example),
+        example_quasi_identifiers(example),
+        example["SA"],
+        example["l"],
+    )
+    result = run_mixed_model(frame, sensitive_attribute_columns, ell=ell, min_confidence=example["min_conf"], seed=0)
     tables = assemble_release_tables(
         frame,
-        qi,
-        sa,
+        quasi_identifier_columns,
+        sensitive_attribute_columns,
         sac_permuted=result.sac_permuted,
         attribute_sids=result.attribute_sids,
         id_table=result.id_table,

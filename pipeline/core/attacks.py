@@ -340,19 +340,21 @@ def mixed_release_belief(
     ValueError
         Missing columns, clusters that are not a partition, or a SID absent from ``id_table``.
     """
-    qi, sa = tuple(quasi_identifiers), tuple(sensitive_attributes)
-    missing = [c for c in ("row_id", *qi, *sa) if c not in attribute_table.columns]
+    quasi_identifier_columns, sensitive_attribute_columns = tuple(quasi_identifiers), tuple(sensitive_attributes)
+    missing = [c for c in ("row_id", *quasi_identifier_columns, *sensitive_attribute_columns) if c not in attribute_table.columns]
     if missing:
         raise ValueError(f"column(s) {missing} not in attribute_table")
     has_sac = len(sac_released) > 0
     if has_sac:
-        missing = [c for c in ("group_id", *qi, *sa) if c not in sac_released.columns]
+        missing = [
+            c for c in ("group_id", *quasi_identifier_columns, *sensitive_attribute_columns) if c not in sac_released.columns
+        ]
         if missing:
             raise ValueError(f"column(s) {missing} not in sac_released")
     ids = id_table.assign(attribute=id_table["attribute"].astype(str), value=id_table["value"].astype(str))
     domains: dict[str, tuple[str, ...]] = {}
     overall: dict[str, pd.Series] = {}
-    for attribute in sa:
+    for attribute in sensitive_attribute_columns:
         counts = ids.loc[ids["attribute"] == attribute].groupby("value", observed=True)["count"].sum().astype(float)
         if has_sac:
             counts = counts.add(sac_released[attribute].astype(str).value_counts().astype(float), fill_value=0.0)
@@ -364,17 +366,20 @@ def mixed_release_belief(
     if has_sac:
         groups, unit_of_row = np.unique(sac_released["group_id"].to_numpy(np.int64), return_inverse=True)
         blocks = tuple(
-            _tuple_block(unit_of_row, sac_released, cluster, domains) for cluster in _cluster_lists(attribute_clusters, sa)
+            _tuple_block(unit_of_row, sac_released, cluster, domains)
+            for cluster in _cluster_lists(attribute_clusters, sensitive_attribute_columns)
         )
         parts.append(_Part(np.arange(len(groups), dtype=np.int64), blocks))
-        frame = sac_released[list(qi)].astype(str).assign(unit=unit_of_row.astype(np.int64))
-        candidate_frames.append(frame.groupby(["unit", *qi], sort=True, observed=True).size().rename("n_rows").reset_index())
+        frame = sac_released[list(quasi_identifier_columns)].astype(str).assign(unit=unit_of_row.astype(np.int64))
+        candidate_frames.append(
+            frame.groupby(["unit", *quasi_identifier_columns], sort=True, observed=True).size().rename("n_rows").reset_index()
+        )
         n_units = len(groups)
     n_at = len(attribute_table)
     at_units = np.arange(n_units, n_units + n_at, dtype=np.int64)
     if n_at:
         sid_blocks: list[_Block] = []
-        for attribute in sa:
+        for attribute in sensitive_attribute_columns:
             chosen = ids.loc[ids["attribute"] == attribute, ["sid", "value", "count"]]
             chosen = chosen.assign(sid=chosen["sid"].astype(np.int64), code=_encode(chosen["value"], domains[attribute]))
             chosen["p"] = chosen["count"] / chosen.groupby("sid", observed=True)["count"].transform("sum")
@@ -402,18 +407,28 @@ def mixed_release_belief(
             entries = entries.astype({"unit": np.int64, attribute: np.int64, "p": float})
             sid_blocks.append(_Block((attribute,), entries[["unit", attribute, "p"]]))
         parts.append(_Part(at_units, tuple(sid_blocks)))
-        frame = attribute_table[list(qi)].astype(str).assign(unit=at_units, n_rows=1)
-        candidate_frames.append(frame[["unit", *qi, "n_rows"]])
+        frame = attribute_table[list(quasi_identifier_columns)].astype(str).assign(unit=at_units, n_rows=1)
+        candidate_frames.append(frame[["unit", *quasi_identifier_columns, "n_rows"]])
         n_units += n_at
     candidates = (
         pd.concat(candidate_frames, ignore_index=True)
         if candidate_frames
         else pd.DataFrame(
-            {c: pd.Series(dtype=t) for c, t in [("unit", "int64"), *((q, object) for q in qi), ("n_rows", "int64")]}
+            {
+                c: pd.Series(dtype=t)
+                for c, t in [("unit", "int64"), *((q, object) for q in quasi_identifier_columns), ("n_rows", "int64")]
+            }
         )
     )
     return ReleaseBelief(
-        model, qi, sa, domains, candidates.astype({"unit": np.int64, "n_rows": np.int64}), tuple(parts), n_units, None
+        model,
+        quasi_identifier_columns,
+        sensitive_attribute_columns,
+        domains,
+        candidates.astype({"unit": np.int64, "n_rows": np.int64}),
+        tuple(parts),
+        n_units,
+        None,
     )
 
 
@@ -468,30 +483,32 @@ def kl_release_belief(
     ValueError
         A missing column or hierarchy, or a class whose rows carry different QI labels.
     """
-    qi, sa = tuple(quasi_identifiers), tuple(sensitive_attributes)
-    missing = [c for c in ("cluster_id", *qi, *sa) if c not in kl_released.columns]
+    quasi_identifier_columns, sensitive_attribute_columns = tuple(quasi_identifiers), tuple(sensitive_attributes)
+    missing = [c for c in ("cluster_id", *quasi_identifier_columns, *sensitive_attribute_columns) if c not in kl_released.columns]
     if missing:
         raise ValueError(f"column(s) {missing} not in kl_released")
-    absent = [a for a in qi if a not in hierarchies]
+    absent = [a for a in quasi_identifier_columns if a not in hierarchies]
     if absent:
         raise ValueError(f"no hierarchy for quasi-identifier(s) {absent}")
-    domains = {a: tuple(sorted(kl_released[a].astype(str).unique())) for a in sa}
+    domains = {a: tuple(sorted(kl_released[a].astype(str).unique())) for a in sensitive_attribute_columns}
     clusters, units = np.unique(kl_released["cluster_id"].to_numpy(np.int64), return_inverse=True)
-    labels = kl_released[list(qi)].astype(str).assign(unit=units.astype(np.int64))
-    candidates = labels.groupby(["unit", *qi], sort=True, observed=True).size().rename("n_rows").reset_index()
+    labels = kl_released[list(quasi_identifier_columns)].astype(str).assign(unit=units.astype(np.int64))
+    candidates = (
+        labels.groupby(["unit", *quasi_identifier_columns], sort=True, observed=True).size().rename("n_rows").reset_index()
+    )
     if candidates["unit"].duplicated().any():
         raise ValueError("a (k, ℓ) equivalence class has rows with different quasi-identifier labels")
-    block = _tuple_block(units, kl_released, sa, domains)
+    block = _tuple_block(units, kl_released, sensitive_attribute_columns, domains)
     part = _Part(np.arange(len(clusters), dtype=np.int64), (block,))
     return ReleaseBelief(
         "kl",
-        qi,
-        sa,
+        quasi_identifier_columns,
+        sensitive_attribute_columns,
         domains,
         candidates.astype({"unit": np.int64, "n_rows": np.int64}),
         (part,),
         len(clusters),
-        {a: hierarchies[a] for a in qi},
+        {a: hierarchies[a] for a in quasi_identifier_columns},
     )
 
 
@@ -524,14 +541,18 @@ def _coverage_pairs(
 
 def _candidate_weights(belief: ReleaseBelief, contexts: pd.DataFrame) -> sparse.csr_matrix:
     """``W[context, unit]`` = number of the unit's published rows that are candidates of the context."""
-    qi = list(belief.quasi_identifiers)
+    quasi_identifier_columns = list(belief.quasi_identifiers)
     candidates = belief.candidates
     if belief.hierarchies is None:
-        keyed = contexts[qi].astype(str).assign(context=np.arange(len(contexts), dtype=np.int64))
-        matched = keyed.merge(candidates, on=qi, how="inner") if qi else keyed.merge(candidates, how="cross")
+        keyed = contexts[quasi_identifier_columns].astype(str).assign(context=np.arange(len(contexts), dtype=np.int64))
+        matched = (
+            keyed.merge(candidates, on=quasi_identifier_columns, how="inner")
+            if quasi_identifier_columns
+            else keyed.merge(candidates, how="cross")
+        )
         rows, units, weights = matched["context"].to_numpy(), matched["unit"].to_numpy(), matched["n_rows"].to_numpy(float)
     else:
-        rows, label_rows = _coverage_pairs(candidates, contexts, qi, belief.hierarchies)
+        rows, label_rows = _coverage_pairs(candidates, contexts, quasi_identifier_columns, belief.hierarchies)
         units = candidates["unit"].to_numpy()[label_rows]
         weights = candidates["n_rows"].to_numpy(float)[label_rows]
     weights_matrix = sparse.coo_matrix((weights, (rows, units)), shape=(len(contexts), belief.n_units)).tocsr()
@@ -618,12 +639,12 @@ def _chunks(n_contexts: int, n_cols: int) -> Iterable[tuple[int, int]]:
 
 
 def _mixture_join(belief: ReleaseBelief, victims: pd.DataFrame) -> pd.DataFrame:
-    sa = list(belief.sensitive_attributes)
+    sensitive_attribute_columns = list(belief.sensitive_attributes)
     contexts, context_of = _contexts(victims, belief.quasi_identifiers)
     weights = _candidate_weights(belief, contexts)
     totals = np.asarray(weights.sum(axis=1)).ravel()
-    units, codes, probabilities, radices = _unit_distribution(belief, sa)
-    victim_codes = _victim_codes(victims, sa, belief.domains, radices)
+    units, codes, probabilities, radices = _unit_distribution(belief, sensitive_attribute_columns)
+    victim_codes = _victim_codes(victims, sensitive_attribute_columns, belief.domains, radices)
     columns, inverse = np.unique(np.concatenate([codes, victim_codes[victim_codes >= 0]]), return_inverse=True)
     entry_cols = inverse[: len(codes)]
     victim_cols = np.full(len(victims), -1, dtype=np.int64)
@@ -765,35 +786,47 @@ def naive_release_belief(
     ValueError
         A missing table, column or hierarchy, or an unknown label.
     """
-    qi, sa = tuple(quasi_identifiers), tuple(sensitive_attributes)
-    absent = [a for a in (*qi, *sa) if a not in hierarchies]
+    quasi_identifier_columns, sensitive_attribute_columns = tuple(quasi_identifiers), tuple(sensitive_attributes)
+    absent = [a for a in (*quasi_identifier_columns, *sensitive_attribute_columns) if a not in hierarchies]
     if absent:
         raise ValueError(f"no hierarchy for {absent}")
-    if sorted(tables) != sorted(sa):
-        raise ValueError(f"the naive release needs one table per sensitive attribute {list(sa)}, got {sorted(tables)}")
-    domains = {a: tuple(sorted(tables[a][a].astype(str).unique())) for a in sa}
-    qi_labels = {q: tuple(sorted(set().union(*(set(tables[a][q].astype(str)) for a in sa)))) for q in qi}
+    if sorted(tables) != sorted(sensitive_attribute_columns):
+        raise ValueError(
+            f"the naive release needs one table per sensitive attribute {list(sensitive_attribute_columns)}, got {sorted(tables)}"
+        )
+    domains = {a: tuple(sorted(tables[a][a].astype(str).unique())) for a in sensitive_attribute_columns}
+    qi_labels = {
+        q: tuple(sorted(set().union(*(set(tables[a][q].astype(str)) for a in sensitive_attribute_columns))))
+        for q in quasi_identifier_columns
+    }
     models = {}
-    for attribute in sa:
+    for attribute in sensitive_attribute_columns:
         table = tables[attribute]
-        others = [a for a in sa if a != attribute]
-        missing = [c for c in ("cluster_id", *qi, *others, attribute) if c not in table.columns]
+        others = [a for a in sensitive_attribute_columns if a != attribute]
+        missing = [c for c in ("cluster_id", *quasi_identifier_columns, *others, attribute) if c not in table.columns]
         if missing:
             raise ValueError(f"column(s) {missing} not in the table of {attribute!r}")
         clusters, unit = np.unique(table["cluster_id"].to_numpy(np.int64), return_inverse=True)
-        labels = table[[*qi, *others]].astype(str).assign(unit=unit)
+        labels = table[[*quasi_identifier_columns, *others]].astype(str).assign(unit=unit)
         first = labels.drop_duplicates("unit").sort_values("unit")
         if len(labels.drop_duplicates()) != len(first):
             raise ValueError(f"table of {attribute!r}: rows of one cluster_id carry different labels")
         histogram = np.zeros((len(clusters), len(domains[attribute])))
         np.add.at(histogram, (unit, _encode(table[attribute].astype(str), domains[attribute])), 1.0)
-        qi_index = {q: _encode(first[q], qi_labels[q]) for q in qi}
+        qi_index = {q: _encode(first[q], qi_labels[q]) for q in quasi_identifier_columns}
         cover = {}
         for other in others:
             distinct, inverse = np.unique(first[other].to_numpy(), return_inverse=True)
             cover[other] = label_coverage(hierarchies[other], list(distinct), list(domains[other]))[inverse]
         models[attribute] = _NaiveTableModel(attribute, histogram, qi_index, cover)
-    return NaiveBelief(qi, sa, domains, qi_labels, {q: hierarchies[q] for q in qi}, models)
+    return NaiveBelief(
+        quasi_identifier_columns,
+        sensitive_attribute_columns,
+        domains,
+        qi_labels,
+        {q: hierarchies[q] for q in quasi_identifier_columns},
+        models,
+    )
 
 
 def _naive_candidates(belief: NaiveBelief, contexts: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -819,40 +852,42 @@ def _naive_fixpoint(
     ``alive[j]``: bool ``(b, n_classes_j)`` candidate classes; ``allowed[j]``: bool ``(b, |D_j|)``
     values still possible. Returns per attribute the float64 ``(b, |D_j|)`` counts of alive rows
     per allowed value (the belief's numerators)."""
-    sa = belief.sensitive_attributes
-    present = {j: (belief.tables[j].histogram > 0).astype(np.float32) for j in sa}
-    cover = {j: {i: c.astype(np.float32) for i, c in belief.tables[j].cover.items()} for j in sa}
-    alive = {j: alive[j].copy() for j in sa}
-    allowed = {j: allowed[j].copy() for j in sa}
+    sensitive_attribute_columns = belief.sensitive_attributes
+    present = {j: (belief.tables[j].histogram > 0).astype(np.float32) for j in sensitive_attribute_columns}
+    cover = {j: {i: c.astype(np.float32) for i, c in belief.tables[j].cover.items()} for j in sensitive_attribute_columns}
+    alive = {j: alive[j].copy() for j in sensitive_attribute_columns}
+    allowed = {j: allowed[j].copy() for j in sensitive_attribute_columns}
     for _ in range(max_rounds):
         changed = False
-        for j in sa:  # a class stays alive iff it holds an allowed value and each label covers an allowed value
+        for j in (
+            sensitive_attribute_columns
+        ):  # a class stays alive iff it holds an allowed value and each label covers an allowed value
             keep = alive[j] & ((allowed[j].astype(np.float32) @ present[j].T) > 0)
             for i, c in cover[j].items():
                 keep &= (allowed[i].astype(np.float32) @ c.T) > 0
             changed |= bool((keep != alive[j]).any())
             alive[j] = keep
-        for j in sa:  # a value stays iff its own table and every other table support it
+        for j in sensitive_attribute_columns:  # a value stays iff its own table and every other table support it
             keep = allowed[j] & ((alive[j].astype(np.float32) @ present[j]) > 0)
-            for i in sa:
+            for i in sensitive_attribute_columns:
                 if i != j:
                     keep &= (alive[i].astype(np.float32) @ cover[i][j]) > 0
             changed |= bool((keep != allowed[j]).any())
             allowed[j] = keep
         if not changed:
             break
-    return {j: (alive[j].astype(np.float64) @ belief.tables[j].histogram) * allowed[j] for j in sa}
+    return {j: (alive[j].astype(np.float64) @ belief.tables[j].histogram) * allowed[j] for j in sensitive_attribute_columns}
 
 
 def _naive_beliefs(belief: NaiveBelief, contexts: pd.DataFrame, known: str | None = None) -> dict[str, np.ndarray]:
     """Counts ``(n_contexts, |D_j|)`` per attribute after the join; with ``known``, the
     contexts carry a column ``known`` whose value restricts that attribute from the start."""
-    sa = belief.sensitive_attributes
-    counts = {j: np.zeros((len(contexts), len(belief.domains[j]))) for j in sa}
+    sensitive_attribute_columns = belief.sensitive_attributes
+    counts = {j: np.zeros((len(contexts), len(belief.domains[j]))) for j in sensitive_attribute_columns}
     for start in range(0, len(contexts), NAIVE_BATCH):
         batch = contexts.iloc[start : start + NAIVE_BATCH]
         alive = _naive_candidates(belief, batch)
-        allowed = {j: np.ones((len(batch), len(belief.domains[j])), dtype=bool) for j in sa}
+        allowed = {j: np.ones((len(batch), len(belief.domains[j])), dtype=bool) for j in sensitive_attribute_columns}
         if known is not None:
             code = _encode(batch[known].astype(str), belief.domains[known])
             restricted = np.zeros_like(allowed[known])
@@ -988,13 +1023,15 @@ def one_known_value_attacks(
         Missing columns or an invalid pair.
     """
     victims = _check_victims(belief, victims)
-    sa = belief.sensitive_attributes
+    sensitive_attribute_columns = belief.sensitive_attributes
     if pairs is None:
-        pairs = [(a, b) for a in sa for b in sa if a != b]
+        pairs = [(a, b) for a in sensitive_attribute_columns for b in sensitive_attribute_columns if a != b]
     pairs = [(p[0], p[1]) for p in pairs]
-    bad = [p for p in pairs if p[0] == p[1] or p[0] not in sa or p[1] not in sa]
+    bad = [p for p in pairs if p[0] == p[1] or p[0] not in sensitive_attribute_columns or p[1] not in sensitive_attribute_columns]
     if bad:
-        raise ValueError(f"invalid (known, target) pair(s) {bad}; both must be distinct sensitive attributes of {list(sa)}")
+        raise ValueError(
+            f"invalid (known, target) pair(s) {bad}; both must be distinct sensitive attributes of {list(sensitive_attribute_columns)}"
+        )
     if isinstance(belief, NaiveBelief):
         return _naive_one_known(belief, victims, pairs)
     return _mixture_one_known(belief, victims, pairs)
@@ -1018,29 +1055,33 @@ def belief_distribution(belief: ReleaseBelief | NaiveBelief, quasi_identifier_va
         Naive release: the product of the per-attribute beliefs (the independence
         approximation of :func:`join_attack`).
     """
-    sa = list(belief.sensitive_attributes)
+    sensitive_attribute_columns = list(belief.sensitive_attributes)
     context = pd.DataFrame([{q: str(quasi_identifier_values[q]) for q in belief.quasi_identifiers}])
     if isinstance(belief, NaiveBelief):
         counts = _naive_beliefs(belief, context)
         frame = pd.DataFrame({"probability": [1.0]})
-        for j in sa:
+        for j in sensitive_attribute_columns:
             row = counts[j][0]
             if row.sum() == 0:
-                return pd.DataFrame({**{a: pd.Series(dtype=object) for a in sa}, "probability": pd.Series(dtype=float)})
+                return pd.DataFrame(
+                    {**{a: pd.Series(dtype=object) for a in sensitive_attribute_columns}, "probability": pd.Series(dtype=float)}
+                )
             values = pd.DataFrame({j: [belief.domains[j][k] for k in np.flatnonzero(row)], "p": row[row > 0] / row.sum()})
             frame = frame.merge(values, how="cross")
             frame["probability"] *= frame.pop("p")
-        return frame[[*sa, "probability"]]
+        return frame[[*sensitive_attribute_columns, "probability"]]
     weights = _candidate_weights(belief, context)
     total = weights.sum()
-    units, codes, probabilities, radices = _unit_distribution(belief, sa)
+    units, codes, probabilities, radices = _unit_distribution(belief, sensitive_attribute_columns)
     if total == 0:
-        return pd.DataFrame({**{a: pd.Series(dtype=object) for a in sa}, "probability": pd.Series(dtype=float)})
+        return pd.DataFrame(
+            {**{a: pd.Series(dtype=object) for a in sensitive_attribute_columns}, "probability": pd.Series(dtype=float)}
+        )
     per_unit = np.asarray(weights.todense()).ravel()[units] * probabilities
     grouped = pd.Series(per_unit).groupby(codes, observed=True).sum()
     grouped = grouped[grouped > 0] / total
     result = {}
-    for a, radix in zip(sa, radices, strict=True):
+    for a, radix in zip(sensitive_attribute_columns, radices, strict=True):
         result[a] = [belief.domains[a][(int(code) // radix) % len(belief.domains[a])] for code in grouped.index]
     return pd.DataFrame({**result, "probability": grouped.to_numpy()})
 
@@ -1114,11 +1155,15 @@ def population_baseline(
     (join, one_known)
         Frames in the formats of :func:`join_attack` and :func:`one_known_value_attacks`.
     """
-    sa = list(sensitive_attributes)
+    sensitive_attribute_columns = list(sensitive_attributes)
     if pairs is None:
-        pairs = [(a, b) for a in sa for b in sa if a != b]
-    text = victims[sa].astype(str)
-    tuple_count = text.groupby(sa, sort=False, observed=True)[sa[0]].transform("size").to_numpy(float)
+        pairs = [(a, b) for a in sensitive_attribute_columns for b in sensitive_attribute_columns if a != b]
+    text = victims[sensitive_attribute_columns].astype(str)
+    tuple_count = (
+        text.groupby(sensitive_attribute_columns, sort=False, observed=True)[sensitive_attribute_columns[0]]
+        .transform("size")
+        .to_numpy(float)
+    )
     n_tuples = len(text.drop_duplicates())
     join = pd.DataFrame(
         {

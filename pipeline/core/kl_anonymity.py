@@ -941,24 +941,30 @@ def kl_release_table(
         quasi-identifiers (str), the sensitive attributes (str, unchanged).
         ``row_map``: ``row_id`` (release) -> ``source_row_id`` (input; PRIVATE).
     """
-    qi, sa = list(quasi_identifiers), list(sensitive_attributes)
-    labels = anonymization.clusters[["cluster_id", *qi]]
+    quasi_identifier_columns, sensitive_attribute_columns = list(quasi_identifiers), list(sensitive_attributes)
+    labels = anonymization.clusters[["cluster_id", *quasi_identifier_columns]]
     merged = (
         anonymization.assignments.merge(labels, on="cluster_id")
-        .merge(records[["row_id", *sa]].astype({a: str for a in sa}), on="row_id")
+        .merge(
+            records[["row_id", *sensitive_attribute_columns]].astype({a: str for a in sensitive_attribute_columns}), on="row_id"
+        )
         .rename(columns={"row_id": "source_row_id"})
     )
     signature = (
-        merged.sort_values(sa, kind="stable")
-        .groupby("cluster_id", sort=False, observed=True)[sa]
+        merged.sort_values(sensitive_attribute_columns, kind="stable")
+        .groupby("cluster_id", sort=False, observed=True)[sensitive_attribute_columns]
         .apply(lambda frame: "\x1f".join("\x1e".join(row) for row in frame.itertuples(index=False)))
     )
-    content = labels.set_index("cluster_id")[qi].astype(str).agg("\x1f".join, axis=1).to_frame("qi")
+    content = labels.set_index("cluster_id")[quasi_identifier_columns].astype(str).agg("\x1f".join, axis=1).to_frame("qi")
     content["sa"] = signature
     order = content.sort_values(["qi", "sa"], kind="stable").index
     renumber = pd.Series(np.arange(1, len(order) + 1, dtype=np.int64), index=order)
     merged["cluster_id"] = merged["cluster_id"].map(renumber).astype("int64")
-    merged = merged.sort_values(["cluster_id", *sa, "source_row_id"], kind="stable").reset_index(drop=True)
+    merged = merged.sort_values(["cluster_id", *sensitive_attribute_columns, "source_row_id"], kind="stable").reset_index(
+        drop=True
+    )
     merged.insert(0, "row_id", np.arange(1, len(merged) + 1, dtype=np.int64))
-    released = merged[["row_id", "cluster_id", *qi, *sa]].astype({c: str for c in [*qi, *sa]})
+    released = merged[["row_id", "cluster_id", *quasi_identifier_columns, *sensitive_attribute_columns]].astype(
+        {c: str for c in [*quasi_identifier_columns, *sensitive_attribute_columns]}
+    )
     return released, merged[["row_id", "source_row_id"]].copy()

@@ -151,27 +151,27 @@ def additional_information_loss(
     """
     _check_ell(ell)
     _check_n_deleted(n_deleted)
-    sa = list(sensitive_attributes)
-    if not sa:
+    sensitive_attribute_columns = list(sensitive_attributes)
+    if not sensitive_attribute_columns:
         raise ValueError("at least one sensitive attribute is needed")
-    _check_columns(attribute_table, sa, "attribute_table")
+    _check_columns(attribute_table, sensitive_attribute_columns, "attribute_table")
     n_sac = len(sac_released)
     n = n_sac + len(attribute_table) + int(n_deleted)
     if n == 0:
         return 0.0
     parts: list[np.ndarray] = []
     if n_sac:
-        _check_columns(sac_released, ["group_id", *sa], "sac_released")
-        parts.append(_group_value_counts(sac_released, sa).ravel())
-    parts.append(_sid_sizes(attribute_table, id_table, sa).ravel())
+        _check_columns(sac_released, ["group_id", *sensitive_attribute_columns], "sac_released")
+        parts.append(_group_value_counts(sac_released, sensitive_attribute_columns).ravel())
+    parts.append(_sid_sizes(attribute_table, id_table, sensitive_attribute_columns).ravel())
     sizes = np.concatenate(parts)
     published = ~np.isnan(sizes)
     if (sizes[published] < ell).any():
         raise ValueError(f"a published possible-value set has fewer than ℓ = {ell} values")
     safe = np.where(published, sizes, 1.0)
     loss = np.where(published, (safe - ell) / safe, 1.0)
-    total = math.fsum(loss.tolist()) + int(n_deleted) * len(sa)
-    return total / (n * len(sa))
+    total = math.fsum(loss.tolist()) + int(n_deleted) * len(sensitive_attribute_columns)
+    return total / (n * len(sensitive_attribute_columns))
 
 
 def reconstruction_error(
@@ -237,27 +237,27 @@ def reconstruction_error(
     row 23.
     """
     _check_n_deleted(n_deleted)
-    sa = list(sensitive_attributes)
-    if not sa:
+    sensitive_attribute_columns = list(sensitive_attributes)
+    if not sensitive_attribute_columns:
         raise ValueError("at least one sensitive attribute is needed")
-    _check_columns(attribute_table, sa, "attribute_table")
-    missing = [a for a in sa if a not in domain_sizes]
+    _check_columns(attribute_table, sensitive_attribute_columns, "attribute_table")
+    missing = [a for a in sensitive_attribute_columns if a not in domain_sizes]
     if missing:
         raise ValueError(f"no domain size given for attribute(s) {missing}")
 
     errors: list[np.ndarray] = []
     # attribute-table rows
-    sizes = _sid_sizes(attribute_table, id_table, sa)
-    domains = np.array([float(domain_sizes[a]) for a in sa])
-    bad = [a for j, a in enumerate(sa) if np.isnan(sizes[:, j]).any() and not domains[j] >= 1]
+    sizes = _sid_sizes(attribute_table, id_table, sensitive_attribute_columns)
+    domains = np.array([float(domain_sizes[a]) for a in sensitive_attribute_columns])
+    bad = [a for j, a in enumerate(sensitive_attribute_columns) if np.isnan(sizes[:, j]).any() and not domains[j] >= 1]
     if bad:
         raise ValueError(f"attribute(s) {bad} have suppressed cells but a domain size < 1")
     factors = np.where(np.isnan(sizes), domains[np.newaxis, :], sizes)
     errors.append(1.0 - np.prod(1.0 / factors, axis=1))
     # SAC~ rows
     if len(sac_released):
-        _check_columns(sac_released, ["group_id", *sa], "sac_released")
-        clusters = _cluster_lists(attribute_clusters, sa)
+        _check_columns(sac_released, ["group_id", *sensitive_attribute_columns], "sac_released")
+        clusters = _cluster_lists(attribute_clusters, sensitive_attribute_columns)
         inverse = np.ones(len(sac_released), dtype=float)
         for cluster in clusters:
             tuples = sac_released[["group_id", *cluster]].drop_duplicates().groupby("group_id", observed=True).size()

@@ -405,9 +405,9 @@ def assemble_release_tables(
     -------
     ReleaseTables
     """
-    qi = list(quasi_identifiers)
-    sa = list(sensitive_attributes)
-    sac = sac_permuted[["group_id", "row_id", *qi, *sa]].reset_index(drop=True)
+    quasi_identifier_columns = list(quasi_identifiers)
+    sensitive_attribute_columns = list(sensitive_attributes)
+    sac = sac_permuted[["group_id", "row_id", *quasi_identifier_columns, *sensitive_attribute_columns]].reset_index(drop=True)
     generalization = {"n_generalized_groups": 0, "n_generalized_cells": 0}
     record_position = pd.Index(records["row_id"].to_numpy(np.int64))
     if len(sac):
@@ -417,9 +417,9 @@ def assemble_release_tables(
             raise ValueError("every SAC~ group must have the same number of records (ℓ)")
         sac = sac.sort_values("group_id", kind="stable").reset_index(drop=True)
         n_groups = len(sac) // ell
-        member_key = _tuple_ranks(sac, qi).reshape(n_groups, ell)
+        member_key = _tuple_ranks(sac, quasi_identifier_columns).reshape(n_groups, ell)
         original = records.iloc[record_position.get_indexer(sac["row_id"].to_numpy(np.int64))]
-        original_key = _tuple_ranks(original, sa).reshape(n_groups, ell)
+        original_key = _tuple_ranks(original, sensitive_attribute_columns).reshape(n_groups, ell)
         # group order: sorted member QI tuples, then sorted original sensitive tuples (both
         # independent of the seed), then the group's internal number
         group_keys = np.concatenate([np.sort(member_key, axis=1), np.sort(original_key, axis=1)], axis=1)
@@ -434,9 +434,12 @@ def assemble_release_tables(
         new_group[order] = np.arange(1, n_groups + 1)
         sac["group_id"] = np.repeat(new_group, ell)
         if generalize:
-            sac, generalization = generalize_group_quasi_identifiers(sac, qi, hierarchies)
+            sac, generalization = generalize_group_quasi_identifiers(sac, quasi_identifier_columns, hierarchies)
         # rows inside a group: quasi-identifiers, then released sensitive values (as text)
-        row_keys = [sac["group_id"].to_numpy(), *(text_ranks(sac[c]) for c in [*qi, *sa])]
+        row_keys = [
+            sac["group_id"].to_numpy(),
+            *(text_ranks(sac[c]) for c in [*quasi_identifier_columns, *sensitive_attribute_columns]),
+        ]
         sac = sac.iloc[np.lexsort(row_keys[::-1])].reset_index(drop=True)
     n_sac = len(sac)
     sac_row_ids = np.arange(1, n_sac + 1, dtype=np.int64)
@@ -444,24 +447,30 @@ def assemble_release_tables(
     at_positions = record_position.get_indexer(attribute_sids["row_id"].to_numpy(np.int64))
     if (at_positions < 0).any():
         raise ValueError("an attribute-table row id is not in the records table")
-    at = records.iloc[at_positions][["row_id", *qi]].reset_index(drop=True)
+    at = records.iloc[at_positions][["row_id", *quasi_identifier_columns]].reset_index(drop=True)
     if attribute_table_labels is not None:
         labels = attribute_table_labels.set_index("row_id")
         label_rows = labels.index.get_indexer(at["row_id"].to_numpy(np.int64))
         if (label_rows < 0).any():
             raise ValueError("an attribute-table record has no published quasi-identifier labels")
         changed = 0
-        for column in qi:
+        for column in quasi_identifier_columns:
             published = labels[column].to_numpy(dtype=object)[label_rows]
             changed += int((published != at[column].astype(str).to_numpy(dtype=object)).sum())
             at[column] = pd.Series(published, dtype=object)
         n_strata = int(labels["stratum"].nunique()) if "stratum" in labels.columns else 0
         generalization = {**generalization, "n_strata": n_strata, "n_generalized_attribute_table_cells": changed}
-    for attribute in sa:
+    for attribute in sensitive_attribute_columns:
         at[attribute] = attribute_sids[attribute].reset_index(drop=True).astype("Int32")
-    at_keys = [*(text_ranks(at[c]) for c in qi), *(at[a].fillna(-1).to_numpy(np.int64) for a in sa)]
+    at_keys = [
+        *(text_ranks(at[c]) for c in quasi_identifier_columns),
+        *(at[a].fillna(-1).to_numpy(np.int64) for a in sensitive_attribute_columns),
+    ]
     if secret is not None and len(at):
-        at_keys = [keyed_record_hashes(at, [*qi, *sa], secret, "attribute-table-order"), *at_keys]
+        at_keys = [
+            keyed_record_hashes(at, [*quasi_identifier_columns, *sensitive_attribute_columns], secret, "attribute-table-order"),
+            *at_keys,
+        ]
     at = at.iloc[np.lexsort(at_keys[::-1])].reset_index(drop=True) if len(at) else at
     at_row_ids = np.arange(n_sac + 1, n_sac + len(at) + 1, dtype=np.int64)
 
@@ -471,9 +480,9 @@ def assemble_release_tables(
             "row_id": np.concatenate([sac_row_ids, at_row_ids]),
         }
     )
-    sac_released = sac.assign(row_id=sac_row_ids)[["row_id", "group_id", *qi, *sa]]
-    attribute_table = at.assign(row_id=at_row_ids)[["row_id", *qi, *sa]]
-    attribute_table = attribute_table.astype({a: "Int32" for a in sa})
+    sac_released = sac.assign(row_id=sac_row_ids)[["row_id", "group_id", *quasi_identifier_columns, *sensitive_attribute_columns]]
+    attribute_table = at.assign(row_id=at_row_ids)[["row_id", *quasi_identifier_columns, *sensitive_attribute_columns]]
+    attribute_table = attribute_table.astype({a: "Int32" for a in sensitive_attribute_columns})
     clusters_frame = pd.DataFrame(
         [(k + 1, attribute) for k, cluster in enumerate(clusters) for attribute in cluster],
         columns=["cluster_id", "attribute"],

@@ -134,18 +134,20 @@ def naive_release(
     ----------
     P2 §1 (Tables 2-3, the join attack); SPEC §14.
     """
-    qi, sa = tuple(quasi_identifiers), tuple(sensitive_attributes)
-    if len(sa) < 2:
-        raise ValueError(f"the naive per-attribute release needs at least 2 sensitive attributes, got {list(sa)}")
-    missing = [a for a in (*qi, *sa) if a not in hierarchies]
+    quasi_identifier_columns, sensitive_attribute_columns = tuple(quasi_identifiers), tuple(sensitive_attributes)
+    if len(sensitive_attribute_columns) < 2:
+        raise ValueError(
+            f"the naive per-attribute release needs at least 2 sensitive attributes, got {list(sensitive_attribute_columns)}"
+        )
+    missing = [a for a in (*quasi_identifier_columns, *sensitive_attribute_columns) if a not in hierarchies]
     if missing:
         raise ValueError(
             f"no hierarchy for {missing}: the naive release generalises every quasi-identifier and every "
             "sensitive attribute other than the one a table publishes"
         )
     tables: dict[str, NaiveTable] = {}
-    for attribute in sa:
-        generalized = (*qi, *(a for a in sa if a != attribute))
+    for attribute in sensitive_attribute_columns:
+        generalized = (*quasi_identifier_columns, *(a for a in sensitive_attribute_columns if a != attribute))
         anonymization = kl_anonymize(
             records,
             generalized,
@@ -162,8 +164,8 @@ def naive_release(
         tables[attribute] = NaiveTable(attribute, generalized, released, row_map, anonymization)
     return NaiveRelease(
         tables=tables,
-        quasi_identifiers=qi,
-        sensitive_attributes=sa,
+        quasi_identifiers=quasi_identifier_columns,
+        sensitive_attributes=sensitive_attribute_columns,
         ell=ell,
         total_cost=float(sum(t.anonymization.total_cost for t in tables.values())),
     )

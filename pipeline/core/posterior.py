@@ -443,12 +443,12 @@ def _release_data(
     attribute_clusters: pd.DataFrame,
 ) -> tuple[_ReleaseData, np.ndarray]:
     """Encode a release for EM; returns the data and the release row id of every record index."""
-    qi, sa = list(quasi_identifiers), list(sensitive_attributes)
+    quasi_identifier_columns, sensitive_attribute_columns = list(quasi_identifiers), list(sensitive_attributes)
     # quasi-identifier codes in one text-ordered space shared by the two parts (no concatenation of text columns:
     # the parts' categories differ, and a concatenation would turn every cell into a Python string)
     features = []
     n_features = []
-    for column in qi:
+    for column in quasi_identifier_columns:
         sac_part, table_part = joint_text_codes(sac_released[column], attribute_table[column])
         codes = np.concatenate([sac_part, table_part])  # code order = text order; a missing value gets the last code
         size = int(codes.max(initial=-1)) + 1
@@ -465,32 +465,32 @@ def _release_data(
         if not isinstance(id_table["attribute"].dtype, pd.CategoricalDtype)
         else id_table["attribute"]
     )
-    ids_of = {a: id_table[(id_attribute == a).to_numpy()] for a in sa}
+    ids_of = {a: id_table[(id_attribute == a).to_numpy()] for a in sensitive_attribute_columns}
     domains = {}
-    for attribute in sa:
+    for attribute in sensitive_attribute_columns:
         seen = _distinct_text(sac_released[attribute]) | _distinct_text(ids_of[attribute]["value"])
         domains[attribute] = sorted(seen)
-    lookup = {a: pd.Index(domains[a], dtype=object) for a in sa}
+    lookup = {a: pd.Index(domains[a], dtype=object) for a in sensitive_attribute_columns}
     data = _ReleaseData(feature_codes, n_features, domains)
 
     n_sac = len(sac_released)
     if n_sac:
         cluster_of = dict(zip(attribute_clusters["attribute"], attribute_clusters["cluster_id"], strict=True))
         clusters: dict[str, list[str]] = {}
-        for attribute in sa:
+        for attribute in sensitive_attribute_columns:
             clusters.setdefault(cluster_of.get(attribute, f"alone:{attribute}"), []).append(attribute)
         group_codes, _ = pd.factorize(sac_released["group_id"])
         order = np.argsort(group_codes, kind="stable")
         sizes = np.bincount(group_codes)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        sac_codes = {a: _codes(sac_released[a], lookup[a]) for a in sa}
+        sac_codes = {a: _codes(sac_released[a], lookup[a]) for a in sensitive_attribute_columns}
         for size in np.unique(sizes):
             chosen = np.flatnonzero(sizes == size)
             positions = order[(starts[chosen][:, None] + np.arange(size)[None, :])]  # (G, ℓ) sac row positions
             for attributes in clusters.values():
                 candidate_values = {a: sac_codes[a][positions] for a in attributes}
                 data.groups.append(_GroupBlock(list(attributes), positions, candidate_values))
-    for attribute in sa:
+    for attribute in sensitive_attribute_columns:
         rows = ids_of[attribute]
         sid_values = _codes(rows["value"], lookup[attribute])
         column = attribute_table[attribute]
@@ -912,10 +912,10 @@ def release_posteriors(
         raise ValueError(f"ell must be >= 2, got {ell}")
     if not 0.0 <= slack <= 1.0:
         raise ValueError(f"slack must be in [0, 1], got {slack}")
-    qi, sa = list(quasi_identifiers), list(sensitive_attributes)
+    quasi_identifier_columns, sensitive_attribute_columns = list(quasi_identifiers), list(sensitive_attributes)
     model, data, row_ids = fit_naive_bayes_on_release(
-        qi,
-        sa,
+        quasi_identifier_columns,
+        sensitive_attribute_columns,
         sac_released=sac_released,
         attribute_table=attribute_table,
         id_table=id_table,
@@ -935,14 +935,14 @@ def release_posteriors(
     raw_position = pd.Index(raw_records["row_id"].to_numpy(np.int64)).get_indexer(source.to_numpy(np.int64))
     if (raw_position < 0).any():
         raise ValueError("the row map names a record that is not in raw_records")
-    population = population_posterior(raw_records, qi, sa, smoothing)
+    population = population_posterior(raw_records, quasi_identifier_columns, sensitive_attribute_columns, smoothing)
 
     truth = {
         attribute: text_codes(raw_records[attribute], pd.Index(data.domains[attribute], dtype=object))[raw_position]
-        for attribute in sa
+        for attribute in sensitive_attribute_columns
     }
     posterior, self_expected = {}, {}  # self_expected: the adversary's own expectation of its posterior of the truth
-    for attribute in sa:
+    for attribute in sensitive_attribute_columns:
         posterior[attribute], self_expected[attribute] = _truth_posteriors(data, attribute, truth[attribute])
     tuple_posterior = np.ones(n_sac)
     for block in data.groups:
@@ -953,21 +953,30 @@ def release_posteriors(
             truth_match &= block.candidate_values[attribute][:, None, :] == truth[attribute][block.members][:, :, None]
         tuple_posterior[block.members] *= (block.marginals * truth_match).sum(axis=2)
 
-    attribute_codes = np.repeat(np.arange(len(sa), dtype=np.int16), n_records)
-    posterior_all = np.concatenate([posterior[a] for a in sa]) if sa else np.zeros(0)
-    population_all = np.concatenate([population[a][raw_position] for a in sa]) if sa else np.zeros(0)
+    attribute_codes = np.repeat(np.arange(len(sensitive_attribute_columns), dtype=np.int16), n_records)
+    posterior_all = (
+        np.concatenate([posterior[a] for a in sensitive_attribute_columns]) if sensitive_attribute_columns else np.zeros(0)
+    )
+    population_all = (
+        np.concatenate([population[a][raw_position] for a in sensitive_attribute_columns])
+        if sensitive_attribute_columns
+        else np.zeros(0)
+    )
     bound = np.maximum(1.0 / ell, population_all) + slack
     frame = pd.DataFrame(
         copy=False,
         data={  # the columns are fresh arrays: no copy into one 2-D block
-            "row_id": np.tile(row_ids, len(sa)),
+            "row_id": np.tile(row_ids, len(sensitive_attribute_columns)),
             "part": pd.Categorical.from_codes(
-                np.tile((np.arange(n_records) >= n_sac).astype(np.int8), len(sa)), categories=["sac", "attribute_table"]
+                np.tile((np.arange(n_records) >= n_sac).astype(np.int8), len(sensitive_attribute_columns)),
+                categories=["sac", "attribute_table"],
             ),
-            "attribute": pd.Categorical.from_codes(attribute_codes, categories=sa),
+            "attribute": pd.Categorical.from_codes(attribute_codes, categories=sensitive_attribute_columns),
             "posterior": posterior_all,
             "population_posterior": population_all,
-            "self_expected_posterior": np.concatenate([self_expected[a] for a in sa]) if sa else np.zeros(0),
+            "self_expected_posterior": np.concatenate([self_expected[a] for a in sensitive_attribute_columns])
+            if sensitive_attribute_columns
+            else np.zeros(0),
             "bound": bound,
             "excess": posterior_all - bound,
         },

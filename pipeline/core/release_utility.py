@@ -83,14 +83,14 @@ def hiding_set_sizes_mixed(
     ValueError
         A SID absent from ``id_table``.
     """
-    sa = list(sensitive_attributes)
+    sensitive_attribute_columns = list(sensitive_attributes)
     parts = []
     if len(sac_released):
         sizes = sac_released.groupby("group_id", observed=True)["group_id"].transform("size").to_numpy(float)
-        parts.append(np.repeat(sizes[:, None], len(sa), axis=1))
+        parts.append(np.repeat(sizes[:, None], len(sensitive_attribute_columns), axis=1))
     totals = id_table.groupby(["attribute", "sid"], observed=True)["count"].sum()
-    at = np.full((len(attribute_table), len(sa)), np.nan)
-    for j, attribute in enumerate(sa):
+    at = np.full((len(attribute_table), len(sensitive_attribute_columns)), np.nan)
+    for j, attribute in enumerate(sensitive_attribute_columns):
         column = attribute_table[attribute]
         published = column.notna().to_numpy()
         lookup = (

@@ -151,16 +151,18 @@ def evaluate_release(
     """
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; known: {list(MODELS)}")
-    qi, sa = list(quasi_identifiers), list(sensitive_attributes)
+    quasi_identifier_columns, sensitive_attribute_columns = list(quasi_identifiers), list(sensitive_attributes)
     if rules is None:
-        rules = mine_strong_rules(records, sa, min_confidence=min_confidence)
+        rules = mine_strong_rules(records, sensitive_attribute_columns, min_confidence=min_confidence)
     started = time.perf_counter()
     if model == "mixed":
-        result = run_mixed_model(records, sa, ell=ell, min_confidence=min_confidence, seed=seed, rules=rules)
+        result = run_mixed_model(
+            records, sensitive_attribute_columns, ell=ell, min_confidence=min_confidence, seed=seed, rules=rules
+        )
         tables = assemble_release_tables(
             records,
-            qi,
-            sa,
+            quasi_identifier_columns,
+            sensitive_attribute_columns,
             sac_permuted=result.sac_permuted,
             attribute_sids=result.attribute_sids,
             id_table=result.id_table,
@@ -168,10 +170,18 @@ def evaluate_release(
         )
         n_deleted = len(result.grouping.deleted)
     else:
-        id_table, attribute_sids = rating_tables(records, sa, ell=ell)
-        empty = pd.DataFrame({c: pd.Series(dtype=object) for c in ["group_id", "row_id", *qi, *sa]})
+        id_table, attribute_sids = rating_tables(records, sensitive_attribute_columns, ell=ell)
+        empty = pd.DataFrame(
+            {c: pd.Series(dtype=object) for c in ["group_id", "row_id", *quasi_identifier_columns, *sensitive_attribute_columns]}
+        )
         tables = assemble_release_tables(
-            records, qi, sa, sac_permuted=empty, attribute_sids=attribute_sids, id_table=id_table, clusters=[]
+            records,
+            quasi_identifier_columns,
+            sensitive_attribute_columns,
+            sac_permuted=empty,
+            attribute_sids=attribute_sids,
+            id_table=id_table,
+            clusters=[],
         )
         n_deleted = 0
     seconds = time.perf_counter() - started
@@ -184,26 +194,31 @@ def evaluate_release(
     recovered = recover_rule_confidences(rules, **release)
     holders = rule_holders(records, rules, row_map=tables.row_map)
     per_record = per_record_disclosure(disclosure_probabilities(holders, rules, **release))
-    rce = reconstruction_error(**release, sensitive_attributes=sa, domain_sizes=domain_sizes(records, sa), n_deleted=n_deleted)
+    rce = reconstruction_error(
+        **release,
+        sensitive_attributes=sensitive_attribute_columns,
+        domain_sizes=domain_sizes(records, sensitive_attribute_columns),
+        n_deleted=n_deleted,
+    )
     above = per_record["numerator"] * ell > per_record["denominator"]
     certain = per_record["numerator"] == per_record["denominator"]
     return {
         "model": model,
         "ell": ell,
         "min_confidence": min_confidence,
-        "m": len(sa),
-        "sensitive_attributes": sa,
+        "m": len(sensitive_attribute_columns),
+        "sensitive_attributes": sensitive_attribute_columns,
         "n_records": len(records),
         "n_strong_rules": len(rules),
         "n_sac_released": len(tables.sac_released),
         "n_attribute_table": len(tables.attribute_table),
         "n_deleted": n_deleted,
-        "n_suppressed_cells": int(tables.attribute_table[sa].isna().sum().sum()),
+        "n_suppressed_cells": int(tables.attribute_table[sensitive_attribute_columns].isna().sum().sum()),
         "additional_information_loss": additional_information_loss(
             sac_released=tables.sac_released,
             attribute_table=tables.attribute_table,
             id_table=tables.id_table,
-            sensitive_attributes=sa,
+            sensitive_attributes=sensitive_attribute_columns,
             ell=ell,
             n_deleted=n_deleted,
         ),
@@ -254,10 +269,12 @@ def run_model_sweeps(
     ValueError
         A plan asking for more sensitive attributes than configured.
     """
-    sa = list(sensitive_attributes)
-    if max(plan.attribute_set_sizes, default=2) > len(sa):
-        raise ValueError(f"the plan asks for m up to {max(plan.attribute_set_sizes)}, only {len(sa)} sensitive attributes")
-    m_all = len(sa)
+    sensitive_attribute_columns = list(sensitive_attributes)
+    if max(plan.attribute_set_sizes, default=2) > len(sensitive_attribute_columns):
+        raise ValueError(
+            f"the plan asks for m up to {max(plan.attribute_set_sizes)}, only {len(sensitive_attribute_columns)} sensitive attributes"
+        )
+    m_all = len(sensitive_attribute_columns)
     wanted: list[tuple[str, int, float, int]] = []
     for ell in plan.ell_values:
         for m in sorted({2, m_all}):
@@ -271,7 +288,7 @@ def run_model_sweeps(
     cache = _Cache()
     points = []
     for sweep, ell, confidence, m in wanted:
-        attributes = sa[:m]
+        attributes = sensitive_attribute_columns[:m]
         rules_key = (confidence, m)
         if rules_key not in cache.rules:
             cache.rules[rules_key] = mine_strong_rules(records, attributes, min_confidence=confidence)
@@ -338,12 +355,12 @@ def run_sid_creation_timings(
         every run, s), ``median_seconds``, ``min_seconds``, ``max_seconds``,
         ``identical_output`` (bool).
     """
-    sa = list(sensitive_attributes)
+    sensitive_attribute_columns = list(sensitive_attributes)
     rng = np.random.default_rng(plan.seed)
     configurations = []
     for count in plan.record_counts:
         n = len(records) if count == 0 or count >= len(records) else count
-        configurations.append((1, n, len(sa)))
+        configurations.append((1, n, len(sensitive_attribute_columns)))
     for m in plan.attribute_set_sizes:
         configurations.append((2, len(records), m))
     points = []
@@ -354,7 +371,7 @@ def run_sid_creation_timings(
             chosen = np.sort(rng.choice(len(records), size=n, replace=False))
             subset = records.iloc[chosen]
         record_ids = subset["row_id"].astype("int64").tolist()
-        columns = [subset[a].astype(str).tolist() for a in sa[:m]]
+        columns = [subset[a].astype(str).tolist() for a in sensitive_attribute_columns[:m]]
         identical = all(
             _same_sids(
                 create_sids(record_ids, values, ell=plan.default_ell, method="improved"),

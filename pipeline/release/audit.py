@@ -182,7 +182,7 @@ def release_metrics(release: PublishedRelease, rules: pd.DataFrame, *, domain: M
         rule: attributes, values, raw and released confidence), ``n_suppressed_cells``,
         ``n_deleted``.
     """
-    sa = release.sensitive_attributes
+    sensitive_attribute_columns = release.sensitive_attributes
     n_deleted = int(release.manifest.get("n_deleted", 0))
     recovered = recover_rule_confidences(
         rules,
@@ -198,7 +198,7 @@ def release_metrics(release: PublishedRelease, rules: pd.DataFrame, *, domain: M
         attribute_table=release.attribute_table,
         id_table=release.id_table,
         attribute_clusters=release.attribute_clusters,
-        sensitive_attributes=sa,
+        sensitive_attributes=sensitive_attribute_columns,
         domain_sizes=dict(domain),
         n_deleted=n_deleted,
     )
@@ -207,7 +207,7 @@ def release_metrics(release: PublishedRelease, rules: pd.DataFrame, *, domain: M
             sac_released=release.sac_released,
             attribute_table=release.attribute_table,
             id_table=release.id_table,
-            sensitive_attributes=sa,
+            sensitive_attributes=sensitive_attribute_columns,
             ell=release.ell,
             n_deleted=n_deleted,
         ),
@@ -224,21 +224,21 @@ def release_metrics(release: PublishedRelease, rules: pd.DataFrame, *, domain: M
             }
             for row in recovered.itertuples(index=False)
         ],
-        "n_suppressed_cells": int(release.attribute_table[sa].isna().sum().sum()),
+        "n_suppressed_cells": int(release.attribute_table[sensitive_attribute_columns].isna().sum().sum()),
         "n_deleted": n_deleted,
     }
 
 
 def _structure(release: PublishedRelease) -> dict:
     """ℓ-diversity of SIDs and groups, and record counts, checked on the files (SPEC §9.1, §9.3)."""
-    ell, sa = release.ell, release.sensitive_attributes
+    ell, sensitive_attribute_columns = release.ell, release.sensitive_attributes
     per_sid = release.id_table.groupby(["attribute", "sid"], observed=True)["value"].nunique()
     n_sids_below = int((per_sid < ell).sum())
     sac = release.sac_released
     if len(sac):
         groups = sac.groupby("group_id", observed=True)
         sizes = groups.size()
-        distinct = groups[sa].nunique().min(axis=1)
+        distinct = groups[sensitive_attribute_columns].nunique().min(axis=1)
         n_groups_bad = int(((sizes != ell) | (distinct < ell)).sum())
         n_groups = len(sizes)
     else:

@@ -139,13 +139,23 @@ def contract_schemas(
     """
     if model not in MODEL_TABLES:
         raise ValueError(f"unknown model {model!r}; known: {sorted(MODEL_TABLES)}")
-    qi = {c: "VARCHAR" for c in quasi_identifiers}
+    quasi_identifier_columns = {c: "VARCHAR" for c in quasi_identifiers}
     every = {
-        "sac_released": {"row_id": "BIGINT", "group_id": "BIGINT", **qi, **{a: "VARCHAR" for a in sensitive_attributes}},
-        "attribute_table": {"row_id": "BIGINT", **qi, **{a: "INTEGER" for a in sensitive_attributes}},
+        "sac_released": {
+            "row_id": "BIGINT",
+            "group_id": "BIGINT",
+            **quasi_identifier_columns,
+            **{a: "VARCHAR" for a in sensitive_attributes},
+        },
+        "attribute_table": {"row_id": "BIGINT", **quasi_identifier_columns, **{a: "INTEGER" for a in sensitive_attributes}},
         "id_table": {"attribute": "VARCHAR", "sid": "INTEGER", "value": "VARCHAR", "count": "INTEGER"},
         "attribute_clusters": {"cluster_id": "INTEGER", "attribute": "VARCHAR"},
-        "kl_released": {"row_id": "BIGINT", "cluster_id": "BIGINT", **qi, **{a: "VARCHAR" for a in sensitive_attributes}},
+        "kl_released": {
+            "row_id": "BIGINT",
+            "cluster_id": "BIGINT",
+            **quasi_identifier_columns,
+            **{a: "VARCHAR" for a in sensitive_attributes},
+        },
     }
     schemas = {name: every[name] for name in MODEL_TABLES[model]}
     schemas["release_manifest"] = dict(MANIFEST_COLUMNS)

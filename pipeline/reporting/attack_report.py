@@ -225,20 +225,20 @@ def run_attack_evaluation(
     ValueError, pipeline.core.kl_anonymity.InfeasibleError, pipeline.core.hierarchies.HierarchyError
         Invalid parameters or data (from the core functions).
     """
-    qi, sa = list(quasi_identifiers), list(sensitive_attributes)
+    quasi_identifier_columns, sensitive_attribute_columns = list(quasi_identifiers), list(sensitive_attributes)
     say = progress or (lambda message: None)
     seconds: dict[str, float] = {}
     started_all = started = time.perf_counter()
     say("mining strong rules")
-    rules = mine_strong_rules(records, sa, min_confidence=min_confidence)
+    rules = mine_strong_rules(records, sensitive_attribute_columns, min_confidence=min_confidence)
     started = _lap(seconds, "rules", started)
 
     say("building the mixed release")
-    mixed = run_mixed_model(records, sa, ell=ell, min_confidence=min_confidence, seed=seed, rules=rules)
+    mixed = run_mixed_model(records, sensitive_attribute_columns, ell=ell, min_confidence=min_confidence, seed=seed, rules=rules)
     mixed_tables = assemble_release_tables(
         records,
-        qi,
-        sa,
+        quasi_identifier_columns,
+        sensitive_attribute_columns,
         sac_permuted=mixed.sac_permuted,
         attribute_sids=mixed.attribute_sids,
         id_table=mixed.id_table,
@@ -246,51 +246,68 @@ def run_attack_evaluation(
     )
     started = _lap(seconds, "release_mixed", started)
     say("building the Rating release")
-    id_table, attribute_sids = rating_tables(records, sa, ell=ell)
-    empty = pd.DataFrame({c: pd.Series(dtype=object) for c in ["group_id", "row_id", *qi, *sa]})
+    id_table, attribute_sids = rating_tables(records, sensitive_attribute_columns, ell=ell)
+    empty = pd.DataFrame(
+        {c: pd.Series(dtype=object) for c in ["group_id", "row_id", *quasi_identifier_columns, *sensitive_attribute_columns]}
+    )
     rating = assemble_release_tables(
-        records, qi, sa, sac_permuted=empty, attribute_sids=attribute_sids, id_table=id_table, clusters=[]
+        records,
+        quasi_identifier_columns,
+        sensitive_attribute_columns,
+        sac_permuted=empty,
+        attribute_sids=attribute_sids,
+        id_table=id_table,
+        clusters=[],
     )
     started = _lap(seconds, "release_rating", started)
     say(f"building the (k, ℓ) release (k={k}, ℓ={ell})")
-    weights = {a: float((generalization_weights or {}).get(a, 1.0)) for a in qi}
+    weights = {a: float((generalization_weights or {}).get(a, 1.0)) for a in quasi_identifier_columns}
     kl = kl_anonymize(
         records,
-        qi,
-        sa,
-        {a: hierarchies[a] for a in qi},
+        quasi_identifier_columns,
+        sensitive_attribute_columns,
+        {a: hierarchies[a] for a in quasi_identifier_columns},
         k=k,
         ell=ell,
         weights=weights,
         method=kl_method,
         max_block_size=max_block_size,
     )
-    kl_released, kl_row_map = kl_release_table(records, kl, qi, sa)
+    kl_released, kl_row_map = kl_release_table(records, kl, quasi_identifier_columns, sensitive_attribute_columns)
     started = _lap(seconds, "release_kl", started)
-    say(f"building the naive per-attribute release ({len(sa)} tables)")
-    naive = naive_release(records, qi, sa, hierarchies, ell=ell, weights=weights, method=kl_method, max_block_size=max_block_size)
+    say(f"building the naive per-attribute release ({len(sensitive_attribute_columns)} tables)")
+    naive = naive_release(
+        records,
+        quasi_identifier_columns,
+        sensitive_attribute_columns,
+        hierarchies,
+        ell=ell,
+        weights=weights,
+        method=kl_method,
+        max_block_size=max_block_size,
+    )
     naive_tables = {a: t.released for a, t in naive.tables.items()}
     started = _lap(seconds, "release_naive", started)
 
     beliefs = {
-        "naive": naive_release_belief(naive_tables, qi, sa, hierarchies),
-        "kl": kl_release_belief(kl_released, qi, sa, hierarchies),
+        "naive": naive_release_belief(naive_tables, quasi_identifier_columns, sensitive_attribute_columns, hierarchies),
+        "kl": kl_release_belief(kl_released, quasi_identifier_columns, sensitive_attribute_columns, hierarchies),
         "mixed": mixed_release_belief(
             sac_released=mixed_tables.sac_released,
             attribute_table=mixed_tables.attribute_table,
             id_table=mixed_tables.id_table,
             attribute_clusters=mixed_tables.attribute_clusters,
-            quasi_identifiers=qi,
-            sensitive_attributes=sa,
+            quasi_identifiers=quasi_identifier_columns,
+            sensitive_attributes=sensitive_attribute_columns,
         ),
         "rating": rating_release_belief(
             attribute_table=rating.attribute_table,
             id_table=rating.id_table,
-            quasi_identifiers=qi,
-            sensitive_attributes=sa,
+            quasi_identifiers=quasi_identifier_columns,
+            sensitive_attributes=sensitive_attribute_columns,
         ),
     }
-    common = set(naive.tables[sa[0]].row_map["source_row_id"])
+    common = set(naive.tables[sensitive_attribute_columns[0]].row_map["source_row_id"])
     for table in naive.tables.values():
         common &= set(table.row_map["source_row_id"])
     row_maps = {
@@ -302,11 +319,11 @@ def run_attack_evaluation(
     sac_ids = mixed_tables.row_map.loc[
         mixed_tables.row_map["row_id"].isin(mixed_tables.sac_released["row_id"]), "source_row_id"
     ].to_numpy()
-    pairs = [(a, b) for a in sa for b in sa if a != b]
+    pairs = [(a, b) for a in sensitive_attribute_columns for b in sensitive_attribute_columns if a != b]
     evaluation = AttackEvaluation(results={})
     join_summary, one_known_summary = {}, {}
     for model in MODELS:
-        victims = victim_table(records, row_maps[model], qi, sa)
+        victims = victim_table(records, row_maps[model], quasi_identifier_columns, sensitive_attribute_columns)
         say(f"join attack on the {model} release ({len(victims)} victims)")
         evaluation.join[model] = join_attack(beliefs[model], victims)
         started = _lap(seconds, f"join_{model}", started)
@@ -319,8 +336,10 @@ def run_attack_evaluation(
             float(frame["n_candidate_rows"].mean()) if "n_candidate_rows" in frame else None
         )
         one_known_summary[model] = _one_known_summary(evaluation.one_known[model], ell, sac_ids if model == "mixed" else None)
-    victims_all = victim_table(records, pd.DataFrame({"source_row_id": records["row_id"]}), qi, sa)
-    base_join, base_one_known = population_baseline(victims_all, sa, pairs)
+    victims_all = victim_table(
+        records, pd.DataFrame({"source_row_id": records["row_id"]}), quasi_identifier_columns, sensitive_attribute_columns
+    )
+    base_join, base_one_known = population_baseline(victims_all, sensitive_attribute_columns, pairs)
     evaluation.join["population"] = base_join
     evaluation.one_known["population"] = base_one_known
     join_summary["population"] = summarize_attack(base_join["probability"].to_numpy(), base_join["certain"].to_numpy(), ell=ell)
@@ -330,25 +349,30 @@ def run_attack_evaluation(
     n = len(records)
     utility = {
         "naive": utility_measures(
-            hiding_set_sizes_naive(naive_tables, {a: t.row_map for a, t in naive.tables.items()}, sa),
+            hiding_set_sizes_naive(naive_tables, {a: t.row_map for a, t in naive.tables.items()}, sensitive_attribute_columns),
             n_records=n,
             generalization_cost=naive.total_cost,
         )
         | {"generalization_cost_per_table": {a: float(t.anonymization.total_cost) for a, t in naive.tables.items()}},
-        "kl": utility_measures(hiding_set_sizes_kl(kl_released, sa), n_records=n, generalization_cost=kl.total_cost),
+        "kl": utility_measures(
+            hiding_set_sizes_kl(kl_released, sensitive_attribute_columns), n_records=n, generalization_cost=kl.total_cost
+        ),
         "mixed": utility_measures(
             hiding_set_sizes_mixed(
                 sac_released=mixed_tables.sac_released,
                 attribute_table=mixed_tables.attribute_table,
                 id_table=mixed_tables.id_table,
-                sensitive_attributes=sa,
+                sensitive_attributes=sensitive_attribute_columns,
             ),
             n_records=n,
             n_deleted=len(mixed.grouping.deleted),
         ),
         "rating": utility_measures(
             hiding_set_sizes_mixed(
-                sac_released=empty, attribute_table=rating.attribute_table, id_table=rating.id_table, sensitive_attributes=sa
+                sac_released=empty,
+                attribute_table=rating.attribute_table,
+                id_table=rating.id_table,
+                sensitive_attributes=sensitive_attribute_columns,
             ),
             n_records=n,
         ),
@@ -425,7 +449,12 @@ def run_attack_evaluation(
             "max_block_size": max_block_size,
             "generalization_weights": weights,
         },
-        "dataset": {"description": dataset_description, "n_records": n, "quasi_identifiers": qi, "sensitive_attributes": sa},
+        "dataset": {
+            "description": dataset_description,
+            "n_records": n,
+            "quasi_identifiers": quasi_identifier_columns,
+            "sensitive_attributes": sensitive_attribute_columns,
+        },
         "machine": machine_description(),
         "seconds": seconds,
         "releases": releases,

@@ -18,12 +18,12 @@ from tests.conftest import example_frame, example_quasi_identifiers
 EXAMPLES = ["example_A", "example_B"]
 
 
-def _mixed_release(frame, qi, sa, *, ell, min_confidence, seed=0):
-    result = run_mixed_model(frame, sa, ell=ell, min_confidence=min_confidence, seed=seed)
+def _mixed_release(frame, quasi_identifier_columns, sensitive_attribute_columns, *, ell, min_confidence, seed=0):
+    result = run_mixed_model(frame, sensitive_attribute_columns, ell=ell, min_confidence=min_confidence, seed=seed)
     tables = assemble_release_tables(
         frame,
-        qi,
-        sa,
+        quasi_identifier_columns,
+        sensitive_attribute_columns,
         sac_permuted=result.sac_permuted,
         attribute_sids=result.attribute_sids,
         id_table=result.id_table,
@@ -32,39 +32,47 @@ def _mixed_release(frame, qi, sa, *, ell, min_confidence, seed=0):
     return tables, len(result.grouping.deleted)
 
 
-def _rating_release(frame, qi, sa, *, ell):
-    id_table, attribute_sids = rating_tables(frame, sa, ell=ell)
-    empty_sac = pd.DataFrame(columns=["group_id", "row_id", *qi, *sa])
+def _rating_release(frame, quasi_identifier_columns, sensitive_attribute_columns, *, ell):
+    id_table, attribute_sids = rating_tables(frame, sensitive_attribute_columns, ell=ell)
+    empty_sac = pd.DataFrame(columns=["group_id", "row_id", *quasi_identifier_columns, *sensitive_attribute_columns])
     tables = assemble_release_tables(
-        frame, qi, sa, sac_permuted=empty_sac, attribute_sids=attribute_sids, id_table=id_table, clusters=[]
+        frame,
+        quasi_identifier_columns,
+        sensitive_attribute_columns,
+        sac_permuted=empty_sac,
+        attribute_sids=attribute_sids,
+        id_table=id_table,
+        clusters=[],
     )
     return tables, 0
 
 
-def _release(frame, qi, sa, model, *, ell, min_confidence):
+def _release(frame, quasi_identifier_columns, sensitive_attribute_columns, model, *, ell, min_confidence):
     if model == "mixed":
-        return _mixed_release(frame, qi, sa, ell=ell, min_confidence=min_confidence)
-    return _rating_release(frame, qi, sa, ell=ell)
+        return _mixed_release(
+            frame, quasi_identifier_columns, sensitive_attribute_columns, ell=ell, min_confidence=min_confidence
+        )
+    return _rating_release(frame, quasi_identifier_columns, sensitive_attribute_columns, ell=ell)
 
 
-def _ail(tables, sa, ell, n_deleted):
+def _ail(tables, sensitive_attribute_columns, ell, n_deleted):
     return additional_information_loss(
         sac_released=tables.sac_released,
         attribute_table=tables.attribute_table,
         id_table=tables.id_table,
-        sensitive_attributes=sa,
+        sensitive_attributes=sensitive_attribute_columns,
         ell=ell,
         n_deleted=n_deleted,
     )
 
 
-def _rce(tables, sa, domains, n_deleted):
+def _rce(tables, sensitive_attribute_columns, domains, n_deleted):
     return reconstruction_error(
         sac_released=tables.sac_released,
         attribute_table=tables.attribute_table,
         id_table=tables.id_table,
         attribute_clusters=tables.attribute_clusters,
-        sensitive_attributes=sa,
+        sensitive_attributes=sensitive_attribute_columns,
         domain_sizes=domains,
         n_deleted=n_deleted,
     )
@@ -74,14 +82,16 @@ def _rce(tables, sa, domains, n_deleted):
 @pytest.mark.parametrize("model", ["mixed", "rating"])
 def test_golden_ail_and_rce(golden, name, model):
     example = golden[name]
-    frame, sa, ell = example_frame(example), example["SA"], example["l"]
+    frame, sensitive_attribute_columns, ell = example_frame(example), example["SA"], example["l"]
     tables, n_deleted = _release(
-        frame, example_quasi_identifiers(example), sa, model, ell=ell, min_confidence=example["min_conf"]
+        frame, example_quasi_identifiers(example), sensitive_attribute_columns, model, ell=ell, min_confidence=example["min_conf"]
     )
     expected_ail = Fraction(example[f"AIL_{model}"])
     expected_rce = Fraction(example[f"RCE_{model}"])
-    assert _ail(tables, sa, ell, n_deleted) == pytest.approx(float(expected_ail), rel=1e-12, abs=1e-12)
-    assert _rce(tables, sa, domain_sizes(frame, sa), n_deleted) == pytest.approx(float(expected_rce), rel=1e-12, abs=1e-12)
+    assert _ail(tables, sensitive_attribute_columns, ell, n_deleted) == pytest.approx(float(expected_ail), rel=1e-12, abs=1e-12)
+    assert _rce(
+        tables, sensitive_attribute_columns, domain_sizes(frame, sensitive_attribute_columns), n_deleted
+    ) == pytest.approx(float(expected_rce), rel=1e-12, abs=1e-12)
 
 
 def test_example_b_domain_sizes_are_the_raw_distinct_values(golden):
@@ -98,14 +108,16 @@ def test_example_b_domain_sizes_are_the_raw_distinct_values(golden):
 # Row-by-row reference straight from SPEC §11, exact in Fractions
 
 
-def _reference(tables, sa, ell, domains, n_deleted):
+def _reference(tables, sensitive_attribute_columns, ell, domains, n_deleted):
     sac, at, idt = tables.sac_released, tables.attribute_table, tables.id_table
     sid_values = {(a, int(s)): set(g["value"]) for (a, s), g in idt.groupby(["attribute", "sid"], observed=True)}
-    clusters = [list(g["attribute"]) for _, g in tables.attribute_clusters.groupby("cluster_id")] or [[a] for a in sa]
+    clusters = [list(g["attribute"]) for _, g in tables.attribute_clusters.groupby("cluster_id")] or [
+        [a] for a in sensitive_attribute_columns
+    ]
     ail, rce = Fraction(0), Fraction(0)
     for _, row in at.iterrows():
         n_t = 1
-        for a in sa:
+        for a in sensitive_attribute_columns:
             if pd.isna(row[a]):
                 ail += 1
                 n_t *= domains[a]
@@ -116,14 +128,14 @@ def _reference(tables, sa, ell, domains, n_deleted):
         rce += 1 - Fraction(1, n_t)
     for _, group in sac.groupby("group_id"):
         n_t = math.prod(len(set(map(tuple, group[c].to_numpy().tolist()))) for c in clusters)
-        for a in sa:
+        for a in sensitive_attribute_columns:
             g = group[a].nunique()
             ail += len(group) * Fraction(g - ell, g)
         rce += len(group) * (1 - Fraction(1, n_t))
     n = len(sac) + len(at) + n_deleted
-    ail += n_deleted * len(sa)
+    ail += n_deleted * len(sensitive_attribute_columns)
     rce += n_deleted
-    return (ail / (n * len(sa)) if n else Fraction(0)), rce
+    return (ail / (n * len(sensitive_attribute_columns)) if n else Fraction(0)), rce
 
 
 @st.composite
@@ -148,18 +160,23 @@ def random_tables(draw):
     model=st.sampled_from(["mixed", "rating"]),
 )
 def test_metrics_match_row_by_row_reference(frame, ell, min_confidence, model):
-    sa = [c for c in frame.columns if c.startswith("S")]
-    tables, n_deleted = _release(frame, ["qi"], sa, model, ell=ell, min_confidence=min_confidence)
-    domains = domain_sizes(frame, sa)
-    ail, rce = _ail(tables, sa, ell, n_deleted), _rce(tables, sa, domains, n_deleted)
-    expected_ail, expected_rce = _reference(tables, sa, ell, domains, n_deleted)
+    sensitive_attribute_columns = [c for c in frame.columns if c.startswith("S")]
+    tables, n_deleted = _release(frame, ["qi"], sensitive_attribute_columns, model, ell=ell, min_confidence=min_confidence)
+    domains = domain_sizes(frame, sensitive_attribute_columns)
+    ail, rce = (
+        _ail(tables, sensitive_attribute_columns, ell, n_deleted),
+        _rce(tables, sensitive_attribute_columns, domains, n_deleted),
+    )
+    expected_ail, expected_rce = _reference(tables, sensitive_attribute_columns, ell, domains, n_deleted)
     assert ail == pytest.approx(float(expected_ail), rel=1e-12, abs=1e-12)
     assert rce == pytest.approx(float(expected_rce), rel=1e-12, abs=1e-12)
     # SPEC §11 ranges; AIL is 0 exactly when nothing was deleted, suppressed or enlarged beyond ℓ
     assert 0.0 <= ail <= 1.0
     assert 0.0 <= rce <= len(frame)
     sid_sizes = tables.id_table.groupby(["attribute", "sid"], observed=True)["value"].nunique()
-    lossless = n_deleted == 0 and not tables.attribute_table[sa].isna().any().any() and (sid_sizes == ell).all()
+    lossless = (
+        n_deleted == 0 and not tables.attribute_table[sensitive_attribute_columns].isna().any().any() and (sid_sizes == ell).all()
+    )
     assert (ail == 0.0) == lossless
 
 
@@ -182,11 +199,13 @@ def balanced_tables(draw):
 @given(case=balanced_tables())
 def test_lemma_23_rating_release_without_residuals(case):
     frame, ell = case
-    sa = [c for c in frame.columns if c.startswith("S")]
-    tables, _ = _rating_release(frame, ["qi"], sa, ell=ell)
-    assert _ail(tables, sa, ell, 0) == 0.0
-    expected = len(frame) * (1 - Fraction(1, ell ** len(sa)))
-    assert _rce(tables, sa, domain_sizes(frame, sa), 0) == pytest.approx(float(expected), rel=1e-12)
+    sensitive_attribute_columns = [c for c in frame.columns if c.startswith("S")]
+    tables, _ = _rating_release(frame, ["qi"], sensitive_attribute_columns, ell=ell)
+    assert _ail(tables, sensitive_attribute_columns, ell, 0) == 0.0
+    expected = len(frame) * (1 - Fraction(1, ell ** len(sensitive_attribute_columns)))
+    assert _rce(tables, sensitive_attribute_columns, domain_sizes(frame, sensitive_attribute_columns), 0) == pytest.approx(
+        float(expected), rel=1e-12
+    )
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -195,26 +214,26 @@ def test_lemma_23_per_row_costs_in_mixed_release(frame, ell, min_confidence):
     """SAC~ rows cost exactly 1 − ℓ^−|Cluster_Set|. AT rows cost 1 − ℓ^−m when no SID is enlarged and no
     cell suppressed, else more — except that a suppressed cell's factor |D(S_i)| may be below ℓ, so the
     general floor per row is 1 − 1/Π_i min(ℓ, |D(S_i)|), reached iff every factor is that minimum."""
-    sa = [c for c in frame.columns if c.startswith("S")]
-    tables, n_deleted = _mixed_release(frame, ["qi"], sa, ell=ell, min_confidence=min_confidence)
+    sensitive_attribute_columns = [c for c in frame.columns if c.startswith("S")]
+    tables, n_deleted = _mixed_release(frame, ["qi"], sensitive_attribute_columns, ell=ell, min_confidence=min_confidence)
     n_clusters = tables.attribute_clusters["cluster_id"].nunique()
-    domains = domain_sizes(frame, sa)
-    sac_only = _rce(_sac_only(tables), sa, domains, 0)
+    domains = domain_sizes(frame, sensitive_attribute_columns)
+    sac_only = _rce(_sac_only(tables), sensitive_attribute_columns, domains, 0)
     assert sac_only == pytest.approx(len(tables.sac_released) * (1 - ell**-n_clusters), rel=1e-12, abs=1e-12)
     at = tables.attribute_table
-    at_only = _rce(_at_only(tables), sa, domains, 0)
+    at_only = _rce(_at_only(tables), sensitive_attribute_columns, domains, 0)
     sid_sizes = tables.id_table.groupby(["attribute", "sid"], observed=True)["value"].nunique()
-    suppressed = at[sa].isna().any()
+    suppressed = at[sensitive_attribute_columns].isna().any()
     if not suppressed.any() and (sid_sizes == ell).all():
-        assert at_only == pytest.approx(len(at) * (1 - ell ** -len(sa)), rel=1e-12, abs=1e-12)
+        assert at_only == pytest.approx(len(at) * (1 - ell ** -len(sensitive_attribute_columns)), rel=1e-12, abs=1e-12)
     if len(at):
-        floor = len(at) * (1 - 1 / math.prod(min(ell, domains[a]) for a in sa))
-        above_floor = (sid_sizes > ell).any() or any(suppressed[a] and domains[a] > ell for a in sa)
+        floor = len(at) * (1 - 1 / math.prod(min(ell, domains[a]) for a in sensitive_attribute_columns))
+        above_floor = (sid_sizes > ell).any() or any(suppressed[a] and domains[a] > ell for a in sensitive_attribute_columns)
         if above_floor:
             assert at_only > floor + 1e-12
         else:
             assert at_only == pytest.approx(floor, rel=1e-12, abs=1e-12)
-    total = _rce(tables, sa, domains, n_deleted)
+    total = _rce(tables, sensitive_attribute_columns, domains, n_deleted)
     assert total == pytest.approx(sac_only + at_only + n_deleted, rel=1e-12, abs=1e-12)
 
 
@@ -301,18 +320,18 @@ def test_attribute_table_cells_suppressed_and_enlarged():
 
 def test_many_attributes_and_rows_do_not_overflow():
     n, m, ell = 30_000, 40, 3
-    sa = [f"S{i}" for i in range(m)]
-    idt = pd.concat([_idt(a, [ell] * 10) for a in sa], ignore_index=True)
+    sensitive_attribute_columns = [f"S{i}" for i in range(m)]
+    idt = pd.concat([_idt(a, [ell] * 10) for a in sensitive_attribute_columns], ignore_index=True)
     rng = np.random.default_rng(0)
-    columns = {a: rng.integers(1, 11, n).tolist() for a in sa}
+    columns = {a: rng.integers(1, 11, n).tolist() for a in sensitive_attribute_columns}
     columns["S0"] = [None] * n  # suppressed: factor 10**9 on top of 3**39 overflows int64
     at = _at(**columns)
-    common = dict(sac_released=pd.DataFrame(), attribute_table=at, id_table=idt, sensitive_attributes=sa)
+    common = dict(sac_released=pd.DataFrame(), attribute_table=at, id_table=idt, sensitive_attributes=sensitive_attribute_columns)
     assert additional_information_loss(**common, ell=ell, n_deleted=0) == pytest.approx(1 / m, rel=1e-12)
     rce = reconstruction_error(
         **common,
         attribute_clusters=pd.DataFrame(columns=["cluster_id", "attribute"]),
-        domain_sizes={a: 10**9 for a in sa},
+        domain_sizes={a: 10**9 for a in sensitive_attribute_columns},
         n_deleted=0,
     )
     assert rce == pytest.approx(n * float(1 - Fraction(1, 10**9 * 3**39)), rel=1e-12)
