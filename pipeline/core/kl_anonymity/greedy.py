@@ -1,0 +1,150 @@
+"""The greedy clustering of SPEC §14.3 (:mod:`pipeline.core.kl_anonymity`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pipeline.core.kl_anonymity.costs import edge_weights
+from pipeline.core.kl_anonymity.diverse import EXACT_PARTNER_CHECKS, diverse, diverse_at_least, diverse_witness
+from pipeline.core.kl_anonymity.table import EncodedTable, InfeasibleError
+
+
+def _validate_parameters(n: int, k: int, ell: int) -> None:
+    if ell < 1 or k < 1:
+        raise InfeasibleError(f"k and ℓ must be >= 1, got k={k}, ell={ell}")
+    if k < ell:
+        raise InfeasibleError(f"k={k} < ell={ell}: a cluster of k records cannot hold ℓ totally different tuples; use k >= ell")
+    if n < k:
+        raise InfeasibleError(f"the table has {n} records, fewer than k={k}")
+
+
+def greedy_clusters(
+    table: EncodedTable,
+    *,
+    k: int,
+    ell: int,
+    trace: list[Any] | None = None,
+    weights_matrix: np.ndarray | None = None,
+) -> list[np.ndarray]:
+    """SPEC §14.3 approximation (greedy graph aggregation) on the whole ``table``.
+
+    Parameters
+    ----------
+    table
+        Encoded records (member id = position, i.e. ascending ``row_id``).
+    k, ell
+        Required cluster size and ``Diverse``; ``k >= ell >= 1``.
+    trace
+        If given, ``("merge", sorted row ids of the merged cluster)`` is appended per merge
+        (the format of SPEC §16.5).
+    weights_matrix
+        Precomputed :func:`edge_weights` (default: computed here).
+
+    Returns
+    -------
+    list of int64 arrays
+        Positions of each cluster's members, clusters ordered by smallest member.
+
+    Raises
+    ------
+    InfeasibleError
+        ``k < ell``, fewer than ``k`` records, or ``Diverse(table) < ell``.
+
+    Notes
+    -----
+    ``O(k·n²)`` time, ``O(n²)`` memory. The diversity test inside (``Diverse(C ∪ D) >
+    Diverse(C)``) uses :func:`diverse` (exact on small sets).
+    """
+    n = len(table)
+    _validate_parameters(n, k, ell)
+    if not diverse_at_least(table.sensitive_codes, ell):
+        raise InfeasibleError(f"Diverse(whole table) < ell={ell}: no (k, ℓ)-anonymous table exists")
+    link = (edge_weights(table) if weights_matrix is None else weights_matrix.copy()).astype(np.float64)
+    np.fill_diagonal(link, np.inf)
+    members: list[list[int]] = [[p] for p in range(n)]
+    alive = np.ones(n, dtype=bool)
+    size = np.ones(n, dtype=np.int64)
+    diversity = np.ones(n, dtype=np.int64)
+    # generalisation state per cluster: one representative base code and the LCA level per attribute
+    representative = table.quasi_identifier_codes.copy()
+    level = np.zeros_like(representative)
+    record_cost = np.zeros(n)
+    smallest = np.arange(n, dtype=np.int64)  # smallest member id (position) per cluster
+    label = np.arange(n, dtype=np.int64)  # cluster of every record
+    witness: list[np.ndarray] = [np.array([0], dtype=np.int64) for _ in range(n)]  # indices into members[c]
+    hierarchies = table.hierarchies
+
+    def merged_state(c: int, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """LCA levels and per-record cost of C ∪ D for every candidate D."""
+        new_levels = np.empty((len(candidates), len(hierarchies)), dtype=np.int64)
+        cost = np.zeros(len(candidates))
+        for i, hierarchy in enumerate(hierarchies):
+            mine = hierarchy.codes[representative[c, i]]  # (H+1,)
+            theirs = hierarchy.codes[representative[candidates, i]]  # (nc, H+1)
+            first_equal = (theirs != mine[None, :]).sum(axis=1)  # monotone equality
+            lv = np.maximum(first_equal, np.maximum(level[c, i], level[candidates, i]))
+            new_levels[:, i] = lv
+            cost += table.weights[i] * (lv / hierarchy.height) * hierarchy.range_matrix[lv, mine[lv]]
+        return new_levels, cost
+
+    def merge_into(c: int, d: int, new_levels: np.ndarray, new_cost: float) -> None:
+        members[c].extend(members[d])
+        label[members[d]] = c
+        members[d] = []  # merged into c
+        alive[d] = False
+        smallest[c] = min(smallest[c], smallest[d])
+        size[c] += size[d]
+        level[c] = new_levels
+        record_cost[c] = new_cost
+        link[c, :] = np.minimum(link[c, :], link[d, :])
+        link[:, c] = link[c, :]
+        link[c, c] = np.inf
+        link[d, :] = np.inf
+        link[:, d] = np.inf
+        witness[c] = diverse_witness(table.sensitive_codes[members[c]])
+        diversity[c] = len(witness[c])
+        if trace is not None:
+            trace.append(("merge", sorted(int(table.row_ids[p]) for p in members[c])))
+
+    def best_partner(c: int) -> None:
+        candidates = np.flatnonzero(alive)
+        candidates = candidates[candidates != c]
+        new_levels, cost = merged_state(c, candidates)
+        increase = (size[c] + size[candidates]) * cost - size[c] * record_cost[c] - size[candidates] * record_cost[candidates]
+        # ties: cost increase, then the smaller partner (keeps equivalence classes small where S
+        # is indifferent, e.g. identical quasi-identifiers), then the smallest member id
+        order = np.lexsort((smallest[candidates], size[candidates], np.round(increase, 9), link[c, candidates]))
+        chosen = order[0]
+        if diversity[c] < ell:
+            # D raises Diverse(C) for sure if one of its tuples is totally different from every
+            # tuple of C's witness set; otherwise test the nearest partners exactly.
+            witness_tuples = table.sensitive_codes[np.asarray(members[c])[witness[c]]]
+            extends = (table.sensitive_codes[:, None, :] != witness_tuples[None, :, :]).all(axis=(1, 2))
+            extending_clusters = np.zeros(n, dtype=bool)
+            extending_clusters[label[extends]] = True
+            hits = np.flatnonzero(extending_clusters[candidates[order]])
+            if len(hits):
+                chosen = order[hits[0]]
+            else:
+                for position in order[:EXACT_PARTNER_CHECKS]:
+                    d = candidates[position]
+                    if diverse(table.sensitive_codes[members[c] + members[d]]) > diversity[c]:
+                        chosen = position
+                        break
+        merge_into(c, int(candidates[chosen]), new_levels[chosen], float(cost[chosen]))
+
+    for s in range(2, k + 1):
+        while True:
+            small = np.flatnonzero(alive & (size < s))
+            if len(small) == 0 or alive.sum() == 1:
+                break
+            best_partner(int(small[np.argmin(smallest[small])]))
+    while True:  # repair
+        weak = np.flatnonzero(alive & (diversity < ell))
+        if len(weak) == 0 or alive.sum() == 1:
+            break
+        best_partner(int(weak[np.argmin(smallest[weak])]))
+    clusters = [np.array(sorted(members[c]), dtype=np.int64) for c in np.flatnonzero(alive)]
+    return sorted(clusters, key=lambda cluster: int(cluster[0]))

@@ -1,0 +1,139 @@
+"""The encoded table of the (k, ℓ) model, its limits and its error (:mod:`pipeline.core.kl_anonymity`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from pipeline.core.hierarchies import Hierarchy
+from pipeline.errors import UnusableInputError
+
+#: Up to this many distinct sensitive tuples, :func:`diverse` is exact (branch and bound).
+DIVERSE_EXACT_LIMIT = 24
+#: Largest table :func:`exact_clusters` accepts (``3ⁿ`` subset DP).
+EXACT_MAX_RECORDS = 16
+#: Largest table the unblocked ``greedy`` method accepts (``n²`` edge matrix of float64).
+GREEDY_MAX_RECORDS = 6000
+
+
+class InfeasibleError(UnusableInputError, ValueError):
+    """No (k, ℓ)-anonymous table exists for this input (fewer than ``k`` records, or
+    ``Diverse(whole table) < ℓ``), or the parameters are invalid."""
+
+
+@dataclass(frozen=True, eq=False)
+class EncodedTable:
+    """Records encoded for the algorithms.
+
+    Attributes
+    ----------
+    row_ids
+        int64, shape ``(n,)``: the input row ids, in the order that defines "member id" (SPEC
+        §14.3 ties): ascending row id.
+    quasi_identifiers, sensitive_attributes
+        Column names.
+    hierarchies
+        One :class:`Hierarchy` per quasi-identifier.
+    quasi_identifier_codes
+        int32, shape ``(n, q)``: base codes in each hierarchy.
+    sensitive_codes
+        int32, shape ``(n, m)``: per-attribute value codes (equal code = equal value).
+    weights
+        float64, shape ``(q,)``: the weights ``c_i`` of the cost (SPEC §14.2; default 1).
+    """
+
+    row_ids: np.ndarray
+    quasi_identifiers: tuple[str, ...]
+    sensitive_attributes: tuple[str, ...]
+    hierarchies: tuple[Hierarchy, ...]
+    quasi_identifier_codes: np.ndarray
+    sensitive_codes: np.ndarray
+    weights: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.row_ids)
+
+    def subset(self, positions: np.ndarray) -> EncodedTable:
+        """The records at ``positions`` (in the given order)."""
+        return EncodedTable(
+            row_ids=self.row_ids[positions],
+            quasi_identifiers=self.quasi_identifiers,
+            sensitive_attributes=self.sensitive_attributes,
+            hierarchies=self.hierarchies,
+            quasi_identifier_codes=self.quasi_identifier_codes[positions],
+            sensitive_codes=self.sensitive_codes[positions],
+            weights=self.weights,
+        )
+
+
+def encode_table(
+    records: pd.DataFrame,
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+    hierarchies: Mapping[str, Hierarchy],
+    *,
+    weights: Mapping[str, float] | None = None,
+    source: str = "the input",
+) -> EncodedTable:
+    """Encode ``records`` for the (k, ℓ) algorithms.
+
+    Parameters
+    ----------
+    records
+        One row per record: ``row_id`` (int) plus the quasi-identifier and sensitive-attribute
+        columns (text). Not modified.
+    quasi_identifiers, sensitive_attributes
+        Column names; at least one of each.
+    hierarchies
+        Quasi-identifier -> hierarchy (see :mod:`pipeline.core.hierarchies`).
+    weights
+        Optional quasi-identifier -> weight ``c_i >= 0`` (default 1 for every attribute).
+    source
+        Name of the data, for messages.
+
+    Raises
+    ------
+    KeyError
+        A column is missing from ``records``.
+    pipeline.core.hierarchies.HierarchyError
+        A quasi-identifier has no hierarchy or holds a value its hierarchy does not list.
+    ValueError
+        A negative weight or a weight for an unknown attribute.
+    """
+    from pipeline.core.hierarchies import HierarchyError
+
+    missing = [c for c in ["row_id", *quasi_identifiers, *sensitive_attributes] if c not in records.columns]
+    if missing:
+        raise KeyError(f"columns {missing} are not in {source}")
+    if not quasi_identifiers or not sensitive_attributes:
+        raise ValueError("the (k, ℓ) model needs at least one quasi-identifier and one sensitive attribute")
+    weights = dict(weights or {})
+    unknown = sorted(set(weights) - set(quasi_identifiers))
+    if unknown:
+        raise ValueError(f"weights given for {unknown}, which are not quasi-identifiers")
+    if any(w < 0 for w in weights.values()):
+        raise ValueError(f"weights must be >= 0, got {weights}")
+    ordered = records.sort_values("row_id", kind="stable")
+    chosen = []
+    for attribute in quasi_identifiers:
+        if attribute not in hierarchies:
+            raise HierarchyError(f"no hierarchy given for quasi-identifier {attribute!r}")
+        chosen.append(hierarchies[attribute])
+    qi_codes = np.column_stack(
+        [h.encode(ordered[a].astype(str), column_source=source) for a, h in zip(quasi_identifiers, chosen)]
+    ).astype(np.int32)
+    sa_codes = np.column_stack([pd.factorize(ordered[a].astype(str), sort=True)[0] for a in sensitive_attributes]).astype(
+        np.int32
+    )
+    return EncodedTable(
+        row_ids=ordered["row_id"].to_numpy(np.int64),
+        quasi_identifiers=tuple(quasi_identifiers),
+        sensitive_attributes=tuple(sensitive_attributes),
+        hierarchies=tuple(chosen),
+        quasi_identifier_codes=qi_codes.reshape(len(ordered), len(quasi_identifiers)),
+        sensitive_codes=sa_codes.reshape(len(ordered), len(sensitive_attributes)),
+        weights=np.array([float(weights.get(a, 1.0)) for a in quasi_identifiers]),
+    )
