@@ -69,7 +69,7 @@ ui: env $(DAGSTER_HOME)/dagster.yaml
 	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p $${PORT:-3000}
 
 ui-screenshots: env
-	MSA_RELEASE_SAVE_SCREENSHOTS=1 $(VENV)/bin/python -m pytest -q tests/test_browser.py
+	MSA_RELEASE_SAVE_SCREENSHOTS=1 $(VENV)/bin/python -m pytest -q tests/e2e/test_browser.py
 
 clean:
 	rm -rf $(VENV) .tools

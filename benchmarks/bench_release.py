@@ -19,7 +19,7 @@ as ``5000`` / ``250k`` for a synthetic table of that size):
   rows, seed 0) into ``var/bench/cache/`` and reused.
 
 Not a unit test: timings on a shared machine are noisy, so they are measured here and never
-asserted in tests/ (``tests/test_bench.py`` runs a smoke-sized version).
+asserted in tests/ (``tests/e2e/test_bench.py`` runs a smoke-sized version).
 """
 
 from __future__ import annotations

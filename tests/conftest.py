@@ -50,7 +50,7 @@ def adult_records() -> pd.DataFrame:
 
 #: The secret every home created by an in-process test gets (pipeline.release.home_secret._new_secret is replaced):
 #: releases made with the home secret are then reproducible from run to run. Subprocess runs
-#: (tests/test_release_safety.py) still get a random secret, as users do.
+#: (tests/e2e/test_release_safety.py) still get a random secret, as users do.
 TEST_HOME_SECRET = bytes(range(101, 133))
 
 
@@ -61,32 +61,14 @@ def reproducible_home_secret(monkeypatch):
     monkeypatch.setattr(pipeline.release.home_secret, "_new_secret", lambda: TEST_HOME_SECRET)
 
 
-#: Test modules that run a Dagster job, the CLI or a subprocess end to end (marker ``e2e``); the browser test has its
-#: own marker. ``make test-fast`` deselects both and ``slow``; ``make test`` (CI) runs everything.
-E2E_MODULES = {
-    "test_attacks",
-    "test_bad_input",
-    "test_bench",
-    "test_evaluation",
-    "test_kl_pipeline",
-    "test_kl_quality",
-    "test_leaks",
-    "test_ops",
-    "test_pipeline",
-    "test_profiling",
-    "test_rating_and_audit",
-    "test_release_report",
-    "test_release_safety",
-    "test_release_digests",
-    "test_series",
-    "test_synthetic",
-}
+#: Tests under ``tests/e2e/`` run a Dagster job, the CLI or a subprocess end to end (marker ``e2e``); the browser test
+#: there has its own marker. ``make test-fast`` deselects both and ``slow``; ``make test`` (CI) runs everything.
+E2E_DIRECTORY = Path(__file__).resolve().parent / "e2e"
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        module = getattr(item.module, "__name__", "").rsplit(".", 1)[-1]
-        if module == "test_browser":
-            item.add_marker(pytest.mark.browser)
-        elif module in E2E_MODULES:
-            item.add_marker(pytest.mark.e2e)
+        path = Path(str(item.fspath)).resolve()
+        if E2E_DIRECTORY not in path.parents:
+            continue
+        item.add_marker(pytest.mark.browser if path.name == "test_browser.py" else pytest.mark.e2e)

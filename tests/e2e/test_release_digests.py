@@ -4,7 +4,7 @@
 published order) and the manifest's counts and gate figures (times left out), as main published them before the
 restructuring of issue 13 (home secret of tests/conftest.py). It is a regression pin, not a golden truth: the
 privacy and utility figures themselves are checked against the SPEC elsewhere. When a change is *meant* to change a
-release, regenerate it with ``MSA_RELEASE_UPDATE_DIGESTS=1 pytest tests/test_release_digests.py`` and say why in the
+release, regenerate it with ``MSA_RELEASE_UPDATE_DIGESTS=1 pytest tests/e2e/test_release_digests.py`` and say why in the
 commit."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 from pipeline.release.publish import read_latest
 from tests.jobs import run_job
 
-FIXTURE = Path(__file__).parent / "fixtures" / "release_digests.json"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "release_digests.json"
 MODELS = {
     "mixed": ("release", {}),
     "rating": ("release", {"model": "rating", "allow_disclosure": True}),

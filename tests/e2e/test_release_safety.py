@@ -38,7 +38,7 @@ from pipeline.release.publish import (
 from pipeline.resources import ADULT_COLUMNS
 from pipeline.warehouse import PrivateDuckDbClient
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 QUASI_IDENTIFIERS = ["sex", "race", "marital-status", "native-country", "workclass"]
 SENSITIVE_ATTRIBUTES = ["education", "occupation", "age", "relationship"]
 #: On 2,000 Adult rows some rule confidences move by up to 0.143 (records deleted, cells

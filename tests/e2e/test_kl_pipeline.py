@@ -42,7 +42,7 @@ NOT_APPLICABLE_TO_KL = (
     "n_deleted",
     "n_suppressed_cells",
 )
-ADULT = Path(__file__).resolve().parents[1] / "data" / "adult" / "adult.data"
+ADULT = Path(__file__).resolve().parents[2] / "data" / "adult" / "adult.data"
 
 
 # --------------------------------------------------------------------------------------------
@@ -168,7 +168,7 @@ def test_settings_defaults_and_kl_fields():
     assert settings.model == "mixed" and settings.ell == 3 and settings.min_confidence == 0.8 and settings.seed == 0
     assert (settings.k, settings.hierarchies_dir, settings.generalization_weights) == (3, "data/adult/hierarchies", {})
     assert (settings.kl_method, settings.max_block_size) == ("blocked", 256)
-    assert settings.hierarchies_path() == (Path(__file__).resolve().parents[1] / "data" / "adult" / "hierarchies")
+    assert settings.hierarchies_path() == (Path(__file__).resolve().parents[2] / "data" / "adult" / "hierarchies")
     assert settings.effective_generalization_weights() == {a: 1.0 for a in settings.quasi_identifiers}
     assert ReleaseSettings(model="kl", generalization_weights={"sex": 2.5}).effective_generalization_weights()["sex"] == 2.5
     # k is only checked against ℓ for the (k, ℓ) model

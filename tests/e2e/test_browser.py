@@ -37,7 +37,7 @@ from pipeline.resources import ADULT_COLUMNS
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # Screenshots go to reports/ui/ (committed) when MSA_RELEASE_SAVE_SCREENSHOTS=1 (make ui-screenshots),
 # otherwise to a temporary folder, so that `make test` leaves the working tree clean.
 SCREENSHOTS = (

@@ -22,7 +22,7 @@ from pipeline.definitions import build_definitions
 from pipeline.release.publish import MODEL_TABLES, contract_schemas, read_latest
 from pipeline.resources import ADULT_COLUMNS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 QUASI_IDENTIFIERS = ["sex", "race", "marital-status", "native-country", "workclass"]
 SENSITIVE_ATTRIBUTES = ["education", "occupation", "age", "relationship"]
 #: The gate on rule confidences is not the subject here: on this shuffled sample some rules lose

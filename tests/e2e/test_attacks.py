@@ -23,7 +23,7 @@ from pipeline.core.naive_release import naive_release
 from pipeline.core.rating import rating_tables
 from pipeline.core.release_utility import hiding_set_sizes_mixed, naive_rule_confidences, utility_measures
 
-ADULT = Path(__file__).resolve().parents[1] / "data" / "adult"
+ADULT = Path(__file__).resolve().parents[2] / "data" / "adult"
 SA = ["disease", "job"]
 
 ZIP = Hierarchy.from_rows(

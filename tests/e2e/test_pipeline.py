@@ -265,7 +265,7 @@ def test_adult_rating_is_refused_unless_overridden_and_fails_the_audit(tmp_path,
     statuses = {c["name"]: c["status"] for c in manifest["checks"]}
     assert statuses["disclosure_within_bound"] == "failed_overridden"
     assert statuses["attribute_table_is_l_diverse"] == statuses["records_accounted_for"] == "passed"
-    adult = str(Path(__file__).resolve().parents[1] / "data" / "adult" / "adult.data")
+    adult = str(Path(__file__).resolve().parents[2] / "data" / "adult" / "adult.data")
     audit = runner.invoke(main, ["audit", str(home / "releases"), "--raw", adult, "--output", "rating.json"])
     assert audit.exit_code == 1, audit.output
     report = json.loads((tmp_path / "rating.json").read_text())
@@ -277,7 +277,7 @@ def test_adult_rating_is_refused_unless_overridden_and_fails_the_audit(tmp_path,
 def adult_slice_csv(tmp_path_factory) -> Path:
     """The first 3,000 lines of UCI Adult (headerless, as shipped)."""
     path = tmp_path_factory.mktemp("adult_slice") / "adult_3000.data"
-    lines = (Path(__file__).resolve().parents[1] / "data" / "adult" / "adult.data").read_text().splitlines()[:3000]
+    lines = (Path(__file__).resolve().parents[2] / "data" / "adult" / "adult.data").read_text().splitlines()[:3000]
     path.write_text("\n".join(lines) + "\n")
     return path
 

@@ -11,7 +11,7 @@ import pytest
 from pipeline.reporting.experiments_report import _model_verdicts, _timing_verdicts
 from pipeline.resources import ADULT_COLUMNS
 
-ADULT = Path(__file__).resolve().parents[1] / "data" / "adult" / "adult.data"
+ADULT = Path(__file__).resolve().parents[2] / "data" / "adult" / "adult.data"
 SENSITIVE = ["education", "occupation", "age", "relationship"]
 QUASI_IDENTIFIERS = ["sex", "race", "marital-status", "workclass"]
 
