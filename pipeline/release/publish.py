@@ -19,8 +19,9 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from pipeline.release.failpoints import failpoint
 from pipeline.models import PUBLICATION_MODELS
+from pipeline.release.failpoints import failpoint
+from pipeline.release.manifest import validate_manifest
 
 __all__ = [
     "MANIFEST_COLUMNS",
@@ -220,7 +221,7 @@ def publish_release(
     ------
     ValueError
         A table whose columns differ from its schema, a manifest key that is not a column of
-        ``MANIFEST_COLUMNS``, an existing ``release_id``, or an extra file name that is not a
+        ``MANIFEST_COLUMNS`` or a value of the wrong type (:class:`pipeline.release.manifest.Manifest`), an existing ``release_id``, or an extra file name that is not a
         plain name or collides with a contract file.
     OSError
         The directory is not writable or the disk is full. Before the rename nothing is
@@ -234,6 +235,7 @@ def publish_release(
     unknown = sorted(set(manifest) - set(MANIFEST_COLUMNS))
     if unknown:
         raise ValueError(f"manifest keys {unknown} are not columns of release_manifest")
+    validate_manifest(manifest)  # every key's type (pipeline/release/manifest.py), before anything is written
     manifest_row = {k: (json.dumps(v, sort_keys=True) if isinstance(v, (list, dict, tuple)) else v) for k, v in manifest.items()}
     extra_files = dict(extra_files or {})
     reserved = {"release.duckdb", "manifest.json", *(f"{name}.parquet" for name in [*tables, "release_manifest"])}

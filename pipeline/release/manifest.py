@@ -1,0 +1,107 @@
+"""The typed manifest of a release (``manifest.json`` and the ``release_manifest`` table).
+
+:class:`Manifest` says the type of every manifest key; :func:`pipeline.release.publish.publish_release` validates a
+manifest against it before anything is written, so a wrong type (a string where a count belongs, an unknown key)
+fails before a release directory exists. Validation only: the manifest is written as given, so ``manifest.json``
+stays byte-compatible with earlier releases. The common part serves every model; the (k, ℓ) section and the
+posterior-gate section are ``None`` (JSON ``null``) in the releases of the other models.
+
+No Dagster here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
+
+from pipeline.settings import Model
+
+__all__ = ["Manifest", "validate_manifest"]
+
+#: A JSON object (checks, attacks, the input reading, versions, timings, the profile).
+JsonObject = dict[str, Any]
+
+
+class Manifest(BaseModel):
+    """Every key of a release manifest and its type; a key left out is ``null`` (SPEC: README "Release contract")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # --------------------------------------------------------------- every model
+    release_id: str | None = None
+    created_at: str | None = None
+    input_hmac: str | None = None
+    model: Model | None = None
+    allow_disclosure: StrictBool | None = None
+    disclosure_override_used: StrictBool | None = None
+    allow_recomposition: StrictBool | None = None
+    recomposition: list[JsonObject] | None = None
+    input_reading: JsonObject | None = None
+    ell: int | None = None
+    quasi_identifiers: list[str] | None = None
+    sensitive_attributes: list[str] | None = None
+    n_input: int | None = None
+    n_dropped_missing: int | None = None
+    checks: list[JsonObject] | None = None
+    stage_seconds: dict[str, float] | None = None
+    package_versions: dict[str, str] | None = None
+    profile: JsonObject | None = None
+    # --------------------------------------------------------------- mixed and Rating
+    min_confidence: float | None = None
+    min_support: int | None = None
+    seed: int | None = None
+    randomness: str | None = None
+    grouping: str | None = None
+    stratum_deletion_budget: float | None = None
+    residual_policy: str | None = None
+    n_deleted_for_eligibility: int | None = None
+    n_generalized_groups: int | None = None
+    n_generalized_cells: int | None = None
+    n_strata: int | None = None
+    n_generalized_attribute_table_cells: int | None = None
+    n_sac_released: int | None = None
+    n_attribute_table: int | None = None
+    n_deleted: int | None = None
+    n_suppressed_cells: int | None = None
+    posterior_slack: float | None = None
+    posterior_gate: str | None = None
+    posterior_gate_warned: StrictBool | None = None
+    # --------------------------------------------------------------- (k, ℓ) (P2, SPEC §14)
+    k: int | None = None
+    kl_method: str | None = None
+    max_block_size: int | None = None
+    hierarchies: JsonObject | list[Any] | str | None = None
+    generalization_weights: dict[str, float] | None = None
+    n_released: int | None = None
+    n_suppressed_records: int | None = None
+    n_clusters: int | None = None
+    total_generalization_cost: float | None = None
+    total_naive_cost: int | None = None
+    attacks: JsonObject | None = None
+
+
+def validate_manifest(manifest: Mapping[str, object]) -> Manifest:
+    """Check a manifest's keys and types.
+
+    Parameters
+    ----------
+    manifest
+        Key -> JSON-ready value (Python ``int``/``float``/``str``/``bool``/``None``, lists and dicts).
+
+    Returns
+    -------
+    Manifest
+        The typed manifest (the input itself is what gets published).
+
+    Raises
+    ------
+    ValueError
+        An unknown key or a value of the wrong type; the message names the key(s), never the value.
+    """
+    try:
+        return Manifest.model_validate(dict(manifest))
+    except ValidationError as error:
+        problems = sorted({f"{'.'.join(str(p) for p in e['loc'])} ({e['type']})" for e in error.errors()})
+        raise ValueError(f"the release manifest does not match its contract: {', '.join(problems)}") from None
