@@ -26,6 +26,7 @@ from pipeline.definitions import ASSETS, KL_RELEASE_JOB_SELECTION, build_definit
 from pipeline.io.loading import load_records
 from pipeline.release.publish import MANIFEST_COLUMNS, contract_schemas, publish_release, read_latest
 from pipeline.resources import ReleaseSettings
+from tests.jobs import run_job
 
 QUASI_IDENTIFIERS = ["age", "sex", "zip"]
 SENSITIVE_ATTRIBUTES = ["disease", "allergy"]
@@ -106,8 +107,7 @@ def kl_settings(csv: Path, hierarchies: Path, **overrides) -> dict:
 
 
 def run_kl_job(home: Path, settings: dict):
-    job = build_definitions(home).resolve_job_def("kl_release")
-    return job.execute_in_process(run_config={"resources": {"settings": {"config": settings}}}, raise_on_error=False)
+    return run_job(home, "kl_release", settings)
 
 
 def step_failure_messages(result) -> str:

@@ -18,9 +18,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.definitions import build_definitions
 from pipeline.release.publish import MODEL_TABLES, contract_schemas, read_latest
 from pipeline.resources import ADULT_COLUMNS
+from tests.jobs import run_job
 
 ROOT = Path(__file__).resolve().parents[2]
 QUASI_IDENTIFIERS = ["sex", "race", "marital-status", "native-country", "workclass"]
@@ -61,14 +61,6 @@ def settings(input_path: Path, **overrides) -> dict:
         "posterior_gate": "warn",
         **overrides,
     }
-
-
-def run_job(home: Path, job: str, config: dict, instance: dg.DagsterInstance):
-    return (
-        build_definitions(home)
-        .resolve_job_def(job)
-        .execute_in_process(run_config={"resources": {"settings": {"config": config}}}, instance=instance, raise_on_error=False)
-    )
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +155,9 @@ def test_mixed_release_directory_holds_only_the_contract(tokenized, tmp_path):
     directory, frame = tokenized
     home = tmp_path / "home"
     with dg.DagsterInstance.ephemeral() as instance:
-        result = run_job(home, "release", settings(directory / "tokenized.csv", confidence_tolerance=PUBLISH_TOLERANCE), instance)
+        result = run_job(
+            home, "release", settings(directory / "tokenized.csv", confidence_tolerance=PUBLISH_TOLERANCE), instance=instance
+        )
     assert result.success
     _assert_release_holds_only_the_contract(read_latest(home / "releases"), frame)
 
@@ -172,7 +166,7 @@ def test_kl_release_directory_holds_only_the_contract(tokenized, tmp_path):
     directory, frame = tokenized
     home = tmp_path / "home"
     with dg.DagsterInstance.ephemeral() as instance:
-        result = run_job(home, "kl_release", settings(directory / "tokenized.csv", model="kl"), instance)
+        result = run_job(home, "kl_release", settings(directory / "tokenized.csv", model="kl"), instance=instance)
     assert result.success
     _assert_release_holds_only_the_contract(read_latest(home / "releases"), frame)
 
@@ -183,7 +177,7 @@ def test_the_contract_check_catches_an_extra_table(tokenized, tmp_path):
     home = tmp_path / "home"
     with dg.DagsterInstance.ephemeral() as instance:
         assert run_job(
-            home, "release", settings(directory / "tokenized.csv", confidence_tolerance=PUBLISH_TOLERANCE), instance
+            home, "release", settings(directory / "tokenized.csv", confidence_tolerance=PUBLISH_TOLERANCE), instance=instance
         ).success
     release_dir = read_latest(home / "releases")
     connection = duckdb.connect(str(release_dir / "release.duckdb"))
@@ -266,7 +260,7 @@ def test_event_log_of_a_run_holds_no_raw_sensitive_value(tokenized, tmp_path, jo
     dagster_home.mkdir()
     (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
-        result = run_job(home, job, settings(directory / "tokenized.csv", **overrides), instance)
+        result = run_job(home, job, settings(directory / "tokenized.csv", **overrides), instance=instance)
         assert result.success is should_publish
         assert (read_latest(home / "releases") is not None) is should_publish
         entries = instance.all_logs(result.run_id)

@@ -114,11 +114,7 @@ def example_b_run(golden, tmp_path_factory):
         "grouping": "p1",
         "residual_policy": "delete",
     }
-    result = (
-        build_definitions(root / "home")
-        .resolve_job_def("release")
-        .execute_in_process(run_config={"resources": {"settings": {"config": settings}}}, raise_on_error=False)
-    )
+    result = run_job(root / "home", "release", settings)
     assert result.success
     metadata = {}
     for event in result.get_asset_materialization_events():

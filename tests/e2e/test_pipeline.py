@@ -11,6 +11,7 @@ import pytest
 
 from pipeline.definitions import ASSETS, RELEASE_JOB_SELECTION, build_definitions
 from pipeline.release.publish import read_latest
+from tests.jobs import run_job
 from tests.conftest import example_frame, example_quasi_identifiers
 
 CONTRACT_TABLES = {"sac_released", "attribute_table", "id_table", "attribute_clusters", "release_manifest"}
@@ -43,11 +44,9 @@ def example_b_csv(golden, tmp_path) -> tuple[dict, Path]:
 
 
 def _run(home: Path, settings: dict, assets=None):
-    definitions = build_definitions(home)
     if assets is None:
-        job = definitions.resolve_job_def("release")
-        return job.execute_in_process(run_config={"resources": {"settings": {"config": settings}}}, raise_on_error=False)
-    resources = definitions.resources
+        return run_job(home, "release", settings)
+    resources = build_definitions(home).resources
     return dg.materialize(
         assets,
         resources=resources,

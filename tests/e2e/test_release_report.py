@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
-from pipeline.definitions import build_definitions
 from pipeline.release.publish import contract_schemas, publish_release, read_latest
 from pipeline.reporting.release_report import REPORT_DATA, REPORT_HTML, render_report
+from tests.jobs import run_job
 from tests.conftest import example_frame, example_quasi_identifiers
 
 MIXED_GATES = {
@@ -114,12 +114,11 @@ def example_a_releases(golden, tmp_path_factory):
         "grouping": "p1",
     }
     home = root / "home"
-    job = build_definitions(home).resolve_job_def("release")
     releases = {}
     # both models of one input in one home: a deliberate recomposition (the comparison in report.html)
     for model, extra in (("rating", {"allow_disclosure": True}), ("mixed", {"allow_recomposition": True})):
         config = {**settings, "model": model, **extra}
-        result = job.execute_in_process(run_config={"resources": {"settings": {"config": config}}}, raise_on_error=False)
+        result = run_job(home, "release", config)
         assert result.success, model
         releases[model] = read_latest(home / "releases")
     return {"example": example, "csv": csv, "home": home, **releases}
@@ -283,7 +282,7 @@ def test_extra_files_are_part_of_the_atomic_release(tmp_path):
 
 @pytest.fixture(scope="module")
 def kl_release(tmp_path_factory):
-    from tests.test_kl_pipeline import kl_settings, run_kl_job, write_hierarchies, write_table
+    from tests.e2e.test_kl_pipeline import kl_settings, run_kl_job, write_hierarchies, write_table
 
     root = tmp_path_factory.mktemp("kl_report")
     csv, hierarchies = write_table(root / "table.csv"), write_hierarchies(root / "hierarchies")
