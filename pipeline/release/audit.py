@@ -28,6 +28,7 @@ from pipeline.core.rules import mine_strong_rules, resolve_mining_backend
 from pipeline.io.loading import InputError, load_records
 from pipeline.release.publish import MODEL_TABLES
 from pipeline.errors import UnusableInputError
+from pipeline.release.manifest import InputReading
 
 __all__ = [
     "AuditError",
@@ -287,23 +288,6 @@ def _is_release_input(release_path: Path, manifest: dict, raw_sha256: str) -> bo
     return False if any(read_secret_if_present(h) is not None for h in homes) else None
 
 
-def column_names_of(reading: dict) -> list[str]:
-    """All column names in file order, from a manifest's ``input_reading``.
-
-    Releases name only their configured columns and where they are (``column_count``,
-    ``column_positions``); the other columns are called ``column_<i>`` (1-based), which the audit
-    never reads. Older manifests listed every name (``column_names``)."""
-    if reading.get("column_names"):
-        return list(reading["column_names"])
-    count = reading.get("column_count")
-    if not count:
-        return []
-    names = [f"column_{i + 1}" for i in range(int(count))]
-    for name, position in (reading.get("column_positions") or {}).items():
-        names[int(position)] = name
-    return names
-
-
 def audit_release(
     release_dir: str | Path,
     raw_path: str | Path,
@@ -368,16 +352,20 @@ def run_audit(
             "re-publish the release to audit it with --raw"
         )
     try:
+        typed = InputReading.model_validate(reading)
+    except ValueError as error:
+        raise AuditError(f"{release.path / 'manifest.json'}: its input_reading does not match the contract ({error})") from None
+    try:
         loaded = load_records(
             raw_path,
             quasi_identifiers=release.quasi_identifiers,
             sensitive_attributes=release.sensitive_attributes,
-            input_format=reading["input_format"],
-            csv_header=reading["csv_header"],
-            column_names=column_names_of(reading),
-            delimiter=reading["delimiter"],
-            strip_whitespace=reading["strip_whitespace"],
-            missing_value_tokens=reading["missing_value_tokens"],
+            input_format=typed.input_format,
+            csv_header=typed.csv_header,
+            column_names=typed.all_column_names(),
+            delimiter=typed.delimiter,
+            strip_whitespace=typed.strip_whitespace,
+            missing_value_tokens=typed.missing_value_tokens,
         )
     except InputError as error:
         message = str(error)

@@ -18,10 +18,42 @@ from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
 
 from pipeline.settings import Model
 
-__all__ = ["Manifest", "validate_manifest"]
+__all__ = ["InputReading", "Manifest", "validate_manifest"]
 
 #: A JSON object (checks, attacks, the input reading, versions, timings, the profile).
 JsonObject = dict[str, Any]
+
+
+class InputReading(BaseModel):
+    """How a release read its input, so that ``msa-release audit --raw`` reads the raw table the same way.
+
+    Published, so it names no unconfigured column and no path: the file's base name, the number of columns and the
+    0-based position of each configured column (a headerless CSV); older releases listed every name instead
+    (``column_names``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input_file: str | None = None
+    input_format: str = "auto"
+    csv_header: StrictBool | None = None
+    column_count: int | None = None
+    column_positions: dict[str, int] = {}
+    column_names: list[str] | None = None  # releases made before column_positions
+    delimiter: str = ","
+    strip_whitespace: StrictBool = True
+    missing_value_tokens: list[str] = []
+    missing_value_policy: str | None = None
+
+    def all_column_names(self) -> list[str]:
+        """Every column name in file order; the columns the release did not configure are ``column_<i>`` (1-based)."""
+        if self.column_names:
+            return list(self.column_names)
+        if not self.column_count:
+            return []
+        names = [f"column_{i + 1}" for i in range(self.column_count)]
+        for name, position in self.column_positions.items():
+            names[position] = name
+        return names
 
 
 class Manifest(BaseModel):
@@ -38,7 +70,7 @@ class Manifest(BaseModel):
     disclosure_override_used: StrictBool | None = None
     allow_recomposition: StrictBool | None = None
     recomposition: list[JsonObject] | None = None
-    input_reading: JsonObject | None = None
+    input_reading: InputReading | None = None
     ell: int | None = None
     quasi_identifiers: list[str] | None = None
     sensitive_attributes: list[str] | None = None

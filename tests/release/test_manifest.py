@@ -66,3 +66,21 @@ def test_publish_refuses_a_manifest_of_the_wrong_type_before_writing(tmp_path):
     published = publish_release(releases, "r2", {}, SCHEMAS, {"release_id": "r2", "n_input": 4})
     assert json.loads((published / "manifest.json").read_text())["n_input"] == 4
     assert pd.read_parquet(published / "release_manifest.parquet")["n_input"].tolist() == [4]
+
+
+def test_input_reading_names_the_unconfigured_columns_by_position():
+    """A headerless CSV of 5 columns whose configured columns sit at positions 0, 2 and 4."""
+    from pipeline.release.manifest import InputReading
+
+    reading = InputReading.model_validate(
+        {"input_file": "t.csv", "csv_header": False, "column_count": 5, "column_positions": {"age": 0, "sex": 2, "job": 4}}
+    )
+    assert reading.all_column_names() == ["age", "column_2", "sex", "column_4", "job"]
+    assert InputReading.model_validate({"column_names": ["a", "b"]}).all_column_names() == ["a", "b"]
+
+
+def test_a_manifest_whose_input_reading_has_a_wrong_type_is_refused():
+    with pytest.raises(ValueError, match="input_reading.column_positions"):
+        validate_manifest({"release_id": "r", "input_reading": {"column_positions": {"age": "first"}}})
+    with pytest.raises(ValueError, match="input_reading.source_path"):
+        validate_manifest({"release_id": "r", "input_reading": {"source_path": "/private/raw.csv"}})
