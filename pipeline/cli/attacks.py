@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from pipeline.cli.app import main
-from pipeline.cli.common import _report_step_failures, _settings_from_options, execute_job, input_options
+from pipeline.cli.common import report_step_failures, settings_from_options, execute_job, input_options
 
 
 @main.command()
@@ -37,7 +37,7 @@ def attacks(**options) -> None:
     Writes results.json, REPORT.md and the figures (default reports/attacks/; a few minutes on Adult).
     """
     started = time.monotonic()
-    config = _settings_from_options(options)
+    config = settings_from_options(options)
     op_config: dict = {}
     if options["output"]:
         op_config["output_dir"] = str(Path(options["output"]).resolve())
@@ -50,7 +50,7 @@ def attacks(**options) -> None:
     elapsed = time.monotonic() - started
     if not result.success:
         click.echo(f"msa-release: the attack evaluation failed ({elapsed:.0f} s)", err=True)
-        _report_step_failures(result)
+        report_step_failures(result)
         sys.exit(1)
     target = Path(op_config.get("output_dir", Path(__file__).resolve().parents[2] / "reports" / "attacks"))
     click.echo(f"Attacks done in {elapsed:.0f} s: {target / 'REPORT.md'}")

@@ -346,7 +346,9 @@ def execute_job(job_name: str, run_config: dict, *, home_option: str | None, ver
     return result, home
 
 
-def _settings_from_options(options: dict) -> dict:
+def settings_from_options(options: dict) -> dict:
+    """The ``settings`` resource config from a command's click options (``input_options`` and the model options);
+    options left out (``None``) keep the resource's defaults. See :func:`build_settings_config`."""
     return build_settings_config(
         input_path=options["input_path"],
         input_format=options["input_format"],
@@ -416,7 +418,9 @@ def write_profile_sidecar(result, home: Path, output: str | None, *, started: fl
     return target
 
 
-def _report_step_failures(result) -> None:
+def report_step_failures(result) -> None:
+    """Echo to stderr, for a failed run (``dagster.ExecuteInProcessResult``), each failed step and its error message
+    (the messages of this project never hold an input value)."""
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
             error = event.step_failure_data.error

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from pipeline.cli.app import main
-from pipeline.cli.common import _report_step_failures, _settings_from_options, execute_job, input_options
+from pipeline.cli.common import report_step_failures, settings_from_options, execute_job, input_options
 
 #: A few points per figure: checks the whole path in minutes (CI, first look at a new table).
 QUICK_PLAN = {
@@ -32,7 +32,7 @@ def experiments(**options) -> None:
     Sensitive attributes are taken in the given order; Figures 2, 5 and 9 use the first m.
     """
     started = time.monotonic()
-    config = _settings_from_options(options)
+    config = settings_from_options(options)
     experiment_config: dict = dict(QUICK_PLAN) if options["quick"] else {}
     if options["output"]:
         experiment_config["output_dir"] = str(Path(options["output"]).resolve())
@@ -53,7 +53,7 @@ def experiments(**options) -> None:
     elapsed = time.monotonic() - started
     if not result.success:
         click.echo(f"msa-release: the evaluation run failed ({elapsed:.0f} s)", err=True)
-        _report_step_failures(result)
+        report_step_failures(result)
         sys.exit(1)
     report = None
     for event in result.get_asset_materialization_events():

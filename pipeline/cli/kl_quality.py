@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from pipeline.cli.app import main
-from pipeline.cli.common import UnusableInput, _settings_from_options, input_options
+from pipeline.cli.common import UnusableInput, settings_from_options, input_options
 
 
 @main.command("kl-quality")
@@ -28,7 +28,7 @@ def kl_quality(**options) -> None:
     from pipeline.resources import ReleaseSettings
 
     started = time.monotonic()
-    config = _settings_from_options(options)
+    config = settings_from_options(options)
     try:
         settings = ReleaseSettings(**config)
         loaded = load_records(

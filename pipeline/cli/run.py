@@ -11,8 +11,8 @@ import click
 
 from pipeline.cli.app import main
 from pipeline.cli.common import (
-    _report_step_failures,
-    _settings_from_options,
+    report_step_failures,
+    settings_from_options,
     check_model_options,
     environment_failure_messages,
     execute_job,
@@ -157,7 +157,7 @@ def run(**options) -> None:
     """
     started = time.monotonic()
     check_model_options(options)
-    config = _settings_from_options(options)
+    config = settings_from_options(options)
     validate_settings(config)
     preflight(config, home_option=options["home"])
     from pipeline.models import job_of_model
@@ -193,7 +193,7 @@ def run(**options) -> None:
                 f"msa-release: the release above IS published, but a later step of run {result.run_id} failed:",
                 err=True,
             )
-            _report_step_failures(result)
+            report_step_failures(result)
             sys.exit(1)
         return
     click.echo(f"msa-release: NO release published (run {result.run_id}, {elapsed:.1f} s)", err=True)
@@ -217,7 +217,7 @@ def run(**options) -> None:
                 "--allow-disclosure to publish anyway (recorded in the manifest)",
                 err=True,
             )
-    _report_step_failures(result)
+    report_step_failures(result)
     for explanation in [*gate_failure_explanations(gates), *environment_failure_messages(result)]:
         click.echo(f"  {explanation}", err=True)
     if previous is not None:

@@ -7,7 +7,7 @@ import time
 import click
 
 from pipeline.cli.app import main
-from pipeline.cli.common import UnusableInput, _settings_from_options, validate_settings
+from pipeline.cli.common import UnusableInput, settings_from_options, validate_settings
 
 
 @main.command()
@@ -49,7 +49,7 @@ def synthesize(**options) -> None:
     from pipeline.resources import ReleaseSettings
 
     started = time.monotonic()
-    config = _settings_from_options(options)
+    config = settings_from_options(options)
     validate_settings(config)
     settings = ReleaseSettings(**config)
     try:
