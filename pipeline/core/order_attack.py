@@ -179,15 +179,20 @@ def order_replay_attack(
     truth = true_values.set_index("row_id").reindex(at["row_id"].to_numpy(np.int64))
     attribute_of_entry = id_table["attribute"]
     entries_of = {a: id_table.loc[values_mask(attribute_of_entry, [a]), ["sid", "value"]] for a in attributes}
-    # the adversary's position estimate of each row on each attribute, from the SID numbers alone
-    quantile = {}
+    # the adversary's position estimate of each row on each attribute, from the SID numbers alone; a cell's SID is
+    # located once per attribute (hash look-up into the sorted SID numbers) and reused by the replay below
+    quantile, cell_rank, entry_rank, n_sids = {}, {}, {}, {}
     for attribute in attributes:
-        sids = at[attribute]
-        sid_numbers = np.unique(entries_of[attribute]["sid"].to_numpy(np.int64))
-        n_sids = max(len(sid_numbers), 1)
-        rank = np.searchsorted(sid_numbers, sids.fillna(-1).to_numpy(np.int64))
-        q = (rank + 0.5) / n_sids
-        quantile[attribute] = np.where(sids.notna().to_numpy(), q, np.nan)
+        present = at[attribute].notna().to_numpy()
+        cell_sid = at[attribute].fillna(-1).to_numpy(np.int64)
+        sid_numbers, inverse = np.unique(entries_of[attribute]["sid"].to_numpy(np.int64), return_inverse=True)
+        rank = pd.Index(sid_numbers).get_indexer(cell_sid)
+        unknown = present & (rank < 0)  # a cell naming a SID the ID table lacks: its insertion rank
+        rank[unknown] = np.searchsorted(sid_numbers, cell_sid[unknown])
+        n_sids[attribute] = len(sid_numbers)
+        quantile[attribute] = np.where(present, (rank + 0.5) / max(len(sid_numbers), 1), np.nan)
+        cell_rank[attribute] = np.where(present & ~unknown, rank, -1)
+        entry_rank[attribute] = inverse.reshape(-1).astype(np.int64)
     rows = []
     for attribute in attributes:
         others = [quantile[b] for b in attributes if b != attribute]
@@ -204,22 +209,12 @@ def order_replay_attack(
         value_first = np.cumsum(value_count) - value_count
         holder_quantile = np.empty(len(by_value))
         holder_quantile[by_value] = (np.arange(len(by_value)) - value_first[value_index] + 0.5) / value_count[value_index]
-        # every cell's candidates: the occurrences of its SID (SIDs of at least 2 occurrences), found by
-        # direct indexing on the SID number (entries sorted by SID)
-        by_sid = np.argsort(entry_sid, kind="stable")
-        cell_sid = at[attribute].fillna(-1).to_numpy(np.int64)
-        usable = (cell_sid >= 0) & ~np.isnan(position)
-        if len(entry_sid) and entry_sid.min() >= 0:
-            sid_count = np.bincount(entry_sid)
-            sid_first = np.cumsum(sid_count) - sid_count
-            in_range = usable & (cell_sid < len(sid_count))
-            cells = np.flatnonzero(in_range)
-            first, size = sid_first[cell_sid[cells]], sid_count[cell_sid[cells]]
-        else:  # negative SID numbers: binary search instead
-            sid_sorted = entry_sid[by_sid]
-            cells = np.flatnonzero(usable)
-            first = np.searchsorted(sid_sorted, cell_sid[cells], side="left")
-            size = np.searchsorted(sid_sorted, cell_sid[cells], side="right") - first
+        # every cell's candidates: the occurrences of its SID (SIDs of at least 2 occurrences), entries sorted by SID
+        by_sid = np.argsort(entry_rank[attribute], kind="stable")
+        sid_count = np.bincount(entry_rank[attribute], minlength=n_sids[attribute])
+        sid_first = np.cumsum(sid_count) - sid_count
+        cells = np.flatnonzero((cell_rank[attribute] >= 0) & ~np.isnan(position))
+        first, size = sid_first[cell_rank[attribute][cells]], sid_count[cell_rank[attribute][cells]]
         keep = size >= 2
         cells, first, size = cells[keep], first[keep], size[keep]
         if not len(cells):

@@ -73,7 +73,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline.core.columns import combine_codes, joint_text_codes, text_codes
+from pipeline.core.columns import combine_codes, joint_text_codes, text_codes, values_mask
 
 __all__ = [
     "DEFAULT_FIT_MAX_RECORDS",
@@ -418,11 +418,6 @@ def _sid_groups(records: np.ndarray, record_sids: np.ndarray, sid_rows: pd.DataF
         yield records[first[chosen][:, None] + offsets], slot_values[slot_first[chosen][:, None] + offsets]
 
 
-def _codes(values: pd.Series, domain: pd.Index) -> np.ndarray:
-    """int64 code of each value's text in ``domain`` (-1: missing or not in it); no string per row."""
-    return text_codes(values, domain)
-
-
 def _distinct_text(values: pd.Series) -> set[str]:
     """The distinct texts of a column (missing values excluded), converted once per distinct value."""
     distinct = (
@@ -460,12 +455,7 @@ def _release_data(
     n_published = len(sac_released) + len(attribute_table)
     feature_codes = np.stack(features, axis=1) if features else np.zeros((n_published, 0), dtype=np.int64)
     row_ids = np.concatenate([sac_released["row_id"].to_numpy(np.int64), attribute_table["row_id"].to_numpy(np.int64)])
-    id_attribute = (
-        id_table["attribute"].astype(str)
-        if not isinstance(id_table["attribute"].dtype, pd.CategoricalDtype)
-        else id_table["attribute"]
-    )
-    ids_of = {a: id_table[(id_attribute == a).to_numpy()] for a in sensitive_attribute_columns}
+    ids_of = {a: id_table[values_mask(id_table["attribute"], [a])] for a in sensitive_attribute_columns}
     domains = {}
     for attribute in sensitive_attribute_columns:
         seen = _distinct_text(sac_released[attribute]) | _distinct_text(ids_of[attribute]["value"])
@@ -483,7 +473,7 @@ def _release_data(
         order = np.argsort(group_codes, kind="stable")
         sizes = np.bincount(group_codes)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        sac_codes = {a: _codes(sac_released[a], lookup[a]) for a in sensitive_attribute_columns}
+        sac_codes = {a: text_codes(sac_released[a], lookup[a]) for a in sensitive_attribute_columns}
         for size in np.unique(sizes):
             chosen = np.flatnonzero(sizes == size)
             positions = order[(starts[chosen][:, None] + np.arange(size)[None, :])]  # (G, ℓ) sac row positions
@@ -492,7 +482,7 @@ def _release_data(
                 data.groups.append(_GroupBlock(list(attributes), positions, candidate_values))
     for attribute in sensitive_attribute_columns:
         rows = ids_of[attribute]
-        sid_values = _codes(rows["value"], lookup[attribute])
+        sid_values = text_codes(rows["value"], lookup[attribute])
         column = attribute_table[attribute]
         sids = column.astype("Int64").fillna(-1).to_numpy(np.int64)
         present = np.flatnonzero(sids >= 0)

@@ -28,7 +28,7 @@ from pipeline.core.rules import mine_strong_rules, resolve_mining_backend
 from pipeline.io.loading import InputError, load_records
 from pipeline.release.publish import MODEL_TABLES
 from pipeline.errors import UnusableInputError
-from pipeline.release.manifest import InputReading
+from pipeline.release.manifest import validate_input_reading
 
 __all__ = [
     "AuditError",
@@ -352,9 +352,9 @@ def run_audit(
             "re-publish the release to audit it with --raw"
         )
     try:
-        typed = InputReading.model_validate(reading)
+        typed = validate_input_reading(reading)
     except ValueError as error:
-        raise AuditError(f"{release.path / 'manifest.json'}: its input_reading does not match the contract ({error})") from None
+        raise AuditError(f"{release.path / 'manifest.json'}: {error}") from None
     try:
         loaded = load_records(
             raw_path,

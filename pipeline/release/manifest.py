@@ -12,13 +12,15 @@ No Dagster here.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
 
 from pipeline.settings import Model
 
-__all__ = ["InputReading", "Manifest", "validate_manifest"]
+__all__ = ["InputReading", "Manifest", "validate_input_reading", "validate_manifest"]
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 #: A JSON object (checks, attacks, the input reading, versions, timings, the profile).
 JsonObject = dict[str, Any]
@@ -132,8 +134,23 @@ def validate_manifest(manifest: Mapping[str, object]) -> Manifest:
     ValueError
         An unknown key or a value of the wrong type; the message names the key(s), never the value.
     """
+    return _validated(Manifest, dict(manifest), "the release manifest")
+
+
+def validate_input_reading(reading: Mapping[str, object]) -> InputReading:
+    """A manifest's ``input_reading`` as :class:`InputReading`.
+
+    Raises
+    ------
+    ValueError
+        An unknown key or a value of the wrong type; the message names the key(s), never the value.
+    """
+    return _validated(InputReading, dict(reading), "the manifest's input_reading")
+
+
+def _validated(model: type[ModelT], data: dict[str, object], what: str) -> ModelT:
     try:
-        return Manifest.model_validate(dict(manifest))
-    except ValidationError as error:
+        return model.model_validate(data)
+    except ValidationError as error:  # pydantic's own message quotes the values: name keys and error types only
         problems = sorted({f"{'.'.join(str(p) for p in e['loc'])} ({e['type']})" for e in error.errors()})
-        raise ValueError(f"the release manifest does not match its contract: {', '.join(problems)}") from None
+        raise ValueError(f"{what} does not match its contract: {', '.join(problems)}") from None

@@ -19,7 +19,8 @@ HIERARCHIES = Path(__file__).resolve().parents[2] / "data" / "adult" / "hierarch
 SECRET = bytes(range(32))
 
 
-def _sac_cells_above(records, grouping: str) -> tuple[int, int]:
+def _release_tables(records, grouping: str):
+    """The mixed release of ``records`` with ``grouping`` (``p1``: the leaky candidate; ``qi_aware``: generalized)."""
     rules = mine_strong_rules(records, SENSITIVE, min_confidence=0.8, min_support=5)
     result = run_mixed_model(
         records,
@@ -32,7 +33,7 @@ def _sac_cells_above(records, grouping: str) -> tuple[int, int]:
         quasi_identifiers=QUASI_IDENTIFIERS,
         grouping=grouping,
     )
-    tables = assemble_release_tables(
+    return assemble_release_tables(
         records,
         QUASI_IDENTIFIERS,
         SENSITIVE,
@@ -44,6 +45,10 @@ def _sac_cells_above(records, grouping: str) -> tuple[int, int]:
         generalize=grouping == "qi_aware",
         hierarchies=load_available_hierarchies(HIERARCHIES, QUASI_IDENTIFIERS),
     )
+
+
+def _sac_cells_above(records, grouping: str) -> tuple[int, int]:
+    tables = _release_tables(records, grouping)
     posterior = release_posteriors(
         records,
         tables.row_map,
@@ -73,29 +78,7 @@ def test_fitting_on_a_sample_of_whole_groups_finds_the_same_leak(adult_records):
     records) a model fitted on about a quarter of the records must find nearly the same cells above the
     bound and nearly the same mean posterior as the model fitted on all of them (within 10 % and 0.02)."""
     records = adult_records.iloc[:8000].reset_index(drop=True)
-    rules = mine_strong_rules(records, SENSITIVE, min_confidence=0.8, min_support=5)
-    result = run_mixed_model(
-        records,
-        SENSITIVE,
-        ell=3,
-        min_confidence=0.8,
-        seed=0,
-        rules=rules,
-        secret=SECRET,
-        quasi_identifiers=QUASI_IDENTIFIERS,
-        grouping="p1",
-    )
-    tables = assemble_release_tables(
-        records,
-        QUASI_IDENTIFIERS,
-        SENSITIVE,
-        sac_permuted=result.sac_permuted,
-        attribute_sids=result.attribute_sids,
-        id_table=result.id_table,
-        clusters=result.clusters,
-        secret=SECRET,
-        generalize=False,
-    )
+    tables = _release_tables(records, "p1")
     arguments = dict(
         ell=3,
         sac_released=tables.sac_released,
