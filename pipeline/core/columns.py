@@ -51,6 +51,35 @@ def text_ranks(series: pd.Series) -> np.ndarray:
     return np.where(codes < 0, -1, inverse[np.clip(codes, 0, None)] if len(inverse) else -1).astype(np.int64)
 
 
+def sorted_text_codes(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """What ``pd.factorize(series.astype(str), sort=True)`` returns, with the text made once per distinct value
+    (categories or ``pd.factorize`` uniques), never once per row: int64 codes ``(len(series),)`` and the object
+    array of the distinct texts present, sorted. A missing value is the text ``astype(str)`` gives it (``'nan'``,
+    ``'None'``)."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        raw = series.cat.codes.to_numpy().astype(np.int64)
+        distinct = [str(value) for value in series.cat.categories]
+        if (raw < 0).any():
+            distinct.append(str(np.nan))
+            raw = np.where(raw < 0, len(distinct) - 1, raw)
+    else:
+        raw, uniques = pd.factorize(series, use_na_sentinel=True)
+        raw = raw.astype(np.int64)
+        distinct = list(pd.Index(uniques).astype(str))
+        missing = raw < 0
+        if missing.any():  # None and NaN have different texts: take them row by row (only the missing rows)
+            missing_codes, missing_texts = pd.factorize(series[missing].astype(str).to_numpy(dtype=object))
+            raw[missing] = len(distinct) + missing_codes
+            distinct.extend(missing_texts)
+    labels, inverse = np.unique(np.asarray(distinct, dtype=object), return_inverse=True)
+    codes = inverse.reshape(-1).astype(np.int64)[raw] if len(raw) else np.zeros(0, dtype=np.int64)
+    present = np.bincount(codes, minlength=len(labels)) > 0
+    if not present.all():
+        codes = (np.cumsum(present) - 1)[codes]
+        labels = labels[present]
+    return codes.astype(np.int64), np.asarray(labels, dtype=object)
+
+
 def text_codes(series: pd.Series, domain: pd.Index) -> np.ndarray:
     """int64 codes (len(series),): the position of each value's text in ``domain`` (a pandas Index of
     distinct strings), -1 for a missing value or a text not in ``domain``. The conversion to text is

@@ -5,14 +5,14 @@ Sources: P1 §4 (Algorithm 11 and the Table 5/6 example), reconstructed in SPEC 
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Mapping, Sequence
-from typing import Any
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from pipeline.core.columns import combine_codes
+from pipeline.core.grouping_kernel import build_trie, group_records
 from pipeline.core.hierarchies import Hierarchy
 from pipeline.core.keyed import keyed_generator
 
@@ -51,209 +51,6 @@ class Grouping:
     @property
     def n_groups(self) -> int:
         return int(self.members.shape[0])
-
-
-_NO_RECORD = 1 << 62  # "no live record": larger than every rank
-
-
-class _Node:
-    """Inner node of a part's value trie: children by value code, sorted by their subtree head."""
-
-    __slots__ = ("children", "entries")
-
-    def __init__(self) -> None:
-        self.children: dict[int, Any] = {}  # inner levels: the child _Node; the last level: the key id (int)
-        self.entries: list[tuple[int, int]] = []  # (head rank of the child's subtree, value code), ascending
-
-
-class _PartIndex:
-    """Index of one part (SAC or IR) for "the first live record, in table order, compatible
-    with a partial group" (SPEC §5.1) without rescanning the table.
-
-    Records with the same tuple of sensitive values are interchangeable for compatibility, so
-    they share a *key* whose live records form a FIFO queue (table order). Keys are the leaves
-    of a trie over the sensitive attributes (smallest domain first); every inner node keeps its
-    children sorted by the rank of the first live record below them. A query walks the trie
-    depth first in that order, skips the (at most ℓ-1 per attribute) values already used by
-    the group, and stops at the first compatible leaf; every child whose first live record comes
-    after the best answer so far is pruned. Removing a record advances its key's queue and
-    re-sorts one entry per trie level. Cost per query and per removal: O(depth × log fan-out)
-    in the common case, independent of the number of records.
-    """
-
-    def __init__(self, codes: np.ndarray, level_order: Sequence[int]):
-        n = codes.shape[0]
-        self.level_order = list(level_order)
-        self.depth = len(self.level_order)
-        if n == 0:
-            key_codes = np.zeros((0, codes.shape[1]), dtype=np.int64)
-            key_of_rank = np.zeros(0, dtype=np.int64)
-        else:
-            # one int64 per record (mixed radix over the attributes' codes), then dense key ids
-            radix = codes.max(axis=0) + 1
-            combined = np.zeros(n, dtype=np.int64)
-            for a in range(codes.shape[1]):
-                combined = combined * int(radix[a]) + codes[:, a]
-            unique_combined, key_of_rank = np.unique(combined, return_inverse=True)
-            key_of_rank = key_of_rank.reshape(-1).astype(np.int64)
-            first_rank = np.full(len(unique_combined), n, dtype=np.int64)
-            np.minimum.at(first_rank, key_of_rank, np.arange(n, dtype=np.int64))
-            key_codes = codes[first_rank]
-        order = np.argsort(key_of_rank, kind="stable")  # ranks grouped by key, ascending inside
-        counts = np.bincount(key_of_rank, minlength=len(key_codes))
-        stops = np.cumsum(counts)
-        self.key_codes = key_codes
-        self.key_of_rank = key_of_rank.tolist()
-        self.key_values = key_codes.tolist()  # codes of each key, attribute order
-        self.queue = order.tolist()
-        self.start = (stops - counts).tolist()
-        self.stop = stops.tolist()
-        self.root = _Node()
-        self.paths: list[list[tuple[_Node, int]]] = []
-        key_rows = self.key_codes[:, self.level_order].tolist()
-        for key, row in enumerate(key_rows):
-            node = self.root
-            path = []
-            for level, value in enumerate(row):
-                path.append((node, value))
-                if level == self.depth - 1:
-                    node.children[value] = key
-                else:
-                    child = node.children.get(value)
-                    if child is None:
-                        child = node.children[value] = _Node()
-                    node = child
-            self.paths.append(path)
-        self.alive = np.ones(n, dtype=bool)
-        self._build_entries(self.root, 0)
-
-    def head(self, key: int) -> int:
-        position = self.start[key]
-        return self.queue[position] if position < self.stop[key] else _NO_RECORD
-
-    def _build_entries(self, node: _Node, level: int) -> int:
-        entries = []
-        for value, child in node.children.items():
-            head = self.head(child) if level == self.depth - 1 else self._build_entries(child, level + 1)
-            if head != _NO_RECORD:
-                entries.append((head, value))
-        entries.sort()
-        node.entries = entries
-        return entries[0][0] if entries else _NO_RECORD
-
-    def first(self) -> int | None:
-        """Rank of the first live record of the part, or None."""
-        entries = self.root.entries
-        return entries[0][0] if entries else None
-
-    def first_compatible(self, used: list[set[int]]) -> int | None:
-        """Rank of the first live record whose code on every attribute ``a`` is not in
-        ``used[a]``, or None."""
-        best, key = self._search(self.root, 0, used, _NO_RECORD)
-        return None if key is None else best
-
-    def _search(self, node: _Node, level: int, used: list[set[int]], best: int) -> tuple[int, int | None]:
-        excluded = used[self.level_order[level]]
-        found = None
-        last = level == self.depth - 1
-        for head, value in node.entries:
-            if head >= best:
-                break
-            if value in excluded:
-                continue
-            if last:
-                return head, node.children[value]
-            head_below, key = self._search(node.children[value], level + 1, used, best)
-            if key is not None:
-                best, found = head_below, key
-        return best, found
-
-    def values_of(self, rank: int) -> list[int]:
-        """Codes of the record ``rank`` on every attribute (attribute order)."""
-        return self.key_values[self.key_of_rank[rank]]
-
-    def remove(self, rank: int) -> None:
-        """Remove the live record ``rank``; it must be the head of its key's queue."""
-        key = self.key_of_rank[rank]
-        position = self.start[key]
-        if self.queue[position] != rank:
-            raise AssertionError("only the first live record of a key can be removed")
-        self.alive[rank] = False
-        position += 1
-        self.start[key] = position
-        old = rank
-        new = self.queue[position] if position < self.stop[key] else _NO_RECORD
-        for node, value in reversed(self.paths[key]):
-            entries = node.entries
-            old_node_head = entries[0][0]
-            del entries[bisect.bisect_left(entries, (old, value))]
-            if new != _NO_RECORD:
-                bisect.insort(entries, (new, value))
-            new_node_head = entries[0][0] if entries else _NO_RECORD
-            if new_node_head == old_node_head:
-                return
-            old, new = old_node_head, new_node_head
-
-
-class _Strata:
-    """Per quasi-identifier tuple, the SAC and IR indexes of its records (built on first use), for
-    :func:`group_sac`'s QI-aware grouping: "the first compatible record with the seed's
-    quasi-identifiers", SAC before IR, in table order."""
-
-    def __init__(
-        self,
-        codes: np.ndarray,
-        qi_code: np.ndarray,
-        sac_positions: np.ndarray,
-        ir_positions: np.ndarray,
-        level_order: Sequence[int],
-    ):
-        self.codes = codes
-        self.qi_code = qi_code
-        self.level_order = list(level_order)
-        self.members: list[dict[int, np.ndarray]] = []  # per part: stratum -> part ranks in table order
-        self.local: list[np.ndarray] = []  # per part: part rank -> rank inside its stratum index
-        for part_positions in (sac_positions, ir_positions):
-            stratum = qi_code[part_positions]
-            order = np.argsort(stratum, kind="stable")
-            bounds = np.flatnonzero(np.diff(stratum[order])) + 1
-            chunks = np.split(order, bounds) if len(order) else []
-            self.members.append({int(stratum[chunk[0]]): chunk for chunk in chunks})
-            local = np.empty(len(part_positions), dtype=np.int64)
-            for chunk in chunks:
-                local[chunk] = np.arange(len(chunk))
-            self.local.append(local)
-        self.positions = (sac_positions, ir_positions)
-        self.indexes: list[dict[int, _PartIndex]] = [{}, {}]
-
-    def _index(self, part: int, stratum: int) -> _PartIndex | None:
-        index = self.indexes[part].get(stratum)
-        if index is None:
-            ranks = self.members[part].get(stratum)
-            if ranks is None:
-                return None
-            index = self.indexes[part][stratum] = _PartIndex(self.codes[self.positions[part][ranks]], self.level_order)
-        return index
-
-    def first_compatible(self, seed_position: int, used: list[set[int]]) -> tuple[int, int] | None:
-        """``(part, part rank)`` of the first compatible live record with the seed's quasi-identifiers."""
-        stratum = int(self.qi_code[seed_position])
-        for part in (0, 1):
-            index = self._index(part, stratum)
-            if index is None:
-                continue
-            local = index.first_compatible(used)
-            if local is not None:
-                return part, int(self.members[part][stratum][local])
-        return None
-
-    def remove(self, part: int, rank: int) -> None:
-        """Remove a record (part rank) from its stratum's index."""
-        stratum = int(self.qi_code[self.positions[part][rank]])
-        index = self._index(part, stratum)
-        if index is None:
-            raise ValueError(f"record {rank} of part {part} has no stratum index")
-        index.remove(int(self.local[part][rank]))
 
 
 def group_sac(
@@ -306,9 +103,12 @@ def group_sac(
 
     Notes
     -----
-    The search for "the first compatible record" uses an index per part (:class:`_PartIndex`)
-    instead of rescanning the table, so the cost grows with the number of records times the
-    trie depth, not quadratically; the result is the same as the scan of P1's Algorithm 11.
+    The greedy loop runs compiled (:mod:`pipeline.core.grouping_kernel`, numba): records with
+    the same sensitive tuple share a FIFO key, and "the first compatible record" walks the heads
+    of the keys in table order over a hierarchical bitset, skipping incompatible keys one bit
+    each; the result is the same as the rescan of P1's Algorithm 11 (equivalence tests in
+    ``tests/core``). The first call in a fresh checkout compiles the loop (a few seconds; numba
+    caches it in ``__pycache__``).
 
     References
     ----------
@@ -324,8 +124,6 @@ def group_sac(
         codes = np.column_stack([pd.factorize(records[a])[0].astype(np.int64) for a in sensitive_attributes])
     else:
         codes = np.zeros((0, m), dtype=np.int64)
-    domain = [int(codes[:, a].max()) + 1 if len(codes) else 0 for a in range(m)]
-    level_order = sorted(range(m), key=lambda a: (domain[a], a))
 
     def positions(ids: Sequence[int] | np.ndarray) -> np.ndarray:
         found = position_of.get_indexer(np.asarray(ids, dtype=np.int64))
@@ -335,73 +133,68 @@ def group_sac(
 
     sac_positions = positions(sac_row_ids)
     ir_positions = positions(ir_row_ids)
-    if quasi_identifiers:
-        # one more trie level, the quasi-identifier tuple, never excluded: records of one key are
-        # then interchangeable on sensitive values AND quasi-identifiers, so the head of a key is
-        # the same record in the whole-part index and in the index of its stratum
-        qi_code = (
-            pd.MultiIndex.from_frame(records[list(quasi_identifiers)].astype(str)).factorize()[0].astype(np.int64)
-            if len(records)
-            else np.zeros(0, dtype=np.int64)
-        )
-        part_codes = np.column_stack([codes, qi_code])
-        part_levels = [*level_order, m]
-    else:
-        qi_code = None
-        part_codes, part_levels = codes, level_order
-    sac = _PartIndex(part_codes[sac_positions], part_levels)
-    ir = _PartIndex(part_codes[ir_positions], part_levels)
-    strata = _Strata(codes, qi_code, sac_positions, ir_positions, level_order) if qi_code is not None else None
-    members: list[tuple[int, int]] = []  # (part: 0 = SAC, 1 = IR, rank)
-    groups: list[int] = []  # positions into records, flat, ℓ per group
-    borrowed: list[int] = []
-    deleted: list[int] = []
-    parts = (sac, ir)
-    while (seed := sac.first()) is not None:
-        used = [{value} for value in codes[sac_positions[seed]]]
-        members = [(0, seed)]
-        used_all = [*used, set()]  # the quasi-identifier level is never excluded
-        while len(members) < ell:
-            found = strata.first_compatible(sac_positions[seed], used) if strata is not None else None
-            if found is None:
-                rank = sac.first_compatible(used_all if strata is not None else used)
-                part = 0
-                if rank is None:
-                    rank = ir.first_compatible(used_all if strata is not None else used)
-                    part = 1
-                    if rank is None:
-                        break
-                found = (part, rank)
-            part, rank = found
-            members.append((part, rank))
-            position = (sac_positions if part == 0 else ir_positions)[rank]
-            for values, value in zip(used, codes[position]):
-                values.add(value)
-        if len(members) == ell:
-            for part, rank in members:
-                parts[part].remove(rank)
-                if strata is not None:
-                    strata.remove(part, rank)
-                if part == 0:
-                    groups.append(int(sac_positions[rank]))
-                else:
-                    groups.append(int(ir_positions[rank]))
-                    borrowed.append(int(ir_positions[rank]))
-        else:
-            deleted.append(int(sac_positions[seed]))
-            sac.remove(seed)
-            if strata is not None:
-                strata.remove(0, seed)
-
-    def as_ids(positions_list: list[int]) -> np.ndarray:
-        return row_ids[np.asarray(positions_list, dtype=np.int64)]
-
-    return Grouping(
-        members=as_ids(groups).reshape(-1, ell),
-        borrowed=as_ids(borrowed),
-        deleted=as_ids(deleted),
-        ir_left=row_ids[ir_positions[ir.alive]],
+    qi_aware = bool(quasi_identifiers)
+    stratum = (
+        _dense(combine_codes([pd.factorize(records[column])[0].astype(np.int64) for column in quasi_identifiers or []]))
+        if qi_aware and len(records)
+        else np.zeros(len(records), dtype=np.int64)
     )
+    n_strata = int(stratum.max()) + 1 if len(stratum) else 0
+    domain = [int(codes[:, a].max()) + 1 if len(codes) else 0 for a in range(m)]
+    level_order = sorted(range(m), key=lambda a: (domain[a], a))  # smallest domain first: the trie prunes early
+    key = _dense(combine_codes(list(codes.T))) if len(records) else np.zeros(0, dtype=np.int64)
+    n_keys = int(key.max()) + 1 if len(key) else 0
+    key_codes = np.zeros((n_keys, m), dtype=np.int64)
+    key_codes[key] = codes
+    key_levels = key_codes[:, level_order]
+    tries = tuple(build_trie(key[p], key_levels, level_order, stratum_level=False) for p in (sac_positions, ir_positions))
+    stratum_tries = tries
+    if qi_aware:
+        stratum_tries = tuple(
+            _stratum_trie(key[p], stratum[p], key_levels, level_order, n_strata) for p in (sac_positions, ir_positions)
+        )
+    members, member_parts, deleted, ir_alive = group_records(
+        np.int64(ell),
+        np.ascontiguousarray(codes[sac_positions]),
+        np.ascontiguousarray(codes[ir_positions]),
+        stratum[sac_positions],
+        tries,
+        stratum_tries,
+        qi_aware,
+    )
+    member_positions = np.empty(len(members), dtype=np.int64)
+    from_sac = member_parts == 0
+    member_positions[from_sac] = sac_positions[members[from_sac]]
+    member_positions[~from_sac] = ir_positions[members[~from_sac]]
+    return Grouping(
+        members=row_ids[member_positions].reshape(-1, ell),
+        borrowed=row_ids[member_positions[member_parts == 1]],
+        deleted=row_ids[sac_positions[deleted]],
+        ir_left=row_ids[ir_positions[ir_alive]],
+    )
+
+
+def _dense(combined: np.ndarray) -> np.ndarray:
+    """Dense int64 codes 0..k-1 of an int64 array (equal in, equal out)."""
+    return pd.factorize(combined)[0].astype(np.int64)
+
+
+def _stratum_trie(
+    part_keys: np.ndarray, part_strata: np.ndarray, key_levels: np.ndarray, level_order: list[int], n_strata: int
+) -> tuple[np.ndarray, ...]:
+    """The per-stratum trie of one part: keys (stratum, sensitive tuple), the stratum on top, never excluded."""
+    pair = _dense(part_strata * max(len(key_levels), 1) + part_keys)
+    n_pairs = int(pair.max()) + 1 if len(pair) else 0
+    pair_stratum = np.zeros(n_pairs, dtype=np.int64)
+    pair_key = np.zeros(n_pairs, dtype=np.int64)
+    pair_stratum[pair] = part_strata
+    pair_key[pair] = part_keys
+    levels = (
+        np.column_stack([pair_stratum, key_levels[pair_key]])
+        if n_pairs
+        else np.zeros((0, key_levels.shape[1] + 1), dtype=np.int64)
+    )
+    return build_trie(pair, levels, [-1, *level_order], stratum_level=True, n_strata=n_strata)
 
 
 def permute_within_groups(

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from pipeline.core.columns import combine_codes
+from pipeline.core.columns import combine_codes, sorted_text_codes
 from pipeline.core.eligibility import eligibility_deletions
 from pipeline.core.hierarchies import Hierarchy
 from pipeline.core.keyed import keyed_record_hashes
@@ -93,8 +93,7 @@ class _Column:
 
     def __init__(self, values: pd.Series, hierarchy: Hierarchy | None):
         # one factorization; everything else is per distinct value, then an array look-up
-        base_codes, base_labels = pd.factorize(values.astype(str), sort=True)
-        base_labels = np.asarray(base_labels, dtype=object)
+        base_codes, base_labels = sorted_text_codes(values)
         self.codes: list[np.ndarray] = [base_codes.astype(np.int64)]
         self.labels: list[np.ndarray] = [base_labels]
         n = len(base_codes)
@@ -188,12 +187,12 @@ def stratify_for_rating(
         )
         return QuasiIdentifierStrata(empty, np.zeros(0, np.int64), 0, 0)
     columns = [_Column(records[c].reset_index(drop=True), (hierarchies or {}).get(c)) for c in quasi]
-    codes = np.column_stack([pd.factorize(records[a])[0].astype(np.int64) for a in sensitive])
-    domain = codes.max(axis=0) + 1
+    codes = [pd.factorize(records[a])[0].astype(np.int64) for a in sensitive]  # one contiguous array per attribute
+    domain = [int(column.max()) + 1 for column in codes]
     record_level = np.zeros((n, len(quasi)), dtype=np.int64)
 
     def counts(rows: np.ndarray) -> list[np.ndarray]:
-        return [np.bincount(codes[rows, a], minlength=int(domain[a])) for a in range(len(sensitive))]
+        return [np.bincount(codes[a][rows], minlength=domain[a]) for a in range(len(sensitive))]
 
     def cost(size: int, value_counts: list[np.ndarray]) -> int:
         """Lower bound on the records to delete for ℓ-eligibility (Anatomy): per attribute, the
@@ -210,12 +209,13 @@ def stratify_for_rating(
         (lower bound) the split costs; ``None`` when it costs more than ``deletion_budget`` per
         specialized record."""
         child_codes = columns[column].codes[level - 1][rows]
-        uniques, inverse = np.unique(child_codes, return_inverse=True)
-        if len(uniques) < 2:
+        sizes = np.bincount(child_codes)
+        sizes = sizes[sizes > 0]
+        if len(sizes) < 2:
             return [rows], np.zeros(0, np.int64), 0  # one child: specialize the whole stratum for free
-        order = np.argsort(inverse, kind="stable")
-        bounds = np.flatnonzero(np.diff(inverse[order])) + 1
-        children = np.split(rows[order], bounds)
+        # children in code order, table order inside (a stable sort; small codes sort by radix)
+        narrow = child_codes.astype(np.int16) if len(sizes) and int(child_codes.max()) < 2**15 else child_codes
+        children = np.split(rows[np.argsort(narrow, kind="stable")], np.cumsum(sizes)[:-1])
         child_counts = [counts(child) for child in children]
         child_cost = [cost(len(child), child_counts[k]) for k, child in enumerate(children)]
         # children ranked by their own cost per record; the costliest move to the remainder
@@ -305,7 +305,10 @@ def stratify_for_rating(
             at = level_of == level
             node[at] = offsets[int(level)] + column.codes[int(level)][positions[at]]
         all_labels = np.concatenate([np.asarray(labels, dtype=object) for labels in column.labels])
-        text_codes, text = pd.factorize(all_labels[node], sort=True)
+        # texts per distinct node (several nodes may share a text, e.g. '*'), then one look-up per record
+        present = np.bincount(node, minlength=len(all_labels)) > 0
+        node_text_codes, text = pd.factorize(all_labels[present], sort=True)
+        text_codes = node_text_codes[(np.cumsum(present) - 1)[node]].astype(np.int64)
         out = np.asarray(text, dtype=object)[text_codes]
         generalized += int(((node >= offsets[1]) & (out != column.labels[0][column.codes[0][positions]])).sum())
         label_codes.append(text_codes.astype(np.int64))

@@ -374,3 +374,65 @@ def _assign_residuals(result: ReferenceSidAssignment, buckets: list[_Bucket], tr
             holding.add(target)
             if trace:
                 result.trace.append(("residual", bucket.value, record, target + 1))
+
+
+def reference_group_sac_qi_aware(
+    records: pd.DataFrame,
+    sensitive_attributes: Sequence[str],
+    sac_row_ids: Sequence[int],
+    ir_row_ids: Sequence[int],
+    *,
+    ell: int,
+    quasi_identifiers: Sequence[str],
+    row_id_column: str = "row_id",
+) -> Grouping:
+    """Algorithm 11 with QI-aware partners (issue 12), by plain rescans of Python lists.
+
+    Each slot of a group is filled by, in this order: the first live SAC record with the seed's
+    quasi-identifier tuple that is compatible with the partial group, the first such IR record, then
+    the first compatible SAC record, then the first compatible IR record (table order everywhere).
+    Everything else as :func:`reference_group_sac`.
+    """
+    if int(ell) != ell or ell < 2:
+        raise ValueError(f"ell (ℓ) must be an integer >= 2, got {ell!r}")
+    by_id = records.set_index(row_id_column)
+    values = {int(i): tuple(by_id.loc[i, list(sensitive_attributes)]) for i in by_id.index}
+    quasi = {int(i): tuple(str(v) for v in by_id.loc[i, list(quasi_identifiers)]) for i in by_id.index}
+    sac = [int(i) for i in sac_row_ids]
+    ir = [int(i) for i in ir_row_ids]
+    live = set(sac) | set(ir)
+
+    def compatible(record: int, members: list[int]) -> bool:
+        return all(values[record][a] != values[member][a] for member in members for a in range(len(sensitive_attributes)))
+
+    groups: list[list[int]] = []
+    borrowed: list[int] = []
+    deleted: list[int] = []
+    while True:
+        seeds = [record for record in sac if record in live]
+        if not seeds:
+            break
+        seed = seeds[0]
+        members = [seed]
+        while len(members) < ell:
+            searches = (
+                [r for r in sac if quasi[r] == quasi[seed]],
+                [r for r in ir if quasi[r] == quasi[seed]],
+                sac,
+                ir,
+            )
+            found = next(
+                (r for part in searches for r in part if r in live and r not in members and compatible(r, members)),
+                None,
+            )
+            if found is None:
+                break
+            members.append(found)
+        if len(members) == ell:
+            groups.append(members)
+            borrowed.extend(r for r in members if r in set(ir))
+            live.difference_update(members)
+        else:
+            deleted.append(seed)
+            live.discard(seed)
+    return Grouping(groups=groups, borrowed=borrowed, deleted=deleted, ir_left=[r for r in ir if r in live])

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from pipeline.core.grouping import group_sac
 from pipeline.core.rating import create_sids
-from tests.core.reference_algorithms import reference_create_sids, reference_group_sac
+from tests.core.reference_algorithms import reference_create_sids, reference_group_sac, reference_group_sac_qi_aware
 
 
 @st.composite
@@ -36,6 +36,24 @@ def test_index_based_grouping_equals_the_rescan(table, ell, categorical):
     if categorical:
         frame = frame.astype({a: "category" for a in attributes})
     result = group_sac(frame, attributes, sac_ids, ir_ids, ell=ell)
+    assert result.groups == expected.groups
+    assert result.borrowed.tolist() == expected.borrowed
+    assert result.deleted.tolist() == expected.deleted
+    assert result.ir_left.tolist() == expected.ir_left
+
+
+@settings(max_examples=300, deadline=None)
+@given(table=skewed_tables(), ell=st.integers(2, 4), n_zones=st.integers(1, 6), categorical=st.booleans())
+def test_qi_aware_grouping_equals_the_rescan(table, ell, n_zones, categorical):
+    frame, attributes, in_sac = table
+    rng = np.random.default_rng(len(frame) * 31 + ell)
+    frame = frame.assign(zone=[f"z{k}" for k in rng.integers(0, n_zones, size=len(frame))], band=rng.integers(0, 2, len(frame)))
+    sac_ids = frame["row_id"].to_numpy()[in_sac]
+    ir_ids = frame["row_id"].to_numpy()[~in_sac]
+    expected = reference_group_sac_qi_aware(frame, attributes, sac_ids, ir_ids, ell=ell, quasi_identifiers=["zone", "band"])
+    if categorical:
+        frame = frame.astype({a: "category" for a in [*attributes, "zone"]})
+    result = group_sac(frame, attributes, sac_ids, ir_ids, ell=ell, quasi_identifiers=["zone", "band"])
     assert result.groups == expected.groups
     assert result.borrowed.tolist() == expected.borrowed
     assert result.deleted.tolist() == expected.deleted

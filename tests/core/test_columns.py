@@ -1,0 +1,30 @@
+"""The text helpers of pipeline/core/columns.py give what the per-row ``astype(str)`` they replace gives."""
+
+import numpy as np
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.core.columns import sorted_text_codes
+
+values = st.one_of(st.sampled_from(["b", "a", "HS-grad", "10th", "9th", "é", ""]), st.none(), st.integers(0, 12))
+
+
+@settings(max_examples=200, deadline=None)
+@given(column=st.lists(values, max_size=40), categorical=st.booleans())
+def test_sorted_text_codes_equal_factorizing_the_text(column, categorical):
+    series = pd.Series(column, dtype=object)
+    if categorical:
+        series = series.astype("category") if series.dropna().map(type).nunique() <= 1 else series.astype(str).astype("category")
+    expected_codes, expected_labels = pd.factorize(series.astype(str), sort=True)
+    codes, labels = sorted_text_codes(series)
+    assert codes.tolist() == expected_codes.tolist()
+    assert labels.tolist() == list(expected_labels)
+
+
+def test_sorted_text_codes_of_a_categorical_keep_only_the_values_present():
+    series = pd.Series(["b", "b", None], dtype=pd.CategoricalDtype(["a", "b", "c"]))
+    codes, labels = sorted_text_codes(series)
+    assert labels.tolist() == ["b", "nan"]
+    assert codes.tolist() == [0, 0, 1]
+    assert np.asarray(codes).dtype == np.int64
