@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from pipeline.core.columns import combine_codes
+from pipeline.core.columns import combine_codes, distinct_per_group, sorted_text_codes
 from pipeline.core.grouping_kernel import build_trie, group_records
 from pipeline.core.hierarchies import Hierarchy
 from pipeline.core.keyed import keyed_generator
@@ -324,13 +324,14 @@ def generalize_group_quasi_identifiers(
     (1998) for generalization hierarchies; ARX's hierarchy format (SPEC §14.1).
     """
     frame = released.copy()
-    groups = frame[group_column].to_numpy()
+    groups = pd.factorize(frame[group_column])[0].astype(np.int64)  # dense group index
+    n_group_index = int(groups.max()) + 1 if len(groups) else 0
     generalized_group = np.zeros(len(frame), dtype=bool)
     generalized_cells = 0
     for column in quasi_identifiers:
-        text = frame[column].astype(str).to_numpy(dtype=object)
-        distinct = pd.Series(text).groupby(groups, sort=False).transform("nunique").to_numpy()
-        differs = distinct > 1
+        # text once per distinct value (sorted_text_codes); everything per row is integer work
+        codes, texts = sorted_text_codes(frame[column])
+        differs = (distinct_per_group(groups, codes, n_group_index) > 1)[groups]
         if not differs.any():
             continue
         generalized_group |= differs
@@ -338,21 +339,20 @@ def generalize_group_quasi_identifiers(
         hierarchy = (hierarchies or {}).get(column)
         if hierarchy is not None:
             index = {value: code for code, value in enumerate(hierarchy.base_values)}
-            base = np.fromiter((index.get(v, -1) for v in text), dtype=np.int64, count=len(text))
+            base = np.asarray([index.get(text, -1) for text in texts], dtype=np.int64)[codes]
             rows = np.flatnonzero(differs)
-            sub_groups = pd.Series(groups[rows])
-            known = pd.Series(base[rows] >= 0).groupby(sub_groups.to_numpy(), sort=False).transform("all").to_numpy()
-            pending = rows[known]
+            unknown_groups = np.unique(groups[rows][base[rows] < 0])
+            pending = rows[~np.isin(groups[rows], unknown_groups)]
             for level in range(1, hierarchy.height + 1):
                 if not len(pending):
                     break
-                node = hierarchy.codes[base[pending], level]
-                same = pd.Series(node).groupby(groups[pending], sort=False).transform("nunique").to_numpy() == 1
+                node = hierarchy.codes[base[pending], level].astype(np.int64)
+                same = (distinct_per_group(groups[pending], node, n_group_index) == 1)[groups[pending]]
                 meet = pending[same]
-                labels[meet] = [hierarchy.label(level, int(code)) for code in hierarchy.codes[base[meet], level]]
+                labels[meet] = np.asarray(hierarchy.labels[level], dtype=object)[hierarchy.codes[base[meet], level]]
                 pending = pending[~same]
-        new_column = np.where(differs, labels, text)
+        new_column = np.where(differs, labels, np.asarray(texts, dtype=object)[codes])
         generalized_cells += int(differs.sum())
         frame[column] = pd.Series(new_column, index=frame.index, dtype=object)
-    n_groups = int(pd.Series(generalized_group).groupby(groups, sort=False).any().sum()) if len(frame) else 0
+    n_groups = int(np.unique(groups[generalized_group]).size) if len(frame) else 0
     return frame, {"n_generalized_groups": n_groups, "n_generalized_cells": generalized_cells}
