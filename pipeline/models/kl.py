@@ -1,7 +1,7 @@
 """(k, ℓ)-anonymity (P2, SPEC §14) as a plug-in: quasi-identifiers generalised along ARX hierarchies into equivalence
 classes (``cluster_id``) of at least k records whose sensitive tuples have Diverse >= ℓ.
 
-The stage tables come from ``assets/kl_release.py`` (validated hierarchies, :func:`pipeline.core.kl_anonymity.kl_anonymize`);
+The stage tables come from ``assets/kl_model.py`` (validated hierarchies, :func:`pipeline.core.kl_anonymity.kl_anonymize`);
 the released table from :func:`pipeline.core.kl_anonymity.kl_release_table`. No Dagster here.
 
 References: P2; SPEC §14.
