@@ -12,7 +12,8 @@ from pipeline.core.mixed_model import keyed_table_order, records_for_rating
 from pipeline.core.sac_split import cluster_sensitive_attributes, split_sac_ir
 from pipeline.core.rating import rating_tables
 from pipeline.io.tables import clusters_from_frame
-from pipeline.asset_keys import KINDS, MIXED_MODEL, PRIVATE, RATING, inputs, table_metadata
+from pipeline.asset_keys import KINDS, MIXED_MODEL, PRIVATE, RATING, inputs, model_of_run, table_metadata
+from pipeline.models.mixed import MIXED, MixedModel
 from pipeline.resources import ReleaseSettings, ReleaseStore
 
 
@@ -61,12 +62,13 @@ def sac_ir_split(
 ):
     """Algorithm 7: choose S_max and split the table into SAC and IR.
 
-    With ``model = 'rating'`` (plain Rating baseline, SPEC §7) every record goes to IR, so the
+    For a plug-in that publishes no SAC~ (plain Rating, SPEC §7) every record goes to IR, so the
     whole table is bucketized by Rating; S_max and the occurrences are still reported.
     """
     started = time.monotonic()
+    model = model_of_run(MIXED.job, settings)
     split = split_sac_ir(raw_records, settings.sensitive_attributes, strong_rules)
-    if settings.model == "rating":
+    if isinstance(model, MixedModel) and not model.publishes_sac:
         sac_ids, ir_ids = np.array([], dtype=np.int64), raw_records["row_id"].to_numpy(np.int64)
     else:
         sac_ids, ir_ids = split.sac_row_ids, split.ir_row_ids

@@ -3,7 +3,10 @@ derived frame from ``pipeline.core.verification``. Any failure stops ``release``
 
 ``GATES`` are the nine gates of the mixed and Rating models (on ``candidate/release_candidate``);
 ``KL_GATES`` the three of the (k, ℓ) model (on ``candidate/kl_release_candidate``), which stop
-``kl_release`` the same way."""
+``kl_release`` the same way. ``GATE_CHECKS`` holds them by name: each plug-in's ``gates``
+(:mod:`pipeline.models`) name the checks of its job, and :func:`gates_of` gives the code location its list. A gate
+that runs in a job but does not apply to the run's model (its plug-in's ``not_applicable``) passes, reported as not
+applicable."""
 
 import dagster as dg
 import numpy as np
@@ -19,6 +22,7 @@ from pipeline.core.eligibility import suppressed_cell_certainty
 from pipeline.core.order_attack import input_order_correlations, order_replay_attack
 from pipeline.core.adversary import disclosure_probabilities, per_record_disclosure, recover_rule_confidences, rule_holders
 from pipeline.core.rules import strong_values
+from pipeline.models import publication_model
 from pipeline.resources import ReleaseSettings
 
 
@@ -46,6 +50,11 @@ def _not_applicable(model: str, reason: str, figures: dict | None = None) -> dg.
     return dg.AssetCheckResult(passed=True, metadata=metadata)
 
 
+def _not_applicable_reason(settings: ReleaseSettings, gate: str) -> str | None:
+    """Why ``gate`` does not apply to the run's model (its plug-in's ``not_applicable``), or None when it applies."""
+    return publication_model(settings.model).not_applicable.get(gate)
+
+
 def _original_sensitive(raw_records: pd.DataFrame, release_row_map: pd.DataFrame, sensitive_attributes) -> pd.DataFrame:
     merged = release_row_map.merge(
         raw_records[["row_id", *sensitive_attributes]], left_on="source_row_id", right_on="row_id", suffixes=("", "_raw")
@@ -67,8 +76,9 @@ def sac_released_is_l_diverse(
     release_row_map: pd.DataFrame,
     attribute_clusters: pd.DataFrame,
 ) -> dg.AssetCheckResult:
-    if settings.model == "rating":
-        return _not_applicable(settings.model, "a Rating release has no SAC~ groups")
+    reason = _not_applicable_reason(settings, "sac_released_is_l_diverse")
+    if reason is not None:
+        return _not_applicable(settings.model, reason)
     sensitive_attribute_columns = settings.sensitive_attributes
     summary = verification.group_diversity_summary(
         sac_released,
@@ -209,8 +219,9 @@ def rule_confidence_preserved(
         "average_raw_confidence": float(summary["raw_confidence"].mean()) if len(summary) else 0.0,
         "average_released_confidence": float(summary["released_confidence"].mean()) if len(summary) else 0.0,
     }
-    if settings.model == "rating":
-        return _not_applicable(settings.model, "Rating does not promise rule confidences (SPEC §11 expected supports)", figures)
+    reason = _not_applicable_reason(settings, "rule_confidence_preserved")
+    if reason is not None:
+        return _not_applicable(settings.model, reason, figures)
     outcome = validate_frame(summary, suites.confidence_suite(exact=exact, tolerance=settings.confidence_tolerance))
     return _result(outcome, figures)
 
@@ -272,10 +283,9 @@ def records_accounted_for(
 def no_probability_tilt(
     settings: ReleaseSettings, id_table: pd.DataFrame, strong_rules: pd.DataFrame, strong_value_occurrences: pd.DataFrame
 ) -> dg.AssetCheckResult:
-    if settings.model == "rating":
-        return _not_applicable(
-            settings.model, "Rating keeps strong values in its SIDs by design; the disclosure gate measures the effect"
-        )
+    reason = _not_applicable_reason(settings, "no_probability_tilt")
+    if reason is not None:
+        return _not_applicable(settings.model, reason)
     s_max = s_max_from_frame(strong_value_occurrences)
     summary = verification.strong_values_in_sids(id_table, strong_values(strong_rules, settings.sensitive_attributes), s_max)
     outcome = validate_frame(summary, suites.no_probability_tilt_suite())
@@ -575,3 +585,37 @@ KL_GATES = [
     kl_clusters_are_l_diverse,
     kl_records_accounted_for,
 ]
+
+
+#: Every gate check by name; a plug-in's ``gates`` name the checks its job runs (``register_gate`` adds a new one).
+GATE_CHECKS: dict[str, dg.AssetChecksDefinition] = {next(iter(check.check_keys)).name: check for check in (*GATES, *KL_GATES)}
+
+
+def register_gate(check: dg.AssetChecksDefinition) -> dg.AssetChecksDefinition:
+    """Add a gate check (attached to a plug-in's candidate asset) so that plug-ins can name it in ``gates``.
+
+    Raises
+    ------
+    ValueError
+        A gate of that name is already registered.
+    """
+    name = next(iter(check.check_keys)).name
+    if name in GATE_CHECKS:
+        raise ValueError(f"a gate named {name!r} is already registered")
+    GATE_CHECKS[name] = check
+    return check
+
+
+def gates_of(models) -> list[dg.AssetChecksDefinition]:
+    """The gate checks the given plug-ins name (each once, in registration order).
+
+    Raises
+    ------
+    KeyError
+        A plug-in names a gate that is not registered.
+    """
+    names = list(dict.fromkeys(name for model in models for name in model.gates))
+    missing = [name for name in names if name not in GATE_CHECKS]
+    if missing:
+        raise KeyError(f"gate(s) {missing} named by a publication model are not registered (checks.gates.register_gate)")
+    return [GATE_CHECKS[name] for name in names]

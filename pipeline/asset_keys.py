@@ -7,11 +7,17 @@ Asset groups (shown in the Dagster UI): ``ingest``, ``mining``, ``mixed_model``,
 ``kl_model``, ``release`` and ``evaluation``.
 """
 
+from __future__ import annotations
+
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import dagster as dg
 import pandas as pd
+
+if TYPE_CHECKING:
+    from pipeline.models import PublicationModel
 
 PRIVATE = "private"
 CANDIDATE = "candidate"
@@ -84,3 +90,20 @@ def markdown_preview(frame: pd.DataFrame, rows: int = PREVIEW_ROWS) -> dg.Metada
     ]
     lines.append(f"\n{min(rows, len(frame))} of {len(frame)} rows.")
     return dg.MetadataValue.md("\n".join(lines))
+
+
+def model_of_run(job: str, settings) -> PublicationModel:
+    """The publication model a run of ``job`` publishes (:func:`pipeline.models.model_of_job` on its ``model``
+    setting).
+
+    Raises
+    ------
+    dagster.Failure
+        The setting names a model this job does not publish (the message names the job to run instead).
+    """
+    from pipeline.models import model_of_job
+
+    try:
+        return model_of_job(job, str(settings.model))
+    except ValueError as error:
+        raise dg.Failure(str(error)) from None

@@ -1,5 +1,5 @@
-"""The Dagster code location: assets, release gates, the ``release``, ``kl_release``,
-``evaluation`` and ``attacks`` jobs, the weekly release schedule, the inbox sensor, and resources.
+"""The Dagster code location: assets, release gates, the publishing jobs generated from the model registry
+(``release``, ``kl_release``, and any plug-in's), the ``evaluation`` and ``attacks`` jobs, the weekly release schedule, the inbox sensor, and resources.
 
 Asset groups: ``ingest``, ``mining``, ``mixed_model``, ``rating``, ``kl_model``, ``release`` and
 ``evaluation`` (see ``pipeline.jobs`` for which job runs which assets)."""
@@ -13,19 +13,19 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
 import dagster as dg  # noqa: E402
 
-from assets import attacks, audit, evaluation, ingest, kl_release, mining, mixed_model, release  # noqa: E402
-from checks.gates import GATES, KL_GATES  # noqa: E402
+from assets import attacks, audit, evaluation, ingest, kl_model, mining, mixed_model  # noqa: E402
+from checks.gates import GATES, KL_GATES, gates_of  # noqa: E402
 from pipeline.jobs import (  # noqa: E402
     ATTACKS_JOB_SELECTION,
     EVALUATION_JOB_SELECTION,
     KL_RELEASE_JOB_SELECTION,
     RELEASE_JOB_SELECTION,
+    RELEASE_WIRING,
     attacks_job,
+    build_inbox_sensor,
     build_release_schedule,
+    build_release_wiring,
     evaluation_job,
-    inbox_sensor,
-    kl_release_job,
-    release_job,
 )
 from pipeline.models import PUBLICATION_MODELS  # noqa: E402
 from pipeline.resources import ExperimentSettings, ReleaseSettings, ReleaseStore, release_home  # noqa: E402
@@ -35,31 +35,43 @@ __all__ = [
     "ASSETS",
     "ATTACKS_JOB_SELECTION",
     "EVALUATION_JOB_SELECTION",
+    "GATES",
     "JOB_OF_MODEL",
+    "KL_GATES",
     "KL_RELEASE_JOB_SELECTION",
     "RELEASE_JOB_SELECTION",
+    "STAGE_MODULES",
     "build_definitions",
     "defs",
 ]
 
-#: The job that publishes each model (``ReleaseSettings.model``).
+#: The job that publishes each built-in model (``ReleaseSettings.model``).
 JOB_OF_MODEL = {name: model.job for name, model in PUBLICATION_MODELS.items()}
 
-ASSETS = dg.load_assets_from_modules([ingest, mining, mixed_model, release, audit, kl_release, evaluation, attacks])
+#: The hand-written asset modules: ingest, mining, the models' stages, audit, evaluation, attacks. The candidate and
+#: publish assets of every publishing job are generated from the model registry (``assets/publish.py``).
+STAGE_MODULES = [ingest, mining, mixed_model, audit, kl_model, evaluation, attacks]
+
+#: Every asset of the built-in models' code location.
+ASSETS = [*dg.load_assets_from_modules(STAGE_MODULES), *RELEASE_WIRING.all_assets()]
 
 
 def build_definitions(home: Path) -> dg.Definitions:
     """Definitions whose warehouse, releases and inbox live under ``home`` ($MSA_RELEASE_HOME).
 
+    The publishing jobs, their candidate and publish assets and their gate lists are generated from the model
+    registry (:mod:`pipeline.models`) at each call, so a plug-in registered before the call gets its job.
     Nothing is created here (importing :mod:`pipeline.definitions` has no side effect); the home is
     created, mode 0700, when a run sets up its warehouse."""
     home = Path(home).resolve()
+    wiring = build_release_wiring()
+    publishing_jobs = list(wiring.jobs.values())
     return dg.Definitions(
-        assets=ASSETS,
-        asset_checks=[*GATES, *KL_GATES],
-        jobs=[release_job, kl_release_job, evaluation_job, attacks_job],
-        schedules=[build_release_schedule()],
-        sensors=[inbox_sensor],
+        assets=[*dg.load_assets_from_modules(STAGE_MODULES), *wiring.all_assets()],
+        asset_checks=gates_of(PUBLICATION_MODELS.values()),
+        jobs=[*publishing_jobs, evaluation_job, attacks_job],
+        schedules=[build_release_schedule(job=wiring.jobs["release"])],
+        sensors=[build_inbox_sensor(publishing_jobs)],
         # ad-hoc materializations from the UI too: one process holds the release lock for the run
         executor=dg.in_process_executor,
         resources={

@@ -30,14 +30,18 @@ import hashlib
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
 from pydantic import ValidationError
 
-from assets import audit, kl_release, release
-from pipeline.models import job_of_model
+from assets import audit
+from assets.publish import job_assets
+from pipeline.models import DEFAULT_MODEL, PublicationModel, job_of_model
+from pipeline.models import jobs as publishing_jobs
 from pipeline.resources import ReleaseSettings, ReleaseStore
+from pipeline.settings import Model
 
 __all__ = [
     "ATTACKS_JOB_SELECTION",
@@ -46,8 +50,11 @@ __all__ = [
     "INBOX_SETTINGS",
     "KL_RELEASE_JOB_SELECTION",
     "RELEASE_JOB_SELECTION",
+    "ReleaseWiring",
     "attacks_job",
+    "build_inbox_sensor",
     "build_release_schedule",
+    "build_release_wiring",
     "evaluation_job",
     "inbox_run_request",
     "inbox_sensor",
@@ -55,36 +62,73 @@ __all__ = [
     "release_job",
 ]
 
+#: Descriptions of the built-in publishing jobs (a plug-in's job gets one from its model).
+JOB_DESCRIPTIONS = {
+    "release": "Raw table -> strong rules -> SAC/IR -> SAC~ + IDT/AT (or plain Rating) -> gates -> published release -> audit.",
+    "kl_release": "(k, ℓ)-anonymity (P2): raw table -> hierarchies -> equivalence classes of >= k records with "
+    "Diverse >= ℓ -> gates -> published release.",
+}
+
+
+@dataclass(frozen=True)
+class ReleaseWiring:
+    """What the factory generates from the model registry: per publishing job its assets, selection and job."""
+
+    assets: dict[str, list[dg.AssetsDefinition]]
+    selections: dict[str, dg.AssetSelection]
+    jobs: dict[str, dg.UnresolvedAssetJobDefinition]
+
+    def all_assets(self) -> list[dg.AssetsDefinition]:
+        """Every generated asset (candidate and publish asset of every job)."""
+        return [asset for assets in self.assets.values() for asset in assets]
+
+
+def job_selection(owner: PublicationModel, generated: list[dg.AssetsDefinition]) -> dg.AssetSelection:
+    """A publishing job's assets: the owner's stage groups, its generated candidate and publish assets, and the
+    audit of the published release when the model asks for it."""
+    keys = [key for asset in generated for key in asset.keys]
+    selection = dg.AssetSelection.groups(*owner.stage_groups) | dg.AssetSelection.assets(*keys)
+    if owner.audited:
+        selection = selection | dg.AssetSelection.assets(audit.release_disclosure)
+    return selection
+
+
+def build_release_wiring() -> ReleaseWiring:
+    """Generate every publishing job from the registry (:func:`pipeline.models.jobs`): its candidate and publish
+    assets (``assets/publish.py``), its asset selection and its job (in-process executor: DuckDB has one writer).
+
+    A job that publishes one model of the settings' enum other than the default starts, in the launchpad, from
+    ``model: <its model>`` (a run config given in full replaces this default)."""
+    assets, selections, jobs = {}, {}, {}
+    enumerated = {choice.value for choice in Model}
+    for job, models in publishing_jobs().items():
+        owner = models[0]
+        assets[job] = job_assets(job, models)
+        selections[job] = job_selection(owner, assets[job])
+        names = " / ".join(m.name for m in models)
+        single = len(models) == 1 and owner.name in enumerated and owner.name != DEFAULT_MODEL
+        jobs[job] = dg.define_asset_job(
+            name=job,
+            selection=selections[job],
+            executor_def=dg.in_process_executor,
+            config={"resources": {"settings": {"config": {"model": owner.name}}}} if single else None,
+            description=JOB_DESCRIPTIONS.get(job, f"Publishes model {names} ({owner.source}; {owner.docs})."),
+        )
+    return ReleaseWiring(assets=assets, selections=selections, jobs=jobs)
+
+
+#: The wiring of the built-in models (the code location rebuilds it from the registry, plug-ins included).
+RELEASE_WIRING = build_release_wiring()
 #: The ``release`` job: mixed model / Rating stages, the gated publish and the audit.
-RELEASE_JOB_SELECTION = (
-    dg.AssetSelection.groups("ingest", "mining", "mixed_model", "rating")
-    | dg.AssetSelection.assets(release.release_candidate, release.publish_release_asset)
-    | dg.AssetSelection.assets(audit.release_disclosure)
-)
+RELEASE_JOB_SELECTION = RELEASE_WIRING.selections["release"]
 #: The ``kl_release`` job: the (k, ℓ) stages and its gated publish.
-KL_RELEASE_JOB_SELECTION = dg.AssetSelection.groups("ingest", "kl_model") | dg.AssetSelection.assets(
-    kl_release.kl_release_candidate, kl_release.publish_kl_release
-)
+KL_RELEASE_JOB_SELECTION = RELEASE_WIRING.selections["kl_release"]
 #: The ``evaluation`` job (P1 §6 experiments) and the ``attacks`` job.
 EVALUATION_JOB_SELECTION = dg.AssetSelection.groups("ingest") | dg.AssetSelection.key_prefixes("evaluation")
 ATTACKS_JOB_SELECTION = dg.AssetSelection.groups("ingest") | dg.AssetSelection.key_prefixes("attacks")
 
-release_job = dg.define_asset_job(
-    name="release",
-    selection=RELEASE_JOB_SELECTION,
-    executor_def=dg.in_process_executor,
-    description="Raw table -> strong rules -> SAC/IR -> SAC~ + IDT/AT (or plain Rating) -> gates -> published release -> audit.",
-)
-
-kl_release_job = dg.define_asset_job(
-    name="kl_release",
-    selection=KL_RELEASE_JOB_SELECTION,
-    executor_def=dg.in_process_executor,
-    # the launchpad starts from model 'kl'; a run config given in full replaces this default
-    config={"resources": {"settings": {"config": {"model": "kl"}}}},
-    description="(k, ℓ)-anonymity (P2): raw table -> hierarchies -> equivalence classes of >= k records with "
-    "Diverse >= ℓ -> gates -> published release.",
-)
+release_job = RELEASE_WIRING.jobs["release"]
+kl_release_job = RELEASE_WIRING.jobs["kl_release"]
 
 attacks_job = dg.define_asset_job(
     name="attacks",
@@ -107,7 +151,9 @@ evaluation_job = dg.define_asset_job(
 DEFAULT_SCHEDULE_CRON = "0 3 * * 1"
 
 
-def build_release_schedule(cron: str | None = None, timezone: str | None = None) -> dg.ScheduleDefinition:
+def build_release_schedule(
+    cron: str | None = None, timezone: str | None = None, *, job: dg.UnresolvedAssetJobDefinition | None = None
+) -> dg.ScheduleDefinition:
     """The schedule that runs the ``release`` job with the launchpad's default settings.
 
     Parameters
@@ -116,6 +162,8 @@ def build_release_schedule(cron: str | None = None, timezone: str | None = None)
         Cron expression; default ``$MSA_RELEASE_SCHEDULE_CRON``, else ``DEFAULT_SCHEDULE_CRON``.
     timezone
         IANA timezone of the cron; default ``$MSA_RELEASE_SCHEDULE_TIMEZONE``, else UTC.
+    job
+        The ``release`` job to run (default: the built-in models' one).
 
     Returns
     -------
@@ -138,7 +186,7 @@ def build_release_schedule(cron: str | None = None, timezone: str | None = None)
         )
     return dg.ScheduleDefinition(
         name="release_schedule",
-        job=release_job,
+        job=job if job is not None else release_job,
         cron_schedule=cron,
         execution_timezone=timezone,
         default_status=dg.DefaultScheduleStatus.STOPPED,
@@ -258,16 +306,20 @@ def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.Ru
     )
 
 
-@dg.sensor(
-    name="inbox_sensor",
-    jobs=[release_job, kl_release_job],
-    minimum_interval_seconds=30,
-    default_status=dg.DefaultSensorStatus.STOPPED,
-    description="Watches $MSA_RELEASE_HOME/inbox/: a new or changed .csv/.parquet file triggers a release run with it "
-    "as input (run key = SHA-256 of the content, so the same content never runs twice). Settings: inbox/settings.json "
-    "and <file>.settings.json.",
-)
-def inbox_sensor(context: dg.SensorEvaluationContext, store: ReleaseStore):
+def build_inbox_sensor(jobs: list[dg.UnresolvedAssetJobDefinition]) -> dg.SensorDefinition:
+    """The inbox sensor, able to start any of ``jobs`` (the publishing jobs of the registry)."""
+    return dg.sensor(
+        name="inbox_sensor",
+        jobs=jobs,
+        minimum_interval_seconds=30,
+        default_status=dg.DefaultSensorStatus.STOPPED,
+        description="Watches $MSA_RELEASE_HOME/inbox/: a new or changed .csv/.parquet file triggers a release run with it "
+        "as input (run key = SHA-256 of the content, so the same content never runs twice). Settings: inbox/settings.json "
+        "and <file>.settings.json.",
+    )(evaluate_inbox)
+
+
+def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
     """Evaluate the inbox: one RunRequest per complete, readable data file (see the module docstring).
 
     The cursor remembers each file's (size, mtime, SHA-256) so unchanged files are not hashed
@@ -319,3 +371,6 @@ def inbox_sensor(context: dg.SensorEvaluationContext, store: ReleaseStore):
         return dg.SensorResult(run_requests=requests, cursor=cursor_text)
     reason = "; ".join(skipped) if skipped else f"no CSV or Parquet file in {inbox}"
     return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=cursor_text)
+
+
+inbox_sensor = build_inbox_sensor(list(RELEASE_WIRING.jobs.values()))

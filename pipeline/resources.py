@@ -358,26 +358,10 @@ class ReleaseSettings(dg.ConfigurableResource):
                 f"column(s) {both} are both quasi-identifier and sensitive attribute; a column plays one role: remove "
                 "it from --quasi-identifiers or from --sensitive-attributes"
             )
-        if self.model == "kl":
-            self._check_kl_parameters()
-        return self
+        from pipeline.models import publication_model
 
-    def _check_kl_parameters(self) -> None:
-        if self.k < self.ell:
-            raise ValueError(
-                f"the (k, ℓ) model needs k >= ell (an equivalence class of k records cannot hold ℓ pairwise "
-                f"totally different sensitive tuples otherwise), got k={self.k}, ell={self.ell}; raise k or lower ell"
-            )
-        if self.kl_method == "blocked" and self.max_block_size < 2 * self.k:
-            raise ValueError(f"max_block_size={self.max_block_size} must be at least 2k={2 * self.k} for kl_method 'blocked'")
-        unknown = sorted(set(self.generalization_weights) - set(self.quasi_identifiers))
-        if unknown:
-            raise ValueError(
-                f"generalization_weights names {unknown}, which are not quasi-identifiers {list(self.quasi_identifiers)}"
-            )
-        negative = sorted(name for name, weight in self.generalization_weights.items() if not weight >= 0)
-        if negative:
-            raise ValueError(f"generalization_weights must be >= 0; {negative} are not")
+        publication_model(self.model).parameters(self)  # the model's own checks (e.g. k >= ell for the (k, ℓ) model)
+        return self
 
     def effective_generalization_weights(self) -> dict[str, float]:
         """Weight ``c_i`` of every quasi-identifier, in quasi-identifier order (1 when not configured)."""
@@ -405,24 +389,12 @@ class ReleaseSettings(dg.ConfigurableResource):
 
     def series_configuration(self) -> dict:
         """What the release registry compares (``pipeline.core.series.CONFIGURATION_KEYS``): the settings that
-        change what a release says about a record, ``None`` where the model does not use them; never the seed."""
-        mixed_or_rating = self.model in ("mixed", "rating")
-        return {
-            "model": self.model,
-            "ell": self.ell,
-            "min_confidence": self.min_confidence if mixed_or_rating else None,
-            "min_support": self.effective_min_support() if mixed_or_rating else None,
-            "grouping": self.grouping if mixed_or_rating else None,
-            "stratum_deletion_budget": self.stratum_deletion_budget if mixed_or_rating and self.grouping == "qi_aware" else None,
-            "residual_policy": self.residual_policy if mixed_or_rating else None,
-            "randomness": self.randomness if mixed_or_rating else None,
-            "quasi_identifiers": list(self.quasi_identifiers),
-            "sensitive_attributes": list(self.sensitive_attributes),
-            "k": self.k if not mixed_or_rating else None,
-            "kl_method": self.kl_method if not mixed_or_rating else None,
-            "max_block_size": self.max_block_size if not mixed_or_rating else None,
-            "generalization_weights": self.effective_generalization_weights() if not mixed_or_rating else None,
-        }
+        change what a release says about a record, ``None`` where the model does not use them; never the seed
+        (the model's plug-in says which, :meth:`pipeline.models.base.PublicationModel.series_configuration`)."""
+        from pipeline.models import publication_model
+
+        model = publication_model(self.model)
+        return model.series_configuration(model.parameters(self))
 
     def effective_min_support(self) -> int:
         """``min_support`` in records: as set, or max(ℓ, 5) when it is 0 (the default)."""

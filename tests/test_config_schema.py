@@ -41,3 +41,35 @@ def test_the_model_registry_matches_the_settings_and_the_code_location(tmp_path)
     assert job_of_model("kl") == "kl_release" and job_of_model(None) == "release"
     with pytest.raises(KeyError, match="unknown model"):
         job_of_model("foo")
+
+
+def test_what_the_dagster_config_schema_can_express():
+    """Issue 13, item 3, checked on the real ``release`` job (Dagster 1.13; docs/adding-a-model.md, "Run config"):
+    the schema holds enums (``model: foo`` is refused before launch), but not pydantic's numeric bounds: ``ell: 1``
+    and ``min_confidence: 1.5`` pass the launchpad's schema and are refused when the run starts (the resource's
+    pydantic validation; ``msa-release run`` checks the same before running anything)."""
+    from pydantic import ValidationError
+
+    from pipeline.resources import ReleaseSettings
+
+    job = build_definitions(Path("/nonexistent-home")).resolve_job_def("release")
+    with pytest.raises(dg.DagsterInvalidConfigError, match="model"):
+        dg.validate_run_config(job, {"resources": {"settings": {"config": {"model": "foo"}}}})
+    for key, value in (("ell", 1), ("min_confidence", 1.5)):
+        assert dg.validate_run_config(job, {"resources": {"settings": {"config": {key: value}}}})  # schema: no bound
+        with pytest.raises(ValidationError, match=key):  # refused at run start
+            ReleaseSettings(**{key: value})
+
+
+def test_every_publishing_job_is_generated_from_the_registry(tmp_path):
+    """Issue 13: each job, its publish asset and its gates come from the plug-ins (pipeline/models)."""
+    from pipeline.models import jobs
+
+    definitions = build_definitions(tmp_path / "home")
+    graph = definitions.resolve_asset_graph()
+    for job_name, models in jobs().items():
+        job = definitions.resolve_job_def(job_name)
+        owner = models[0]
+        assert dg.AssetKey(owner.publish_asset) in graph.get_all_asset_keys()
+        checks = {key.name for key in job.asset_layer.asset_graph.asset_check_keys}
+        assert checks == {gate for model in models for gate in model.gates}, job_name

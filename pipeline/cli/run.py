@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 
 import click
+
+from pipeline.settings import Model
 
 from pipeline.cli.app import main
 from pipeline.cli.common import (
@@ -34,7 +35,7 @@ from pipeline.cli.common import (
 @click.option("--seed", type=click.IntRange(min=0), help="Seed of the per-group permutation (default 0).")
 @click.option(
     "--model",
-    type=click.Choice(["mixed", "rating", "kl"]),
+    type=click.Choice([choice.value for choice in Model]),
     help="Publication model (default mixed; rating = plain Rating baseline; kl = (k, ℓ)-anonymity, P2).",
 )
 @click.option(
@@ -160,7 +161,7 @@ def run(**options) -> None:
     config = settings_from_options(options)
     validate_settings(config)
     preflight(config, home_option=options["home"])
-    from pipeline.models import job_of_model
+    from pipeline.models import job_of_model, publication_model
     from pipeline.release.publish import read_latest
 
     job_name = job_of_model(config.get("model"))
@@ -182,11 +183,7 @@ def run(**options) -> None:
     latest = read_latest(home / "releases")
     if latest is not None and latest != previous:
         manifest = json.loads((latest / "manifest.json").read_text())
-        click.echo(
-            render_kl_summary(manifest, latest, elapsed)
-            if manifest["model"] == "kl"
-            else render_summary(manifest, latest, elapsed)
-        )
+        click.echo(publication_model(manifest["model"]).summary(manifest, latest, elapsed))
         if not result.success:
             # published (LATEST moved), but a step after the publish failed, e.g. the audit
             click.echo(
@@ -223,89 +220,6 @@ def run(**options) -> None:
     if previous is not None:
         click.echo(f"  the previous release is untouched: {previous}", err=True)
     sys.exit(1)
-
-
-def render_summary(manifest: dict, path: Path, elapsed: float) -> str:
-    """One screen of text about a published release (from its manifest)."""
-    gates = manifest["checks"]
-    lines = [
-        f"Published release {manifest['release_id']}",
-        f"  directory      {path}",
-        f"  model          {manifest['model']}  ell={manifest['ell']}  min_confidence={manifest['min_confidence']}  "
-        + (f"min_support={manifest['min_support']}  " if manifest.get("min_support") is not None else "")
-        + f"seed={manifest['seed']}",
-        f"  QIs            {', '.join(manifest['quasi_identifiers'])}",
-        f"  sensitive      {', '.join(manifest['sensitive_attributes'])}",
-        f"  records        {manifest['n_input']} read, {manifest['n_dropped_missing']} dropped (missing sensitive value)",
-        f"                 {manifest['n_sac_released']} in SAC~, {manifest['n_attribute_table']} in the attribute table, "
-        f"{manifest['n_deleted']} deleted",
-        f"  suppressed     {manifest['n_suppressed_cells']} attribute-table cells",
-    ]
-    observed = {g["name"]: g.get("observed", {}) for g in gates}
-    rules = observed.get("rule_confidence_preserved", {})
-    disclosure = observed.get("disclosure_within_bound", {})
-    groups = observed.get("sac_released_is_l_diverse", {})
-    lines.append(
-        f"  strong rules   {rules.get('n_strong_rules', '?')} (recovered exactly: {rules.get('n_rules_exact', '?')}, "
-        f"max deviation {rules.get('max_confidence_deviation', '?')})"
-    )
-    if manifest["model"] == "mixed":
-        lines.append(f"  groups         {groups.get('n_groups', '?')} SAC~ groups of {manifest['ell']}")
-    lines.append(
-        f"  disclosure     max {disclosure.get('max_disclosure_probability', '?')} over "
-        f"{disclosure.get('n_records_with_strong_rules', '?')} rule holders (bound 1/ell = {1 / manifest['ell']:.4f})"
-    )
-    if manifest.get("disclosure_override_used"):
-        lines.append("  WARNING        published with --allow-disclosure: the disclosure bound 1/ell does NOT hold")
-    posterior = observed.get("posterior_within_bound", {})
-    if posterior:
-        lines.append(
-            f"  posterior      {posterior.get('n_cells_above_bound', '?')} of {posterior.get('n_cells', '?')} (record, attribute) "
-            f"cells above max(1/ell, population) + {posterior.get('slack', '?')} (learned-model adversary)"
-        )
-    if manifest.get("posterior_gate_warned"):
-        lines.append("  WARNING        published with --posterior-gate warn: the posterior bound does NOT hold")
-    lines.append("  gates")
-    labels = {"passed": "PASS", "failed": "FAIL", "failed_overridden": "FAIL (overridden)", "not_applicable": "n/a "}
-    for gate in gates:
-        label = labels.get(gate.get("status", ""), "PASS" if gate["passed"] else "FAIL")
-        lines.append(f"    {label}  {gate['name']}")
-    lines.append(f"  time           {elapsed:.1f} s")
-    return "\n".join(lines)
-
-
-def render_kl_summary(manifest: dict, path: Path, elapsed: float) -> str:
-    """One screen of text about a published (k, ℓ) release (from its manifest)."""
-    observed = {g["name"]: g.get("observed", {}) for g in manifest["checks"]}
-    classes = observed.get("kl_clusters_are_k_anonymous", {})
-    diversity = observed.get("kl_clusters_are_l_diverse", {})
-    n_released, n_clusters = manifest["n_released"], manifest["n_clusters"]
-    weights = manifest.get("generalization_weights") or {}
-    weighted = {name: w for name, w in weights.items() if w != 1.0}
-    lines = [
-        f"Published release {manifest['release_id']}",
-        f"  directory      {path}",
-        f"  model          kl ((k, ℓ)-anonymity)  k={manifest['k']}  ell={manifest['ell']}  method={manifest['kl_method']}"
-        + (f"  max_block_size={manifest['max_block_size']}" if manifest.get("max_block_size") else ""),
-        f"  QIs            {', '.join(manifest['quasi_identifiers'])} (generalised; hierarchies in {manifest['hierarchies']['directory']})",
-        f"  sensitive      {', '.join(manifest['sensitive_attributes'])} (unchanged)",
-        f"  records        {manifest['n_input']} read, {manifest['n_dropped_missing']} dropped (missing sensitive value)",
-        f"                 {n_released} released, {manifest['n_suppressed_records']} suppressed",
-        f"  clusters       {n_clusters} equivalence classes, average size {n_released / n_clusters if n_clusters else 0:.2f} "
-        f"(min {classes.get('min_cluster_size', '?')}, max {classes.get('max_cluster_size', '?')}); "
-        f"min Diverse {diversity.get('min_diverse_observed', '?')}",
-        f"  cost           S = {manifest['total_generalization_cost']:.1f} "
-        f"({manifest['total_generalization_cost'] / n_released if n_released else 0:.3f} per record), "
-        f"naive (levels climbed) = {manifest['total_naive_cost']}"
-        + (f"; weights {', '.join(f'{n}={w:g}' for n, w in weighted.items())}" if weighted else ""),
-        "  gates",
-    ]
-    labels = {"passed": "PASS", "failed": "FAIL", "failed_overridden": "FAIL (overridden)", "not_applicable": "n/a "}
-    for gate in manifest["checks"]:
-        label = labels.get(gate.get("status", ""), "PASS" if gate["passed"] else "FAIL")
-        lines.append(f"    {label}  {gate['name']}")
-    lines.append(f"  time           {elapsed:.1f} s")
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -1,70 +1,78 @@
-"""The publication models, one entry each: what they publish, which job publishes them, where they are explained.
+"""The publication models as plug-ins (issue 13): one module per model behind one protocol, and their registry.
 
-This is the first slice of issue 13's plug-in registry: one place that says which models exist and, for each, its
-job and its release tables, read by the CLI, the inbox sensor, the publish step and the code location instead of
-string comparisons in each of them. The plug-in protocol itself (typed parameters per model, how a model builds its
-tables, its gates and report sections, its generated job) is not built yet; see the closing notes of issue 13.
+:class:`pipeline.models.base.PublicationModel` says what a plug-in provides (typed parameters, how it builds its
+release tables from records, its contract tables, its gates, its manifest/report/summary sections and its job);
+:mod:`pipeline.models.mixed`, :mod:`pipeline.models.rating` and :mod:`pipeline.models.kl` are the three models. The
+Dagster wiring generates each job, candidate asset, publish asset and gate list from this registry
+(``assets/publish.py``, ``pipeline/jobs.py``, ``pipeline/definitions.py``); the CLI, the inbox sensor and the publish
+step ask it instead of comparing model names. A fourth model is one more plug-in passed to :func:`register`
+(``docs/adding-a-model.md``).
 
 No Dagster here: the Dagster wiring reads this registry.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
 
+from pipeline.models.base import CandidateRelease, GateVerdict, PublicationModel
+from pipeline.models.kl import KL
+from pipeline.models.mixed import MIXED
+from pipeline.models.rating import RATING
 from pipeline.settings import Model
 
-__all__ = ["PUBLICATION_MODELS", "PublicationModel", "job_of_model", "publication_model"]
+__all__ = [
+    "CandidateRelease",
+    "DEFAULT_MODEL",
+    "GateVerdict",
+    "PUBLICATION_MODELS",
+    "PublicationModel",
+    "job_of_model",
+    "jobs",
+    "model_of_job",
+    "models_of_job",
+    "publication_model",
+    "register",
+    "unregister",
+]
+
+#: The model of a run that names none.
+DEFAULT_MODEL = "mixed"
+
+#: Every registered model by name, in registration order (mixed, rating, kl, then any plug-in registered later).
+PUBLICATION_MODELS: dict[str, PublicationModel[Any]] = {model.name: model for model in (MIXED, RATING, KL)}
 
 
-@dataclass(frozen=True)
-class PublicationModel:
-    """One publication model.
+def register(model: PublicationModel[Any]) -> PublicationModel[Any]:
+    """Add a plug-in to the registry (the code location built afterwards generates its job, assets and gates).
 
-    Attributes
-    ----------
-    name
-        The ``model`` setting (:class:`pipeline.settings.Model`).
-    job
-        The Dagster job that publishes it.
-    tables
-        The tables it releases besides ``release_manifest`` (the release contract, README).
-    source
-        The paper and SPEC sections it implements.
-    docs
-        Its page under ``docs/``.
+    Raises
+    ------
+    ValueError
+        A model of that name is already registered, or ``model`` lacks a part of the protocol.
     """
-
-    name: str
-    job: str
-    tables: tuple[str, ...]
-    source: str
-    docs: str
-
-
-PUBLICATION_MODELS: dict[str, PublicationModel] = {
-    model.name: model
-    for model in (
-        PublicationModel(
-            Model.mixed.value,
-            "release",
-            ("sac_released", "attribute_table", "id_table", "attribute_clusters"),
-            "P1 §4-§5 (Algorithms 7, 10, 11, 13, 19); SPEC §1-§8",
-            "docs/mixed.md",
-        ),
-        PublicationModel(
-            Model.rating.value,
-            "release",
-            ("attribute_table", "id_table"),
-            "P1 §6 baseline (plain Rating); SPEC §7",
-            "docs/rating.md",
-        ),
-        PublicationModel(Model.kl.value, "kl_release", ("kl_released",), "P2; SPEC §14", "docs/kl.md"),
-    )
-}
+    if not isinstance(model, PublicationModel):
+        raise ValueError(f"{model!r} does not implement pipeline.models.base.PublicationModel")
+    if model.name in PUBLICATION_MODELS:
+        raise ValueError(f"a model named {model.name!r} is already registered")
+    PUBLICATION_MODELS[model.name] = model
+    return model
 
 
-def publication_model(name: str) -> PublicationModel:
+def unregister(name: str) -> None:
+    """Remove a plug-in added by :func:`register` (tests); the three built-in models stay.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is a built-in model.
+    """
+    if name in (MIXED.name, RATING.name, KL.name):
+        raise ValueError(f"{name!r} is a built-in model")
+    PUBLICATION_MODELS.pop(name, None)
+
+
+def publication_model(name: str) -> PublicationModel[Any]:
     """The model called ``name``.
 
     Raises
@@ -80,4 +88,50 @@ def publication_model(name: str) -> PublicationModel:
 
 def job_of_model(name: str | None) -> str:
     """The job that publishes model ``name`` (the default model's when None)."""
-    return publication_model(name if name is not None else Model.mixed.value).job
+    return publication_model(name if name is not None else DEFAULT_MODEL).job
+
+
+def jobs() -> dict[str, tuple[PublicationModel[Any], ...]]:
+    """Every publishing job and the models it publishes (the first one owns the job's assets)."""
+    grouped: dict[str, list[PublicationModel[Any]]] = {}
+    for model in PUBLICATION_MODELS.values():
+        grouped.setdefault(model.job, []).append(model)
+    return {job: tuple(models) for job, models in grouped.items()}
+
+
+def models_of_job(job: str) -> tuple[PublicationModel[Any], ...]:
+    """The models job ``job`` publishes.
+
+    Raises
+    ------
+    KeyError
+        No registered model is published by ``job``.
+    """
+    try:
+        return jobs()[job]
+    except KeyError:
+        raise KeyError(f"no registered model is published by job {job!r}") from None
+
+
+def model_of_job(job: str, model_setting: str | None) -> PublicationModel[Any]:
+    """The model a run of ``job`` publishes: the one its ``model`` setting names.
+
+    A job that publishes one model only implies it when the setting names no model of another job (a plug-in whose
+    name the settings' enum does not list yet runs through its job with the default setting).
+
+    Raises
+    ------
+    ValueError
+        The setting names a model that ``job`` does not publish (the message names the job to run instead).
+    """
+    models = models_of_job(job)
+    for model in models:
+        if model.name == str(model_setting):
+            return model
+    enumerated = {choice.value for choice in Model}  # the settings' enum; a plug-in outside it is chosen by its job
+    other = PUBLICATION_MODELS.get(str(model_setting)) if model_setting is not None else None
+    if len(models) == 1 and (other is None or str(model_setting) == DEFAULT_MODEL and models[0].name not in enumerated):
+        return models[0]
+    names = ", ".join(repr(m.name) for m in models)
+    hint = f"; run the `{other.job}` job for it" if other is not None else ""
+    raise ValueError(f"the `{job}` job publishes model {names}, not {str(model_setting)!r}{hint}")

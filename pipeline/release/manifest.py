@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
-
-from pipeline.settings import Model
+from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
 __all__ = ["InputReading", "Manifest", "validate_input_reading", "validate_manifest"]
 
@@ -67,7 +66,7 @@ class Manifest(BaseModel):
     release_id: str | None = None
     created_at: str | None = None
     input_hmac: str | None = None
-    model: Model | None = None
+    model: str | None = None
     allow_disclosure: StrictBool | None = None
     disclosure_override_used: StrictBool | None = None
     allow_recomposition: StrictBool | None = None
@@ -114,6 +113,16 @@ class Manifest(BaseModel):
     total_generalization_cost: float | None = None
     total_naive_cost: int | None = None
     attacks: JsonObject | None = None
+
+    @field_validator("model")
+    @classmethod
+    def _registered_model(cls, value: str | None) -> str | None:
+        """A registered publication model (:data:`pipeline.models.PUBLICATION_MODELS`), or None."""
+        from pipeline.models import PUBLICATION_MODELS
+
+        if value is not None and value not in PUBLICATION_MODELS:
+            raise PydanticCustomError("enum", "not a registered publication model")
+        return value
 
 
 def validate_manifest(manifest: Mapping[str, object]) -> Manifest:

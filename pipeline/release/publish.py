@@ -34,6 +34,7 @@ __all__ = [
     "publish_release",
     "read_latest",
     "remove_stale_entries",
+    "standard_table_schemas",
 ]
 
 #: Columns of ``release_manifest`` and their DuckDB types, in order.
@@ -124,24 +125,15 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-#: Tables each publication model releases (besides ``release_manifest``).
+#: Tables each built-in publication model releases (besides ``release_manifest``); the registry has every plug-in's.
 MODEL_TABLES = {name: model.tables for name, model in PUBLICATION_MODELS.items()}
 
 
-def contract_schemas(
-    quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str], *, model: str = "mixed"
-) -> dict[str, dict[str, str]]:
-    """Column -> DuckDB type of every table of the release contract of ``model``.
-
-    Raises
-    ------
-    ValueError
-        Unknown ``model`` (known: ``MODEL_TABLES``).
-    """
-    if model not in MODEL_TABLES:
-        raise ValueError(f"unknown model {model!r}; known: {sorted(MODEL_TABLES)}")
+def standard_table_schemas(quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str]) -> dict[str, dict[str, str]]:
+    """Column -> DuckDB type of every table the built-in models publish (``sac_released``, ``attribute_table``,
+    ``id_table``, ``attribute_clusters``, ``kl_released``), for the given columns."""
     quasi_identifier_columns = {c: "VARCHAR" for c in quasi_identifiers}
-    every = {
+    return {
         "sac_released": {
             "row_id": "BIGINT",
             "group_id": "BIGINT",
@@ -158,7 +150,22 @@ def contract_schemas(
             **{a: "VARCHAR" for a in sensitive_attributes},
         },
     }
-    schemas = {name: every[name] for name in MODEL_TABLES[model]}
+
+
+def contract_schemas(
+    quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str], *, model: str = "mixed"
+) -> dict[str, dict[str, str]]:
+    """Column -> DuckDB type of every table of the release contract of ``model`` (its plug-in's ``table_schemas``,
+    then ``release_manifest``).
+
+    Raises
+    ------
+    ValueError
+        Unknown ``model`` (known: the registry, :data:`pipeline.models.PUBLICATION_MODELS`).
+    """
+    if model not in PUBLICATION_MODELS:
+        raise ValueError(f"unknown model {model!r}; known: {sorted(PUBLICATION_MODELS)}")
+    schemas = PUBLICATION_MODELS[model].table_schemas(quasi_identifiers, sensitive_attributes)
     schemas["release_manifest"] = dict(MANIFEST_COLUMNS)
     return schemas
 

@@ -913,7 +913,7 @@ def render_report(
     sections = [_parameters(manifest), _accounting(manifest), _gates(manifest)]
     if model == "kl":
         sections.append(_kl(manifest, data))
-    else:
+    elif model in ("mixed", "rating"):  # another plug-in's page: its parameters, accounting and gates
         sections += [_disclosure(manifest), _rules(manifest, data), _utility(manifest, data), _baseline(manifest, data, baseline)]
     template = string.Template(TEMPLATE.read_text(encoding="utf-8"))
     return template.substitute(

@@ -1,0 +1,243 @@
+"""The protocol every publication model follows (issue 13: "publication models as typed plug-ins").
+
+A publication model is one object (a plug-in) that says, without Dagster:
+
+- who it is: ``name`` (the ``model`` setting), ``source`` (paper and SPEC sections), ``docs`` (its page);
+- its typed parameters: :meth:`PublicationModel.parameters` turns the run's settings into a frozen dataclass and
+  refuses inconsistent values (``ValueError``);
+- how it builds its release tables: :meth:`PublicationModel.build` takes the warehouse tables it names in
+  ``candidate_inputs`` and delegates to the pure functions of :mod:`pipeline.core`;
+- its release contract: ``tables`` (published) and ``candidate_tables`` (what its gates read);
+- its gates: ``gates`` (the names of the asset checks of ``checks/gates.py`` that its job runs),
+  ``not_applicable`` (gates that run but do not apply, with the reason) and :meth:`PublicationModel.verdict`
+  (which failed gates refuse the release);
+- its manifest section, report data, Dagster metadata figures and CLI summary;
+- its job: ``job`` and the asset names the Dagster factory (``assets/publish.py``, ``pipeline/jobs.py``) generates
+  for it: ``candidate_asset``, ``row_map_asset``, ``publish_asset``, ``publish_step``, plus ``stage_groups``, the
+  asset groups its job runs before the candidate.
+
+Several models may share one job (mixed and Rating share ``release``): they then share its assets and name the same
+``candidate_inputs``; the run's ``model`` setting picks the plug-in at run time.
+
+No Dagster and no Great Expectations here (``tests/test_architecture.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+import pandas as pd
+
+__all__ = [
+    "CandidateRelease",
+    "Frames",
+    "GateOutcome",
+    "GateVerdict",
+    "ParametersT",
+    "PublicationModel",
+    "gate_status_verdict",
+]
+
+ParametersT = TypeVar("ParametersT")
+
+#: Warehouse tables by name (``raw_records``, ``sac_released``, …), as the Dagster assets hand them over.
+Frames = Mapping[str, pd.DataFrame]
+#: One gate's outcome as the publish step reads it from the run: ``name``, ``passed``, ``status`` (``passed``,
+#: ``failed``, ``failed_overridden``, ``not_applicable``) and ``observed`` (its figures).
+GateOutcome = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class CandidateRelease:
+    """What :meth:`PublicationModel.build` returns: the candidate tables before the gates.
+
+    Attributes
+    ----------
+    tables
+        Candidate table name -> frame, one per name of ``candidate_tables`` (the published tables and whatever
+        else the gates read, e.g. an empty ``sac_released`` for Rating).
+    row_map
+        PRIVATE: release ``row_id`` -> ``source_row_id`` (the input's internal row id), never published.
+    figures
+        One row of sizes for the candidate asset (counts only, never a value of a table).
+    n_rows_out
+        Records the release publishes (the candidate asset's ``n_rows_out``).
+    """
+
+    tables: dict[str, pd.DataFrame]
+    row_map: pd.DataFrame
+    figures: dict[str, int | float]
+    n_rows_out: int
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    """Which gates refuse the release, after the model's overrides.
+
+    Attributes
+    ----------
+    refusal
+        None when the release may be published, else the message of the refusal (``release refused: …``).
+    overridden
+        Gates that failed with WARN severity and were accepted by an explicit setting (``allow_disclosure``).
+    warned
+        Gates that failed with WARN severity by a setting that only warns (``posterior_gate: warn``).
+    """
+
+    refusal: str | None
+    overridden: tuple[str, ...] = ()
+    warned: tuple[str, ...] = ()
+
+
+def gate_status_verdict(gates: Sequence[GateOutcome], *, refuse: Callable[[str], bool]) -> GateVerdict:
+    """The verdict of a model that accepts no override: a gate whose status ``refuse`` says is refusing blocks.
+
+    Parameters
+    ----------
+    gates
+        This run's gate outcomes.
+    refuse
+        Status -> whether it refuses the release.
+    """
+    failed = [str(g["name"]) for g in gates if refuse(str(g["status"]))]
+    return GateVerdict(refusal=f"release refused: gate(s) {failed} failed" if failed else None)
+
+
+@runtime_checkable
+class PublicationModel(Protocol[ParametersT]):
+    """One publication model, as a plug-in (see the module docstring; ``docs/adding-a-model.md``)."""
+
+    @property
+    def name(self) -> str:
+        """The ``model`` setting that selects it (``mixed``, ``rating``, ``kl``, …)."""
+        ...
+
+    @property
+    def job(self) -> str:
+        """The Dagster job that publishes it."""
+        ...
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """Published tables besides ``release_manifest`` (the release contract, README)."""
+        ...
+
+    @property
+    def candidate_tables(self) -> tuple[str, ...]:
+        """Candidate tables its build returns and its gates read (a superset of ``tables``)."""
+        ...
+
+    @property
+    def candidate_inputs(self) -> tuple[str, ...]:
+        """PRIVATE warehouse tables :meth:`build` reads (``raw_records`` and the model's own stage tables)."""
+        ...
+
+    @property
+    def publish_inputs(self) -> tuple[str, ...]:
+        """PRIVATE warehouse tables the publish step reads besides ``raw_records``, ``input_summary`` and the row map."""
+        ...
+
+    @property
+    def stage_groups(self) -> tuple[str, ...]:
+        """Asset groups its job runs before the candidate (``ingest`` first)."""
+        ...
+
+    @property
+    def candidate_asset(self) -> str:
+        """The candidate asset (one row of sizes) its gates are attached to."""
+        ...
+
+    @property
+    def row_map_asset(self) -> str:
+        """The private row-map asset (release row id -> input row id) of its job."""
+        ...
+
+    @property
+    def publish_asset(self) -> str:
+        """The publish asset's key."""
+        ...
+
+    @property
+    def publish_step(self) -> str:
+        """The publish asset's step (op) name."""
+        ...
+
+    @property
+    def gates(self) -> tuple[str, ...]:
+        """Names of the gate checks its job runs (``checks/gates.py``), in the order of the manifest."""
+        ...
+
+    @property
+    def not_applicable(self) -> Mapping[str, str]:
+        """Gates that run in its job but do not apply to it: gate name -> the reason shown in the manifest."""
+        ...
+
+    @property
+    def audited(self) -> bool:
+        """Whether its job ends with the audit of the published release (``audit/release_disclosure``)."""
+        ...
+
+    @property
+    def source(self) -> str:
+        """The paper and SPEC sections it implements."""
+        ...
+
+    @property
+    def docs(self) -> str:
+        """Its page under ``docs/``."""
+        ...
+
+    def parameters(self, settings: Any) -> ParametersT:
+        """Its typed parameters, from the run's settings (any object with the settings' attributes).
+
+        Raises
+        ------
+        ValueError
+            Inconsistent values (e.g. ``k < ell`` for the (k, ℓ) model); the message says what to change.
+        """
+        ...
+
+    def build(self, inputs: Frames, parameters: ParametersT, *, secret: bytes | None) -> CandidateRelease:
+        """The candidate release from the tables named in ``candidate_inputs`` (pure functions of the core)."""
+        ...
+
+    def verdict(self, gates: Sequence[GateOutcome], parameters: ParametersT) -> GateVerdict:
+        """Whether this run's gate outcomes let the release be published."""
+        ...
+
+    def candidate_sets(self, frames: Frames, row_map: pd.DataFrame, parameters: ParametersT) -> Mapping[str, pd.Series]:
+        """Every released record's candidate set per sensitive attribute (the release-series check)."""
+        ...
+
+    def published_tables(self, frames: Frames, parameters: ParametersT) -> dict[str, pd.DataFrame]:
+        """The candidate tables in the form they are published (the contract's columns are selected later)."""
+        ...
+
+    def manifest_section(self, frames: Frames, parameters: ParametersT, verdict: GateVerdict, settings: Any) -> dict[str, Any]:
+        """The model's keys of ``manifest.json`` (:class:`pipeline.release.manifest.Manifest`)."""
+        ...
+
+    def report_data(
+        self, frames: Frames, manifest: Mapping[str, Any], parameters: ParametersT, *, release_path: Path
+    ) -> dict[str, Any]:
+        """``report.json`` of the release (aggregate figures only)."""
+        ...
+
+    def publish_figures(self, frames: Frames, manifest: Mapping[str, Any], report_data: Mapping[str, Any]) -> dict[str, Any]:
+        """Numeric figures of the publish asset's metadata, stable names (the Dagster UI charts them)."""
+        ...
+
+    def series_configuration(self, parameters: ParametersT) -> dict[str, Any]:
+        """What the release registry compares (``pipeline.core.series.CONFIGURATION_KEYS``)."""
+        ...
+
+    def summary(self, manifest: Mapping[str, Any], path: Path, elapsed: float) -> str:
+        """One screen of text about a published release (``msa-release run``)."""
+        ...
+
+    def table_schemas(self, quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str]) -> dict[str, dict[str, str]]:
+        """Column -> DuckDB type of every published table (the release contract; ``release_manifest`` is added)."""
+        ...

@@ -1,0 +1,313 @@
+"""(k, ℓ)-anonymity (P2, SPEC §14) as a plug-in: quasi-identifiers generalised along ARX hierarchies into equivalence
+classes (``cluster_id``) of at least k records whose sensitive tuples have Diverse >= ℓ.
+
+The stage tables come from ``assets/kl_model.py`` (validated hierarchies, :func:`pipeline.core.kl_anonymity.kl_anonymize`);
+the released table from :func:`pipeline.core.kl_anonymity.kl_release_table`. No Dagster here.
+
+References: P2; SPEC §14.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pipeline.models.base import CandidateRelease, Frames, GateOutcome, GateVerdict, gate_status_verdict
+from pipeline.models.mixed import gate_lines
+
+__all__ = ["KL", "KLModel", "KLParameters", "discernibility", "render_kl_summary"]
+
+#: Gates of the (k, ℓ) model (``checks/gates.py``).
+KL_GATES = ("kl_clusters_are_k_anonymous", "kl_clusters_are_l_diverse", "kl_records_accounted_for")
+
+
+@dataclass(frozen=True)
+class KLParameters:
+    """Typed parameters of the (k, ℓ) model; see :class:`pipeline.resources.ReleaseSettings` for each.
+
+    Attributes
+    ----------
+    quasi_identifiers, sensitive_attributes
+        Column names, in schema order.
+    k, ell
+        Minimum size and minimum Diverse of every equivalence class (k >= ℓ).
+    kl_method, max_block_size
+        ``blocked`` (blocks of at most ``max_block_size`` >= 2k records), ``greedy`` or ``exact``.
+    generalization_weights
+        Weight c_i >= 0 of every quasi-identifier in the cost S (1 when not configured), in quasi-identifier order.
+    hierarchies_dir
+        The hierarchy folder as configured (its base name goes into the manifest, never the path).
+    posterior_slack
+        Slack of the adversaries measured on the release (``attacks`` of the manifest).
+
+    Raises
+    ------
+    ValueError
+        ``k < ell``; ``max_block_size < 2k`` with ``blocked``; a weight of a column that is not a quasi-identifier,
+        or a negative weight.
+    """
+
+    quasi_identifiers: tuple[str, ...]
+    sensitive_attributes: tuple[str, ...]
+    k: int
+    ell: int
+    kl_method: str
+    max_block_size: int
+    generalization_weights: dict[str, float]
+    hierarchies_dir: str
+    posterior_slack: float
+
+    def __post_init__(self) -> None:
+        if self.k < self.ell:
+            raise ValueError(
+                f"the (k, ℓ) model needs k >= ell (an equivalence class of k records cannot hold ℓ pairwise "
+                f"totally different sensitive tuples otherwise), got k={self.k}, ell={self.ell}; raise k or lower ell"
+            )
+        if self.kl_method == "blocked" and self.max_block_size < 2 * self.k:
+            raise ValueError(f"max_block_size={self.max_block_size} must be at least 2k={2 * self.k} for kl_method 'blocked'")
+
+
+def discernibility(cluster_sizes: pd.Series) -> int:
+    """Discernibility metric: sum of the squared equivalence-class sizes (Bayardo & Agrawal 2005)."""
+    return int((cluster_sizes.astype("int64") ** 2).sum())
+
+
+@dataclass(frozen=True)
+class KLModel:
+    """The (k, ℓ) model: its own ``kl_release`` job, three gates, no override."""
+
+    name: str = "kl"
+    job: str = "kl_release"
+    tables: tuple[str, ...] = ("kl_released",)
+    candidate_tables: tuple[str, ...] = ("kl_released",)
+    candidate_inputs: tuple[str, ...] = ("raw_records", "kl_assignments", "kl_clusters")
+    publish_inputs: tuple[str, ...] = ("kl_suppressed_records", "kl_clusters", "generalization_hierarchies")
+    stage_groups: tuple[str, ...] = ("ingest", "kl_model")
+    candidate_asset: str = "kl_release_candidate"
+    row_map_asset: str = "kl_release_row_map"
+    publish_asset: str = "kl_release"
+    publish_step: str = "publish_kl_release"
+    gates: tuple[str, ...] = KL_GATES
+    not_applicable: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    audited: bool = False
+    source: str = "P2; SPEC §14"
+    docs: str = "docs/kl.md"
+
+    def parameters(self, settings: Any) -> KLParameters:
+        """The typed parameters of ``settings`` (:class:`pipeline.resources.ReleaseSettings`), checked.
+
+        Raises
+        ------
+        ValueError
+            See :class:`KLParameters`.
+        """
+        quasi_identifiers = tuple(settings.quasi_identifiers)
+        configured = dict(settings.generalization_weights)
+        parameters = KLParameters(
+            quasi_identifiers=quasi_identifiers,
+            sensitive_attributes=tuple(settings.sensitive_attributes),
+            k=int(settings.k),
+            ell=int(settings.ell),
+            kl_method=str(settings.kl_method),
+            max_block_size=int(settings.max_block_size),
+            generalization_weights={name: float(configured.get(name, 1.0)) for name in quasi_identifiers},
+            hierarchies_dir=str(settings.hierarchies_dir),
+            posterior_slack=float(settings.posterior_slack),
+        )
+        unknown = sorted(set(configured) - set(quasi_identifiers))
+        if unknown:
+            raise ValueError(f"generalization_weights names {unknown}, which are not quasi-identifiers {list(quasi_identifiers)}")
+        negative = sorted(name for name, weight in configured.items() if not weight >= 0)
+        if negative:
+            raise ValueError(f"generalization_weights must be >= 0; {negative} are not")
+        return parameters
+
+    def build(self, inputs: Frames, parameters: KLParameters, *, secret: bytes | None) -> CandidateRelease:
+        """The candidate (k, ℓ) table: classes numbered by content, rows by class, so that neither id carries the input
+        order (:func:`pipeline.core.kl_anonymity.kl_release_table`).
+
+        Parameters
+        ----------
+        inputs
+            ``raw_records``, ``kl_assignments`` (record -> class), ``kl_clusters`` (one row per class with its
+            generalised labels, cost and naive cost).
+        secret
+            Not used: the (k, ℓ) model takes no random decision.
+        """
+        from pipeline.core.kl_anonymity import KLAnonymization, kl_release_table
+
+        clusters = inputs["kl_clusters"]
+        anonymization = KLAnonymization(
+            assignments=inputs["kl_assignments"],
+            clusters=clusters,
+            total_cost=float(clusters["cost"].sum()),
+            total_naive_cost=int(clusters["naive_cost"].sum()),
+            n_blocks=1,  # not stored in the warehouse; kl_release_table does not read it
+            method=parameters.kl_method,
+            k=parameters.k,
+            ell=parameters.ell,
+        )
+        released, row_map = kl_release_table(
+            inputs["raw_records"], anonymization, parameters.quasi_identifiers, parameters.sensitive_attributes
+        )
+        return CandidateRelease(
+            tables={"kl_released": released},
+            row_map=row_map,
+            figures={"n_rows_kl_released": len(released), "n_clusters": int(released["cluster_id"].nunique())},
+            n_rows_out=len(released),
+        )
+
+    def verdict(self, gates: Sequence[GateOutcome], parameters: KLParameters) -> GateVerdict:
+        """Any gate that did not pass refuses the release (the (k, ℓ) model has no override)."""
+        return gate_status_verdict(gates, refuse=lambda status: status != "passed")
+
+    def candidate_sets(self, frames: Frames, row_map: pd.DataFrame, parameters: KLParameters) -> Mapping[str, pd.Series]:
+        """Candidate sets of the equivalence classes (:func:`pipeline.core.class_attacks.class_candidate_sets`)."""
+        from pipeline.core.class_attacks import class_candidate_sets
+
+        return class_candidate_sets(frames["kl_released"], row_map, parameters.sensitive_attributes)
+
+    def published_tables(self, frames: Frames, parameters: KLParameters) -> dict[str, pd.DataFrame]:
+        """``kl_released`` as assembled."""
+        return {"kl_released": frames["kl_released"]}
+
+    def hierarchies_manifest(self, parameters: KLParameters, generalization_hierarchies: pd.DataFrame) -> dict[str, Any]:
+        """The manifest's ``hierarchies``: the directory's base name (never a path: the manifest is published) and,
+        per quasi-identifier, the file name, its SHA-256 and height."""
+        return {
+            "directory": Path(parameters.hierarchies_dir).name,
+            "files": {
+                row.attribute: {"file": row.file, "sha256": row.sha256, "height": int(row.height)}
+                for row in generalization_hierarchies.itertuples(index=False)
+            },
+        }
+
+    def manifest_section(self, frames: Frames, parameters: KLParameters, verdict: GateVerdict, settings: Any) -> dict[str, Any]:
+        """Parameters, hierarchies, counts, costs and the adversaries measured on the release (not gated, issue 12)."""
+        from pipeline.core.class_attacks import class_attack_figures
+
+        released, clusters = frames["kl_released"], frames["kl_clusters"]
+        return {
+            "allow_disclosure": None,  # not a setting of this model
+            "disclosure_override_used": False,
+            "k": parameters.k,
+            "kl_method": parameters.kl_method,
+            "max_block_size": parameters.max_block_size if parameters.kl_method == "blocked" else None,
+            "hierarchies": self.hierarchies_manifest(parameters, frames["generalization_hierarchies"]),
+            "generalization_weights": dict(parameters.generalization_weights),
+            "n_released": len(released),
+            "n_suppressed_records": len(frames["kl_suppressed_records"]),
+            "n_clusters": int(released.groupby("cluster_id", observed=True).size().shape[0]),
+            "total_generalization_cost": float(clusters["cost"].sum()),
+            "total_naive_cost": int(clusters["naive_cost"].sum()),
+            "attacks": class_attack_figures(
+                frames["raw_records"],
+                released,
+                frames[self.row_map_asset],
+                parameters.quasi_identifiers,
+                parameters.sensitive_attributes,
+                ell=parameters.ell,
+                slack=parameters.posterior_slack,
+            ),
+        }
+
+    def report_data(
+        self, frames: Frames, manifest: Mapping[str, Any], parameters: KLParameters, *, release_path: Path
+    ) -> dict[str, Any]:
+        """``report.json``: class sizes and average generalization levels."""
+        from pipeline.reporting.release_report import kl_report_data
+
+        data: dict[str, Any] = kl_report_data(frames["kl_released"], frames["kl_clusters"], parameters.quasi_identifiers)
+        return data
+
+    def publish_figures(self, frames: Frames, manifest: Mapping[str, Any], report_data: Mapping[str, Any]) -> dict[str, Any]:
+        """Sizes, costs, discernibility and the adversaries' figures (stable names)."""
+        sizes = frames["kl_released"].groupby("cluster_id", observed=True).size()
+        clusters = frames["kl_clusters"]
+        return {
+            "k": manifest["k"],
+            "ell": manifest["ell"],
+            "n_input": manifest["n_input"],
+            "n_dropped_missing": manifest["n_dropped_missing"],
+            "n_released": manifest["n_released"],
+            "n_suppressed_records": manifest["n_suppressed_records"],
+            "n_clusters": manifest["n_clusters"],
+            "average_cluster_size": float(sizes.mean()) if len(sizes) else 0.0,
+            "total_generalization_cost": manifest["total_generalization_cost"],
+            "total_naive_cost": manifest["total_naive_cost"],
+            "discernibility": discernibility(sizes),
+            **{f"attack_{key}": value for key, value in manifest["attacks"].items()},
+            "n_rows_in": manifest["n_input"],
+            "n_rows_out": manifest["n_released"],
+            "min_diverse": int(clusters["diverse"].min()) if len(clusters) else 0,
+        }
+
+    def series_configuration(self, parameters: KLParameters) -> dict[str, Any]:
+        """The settings that change what the release says about a record; the mixed/Rating keys None."""
+        return {
+            "model": self.name,
+            "ell": parameters.ell,
+            "min_confidence": None,
+            "min_support": None,
+            "grouping": None,
+            "stratum_deletion_budget": None,
+            "residual_policy": None,
+            "randomness": None,
+            "quasi_identifiers": list(parameters.quasi_identifiers),
+            "sensitive_attributes": list(parameters.sensitive_attributes),
+            "k": parameters.k,
+            "kl_method": parameters.kl_method,
+            "max_block_size": parameters.max_block_size,
+            "generalization_weights": dict(parameters.generalization_weights),
+        }
+
+    def table_schemas(self, quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The contract's column types of ``tables`` (:func:`pipeline.release.publish.standard_table_schemas`)."""
+        from pipeline.release.publish import standard_table_schemas
+
+        every = standard_table_schemas(quasi_identifiers, sensitive_attributes)
+        return {name: every[name] for name in self.tables}
+
+    def summary(self, manifest: Mapping[str, Any], path: Path, elapsed: float) -> str:
+        """One screen of text about a published (k, ℓ) release (:func:`render_kl_summary`)."""
+        return render_kl_summary(manifest, path, elapsed)
+
+
+def render_kl_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -> str:
+    """One screen of text about a published (k, ℓ) release (from its manifest)."""
+    observed = {g["name"]: g.get("observed", {}) for g in manifest["checks"]}
+    classes = observed.get("kl_clusters_are_k_anonymous", {})
+    diversity = observed.get("kl_clusters_are_l_diverse", {})
+    n_released, n_clusters = manifest["n_released"], manifest["n_clusters"]
+    weights = manifest.get("generalization_weights") or {}
+    weighted = {name: w for name, w in weights.items() if w != 1.0}
+    lines = [
+        f"Published release {manifest['release_id']}",
+        f"  directory      {path}",
+        f"  model          kl ((k, ℓ)-anonymity)  k={manifest['k']}  ell={manifest['ell']}  method={manifest['kl_method']}"
+        + (f"  max_block_size={manifest['max_block_size']}" if manifest.get("max_block_size") else ""),
+        f"  QIs            {', '.join(manifest['quasi_identifiers'])} (generalised; hierarchies in {manifest['hierarchies']['directory']})",
+        f"  sensitive      {', '.join(manifest['sensitive_attributes'])} (unchanged)",
+        f"  records        {manifest['n_input']} read, {manifest['n_dropped_missing']} dropped (missing sensitive value)",
+        f"                 {n_released} released, {manifest['n_suppressed_records']} suppressed",
+        f"  clusters       {n_clusters} equivalence classes, average size {n_released / n_clusters if n_clusters else 0:.2f} "
+        f"(min {classes.get('min_cluster_size', '?')}, max {classes.get('max_cluster_size', '?')}); "
+        f"min Diverse {diversity.get('min_diverse_observed', '?')}",
+        f"  cost           S = {manifest['total_generalization_cost']:.1f} "
+        f"({manifest['total_generalization_cost'] / n_released if n_released else 0:.3f} per record), "
+        f"naive (levels climbed) = {manifest['total_naive_cost']}"
+        + (f"; weights {', '.join(f'{n}={w:g}' for n, w in weighted.items())}" if weighted else ""),
+        "  gates",
+    ]
+    lines.extend(gate_lines(manifest["checks"]))
+    lines.append(f"  time           {elapsed:.1f} s")
+    return "\n".join(lines)
+
+
+#: The (k, ℓ) model's plug-in.
+KL = KLModel()

@@ -1,0 +1,435 @@
+"""The mixed model of P1 (SAC~ + improved Rating) as a plug-in; :mod:`pipeline.models.rating` configures it as the plain
+Rating baseline.
+
+The release tables come from the mixed model's stage tables (``assets/mixed_model.py``: the SAC/IR split, attribute
+clusters, SAC~ groups and their permutation, improved Rating) through
+:func:`pipeline.core.mixed_model.assemble_release_tables`. No Dagster here.
+
+References: P1 §4-§5 (Algorithms 7, 10, 11, 13, 19); SPEC §1-§8.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pipeline.models.base import CandidateRelease, Frames, GateOutcome, GateVerdict
+
+__all__ = ["MIXED", "MixedModel", "MixedParameters", "render_summary"]
+
+#: Gates of the mixed and Rating models (``checks/gates.py``), in manifest order.
+MIXED_GATES = (
+    "attribute_table_is_l_diverse",
+    "disclosure_within_bound",
+    "no_certain_attribute_table_cell",
+    "no_probability_tilt",
+    "posterior_within_bound",
+    "records_accounted_for",
+    "release_carries_no_input_order",
+    "rule_confidence_preserved",
+    "sac_released_is_l_diverse",
+)
+#: The gate that ``posterior_gate: warn`` turns into a warning.
+POSTERIOR_GATE = "posterior_within_bound"
+
+
+@dataclass(frozen=True)
+class MixedParameters:
+    """Typed parameters of the mixed model (and of Rating); see :class:`pipeline.resources.ReleaseSettings` for each.
+
+    Attributes
+    ----------
+    quasi_identifiers, sensitive_attributes
+        Column names, in schema order.
+    ell
+        ℓ: size of every SAC~ group, minimum number of distinct values per SID.
+    min_confidence, min_support
+        Strong rules: confidence >= min_confidence, support >= min_support records (already resolved: 0 -> max(ℓ, 5)).
+    seed, randomness
+        The SAC~ permutation's seed; ``home-secret`` or ``spec-reference``.
+    grouping, stratum_deletion_budget, residual_policy
+        ``qi_aware`` / ``p1``; the strata's budget (qi_aware); ``delete`` / ``suppress``.
+    allow_disclosure, confidence_tolerance, posterior_slack, posterior_gate
+        Gate settings (disclosure override, rule-confidence tolerance, learned-model gate).
+    private_baseline_max_records
+        Largest table whose private Rating baseline report.html shows.
+    hierarchies_path
+        The hierarchy folder, resolved (qi_aware generalization).
+    """
+
+    quasi_identifiers: tuple[str, ...]
+    sensitive_attributes: tuple[str, ...]
+    ell: int
+    min_confidence: float
+    min_support: int
+    seed: int
+    randomness: str
+    grouping: str
+    stratum_deletion_budget: float
+    residual_policy: str
+    allow_disclosure: bool
+    confidence_tolerance: float
+    posterior_slack: float
+    posterior_gate: str
+    private_baseline_max_records: int
+    hierarchies_path: Path
+
+    @property
+    def qi_aware(self) -> bool:
+        """Whether the grouping is the quasi-identifier-aware one."""
+        return self.grouping == "qi_aware"
+
+
+@dataclass(frozen=True)
+class MixedModel:
+    """The mixed model (``publishes_sac``) or, with ``publishes_sac`` False, plain Rating on the whole table.
+
+    Both share the ``release`` job and its assets; the run's ``model`` setting picks the plug-in.
+    """
+
+    name: str = "mixed"
+    job: str = "release"
+    tables: tuple[str, ...] = ("sac_released", "attribute_table", "id_table", "attribute_clusters")
+    candidate_tables: tuple[str, ...] = ("sac_released", "attribute_table", "id_table", "attribute_clusters")
+    candidate_inputs: tuple[str, ...] = (
+        "raw_records",
+        "sac_permuted",
+        "ir_attribute_sids",
+        "ir_id_table",
+        "sensitive_attribute_clusters",
+        "ir_left",
+    )
+    publish_inputs: tuple[str, ...] = ("deleted_records", "strong_rules")
+    stage_groups: tuple[str, ...] = ("ingest", "mining", "mixed_model", "rating")
+    candidate_asset: str = "release_candidate"
+    row_map_asset: str = "release_row_map"
+    publish_asset: str = "release"
+    publish_step: str = "publish_release"
+    gates: tuple[str, ...] = MIXED_GATES
+    not_applicable: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    audited: bool = True
+    source: str = "P1 §4-§5 (Algorithms 7, 10, 11, 13, 19); SPEC §1-§8"
+    docs: str = "docs/mixed.md"
+    #: False for plain Rating: every record goes to IR, no SAC~ and no attribute clusters are published.
+    publishes_sac: bool = True
+
+    # ------------------------------------------------------------------ parameters
+    def parameters(self, settings: Any) -> MixedParameters:
+        """The typed parameters of ``settings`` (:class:`pipeline.resources.ReleaseSettings`)."""
+        return MixedParameters(
+            quasi_identifiers=tuple(settings.quasi_identifiers),
+            sensitive_attributes=tuple(settings.sensitive_attributes),
+            ell=int(settings.ell),
+            min_confidence=float(settings.min_confidence),
+            min_support=int(settings.effective_min_support()),
+            seed=int(settings.seed),
+            randomness=str(settings.randomness),
+            grouping=str(settings.grouping),
+            stratum_deletion_budget=float(settings.stratum_deletion_budget),
+            residual_policy=str(settings.residual_policy),
+            allow_disclosure=bool(settings.allow_disclosure),
+            confidence_tolerance=float(settings.confidence_tolerance),
+            posterior_slack=float(settings.posterior_slack),
+            posterior_gate=str(settings.posterior_gate),
+            private_baseline_max_records=int(settings.private_baseline_max_records),
+            hierarchies_path=Path(settings.hierarchies_path()),
+        )
+
+    # ------------------------------------------------------------------ build
+    def build(self, inputs: Frames, parameters: MixedParameters, *, secret: bytes | None) -> CandidateRelease:
+        """Assemble the candidate release from the stage tables: contract tables with fresh row ids that carry no
+        input order (:func:`pipeline.core.mixed_model.assemble_release_tables`).
+
+        Parameters
+        ----------
+        inputs
+            ``raw_records``, ``sac_permuted``, ``ir_attribute_sids``, ``ir_id_table``,
+            ``sensitive_attribute_clusters``, ``ir_left`` (the warehouse tables of ``assets/mixed_model.py``).
+        secret
+            The home secret, or None with ``randomness: spec-reference``.
+
+        Returns
+        -------
+        CandidateRelease
+            ``sac_released``, ``attribute_table``, ``id_table``, ``attribute_clusters`` (empty for Rating); the row
+            map with ``input_row_number``; sizes and generalization counts.
+        """
+        from pipeline.core.hierarchies import load_available_hierarchies
+        from pipeline.core.mixed_model import assemble_release_tables
+        from pipeline.io.tables import clusters_from_frame
+
+        ir_left = inputs["ir_left"]
+        tables = assemble_release_tables(
+            inputs["raw_records"],
+            parameters.quasi_identifiers,
+            parameters.sensitive_attributes,
+            sac_permuted=inputs["sac_permuted"],
+            attribute_sids=inputs["ir_attribute_sids"].astype({a: "Int32" for a in parameters.sensitive_attributes}),
+            id_table=inputs["ir_id_table"],
+            clusters=clusters_from_frame(inputs["sensitive_attribute_clusters"]),
+            secret=secret,
+            generalize=self.publishes_sac and parameters.qi_aware,
+            hierarchies=load_available_hierarchies(parameters.hierarchies_path, parameters.quasi_identifiers)
+            if parameters.qi_aware
+            else None,
+            attribute_table_labels=ir_left if "stratum" in ir_left.columns else None,
+        )
+        # the custodian's audit map (private, never released): release row id -> input line
+        row_map = tables.row_map.assign(input_row_number=tables.row_map["source_row_id"])
+        frames = {
+            "sac_released": tables.sac_released,
+            "attribute_table": tables.attribute_table,
+            "id_table": tables.id_table,
+            "attribute_clusters": tables.attribute_clusters,
+        }
+        if not self.publishes_sac:  # plain Rating publishes no SAC~ and no clusters (SPEC §7)
+            frames["attribute_clusters"] = tables.attribute_clusters.iloc[0:0]
+        sizes: dict[str, int | float] = {f"n_rows_{name}": len(frames[name]) for name in self.candidate_tables}
+        return CandidateRelease(
+            tables=frames,
+            row_map=row_map,
+            figures={**sizes, **tables.generalization},
+            n_rows_out=len(tables.sac_released) + len(tables.attribute_table),
+        )
+
+    # ------------------------------------------------------------------ gates
+    def verdict(self, gates: Sequence[GateOutcome], parameters: MixedParameters) -> GateVerdict:
+        """Refuse on a failed gate; a WARN gate (``allow_disclosure``, ``posterior_gate: warn``) refuses unless its
+        setting accepts it."""
+        failed = [str(g["name"]) for g in gates if g["status"] == "failed"]
+        if failed:  # blocking checks already stop the publish step; this is a second lock on the door
+            return GateVerdict(refusal=f"release refused: gate(s) {failed} failed")
+        overridden = [str(g["name"]) for g in gates if g["status"] == "failed_overridden"]
+        posterior_warned = POSTERIOR_GATE in overridden and parameters.posterior_gate == "warn"
+        overridden = [name for name in overridden if not (name == POSTERIOR_GATE and posterior_warned)]
+        if overridden and not parameters.allow_disclosure:
+            return GateVerdict(refusal=f"release refused: gate(s) {overridden} failed and allow_disclosure is off")
+        return GateVerdict(refusal=None, overridden=tuple(overridden), warned=(POSTERIOR_GATE,) if posterior_warned else ())
+
+    # ------------------------------------------------------------------ publish
+    def candidate_sets(self, frames: Frames, row_map: pd.DataFrame, parameters: MixedParameters) -> Mapping[str, pd.Series]:
+        """Candidate sets of the SAC~ groups and SIDs (:func:`pipeline.core.composition.candidate_sets`)."""
+        from pipeline.core.composition import candidate_sets
+
+        return candidate_sets(
+            parameters.sensitive_attributes,
+            row_map=row_map,
+            sac_released=frames["sac_released"],
+            attribute_table=frames["attribute_table"],
+            id_table=frames["id_table"],
+        )
+
+    def published_tables(self, frames: Frames, parameters: MixedParameters) -> dict[str, pd.DataFrame]:
+        """The candidate tables; SID columns of the attribute table as nullable ``Int32`` (NULL = suppressed)."""
+        published = {name: frames[name] for name in self.candidate_tables}
+        published["attribute_table"] = frames["attribute_table"].astype({a: "Int32" for a in parameters.sensitive_attributes})
+        return published
+
+    def manifest_section(
+        self, frames: Frames, parameters: MixedParameters, verdict: GateVerdict, settings: Any
+    ) -> dict[str, Any]:
+        """Settings, counts and the generalization figures of the candidate (``Manifest``'s mixed/Rating part)."""
+        deleted, candidate = frames["deleted_records"], frames[self.candidate_asset]
+        attribute_table = self.published_tables(frames, parameters)["attribute_table"]
+
+        def candidate_count(name: str) -> int:
+            return int(candidate[name].iloc[0]) if name in candidate else 0
+
+        return {
+            "allow_disclosure": parameters.allow_disclosure,
+            "disclosure_override_used": bool(verdict.overridden),
+            "posterior_slack": parameters.posterior_slack,
+            "posterior_gate": parameters.posterior_gate,
+            "posterior_gate_warned": POSTERIOR_GATE in verdict.warned,
+            "min_confidence": parameters.min_confidence,
+            "min_support": parameters.min_support,
+            "seed": parameters.seed,
+            "randomness": parameters.randomness,
+            "grouping": parameters.grouping,
+            "stratum_deletion_budget": parameters.stratum_deletion_budget if parameters.qi_aware else None,
+            "residual_policy": parameters.residual_policy,
+            "n_deleted_for_eligibility": int((deleted["reason"] == "eligibility").sum()) if "reason" in deleted else 0,
+            "n_generalized_groups": candidate_count("n_generalized_groups"),
+            "n_generalized_cells": candidate_count("n_generalized_cells"),
+            "n_strata": candidate_count("n_strata"),
+            "n_generalized_attribute_table_cells": candidate_count("n_generalized_attribute_table_cells"),
+            "n_sac_released": len(frames["sac_released"]),
+            "n_attribute_table": len(attribute_table),
+            "n_deleted": len(deleted),
+            "n_suppressed_cells": int(attribute_table[list(parameters.sensitive_attributes)].isna().sum().sum()),
+        }
+
+    def report_data(
+        self, frames: Frames, manifest: Mapping[str, Any], parameters: MixedParameters, *, release_path: Path
+    ) -> dict[str, Any]:
+        """``report.json``: the utility metrics and rule confidences, and for the mixed model the private Rating
+        baseline (computed from the same records, never published; aggregate figures only)."""
+        from pipeline.core.metrics import domain_sizes
+        from pipeline.release.audit import PublishedRelease
+        from pipeline.reporting.release_report import mixed_report_data, private_rating_baseline
+
+        raw_records, strong_rules = frames["raw_records"], frames["strong_rules"]
+        in_memory = PublishedRelease(
+            path=release_path,
+            manifest=dict(manifest),
+            sac_released=frames["sac_released"],
+            attribute_table=self.published_tables(frames, parameters)["attribute_table"],
+            id_table=frames["id_table"],
+            attribute_clusters=frames["attribute_clusters"],
+        )
+        data: dict[str, Any] = mixed_report_data(
+            in_memory, strong_rules, domain=domain_sizes(raw_records, list(parameters.sensitive_attributes))
+        )
+        if not self.publishes_sac:
+            return data
+        if len(raw_records) <= parameters.private_baseline_max_records:
+            # issue 12, series (c): never published as a release, so it cannot be intersected with this one
+            data["private_rating_baseline"] = private_rating_baseline(
+                raw_records,
+                parameters.quasi_identifiers,
+                parameters.sensitive_attributes,
+                ell=parameters.ell,
+                min_confidence=parameters.min_confidence,
+                rules=strong_rules,
+            )
+        else:
+            data["private_rating_baseline"] = {
+                "model": "rating",
+                "published": False,
+                "not_computed": True,
+                "n_records": len(raw_records),
+                "max_records": parameters.private_baseline_max_records,
+            }
+        return data
+
+    def publish_figures(self, frames: Frames, manifest: Mapping[str, Any], report_data: Mapping[str, Any]) -> dict[str, Any]:
+        """Counts of the manifest, the disclosure and utility figures (stable names: the UI charts them)."""
+        observed = {g["name"]: g.get("observed", {}) for g in manifest["checks"]}
+        disclosure = observed.get("disclosure_within_bound", {})
+        groups = observed.get("sac_released_is_l_diverse", {})
+        metrics = report_data["metrics"]
+        counts = (
+            "n_input",
+            "n_dropped_missing",
+            "n_sac_released",
+            "n_attribute_table",
+            "n_deleted",
+            "n_deleted_for_eligibility",
+            "n_generalized_groups",
+            "n_generalized_cells",
+            "n_strata",
+            "n_generalized_attribute_table_cells",
+            "n_suppressed_cells",
+        )
+        return {
+            **{name: manifest[name] for name in counts},
+            "disclosure_override_used": int(bool(manifest["disclosure_override_used"])),
+            "n_rows_in": manifest["n_input"],
+            "n_rows_out": manifest["n_sac_released"] + manifest["n_attribute_table"],
+            "n_strong_rules": len(report_data["rules"]),
+            "n_groups": int(groups.get("n_groups", 0)),
+            "max_disclosure_probability": float(disclosure.get("max_disclosure_probability", 0.0)),
+            "n_records_above_bound": int(disclosure.get("n_records_above_bound", 0)),
+            "additional_information_loss": float(metrics["additional_information_loss"]),
+            "reconstruction_error": float(metrics["reconstruction_error"]),
+            "reconstruction_error_per_record": float(metrics["reconstruction_error_per_record"]),
+            "average_raw_confidence": float(metrics["average_raw_confidence"] or 0.0),
+            "average_released_confidence": float(metrics["average_released_confidence"] or 0.0),
+        }
+
+    def series_configuration(self, parameters: MixedParameters) -> dict[str, Any]:
+        """The settings that change what the release says about a record (never the seed); the (k, ℓ) keys None."""
+        return {
+            "model": self.name,
+            "ell": parameters.ell,
+            "min_confidence": parameters.min_confidence,
+            "min_support": parameters.min_support,
+            "grouping": parameters.grouping,
+            "stratum_deletion_budget": parameters.stratum_deletion_budget if parameters.qi_aware else None,
+            "residual_policy": parameters.residual_policy,
+            "randomness": parameters.randomness,
+            "quasi_identifiers": list(parameters.quasi_identifiers),
+            "sensitive_attributes": list(parameters.sensitive_attributes),
+            "k": None,
+            "kl_method": None,
+            "max_block_size": None,
+            "generalization_weights": None,
+        }
+
+    def table_schemas(self, quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The contract's column types of ``tables`` (:func:`pipeline.release.publish.standard_table_schemas`)."""
+        from pipeline.release.publish import standard_table_schemas
+
+        every = standard_table_schemas(quasi_identifiers, sensitive_attributes)
+        return {name: every[name] for name in self.tables}
+
+    def summary(self, manifest: Mapping[str, Any], path: Path, elapsed: float) -> str:
+        """One screen of text about a published mixed or Rating release (:func:`render_summary`)."""
+        return render_summary(manifest, path, elapsed)
+
+
+def render_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -> str:
+    """One screen of text about a published mixed or Rating release (from its manifest)."""
+    gates = manifest["checks"]
+    lines = [
+        f"Published release {manifest['release_id']}",
+        f"  directory      {path}",
+        f"  model          {manifest['model']}  ell={manifest['ell']}  min_confidence={manifest['min_confidence']}  "
+        + (f"min_support={manifest['min_support']}  " if manifest.get("min_support") is not None else "")
+        + f"seed={manifest['seed']}",
+        f"  QIs            {', '.join(manifest['quasi_identifiers'])}",
+        f"  sensitive      {', '.join(manifest['sensitive_attributes'])}",
+        f"  records        {manifest['n_input']} read, {manifest['n_dropped_missing']} dropped (missing sensitive value)",
+        f"                 {manifest['n_sac_released']} in SAC~, {manifest['n_attribute_table']} in the attribute table, "
+        f"{manifest['n_deleted']} deleted",
+        f"  suppressed     {manifest['n_suppressed_cells']} attribute-table cells",
+    ]
+    observed = {g["name"]: g.get("observed", {}) for g in gates}
+    rules = observed.get("rule_confidence_preserved", {})
+    disclosure = observed.get("disclosure_within_bound", {})
+    groups = observed.get("sac_released_is_l_diverse", {})
+    lines.append(
+        f"  strong rules   {rules.get('n_strong_rules', '?')} (recovered exactly: {rules.get('n_rules_exact', '?')}, "
+        f"max deviation {rules.get('max_confidence_deviation', '?')})"
+    )
+    if groups.get("applicable", True) and "n_groups" in groups:
+        lines.append(f"  groups         {groups.get('n_groups', '?')} SAC~ groups of {manifest['ell']}")
+    lines.append(
+        f"  disclosure     max {disclosure.get('max_disclosure_probability', '?')} over "
+        f"{disclosure.get('n_records_with_strong_rules', '?')} rule holders (bound 1/ell = {1 / manifest['ell']:.4f})"
+    )
+    if manifest.get("disclosure_override_used"):
+        lines.append("  WARNING        published with --allow-disclosure: the disclosure bound 1/ell does NOT hold")
+    posterior = observed.get("posterior_within_bound", {})
+    if posterior:
+        lines.append(
+            f"  posterior      {posterior.get('n_cells_above_bound', '?')} of {posterior.get('n_cells', '?')} (record, attribute) "
+            f"cells above max(1/ell, population) + {posterior.get('slack', '?')} (learned-model adversary)"
+        )
+    if manifest.get("posterior_gate_warned"):
+        lines.append("  WARNING        published with --posterior-gate warn: the posterior bound does NOT hold")
+    lines.append("  gates")
+    lines.extend(gate_lines(gates))
+    lines.append(f"  time           {elapsed:.1f} s")
+    return "\n".join(lines)
+
+
+#: How the summaries label a gate's status.
+STATUS_LABELS = {"passed": "PASS", "failed": "FAIL", "failed_overridden": "FAIL (overridden)", "not_applicable": "n/a "}
+
+
+def gate_lines(gates: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One summary line per gate: its status label and name."""
+    return [
+        f"    {STATUS_LABELS.get(str(gate.get('status', '')), 'PASS' if gate['passed'] else 'FAIL')}  {gate['name']}"
+        for gate in gates
+    ]
+
+
+#: The mixed model's plug-in.
+MIXED = MixedModel()
