@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from dagster import InputContext, OutputContext
 from dagster._core.storage.db_io_manager import DbIOManager, DbTypeHandler, TableSlice
@@ -73,8 +74,19 @@ def _categorical_frame(relation) -> pd.DataFrame:
     frame = relation.to_arrow_table().to_pandas(strings_to_categorical=True, self_destruct=True)
     for column in frame.columns:
         if isinstance(frame[column].dtype, pd.CategoricalDtype):
-            categories = frame[column].cat.remove_unused_categories().cat.categories
-            frame[column] = frame[column].cat.set_categories(categories.sort_values())
+            # the values present, sorted, by integer work on the codes (pandas' remove_unused_categories and
+            # set_categories take seconds per column at 10M rows)
+            values = frame[column].array
+            codes = np.asarray(values.codes, dtype=np.int64)
+            categories = values.categories
+            used = np.bincount(codes[codes >= 0], minlength=len(categories)) > 0
+            kept = categories[used]
+            if used.all() and kept.is_monotonic_increasing:
+                continue
+            order = np.argsort(np.asarray(kept, dtype=object), kind="stable")
+            new_code = np.full(len(categories), -1, dtype=np.int64)
+            new_code[np.flatnonzero(used)[order]] = np.arange(len(kept), dtype=np.int64)
+            frame[column] = pd.Categorical.from_codes(np.where(codes >= 0, new_code[codes], -1), categories=kept[order])
     return frame
 
 

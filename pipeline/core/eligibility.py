@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from pipeline.core.columns import distinct_per_group, text_ranks, values_mask
 from pipeline.core.keyed import keyed_record_hashes
 
 __all__ = ["eligibility_deletions", "is_ell_eligible", "suppressed_cell_certainty"]
@@ -181,10 +182,14 @@ def suppressed_cell_certainty(
     rows = []
     for attribute in sensitive_attributes:
         n_suppressed = int(attribute_table[attribute].isna().sum()) if attribute in attribute_table else 0
-        entries = id_table[id_table["attribute"].astype(str) == attribute]
-        n_sids = entries["sid"].nunique()
+        entries = id_table[values_mask(id_table["attribute"], [attribute])]
+        sids = entries["sid"].to_numpy(np.int64)
+        n_sids = int(pd.unique(sids).size)
         if n_sids:
-            per_value = entries.groupby(entries["value"].astype(str))["sid"].nunique()
+            # values by their text (text once per distinct value), SIDs per value counted on integer pairs
+            value_codes = text_ranks(entries["value"])
+            n_values = int(value_codes.max(initial=-1)) + 2
+            per_value = distinct_per_group(value_codes + 1, sids, n_values)
             candidates = int((per_value == n_sids).sum())
         else:
             candidates = 0
