@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from pipeline.core.columns import values_mask
+from pipeline.core.columns import sorted_text_codes, values_mask
 
 __all__ = [
     "adversary_view",
@@ -47,12 +47,19 @@ def _sid_value_shares(id_table: pd.DataFrame, rules: pd.DataFrame | None = None)
     """Per (attribute, sid, value): the value's count and the SID's total count; only the rows
     of values named by ``rules`` when given (one pass over the ID table instead of one per rule).
     ``value`` is text."""
-    totals = id_table.groupby(["attribute", "sid"], observed=True)["count"].transform("sum")
+    # SID totals on an integer (attribute, SID) key: a bincount, not a two-key pandas group-by
+    attribute_codes = pd.factorize(id_table["attribute"])[0].astype(np.int64)
+    sid = id_table["sid"].to_numpy(np.int64)
+    key = attribute_codes * (int(sid.max(initial=0)) + 1) + sid
+    count = id_table["count"].to_numpy(np.int64)
+    totals = np.bincount(key, weights=count, minlength=int(key.max(initial=-1)) + 1).astype(np.int64)[key] if len(key) else count
     shares = id_table.assign(sid_total=totals)
     if rules is not None:
         named = set(rules["antecedent_value"].astype(str)) | set(rules["consequent_value"].astype(str))
         shares = shares[values_mask(shares["value"], named)]
-    return shares.assign(value=shares["value"].astype(str)).reset_index(drop=True)
+    # the value as text, made once per distinct value; categorical, so comparisons with a value compare codes
+    codes, texts = sorted_text_codes(shares["value"])
+    return shares.assign(value=pd.Categorical.from_codes(codes, categories=texts)).reset_index(drop=True)
 
 
 def _at_probability(attribute_table: pd.DataFrame, shares: pd.DataFrame, attribute: str, value: str) -> np.ndarray:
@@ -222,10 +229,30 @@ def disclosure_probabilities(
     ----------
     P1 §3.3 and Lemma 12; SPEC §9.2 and §10.
     """
+    return _disclosure_probabilities(
+        holders,
+        rules,
+        _sid_value_shares(id_table, rules),
+        sac_released=sac_released,
+        attribute_table=attribute_table,
+        attribute_clusters=attribute_clusters,
+    )
+
+
+def _disclosure_probabilities(
+    holders: pd.DataFrame,
+    rules: pd.DataFrame,
+    shares: pd.DataFrame,
+    *,
+    sac_released: pd.DataFrame,
+    attribute_table: pd.DataFrame,
+    attribute_clusters: pd.DataFrame,
+) -> pd.DataFrame:
+    """:func:`disclosure_probabilities` with the ID table's value shares (:func:`_sid_value_shares`) given, so that a
+    caller evaluating rule after rule computes them once."""
     cluster_of = _cluster_of(attribute_clusters) if len(attribute_clusters) else {}
     numerators = np.zeros(len(holders), dtype=np.int64)
     denominators = np.ones(len(holders), dtype=np.int64)
-    shares = _sid_value_shares(id_table, rules)
     holder_rules = holders["rule"].to_numpy()
     holder_rows = holders["row_id"].to_numpy(np.int64)
     if len(sac_released):
@@ -384,14 +411,15 @@ def adversary_view(
     best_numerator = np.zeros(len(released), dtype=np.int64)
     best_denominator = np.ones(len(released), dtype=np.int64)
     best_probability = np.zeros(len(released), dtype=np.float64)
+    shares = _sid_value_shares(id_table, rules)  # once for every rule
     for rule_index in rules.index.to_numpy(np.int64):
         pairs = pd.DataFrame({"row_id": released, "rule": np.full(len(released), rule_index, dtype=np.int64)})
-        result = disclosure_probabilities(
+        result = _disclosure_probabilities(
             pairs,
             rules,
+            shares,
             sac_released=sac_released,
             attribute_table=attribute_table,
-            id_table=id_table,
             attribute_clusters=attribute_clusters,
         )
         probability = result["probability"].to_numpy(np.float64)

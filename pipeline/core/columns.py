@@ -134,7 +134,9 @@ def combine_codes(columns: Sequence[np.ndarray]) -> np.ndarray:
 
 def distinct_per_group(group_index: np.ndarray, codes: np.ndarray, n_groups: int) -> np.ndarray:
     """int64 array (n_groups,): number of distinct ``codes`` (int, >= -1; -1 counts as a value)
-    per dense ``group_index`` (0..n_groups-1), by counting unique (group, code) pairs."""
+    per dense ``group_index`` (0..n_groups-1), by counting unique (group, code) pairs (one sort)."""
     radix = int(codes.max(initial=0)) + 2
-    pairs = pd.unique(group_index.astype(np.int64) * radix + codes.astype(np.int64) + 1)
-    return np.bincount(pairs // radix, minlength=n_groups).astype(np.int64)
+    pairs = np.sort(group_index.astype(np.int64) * radix + codes.astype(np.int64) + 1)  # sorting beats hashing here
+    first = np.ones(len(pairs), dtype=bool)
+    first[1:] = pairs[1:] != pairs[:-1]
+    return np.bincount(pairs[first] // radix, minlength=n_groups).astype(np.int64)

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from pipeline.core.columns import distinct_per_group
+from pipeline.core.columns import distinct_per_group, sorted_text_codes
 
 __all__ = [
     "additional_information_loss",
@@ -64,10 +64,8 @@ def _sid_sizes(attribute_table: pd.DataFrame, id_table: pd.DataFrame, sensitive_
             rows = attribute_of_row == attribute
         sid = id_table["sid"].to_numpy(np.int64)[rows]
         value_codes, _ = pd.factorize(id_table["value"][rows])
-        # distinct values per SID: count unique (sid, value) pairs, then pairs per SID
-        radix = int(value_codes.max(initial=0)) + 1
-        pairs = pd.unique(sid * radix + value_codes)
-        size_by_sid = np.bincount(pairs // radix, minlength=int(sid.max(initial=0)) + 1).astype(float)
+        # distinct values per SID: unique (sid, value) pairs counted per SID
+        size_by_sid = distinct_per_group(sid, value_codes.astype(np.int64), int(sid.max(initial=0)) + 1).astype(float)
         present = np.zeros(len(size_by_sid), dtype=bool)
         present[sid] = True
         column = attribute_table[attribute]
@@ -300,4 +298,5 @@ def domain_sizes(records: pd.DataFrame, sensitive_attributes: Sequence[str]) -> 
         If a column is missing.
     """
     _check_columns(records, list(sensitive_attributes), "records")
-    return {a: int(records[a].astype(str).nunique()) for a in sensitive_attributes}
+    # distinct texts, as ``astype(str).nunique()`` counts them, made once per distinct value (not per row)
+    return {a: len(sorted_text_codes(records[a])[1]) for a in sensitive_attributes}

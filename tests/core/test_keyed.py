@@ -68,3 +68,17 @@ def test_digest_parts_do_not_run_together_and_generators_are_reproducible():
     )
     with pytest.raises(ValueError):
         keyed_digest(b"short", "x")
+
+
+def test_record_hashes_of_categorical_columns_equal_those_of_the_same_values_as_objects():
+    secret = b"s" * 32
+    frame = pd.DataFrame(
+        {"text": ["b", "a", None, "b", "c"], "number": [3, 1, 2, 3, 1], "mixed": ["x", "y", "x", "z", None]}
+    ).astype(object)
+    as_categories = frame.astype("category")
+    assert as_categories["number"].cat.categories.dtype != object  # the numeric branch is exercised
+    expected = keyed_record_hashes(frame, list(frame.columns), secret, "purpose")
+    assert np.array_equal(keyed_record_hashes(as_categories, list(frame.columns), secret, "purpose"), expected)
+    # categories in another order and unused categories change nothing either
+    shuffled = as_categories.assign(text=as_categories["text"].cat.set_categories(["c", "zz", "b", "a"]))
+    assert np.array_equal(keyed_record_hashes(shuffled, list(frame.columns), secret, "purpose"), expected)
