@@ -443,7 +443,7 @@ def posterior_within_bound(
         attribute_clusters=attribute_clusters,
         slack=settings.posterior_slack,
     )
-    outcome = validate_frame(posterior_adversary.posterior_bound_summary(result.frame), suites.posterior_suite())
+    outcome = validate_frame(result.bound, suites.posterior_suite())
     figures = {key: value for key, value in result.summary.items()}
     figures["posterior_gate"] = settings.posterior_gate
     figures["histogram_bins_0_to_1_step_0.1"] = dg.MetadataValue.json([int(x) for x in result.histogram])

@@ -65,6 +65,8 @@ release row ids, attribute names and probabilities.
 
 from __future__ import annotations
 
+import functools
+
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -752,30 +754,77 @@ class PosteriorResult:
 
     Attributes
     ----------
-    frame
-        One row per (released record, sensitive attribute): ``row_id`` (int64, release id),
-        ``part`` (categorical ``"sac"`` / ``"attribute_table"``), ``attribute`` (categorical), ``posterior`` (float64, release
-        adversary), ``population_posterior`` (float64, model fitted on the raw records), ``bound``
-        (= max(1/ℓ, population_posterior) + slack), ``excess`` (posterior - bound), ``above_bound``,
-        ``self_expected_posterior`` (float64, Σ_v P(v)² of the adversary's belief: its own
+    row_ids
+        int64 ``(n_records,)``: release row ids, SAC~ rows first, then attribute-table rows.
+    n_sac
+        Number of SAC~ rows among them.
+    posterior, population_posterior, self_expected_posterior
+        Sensitive attribute -> float64 ``(n_records,)``: the release adversary's posterior of the true value, the
+        population posterior (model fitted on the raw records) and Σ_v P(v)² of the adversary's belief (its own
         expectation of the posterior of the truth; compare means to judge calibration).
+    bound
+        ``(n_parts × attributes)`` frame of :func:`posterior_bound_summary` (the gate's derived frame), computed
+        attribute by attribute without the per-cell frame.
     tuple_posterior
         One row per SAC~ row: ``row_id``, ``posterior`` (of the record's whole true tuple: product
         over attribute clusters of the cluster sub-tuple's group posterior).
     histogram
-        int64 counts of ``frame.posterior`` in ``HISTOGRAM_EDGES`` bins.
+        int64 counts of the posteriors in ``HISTOGRAM_EDGES`` bins.
     summary
         Numbers only: ``n_cells``, ``n_cells_above_bound``, ``n_records_above_bound``,
         ``max_excess``, ``mean_posterior``, ``mean_population_posterior``, ``max_posterior``,
         ``n_sac_cells_above_bound``, ``n_attribute_table_cells_above_bound``,
         ``share_sac_rows_tuple_above_half``, ``mean_self_expected_posterior``, ``calibration_gap``,
         ``em_iterations_max``, ``em_iterations_selected``, ``slack``, ``ell``.
+    ell, slack
+        The bound's parameters: bound = max(1/ℓ, population posterior) + slack.
     """
 
-    frame: pd.DataFrame
+    row_ids: np.ndarray
+    n_sac: int
+    posterior: dict[str, np.ndarray]
+    population_posterior: dict[str, np.ndarray]
+    self_expected_posterior: dict[str, np.ndarray]
+    bound: pd.DataFrame
     tuple_posterior: pd.DataFrame
     histogram: np.ndarray
     summary: dict[str, Any]
+    ell: int
+    slack: float
+
+    @functools.cached_property
+    def frame(self) -> pd.DataFrame:
+        """One row per (released record, sensitive attribute), built on first use (1.7 GB at 10M records):
+        ``row_id`` (int64, release id), ``part`` (categorical ``"sac"`` / ``"attribute_table"``), ``attribute``
+        (categorical), ``posterior``, ``population_posterior``, ``bound`` (= max(1/ℓ, population_posterior) + slack),
+        ``excess`` (posterior - bound), ``above_bound``, ``self_expected_posterior``."""
+        attributes = list(self.posterior)
+        n_records = len(self.row_ids)
+        posterior = np.concatenate([self.posterior[a] for a in attributes]) if attributes else np.zeros(0)
+        population = np.concatenate([self.population_posterior[a] for a in attributes]) if attributes else np.zeros(0)
+        bound = np.maximum(1.0 / self.ell, population) + self.slack
+        frame = pd.DataFrame(
+            copy=False,
+            data={  # the columns are fresh arrays: no copy into one 2-D block
+                "row_id": np.tile(self.row_ids, len(attributes)),
+                "part": pd.Categorical.from_codes(
+                    np.tile((np.arange(n_records) >= self.n_sac).astype(np.int8), len(attributes)),
+                    categories=["sac", "attribute_table"],
+                ),
+                "attribute": pd.Categorical.from_codes(
+                    np.repeat(np.arange(len(attributes), dtype=np.int16), n_records), categories=attributes
+                ),
+                "posterior": posterior,
+                "population_posterior": population,
+                "self_expected_posterior": np.concatenate([self.self_expected_posterior[a] for a in attributes])
+                if attributes
+                else np.zeros(0),
+                "bound": bound,
+                "excess": posterior - bound,
+            },
+        )
+        frame["above_bound"] = frame["excess"] > 1e-12
+        return frame
 
 
 def population_posterior(
@@ -903,7 +952,24 @@ def release_posteriors(
     if not 0.0 <= slack <= 1.0:
         raise ValueError(f"slack must be in [0, 1], got {slack}")
     quasi_identifier_columns, sensitive_attribute_columns = list(quasi_identifiers), list(sensitive_attributes)
-    model, data, row_ids = fit_naive_bayes_on_release(
+    # the true side first (row ids -> raw records, the population posterior reduced to the released records), so
+    # that the model fitted on the release below is the only large thing alive while it is fitted
+    row_ids = np.concatenate([sac_released["row_id"].to_numpy(np.int64), attribute_table["row_id"].to_numpy(np.int64)])
+    to_source = row_map.set_index("row_id")["source_row_id"]
+    source = to_source.reindex(row_ids)
+    if source.isna().any():
+        raise ValueError("a released row is missing from the row map")
+    raw_position = pd.Index(raw_records["row_id"].to_numpy(np.int64)).get_indexer(source.to_numpy(np.int64))
+    if (raw_position < 0).any():
+        raise ValueError("the row map names a record that is not in raw_records")
+    del to_source, source
+    population = {
+        attribute: values[raw_position]
+        for attribute, values in population_posterior(
+            raw_records, quasi_identifier_columns, sensitive_attribute_columns, smoothing
+        ).items()
+    }
+    model, data, fitted_row_ids = fit_naive_bayes_on_release(
         quasi_identifier_columns,
         sensitive_attribute_columns,
         sac_released=sac_released,
@@ -915,17 +981,10 @@ def release_posteriors(
         select_iterations=select_iterations,
         fit_max_records=fit_max_records,
     )
+    if not np.array_equal(fitted_row_ids, row_ids):  # pragma: no cover - the fit keeps the release's order
+        raise AssertionError("the fitted records are not the released records in release order")
     n_records = len(row_ids)
     n_sac = len(sac_released)
-    # true values of every released record, in record-index order
-    to_source = row_map.set_index("row_id")["source_row_id"]
-    source = to_source.reindex(row_ids)
-    if source.isna().any():
-        raise ValueError("a released row is missing from the row map")
-    raw_position = pd.Index(raw_records["row_id"].to_numpy(np.int64)).get_indexer(source.to_numpy(np.int64))
-    if (raw_position < 0).any():
-        raise ValueError("the row map names a record that is not in raw_records")
-    population = population_posterior(raw_records, quasi_identifier_columns, sensitive_attribute_columns, smoothing)
 
     truth = {
         attribute: text_codes(raw_records[attribute], pd.Index(data.domains[attribute], dtype=object))[raw_position]
@@ -942,62 +1001,91 @@ def release_posteriors(
         for attribute in block.attributes:
             truth_match &= block.candidate_values[attribute][:, None, :] == truth[attribute][block.members][:, :, None]
         tuple_posterior[block.members] *= (block.marginals * truth_match).sum(axis=2)
+    selected_iterations = int(data.selected_iterations)
+    del model, data, truth  # the model's blocks (gigabytes at 10M records) are not needed for the figures
 
-    attribute_codes = np.repeat(np.arange(len(sensitive_attribute_columns), dtype=np.int16), n_records)
-    posterior_all = (
-        np.concatenate([posterior[a] for a in sensitive_attribute_columns]) if sensitive_attribute_columns else np.zeros(0)
-    )
-    population_all = (
-        np.concatenate([population[a][raw_position] for a in sensitive_attribute_columns])
-        if sensitive_attribute_columns
-        else np.zeros(0)
-    )
-    bound = np.maximum(1.0 / ell, population_all) + slack
-    frame = pd.DataFrame(
-        copy=False,
-        data={  # the columns are fresh arrays: no copy into one 2-D block
-            "row_id": np.tile(row_ids, len(sensitive_attribute_columns)),
-            "part": pd.Categorical.from_codes(
-                np.tile((np.arange(n_records) >= n_sac).astype(np.int8), len(sensitive_attribute_columns)),
-                categories=["sac", "attribute_table"],
-            ),
-            "attribute": pd.Categorical.from_codes(attribute_codes, categories=sensitive_attribute_columns),
-            "posterior": posterior_all,
-            "population_posterior": population_all,
-            "self_expected_posterior": np.concatenate([self_expected[a] for a in sensitive_attribute_columns])
-            if sensitive_attribute_columns
-            else np.zeros(0),
-            "bound": bound,
-            "excess": posterior_all - bound,
-        },
-    )
-    del posterior, self_expected, population
-    frame["above_bound"] = frame["excess"] > 1e-12
-    histogram, _ = np.histogram(np.clip(frame["posterior"].to_numpy(), 0.0, 1.0), bins=HISTOGRAM_EDGES)
-    above = frame[frame["above_bound"]]
+    # figures attribute by attribute (no frame of every cell: 32 million rows at 10M records)
+    histogram = np.zeros(len(HISTOGRAM_EDGES) - 1, dtype=np.int64)
+    record_above = np.zeros(n_records, dtype=bool)
+    in_sac = np.arange(n_records) < n_sac
+    bound_rows = []
+    n_cells = n_above = n_sac_above = 0
+    max_excess = max_posterior = -np.inf
+    sums = {"posterior": 0.0, "population": 0.0, "self_expected": 0.0}
+    for attribute in sensitive_attribute_columns:
+        values, prior = posterior[attribute], population[attribute]
+        excess = values - (np.maximum(1.0 / ell, prior) + slack)
+        above = excess > 1e-12
+        record_above |= above
+        histogram += np.histogram(np.clip(values, 0.0, 1.0), bins=HISTOGRAM_EDGES)[0]
+        n_cells += n_records
+        n_above += int(above.sum())
+        n_sac_above += int(above[in_sac].sum())
+        if n_records:
+            max_excess, max_posterior = max(max_excess, float(excess.max())), max(max_posterior, float(values.max()))
+        sums["posterior"] += float(values.sum())
+        sums["population"] += float(prior.sum())
+        sums["self_expected"] += float(self_expected[attribute].sum())
+        for part, rows in (("attribute_table", ~in_sac), ("sac", in_sac)):
+            if rows.any():
+                bound_rows.append(
+                    {
+                        "part": part,
+                        "attribute": attribute,
+                        "n_cells": int(rows.sum()),
+                        "n_cells_above_bound": int(above[rows].sum()),
+                        "max_excess": float(excess[rows].max()),
+                        "mean_posterior": float(values[rows].mean()),
+                        "mean_population_posterior": float(prior[rows].mean()),
+                    }
+                )
+    bound = _bound_frame(bound_rows, sensitive_attribute_columns)
     tuple_frame = pd.DataFrame({"row_id": row_ids[:n_sac], "posterior": tuple_posterior})
+    mean_posterior = sums["posterior"] / n_cells if n_cells else 0.0
     summary = {
         "ell": int(ell),
         "slack": float(slack),
         "em_iterations_max": int(n_iterations),
-        "em_iterations_selected": int(data.selected_iterations),
+        "em_iterations_selected": selected_iterations,
         "n_records": int(n_records),
-        "n_cells": int(len(frame)),
-        "n_cells_above_bound": int(len(above)),
-        "n_records_above_bound": int(above["row_id"].nunique()),
-        "n_sac_cells_above_bound": int((above["part"] == "sac").sum()),
-        "n_attribute_table_cells_above_bound": int((above["part"] == "attribute_table").sum()),
-        "max_excess": float(frame["excess"].max()) if len(frame) else 0.0,
-        "max_posterior": float(frame["posterior"].max()) if len(frame) else 0.0,
-        "mean_posterior": float(frame["posterior"].mean()) if len(frame) else 0.0,
-        "mean_population_posterior": float(frame["population_posterior"].mean()) if len(frame) else 0.0,
+        "n_cells": int(n_cells),
+        "n_cells_above_bound": int(n_above),
+        "n_records_above_bound": int(record_above.sum()),
+        "n_sac_cells_above_bound": int(n_sac_above),
+        "n_attribute_table_cells_above_bound": int(n_above - n_sac_above),
+        "max_excess": float(max_excess) if n_cells else 0.0,
+        "max_posterior": float(max_posterior) if n_cells else 0.0,
+        "mean_posterior": float(mean_posterior),
+        "mean_population_posterior": float(sums["population"] / n_cells) if n_cells else 0.0,
         # calibration: a well-calibrated adversary's mean posterior of the truth equals its own
         # expectation of it; a large positive gap means over-confidence (then failures are noise)
-        "mean_self_expected_posterior": float(frame["self_expected_posterior"].mean()) if len(frame) else 0.0,
-        "calibration_gap": float(frame["self_expected_posterior"].mean() - frame["posterior"].mean()) if len(frame) else 0.0,
+        "mean_self_expected_posterior": float(sums["self_expected"] / n_cells) if n_cells else 0.0,
+        "calibration_gap": float(sums["self_expected"] / n_cells - mean_posterior) if n_cells else 0.0,
         "share_sac_rows_tuple_above_half": float((tuple_posterior > 0.5).mean()) if n_sac else 0.0,
     }
-    return PosteriorResult(frame, tuple_frame, histogram.astype(np.int64), summary)
+    return PosteriorResult(
+        row_ids=row_ids,
+        n_sac=n_sac,
+        posterior=posterior,
+        population_posterior=population,
+        self_expected_posterior=self_expected,
+        bound=bound,
+        tuple_posterior=tuple_frame,
+        histogram=histogram,
+        summary=summary,
+        ell=int(ell),
+        slack=float(slack),
+    )
+
+
+def _bound_frame(rows: list[dict[str, Any]], attributes: Sequence[str]) -> pd.DataFrame:
+    """The rows of :func:`posterior_bound_summary` in its order and dtypes (part, then attribute in column order)."""
+    columns = ["part", "attribute", "n_cells", "n_cells_above_bound", "max_excess", "mean_posterior", "mean_population_posterior"]
+    frame = pd.DataFrame(rows, columns=columns)
+    frame["part"] = pd.Categorical(frame["part"], categories=["sac", "attribute_table"])
+    frame["attribute"] = pd.Categorical(frame["attribute"], categories=list(attributes))
+    frame = frame.sort_values(["part", "attribute"]).reset_index(drop=True)
+    return frame.astype({"n_cells": "int64", "n_cells_above_bound": "int64"})
 
 
 def posterior_bound_summary(frame: pd.DataFrame) -> pd.DataFrame:
