@@ -39,6 +39,7 @@ def test_the_model_registry_matches_the_settings_and_the_code_location(tmp_path)
         assert definitions.resolve_job_def(model.job).name == job_of_model(name)
         assert (Path(__file__).resolve().parents[1] / model.docs).is_file()
     assert job_of_model("kl") == "kl_release" and job_of_model(None) == "release"
+    assert job_of_model("rating") == "rating_release"  # Rating has its own asset chain (issue 13)
     with pytest.raises(KeyError, match="unknown model"):
         job_of_model("foo")
 

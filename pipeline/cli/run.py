@@ -149,8 +149,8 @@ from pipeline.cli.common import (
     help="With --profile: where to write the sidecar (default <home>/profiles/<run_id>.json).",
 )
 def run(**options) -> None:
-    """Run the Dagster `release` job (models mixed, rating) or `kl_release` job (model kl) in-process
-    and print a summary of the published release.
+    """Run the Dagster job of the chosen model (`release` for mixed, `rating_release` for rating, `kl_release` for
+    kl) in-process and print a summary of the published release.
 
     Exit status: 0 published, 1 refused by a gate or another failure (a failure after the publish, e.g. the audit, says the release IS published), 2 unusable input (a usage
     error, an unreadable table, a missing or incomplete hierarchy, a table that cannot be made

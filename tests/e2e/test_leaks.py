@@ -248,7 +248,7 @@ def _leaks_on_disk(directory: Path, allowed: set[str] = frozenset()) -> list[str
         ("release", {"confidence_tolerance": PUBLISH_TOLERANCE}, True),
         # gate no_certain_attribute_table_cell fails (suppressed cells name their value): failure paths are walked too
         ("release", {"residual_policy": "suppress"}, False),
-        ("release", {"model": "rating", "allow_disclosure": True, "confidence_tolerance": PUBLISH_TOLERANCE}, True),
+        ("rating_release", {"model": "rating", "allow_disclosure": True, "confidence_tolerance": PUBLISH_TOLERANCE}, True),
         ("kl_release", {"model": "kl"}, True),
     ],
     ids=["mixed", "mixed-gate-fails", "rating", "kl"],
