@@ -8,6 +8,7 @@ import dagster as dg
 import pandas as pd
 
 from pipeline.asset_keys import EVALUATION, inputs, table_metadata
+from pipeline.failures import with_structured_failures
 from pipeline.models import PublicationModel
 from pipeline.release.audit import audit_release_against, read_release
 from pipeline.io.loading import resolve_input_path
@@ -71,6 +72,7 @@ def build_audit_asset(owner: PublicationModel) -> dg.AssetsDefinition:
         "confidences and stage times as metadata. The release is read back from its published files; the raw records "
         "and strong rules are this run's (the input is read once per run).",
     )
+    @with_structured_failures
     def audit(
         context: dg.AssetExecutionContext,
         settings: ReleaseSettings,

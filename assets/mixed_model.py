@@ -11,6 +11,7 @@ from pipeline.core.hierarchies import load_available_hierarchies
 from pipeline.core.mixed_model import keyed_table_order, records_for_rating
 from pipeline.core.sac_split import cluster_sensitive_attributes, split_sac_ir
 from pipeline.core.rating import rating_tables
+from pipeline.failures import with_structured_failures
 from pipeline.io.tables import clusters_from_frame
 from pipeline.asset_keys import KINDS, MIXED_MODEL, PRIVATE, RATING, inputs, model_of_run, table_metadata
 from pipeline.models.mixed import MIXED
@@ -145,6 +146,7 @@ def sensitive_attribute_clusters(
     ins=inputs(private=["raw_records", "sac_ir_split"]),
     group_name=MIXED_MODEL,
 )
+@with_structured_failures
 def sac_groups(
     context: dg.AssetExecutionContext,
     settings: ReleaseSettings,

@@ -31,9 +31,10 @@ from assets.mixed_model import release_secret
 from assets.audit import build_audit_asset
 from pipeline.asset_keys import CANDIDATE, KINDS, PRIVATE, RELEASE, markdown_preview, model_inputs, model_of_run, table_metadata
 from pipeline.evaluation import profiling
+from pipeline.failures import with_structured_failures
 from pipeline.models import PublicationModel
 from pipeline.release.publish import contract_schemas, package_versions, publish_release
-from pipeline.release.registry import RecompositionRefused, check_series, write_registry_entry
+from pipeline.release.registry import check_series, write_registry_entry
 from pipeline.reporting.release_report import REPORT_HTML, report_files
 from pipeline.resources import ReleaseSettings, ReleaseStore
 from pipeline.run_events import run_step_windows
@@ -166,6 +167,7 @@ def build_candidate_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinit
     @dg.multi_asset(
         name=owner.candidate_asset, outs=outs, ins=model_inputs(owner, private=owner.candidate_inputs), group_name=RELEASE
     )
+    @with_structured_failures
     def candidate(context: dg.AssetExecutionContext, settings: ReleaseSettings, store: ReleaseStore, **frames):
         """Assemble the candidate release with the run's plug-in: contract tables with fresh row ids that carry no
         input order."""
@@ -214,6 +216,7 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
         ],
         ins=ins,
     )
+    @with_structured_failures
     def publish(context: dg.AssetExecutionContext, settings: ReleaseSettings, store: ReleaseStore, **frames):
         """Publish the gated release atomically to $MSA_RELEASE_HOME/releases/<release_id>/ and update LATEST."""
         started = time.monotonic()
@@ -230,21 +233,19 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
         quasi_identifiers, sensitive_attributes = list(settings.quasi_identifiers), list(settings.sensitive_attributes)
         configuration = model.series_configuration(parameters)
         release_row_ids = release_row_ids_of(raw_records, row_map)
-        try:  # release series: refuse to compose with an earlier, different release of the same records
-            fingerprints, recomposition = check_series(
-                store.home,
-                store.home_secret(),
-                raw_records,
-                [*quasi_identifiers, *sensitive_attributes],
-                configuration,
-                allow_recomposition=settings.allow_recomposition,
-                releases_dir=store.releases_dir,
-                release_row_ids=release_row_ids,
-                sensitive_attributes=sensitive_attributes,
-                candidate_sets_of=lambda candidate_row_map: model.candidate_sets(frames, candidate_row_map, parameters),
-            )
-        except RecompositionRefused as error:
-            raise dg.Failure(str(error)) from error
+        # release series: refuse to compose with an earlier, different release of the same records (RecompositionRefused)
+        fingerprints, recomposition = check_series(
+            store.home,
+            store.home_secret(),
+            raw_records,
+            [*quasi_identifiers, *sensitive_attributes],
+            configuration,
+            allow_recomposition=settings.allow_recomposition,
+            releases_dir=store.releases_dir,
+            release_row_ids=release_row_ids,
+            sensitive_attributes=sensitive_attributes,
+            candidate_sets_of=lambda candidate_row_map: model.candidate_sets(frames, candidate_row_map, parameters),
+        )
         summary = frames["input_summary"].iloc[0]
         manifest = {
             "release_id": release_id,

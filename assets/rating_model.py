@@ -11,6 +11,7 @@ from assets.mixed_model import in_keyed_order, release_secret, sid_tables
 from pipeline.asset_keys import KINDS, PRIVATE, RATING_MODEL, inputs, model_of_run, table_metadata
 from pipeline.core.hierarchies import load_available_hierarchies
 from pipeline.core.mixed_model import records_for_rating
+from pipeline.failures import with_structured_failures
 from pipeline.models.rating import RATING
 from pipeline.resources import ReleaseSettings, ReleaseStore
 
@@ -34,6 +35,7 @@ from pipeline.resources import ReleaseSettings, ReleaseStore
     ins=inputs(private=["raw_records"]),
     group_name=RATING_MODEL,
 )
+@with_structured_failures
 def rating_records(context: dg.AssetExecutionContext, settings: ReleaseSettings, store: ReleaseStore, raw_records: pd.DataFrame):
     """Every record goes to Rating (SPEC §7), in the keyed content order of the records (home secret); with
     residual_policy 'delete' records are deleted until every value is ℓ-eligible, inside quasi-identifier strata with

@@ -17,6 +17,7 @@ from pipeline.cli.common import (
     check_model_options,
     environment_failure_messages,
     execute_job,
+    failure_exit_status,
     gate_failure_explanations,
     hold_release_lock,
     input_options,
@@ -194,13 +195,14 @@ def run(**options) -> None:
             sys.exit(1)
         return
     click.echo(f"msa-release: NO release published (run {result.run_id}, {elapsed:.1f} s)", err=True)
+    status = failure_exit_status(result)  # from the structured failures' metadata (pipeline.failures)
     unusable = unusable_input_messages(result)
     if unusable:
         for message in unusable:
             click.echo(f"  unusable input: {message}", err=True)
         if previous is not None:
             click.echo(f"  the previous release is untouched: {previous}", err=True)
-        sys.exit(2)
+        sys.exit(status)
     for evaluation in gates:
         figures = {k: v.value for k, v in evaluation.metadata.items() if k != "gx_expectations"}  # those: report.html
         if figures.get("applicable") is False:
@@ -219,7 +221,7 @@ def run(**options) -> None:
         click.echo(f"  {explanation}", err=True)
     if previous is not None:
         click.echo(f"  the previous release is untouched: {previous}", err=True)
-    sys.exit(1)
+    sys.exit(status)
 
 
 if __name__ == "__main__":
