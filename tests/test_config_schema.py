@@ -74,3 +74,15 @@ def test_every_publishing_job_is_generated_from_the_registry(tmp_path):
         assert dg.AssetKey(owner.publish_asset) in graph.get_all_asset_keys()
         checks = {key.name for key in job.asset_layer.asset_graph.asset_check_keys}
         assert checks == {gate for model in models for gate in model.gates}, job_name
+
+
+@pytest.mark.parametrize(("model", "job"), [(None, "release"), ("rating", "rating_release"), ("kl", "kl_release")])
+def test_the_inbox_sensor_routes_each_model_to_its_own_job(tmp_path, model, job):
+    """Issue 13: an inbox file runs the job of its ``model`` setting (the registry's ``job_of_model``)."""
+    from pipeline.jobs import inbox_run_request
+
+    path = tmp_path / "in.csv"
+    path.write_text("q,a,b\n1,x,y\n")
+    settings = {"quasi_identifiers": ["q"], "sensitive_attributes": ["a", "b"], **({"model": model} if model else {})}
+    request = inbox_run_request(path, settings, sha256="0" * 64)
+    assert request.job_name == job

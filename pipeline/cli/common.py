@@ -201,7 +201,9 @@ def check_model_options(options: dict) -> None:
     ------
     click.UsageError
     """
-    model = options.get("model") or "mixed"
+    from pipeline.models import DEFAULT_MODEL
+
+    model = options.get("model") or DEFAULT_MODEL
     if model == "kl":
         given = [_option_flag(n) for n in NOT_KL_OPTIONS if options.get(n) is not None]
         if given:

@@ -186,7 +186,7 @@ class PublicationModel(Protocol[ParametersT]):
 
     @property
     def audited(self) -> bool:
-        """Whether its job ends with the audit of the published release (``audit/release_disclosure``)."""
+        """Whether its job ends with the audit of the release its run published (``audit/<publish_asset>_disclosure``)."""
         ...
 
     @property
