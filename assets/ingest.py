@@ -6,6 +6,7 @@ import dagster as dg
 import pandas as pd
 
 from pipeline.asset_keys import INGEST, KINDS, PRIVATE, table_metadata
+from pipeline.failures import structured_failures
 from pipeline.io.loading import load_records
 from pipeline.core.keyed import input_hmac
 from pipeline.resources import ReleaseSettings, ReleaseStore
@@ -29,18 +30,19 @@ from pipeline.resources import ReleaseSettings, ReleaseStore
 def raw_records(context: dg.AssetExecutionContext, settings: ReleaseSettings, store: ReleaseStore):
     """Read the configured CSV/Parquet file through DuckDB and apply the missing-value policy."""
     started = time.monotonic()
-    loaded = load_records(
-        settings.input_path,
-        quasi_identifiers=settings.quasi_identifiers,
-        sensitive_attributes=settings.sensitive_attributes,
-        input_format=settings.input_format,
-        csv_header=settings.csv_header,
-        column_names=settings.column_names,
-        delimiter=settings.delimiter,
-        strip_whitespace=settings.strip_whitespace,
-        missing_value_tokens=settings.missing_value_tokens,
-        ell=settings.ell,
-    )
+    with structured_failures(file=settings.input_path):
+        loaded = load_records(
+            settings.input_path,
+            quasi_identifiers=settings.quasi_identifiers,
+            sensitive_attributes=settings.sensitive_attributes,
+            input_format=settings.input_format,
+            csv_header=settings.csv_header,
+            column_names=settings.column_names,
+            delimiter=settings.delimiter,
+            strip_whitespace=settings.strip_whitespace,
+            missing_value_tokens=settings.missing_value_tokens,
+            ell=settings.ell,
+        )
     summary = pd.DataFrame(
         [
             {

@@ -13,6 +13,7 @@ import pandas as pd
 from pipeline.asset_keys import KINDS, KL_MODEL, PRIVATE, inputs, model_of_run, table_metadata
 from pipeline.core.hierarchies import HierarchyError, load_hierarchies
 from pipeline.core.kl_anonymity import InfeasibleError, kl_anonymize
+from pipeline.failures import with_structured_failures
 from pipeline.io.loading import InputError, file_sha256
 from pipeline.io.tables import hierarchies_from_frame
 from pipeline.models.kl import KL, discernibility
@@ -29,6 +30,7 @@ KL_RESERVED_COLUMNS = ("row_id", "cluster_id")
     kinds=KINDS,
     description="PRIVATE: one validated ARX generalisation hierarchy per quasi-identifier (file, SHA-256, height, base values).",
 )
+@with_structured_failures
 def generalization_hierarchies(
     context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_records: pd.DataFrame
 ) -> pd.DataFrame:
@@ -101,6 +103,7 @@ def generalization_hierarchies(
     ins=inputs(private=["raw_records", "generalization_hierarchies"]),
     group_name=KL_MODEL,
 )
+@with_structured_failures
 def kl_anonymization(
     context: dg.AssetExecutionContext,
     settings: ReleaseSettings,

@@ -11,9 +11,10 @@ from pipeline.core.hierarchies import load_available_hierarchies
 from pipeline.core.mixed_model import keyed_table_order, records_for_rating
 from pipeline.core.sac_split import cluster_sensitive_attributes, split_sac_ir
 from pipeline.core.rating import rating_tables
+from pipeline.failures import with_structured_failures
 from pipeline.io.tables import clusters_from_frame
 from pipeline.asset_keys import KINDS, MIXED_MODEL, PRIVATE, RATING, inputs, model_of_run, table_metadata
-from pipeline.models.mixed import MIXED, MixedModel
+from pipeline.models.mixed import MIXED
 from pipeline.resources import ReleaseSettings, ReleaseStore
 
 
@@ -60,18 +61,12 @@ def in_keyed_order(
 def sac_ir_split(
     context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_records: pd.DataFrame, strong_rules: pd.DataFrame
 ):
-    """Algorithm 7: choose S_max and split the table into SAC and IR.
-
-    For a plug-in that publishes no SAC~ (plain Rating, SPEC §7) every record goes to IR, so the
-    whole table is bucketized by Rating; S_max and the occurrences are still reported.
-    """
+    """Algorithm 7: choose S_max and split the table into SAC and IR (plain Rating has its own stages:
+    ``assets/rating_model.py``)."""
     started = time.monotonic()
-    model = model_of_run(MIXED.job, settings)
+    model_of_run(MIXED.job, settings)  # a run of this job with another model's setting fails here, by name
     split = split_sac_ir(raw_records, settings.sensitive_attributes, strong_rules)
-    if isinstance(model, MixedModel) and not model.publishes_sac:
-        sac_ids, ir_ids = np.array([], dtype=np.int64), raw_records["row_id"].to_numpy(np.int64)
-    else:
-        sac_ids, ir_ids = split.sac_row_ids, split.ir_row_ids
+    sac_ids, ir_ids = split.sac_row_ids, split.ir_row_ids
     parts = pd.DataFrame(
         {
             "row_id": np.concatenate([sac_ids, ir_ids]).astype(np.int64),
@@ -151,6 +146,7 @@ def sensitive_attribute_clusters(
     ins=inputs(private=["raw_records", "sac_ir_split"]),
     group_name=MIXED_MODEL,
 )
+@with_structured_failures
 def sac_groups(
     context: dg.AssetExecutionContext,
     settings: ReleaseSettings,
@@ -293,18 +289,33 @@ def ir_rating(
     raw_records: pd.DataFrame,
     ir_left: pd.DataFrame,
 ):
-    """Improved Rating on IR_left (the whole table for model 'rating'): dangerous buckets, Algorithm 13 reordering, residuals and suppression.
+    """Improved Rating on IR_left: dangerous buckets, Algorithm 13 reordering, residuals and suppression.
 
     Every attribute is bucketized in its own keyed content order and gets keyed random SID numbers (home secret)."""
+    return sid_tables(context, settings, store, raw_records, ir_left, outputs=("ir_id_table", "ir_attribute_sids"))
+
+
+def sid_tables(
+    context: dg.AssetExecutionContext,
+    settings: ReleaseSettings,
+    store: ReleaseStore,
+    raw_records: pd.DataFrame,
+    rating_records: pd.DataFrame,
+    *,
+    outputs: tuple[str, str],
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Improved Rating (:func:`pipeline.core.rating.rating_tables`) on the records of ``rating_records`` (``row_id``
+    in table order, ``stratum`` when stratified), with the metadata of both outputs (``outputs``: the ID-table and
+    the SID outputs' names). Returns ``(id_table, attribute_sids)``."""
     started = time.monotonic()
-    records = raw_records.set_index("row_id", drop=False).loc[ir_left["row_id"]].reset_index(drop=True)
+    records = raw_records.set_index("row_id", drop=False).loc[rating_records["row_id"]].reset_index(drop=True)
     id_table, attribute_sids = rating_tables(
         records,
         settings.sensitive_attributes,
         ell=settings.ell,
         secret=release_secret(settings, store),
         content_columns=[*settings.quasi_identifiers, *settings.sensitive_attributes],
-        strata=ir_left["stratum"].to_numpy(np.int64) if "stratum" in ir_left.columns else None,
+        strata=rating_records["stratum"].to_numpy(np.int64) if "stratum" in rating_records.columns else None,
     )
     suppressed = {f"n_suppressed_cells_{a}": int(attribute_sids[a].isna().sum()) for a in settings.sensitive_attributes}
     context.add_output_metadata(
@@ -312,12 +323,12 @@ def ir_rating(
             "n_sids": int(id_table.groupby("attribute", observed=True)["sid"].nunique().sum()) if len(id_table) else 0,
             "n_suppressed_cells": sum(suppressed.values()),
             **suppressed,
-            **table_metadata(id_table, rows_in=len(ir_left), started=started),
+            **table_metadata(id_table, rows_in=len(rating_records), started=started),
         },
-        output_name="ir_id_table",
+        output_name=outputs[0],
     )
     context.add_output_metadata(
-        {"n_suppressed_cells": sum(suppressed.values()), **table_metadata(attribute_sids, rows_in=len(ir_left))},
-        output_name="ir_attribute_sids",
+        {"n_suppressed_cells": sum(suppressed.values()), **table_metadata(attribute_sids, rows_in=len(rating_records))},
+        output_name=outputs[1],
     )
     return id_table, attribute_sids

@@ -1,14 +1,19 @@
 """The release assets generated for every publishing job from the model registry (issue 13: one factory, like
 Dagster's pipeline-factory examples, instead of a near-copy publish asset per model).
 
-For each job of :func:`pipeline.models.jobs` (``release``: mixed and Rating; ``kl_release``: (k, ℓ); any plug-in
-registered later) :func:`job_assets` builds:
+For each job of :func:`pipeline.models.jobs` (``release``: mixed; ``rating_release``: plain Rating; ``kl_release``:
+(k, ℓ); any plug-in registered later) :func:`job_assets` builds:
 
 - the candidate multi-asset (``candidate/<table>`` per candidate table, ``candidate/<candidate_asset>`` with one row of
   sizes, where the gates attach, and ``private/<row_map_asset>``): the run's plug-in builds the tables
   (:meth:`pipeline.models.base.PublicationModel.build`);
 - the publish asset (``<publish_asset>``, step ``<publish_step>``): gate verdict, release-series check, manifest
-  (common part + the plug-in's section), report, atomic publish.
+  (common part + the plug-in's section), report, atomic publish;
+- when the model is ``audited``, the audit of the release the run published (``audit/<publish_asset>_disclosure``,
+  ``assets/audit.py``).
+
+Tables are read from the assets the plug-in's ``table_assets`` name (Rating keeps its candidate tables as
+``candidate/rating_<table>``), under their contract names.
 
 The first model of a job owns its assets; the run's ``model`` setting picks the plug-in at run time.
 """
@@ -23,11 +28,13 @@ import numpy as np
 import pandas as pd
 
 from assets.mixed_model import release_secret
-from pipeline.asset_keys import CANDIDATE, KINDS, PRIVATE, RELEASE, inputs, markdown_preview, model_of_run, table_metadata
+from assets.audit import build_audit_asset
+from pipeline.asset_keys import CANDIDATE, KINDS, PRIVATE, RELEASE, markdown_preview, model_inputs, model_of_run, table_metadata
 from pipeline.evaluation import profiling
+from pipeline.failures import with_structured_failures
 from pipeline.models import PublicationModel
 from pipeline.release.publish import contract_schemas, package_versions, publish_release
-from pipeline.release.registry import RecompositionRefused, check_series, write_registry_entry
+from pipeline.release.registry import check_series, write_registry_entry
 from pipeline.reporting.release_report import REPORT_HTML, report_files
 from pipeline.resources import ReleaseSettings, ReleaseStore
 from pipeline.run_events import run_step_windows
@@ -139,7 +146,7 @@ def build_candidate_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinit
     """The candidate multi-asset of ``job`` (named after ``owner.candidate_asset``), see the module docstring."""
     outs = {
         name: dg.AssetOut(
-            key_prefix=CANDIDATE,
+            key=[CANDIDATE, owner.table_assets.get(name, name)],
             kinds=KINDS,
             description=CANDIDATE_DESCRIPTIONS.get(name, f"Candidate release table {name} ({owner.docs})."),
         )
@@ -157,7 +164,10 @@ def build_candidate_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinit
         "custodian's own audits, never released.",
     )
 
-    @dg.multi_asset(name=owner.candidate_asset, outs=outs, ins=inputs(private=owner.candidate_inputs), group_name=RELEASE)
+    @dg.multi_asset(
+        name=owner.candidate_asset, outs=outs, ins=model_inputs(owner, private=owner.candidate_inputs), group_name=RELEASE
+    )
+    @with_structured_failures
     def candidate(context: dg.AssetExecutionContext, settings: ReleaseSettings, store: ReleaseStore, **frames):
         """Assemble the candidate release with the run's plug-in: contract tables with fresh row ids that carry no
         input order."""
@@ -184,7 +194,8 @@ def build_candidate_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinit
 
 def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinition:
     """The publish asset of ``job`` (key ``owner.publish_asset``, step ``owner.publish_step``)."""
-    ins = inputs(
+    ins = model_inputs(
+        owner,
         private=["input_summary", "raw_records", owner.row_map_asset, *owner.publish_inputs],
         candidate=[*owner.candidate_tables, owner.candidate_asset],
     )
@@ -205,6 +216,7 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
         ],
         ins=ins,
     )
+    @with_structured_failures
     def publish(context: dg.AssetExecutionContext, settings: ReleaseSettings, store: ReleaseStore, **frames):
         """Publish the gated release atomically to $MSA_RELEASE_HOME/releases/<release_id>/ and update LATEST."""
         started = time.monotonic()
@@ -221,21 +233,19 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
         quasi_identifiers, sensitive_attributes = list(settings.quasi_identifiers), list(settings.sensitive_attributes)
         configuration = model.series_configuration(parameters)
         release_row_ids = release_row_ids_of(raw_records, row_map)
-        try:  # release series: refuse to compose with an earlier, different release of the same records
-            fingerprints, recomposition = check_series(
-                store.home,
-                store.home_secret(),
-                raw_records,
-                [*quasi_identifiers, *sensitive_attributes],
-                configuration,
-                allow_recomposition=settings.allow_recomposition,
-                releases_dir=store.releases_dir,
-                release_row_ids=release_row_ids,
-                sensitive_attributes=sensitive_attributes,
-                candidate_sets_of=lambda candidate_row_map: model.candidate_sets(frames, candidate_row_map, parameters),
-            )
-        except RecompositionRefused as error:
-            raise dg.Failure(str(error)) from error
+        # release series: refuse to compose with an earlier, different release of the same records (RecompositionRefused)
+        fingerprints, recomposition = check_series(
+            store.home,
+            store.home_secret(),
+            raw_records,
+            [*quasi_identifiers, *sensitive_attributes],
+            configuration,
+            allow_recomposition=settings.allow_recomposition,
+            releases_dir=store.releases_dir,
+            release_row_ids=release_row_ids,
+            sensitive_attributes=sensitive_attributes,
+            candidate_sets_of=lambda candidate_row_map: model.candidate_sets(frames, candidate_row_map, parameters),
+        )
         summary = frames["input_summary"].iloc[0]
         manifest = {
             "release_id": release_id,
@@ -295,6 +305,10 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
 
 
 def job_assets(job: str, models: tuple[PublicationModel, ...]) -> list[dg.AssetsDefinition]:
-    """The generated assets of ``job`` (its first model owns them): the candidate and the publish asset."""
+    """The generated assets of ``job`` (its first model owns them): the candidate and the publish asset, and the
+    audit of the published release when the model is ``audited``."""
     owner = models[0]
-    return [build_candidate_asset(job, owner), build_publish_asset(job, owner)]
+    generated = [build_candidate_asset(job, owner), build_publish_asset(job, owner)]
+    if owner.audited:
+        generated.append(build_audit_asset(owner))
+    return generated

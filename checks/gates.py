@@ -1,12 +1,12 @@
 """Release gates: blocking Dagster asset checks on the candidate release, each a GX suite on a
 derived frame from ``pipeline.core.verification``. Any failure stops ``release`` in the same run.
 
-``GATES`` are the nine gates of the mixed and Rating models (on ``candidate/release_candidate``);
-``KL_GATES`` the three of the (k, ℓ) model (on ``candidate/kl_release_candidate``), which stop
-``kl_release`` the same way. ``GATE_CHECKS`` holds them by name: each plug-in's ``gates``
-(:mod:`pipeline.models`) name the checks of its job, and :func:`gates_of` gives the code location its list. A gate
-that runs in a job but does not apply to the run's model (its plug-in's ``not_applicable``) passes, reported as not
-applicable."""
+``GATES`` are the nine gates of the mixed model (on ``candidate/release_candidate``), which plain Rating's job runs
+on its own candidate (``candidate/rating_release_candidate``); ``KL_GATES`` the three of the (k, ℓ) model (on
+``candidate/kl_release_candidate``), which stop ``kl_release`` the same way. ``GATE_CHECKS`` holds them by name:
+each plug-in's ``gates`` (:mod:`pipeline.models`) name the checks of its job, and :func:`gates_of` gives the code
+location its list, each gate attached to the candidate of every model that names it. A gate that does not apply to
+the run's model (its plug-in's ``not_applicable``) passes, reported as not applicable."""
 
 import dagster as dg
 import numpy as np
@@ -606,8 +606,49 @@ def register_gate(check: dg.AssetChecksDefinition) -> dg.AssetChecksDefinition:
     return check
 
 
+#: Gates that still measure when they do not apply to a model (their figures are reported beside the reason); any
+#: other gate returns before reading its tables when it does not apply.
+MEASURED_WHEN_NOT_APPLICABLE = frozenset({"rule_confidence_preserved"})
+
+
+def not_applicable_gate(model, name: str, reason: str) -> dg.AssetChecksDefinition:
+    """Gate ``name`` on ``model``'s candidate as it reports for a model it does not apply to: passed, not applicable,
+    with the reason; it reads no table (so a job need not produce the tables the gate would read)."""
+
+    @dg.asset_check(
+        asset=dg.AssetKey([CANDIDATE, model.candidate_asset]),
+        name=name,
+        blocking=True,
+        description=f"Not applicable to model {model.name}: {reason}.",
+    )
+    def gate() -> dg.AssetCheckResult:
+        return _not_applicable(model.name, reason)
+
+    return gate
+
+
+def retargeted_gate(check: dg.AssetChecksDefinition, model) -> dg.AssetChecksDefinition:
+    """``check`` (written for the candidate and tables of the model that owns the asset it checks) attached to
+    ``model``'s candidate and reading ``model``'s tables: the same gate function, its asset keys replaced (the
+    candidate asset, the row map and every table of ``model.table_assets``). Its step keeps its name."""
+    from pipeline.models import PUBLICATION_MODELS
+
+    (checked,) = {key.asset_key for key in check.check_keys}
+    home = next(m for m in PUBLICATION_MODELS.values() if checked == dg.AssetKey([CANDIDATE, m.candidate_asset]))
+    renamed = {home.candidate_asset: model.candidate_asset, home.row_map_asset: model.row_map_asset, **model.table_assets}
+    replacements = {
+        key: dg.AssetKey([*key.path[:-1], renamed[key.path[-1]]])
+        for key in {checked, *check.node_keys_by_input_name.values()}
+        if key.path[-1] in renamed
+    }
+    return check.with_attributes(asset_key_replacements=replacements)
+
+
 def gates_of(models) -> list[dg.AssetChecksDefinition]:
-    """The gate checks the given plug-ins name (each once, in registration order).
+    """The gate checks the given plug-ins name, each attached to the candidate of every plug-in that names it (a
+    plug-in whose candidate is not the one a gate was written for gets it re-targeted at its own tables,
+    :func:`retargeted_gate`, or, when the gate does not apply to it and measures nothing then,
+    :func:`not_applicable_gate`).
 
     Raises
     ------
@@ -618,4 +659,15 @@ def gates_of(models) -> list[dg.AssetChecksDefinition]:
     missing = [name for name in names if name not in GATE_CHECKS]
     if missing:
         raise KeyError(f"gate(s) {missing} named by a publication model are not registered (checks.gates.register_gate)")
-    return [GATE_CHECKS[name] for name in names]
+    checks: dict[tuple[str, str], dg.AssetChecksDefinition] = {}
+    for model in models:
+        candidate = dg.AssetKey([CANDIDATE, model.candidate_asset])
+        for name in model.gates:
+            check = GATE_CHECKS[name]
+            if candidate in {key.asset_key for key in check.check_keys}:
+                checks.setdefault((model.candidate_asset, name), check)
+            elif name in model.not_applicable and name not in MEASURED_WHEN_NOT_APPLICABLE:
+                checks.setdefault((model.candidate_asset, name), not_applicable_gate(model, name, model.not_applicable[name]))
+            else:
+                checks.setdefault((model.candidate_asset, name), retargeted_gate(check, model))
+    return list(checks.values())

@@ -3,8 +3,9 @@
 Asset key prefixes are DuckDB schemas of the warehouse: ``private`` (raw and intermediate
 tables, never released) and ``candidate`` (the release tables before the gates).
 
-Asset groups (shown in the Dagster UI): ``ingest``, ``mining``, ``mixed_model``, ``rating``,
-``kl_model``, ``release`` and ``evaluation``.
+Asset groups (shown in the Dagster UI): ``ingest``, ``mining``, ``mixed_model``, ``rating`` (the mixed model's
+improved Rating), ``rating_model`` (plain Rating, the ``rating_release`` job), ``kl_model``, ``release`` and
+``evaluation``.
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ INGEST = "ingest"
 MINING = "mining"
 MIXED_MODEL = "mixed_model"
 RATING = "rating"
+RATING_MODEL = "rating_model"
 KL_MODEL = "kl_model"
 RELEASE = "release"
 EVALUATION = "evaluation"
-GROUPS = (INGEST, MINING, MIXED_MODEL, RATING, KL_MODEL, RELEASE, EVALUATION)
+GROUPS = (INGEST, MINING, MIXED_MODEL, RATING, RATING_MODEL, KL_MODEL, RELEASE, EVALUATION)
 
 #: Rows shown in the Markdown preview of a published table.
 PREVIEW_ROWS = 10
@@ -42,6 +44,14 @@ def inputs(*, private: Iterable[str] = (), candidate: Iterable[str] = ()) -> dic
     """``AssetIn`` per warehouse table, keyed by table name (the parameter name of the function)."""
     ins = {name: dg.AssetIn(key=[PRIVATE, name]) for name in private}
     ins.update({name: dg.AssetIn(key=[CANDIDATE, name]) for name in candidate})
+    return ins
+
+
+def model_inputs(model: PublicationModel, *, private: Iterable[str] = (), candidate: Iterable[str] = ()) -> dict[str, dg.AssetIn]:
+    """Like :func:`inputs`, for the tables a publication model reads: keyed by table name, each read from the asset
+    its job keeps it in (``model.table_assets``; Rating's ``attribute_table`` is ``candidate/rating_attribute_table``)."""
+    ins = {name: dg.AssetIn(key=[PRIVATE, model.table_assets.get(name, name)]) for name in private}
+    ins.update({name: dg.AssetIn(key=[CANDIDATE, model.table_assets.get(name, name)]) for name in candidate})
     return ins
 
 

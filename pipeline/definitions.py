@@ -1,7 +1,7 @@
 """The Dagster code location: assets, release gates, the publishing jobs generated from the model registry
-(``release``, ``kl_release``, and any plug-in's), the ``evaluation`` and ``attacks`` jobs, the weekly release schedule, the inbox sensor, and resources.
+(``release``, ``rating_release``, ``kl_release``, and any plug-in's), the ``evaluation`` and ``attacks`` jobs, the weekly release schedule, the inbox sensor, and resources.
 
-Asset groups: ``ingest``, ``mining``, ``mixed_model``, ``rating``, ``kl_model``, ``release`` and
+Asset groups: ``ingest``, ``mining``, ``mixed_model``, ``rating``, ``rating_model``, ``kl_model``, ``release`` and
 ``evaluation`` (see ``pipeline.jobs`` for which job runs which assets)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
 import dagster as dg  # noqa: E402
 
-from assets import attacks, audit, evaluation, ingest, kl_model, mining, mixed_model  # noqa: E402
+from assets import attacks, evaluation, ingest, kl_model, mining, mixed_model, rating_model  # noqa: E402
 from checks.gates import GATES, KL_GATES, gates_of  # noqa: E402
 from pipeline.jobs import (  # noqa: E402
     ATTACKS_JOB_SELECTION,
@@ -48,9 +48,9 @@ __all__ = [
 #: The job that publishes each built-in model (``ReleaseSettings.model``).
 JOB_OF_MODEL = {name: model.job for name, model in PUBLICATION_MODELS.items()}
 
-#: The hand-written asset modules: ingest, mining, the models' stages, audit, evaluation, attacks. The candidate and
-#: publish assets of every publishing job are generated from the model registry (``assets/publish.py``).
-STAGE_MODULES = [ingest, mining, mixed_model, audit, kl_model, evaluation, attacks]
+#: The hand-written asset modules: ingest, mining, the models' stages, evaluation, attacks. The candidate, publish
+#: and audit assets of every publishing job are generated from the model registry (``assets/publish.py``).
+STAGE_MODULES = [ingest, mining, mixed_model, rating_model, kl_model, evaluation, attacks]
 
 #: Every asset of the built-in models' code location.
 ASSETS = [*dg.load_assets_from_modules(STAGE_MODULES), *RELEASE_WIRING.all_assets()]

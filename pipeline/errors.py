@@ -5,8 +5,9 @@ the registry, or an audit verdict FAIL; 2 an input, a home or a configuration th
 error); 3 another run holds the release lock of the home.
 
 This module imports nothing but the standard library, so the pure core (``pipeline/core``) may derive its errors
-from it. Errors that cross a Dagster step boundary arrive in the CLI as serialized errors that carry only their
-class name: :func:`exit_status_of_class_name` maps those names back to an exit status.
+from it. An error may name the file and the column it is about (``file``, ``column``: configuration, never a value
+of the input). Inside a Dagster step, ``pipeline.failures`` turns it into a ``dagster.Failure`` whose metadata carry
+its class, exit status, file and column; the CLI reads that metadata to choose its exit status and message.
 
 References: issue 13 ("one base error; each subclass carries its exit status"); polars ``exceptions.py`` (every
 error derives from one base listed in ``__all__``).
@@ -19,14 +20,27 @@ __all__ = [
     "ReleaseLockBusyBase",
     "ReleaseRefusedError",
     "UnusableInputError",
-    "exit_status_of_class_name",
 ]
 
 
 class MsaReleaseError(Exception):
-    """Base of every error msa-release raises on purpose. ``exit_status``: what the CLI exits with."""
+    """Base of every error msa-release raises on purpose.
+
+    Attributes
+    ----------
+    exit_status
+        What the CLI exits with (class attribute).
+    file, column
+        The file and the column the error is about, when it names one (keyword-only; configuration, never a value of
+        the input), else None.
+    """
 
     exit_status: int = 1
+
+    def __init__(self, *args: object, file: str | None = None, column: str | None = None) -> None:
+        super().__init__(*args)
+        self.file = file
+        self.column = column
 
 
 class UnusableInputError(MsaReleaseError):
@@ -45,19 +59,3 @@ class ReleaseLockBusyBase(MsaReleaseError):
     """Another run holds the release lock of the home (exit 3)."""
 
     exit_status = 3
-
-
-def _subclasses(cls: type[MsaReleaseError]) -> list[type[MsaReleaseError]]:
-    found: list[type[MsaReleaseError]] = []
-    for sub in cls.__subclasses__():
-        found += [sub, *_subclasses(sub)]
-    return found
-
-
-def exit_status_of_class_name(name: str) -> int | None:
-    """The exit status of the msa-release error class called ``name`` (as a serialized Dagster error names it), or
-    None when no such class is loaded. Classes are found among the loaded subclasses of :class:`MsaReleaseError`."""
-    for cls in _subclasses(MsaReleaseError):
-        if cls.__name__ == name:
-            return int(cls.exit_status)
-    return None

@@ -1,11 +1,12 @@
 """Jobs, the weekly release schedule and the inbox sensor of the code location.
 
-Jobs select assets by group (``ingest``, ``mining``, ``mixed_model``, ``rating``, ``kl_model``,
+Jobs select assets by group (``ingest``, ``mining``, ``mixed_model``, ``rating``, ``rating_model``, ``kl_model``,
 ``release``, ``evaluation``) and, where a group serves several jobs (``release`` holds the
-publish assets of every model, ``evaluation`` the audit, the experiments and the attacks), by
+publish assets of every model, ``evaluation`` the audits, the experiments and the attacks), by
 asset key:
 
-- ``release``: mixed model or Rating baseline, gates, publish, audit of the published release;
+- ``release``: the mixed model, its gates, publish, audit of the published release;
+- ``rating_release``: the plain Rating baseline, its gates, publish, audit of the published release;
 - ``kl_release``: the (k, ℓ) model, its gates and publish;
 - ``evaluation``: P1 §6 experiments; ``attacks``: the attack evaluation.
 
@@ -18,7 +19,8 @@ file triggers one release run with that file as input. The run key is the file's
 the same content never triggers twice (also not after a failed run: a file whose gates fail is
 reported by its failed run and not retried). Settings come from ``inbox/settings.json`` (any
 ``ReleaseSettings`` key, e.g. quasi_identifiers, sensitive_attributes, ell, model) and, for one
-file, ``<file name>.settings.json`` beside it; ``model: kl`` runs ``kl_release``. Files still
+file, ``<file name>.settings.json`` beside it; the ``model`` setting picks the job (``rating`` runs
+``rating_release``, ``kl`` runs ``kl_release``: :func:`pipeline.models.job_of_model`). Files still
 being written (changed within the settle time, ``$MSA_RELEASE_INBOX_SETTLE_SECONDS``, default
 10 s), unreadable, truncated (a Parquet file without its footer) or with unusable settings are
 skipped with a reason in the sensor's log, and looked at again at the next tick.
@@ -36,7 +38,6 @@ from pathlib import Path
 import dagster as dg
 from pydantic import ValidationError
 
-from assets import audit
 from assets.publish import job_assets
 from pipeline.models import DEFAULT_MODEL, PublicationModel, job_of_model
 from pipeline.models import jobs as publishing_jobs
@@ -49,6 +50,7 @@ __all__ = [
     "EVALUATION_JOB_SELECTION",
     "INBOX_SETTINGS",
     "KL_RELEASE_JOB_SELECTION",
+    "RATING_RELEASE_JOB_SELECTION",
     "RELEASE_JOB_SELECTION",
     "ReleaseWiring",
     "attacks_job",
@@ -59,12 +61,15 @@ __all__ = [
     "inbox_run_request",
     "inbox_sensor",
     "kl_release_job",
+    "rating_release_job",
     "release_job",
 ]
 
 #: Descriptions of the built-in publishing jobs (a plug-in's job gets one from its model).
 JOB_DESCRIPTIONS = {
-    "release": "Raw table -> strong rules -> SAC/IR -> SAC~ + IDT/AT (or plain Rating) -> gates -> published release -> audit.",
+    "release": "Raw table -> strong rules -> SAC/IR -> SAC~ + IDT/AT -> gates -> published release -> audit.",
+    "rating_release": "Plain Rating baseline (P1 §6, SPEC §7): raw table -> strong rules (for the gates) -> SIDs of "
+    "every record -> IDT/AT -> gates -> published release -> audit.",
     "kl_release": "(k, ℓ)-anonymity (P2): raw table -> hierarchies -> equivalence classes of >= k records with "
     "Diverse >= ℓ -> gates -> published release.",
 }
@@ -84,13 +89,10 @@ class ReleaseWiring:
 
 
 def job_selection(owner: PublicationModel, generated: list[dg.AssetsDefinition]) -> dg.AssetSelection:
-    """A publishing job's assets: the owner's stage groups, its generated candidate and publish assets, and the
-    audit of the published release when the model asks for it."""
+    """A publishing job's assets: the owner's stage groups and its generated candidate, publish and (when the model
+    is ``audited``) audit assets."""
     keys = [key for asset in generated for key in asset.keys]
-    selection = dg.AssetSelection.groups(*owner.stage_groups) | dg.AssetSelection.assets(*keys)
-    if owner.audited:
-        selection = selection | dg.AssetSelection.assets(audit.release_disclosure)
-    return selection
+    return dg.AssetSelection.groups(*owner.stage_groups) | dg.AssetSelection.assets(*keys)
 
 
 def build_release_wiring() -> ReleaseWiring:
@@ -119,8 +121,10 @@ def build_release_wiring() -> ReleaseWiring:
 
 #: The wiring of the built-in models (the code location rebuilds it from the registry, plug-ins included).
 RELEASE_WIRING = build_release_wiring()
-#: The ``release`` job: mixed model / Rating stages, the gated publish and the audit.
+#: The ``release`` job: mixed model stages, the gated publish and the audit.
 RELEASE_JOB_SELECTION = RELEASE_WIRING.selections["release"]
+#: The ``rating_release`` job: plain Rating stages, the gated publish and the audit.
+RATING_RELEASE_JOB_SELECTION = RELEASE_WIRING.selections["rating_release"]
 #: The ``kl_release`` job: the (k, ℓ) stages and its gated publish.
 KL_RELEASE_JOB_SELECTION = RELEASE_WIRING.selections["kl_release"]
 #: The ``evaluation`` job (P1 §6 experiments) and the ``attacks`` job.
@@ -128,6 +132,7 @@ EVALUATION_JOB_SELECTION = dg.AssetSelection.groups("ingest") | dg.AssetSelectio
 ATTACKS_JOB_SELECTION = dg.AssetSelection.groups("ingest") | dg.AssetSelection.key_prefixes("attacks")
 
 release_job = RELEASE_WIRING.jobs["release"]
+rating_release_job = RELEASE_WIRING.jobs["rating_release"]
 kl_release_job = RELEASE_WIRING.jobs["kl_release"]
 
 attacks_job = dg.define_asset_job(
@@ -269,7 +274,8 @@ def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.Ru
     Returns
     -------
     dagster.RunRequest
-        For ``release`` (models mixed, rating) or ``kl_release`` (model kl); the run config sets
+        For the job of the settings' ``model`` (:func:`pipeline.models.job_of_model`: ``release``,
+        ``rating_release``, ``kl_release``, a plug-in's); the run config sets
         ``input_path``, ``input_format``, ``csv_header`` true and ``column_names`` [] unless the
         settings say otherwise.
 

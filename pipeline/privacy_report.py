@@ -1,6 +1,6 @@
 """``make privacy-report``: the five attacks of issue 12 against the candidate releases of one table.
 
-Each configuration runs through the real ``release`` job in one private scratch home (so the gates
+Each configuration runs through its model's real job (``release``, ``rating_release``) in one private scratch home (so the gates
 measure exactly what they measure in production: the order-replay adversary, the learned-model
 adversary, the certainty of suppressed cells); the candidate tables and the private row map are
 then read back from that home's warehouse (whether or not the gates let the release through), and
@@ -39,11 +39,13 @@ import pandas as pd
 from pipeline.core.class_attacks import class_attack_figures, class_candidate_sets
 from pipeline.core.composition import candidate_sets, intersection_attack, one_known_value_at_row_level
 from pipeline.core.metrics import additional_information_loss
+from pipeline.models import DEFAULT_MODEL, publication_model
+from pipeline.models.kl import KL
 from pipeline.release.home_secret import SECRET_FILE
 
 __all__ = ["CONFIGURATIONS", "run_privacy_report"]
 
-#: name -> settings overrides of the ``release`` job.
+#: name -> settings overrides of the default settings (each runs through its model's job).
 CONFIGURATIONS = {
     "mixed": {},
     "mixed_ell2": {"ell": 2},
@@ -139,7 +141,7 @@ def _run_kl(home: Path, settings: dict, sensitive: list[str]) -> tuple[dict, dic
     """Run the ``kl_release`` job once and attack its candidate table; return (figures, candidate sets)."""
     from pipeline.resources import ReleaseSettings
 
-    figures = _execute(home, "kl_release", settings)
+    figures = _execute(home, KL.job, settings)
     released, row_map, raw, summary = _read_tables(
         home, ["candidate.kl_released", "private.kl_release_row_map", "private.raw_records", "private.input_summary"]
     )
@@ -172,19 +174,25 @@ def _run_kl(home: Path, settings: dict, sensitive: list[str]) -> tuple[dict, dic
 
 
 def _run_one(home: Path, settings: dict, sensitive: list[str]) -> tuple[dict, dict]:
-    """Run the ``release`` job once; return (figures, candidate sets)."""
-    if settings.get("model") == "kl":
+    """Run the job of the configuration's model once (``release`` or ``rating_release``; ``kl_release`` by
+    :func:`_run_kl`); return (figures, candidate sets)."""
+    model = publication_model(settings.get("model") or DEFAULT_MODEL)
+    if model is KL:
         return _run_kl(home, settings, sensitive)
-    figures = _execute(home, "release", settings)
+    figures = _execute(home, model.job, settings)
+
+    def table(schema: str, name: str) -> str:
+        return f"{schema}.{model.table_assets.get(name, name)}"
+
     sac, attribute_table, id_table, clusters, row_map, deleted, summary, raw = _read_tables(
         home,
         [
-            "candidate.sac_released",
-            "candidate.attribute_table",
-            "candidate.id_table",
-            "candidate.attribute_clusters",
-            "private.release_row_map",
-            "private.deleted_records",
+            table("candidate", "sac_released"),
+            table("candidate", "attribute_table"),
+            table("candidate", "id_table"),
+            table("candidate", "attribute_clusters"),
+            f"private.{model.row_map_asset}",
+            table("private", "deleted_records"),
             "private.input_summary",
             "private.raw_records",
         ],

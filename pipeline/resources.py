@@ -188,9 +188,10 @@ class ReleaseSettings(dg.ConfigurableResource):
     )
     model: Model = Field(
         default=Model.mixed,
-        description="Publication model: 'mixed' (SAC~ + improved Rating, P1) or 'rating' (plain Rating on the "
-        "whole table, the baseline of P1 §6; refused by the disclosure gate unless allow_disclosure), both published "
-        "by the `release` job; or 'kl' ((k, ℓ)-anonymity by generalisation, P2), published by the `kl_release` job.",
+        description="Publication model: 'mixed' (SAC~ + improved Rating, P1), published by the `release` job; 'rating' "
+        "(plain Rating on the whole table, the baseline of P1 §6; refused by the disclosure gate unless "
+        "allow_disclosure), published by the `rating_release` job; or 'kl' ((k, ℓ)-anonymity by generalisation, P2), "
+        "published by the `kl_release` job.",
     )
     randomness: str = Field(
         default="home-secret",

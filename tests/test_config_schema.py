@@ -39,6 +39,7 @@ def test_the_model_registry_matches_the_settings_and_the_code_location(tmp_path)
         assert definitions.resolve_job_def(model.job).name == job_of_model(name)
         assert (Path(__file__).resolve().parents[1] / model.docs).is_file()
     assert job_of_model("kl") == "kl_release" and job_of_model(None) == "release"
+    assert job_of_model("rating") == "rating_release"  # Rating has its own asset chain (issue 13)
     with pytest.raises(KeyError, match="unknown model"):
         job_of_model("foo")
 
@@ -73,3 +74,15 @@ def test_every_publishing_job_is_generated_from_the_registry(tmp_path):
         assert dg.AssetKey(owner.publish_asset) in graph.get_all_asset_keys()
         checks = {key.name for key in job.asset_layer.asset_graph.asset_check_keys}
         assert checks == {gate for model in models for gate in model.gates}, job_name
+
+
+@pytest.mark.parametrize(("model", "job"), [(None, "release"), ("rating", "rating_release"), ("kl", "kl_release")])
+def test_the_inbox_sensor_routes_each_model_to_its_own_job(tmp_path, model, job):
+    """Issue 13: an inbox file runs the job of its ``model`` setting (the registry's ``job_of_model``)."""
+    from pipeline.jobs import inbox_run_request
+
+    path = tmp_path / "in.csv"
+    path.write_text("q,a,b\n1,x,y\n")
+    settings = {"quasi_identifiers": ["q"], "sensitive_attributes": ["a", "b"], **({"model": model} if model else {})}
+    request = inbox_run_request(path, settings, sha256="0" * 64)
+    assert request.job_name == job

@@ -3,6 +3,7 @@ the release lock, and the messages that explain a failure (never echoing an inpu
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -200,7 +201,9 @@ def check_model_options(options: dict) -> None:
     ------
     click.UsageError
     """
-    model = options.get("model") or "mixed"
+    from pipeline.models import DEFAULT_MODEL
+
+    model = options.get("model") or DEFAULT_MODEL
     if model == "kl":
         given = [_option_flag(n) for n in NOT_KL_OPTIONS if options.get(n) is not None]
         if given:
@@ -242,21 +245,21 @@ def _validation_message(error: dict) -> str:
 
 
 def unusable_input_messages(result) -> list[str]:
-    """Messages of the step failures caused by an unusable input: an error class of exit status 2
-    (:class:`pipeline.errors.UnusableInputError`: unreadable table or column configuration, hierarchy missing /
-    invalid / not covering the data, a table that cannot be made (k, ℓ)-anonymous)."""
-    from pipeline.errors import exit_status_of_class_name
+    """Messages of the step failures caused by an unusable input: structured failures (:mod:`pipeline.failures`) of
+    exit status 2 (:class:`pipeline.errors.UnusableInputError`: unreadable table or column configuration, hierarchy
+    missing / invalid / not covering the data, a table that cannot be made (k, ℓ)-anonymous)."""
+    from pipeline.errors import UnusableInputError
+    from pipeline.failures import step_failures
 
-    messages = []
-    for event in result.all_events:
-        if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
-            error = event.step_failure_data.error
-            cause = error.cause or error
-            if exit_status_of_class_name(cause.cls_name) == 2:
-                message = cause.message.strip()
-                prefix, separator, rest = message.partition(": ")
-                messages.append(rest if separator and prefix.endswith(cause.cls_name) else message)
-    return messages
+    return [failure.message for failure in step_failures(result) if failure.exit_status == UnusableInputError.exit_status]
+
+
+def failure_exit_status(result) -> int:
+    """The exit status of a run that published nothing: the largest ``exit_status`` its structured failures carry
+    (2 unusable input, 3 lock busy), else 1 (a gate refused the release, or another failure)."""
+    from pipeline.failures import step_failures
+
+    return max([1, *(failure.exit_status for failure in step_failures(result) if failure.exit_status is not None)])
 
 
 def input_options(command):
@@ -420,12 +423,11 @@ def write_profile_sidecar(result, home: Path, output: str | None, *, started: fl
 
 def report_step_failures(result) -> None:
     """Echo to stderr, for a failed run (``dagster.ExecuteInProcessResult``), each failed step and its error message
-    (the messages of this project never hold an input value)."""
-    for event in result.all_events:
-        if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
-            error = event.step_failure_data.error
-            cause = error.cause or error
-            click.echo(f"  step {event.step_key} failed: {cause.message.strip()}", err=True)
+    (the messages of this project never hold an input value; :func:`pipeline.failures.step_failures`)."""
+    from pipeline.failures import step_failures
+
+    for failure in step_failures(result):
+        click.echo(f"  step {failure.step} failed: {failure.message}", err=True)
 
 
 def preflight(config: dict, *, home_option: str | None) -> Path:
@@ -548,27 +550,42 @@ def gate_failure_explanations(gates) -> list[str]:
     ]
 
 
+#: errno values of a machine that cannot write: no space left; permission denied, not permitted, read-only.
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+NOT_WRITABLE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+
+
+def _errno_of(failure) -> int | None:
+    """The errno of a failed step: from its structured failure's metadata (an asset's ``OSError``); for a failure
+    raised outside an asset's body (the warehouse IO manager), which carries no metadata, from the ``[Errno N]`` that
+    Python puts in an ``OSError``'s text."""
+    if "errno" in failure.metadata:
+        return int(failure.metadata["errno"])
+    if failure.exit_status is None:
+        import re
+
+        found = re.search(r"\[Errno (\d+)\]", failure.error_text)
+        return int(found.group(1)) if found else None
+    return None
+
+
 def environment_failure_messages(result) -> list[str]:
     """Plain-language messages for steps that failed on the machine rather than on the data:
-    a full disk, or a release / warehouse location that cannot be written."""
+    a full disk, or a release / warehouse location that cannot be written (by the failure's errno)."""
+    from pipeline.failures import step_failures
+
     messages = []
-    for event in result.all_events:
-        if not (event.is_step_failure and event.step_failure_data and event.step_failure_data.error):
-            continue
-        error, texts = event.step_failure_data.error, []
-        while error is not None:
-            texts.append(f"{error.cls_name}: {error.message}")
-            error = error.cause or error.context
-        text = " ".join(texts)
-        if "No space left on device" in text or "[Errno 28]" in text or "ENOSPC" in text:
+    for failure in step_failures(result):
+        number = _errno_of(failure)
+        if number in NO_SPACE_ERRNOS:
             messages.append(
-                f"disk full: step {event.step_key} ran out of space (No space left on device); nothing was published "
+                f"disk full: step {failure.step} ran out of space (No space left on device); nothing was published "
                 "and the staging files were removed: free space under $MSA_RELEASE_HOME (old releases, the "
                 "warehouse) and retry"
             )
-        elif "Permission denied" in text or "Read-only file system" in text or "[Errno 13]" in text or "[Errno 30]" in text:
+        elif number in NOT_WRITABLE_ERRNOS:
             messages.append(
-                f"not writable: step {event.step_key} could not write (permission denied or read-only file system); "
+                f"not writable: step {failure.step} could not write (permission denied or read-only file system); "
                 "nothing was published: make $MSA_RELEASE_HOME and its releases/ directory writable and retry"
             )
     return list(dict.fromkeys(messages))

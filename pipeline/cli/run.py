@@ -17,6 +17,7 @@ from pipeline.cli.common import (
     check_model_options,
     environment_failure_messages,
     execute_job,
+    failure_exit_status,
     gate_failure_explanations,
     hold_release_lock,
     input_options,
@@ -149,8 +150,8 @@ from pipeline.cli.common import (
     help="With --profile: where to write the sidecar (default <home>/profiles/<run_id>.json).",
 )
 def run(**options) -> None:
-    """Run the Dagster `release` job (models mixed, rating) or `kl_release` job (model kl) in-process
-    and print a summary of the published release.
+    """Run the Dagster job of the chosen model (`release` for mixed, `rating_release` for rating, `kl_release` for
+    kl) in-process and print a summary of the published release.
 
     Exit status: 0 published, 1 refused by a gate or another failure (a failure after the publish, e.g. the audit, says the release IS published), 2 unusable input (a usage
     error, an unreadable table, a missing or incomplete hierarchy, a table that cannot be made
@@ -194,13 +195,14 @@ def run(**options) -> None:
             sys.exit(1)
         return
     click.echo(f"msa-release: NO release published (run {result.run_id}, {elapsed:.1f} s)", err=True)
+    status = failure_exit_status(result)  # from the structured failures' metadata (pipeline.failures)
     unusable = unusable_input_messages(result)
     if unusable:
         for message in unusable:
             click.echo(f"  unusable input: {message}", err=True)
         if previous is not None:
             click.echo(f"  the previous release is untouched: {previous}", err=True)
-        sys.exit(2)
+        sys.exit(status)
     for evaluation in gates:
         figures = {k: v.value for k, v in evaluation.metadata.items() if k != "gx_expectations"}  # those: report.html
         if figures.get("applicable") is False:
@@ -219,7 +221,7 @@ def run(**options) -> None:
         click.echo(f"  {explanation}", err=True)
     if previous is not None:
         click.echo(f"  the previous release is untouched: {previous}", err=True)
-    sys.exit(1)
+    sys.exit(status)
 
 
 if __name__ == "__main__":

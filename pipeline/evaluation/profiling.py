@@ -61,17 +61,30 @@ STEP_STAGES = {
     "sac_groups": "grouping",
     "private__sac_permuted": "grouping",
     "ir_rating": "sid_creation",
-    "release_candidate": "assembly",
-    "publish_release": "publish",
-    "audit__release_disclosure": "audit",
+    # plain Rating
+    "rating_records": "rating_records",
+    "rating_sids": "sid_creation",
     # (k, ℓ) model
     "private__generalization_hierarchies": "hierarchies",
     "kl_anonymization": "kl_anonymization",
-    "kl_release_candidate": "assembly",
-    "publish_kl_release": "publish",
 }
-#: Prefixes of the asset-check (gate) steps.
-GATE_STEP_PREFIXES = ("candidate__release_candidate_", "candidate__kl_release_candidate_")
+#: Prefixes of the asset-check (gate) steps of the built-in models (:func:`stage_of_step` also recognises those of
+#: every registered model).
+GATE_STEP_PREFIXES = ("candidate__release_candidate_", "candidate__rating_release_candidate_", "candidate__kl_release_candidate_")
+
+
+def generated_step_stages() -> dict[str, str]:
+    """Step key -> stage of the steps generated for every registered model (``assets/publish.py``): its candidate
+    (``assembly``), its publish step (``publish``) and its audit (``audit``)."""
+    from pipeline.models import PUBLICATION_MODELS
+
+    stages: dict[str, str] = {}
+    for model in PUBLICATION_MODELS.values():
+        stages[model.candidate_asset] = "assembly"
+        stages[model.publish_step] = "publish"
+        stages[f"audit__{model.publish_asset}_disclosure"] = "audit"
+    return stages
+
 
 #: Why the manifest's profile has no ``publish`` stage.
 PUBLISH_NOTE = (
@@ -89,7 +102,13 @@ def stage_of_step(step_key: str) -> str:
     """
     if step_key in STEP_STAGES:
         return STEP_STAGES[step_key]
-    if step_key.startswith(GATE_STEP_PREFIXES):
+    generated = generated_step_stages()
+    if step_key in generated:
+        return generated[step_key]
+    from pipeline.models import PUBLICATION_MODELS
+
+    gate_prefixes = (*GATE_STEP_PREFIXES, *(f"candidate__{m.candidate_asset}_" for m in PUBLICATION_MODELS.values()))
+    if step_key.startswith(gate_prefixes):
         return "gates"
     for prefix in ("private__", "candidate__", "audit__"):
         if step_key.startswith(prefix):

@@ -429,7 +429,8 @@ def check_ell_feasible(
         raise InfeasibleInput(
             f"{source}: sensitive attribute(s) {constant} have the same value in all {n} records: such a column cannot "
             "be ℓ-diverse (and discloses nothing about anyone); remove it from --sensitive-attributes, or check its "
-            "missing-value tokens and the column choice"
+            "missing-value tokens and the column choice",
+            column=constant[0],
         )
     short = {a: count for a, count in distinct.items() if count < ell}
     if short:
@@ -437,7 +438,8 @@ def check_ell_feasible(
         raise InfeasibleInput(
             f"{source}: ℓ = {ell} is larger than the number of distinct values of sensitive attribute(s) {listed}; every "
             f"group and SID needs ℓ distinct values of every sensitive attribute: lower --ell to at most "
-            f"{min(short.values())}, or remove these attributes from --sensitive-attributes"
+            f"{min(short.values())}, or remove these attributes from --sensitive-attributes",
+            column=next(iter(short)),
         )
 
 

@@ -14,10 +14,13 @@ A publication model is one object (a plug-in) that says, without Dagster:
 - its manifest section, report data, Dagster metadata figures and CLI summary;
 - its job: ``job`` and the asset names the Dagster factory (``assets/publish.py``, ``pipeline/jobs.py``) generates
   for it: ``candidate_asset``, ``row_map_asset``, ``publish_asset``, ``publish_step``, plus ``stage_groups``, the
-  asset groups its job runs before the candidate.
+  asset groups its job runs before the candidate, and ``table_assets``, the assets that hold the tables it reads
+  under their contract names when its job keeps them under other names (Rating's ``rating_attribute_table`` is
+  its ``attribute_table``), so that gates written for one model run on another model's tables.
 
-Several models may share one job (mixed and Rating share ``release``): they then share its assets and name the same
-``candidate_inputs``; the run's ``model`` setting picks the plug-in at run time.
+Several models may share one job: they then share its assets and name the same ``candidate_inputs``; the run's
+``model`` setting picks the plug-in at run time. The built-in models have a job each (``release``,
+``rating_release``, ``kl_release``).
 
 No Dagster and no Great Expectations here (``tests/test_architecture.py``).
 """
@@ -141,6 +144,12 @@ class PublicationModel(Protocol[ParametersT]):
         ...
 
     @property
+    def table_assets(self) -> Mapping[str, str]:
+        """Warehouse table name (as :meth:`build`, the publish step and the gates read it) -> the asset of this
+        model's job that holds it, for tables kept under another name; a table not listed is the asset of its name."""
+        ...
+
+    @property
     def stage_groups(self) -> tuple[str, ...]:
         """Asset groups its job runs before the candidate (``ingest`` first)."""
         ...
@@ -177,7 +186,7 @@ class PublicationModel(Protocol[ParametersT]):
 
     @property
     def audited(self) -> bool:
-        """Whether its job ends with the audit of the published release (``audit/release_disclosure``)."""
+        """Whether its job ends with the audit of the release its run published (``audit/<publish_asset>_disclosure``)."""
         ...
 
     @property

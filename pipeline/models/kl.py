@@ -87,6 +87,7 @@ class KLModel:
     candidate_tables: tuple[str, ...] = ("kl_released",)
     candidate_inputs: tuple[str, ...] = ("raw_records", "kl_assignments", "kl_clusters")
     publish_inputs: tuple[str, ...] = ("kl_suppressed_records", "kl_clusters", "generalization_hierarchies")
+    table_assets: Mapping[str, str] = dataclasses.field(default_factory=dict)
     stage_groups: tuple[str, ...] = ("ingest", "kl_model")
     candidate_asset: str = "kl_release_candidate"
     row_map_asset: str = "kl_release_row_map"

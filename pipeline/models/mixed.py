@@ -14,11 +14,14 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from pipeline.models.base import CandidateRelease, Frames, GateOutcome, GateVerdict
+
+if TYPE_CHECKING:
+    from pipeline.core.mixed_model import ReleaseTables
 
 __all__ = ["MIXED", "MixedModel", "MixedParameters", "render_summary"]
 
@@ -87,9 +90,8 @@ class MixedParameters:
 
 @dataclass(frozen=True)
 class MixedModel:
-    """The mixed model (``publishes_sac``) or, with ``publishes_sac`` False, plain Rating on the whole table.
-
-    Both share the ``release`` job and its assets; the run's ``model`` setting picks the plug-in.
+    """The mixed model (``publishes_sac``); :class:`pipeline.models.rating.RatingModel` (``publishes_sac`` False) is
+    plain Rating on the whole table, with its own job and stage tables.
     """
 
     name: str = "mixed"
@@ -105,6 +107,7 @@ class MixedModel:
         "ir_left",
     )
     publish_inputs: tuple[str, ...] = ("deleted_records", "strong_rules")
+    table_assets: Mapping[str, str] = dataclasses.field(default_factory=dict)
     stage_groups: tuple[str, ...] = ("ingest", "mining", "mixed_model", "rating")
     candidate_asset: str = "release_candidate"
     row_map_asset: str = "release_row_map"
@@ -143,42 +146,23 @@ class MixedModel:
     # ------------------------------------------------------------------ build
     def build(self, inputs: Frames, parameters: MixedParameters, *, secret: bytes | None) -> CandidateRelease:
         """Assemble the candidate release from the stage tables: contract tables with fresh row ids that carry no
-        input order (:func:`pipeline.core.mixed_model.assemble_release_tables`).
+        input order (:meth:`release_tables`).
 
         Parameters
         ----------
         inputs
-            ``raw_records``, ``sac_permuted``, ``ir_attribute_sids``, ``ir_id_table``,
-            ``sensitive_attribute_clusters``, ``ir_left`` (the warehouse tables of ``assets/mixed_model.py``).
+            The tables named in ``candidate_inputs`` (the warehouse tables of ``assets/mixed_model.py``, or of
+            ``assets/rating_model.py`` for Rating).
         secret
             The home secret, or None with ``randomness: spec-reference``.
 
         Returns
         -------
         CandidateRelease
-            ``sac_released``, ``attribute_table``, ``id_table``, ``attribute_clusters`` (empty for Rating); the row
-            map with ``input_row_number``; sizes and generalization counts.
+            ``sac_released``, ``attribute_table``, ``id_table``, ``attribute_clusters`` (the last empty for Rating);
+            the row map with ``input_row_number``; sizes and generalization counts.
         """
-        from pipeline.core.hierarchies import load_available_hierarchies
-        from pipeline.core.mixed_model import assemble_release_tables
-        from pipeline.io.tables import clusters_from_frame
-
-        ir_left = inputs["ir_left"]
-        tables = assemble_release_tables(
-            inputs["raw_records"],
-            parameters.quasi_identifiers,
-            parameters.sensitive_attributes,
-            sac_permuted=inputs["sac_permuted"],
-            attribute_sids=inputs["ir_attribute_sids"].astype({a: "Int32" for a in parameters.sensitive_attributes}),
-            id_table=inputs["ir_id_table"],
-            clusters=clusters_from_frame(inputs["sensitive_attribute_clusters"]),
-            secret=secret,
-            generalize=self.publishes_sac and parameters.qi_aware,
-            hierarchies=load_available_hierarchies(parameters.hierarchies_path, parameters.quasi_identifiers)
-            if parameters.qi_aware
-            else None,
-            attribute_table_labels=ir_left if "stratum" in ir_left.columns else None,
-        )
+        tables = self.release_tables(inputs, parameters, secret=secret)
         # the custodian's audit map (private, never released): release row id -> input line
         row_map = tables.row_map.assign(input_row_number=tables.row_map["source_row_id"])
         frames = {
@@ -195,6 +179,43 @@ class MixedModel:
             row_map=row_map,
             figures={**sizes, **tables.generalization},
             n_rows_out=len(tables.sac_released) + len(tables.attribute_table),
+        )
+
+    def release_tables(self, inputs: Frames, parameters: MixedParameters, *, secret: bytes | None) -> ReleaseTables:
+        """The release tables of the mixed model (:func:`pipeline.core.mixed_model.assemble_release_tables`).
+
+        Parameters
+        ----------
+        inputs
+            ``raw_records``, ``sac_permuted``, ``ir_attribute_sids``, ``ir_id_table``,
+            ``sensitive_attribute_clusters``, ``ir_left`` (the warehouse tables of ``assets/mixed_model.py``).
+        secret
+            The home secret, or None with ``randomness: spec-reference``.
+
+        Raises
+        ------
+        ValueError
+            Inconsistent stage tables (see :func:`pipeline.core.mixed_model.assemble_release_tables`).
+        """
+        from pipeline.core.hierarchies import load_available_hierarchies
+        from pipeline.core.mixed_model import assemble_release_tables
+        from pipeline.io.tables import clusters_from_frame
+
+        ir_left = inputs["ir_left"]
+        return assemble_release_tables(
+            inputs["raw_records"],
+            parameters.quasi_identifiers,
+            parameters.sensitive_attributes,
+            sac_permuted=inputs["sac_permuted"],
+            attribute_sids=inputs["ir_attribute_sids"].astype({a: "Int32" for a in parameters.sensitive_attributes}),
+            id_table=inputs["ir_id_table"],
+            clusters=clusters_from_frame(inputs["sensitive_attribute_clusters"]),
+            secret=secret,
+            generalize=self.publishes_sac and parameters.qi_aware,
+            hierarchies=load_available_hierarchies(parameters.hierarchies_path, parameters.quasi_identifiers)
+            if parameters.qi_aware
+            else None,
+            attribute_table_labels=ir_left if "stratum" in ir_left.columns else None,
         )
 
     # ------------------------------------------------------------------ gates

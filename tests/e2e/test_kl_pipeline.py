@@ -350,7 +350,7 @@ def test_kl_metadata_is_numeric_with_stable_names(published):
 
 
 def test_mixed_release_job_refuses_the_kl_model(published, tmp_path):
-    """The `release` job publishes mixed and Rating only; model 'kl' there fails with a pointer to kl_release."""
+    """The `release` job publishes the mixed model only; model 'kl' there fails with a pointer to kl_release."""
     job = build_definitions(tmp_path / "home").resolve_job_def("release")
     result = job.execute_in_process(
         run_config={"resources": {"settings": {"config": {**published.settings, "ell": 2}}}}, raise_on_error=False

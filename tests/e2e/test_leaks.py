@@ -18,6 +18,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline.models import PUBLICATION_MODELS
 from pipeline.release.publish import MODEL_TABLES, contract_schemas, read_latest
 from pipeline.resources import ADULT_COLUMNS
 from tests.jobs import run_job
@@ -193,9 +194,10 @@ def test_the_contract_check_catches_an_extra_table(tokenized, tmp_path):
 # (b) no raw sensitive value in the event log of a run
 
 
-#: Steps that publish a release: their metadata may preview the PUBLISHED tables (issue 7), whose
-#: values are public by then; every other step (the private assets, the gates) must show none.
-PUBLISH_STEPS = {"publish_release", "publish_kl_release"}
+#: Steps that publish a release (one per model, from the registry: ``publish_release``, ``publish_rating_release``,
+#: ``publish_kl_release``): their metadata may preview the PUBLISHED tables (issue 7), whose values are public by then;
+#: every other step (the private assets, the gates) must show none.
+PUBLISH_STEPS = {model.publish_step for model in PUBLICATION_MODELS.values()}
 
 
 def _preview_tokens(entries) -> set[str]:
@@ -248,7 +250,7 @@ def _leaks_on_disk(directory: Path, allowed: set[str] = frozenset()) -> list[str
         ("release", {"confidence_tolerance": PUBLISH_TOLERANCE}, True),
         # gate no_certain_attribute_table_cell fails (suppressed cells name their value): failure paths are walked too
         ("release", {"residual_policy": "suppress"}, False),
-        ("release", {"model": "rating", "allow_disclosure": True, "confidence_tolerance": PUBLISH_TOLERANCE}, True),
+        ("rating_release", {"model": "rating", "allow_disclosure": True, "confidence_tolerance": PUBLISH_TOLERANCE}, True),
         ("kl_release", {"model": "kl"}, True),
     ],
     ids=["mixed", "mixed-gate-fails", "rating", "kl"],

@@ -11,6 +11,7 @@ import pytest
 
 from pipeline.definitions import ASSETS, RELEASE_JOB_SELECTION, build_definitions
 from pipeline.release.publish import read_latest
+from pipeline.models import job_of_model
 from tests.jobs import run_job
 from tests.conftest import example_frame, example_quasi_identifiers
 
@@ -45,7 +46,7 @@ def example_b_csv(golden, tmp_path) -> tuple[dict, Path]:
 
 def _run(home: Path, settings: dict, assets=None):
     if assets is None:
-        return run_job(home, "release", settings)
+        return run_job(home, job_of_model(settings.get("model")), settings)
     resources = build_definitions(home).resources
     return dg.materialize(
         assets,

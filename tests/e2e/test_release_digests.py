@@ -23,7 +23,7 @@ from tests.jobs import run_job
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "release_digests.json"
 MODELS = {
     "mixed": ("release", {}),
-    "rating": ("release", {"model": "rating", "allow_disclosure": True}),
+    "rating": ("rating_release", {"model": "rating", "allow_disclosure": True}),
     "kl": ("kl_release", {"model": "kl"}),
 }
 

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from pipeline.cli import main
 from pipeline.release.publish import contract_schemas, publish_release, read_latest
 from pipeline.reporting.release_report import REPORT_DATA, REPORT_HTML, render_report
+from pipeline.models import job_of_model
 from tests.jobs import run_job
 from tests.conftest import example_frame, example_quasi_identifiers
 
@@ -118,7 +119,7 @@ def example_a_releases(golden, tmp_path_factory):
     # both models of one input in one home: a deliberate recomposition (the comparison in report.html)
     for model, extra in (("rating", {"allow_disclosure": True}), ("mixed", {"allow_recomposition": True})):
         config = {**settings, "model": model, **extra}
-        result = run_job(home, "release", config)
+        result = run_job(home, job_of_model(model), config)
         assert result.success, model
         releases[model] = read_latest(home / "releases")
     return {"example": example, "csv": csv, "home": home, **releases}

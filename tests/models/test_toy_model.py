@@ -52,6 +52,7 @@ class ToyModel:
     candidate_tables: tuple[str, ...] = ("toy_released",)
     candidate_inputs: tuple[str, ...] = ("raw_records",)
     publish_inputs: tuple[str, ...] = ()
+    table_assets: Mapping[str, str] = field(default_factory=dict)
     stage_groups: tuple[str, ...] = ("ingest",)
     candidate_asset: str = "toy_release_candidate"
     row_map_asset: str = "toy_release_row_map"

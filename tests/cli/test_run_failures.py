@@ -1,0 +1,106 @@
+"""How ``msa-release run`` reports a run that published nothing (issue 13: the CLI reads the structured failures of
+the steps, ``pipeline/failures.py``, to choose its exit status and message).
+
+A tiny in-process job fails in three ways: an unusable input (exit status 2, names its file and column), a full disk
+(an ``OSError`` with errno ENOSPC) and an unexpected error; the CLI's reading of that run is checked directly, and
+through the ``run`` command with the job replaced by that run (click's CliRunner; nothing else is executed)."""
+
+from __future__ import annotations
+
+import errno
+
+import dagster as dg
+import pytest
+from click.testing import CliRunner
+
+import pipeline.cli.run as run_command
+from pipeline.cli import main
+from pipeline.cli.common import environment_failure_messages, failure_exit_status, unusable_input_messages
+from pipeline.failures import step_failures, structured_failures
+from pipeline.io.loading import InputError
+
+UNUSABLE = "in.csv: sensitive attribute(s) ['diagnosis'] have the same value in all 4 records"
+
+
+@dg.op
+def unreadable_input() -> None:
+    with structured_failures(file="/data/in.csv"):
+        raise InputError(UNUSABLE, column="diagnosis")
+
+
+@dg.op
+def disk_full() -> None:
+    with structured_failures():
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@dg.op
+def unexpected() -> None:
+    raise RuntimeError("an unexpected failure")
+
+
+def _run(*ops) -> dg.ExecuteInProcessResult:
+    @dg.job(name="failing_" + "_".join(op.name for op in ops))
+    def failing():
+        for op in ops:
+            op()
+
+    return failing.execute_in_process(raise_on_error=False)
+
+
+@pytest.fixture(scope="module")
+def failed_run() -> dg.ExecuteInProcessResult:
+    return _run(unreadable_input, disk_full, unexpected)
+
+
+def test_each_failed_step_carries_its_class_exit_status_file_and_column(failed_run):
+    failures = {failure.step: failure for failure in step_failures(failed_run)}
+    assert set(failures) == {"unreadable_input", "disk_full", "unexpected"}
+    unusable = failures["unreadable_input"]
+    assert unusable.exit_status == 2 and unusable.message == UNUSABLE
+    assert unusable.metadata == {"error_class": "InputError", "exit_status": 2, "file": "/data/in.csv", "column": "diagnosis"}
+    assert failures["disk_full"].metadata == {"error_class": "OSError", "exit_status": 1, "errno": errno.ENOSPC}
+    assert failures["unexpected"].exit_status is None and failures["unexpected"].metadata == {}
+
+
+def test_the_exit_status_and_messages_come_from_the_metadata(failed_run):
+    assert failure_exit_status(failed_run) == 2
+    assert unusable_input_messages(failed_run) == [UNUSABLE]
+    (message,) = environment_failure_messages(failed_run)
+    assert message.startswith("disk full: step disk_full ran out of space")
+    machine_only = _run(disk_full)
+    assert failure_exit_status(machine_only) == 1 and unusable_input_messages(machine_only) == []
+
+
+def test_a_message_that_merely_mentions_a_full_disk_is_not_one(tmp_path):
+    @dg.op
+    def says_no_space() -> None:
+        with structured_failures():
+            raise InputError("a column named 'No space left on device [Errno 28]' is reserved")
+
+    run = _run(says_no_space)
+    assert environment_failure_messages(run) == []  # structured: its errno (none) decides, not its text
+    assert failure_exit_status(run) == 2
+
+
+@pytest.mark.parametrize(
+    ("ops", "status", "expected"),
+    [
+        ((unreadable_input,), 2, f"unusable input: {UNUSABLE}"),
+        ((disk_full,), 1, "disk full: step disk_full ran out of space"),
+    ],
+    ids=["unusable-input", "disk-full"],
+)
+def test_the_run_command_exits_with_the_status_the_failures_carry(tmp_path, monkeypatch, ops, status, expected):
+    result = _run(*ops)
+    home = tmp_path / "home"
+    monkeypatch.setattr(run_command, "preflight", lambda config, home_option: home)
+    monkeypatch.setattr(run_command, "hold_release_lock", lambda home, wait, wait_timeout: None)
+    started = []
+    monkeypatch.setattr(
+        run_command, "execute_job", lambda job, config, home_option, verbose: started.append(job) or (result, home)
+    )
+    outcome = CliRunner().invoke(main, ["run", "--model", "rating", "--home", str(home)])
+    assert started == ["rating_release"]  # the model's own job, from the registry
+    assert outcome.exit_code == status, outcome.output
+    assert "NO release published" in outcome.output and expected in outcome.output

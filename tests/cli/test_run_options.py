@@ -1,0 +1,66 @@
+"""``msa-release run``'s option parsing (click's CliRunner): options the chosen model does not read, values out of
+range and unknown models are refused as usage errors (exit status 2) before anything runs."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+import pipeline.cli.run as run_command
+from pipeline.cli import main
+from pipeline.cli.common import build_settings_config, parse_weights
+
+
+@pytest.fixture
+def nothing_runs(monkeypatch):
+    """Fail the test if the command gets as far as reading the input."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the command read its input although its options were refused")
+
+    monkeypatch.setattr(run_command, "preflight", refuse)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        (["--model", "kl", "--seed", "3"], "--seed: not used by --model kl"),
+        (["--model", "rating", "--k", "3"], "--k: only used by --model kl (the (k, ℓ) model), not by --model rating"),
+        (["--model", "foo"], "'foo' is not one of 'mixed', 'rating', 'kl'"),
+        (["--ell", "1"], "1 is not in the range x>=2"),
+        (["--min-confidence", "0"], "--min-confidence"),
+        (["--input", "x.csv"], "with --input, name the columns"),
+    ],
+    ids=["kl-seed", "rating-k", "unknown-model", "ell-1", "min-confidence-0", "input-without-columns"],
+)
+def test_refused_options_exit_2_before_anything_runs(nothing_runs, tmp_path, arguments, expected):
+    outcome = CliRunner().invoke(main, ["run", *arguments, "--home", str(tmp_path / "home")])
+    assert outcome.exit_code == 2, outcome.output
+    assert expected in outcome.output
+
+
+def test_options_left_out_keep_the_defaults():
+    config = build_settings_config(
+        input_path=None,
+        input_format=None,
+        header=None,
+        column_names=None,
+        delimiter=None,
+        quasi_identifiers=None,
+        sensitive_attributes=None,
+        ell=4,
+        min_confidence=None,
+        seed=None,
+        missing_tokens=None,
+        confidence_tolerance=None,
+        model="rating",
+    )
+    assert config == {"ell": 4, "model": "rating"}
+
+
+def test_generalization_weights_are_parsed_and_refused_when_malformed():
+    assert parse_weights("sex=2, race=0.5") == {"sex": 2.0, "race": 0.5}
+    with pytest.raises(Exception, match="not name=number"):
+        parse_weights("sex")
+    with pytest.raises(Exception, match="given twice"):
+        parse_weights("sex=1,sex=2")
