@@ -65,6 +65,8 @@ CATEGORICAL_TABLES = frozenset(
         ("candidate", "sac_released"),
         ("candidate", "attribute_table"),
         ("candidate", "id_table"),
+        ("candidate", "rating_attribute_table"),
+        ("candidate", "rating_id_table"),
     }
 )
 
