@@ -339,14 +339,24 @@ def execute_job(job_name: str, run_config: dict, *, home_option: str | None, ver
 
     import dagster as dg
 
-    from pipeline.definitions import build_definitions
-
-    job = build_definitions(home).resolve_job_def(job_name)
     config = dict(run_config)
     config["loggers"] = {"console": {"config": {"log_level": "DEBUG" if verbose else "CRITICAL"}}}
+    # dg.execute_job rather than JobDefinition.execute_in_process: the latter keeps every step's output value in
+    # memory until the run ends (for ExecuteInProcessResult.output_for_node), which at 10M records held about
+    # 4 GiB of frames that every later step had already reloaded from the warehouse. The jobs run with the
+    # in-process executor, so the steps still run in this process, one at a time.
+    job = dg.build_reconstructable_job(__name__, "job_of_home", reconstructable_args=(str(home), job_name))
     with dg.DagsterInstance.get() as instance:
-        result = job.execute_in_process(run_config=config, instance=instance, raise_on_error=False)
+        result = dg.execute_job(job, instance=instance, run_config=config, raise_on_error=False)
     return result, home
+
+
+def job_of_home(home: str, job_name: str):
+    """The job ``job_name`` of the code location of the release home ``home`` (what :func:`execute_job` runs;
+    module-level so that Dagster can reconstruct it)."""
+    from pipeline.definitions import build_definitions
+
+    return build_definitions(Path(home)).resolve_job_def(job_name)
 
 
 def settings_from_options(options: dict) -> dict:
