@@ -29,7 +29,16 @@ import pandas as pd
 
 from assets.mixed_model import release_secret
 from assets.audit import build_audit_asset
-from pipeline.asset_keys import CANDIDATE, KINDS, PRIVATE, RELEASE, markdown_preview, model_inputs, model_of_run, table_metadata
+from pipeline.asset_keys import (
+    CANDIDATE,
+    KINDS,
+    PRIVATE,
+    markdown_preview,
+    model_inputs,
+    model_of_run,
+    publishing_group,
+    table_metadata,
+)
 from pipeline.evaluation import profiling
 from pipeline.failures import with_structured_failures
 from pipeline.models import PublicationModel
@@ -165,7 +174,10 @@ def build_candidate_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinit
     )
 
     @dg.multi_asset(
-        name=owner.candidate_asset, outs=outs, ins=model_inputs(owner, private=owner.candidate_inputs), group_name=RELEASE
+        name=owner.candidate_asset,
+        outs=outs,
+        ins=model_inputs(owner, private=owner.candidate_inputs),
+        group_name=publishing_group(job),
     )
     @with_structured_failures
     def candidate(context: dg.AssetExecutionContext, settings: ReleaseSettings, store: ReleaseStore, **frames):
@@ -209,7 +221,7 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
             dg.AssetSpec(
                 owner.publish_asset,
                 description=description,
-                group_name=RELEASE,
+                group_name=publishing_group(job),
                 kinds={"duckdb", "parquet", "html"},
                 deps=[asset_in.key for asset_in in ins.values()],
             )

@@ -36,6 +36,14 @@ RELEASE = "release"
 EVALUATION = "evaluation"
 GROUPS = (INGEST, MINING, MIXED_MODEL, RATING, RATING_MODEL, KL_MODEL, RELEASE, EVALUATION)
 
+
+def publishing_group(job: str) -> str:
+    """The asset group of a publishing job's generated candidate and publish assets: ``release`` for the ``release``
+    job (the mixed model), else the job's name (``rating_release``, ``kl_release``), so that each group's lineage in
+    the UI shows one model's release and its gates."""
+    return RELEASE if job == RELEASE else job
+
+
 #: Rows shown in the Markdown preview of a published table.
 PREVIEW_ROWS = 10
 

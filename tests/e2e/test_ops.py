@@ -13,7 +13,8 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from pipeline.asset_keys import GROUPS
+from pipeline.asset_keys import GROUPS, publishing_group
+from pipeline.models import jobs as publishing_jobs
 from pipeline import jobs
 from pipeline.definitions import build_definitions
 from pipeline.release.publish import read_latest
@@ -45,7 +46,8 @@ def test_groups_descriptions_and_kinds(definitions):
     graph = definitions.resolve_asset_graph()
     keys = list(graph.get_all_asset_keys())
     groups = {graph.get(key).group_name for key in keys}
-    assert groups == set(GROUPS)  # exactly the seven groups, every one used
+    # exactly the stage groups and one group per publishing job, every one used
+    assert groups == set(GROUPS) | {publishing_group(job) for job in publishing_jobs()}
     for key in keys:
         node = graph.get(key)
         description = (node.description or "").strip()
