@@ -143,6 +143,11 @@ def _check_columns(
 ) -> None:
     """Check the configured columns against the file's column names, with hints for the usual mistakes.
 
+    A CSV's header row may be a record (a headerless file read with a header), so its cells are
+    never quoted but for the configured names: the messages give how many columns the row has,
+    positions, and the ``--no-header`` / ``--column-names`` hint. Names from ``--column-names`` or a
+    Parquet schema are configuration or schema, and are listed.
+
     Raises
     ------
     InputError
@@ -151,20 +156,33 @@ def _check_columns(
         :func:`pipeline.core.mixed_model.validate_model_columns`.
     """
     names = list(names)
+    configured = [*quasi_identifiers, *sensitive_attributes]
+    header_may_be_data = origin == "the header row"
+    no_header_hint = "if the file has no header row (its first line is a record), read it with --no-header --column-names a,b,c"
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:
         positions = {n: [k for k, m in enumerate(names, start=1) if m == n] for n in duplicated}
+        if header_may_be_data:
+            named = {n: p for n, p in positions.items() if n in configured}
+            unnamed = sorted(p for n, p in positions.items() if n not in configured)
+            described = " and ".join(
+                [f"names column(s) {sorted(named)} more than once (1-based positions {named})"] * bool(named)
+                + [f"repeats a name at 1-based positions {unnamed}"] * bool(unnamed)
+            )
+            raise InputError(
+                f"{path}: {origin} {described}; rename them so that every column name is unique, or {no_header_hint}"
+            )
         raise InputError(
             f"{path}: {origin} names column(s) {duplicated} more than once (1-based positions {positions}); "
             "rename them so that every column name is unique"
         )
-    configured = [*quasi_identifiers, *sensitive_attributes]
     missing = [c for c in dict.fromkeys(configured) if c not in names]
     if missing:
         hints = []
         for column in missing:
             folded = [n for n in names if n.strip().casefold() == column.strip().casefold()]
-            close = folded or difflib.get_close_matches(column, names, n=1, cutoff=0.75)
+            # a close but different header cell may be a value: only case and space variants are named
+            close = folded or ([] if header_may_be_data else difflib.get_close_matches(column, names, n=1, cutoff=0.75))
             if close:
                 hints.append(f"{column!r}: did you mean {close[0]!r}?")
         if delimiter is not None and len(names) == 1:
@@ -174,6 +192,15 @@ def _check_columns(
                     f"the header was read as a single column: is the delimiter {found[0]!r}? "
                     f"(--delimiter {found[0]!r}; the current one is {delimiter!r})"
                 )
+        if header_may_be_data:
+            present = [c for c in dict.fromkeys(configured) if c in names]
+            raise InputError(
+                f"{path}: configured column(s) {missing} are not in the input (the header row has {len(names)} "
+                f"column(s); of the configured ones it names {present if present else 'none'}); "
+                + (" ".join(hints) + " " if hints else "")
+                + f"{no_header_hint}; otherwise fix --quasi-identifiers / --sensitive-attributes, or the file's column "
+                "names"
+            )
         raise InputError(
             f"{path}: configured column(s) {missing} are not in the input (its columns, from {origin}: {names}); "
             + (" ".join(hints) + " " if hints else "")

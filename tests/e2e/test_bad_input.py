@@ -18,12 +18,17 @@ input_is_a_directory           --input is a directory -> exit 2 (click: "is a di
 empty_file                     0 bytes -> exit 2 "the file is empty (0 bytes)"
 header_only                    header, no row -> exit 2 "the table has no records"
 blank_first_line               blank line where the header should be -> exit 2, suggests --no-header --column-names
-unknown_column                 configured column not in the header -> exit 2, lists the file's columns
+unknown_column                 configured column not in the header -> exit 2, the header row's column count and the
+                               configured names it holds, suggests --no-header --column-names; never the header's
+                               other cells (they may be a record)
+headerless_read_with_header    a headerless file read with its first record as header -> exit 2, no cell of that
+                               record in the message (test_leaks.py: nor in the events of a run)
 column_name_case               'age' configured, header says 'Age' -> exit 2 "did you mean 'Age'?"
 wrong_delimiter                ';'-separated file read with ',' -> exit 2 "is the delimiter ';'?"
 headerless_without_names       --no-header without --column-names -> exit 2, asks for --column-names
 column_names_count_mismatch    --column-names shorter than a row -> exit 2, the line and the field counts
 duplicate_header_names         header 'q,a,a,b' -> exit 2, names 'a' and its positions (DuckDB would rename it)
+duplicate_unconfigured_header  header 'q,a,b,z,z' -> exit 2, the positions of 'z' only (an unconfigured cell may be data)
 duplicate_column_names_option  --column-names q,a,a,b -> exit 2, names 'a'
 reserved_column_name           a column named row_id -> exit 2 "reserved by the release contract"
 column_both_qi_and_sa          same column in both roles -> exit 2 (usage error), says to remove it from one
@@ -353,9 +358,20 @@ CLI_CASES = [
         expected=(
             "['b']",
             "not in the input",
-            "['q', 'a', 'x']",
+            "the header row has 3 column(s)",
+            "it names ['q', 'a']",
+            "--no-header --column-names",
             "fix --quasi-identifiers",
         ),
+        absent=("'x'",),
+    ),
+    Case(
+        "headerless_read_with_header",
+        [["39", "QQSTATEGOVQQ", "QQBACHELORSQQ", "p"], ["50", "y", "z", "q"]],
+        None,
+        arguments=(*STANDARD, "--ell", "2"),
+        expected=("['q', 'a', 'b'] are not in the input", "the header row has 4 column(s)", "--no-header --column-names"),
+        absent=("QQSTATEGOVQQ", "QQBACHELORSQQ", "'39'"),
     ),
     Case("column_name_case", DIVERSE, ["q", "A", "b"], expected=("['a']", "did you mean 'A'?")),
     Case("wrong_delimiter", raw=b"q;a;b\n1;x;p\n2;y;q\n", expected=("is the delimiter ';'?", "--delimiter")),
@@ -378,6 +394,14 @@ CLI_CASES = [
         [["1", "x", "y", "p"], ["2", "y", "z", "q"]],
         ["q", "a", "a", "b"],
         expected=("['a'] more than once", "positions {'a': [2, 3]}", "unique"),
+    ),
+    Case(
+        "duplicate_unconfigured_header",
+        [["1", "x", "p", "QQZQQ", "QQZQQ"], ["2", "y", "q", "w", "w"]],
+        None,
+        arguments=(*STANDARD, "--ell", "2"),
+        expected=("repeats a name at 1-based positions [[4, 5]]", "--no-header --column-names"),
+        absent=("QQZQQ",),
     ),
     Case(
         "duplicate_column_names_option",
