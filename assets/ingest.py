@@ -42,6 +42,7 @@ def raw_records(context: dg.AssetExecutionContext, settings: ReleaseSettings, st
             strip_whitespace=settings.strip_whitespace,
             missing_value_tokens=settings.missing_value_tokens,
             ell=settings.ell,
+            max_value_length=settings.max_value_length,
         )
     summary = pd.DataFrame(
         [

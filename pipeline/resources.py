@@ -113,6 +113,13 @@ class ReleaseSettings(dg.ConfigurableResource):
     )
     delimiter: str = Field(default=",", description="CSV field separator.")
     strip_whitespace: bool = Field(default=True, description="Strip spaces around every value (Adult writes ', ').")
+    max_value_length: int = Field(
+        default=4096,
+        ge=1,
+        description="Longest accepted value of a configured column, in bytes of UTF-8: a longer value is refused when "
+        "the input is read (exit status 2, naming the file, the column and the line, never the value), so that no "
+        "single value can drive the memory of a run.",
+    )
     quasi_identifiers: list[str] = Field(
         default=["sex", "race", "marital-status", "native-country", "workclass"],
         description="Quasi-identifier columns (names in the input): published unchanged by the mixed and Rating models, "

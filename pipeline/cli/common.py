@@ -111,6 +111,7 @@ def build_settings_config(
     allow_recomposition: bool | None = None,
     posterior_slack: float | None = None,
     posterior_gate: str | None = None,
+    max_value_length: int | None = None,
 ) -> dict:
     """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
 
@@ -159,6 +160,7 @@ def build_settings_config(
         ("allow_recomposition", allow_recomposition),
         ("posterior_slack", posterior_slack),
         ("posterior_gate", posterior_gate),
+        ("max_value_length", max_value_length),
     ):
         if value is not None:
             config[key] = value
@@ -278,6 +280,12 @@ def input_options(command):
             click.option("--quasi-identifiers", help="Comma-separated quasi-identifier columns."),
             click.option("--sensitive-attributes", help="Comma-separated sensitive attribute columns (at least 2)."),
             click.option("--missing-tokens", help="Comma-separated values meaning 'missing' (default: '', NULL, ?)."),
+            click.option(
+                "--max-value-length",
+                type=click.IntRange(min=1),
+                help="Longest accepted value of a configured column, in bytes of UTF-8 (default 4096); a longer value "
+                "is refused before anything runs (exit 2, naming the column and the line, never the value).",
+            ),
             click.option("--home", type=click.Path(file_okay=False), help="Release home (default $MSA_RELEASE_HOME or ./var)."),
             click.option("--verbose", is_flag=True, help="Show Dagster's step-by-step log."),
         ]
@@ -394,6 +402,7 @@ def settings_from_options(options: dict) -> dict:
         allow_recomposition=options.get("allow_recomposition"),
         posterior_slack=options.get("posterior_slack"),
         posterior_gate=options.get("posterior_gate"),
+        max_value_length=options.get("max_value_length"),
     )
 
 
@@ -471,6 +480,7 @@ def preflight(config: dict, *, home_option: str | None) -> Path:
             strip_whitespace=settings.strip_whitespace,
             missing_value_tokens=settings.missing_value_tokens,
             ell=settings.ell,
+            max_value_length=settings.max_value_length,
         )
         if settings.model == "kl":
             load_hierarchies(

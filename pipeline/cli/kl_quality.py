@@ -41,6 +41,7 @@ def kl_quality(**options) -> None:
             delimiter=settings.delimiter,
             strip_whitespace=settings.strip_whitespace,
             missing_value_tokens=settings.missing_value_tokens,
+            max_value_length=settings.max_value_length,
         )
         hierarchies = load_hierarchies(
             settings.hierarchies_path(),

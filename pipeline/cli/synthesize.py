@@ -34,6 +34,11 @@ from pipeline.cli.common import UnusableInput, settings_from_options, validate_s
 @click.option("--sensitive-attributes", help="Comma-separated sensitive attribute columns to keep (at least 2).")
 @click.option("--missing-tokens", help="Comma-separated values meaning 'missing' (default: '', NULL, ?).")
 @click.option(
+    "--max-value-length",
+    type=click.IntRange(min=1),
+    help="Longest accepted value of a kept column, in bytes of UTF-8 (default 4096); a longer value is refused (exit 2).",
+)
+@click.option(
     "--min-confidence",
     type=click.FloatRange(min=0.0, max=1.0, min_open=True),
     help="Threshold of the rule comparison source vs sample (default 0.8).",
@@ -63,6 +68,7 @@ def synthesize(**options) -> None:
             delimiter=settings.delimiter,
             strip_whitespace=settings.strip_whitespace,
             missing_value_tokens=settings.missing_value_tokens,
+            max_value_length=settings.max_value_length,
         )
         source_path = resolve_input_path(settings.input_path)
     except InputError as error:

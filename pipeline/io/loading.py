@@ -17,15 +17,19 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.core.values import merge_look_alike_values
 from pipeline.core.mixed_model import validate_model_columns
 from pipeline.errors import UnusableInputError
 
 __all__ = [
+    "DEFAULT_MAX_VALUE_LENGTH",
     "InfeasibleInput",
     "InputError",
     "LoadedRecords",
+    "ValueTooLong",
     "check_ell_feasible",
     "file_sha256",
     "load_records",
@@ -37,6 +41,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 #: Label that replaces every missing quasi-identifier value (kept as a value of its own).
 MISSING_QUASI_IDENTIFIER = "?"
 
+#: Default of the longest value accepted in a configured column, in bytes of UTF-8 (``max_value_length``, issue 14).
+DEFAULT_MAX_VALUE_LENGTH = 4096
+
 
 class InputError(UnusableInputError, ValueError):
     """The input file or the column configuration cannot be used; the message says what to do."""
@@ -44,6 +51,10 @@ class InputError(UnusableInputError, ValueError):
 
 class InfeasibleInput(InputError):
     """A readable table that no model can make ℓ-diverse (too few records or distinct values)."""
+
+
+class ValueTooLong(InputError):
+    """A value of a configured column longer than ``max_value_length`` bytes (UTF-8); refused when the input is read."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +143,11 @@ def _check_columns(
 ) -> None:
     """Check the configured columns against the file's column names, with hints for the usual mistakes.
 
+    A CSV's header row may be a record (a headerless file read with a header), so its cells are
+    never quoted but for the configured names: the messages give how many columns the row has,
+    positions, and the ``--no-header`` / ``--column-names`` hint. Names from ``--column-names`` or a
+    Parquet schema are configuration or schema, and are listed.
+
     Raises
     ------
     InputError
@@ -140,20 +156,33 @@ def _check_columns(
         :func:`pipeline.core.mixed_model.validate_model_columns`.
     """
     names = list(names)
+    configured = [*quasi_identifiers, *sensitive_attributes]
+    header_may_be_data = origin == "the header row"
+    no_header_hint = "if the file has no header row (its first line is a record), read it with --no-header --column-names a,b,c"
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:
         positions = {n: [k for k, m in enumerate(names, start=1) if m == n] for n in duplicated}
+        if header_may_be_data:
+            named = {n: p for n, p in positions.items() if n in configured}
+            unnamed = sorted(p for n, p in positions.items() if n not in configured)
+            described = " and ".join(
+                [f"names column(s) {sorted(named)} more than once (1-based positions {named})"] * bool(named)
+                + [f"repeats a name at 1-based positions {unnamed}"] * bool(unnamed)
+            )
+            raise InputError(
+                f"{path}: {origin} {described}; rename them so that every column name is unique, or {no_header_hint}"
+            )
         raise InputError(
             f"{path}: {origin} names column(s) {duplicated} more than once (1-based positions {positions}); "
             "rename them so that every column name is unique"
         )
-    configured = [*quasi_identifiers, *sensitive_attributes]
     missing = [c for c in dict.fromkeys(configured) if c not in names]
     if missing:
         hints = []
         for column in missing:
             folded = [n for n in names if n.strip().casefold() == column.strip().casefold()]
-            close = folded or difflib.get_close_matches(column, names, n=1, cutoff=0.75)
+            # a close but different header cell may be a value: only case and space variants are named
+            close = folded or ([] if header_may_be_data else difflib.get_close_matches(column, names, n=1, cutoff=0.75))
             if close:
                 hints.append(f"{column!r}: did you mean {close[0]!r}?")
         if delimiter is not None and len(names) == 1:
@@ -163,6 +192,15 @@ def _check_columns(
                     f"the header was read as a single column: is the delimiter {found[0]!r}? "
                     f"(--delimiter {found[0]!r}; the current one is {delimiter!r})"
                 )
+        if header_may_be_data:
+            present = [c for c in dict.fromkeys(configured) if c in names]
+            raise InputError(
+                f"{path}: configured column(s) {missing} are not in the input (the header row has {len(names)} "
+                f"column(s); of the configured ones it names {present if present else 'none'}); "
+                + (" ".join(hints) + " " if hints else "")
+                + f"{no_header_hint}; otherwise fix --quasi-identifiers / --sensitive-attributes, or the file's column "
+                "names"
+            )
         raise InputError(
             f"{path}: configured column(s) {missing} are not in the input (its columns, from {origin}: {names}); "
             + (" ".join(hints) + " " if hints else "")
@@ -241,6 +279,7 @@ def _read_csv(
     delimiter: str,
     quasi_identifiers: Sequence[str],
     sensitive_attributes: Sequence[str],
+    max_value_length: int | None,
 ) -> pd.DataFrame:
     """The configured columns of a CSV file as categorical text (NaN = SQL NULL), read with the
     dialect given, not sniffed: DuckDB's sniffer can take a ragged file's last row for its header
@@ -269,17 +308,64 @@ def _read_csv(
     connection = duckdb.connect()
     try:
         relation = connection.sql(f"SELECT {wanted} FROM read_csv($path, {arguments})", params={"path": str(path), **options})
-        return _to_categorical_frame(relation)
+        return _to_categorical_frame(relation, path=path, max_value_length=max_value_length, first_line=2 if csv_header else 1)
     except duckdb.Error as error:
         raise _csv_error(path, error) from error
     finally:
         connection.close()
 
 
-def _to_categorical_frame(relation) -> pd.DataFrame:
+def _to_categorical_frame(relation, *, path: Path, max_value_length: int | None, first_line: int | None) -> pd.DataFrame:
     """A DuckDB relation of text columns as a pandas frame of categorical columns, through Arrow
-    (dictionary-encoded: millions of records never hold one Python string per cell)."""
-    return relation.to_arrow_table().to_pandas(strings_to_categorical=True, self_destruct=True)
+    (dictionary-encoded: millions of records never hold one Python string per cell), after
+    :func:`_check_value_lengths` on the Arrow table."""
+    table = relation.to_arrow_table()
+    _check_value_lengths(table, path, max_value_length=max_value_length, first_line=first_line)
+    return table.to_pandas(strings_to_categorical=True, self_destruct=True)
+
+
+def _check_value_lengths(table: pa.Table, path: Path, *, max_value_length: int | None, first_line: int | None) -> None:
+    """Refuse a value longer than ``max_value_length`` bytes (UTF-8) in any column of ``table``.
+
+    Vectorised (Arrow's byte length of every value, one pass per column). The message names the
+    file, the column, where the first such value is and the longest length, never the value.
+
+    Parameters
+    ----------
+    table
+        The configured columns as text, one row per record in file order.
+    path
+        The input, for the message.
+    max_value_length
+        Largest accepted length in bytes; None accepts any length.
+    first_line
+        Line of the file that holds the first record (CSV: 2 after a header row, else 1); None for a
+        file without lines (Parquet: the message gives the row number).
+
+    Raises
+    ------
+    ValueTooLong
+        Naming the first column (in configured order) that holds a longer value.
+    """
+    if max_value_length is None:
+        return
+    for name in table.column_names:
+        lengths = pc.binary_length(table.column(name))  # bytes per value; null for SQL NULL
+        longest = pc.max(lengths).as_py()
+        if longest is None or longest <= max_value_length:
+            continue
+        too_long = pc.fill_null(pc.greater(lengths, max_value_length), False)
+        count = int(pc.sum(too_long).as_py())
+        index = int(pc.index(too_long, True).as_py())
+        where = f"{path}, line {first_line + index}" if first_line is not None else f"{path}, row {index + 1}"
+        raise ValueTooLong(
+            f"{where}: column {name!r} holds a value longer than max_value_length = {max_value_length} bytes (UTF-8) "
+            f"({count} such value(s) in the column, the longest {longest} bytes); values this long are refused when "
+            f"the input is read: shorten or remove them, leave the column out, or raise the limit "
+            f"(--max-value-length {longest}, setting max_value_length)",
+            file=str(path),
+            column=name,
+        )
 
 
 #: DuckDB type ids whose cells are not one categorical value each (refused in a configured column).
@@ -292,6 +378,7 @@ def _read_parquet(
     column_names: Sequence[str],
     quasi_identifiers: Sequence[str],
     sensitive_attributes: Sequence[str],
+    max_value_length: int | None,
 ) -> pd.DataFrame:
     """The configured columns of a Parquet file as categorical text, cast by DuckDB (an integer
     column with NULLs stays ``"39"``, not ``"39.0"``). Nested and binary columns are refused."""
@@ -328,7 +415,12 @@ def _read_parquet(
         selected = ", ".join(
             f"CAST({_quote(source_of[n])} AS VARCHAR) AS {_quote(n)}" for n in [*quasi_identifiers, *sensitive_attributes]
         )
-        return _to_categorical_frame(connection.sql(f"SELECT {selected} FROM read_parquet($path)", params={"path": str(path)}))
+        return _to_categorical_frame(
+            connection.sql(f"SELECT {selected} FROM read_parquet($path)", params={"path": str(path)}),
+            path=path,
+            max_value_length=max_value_length,
+            first_line=None,
+        )
     except duckdb.Error as error:
         raise InputError(f"{path}: cannot be read as Parquet ({str(error).strip().splitlines()[0]})") from error
     finally:
@@ -344,11 +436,16 @@ def _read(
     delimiter: str,
     quasi_identifiers: Sequence[str],
     sensitive_attributes: Sequence[str],
+    max_value_length: int | None,
 ) -> pd.DataFrame:
     """The configured columns as categorical text columns (one dictionary per column); NaN = SQL NULL."""
     if input_format == "parquet":
         return _read_parquet(
-            path, column_names=column_names, quasi_identifiers=quasi_identifiers, sensitive_attributes=sensitive_attributes
+            path,
+            column_names=column_names,
+            quasi_identifiers=quasi_identifiers,
+            sensitive_attributes=sensitive_attributes,
+            max_value_length=max_value_length,
         )
     if input_format != "csv":
         raise InputError(f"unknown input format {input_format!r}; use 'csv', 'parquet' or 'auto'")
@@ -359,6 +456,7 @@ def _read(
         delimiter=delimiter,
         quasi_identifiers=quasi_identifiers,
         sensitive_attributes=sensitive_attributes,
+        max_value_length=max_value_length,
     )
 
 
@@ -455,6 +553,7 @@ def load_records(
     strip_whitespace: bool = True,
     missing_value_tokens: Sequence[str] = ("", "NULL", "?"),
     ell: int | None = None,
+    max_value_length: int | None = DEFAULT_MAX_VALUE_LENGTH,
 ) -> LoadedRecords:
     """Read the input table and apply the missing-value policy.
 
@@ -479,6 +578,9 @@ def load_records(
         Values (after stripping) that mean "missing"; SQL NULL is always missing.
     ell
         When given, also refuse a table that cannot be ℓ-diverse (:func:`check_ell_feasible`).
+    max_value_length
+        Longest accepted value of a configured column, in bytes of UTF-8 (before stripping); a longer
+        one is refused (:class:`ValueTooLong`) before any per-value work. None: no limit.
 
     Returns
     -------
@@ -497,7 +599,9 @@ def load_records(
         than 2 sensitive attributes; a nested or binary Parquet column among the configured
         ones; a table without records; no record left after the missing-value policy; a file
         that changed while it was read (size, modification time or SHA-256 differ before and
-        after); with ``ell``, a table that cannot be ℓ-diverse (:class:`InfeasibleInput`).
+        after); a value longer than ``max_value_length`` bytes (:class:`ValueTooLong`: file,
+        column and line or row, never the value); with ``ell``, a table that cannot be ℓ-diverse
+        (:class:`InfeasibleInput`).
 
     Notes
     -----
@@ -521,6 +625,7 @@ def load_records(
         delimiter=delimiter,
         quasi_identifiers=quasi_identifiers,
         sensitive_attributes=sensitive_attributes,
+        max_value_length=max_value_length,
     )
     after = _file_state(resolved)
     if after != before:

@@ -366,6 +366,9 @@ def run_audit(
             delimiter=typed.delimiter,
             strip_whitespace=typed.strip_whitespace,
             missing_value_tokens=typed.missing_value_tokens,
+            # the raw table the release was published from, with whatever max_value_length it was read with
+            # (the manifest does not record it): no limit here
+            max_value_length=None,
         )
     except InputError as error:
         message = str(error)

@@ -18,12 +18,17 @@ input_is_a_directory           --input is a directory -> exit 2 (click: "is a di
 empty_file                     0 bytes -> exit 2 "the file is empty (0 bytes)"
 header_only                    header, no row -> exit 2 "the table has no records"
 blank_first_line               blank line where the header should be -> exit 2, suggests --no-header --column-names
-unknown_column                 configured column not in the header -> exit 2, lists the file's columns
+unknown_column                 configured column not in the header -> exit 2, the header row's column count and the
+                               configured names it holds, suggests --no-header --column-names; never the header's
+                               other cells (they may be a record)
+headerless_read_with_header    a headerless file read with its first record as header -> exit 2, no cell of that
+                               record in the message (test_leaks.py: nor in the events of a run)
 column_name_case               'age' configured, header says 'Age' -> exit 2 "did you mean 'Age'?"
 wrong_delimiter                ';'-separated file read with ',' -> exit 2 "is the delimiter ';'?"
 headerless_without_names       --no-header without --column-names -> exit 2, asks for --column-names
 column_names_count_mismatch    --column-names shorter than a row -> exit 2, the line and the field counts
 duplicate_header_names         header 'q,a,a,b' -> exit 2, names 'a' and its positions (DuckDB would rename it)
+duplicate_unconfigured_header  header 'q,a,b,z,z' -> exit 2, the positions of 'z' only (an unconfigured cell may be data)
 duplicate_column_names_option  --column-names q,a,a,b -> exit 2, names 'a'
 reserved_column_name           a column named row_id -> exit 2 "reserved by the release contract"
 column_both_qi_and_sa          same column in both roles -> exit 2 (usage error), says to remove it from one
@@ -43,6 +48,13 @@ ell_minus_one_records          ℓ - 1 records -> exit 2 "fewer than ℓ"
 ragged_rows                    a row with too few / too many fields -> exit 2, the line number and counts (never the line)
 unclosed_quote                 '"x,y' never closed -> exit 2, the line, how to quote
 not_utf8                       Latin-1 bytes -> exit 2, "not UTF-8", an iconv command
+value_too_long                 a 5,000-byte value (default max_value_length 4,096 bytes) -> exit 2, names the file,
+                               the column and the line, suggests --max-value-length; the value is not in the output
+value_too_long_multibyte       2,500 'é' (2,500 characters, 5,000 bytes of UTF-8) -> exit 2: the limit is in bytes
+value_too_long_parquet         the same in a Parquet file -> exit 2, the row number
+value_below_the_limit          VALID: a 4,000-byte value -> read (load_records)
+max_value_length_raised        VALID: --max-value-length / max_value_length raises the limit (the module's published
+                               table holds a 10,000-byte value, read with --max-value-length 10000)
 parquet_nested_column          configured Parquet column of type INTEGER[] / STRUCT -> exit 2, names column and type
 parquet_nested_unused_column   nested column NOT configured -> read normally (it is discarded at once)
 not_a_parquet_file             CSV bytes named .parquet -> exit 2 "cannot be read as Parquet", suggests --input-format
@@ -55,7 +67,7 @@ disk_full                      fsync raises ENOSPC while publishing (simulated) 
 input_changes_while_read       the file is appended to while it is read (simulated) -> exit 2 "changed while it
                                was being read ... retry"
 unicode_values                 VALID: Hebrew, CJK, emoji, NFD accents -> published byte for byte (no normalisation)
-very_long_value                VALID: a 10,000-character value -> published unchanged
+very_long_value                VALID: a 10,000-character value, with --max-value-length 10000 -> published unchanged
 delimiter_quotes_newlines      VALID: properly quoted ',', '"' and newlines inside values -> published unchanged
 missing_tokens_mixed           VALID: NULL, '', '?' and blanks mixed -> sensitive: record dropped (counted);
                                quasi-identifier: kept as '?'
@@ -83,6 +95,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import dagster as dg
 import duckdb
 import pandas as pd
 import pytest
@@ -227,6 +240,8 @@ def published(tmp_path_factory) -> Published:
             "1",  # the table's rules are held by a few records each
             "--grouping",
             "p1",
+            "--max-value-length",
+            "10000",  # LONG_VALUE is 10,000 bytes, above the default limit
         )  # quasi-identifiers published exactly (round trip)
     result = Published(csv=path, home=home, outcome=outcome, release=read_latest(home / "releases"))
     if result.release is not None:
@@ -323,9 +338,12 @@ class Case:
     raw: bytes | None = None  # file content instead of rows
     suffix: str = ".csv"
     exit_code: int = 2
+    absent: tuple[str, ...] = ()  # text that must not be in the output (values of the input)
 
 
 DIVERSE = [["1", "x", "p"], ["2", "y", "q"], ["3", "z", "r"]]
+#: A 5,000-byte value, above the default max_value_length (4,096 bytes); its start is searched for in the output.
+LONG_SECRET = "QQLONGSECRETQQ" + "s" * (5_000 - len("QQLONGSECRETQQ"))
 STANDARD = ("--quasi-identifiers", "q", "--sensitive-attributes", "a,b")
 
 CLI_CASES = [
@@ -337,7 +355,23 @@ CLI_CASES = [
         "unknown_column",
         DIVERSE,
         ["q", "a", "x"],
-        expected=("['b']", "not in the input", "['q', 'a', 'x']", "fix --quasi-identifiers"),
+        expected=(
+            "['b']",
+            "not in the input",
+            "the header row has 3 column(s)",
+            "it names ['q', 'a']",
+            "--no-header --column-names",
+            "fix --quasi-identifiers",
+        ),
+        absent=("'x'",),
+    ),
+    Case(
+        "headerless_read_with_header",
+        [["39", "QQSTATEGOVQQ", "QQBACHELORSQQ", "p"], ["50", "y", "z", "q"]],
+        None,
+        arguments=(*STANDARD, "--ell", "2"),
+        expected=("['q', 'a', 'b'] are not in the input", "the header row has 4 column(s)", "--no-header --column-names"),
+        absent=("QQSTATEGOVQQ", "QQBACHELORSQQ", "'39'"),
     ),
     Case("column_name_case", DIVERSE, ["q", "A", "b"], expected=("['a']", "did you mean 'A'?")),
     Case("wrong_delimiter", raw=b"q;a;b\n1;x;p\n2;y;q\n", expected=("is the delimiter ';'?", "--delimiter")),
@@ -360,6 +394,14 @@ CLI_CASES = [
         [["1", "x", "y", "p"], ["2", "y", "z", "q"]],
         ["q", "a", "a", "b"],
         expected=("['a'] more than once", "positions {'a': [2, 3]}", "unique"),
+    ),
+    Case(
+        "duplicate_unconfigured_header",
+        [["1", "x", "p", "QQZQQ", "QQZQQ"], ["2", "y", "q", "w", "w"]],
+        None,
+        arguments=(*STANDARD, "--ell", "2"),
+        expected=("repeats a name at 1-based positions [[4, 5]]", "--no-header --column-names"),
+        absent=("QQZQQ",),
     ),
     Case(
         "duplicate_column_names_option",
@@ -470,6 +512,26 @@ CLI_CASES = [
     Case("unclosed_quote", raw=b'q,a,b\n1,"x,p\n2,y,q\n', expected=("line 2", "quoted value is not closed")),
     Case("not_utf8", raw="q,a,b\n1,café,p\n2,y,q\n".encode("latin-1"), expected=("not UTF-8 encoded", "iconv")),
     Case(
+        "value_too_long",
+        [["1", "x", "p"], ["2", LONG_SECRET, "q"], ["3", "z", "r"]],
+        ["q", "a", "b"],
+        expected=(
+            "value_too_long.csv, line 3",
+            "column 'a'",
+            "longer than max_value_length = 4096 bytes",
+            "the longest 5000 bytes",
+            "--max-value-length 5000",
+        ),
+        absent=("QQLONGSECRETQQ",),
+    ),
+    Case(
+        "value_too_long_multibyte",
+        [["1", "x", "p"], ["2", "y", "é" * 2_500], ["3", "z", "r"]],
+        ["q", "a", "b"],
+        expected=("line 3", "column 'b'", "the longest 5000 bytes"),
+        absent=("éé",),
+    ),
+    Case(
         "not_a_parquet_file",
         raw=b"q,a,b\n1,x,p\n",
         suffix=".parquet",
@@ -495,6 +557,8 @@ def test_unusable_input_is_refused_with_a_specific_message_and_no_release(seeded
     assert outcome.exit_code == case.exit_code, outcome.output
     for text in case.expected:
         assert text in outcome.output, (text, outcome.output)
+    for text in case.absent:
+        assert text not in outcome.output, (text, outcome.output)
     assert "Traceback" not in outcome.output
     assert snapshot(seeded_home) == before
     assert before[0] is not None  # there was a release to protect
@@ -561,6 +625,72 @@ def test_parquet_integers_with_null(tmp_path):
     loaded = load_records(path, quasi_identifiers=["q"], sensitive_attributes=["a", "b"])
     assert list(loaded.records["q"]) == ["39", "?"]  # not '39.0'; a NULL quasi-identifier is kept as '?'
     assert (loaded.n_input, loaded.n_dropped_missing, loaded.n_missing_quasi_identifier) == (3, 1, 1)
+
+
+def test_value_below_the_limit_is_read_and_the_limit_is_a_setting(tmp_path):
+    """A 4,000-byte value is read with the default limit (4,096 bytes); a 5,000-byte one is refused, and read once
+    max_value_length is raised; max_value_length=None reads any length."""
+    from pipeline.io.loading import DEFAULT_MAX_VALUE_LENGTH, ValueTooLong
+
+    assert DEFAULT_MAX_VALUE_LENGTH == 4096
+    below = "v" * 4_000
+    path = write_csv(tmp_path / "below.csv", ["q", "a", "b"], [["1", below, "p"], ["2", "y", "q"]])
+    loaded = load_records(path, quasi_identifiers=["q"], sensitive_attributes=["a", "b"])
+    assert below in set(loaded.records["a"])
+    exactly = write_csv(tmp_path / "exactly.csv", ["q", "a", "b"], [["1", "é" * 2_048, "p"], ["2", "y", "q"]])
+    assert len(load_records(exactly, quasi_identifiers=["q"], sensitive_attributes=["a", "b"]).records) == 2
+
+    path = write_csv(tmp_path / "above.csv", ["q", "a", "b"], [["1", "x", "p"], ["2", "y", LONG_SECRET]])
+    with pytest.raises(ValueTooLong) as raised:
+        load_records(path, quasi_identifiers=["q"], sensitive_attributes=["a", "b"])
+    assert (raised.value.exit_status, raised.value.column, raised.value.file) == (2, "b", str(path.resolve()))
+    assert "line 3" in str(raised.value) and "QQLONGSECRETQQ" not in str(raised.value)
+    for limit in (5_000, None):
+        loaded = load_records(path, quasi_identifiers=["q"], sensitive_attributes=["a", "b"], max_value_length=limit)
+        assert LONG_SECRET in set(loaded.records["b"])
+    with pytest.raises(ValueTooLong):
+        load_records(path, quasi_identifiers=["q"], sensitive_attributes=["a", "b"], max_value_length=4_999)
+    # without a header row the first record is line 1
+    headerless = write_csv(tmp_path / "headerless.csv", None, [["1", "x", "p"], ["2", "y", LONG_SECRET]])
+    with pytest.raises(ValueTooLong, match="headerless.csv, line 2: column 'b'"):
+        load_records(
+            headerless, quasi_identifiers=["q"], sensitive_attributes=["a", "b"], csv_header=False, column_names=["q", "a", "b"]
+        )
+
+
+def test_value_too_long_parquet(tmp_path):
+    from pipeline.io.loading import ValueTooLong
+
+    path = tmp_path / "long.parquet"
+    pd.DataFrame({"q": ["1", "2", "3"], "a": ["x", "y", "z"], "b": ["p", LONG_SECRET, "r"]}).to_parquet(path)
+    with pytest.raises(ValueTooLong) as raised:
+        load_records(path, quasi_identifiers=["q"], sensitive_attributes=["a", "b"])
+    assert "long.parquet, row 2: column 'b'" in str(raised.value) and "QQLONGSECRETQQ" not in str(raised.value)
+
+
+def test_value_too_long_through_the_job(tmp_path):
+    """The settings resource's max_value_length reaches the job's ingest step: a structured failure of exit status 2
+    naming the column (the CLI refuses the same input before Dagster starts)."""
+    from pipeline.failures import step_failures
+    from tests.jobs import run_job
+
+    path = write_csv(tmp_path / "long.csv", ["q", "a", "b"], [["1", "x", "p"], ["2", LONG_SECRET, "q"], ["3", "z", "r"]])
+    settings = {
+        "input_path": str(path),
+        "csv_header": True,
+        "column_names": [],
+        "quasi_identifiers": ["q"],
+        "sensitive_attributes": ["a", "b"],
+        "ell": 2,
+    }
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = run_job(tmp_path / "home", "release", settings, instance=instance)
+        assert not result.success
+        [failure] = step_failures(result)
+        assert (failure.exit_status, failure.metadata.get("column")) == (2, "a"), failure
+        assert "line 3" in failure.message and "QQLONGSECRETQQ" not in failure.message
+        result = run_job(tmp_path / "home", "release", {**settings, "max_value_length": 5_000}, instance=instance)
+        assert not [f for f in step_failures(result) if f.exit_status == 2]
 
 
 def test_parquet_nested_unused_column(tmp_path):
@@ -662,6 +792,8 @@ def test_publish_permission_denied(seeded_home, published, monkeypatch):
         "a,b,c",
         "--ell",
         str(ELL),
+        "--max-value-length",
+        "10000",  # the published table's LONG_VALUE
     )
     assert outcome.exit_code == 1, outcome.output
     assert "NO release published" in outcome.output and "not writable" in outcome.output
@@ -687,6 +819,8 @@ def test_disk_full(seeded_home, published, monkeypatch):
         "a,b,c",
         "--ell",
         str(ELL),
+        "--max-value-length",
+        "10000",  # the published table's LONG_VALUE
     )
     assert outcome.exit_code == 1, outcome.output
     assert "disk full" in outcome.output and "No space left on device" in outcome.output

@@ -289,3 +289,66 @@ def test_the_event_log_walk_finds_a_planted_value(tokenized, tmp_path):
         assert result.success
         leaks, _ = _leaks_in_event_log(instance, result.run_id)
     assert leaks and "log message" in leaks[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# (c) a failed run: the messages, logs and stored events of a refused input hold no value of it (issue 14)
+
+
+def test_headerless_input_read_with_a_header_leaks_no_record(tokenized, tmp_path, monkeypatch):
+    """The tokenized Adult sample written WITHOUT a header row, read with one: its first record would be the column
+    names. The CLI refuses it (exit 2) and the job's ingest step fails with exit status 2; neither the message nor
+    anything stored in DAGSTER_HOME holds a value of that record, and the message suggests --no-header."""
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+    from pipeline.failures import step_failures
+
+    _, frame = tokenized
+    headerless = tmp_path / "headerless.csv"
+    frame.to_csv(headerless, index=False, header=False)
+    first_record = [str(v) for v in frame.iloc[0]]
+    assert re.search(IDENTIFIER_PATTERN, first_record[0].encode()) and SENSITIVE_TOKEN.search(",".join(first_record))
+
+    def assert_no_value_of_the_record(text: str) -> None:
+        assert not SENSITIVE_TOKEN.search(text) and IDENTIFIER_TOKEN not in text, text
+        for value in first_record:  # every cell, quoted as Python would list it
+            assert repr(value) not in text, (value, text)
+
+    # the CLI: checked before Dagster starts
+    monkeypatch.setenv("MSA_RELEASE_HOME", str(tmp_path / "unused-home"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "unused-dagster"))
+    outcome = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--input",
+            str(headerless),
+            "--quasi-identifiers",
+            ",".join(QUASI_IDENTIFIERS),
+            "--sensitive-attributes",
+            ",".join(SENSITIVE_ATTRIBUTES),
+            "--home",
+            str(tmp_path / "cli-home"),
+        ],
+    )
+    assert outcome.exit_code == 2, outcome.output
+    # (its first record repeats a value, e.g. capital-gain and capital-loss 0: the duplicate check speaks first)
+    assert "the header row" in outcome.output and "--no-header --column-names" in outcome.output
+    assert_no_value_of_the_record(outcome.output)
+
+    # the job (as the inbox sensor or the UI launch it): the failure and every stored event
+    dagster_home = tmp_path / "dagster_home"
+    dagster_home.mkdir()
+    (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        result = run_job(tmp_path / "home", "release", settings(headerless), instance=instance)
+        assert not result.success
+        failures = step_failures(result)
+        assert [f.exit_status for f in failures] == [2], failures
+        assert "--no-header" in failures[0].message
+        assert_no_value_of_the_record(failures[0].message)
+        assert_no_value_of_the_record(failures[0].error_text)
+        leaks, previewed = _leaks_in_event_log(instance, result.run_id)
+    assert leaks == [] and previewed == set(), leaks[:10]
+    assert _leaks_on_disk(dagster_home) == []
