@@ -318,31 +318,32 @@ def order_frame(
     )
     truth = _original_sensitive(raw_records, release_row_map, sensitive)
     replay = order_replay_attack(attribute_table, id_table, sensitive, truth).per_attribute
-    return pd.concat(
-        [
-            pd.DataFrame(
-                {
-                    "kind": "spearman",
-                    "name": correlations["table"] + "." + correlations["column"],
-                    "observed": correlations["spearman"].abs(),
-                    "limit": correlations["limit"],
-                    "chance": np.nan,
-                    "within_limit": correlations["passed"].astype(bool),
-                }
-            ),
-            pd.DataFrame(
-                {
-                    "kind": "order_replay",
-                    "name": replay["attribute"],
-                    "observed": replay["accuracy"],
-                    "limit": replay["limit"],
-                    "chance": replay["chance"],
-                    "within_limit": replay["passed"].astype(bool),
-                }
-            ),
-        ],
-        ignore_index=True,
-    )
+    frames = [
+        pd.DataFrame(
+            {
+                "kind": "spearman",
+                "name": correlations["table"] + "." + correlations["column"],
+                "observed": correlations["spearman"].abs(),
+                "limit": correlations["limit"],
+                "chance": np.nan,
+                "within_limit": correlations["passed"].astype(bool),
+            }
+        ),
+        pd.DataFrame(
+            {
+                "kind": "order_replay",
+                "name": replay["attribute"],
+                "observed": replay["accuracy"],
+                "limit": replay["limit"],
+                "chance": replay["chance"],
+                "within_limit": replay["passed"].astype(bool),
+            }
+        ),
+    ]
+    # an empty part (no attribute table, e.g. every record in SAC~ or deleted) is left out of the concatenation
+    # (pandas deprecates letting empty frames take part in the result's dtypes)
+    present = [frame for frame in frames if len(frame)]
+    return pd.concat(present, ignore_index=True) if present else frames[0].iloc[0:0]
 
 
 @dg.asset_check(
