@@ -33,16 +33,8 @@ def raw_records(context: dg.AssetExecutionContext, settings: ReleaseSettings, st
     with structured_failures(file=settings.input_path):
         loaded = load_records(
             settings.input_path,
-            quasi_identifiers=settings.quasi_identifiers,
-            sensitive_attributes=settings.sensitive_attributes,
-            input_format=settings.input_format,
-            csv_header=settings.csv_header,
-            column_names=settings.column_names,
-            delimiter=settings.delimiter,
-            strip_whitespace=settings.strip_whitespace,
-            missing_value_tokens=settings.missing_value_tokens,
+            **settings.reading_options(),
             ell=settings.ell,
-            max_value_length=settings.max_value_length,
         )
     summary = pd.DataFrame(
         [

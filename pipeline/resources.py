@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 import os
 from pathlib import Path
@@ -370,6 +372,23 @@ class ReleaseSettings(dg.ConfigurableResource):
 
         publication_model(self.model).parameters(self)  # the model's own checks (e.g. k >= ell for the (k, ℓ) model)
         return self
+
+    def reading_options(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`pipeline.io.loading.load_records` that these settings configure (how the
+        input is read and cleaned: format, header, names, delimiter, missing-value tokens, maximum value length),
+        so that every reader of the input (the ingest asset, the preflight, ``synthesize``, ``kl-quality``) reads it
+        the same way."""
+        return {
+            "quasi_identifiers": self.quasi_identifiers,
+            "sensitive_attributes": self.sensitive_attributes,
+            "input_format": self.input_format,
+            "csv_header": self.csv_header,
+            "column_names": self.column_names,
+            "delimiter": self.delimiter,
+            "strip_whitespace": self.strip_whitespace,
+            "missing_value_tokens": self.missing_value_tokens,
+            "max_value_length": self.max_value_length,
+        }
 
     def effective_generalization_weights(self) -> dict[str, float]:
         """Weight ``c_i`` of every quasi-identifier, in quasi-identifier order (1 when not configured)."""

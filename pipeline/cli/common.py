@@ -471,16 +471,8 @@ def preflight(config: dict, *, home_option: str | None) -> Path:
     try:
         loaded = load_records(
             settings.input_path,
-            quasi_identifiers=settings.quasi_identifiers,
-            sensitive_attributes=settings.sensitive_attributes,
-            input_format=settings.input_format,
-            csv_header=settings.csv_header,
-            column_names=settings.column_names,
-            delimiter=settings.delimiter,
-            strip_whitespace=settings.strip_whitespace,
-            missing_value_tokens=settings.missing_value_tokens,
+            **settings.reading_options(),
             ell=settings.ell,
-            max_value_length=settings.max_value_length,
         )
         if settings.model == "kl":
             load_hierarchies(

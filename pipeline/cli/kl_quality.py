@@ -33,15 +33,7 @@ def kl_quality(**options) -> None:
         settings = ReleaseSettings(**config)
         loaded = load_records(
             settings.input_path,
-            quasi_identifiers=settings.quasi_identifiers,
-            sensitive_attributes=settings.sensitive_attributes,
-            input_format=settings.input_format,
-            csv_header=settings.csv_header,
-            column_names=settings.column_names,
-            delimiter=settings.delimiter,
-            strip_whitespace=settings.strip_whitespace,
-            missing_value_tokens=settings.missing_value_tokens,
-            max_value_length=settings.max_value_length,
+            **settings.reading_options(),
         )
         hierarchies = load_hierarchies(
             settings.hierarchies_path(),

@@ -60,15 +60,7 @@ def synthesize(**options) -> None:
     try:
         loaded = load_records(
             settings.input_path,
-            quasi_identifiers=settings.quasi_identifiers,
-            sensitive_attributes=settings.sensitive_attributes,
-            input_format=settings.input_format,
-            csv_header=settings.csv_header,
-            column_names=settings.column_names,
-            delimiter=settings.delimiter,
-            strip_whitespace=settings.strip_whitespace,
-            missing_value_tokens=settings.missing_value_tokens,
-            max_value_length=settings.max_value_length,
+            **settings.reading_options(),
         )
         source_path = resolve_input_path(settings.input_path)
     except InputError as error:
