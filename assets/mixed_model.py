@@ -16,11 +16,34 @@ from pipeline.io.tables import clusters_from_frame
 from pipeline.asset_keys import KINDS, MIXED_MODEL, PRIVATE, RATING, inputs, model_of_run, table_metadata
 from pipeline.models.mixed import MIXED
 from pipeline.resources import ReleaseSettings, ReleaseStore
+from pipeline.settings import Grouping, ResidualPolicy
 
 
 def release_secret(settings: ReleaseSettings, store: ReleaseStore) -> bytes | None:
     """The home secret, or None with ``randomness = 'spec-reference'`` (SPEC's input-order algorithms)."""
     return store.home_secret() if settings.randomness == "home-secret" else None
+
+
+def rating_records_of(
+    raw_records: pd.DataFrame, row_ids: np.ndarray, settings: ReleaseSettings, secret: bytes | None
+) -> tuple[pd.DataFrame, list[int], dict]:
+    """The records of ``row_ids`` that go to Rating, as the run's settings say
+    (:func:`pipeline.core.mixed_model.records_for_rating`: the same call for the mixed model's IR-left records and
+    for every record of the ``rating_release`` job). The quasi-identifier hierarchies are read only when the
+    qi_aware grouping deletes residual records (its strata are generalised along them)."""
+    stratified = settings.grouping == Grouping.qi_aware and settings.residual_policy == ResidualPolicy.delete
+    return records_for_rating(
+        raw_records,
+        row_ids,
+        settings.quasi_identifiers,
+        settings.sensitive_attributes,
+        ell=settings.ell,
+        residual_policy=settings.residual_policy,
+        grouping=settings.grouping,
+        hierarchies=load_available_hierarchies(settings.hierarchies_path(), settings.quasi_identifiers) if stratified else None,
+        secret=secret,
+        stratum_deletion_budget=settings.stratum_deletion_budget,
+    )
 
 
 def in_keyed_order(
@@ -175,20 +198,7 @@ def sac_groups(
         quasi_identifiers=settings.quasi_identifiers if settings.grouping == "qi_aware" else None,
     )
     ir_left = np.asarray(grouping.ir_left, dtype=np.int64)
-    ir_left_frame, eligibility, strata_metadata = records_for_rating(
-        raw_records,
-        ir_left,
-        settings.quasi_identifiers,
-        settings.sensitive_attributes,
-        ell=settings.ell,
-        residual_policy=settings.residual_policy,
-        grouping=settings.grouping,
-        hierarchies=load_available_hierarchies(settings.hierarchies_path(), settings.quasi_identifiers)
-        if settings.grouping == "qi_aware" and settings.residual_policy == "delete"
-        else None,
-        secret=secret,
-        stratum_deletion_budget=settings.stratum_deletion_budget,
-    )
+    ir_left_frame, eligibility, strata_metadata = rating_records_of(raw_records, ir_left, settings, secret)
     ir_left = ir_left_frame["row_id"].to_numpy(np.int64)
     n_groups, ell = grouping.members.shape
     member_ids = grouping.members.ravel()

@@ -7,10 +7,8 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from assets.mixed_model import in_keyed_order, release_secret, sid_tables
+from assets.mixed_model import in_keyed_order, rating_records_of, release_secret, sid_tables
 from pipeline.asset_keys import KINDS, PRIVATE, RATING_MODEL, inputs, model_of_run, table_metadata
-from pipeline.core.hierarchies import load_available_hierarchies
-from pipeline.core.mixed_model import records_for_rating
 from pipeline.failures import with_structured_failures
 from pipeline.models.rating import RATING
 from pipeline.resources import ReleaseSettings, ReleaseStore
@@ -44,20 +42,7 @@ def rating_records(context: dg.AssetExecutionContext, settings: ReleaseSettings,
     model_of_run(RATING.job, settings)  # a run of this job with another model's setting fails here, by name
     secret = release_secret(settings, store)
     (row_ids,) = in_keyed_order(raw_records, [np.sort(raw_records["row_id"].to_numpy(np.int64))], settings, secret)
-    records, eligibility, strata_metadata = records_for_rating(
-        raw_records,
-        row_ids,
-        settings.quasi_identifiers,
-        settings.sensitive_attributes,
-        ell=settings.ell,
-        residual_policy=settings.residual_policy,
-        grouping=settings.grouping,
-        hierarchies=load_available_hierarchies(settings.hierarchies_path(), settings.quasi_identifiers)
-        if settings.grouping == "qi_aware" and settings.residual_policy == "delete"
-        else None,
-        secret=secret,
-        stratum_deletion_budget=settings.stratum_deletion_budget,
-    )
+    records, eligibility, strata_metadata = rating_records_of(raw_records, row_ids, settings, secret)
     deleted = pd.DataFrame(
         {
             "row_id": np.asarray(eligibility, dtype=np.int64),

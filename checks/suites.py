@@ -63,7 +63,7 @@ def disclosure_suite(*, ell: int) -> gx.ExpectationSuite:
 
 
 def posterior_suite() -> gx.ExpectationSuite:
-    """Posterior gate on ``posterior_bound_summary``: no (record, sensitive attribute) whose
+    """Posterior gate on ``PosteriorResult.bound``: no (record, sensitive attribute) whose
     learned-model posterior of the true value exceeds max(1/ℓ, population posterior) + slack."""
     return gx.ExpectationSuite(
         name="posterior_within_bound",

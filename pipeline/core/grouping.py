@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 
 from pipeline.core.columns import combine_codes, distinct_per_group, sorted_text_codes
-from pipeline.core.grouping_kernel import build_trie, group_records
 from pipeline.core.hierarchies import Hierarchy
 from pipeline.core.keyed import keyed_generator
 
@@ -147,6 +146,10 @@ def group_sac(
     key_codes = np.zeros((n_keys, m), dtype=np.int64)
     key_codes[key] = codes
     key_levels = key_codes[:, level_order]
+    # imported here, not at module load: numba's import costs about 0.3-0.8 s, which every command that never groups
+    # (audit, report, the code location's load) would pay
+    from pipeline.core.grouping_kernel import build_trie, group_records
+
     tries = tuple(build_trie(key[p], key_levels, level_order, stratum_level=False) for p in (sac_positions, ir_positions))
     stratum_tries = tries
     if qi_aware:
@@ -183,6 +186,8 @@ def _stratum_trie(
     part_keys: np.ndarray, part_strata: np.ndarray, key_levels: np.ndarray, level_order: list[int], n_strata: int
 ) -> tuple[np.ndarray, ...]:
     """The per-stratum trie of one part: keys (stratum, sensitive tuple), the stratum on top, never excluded."""
+    from pipeline.core.grouping_kernel import build_trie
+
     pair = _dense(part_strata * max(len(key_levels), 1) + part_keys)
     n_pairs = int(pair.max()) + 1 if len(pair) else 0
     pair_stratum = np.zeros(n_pairs, dtype=np.int64)

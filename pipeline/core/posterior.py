@@ -87,7 +87,6 @@ __all__ = [
     "fit_naive_bayes",
     "fit_naive_bayes_on_release",
     "population_posterior",
-    "posterior_bound_summary",
     "release_posteriors",
 ]
 
@@ -763,8 +762,10 @@ class PosteriorResult:
         population posterior (model fitted on the raw records) and Σ_v P(v)² of the adversary's belief (its own
         expectation of the posterior of the truth; compare means to judge calibration).
     bound
-        ``(n_parts × attributes)`` frame of :func:`posterior_bound_summary` (the gate's derived frame), computed
-        attribute by attribute without the per-cell frame.
+        ``(n_parts × attributes)`` frame, the gate's derived frame: one row per (part, sensitive attribute) with
+        ``part``, ``attribute``, ``n_cells`` (int64), ``n_cells_above_bound`` (int64), ``max_excess``,
+        ``mean_posterior``, ``mean_population_posterior`` (float64); numbers only. Computed attribute by attribute
+        without the per-cell frame (tests compare it with the straightforward summary of :attr:`frame`).
     tuple_posterior
         One row per SAC~ row: ``row_id``, ``posterior`` (of the record's whole true tuple: product
         over attribute clusters of the cluster sub-tuple's group posterior).
@@ -1079,36 +1080,10 @@ def release_posteriors(
 
 
 def _bound_frame(rows: list[dict[str, Any]], attributes: Sequence[str]) -> pd.DataFrame:
-    """The rows of :func:`posterior_bound_summary` in its order and dtypes (part, then attribute in column order)."""
+    """The rows of :attr:`PosteriorResult.bound` in its order and dtypes (part, then attribute in column order)."""
     columns = ["part", "attribute", "n_cells", "n_cells_above_bound", "max_excess", "mean_posterior", "mean_population_posterior"]
     frame = pd.DataFrame(rows, columns=columns)
     frame["part"] = pd.Categorical(frame["part"], categories=["sac", "attribute_table"])
     frame["attribute"] = pd.Categorical(frame["attribute"], categories=list(attributes))
     frame = frame.sort_values(["part", "attribute"]).reset_index(drop=True)
     return frame.astype({"n_cells": "int64", "n_cells_above_bound": "int64"})
-
-
-def posterior_bound_summary(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per (part, sensitive attribute) of :attr:`PosteriorResult.frame`: the gate's derived frame.
-
-    Parameters
-    ----------
-    frame
-        ``PosteriorResult.frame``.
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``part``, ``attribute``, ``n_cells`` (int64), ``n_cells_above_bound`` (int64),
-        ``max_excess`` (float64), ``mean_posterior`` (float64), ``mean_population_posterior``
-        (float64). Numbers only (no value of the table).
-    """
-    grouped = frame.groupby(["part", "attribute"], sort=True, observed=True)
-    summary = grouped.agg(
-        n_cells=("posterior", "size"),
-        n_cells_above_bound=("above_bound", "sum"),
-        max_excess=("excess", "max"),
-        mean_posterior=("posterior", "mean"),
-        mean_population_posterior=("population_posterior", "mean"),
-    ).reset_index()
-    return summary.astype({"n_cells": "int64", "n_cells_above_bound": "int64"})

@@ -365,7 +365,7 @@ def test_no_certain_cell_suite_fails_when_a_suppressed_cell_has_a_single_candida
 
 
 def posterior_frame(parts: list[tuple[str, str, int, int, float]]) -> pd.DataFrame:
-    """``posterior_bound_summary``: one row per (part, sensitive attribute) from
+    """``PosteriorResult.bound``: one row per (part, sensitive attribute) from
     (part, attribute, cells, cells above the bound, largest posterior minus bound)."""
     return pd.DataFrame(
         {

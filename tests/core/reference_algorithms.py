@@ -436,3 +436,30 @@ def reference_group_sac_qi_aware(
             deleted.append(seed)
             live.discard(seed)
     return Grouping(groups=groups, borrowed=borrowed, deleted=deleted, ir_left=[r for r in ir if r in live])
+
+
+def reference_posterior_bound_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """The straightforward summary of :attr:`pipeline.core.posterior.PosteriorResult.frame` (one row per (part,
+    sensitive attribute)), to compare with ``PosteriorResult.bound``, which is computed without the per-cell frame.
+
+    Parameters
+    ----------
+    frame
+        ``PosteriorResult.frame``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``part``, ``attribute``, ``n_cells`` (int64), ``n_cells_above_bound`` (int64),
+        ``max_excess`` (float64), ``mean_posterior`` (float64), ``mean_population_posterior``
+        (float64). Numbers only (no value of the table).
+    """
+    grouped = frame.groupby(["part", "attribute"], sort=True, observed=True)
+    summary = grouped.agg(
+        n_cells=("posterior", "size"),
+        n_cells_above_bound=("above_bound", "sum"),
+        max_excess=("excess", "max"),
+        mean_posterior=("posterior", "mean"),
+        mean_population_posterior=("population_posterior", "mean"),
+    ).reset_index()
+    return summary.astype({"n_cells": "int64", "n_cells_above_bound": "int64"})

@@ -15,7 +15,6 @@ from pipeline.core.posterior import (
     MAX_EXACT_GROUP_SIZE,
     exact_group_marginals,
     fit_naive_bayes_on_release,
-    posterior_bound_summary,
     release_posteriors,
 )
 
@@ -193,7 +192,7 @@ def test_posterior_gate_fails_on_a_group_whose_quasi_identifiers_determine_its_t
     assert result.summary["n_cells_above_bound"] > 0.5 * len(s2)
     assert result.summary["max_excess"] > 0.3
     assert result.summary["share_sac_rows_tuple_above_half"] > 0.8
-    outcome = validate_frame(posterior_bound_summary(frame), suites.posterior_suite())
+    outcome = validate_frame(result.bound, suites.posterior_suite())
     assert not outcome.success
 
 
@@ -203,7 +202,7 @@ def test_posterior_gate_passes_when_quasi_identifiers_are_independent_of_the_val
     assert result.summary["n_cells_above_bound"] == 0, result.summary
     assert result.summary["max_posterior"] < 1 / 3 + 0.05
     assert abs(result.summary["mean_posterior"] - 1 / 3) < 0.02
-    outcome = validate_frame(posterior_bound_summary(result.frame), suites.posterior_suite())
+    outcome = validate_frame(result.bound, suites.posterior_suite())
     assert outcome.success
     # the histogram counts every (record, attribute) once, all near 1/3
     assert result.histogram.sum() == 2 * len(sac) and result.histogram[3] == 2 * len(sac)

@@ -13,7 +13,8 @@ from pipeline.core.mixed_model import assemble_release_tables, run_mixed_model
 import pandas as pd
 import pytest
 
-from pipeline.core.posterior import posterior_bound_summary, release_posteriors
+from pipeline.core.posterior import release_posteriors
+from tests.core.reference_algorithms import reference_posterior_bound_summary
 from pipeline.core.rules import mine_strong_rules
 
 QUASI_IDENTIFIERS = ["sex", "race", "marital-status", "native-country", "workclass"]
@@ -50,9 +51,9 @@ def _release_tables(records, grouping: str):
     )
 
 
-def _sac_cells_above(records, grouping: str) -> tuple[int, int]:
-    tables = _release_tables(records, grouping)
-    posterior = release_posteriors(
+def _posteriors(records, tables, **options):
+    """The learned-model adversary (gate 9) on the release ``tables`` of ``records`` at ℓ = 3."""
+    return release_posteriors(
         records,
         tables.row_map,
         QUASI_IDENTIFIERS,
@@ -62,7 +63,13 @@ def _sac_cells_above(records, grouping: str) -> tuple[int, int]:
         attribute_table=tables.attribute_table,
         id_table=tables.id_table,
         attribute_clusters=tables.attribute_clusters,
+        **options,
     )
+
+
+def _sac_cells_above(records, grouping: str) -> tuple[int, int]:
+    tables = _release_tables(records, grouping)
+    posterior = _posteriors(records, tables)
     return int(posterior.summary["n_sac_cells_above_bound"]), len(tables.sac_released) * len(SENSITIVE)
 
 
@@ -82,15 +89,8 @@ def test_fitting_on_a_sample_of_whole_groups_finds_the_same_leak(adult_records):
     bound and nearly the same mean posterior as the model fitted on all of them (within 10 % and 0.02)."""
     records = adult_records.iloc[:8000].reset_index(drop=True)
     tables = _release_tables(records, "p1")
-    arguments = dict(
-        ell=3,
-        sac_released=tables.sac_released,
-        attribute_table=tables.attribute_table,
-        id_table=tables.id_table,
-        attribute_clusters=tables.attribute_clusters,
-    )
-    full = release_posteriors(records, tables.row_map, QUASI_IDENTIFIERS, SENSITIVE, fit_max_records=None, **arguments)
-    sampled = release_posteriors(records, tables.row_map, QUASI_IDENTIFIERS, SENSITIVE, fit_max_records=2_000, **arguments)
+    full = _posteriors(records, tables, fit_max_records=None)
+    sampled = _posteriors(records, tables, fit_max_records=2_000)
     assert len(sampled.frame) == len(full.frame)  # every record is still scored
     above_full, above_sampled = full.summary["n_sac_cells_above_bound"], sampled.summary["n_sac_cells_above_bound"]
     assert above_full > 0.1 * len(tables.sac_released) * len(SENSITIVE)
@@ -105,19 +105,9 @@ def test_the_figures_computed_attribute_by_attribute_equal_those_of_the_per_cell
     above the bound in both parts (the leaky P1 candidate)."""
     records = adult_records.iloc[:6000].reset_index(drop=True)
     tables = _release_tables(records, "p1")
-    result = release_posteriors(
-        records,
-        tables.row_map,
-        QUASI_IDENTIFIERS,
-        SENSITIVE,
-        ell=3,
-        sac_released=tables.sac_released,
-        attribute_table=tables.attribute_table,
-        id_table=tables.id_table,
-        attribute_clusters=tables.attribute_clusters,
-    )
+    result = _posteriors(records, tables)
     frame = result.frame
-    pd.testing.assert_frame_equal(result.bound, posterior_bound_summary(frame))
+    pd.testing.assert_frame_equal(result.bound, reference_posterior_bound_summary(frame))
     above = frame[frame["above_bound"]]
     assert len(above) > 0
     assert result.summary["n_cells"] == len(frame) == len(SENSITIVE) * (len(tables.sac_released) + len(tables.attribute_table))
