@@ -25,7 +25,7 @@ def nothing_runs(monkeypatch):
     ("arguments", "expected"),
     [
         (["--model", "kl", "--seed", "3"], "--seed: not used by --model kl"),
-        (["--model", "rating", "--k", "3"], "--k: only used by --model kl (the (k, ℓ) model), not by --model rating"),
+        (["--model", "rating", "--k", "3"], "--k: not used by --model rating (a setting of --model kl)"),
         (["--model", "foo"], "'foo' is not one of 'mixed', 'rating', 'kl'"),
         (["--ell", "1"], "1 is not in the range x>=2"),
         (["--min-confidence", "0"], "--min-confidence"),

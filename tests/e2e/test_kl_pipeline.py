@@ -629,7 +629,7 @@ def test_infeasible_table_exits_with_status_2(cli_environment, published, extra,
     [
         (["--model", "kl", "--k", "2", "--ell", "3"], "k >= ell"),
         (["--model", "kl", "--seed", "3"], "--seed: not used by --model kl"),
-        (["--k", "5"], "--k: only used by --model kl"),
+        (["--k", "5"], "--k: not used by --model mixed (a setting of --model kl)"),
         (["--model", "kl", "--generalization-weights", "sex:2"], "not name=number"),
         (["--model", "kl", "--generalization-weights", "education=2"], "not quasi-identifiers"),
     ],
