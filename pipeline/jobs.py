@@ -306,9 +306,7 @@ def job_settings_mapping(job: str, models: tuple[PublicationModel[Any], ...]) ->
             "ops": dg.Field(dg.Permissive(), is_required=False),
         }
     )
-    return SettingsConfigMapping(
-        config_fn=JobSettings(job, models), config_schema=schema, receive_processed_config_values=False
-    )
+    return SettingsConfigMapping(config_fn=JobSettings(job, models), config_schema=schema, receive_processed_config_values=False)
 
 
 #: The wiring of the built-in models (the code location rebuilds it from the registry, plug-ins included).

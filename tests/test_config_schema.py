@@ -209,3 +209,24 @@ def test_the_inbox_sensor_routes_each_model_to_its_own_job(tmp_path, model, job)
     settings = {"quasi_identifiers": ["q"], "sensitive_attributes": ["a", "b"], **({"model": model} if model else {})}
     request = inbox_run_request(path, settings, sha256="0" * 64)
     assert request.job_name == job
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"k": 5}, r"k: a setting of model kl \(job kl_release\), not of model mixed \(job release\)"),
+        ({"model": "kl", "seed": 1}, r"seed: a setting of model mixed \(job release\)"),
+        ({"ell": 1}, r"ell: Input should be greater than or equal to 2"),
+        ({"model": "kl", "k": 2, "ell": 3}, r"k >= ell"),
+        ({"model": "foo"}, r"model: unknown model 'foo'"),
+    ],
+)
+def test_the_inbox_sensor_skips_settings_its_job_would_refuse(tmp_path, settings, expected):
+    """The inbox's settings file is checked like the job's run config, so a bad file is skipped with the reason in
+    the sensor's log (evaluate_inbox) instead of a run request that Dagster refuses."""
+    from pipeline.jobs import inbox_run_request
+
+    path = tmp_path / "in.csv"
+    path.write_text("q,a,b\n1,x,y\n")
+    with pytest.raises(ValueError, match=expected):
+        inbox_run_request(path, {"quasi_identifiers": ["q"], "sensitive_attributes": ["a", "b"], **settings}, sha256="0" * 64)

@@ -202,8 +202,7 @@ def check_model_options(options: dict) -> None:
     if by_owners:
         raise click.UsageError(
             "; ".join(
-                f"{', '.join(flags)}: not used by --model {model.name}"
-                + (f" (a setting of --model {owners})" if owners else "")
+                f"{', '.join(flags)}: not used by --model {model.name}" + (f" (a setting of --model {owners})" if owners else "")
                 for owners, flags in by_owners.items()
             )
             + "; leave it out"
