@@ -25,8 +25,9 @@ the same content never triggers twice (also not after a failed run: a file whose
 reported by its failed run and not retried). Settings come from ``inbox/settings.json`` (any
 setting of the chosen model, e.g. quasi_identifiers, sensitive_attributes, ell, model) and, for one
 file, ``<file name>.settings.json`` beside it; the ``model`` setting picks the job (``rating`` runs
-``rating_release``, ``kl`` runs ``kl_release``: :func:`pipeline.models.job_of_model`); a setting of
-another model (``k`` for the mixed model, ``seed`` for kl) makes the file's settings unusable. Files still
+``rating_release``, ``kl`` runs ``kl_release``: :func:`pipeline.models.job_of_model`). A setting of
+another model in ``settings.json`` is left out for the file (``min_confidence`` there serves the mixed files, not
+a kl file); in the file's own settings it makes them unusable (``seed`` beside ``"model": "kl"``). Files still
 being written (changed within the settle time, ``$MSA_RELEASE_INBOX_SETTLE_SECONDS``, default
 10 s), unreadable, truncated (a Parquet file without its footer) or with unusable settings are
 skipped with a reason in the sensor's log, and looked at again at the next tick.
@@ -75,6 +76,7 @@ __all__ = [
     "build_release_schedule",
     "build_release_wiring",
     "evaluation_job",
+    "inbox_file_settings",
     "inbox_run_request",
     "inbox_sensor",
     "job_settings_mapping",
@@ -449,6 +451,27 @@ def _looks_complete(path: Path, input_format: str) -> str | None:
     return None
 
 
+def inbox_file_settings(shared: dict, own: dict) -> dict:
+    """The settings of one inbox file: the shared ``settings.json`` without the settings of models other than the
+    file's (they are there for the files of those models), then the file's own ``<name>.settings.json``, whose
+    settings of another model :func:`inbox_run_request` refuses (they were written for this file).
+
+    Parameters
+    ----------
+    shared
+        ``inbox/settings.json``.
+    own
+        The file's ``<name>.settings.json`` (``{}`` when it has none).
+    """
+    try:
+        job = job_of_model(own.get("model", shared.get("model")))
+    except KeyError:
+        return {**shared, **own}  # inbox_run_request names the unknown model
+    accepted = set(settings_of_job(job))
+    of_other_models = {name for model in PUBLICATION_MODELS.values() for name in model.settings_fields} - accepted
+    return {**{key: value for key, value in shared.items() if key not in of_other_models}, **own}
+
+
 def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.RunRequest:
     """The run request for one inbox file.
 
@@ -457,7 +480,7 @@ def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.Ru
     path
         The data file (``.csv`` with a header row, or ``.parquet``).
     inbox_settings
-        ``inbox/settings.json`` merged with the file's own ``<name>.settings.json``.
+        ``inbox/settings.json`` merged with the file's own ``<name>.settings.json`` (:func:`inbox_file_settings`).
     sha256
         The file's content hash: the run key.
 
@@ -555,7 +578,7 @@ def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
             continue
         new_cursor[path.name] = [*signature, sha256]
         try:
-            settings = {**shared, **_read_settings(path.with_name(path.name + FILE_SETTINGS_SUFFIX))}
+            settings = inbox_file_settings(shared, _read_settings(path.with_name(path.name + FILE_SETTINGS_SUFFIX)))
             requests.append(inbox_run_request(path, settings, sha256=sha256))
         except ValueError as error:
             skipped.append(f"{path.name}: unusable settings ({error})")

@@ -230,3 +230,21 @@ def test_the_inbox_sensor_skips_settings_its_job_would_refuse(tmp_path, settings
     path.write_text("q,a,b\n1,x,y\n")
     with pytest.raises(ValueError, match=expected):
         inbox_run_request(path, {"quasi_identifiers": ["q"], "sensitive_attributes": ["a", "b"], **settings}, sha256="0" * 64)
+
+
+def test_the_inbox_s_shared_settings_serve_each_file_s_model():
+    """``inbox/settings.json`` may hold settings of several models (one inbox, files of each model): a file gets
+    those of its own model; its own settings file is taken as written (another model's setting there is refused)."""
+    from pipeline.jobs import inbox_file_settings
+
+    shared = {"min_confidence": 0.7, "seed": 2, "k": 4, "ell": 3}
+    assert inbox_file_settings(shared, {"model": "kl"}) == {"k": 4, "ell": 3, "model": "kl"}
+    assert inbox_file_settings(shared, {}) == {"min_confidence": 0.7, "seed": 2, "ell": 3}
+    assert inbox_file_settings({**shared, "model": "rating"}, {"seed": 5}) == {
+        "min_confidence": 0.7,
+        "seed": 5,
+        "ell": 3,
+        "model": "rating",
+    }
+    assert inbox_file_settings({"colour": "red"}, {}) == {"colour": "red"}  # not a setting at all: refused later
+    assert inbox_file_settings({}, {"model": "kl", "seed": 1}) == {"model": "kl", "seed": 1}  # refused later
