@@ -264,7 +264,11 @@ class JobSettings:
 class SettingsConfigMapping(dg.ConfigMapping):
     """A job-level :class:`dagster.ConfigMapping` whose config function is a :class:`JobSettings`: before Dagster
     validates the run config against the job's schema, settings of another model are refused with a message
-    naming that model and its job (Dagster's message for an unexpected key would only name the key)."""
+    naming that model and its job (Dagster's message for an unexpected key would only name the key). The UI's
+    webserver checks the schema snapshot before it asks the code server, so there Dagster's own message shows.
+
+    ``resolve_from_unvalidated_config`` is not a public Dagster method (1.13: ``ResolvedRunConfig.build`` calls it);
+    ``tests/test_config_schema.py`` fails if a Dagster upgrade stops calling it."""
 
     def resolve_from_unvalidated_config(self, config: Any) -> Any:
         """Refuse settings of other models (:meth:`JobSettings.refuse_settings_of_other_models`), then validate
