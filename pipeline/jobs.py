@@ -10,6 +10,11 @@ asset key:
 - ``kl_release``: the (k, ℓ) model, its gates and publish;
 - ``evaluation``: P1 §6 experiments; ``attacks``: the attack evaluation.
 
+Each publishing job's run config keeps the shape ``{"resources": {"settings": {"config": {...}}}}`` but takes only
+the settings of its model (:func:`job_settings_mapping`, a job-level ``ConfigMapping``): the launchpad shows
+those, and a bad value (``ell: 1``, ``min_confidence: 1.5``, k < ℓ) or another model's setting (``k`` for
+``release``) is a config error before a run exists.
+
 ``release_schedule`` runs ``release`` weekly (cron from ``$MSA_RELEASE_SCHEDULE_CRON``, default
 Monday 03:00; timezone ``$MSA_RELEASE_SCHEDULE_TIMEZONE``, default UTC); it is stopped until
 someone starts it in the UI (Automation) or with ``dagster schedule start``.
@@ -18,9 +23,11 @@ someone starts it in the UI (Automation) or with ``dagster schedule start``.
 file triggers one release run with that file as input. The run key is the file's SHA-256, so
 the same content never triggers twice (also not after a failed run: a file whose gates fail is
 reported by its failed run and not retried). Settings come from ``inbox/settings.json`` (any
-``ReleaseSettings`` key, e.g. quasi_identifiers, sensitive_attributes, ell, model) and, for one
+setting of the chosen model, e.g. quasi_identifiers, sensitive_attributes, ell, model) and, for one
 file, ``<file name>.settings.json`` beside it; the ``model`` setting picks the job (``rating`` runs
-``rating_release``, ``kl`` runs ``kl_release``: :func:`pipeline.models.job_of_model`). Files still
+``rating_release``, ``kl`` runs ``kl_release``: :func:`pipeline.models.job_of_model`). A setting of
+another model in ``settings.json`` is left out for the file (``min_confidence`` there serves the mixed files, not
+a kl file); in the file's own settings it makes them unusable (``seed`` beside ``"model": "kl"``). Files still
 being written (changed within the settle time, ``$MSA_RELEASE_INBOX_SETTLE_SECONDS``, default
 10 s), unreadable, truncated (a Parquet file without its footer) or with unusable settings are
 skipped with a reason in the sensor's log, and looked at again at the next tick.
@@ -32,14 +39,23 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 from pydantic import ValidationError
 
 from assets.publish import job_assets
-from pipeline.models import DEFAULT_MODEL, PublicationModel, job_of_model
+from pipeline.models import (
+    PUBLICATION_MODELS,
+    PublicationModel,
+    job_of_model,
+    models_of_job,
+    settings_not_of_job,
+    settings_of_job,
+)
 from pipeline.models import jobs as publishing_jobs
 from pipeline.resources import ReleaseSettings, ReleaseStore
 from pipeline.settings import Model
@@ -52,14 +68,18 @@ __all__ = [
     "KL_RELEASE_JOB_SELECTION",
     "RATING_RELEASE_JOB_SELECTION",
     "RELEASE_JOB_SELECTION",
+    "JobSettings",
     "ReleaseWiring",
+    "SettingsConfigMapping",
     "attacks_job",
     "build_inbox_sensor",
     "build_release_schedule",
     "build_release_wiring",
     "evaluation_job",
+    "inbox_file_settings",
     "inbox_run_request",
     "inbox_sensor",
+    "job_settings_mapping",
     "kl_release_job",
     "rating_release_job",
     "release_job",
@@ -97,26 +117,202 @@ def job_selection(owner: PublicationModel, generated: list[dg.AssetsDefinition])
 
 def build_release_wiring() -> ReleaseWiring:
     """Generate every publishing job from the registry (:func:`pipeline.models.jobs`): its candidate and publish
-    assets (``assets/publish.py``), its asset selection and its job (in-process executor: DuckDB has one writer).
-
-    A job that publishes one model of the settings' enum other than the default starts, in the launchpad, from
-    ``model: <its model>`` (a run config given in full replaces this default)."""
+    assets (``assets/publish.py``), its asset selection and its job (in-process executor: DuckDB has one writer),
+    whose run config holds the settings of its model(s) only (:func:`job_settings_mapping`)."""
     assets, selections, jobs = {}, {}, {}
-    enumerated = {choice.value for choice in Model}
     for job, models in publishing_jobs().items():
         owner = models[0]
         assets[job] = job_assets(job, models)
         selections[job] = job_selection(owner, assets[job])
         names = " / ".join(m.name for m in models)
-        single = len(models) == 1 and owner.name in enumerated and owner.name != DEFAULT_MODEL
         jobs[job] = dg.define_asset_job(
             name=job,
             selection=selections[job],
             executor_def=dg.in_process_executor,
-            config={"resources": {"settings": {"config": {"model": owner.name}}}} if single else None,
+            config=job_settings_mapping(job, models),
             description=JOB_DESCRIPTIONS.get(job, f"Publishes model {names} ({owner.source}; {owner.docs})."),
         )
     return ReleaseWiring(assets=assets, selections=selections, jobs=jobs)
+
+
+# --------------------------------------------------------------------------- run config of a publishing job
+
+#: Where the settings sit in a run config (the shape every caller uses: CLI, inbox sensor, schedule, tests).
+SETTINGS_PATH = ("resources", "settings", "config")
+
+
+def _settings_error(job: str, problems: list[tuple[str | None, str]], config: object) -> dg.DagsterInvalidConfigError:
+    """A config error of job ``job`` with one entry per ``(setting or None, message)``, at the setting's path
+    (``root:resources:settings:config:<setting>``), as Dagster reports its own schema errors."""
+    from dagster._config.errors import DagsterEvaluationErrorReason, EvaluationError
+    from dagster._config.stack import EvaluationStackEntry, EvaluationStackPathEntry, EvaluationStackRoot
+    from dagster._utils.error import SerializableErrorInfo
+
+    errors = []
+    for name, message in problems:
+        stack: EvaluationStackEntry = EvaluationStackRoot()
+        for part in (*SETTINGS_PATH, *([name] if name else [])):
+            stack = EvaluationStackPathEntry(parent=stack, field_name=part)
+        errors.append(
+            EvaluationError(
+                stack=stack,
+                reason=DagsterEvaluationErrorReason.FAILED_POST_PROCESSING,
+                message=message,
+                error_data=SerializableErrorInfo(message=message, stack=[], cls_name=None),
+            )
+        )
+    return dg.DagsterInvalidConfigError(f"Error in config for job {job}", errors, config)
+
+
+def _allowed_range(name: str) -> str:
+    """The bounds of setting ``name`` as text (``2 <= ell <= 1000``), or '' when it has none."""
+    field = ReleaseSettings.model_fields.get(name)
+    if field is None:
+        return ""
+    lower = upper = ""
+    for bound in field.metadata:
+        for attribute, template in (("ge", "{} <= "), ("gt", "{} < "), ("le", " <= {}"), ("lt", " < {}")):
+            value = getattr(bound, attribute, None)
+            if value is not None:
+                if attribute in ("ge", "gt"):
+                    lower = template.format(value)
+                else:
+                    upper = template.format(value)
+    return f"{lower}{name}{upper}" if lower or upper else ""
+
+
+def _settings_of(config: object) -> Mapping[str, Any] | None:
+    """The ``settings`` config of a run config, or None when the run config does not have that shape."""
+    for key in SETTINGS_PATH:
+        if not isinstance(config, Mapping):
+            return None
+        config = config.get(key) or {}
+    return config if isinstance(config, Mapping) else None
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """The config function of a publishing job's :class:`SettingsConfigMapping`: checks the settings a run gives
+    with the settings' own validation (pydantic's bounds, the choices, the chosen model's :meth:`parameters`, e.g.
+    k >= ℓ), so that a bad value is a config error before a run exists, and hands them on with ``model`` set.
+
+    Attributes
+    ----------
+    job
+        The job's name.
+    models
+        The models it publishes (the first one is the default).
+    """
+
+    job: str
+    models: tuple[PublicationModel[Any], ...]
+
+    def refuse_settings_of_other_models(self, config: object) -> None:
+        """Refuse settings that this job does not read, naming the model and job that read each, and a ``model``
+        that another job publishes (Dagster's own message for an unexpected key names neither).
+
+        Raises
+        ------
+        dagster.DagsterInvalidConfigError
+        """
+        settings = _settings_of(config)
+        if settings is None:
+            return  # not a mapping: the schema's own validation says what is wrong
+        problems: list[tuple[str | None, str]] = list(settings_not_of_job(self.job, settings).items())
+        chosen = settings.get("model")
+        other = PUBLICATION_MODELS.get(str(chosen)) if chosen is not None else None
+        if other is not None and other not in self.models:
+            published = ", ".join(model.name for model in self.models)
+            problems.append(("model", f"model: {other.name} is published by job {other.job}, not by {self.job} ({published})"))
+        if problems:
+            raise _settings_error(self.job, problems, config)
+
+    def __call__(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The run config of the job's assets from the run config given (the same shape; ``model`` set to the
+        chosen model, unless its name is not a choice of the settings' ``model`` enum).
+
+        Raises
+        ------
+        dagster.DagsterInvalidConfigError
+            A setting out of its range or refused by the settings' or the model's checks; each error names the
+            setting (its path) and says what is allowed.
+        """
+        given = dict(_settings_of(config) or {})
+        chosen = next((m for m in self.models if m.name == str(given.get("model") or "")), self.models[0])
+        settings = {key: value for key, value in given.items() if key != "model"}
+        if chosen.name in {choice.value for choice in Model}:
+            settings["model"] = chosen.name
+        try:
+            chosen.parameters(ReleaseSettings(**settings))
+        except ValidationError as error:
+            problems: list[tuple[str | None, str]] = []
+            for entry in error.errors():
+                location = [str(part) for part in entry.get("loc", ())]
+                name = location[0] if location else None
+                message = str(entry.get("msg", "invalid value")).removeprefix("Value error, ")
+                allowed = _allowed_range(name) if name else ""
+                text = f"{'.'.join(location)}: {message}" if location else message
+                problems.append((name, f"{text} (allowed: {allowed})" if allowed else text))
+            raise _settings_error(self.job, problems, config) from error
+        except ValueError as error:
+            raise _settings_error(self.job, [(None, str(error))], config) from error
+        resources = dict(config.get("resources") or {})
+        resources["settings"] = {"config": settings}
+        return {**config, "resources": resources}
+
+
+class SettingsConfigMapping(dg.ConfigMapping):
+    """A job-level :class:`dagster.ConfigMapping` whose config function is a :class:`JobSettings`: before Dagster
+    validates the run config against the job's schema, settings of another model are refused with a message
+    naming that model and its job (Dagster's message for an unexpected key would only name the key). The UI's
+    webserver checks the schema snapshot before it asks the code server, so there Dagster's own message shows.
+
+    ``resolve_from_unvalidated_config`` is not a public Dagster method (1.13: ``ResolvedRunConfig.build`` calls it);
+    ``tests/test_config_schema.py`` fails if a Dagster upgrade stops calling it."""
+
+    def resolve_from_unvalidated_config(self, config: Any) -> Any:
+        """Refuse settings of other models (:meth:`JobSettings.refuse_settings_of_other_models`), then validate
+        against the schema and map (Dagster's own method)."""
+        if isinstance(self.config_fn, JobSettings):
+            self.config_fn.refuse_settings_of_other_models(config)
+        return super().resolve_from_unvalidated_config(config)
+
+
+def job_settings_mapping(job: str, models: tuple[PublicationModel[Any], ...]) -> SettingsConfigMapping:
+    """The run config schema of publishing job ``job``: today's shape, ``{"resources": {"settings": {"config":
+    {...}}}}``, whose settings are only those its models read (:func:`pipeline.models.settings_of_job`), each
+    with the description, default and choices of :class:`pipeline.resources.ReleaseSettings`; ``model`` takes
+    only the job's models (default: the first). Other resources' config, ``loggers``, ``execution`` and ``ops`` are
+    passed on and checked against the job's own schema.
+
+    The Dagster launchpad checks this schema as you type (unknown settings, choices, types); the bounds, the
+    cross-field checks (k >= ℓ) and the messages naming another model's setting run in the config function
+    (:class:`JobSettings`), which Dagster calls when it builds the run's execution plan: before a run exists
+    (``dagster.validate_run_config``, ``execute_job``, the launchpad's Launch button).
+    """
+    every = ReleaseSettings.to_config_schema().config_type.fields
+    wanted = set(settings_of_job(job))
+    fields: dict[str, dg.Field] = {name: every[name] for name in every if name in wanted}
+    names = [model.name for model in models]
+    fields["model"] = dg.Field(
+        dg.Enum(f"{job}_model", [dg.EnumValue(name) for name in names]),
+        default_value=names[0],
+        description=f"Publication model of the `{job}` job: {', '.join(names)} (set by the job; "
+        "the other models have jobs of their own).",
+    )
+    settings = dg.Shape(fields, description=f"Settings of model {', '.join(names)}: {models[0].source}; {models[0].docs}.")
+    resources = dg.Permissive(
+        {"settings": dg.Field(dg.Shape({"config": dg.Field(settings, is_required=False)}), is_required=False)}
+    )
+    schema = dg.Shape(
+        {
+            "resources": dg.Field(resources, is_required=False),
+            "loggers": dg.Field(dg.Permissive(), is_required=False),
+            "execution": dg.Field(dg.Permissive(), is_required=False),
+            "ops": dg.Field(dg.Permissive(), is_required=False),
+        }
+    )
+    return SettingsConfigMapping(config_fn=JobSettings(job, models), config_schema=schema, receive_processed_config_values=False)
 
 
 #: The wiring of the built-in models (the code location rebuilds it from the registry, plug-ins included).
@@ -259,6 +455,27 @@ def _looks_complete(path: Path, input_format: str) -> str | None:
     return None
 
 
+def inbox_file_settings(shared: dict, own: dict) -> dict:
+    """The settings of one inbox file: the shared ``settings.json`` without the settings of models other than the
+    file's (they are there for the files of those models), then the file's own ``<name>.settings.json``, whose
+    settings of another model :func:`inbox_run_request` refuses (they were written for this file).
+
+    Parameters
+    ----------
+    shared
+        ``inbox/settings.json``.
+    own
+        The file's ``<name>.settings.json`` (``{}`` when it has none).
+    """
+    try:
+        job = job_of_model(own.get("model", shared.get("model")))
+    except KeyError:
+        return {**shared, **own}  # inbox_run_request names the unknown model
+    accepted = set(settings_of_job(job))
+    of_other_models = {name for model in PUBLICATION_MODELS.values() for name in model.settings_fields} - accepted
+    return {**{key: value for key, value in shared.items() if key not in of_other_models}, **own}
+
+
 def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.RunRequest:
     """The run request for one inbox file.
 
@@ -267,7 +484,7 @@ def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.Ru
     path
         The data file (``.csv`` with a header row, or ``.parquet``).
     inbox_settings
-        ``inbox/settings.json`` merged with the file's own ``<name>.settings.json``.
+        ``inbox/settings.json`` merged with the file's own ``<name>.settings.json`` (:func:`inbox_file_settings`).
     sha256
         The file's content hash: the run key.
 
@@ -282,28 +499,27 @@ def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.Ru
     Raises
     ------
     ValueError
-        Settings that ``ReleaseSettings`` refuses (the message is pydantic's).
+        An unknown model; a setting of another model than the chosen one (the message names the model and job that
+        read it); a value the job's config mapping refuses (:class:`JobSettings`: out of range, k < ℓ, …).
     """
     config = {"csv_header": True, "column_names": [], **inbox_settings}
     config["input_path"] = str(path.resolve())
     config["input_format"] = DATA_SUFFIXES[path.suffix.lower()]
     try:
-        ReleaseSettings(**config)
-    except ValidationError as error:
-        messages = "; ".join(
-            ": ".join(
-                part
-                for part in (".".join(str(x) for x in e.get("loc", ())), str(e.get("msg", e)).removeprefix("Value error, "))
-                if part
-            )
-            for e in error.errors()
-        )
-        raise ValueError(messages) from error
-    job_name = job_of_model(config.get("model"))
+        job_name = job_of_model(config.get("model"))
+    except KeyError as error:
+        raise ValueError(f"model: {error.args[0]}") from None
+    run_config = {"resources": {"settings": {"config": config}}}
+    job_settings = JobSettings(job_name, models_of_job(job_name))
+    try:  # what the job's config mapping checks at launch, here so that a bad settings file is skipped with a reason
+        job_settings.refuse_settings_of_other_models(run_config)
+        job_settings(run_config)
+    except dg.DagsterInvalidConfigError as error:
+        raise ValueError("; ".join(error.error_messages)) from None
     return dg.RunRequest(
         run_key=sha256,
         job_name=job_name,
-        run_config={"resources": {"settings": {"config": config}}},
+        run_config=run_config,
         tags={
             "msa_release/trigger": "inbox",
             "msa_release/inbox_file": path.name,
@@ -366,7 +582,7 @@ def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
             continue
         new_cursor[path.name] = [*signature, sha256]
         try:
-            settings = {**shared, **_read_settings(path.with_name(path.name + FILE_SETTINGS_SUFFIX))}
+            settings = inbox_file_settings(shared, _read_settings(path.with_name(path.name + FILE_SETTINGS_SUFFIX)))
             requests.append(inbox_run_request(path, settings, sha256=sha256))
         except ValueError as error:
             skipped.append(f"{path.name}: unusable settings ({error})")

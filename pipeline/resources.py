@@ -101,6 +101,10 @@ class ReleaseSettings(dg.ConfigurableResource):
     ``hierarchies_dir`` into equivalence classes of at least ``k`` records with ``Diverse ≥ ℓ``
     (P2, SPEC §14); ``min_confidence``, ``seed``, ``allow_disclosure`` and
     ``confidence_tolerance`` do not apply to it.
+
+    Each publishing job takes only the fields its model reads (``COMMON_SETTINGS`` and the plug-in's
+    ``settings_fields``, :mod:`pipeline.models`) and checks them with this class before a run exists
+    (``pipeline.jobs.job_settings_mapping``); the ``evaluation`` and ``attacks`` jobs take every field.
     """
 
     input_path: str = Field(
@@ -227,7 +231,8 @@ class ReleaseSettings(dg.ConfigurableResource):
         ge=0.0,
         le=1.0,
         description="Posterior gate: tolerance added to max(1/ℓ, population posterior) when bounding the learned-model "
-        "adversary's posterior of every record's true sensitive value (mixed, Rating).",
+        "adversary's posterior of every record's true sensitive value (mixed, Rating); kl: the same slack for the "
+        "adversaries measured on the release (manifest 'attacks', not gated).",
     )
     posterior_gate: PosteriorGate = Field(
         default=DEFAULT_POSTERIOR_GATE,

@@ -1,5 +1,6 @@
-"""Issue 13: the Dagster config schema itself refuses unknown choices, so the launchpad shows the error before a
-run starts (instead of "No errors" and a failed run)."""
+"""Issue 13: each publishing job's run config takes the settings of its model only, and refuses unknown choices,
+out-of-range values, inconsistent values (k < ℓ) and another model's settings before a run exists (instead of "No
+errors" and a failed run); docs/adding-a-model.md, "Run config"."""
 
 from __future__ import annotations
 
@@ -12,17 +13,18 @@ from pipeline.definitions import build_definitions
 
 
 @pytest.mark.parametrize(
-    "key,bad,good",
+    "job_name,key,bad,good",
     [
-        ("model", "foo", "rating"),
-        ("grouping", "qi-aware", "p1"),
-        ("residual_policy", "drop", "suppress"),
-        ("posterior_gate", "ignore", "warn"),
-        ("kl_method", "fast", "greedy"),
+        ("release", "model", "foo", "mixed"),
+        ("rating_release", "model", "foo", "rating"),
+        ("release", "grouping", "qi-aware", "p1"),
+        ("release", "residual_policy", "drop", "suppress"),
+        ("release", "posterior_gate", "ignore", "warn"),
+        ("kl_release", "kl_method", "fast", "greedy"),
     ],
 )
-def test_unknown_choices_are_config_errors_before_launch(tmp_path, key, bad, good):
-    job = build_definitions(tmp_path / "home").resolve_job_def("release")
+def test_unknown_choices_are_config_errors_before_launch(tmp_path, job_name, key, bad, good):
+    job = build_definitions(tmp_path / "home").resolve_job_def(job_name)
     with pytest.raises(dg.DagsterInvalidConfigError, match=key):
         dg.validate_run_config(job, {"resources": {"settings": {"config": {key: bad}}}})
     assert dg.validate_run_config(job, {"resources": {"settings": {"config": {key: good}}}})
@@ -44,22 +46,143 @@ def test_the_model_registry_matches_the_settings_and_the_code_location(tmp_path)
         job_of_model("foo")
 
 
-def test_what_the_dagster_config_schema_can_express():
-    """Issue 13, item 3, checked on the real ``release`` job (Dagster 1.13; docs/adding-a-model.md, "Run config"):
-    the schema holds enums (``model: foo`` is refused before launch), but not pydantic's numeric bounds: ``ell: 1``
-    and ``min_confidence: 1.5`` pass the launchpad's schema and are refused when the run starts (the resource's
-    pydantic validation; ``msa-release run`` checks the same before running anything)."""
-    from pydantic import ValidationError
+def _settings_schema(job: dg.JobDefinition) -> set[str]:
+    """The settings the job's run config schema (what the launchpad shows) takes."""
+    resources = job.run_config_schema.config_type.fields["resources"].config_type
+    return set(resources.fields["settings"].config_type.fields["config"].config_type.fields)
 
-    from pipeline.resources import ReleaseSettings
 
-    job = build_definitions(Path("/nonexistent-home")).resolve_job_def("release")
-    with pytest.raises(dg.DagsterInvalidConfigError, match="model"):
-        dg.validate_run_config(job, {"resources": {"settings": {"config": {"model": "foo"}}}})
-    for key, value in (("ell", 1), ("min_confidence", 1.5)):
-        assert dg.validate_run_config(job, {"resources": {"settings": {"config": {key: value}}}})  # schema: no bound
-        with pytest.raises(ValidationError, match=key):  # refused at run start
-            ReleaseSettings(**{key: value})
+def _run_config(**settings) -> dict:
+    return {"resources": {"settings": {"config": settings}}}
+
+
+def test_each_publishing_job_s_schema_holds_the_settings_of_its_model_only(tmp_path):
+    """Issue 13: the launchpad of ``release`` shows no (k, ℓ) setting, that of ``kl_release`` no setting of SAC~,
+    Rating or strong rules; ``hierarchies_dir`` serves both (qi_aware generalization; the (k, ℓ) hierarchies)."""
+    definitions = build_definitions(tmp_path / "home")
+    for job_name in ("release", "rating_release"):
+        release = _settings_schema(definitions.resolve_job_def(job_name))
+        assert not release & {"k", "kl_method", "max_block_size", "generalization_weights"}, job_name
+        assert {"ell", "min_confidence", "seed", "grouping", "posterior_gate", "hierarchies_dir", "model"} <= release
+    kl = _settings_schema(definitions.resolve_job_def("kl_release"))
+    assert not kl & {"seed", "min_confidence", "min_support", "grouping", "randomness", "allow_disclosure", "mining_backend"}
+    assert {"ell", "k", "kl_method", "max_block_size", "generalization_weights", "hierarchies_dir", "model"} <= kl
+    assert not (tmp_path / "home").exists()
+
+
+@pytest.mark.parametrize(
+    ("job_name", "settings", "expected"),
+    [
+        ("release", {"ell": 1}, r"ell: Input should be greater than or equal to 2 \(allowed: 2 <= ell <= 1000\)"),
+        ("release", {"ell": 1001}, r"ell: .*less than or equal to 1000"),
+        ("release", {"min_confidence": 1.5}, r"min_confidence: .*\(allowed: 0.0 < min_confidence <= 1.0\)"),
+        ("release", {"min_confidence": 0.0}, r"min_confidence: Input should be greater than 0"),
+        ("rating_release", {"stratum_deletion_budget": 2.0}, r"stratum_deletion_budget: .*less than or equal to 1"),
+        ("release", {"delimiter": ";;"}, r"delimiter must be one character"),
+        ("release", {"quasi_identifiers": ["a"], "sensitive_attributes": ["a", "b"]}, r"both quasi-identifier and sensitive"),
+        ("kl_release", {"k": 2, "ell": 3}, r"needs k >= ell.*got k=2, ell=3"),
+        ("kl_release", {"k": 1}, r"k: Input should be greater than or equal to 2"),
+        ("kl_release", {"k": 200, "max_block_size": 256}, r"max_block_size=256 must be at least 2k=400"),
+        ("kl_release", {"generalization_weights": {"education": 2.0}}, r"not quasi-identifiers"),
+    ],
+)
+def test_bad_values_are_config_errors_naming_the_setting_before_a_run_exists(tmp_path, job_name, settings, expected):
+    """Issue 13: ``ell: 1``, ``min_confidence: 1.5``, k < ℓ are refused by the job's config mapping, i.e. whenever
+    Dagster resolves the run config (``validate_run_config``, a launch), not when the run starts."""
+    job = build_definitions(tmp_path / "home").resolve_job_def(job_name)
+    with pytest.raises(dg.DagsterInvalidConfigError, match=expected):
+        dg.validate_run_config(job, _run_config(**settings))
+    assert not (tmp_path / "home").exists()  # validating a config creates nothing
+
+
+@pytest.mark.parametrize(
+    ("job_name", "settings", "expected"),
+    [
+        ("release", {"k": 5}, r"k: a setting of model kl \(job kl_release\), not of model mixed \(job release\)"),
+        ("release", {"kl_method": "greedy"}, r"kl_method: a setting of model kl \(job kl_release\)"),
+        ("rating_release", {"max_block_size": 8}, r"max_block_size: a setting of model kl \(job kl_release\)"),
+        ("kl_release", {"seed": 1}, r"seed: a setting of model mixed \(job release\), rating \(job rating_release\)"),
+        ("kl_release", {"min_confidence": 0.5}, r"min_confidence: a setting of model mixed"),
+        ("kl_release", {"colour": "red"}, r"colour: not a setting of any publication model"),
+        ("release", {"model": "kl"}, r"model: kl is published by job kl_release, not by release"),
+        ("kl_release", {"model": "foo"}, r"model"),
+    ],
+)
+def test_a_setting_of_another_model_is_a_config_error_naming_its_model_and_job(tmp_path, job_name, settings, expected):
+    job = build_definitions(tmp_path / "home").resolve_job_def(job_name)
+    with pytest.raises(dg.DagsterInvalidConfigError, match=expected):
+        dg.validate_run_config(job, _run_config(**settings))
+
+
+@pytest.mark.parametrize(
+    ("job_name", "settings", "model"),
+    [
+        ("release", {}, "mixed"),
+        ("release", {"ell": 2, "min_confidence": 1.0, "seed": 7, "model": "mixed", "hierarchies_dir": "h"}, "mixed"),
+        ("rating_release", {"allow_disclosure": True, "grouping": "p1"}, "rating"),
+        ("kl_release", {"k": 5, "ell": 5, "kl_method": "greedy", "posterior_slack": 0.1}, "kl"),
+        ("kl_release", {"model": "kl", "generalization_weights": {"sex": 2.0}}, "kl"),
+    ],
+)
+def test_good_values_pass_and_the_job_sets_its_model(tmp_path, job_name, settings, model):
+    job = build_definitions(tmp_path / "home").resolve_job_def(job_name)
+    resolved = dg.validate_run_config(job, _run_config(**settings))
+    applied = resolved["resources"]["settings"]["config"]
+    assert applied["model"] == model
+    assert all(applied[key] == value for key, value in settings.items())
+    assert not (tmp_path / "home").exists()
+
+
+def test_other_resources_loggers_and_execution_still_pass_through(tmp_path):
+    """What callers put beside the settings today (tests/e2e/test_release_safety.py: the io_manager's config;
+    pipeline/privacy_report.py and the CLI: the console logger's level) is still accepted, and still checked
+    against the job's own schema."""
+    job = build_definitions(tmp_path / "home").resolve_job_def("release")
+    config = {
+        **_run_config(ell=4),
+        "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},
+        "execution": {"config": {}},
+    }
+    config["resources"]["io_manager"] = {"config": {"database": str(tmp_path / "elsewhere.duckdb")}}
+    resolved = dg.validate_run_config(job, config)
+    assert resolved["resources"]["io_manager"]["config"]["database"] == str(tmp_path / "elsewhere.duckdb")
+    assert resolved["loggers"]["console"]["config"]["log_level"] == "CRITICAL"
+    with pytest.raises(dg.DagsterInvalidConfigError, match="io_manager"):
+        dg.validate_run_config(job, {"resources": {"io_manager": {"config": {"no_such_key": 1}}}})
+
+
+def test_launching_a_bad_config_on_an_instance_creates_no_run(tmp_path):
+    """The launch path: ``DagsterInstance.create_run_for_job`` builds the execution plan (and so runs the config
+    mapping) before it records a run, as the launchpad's Launch button does through the code server."""
+    (tmp_path / "dagster").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
+        job = build_definitions(tmp_path / "home").resolve_job_def("kl_release")
+        for settings in ({"k": 2, "ell": 3}, {"ell": 1}, {"seed": 3}):
+            with pytest.raises(dg.DagsterInvalidConfigError):
+                instance.create_run_for_job(job_def=job, run_config=_run_config(**settings))
+        assert instance.get_runs() == []
+        run = instance.create_run_for_job(job_def=job, run_config=_run_config(k=4, ell=3))  # a good one is recorded
+        assert [r.run_id for r in instance.get_runs()] == [run.run_id]
+    assert not (tmp_path / "home").exists()
+
+
+def test_what_the_live_launchpad_checks(tmp_path):
+    """The webserver checks a config as you type against the job's schema snapshot only
+    (dagster_graphql/implementation/run_config_schema.py: ``validate_config_from_snap``), which has no ranges:
+    it flags another model's setting, an unknown choice or a wrong type, but shows "No errors" for ``ell: 1``,
+    which is refused when Launch builds the execution plan (the test above). docs/adding-a-model.md says so."""
+    from dagster._config import validate_config_from_snap
+
+    job = build_definitions(tmp_path / "home").resolve_job_def("release")
+    snapshot = job.get_job_snapshot()
+    root = snapshot.mode_def_snaps[0].root_config_key
+    assert root is not None
+
+    def live(**settings) -> bool:
+        return validate_config_from_snap(snapshot.config_schema_snapshot, root, _run_config(**settings)).success
+
+    assert not live(k=5) and not live(model="kl") and not live(grouping="qi-aware") and not live(ell="three")
+    assert live(ell=4) and live(ell=1)  # the range is not in the schema: refused at Launch, not as you type
 
 
 def test_every_publishing_job_is_generated_from_the_registry(tmp_path):
@@ -86,3 +209,42 @@ def test_the_inbox_sensor_routes_each_model_to_its_own_job(tmp_path, model, job)
     settings = {"quasi_identifiers": ["q"], "sensitive_attributes": ["a", "b"], **({"model": model} if model else {})}
     request = inbox_run_request(path, settings, sha256="0" * 64)
     assert request.job_name == job
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"k": 5}, r"k: a setting of model kl \(job kl_release\), not of model mixed \(job release\)"),
+        ({"model": "kl", "seed": 1}, r"seed: a setting of model mixed \(job release\)"),
+        ({"ell": 1}, r"ell: Input should be greater than or equal to 2"),
+        ({"model": "kl", "k": 2, "ell": 3}, r"k >= ell"),
+        ({"model": "foo"}, r"model: unknown model 'foo'"),
+    ],
+)
+def test_the_inbox_sensor_skips_settings_its_job_would_refuse(tmp_path, settings, expected):
+    """The inbox's settings file is checked like the job's run config, so a bad file is skipped with the reason in
+    the sensor's log (evaluate_inbox) instead of a run request that Dagster refuses."""
+    from pipeline.jobs import inbox_run_request
+
+    path = tmp_path / "in.csv"
+    path.write_text("q,a,b\n1,x,y\n")
+    with pytest.raises(ValueError, match=expected):
+        inbox_run_request(path, {"quasi_identifiers": ["q"], "sensitive_attributes": ["a", "b"], **settings}, sha256="0" * 64)
+
+
+def test_the_inbox_s_shared_settings_serve_each_file_s_model():
+    """``inbox/settings.json`` may hold settings of several models (one inbox, files of each model): a file gets
+    those of its own model; its own settings file is taken as written (another model's setting there is refused)."""
+    from pipeline.jobs import inbox_file_settings
+
+    shared = {"min_confidence": 0.7, "seed": 2, "k": 4, "ell": 3}
+    assert inbox_file_settings(shared, {"model": "kl"}) == {"k": 4, "ell": 3, "model": "kl"}
+    assert inbox_file_settings(shared, {}) == {"min_confidence": 0.7, "seed": 2, "ell": 3}
+    assert inbox_file_settings({**shared, "model": "rating"}, {"seed": 5}) == {
+        "min_confidence": 0.7,
+        "seed": 5,
+        "ell": 3,
+        "model": "rating",
+    }
+    assert inbox_file_settings({"colour": "red"}, {}) == {"colour": "red"}  # not a setting at all: refused later
+    assert inbox_file_settings({}, {"model": "kl", "seed": 1}) == {"model": "kl", "seed": 1}  # refused later

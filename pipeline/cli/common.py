@@ -173,49 +173,40 @@ class UnusableInput(UnusableInputError, click.ClickException):
     exit_code = UnusableInputError.exit_status
 
 
-#: Options that only the (k, ℓ) model reads, and options it does not read.
-KL_ONLY_OPTIONS = ("k", "hierarchies", "kl_method", "max_block_size", "generalization_weights")
-NOT_KL_OPTIONS = (
-    "min_confidence",
-    "seed",
-    "allow_disclosure",
-    "confidence_tolerance",
-    "mining_backend",
-    "duckdb_mining_threshold",
-    "randomness",
-    "min_support",
-    "grouping",
-    "stratum_deletion_budget",
-    "residual_policy",
-    "posterior_slack",
-    "posterior_gate",
-)
+#: Options whose name is not their setting's name with ``-`` for ``_`` (``pipeline.resources.ReleaseSettings``).
+OPTION_OF_SETTING = {"hierarchies_dir": "--hierarchies", "csv_header": "--header", "missing_value_tokens": "--missing-tokens"}
 
 
-def _option_flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+def _option_flag(setting: str) -> str:
+    return OPTION_OF_SETTING.get(setting, "--" + setting.replace("_", "-"))
 
 
 def check_model_options(options: dict) -> None:
-    """Refuse options that the chosen model does not read (instead of silently ignoring them).
+    """Refuse options that the chosen model does not read (instead of silently ignoring them): the settings its job
+    takes are those of its plug-in (:func:`pipeline.models.settings_of_job`), as in the job's run config schema.
 
     Raises
     ------
     click.UsageError
+        Naming each option, the chosen model and the model(s) whose setting it is.
     """
-    from pipeline.models import DEFAULT_MODEL
+    from pipeline.models import DEFAULT_MODEL, PUBLICATION_MODELS, publication_model, settings_of_job
 
-    model = options.get("model") or DEFAULT_MODEL
-    if model == "kl":
-        given = [_option_flag(n) for n in NOT_KL_OPTIONS if options.get(n) is not None]
-        if given:
-            raise click.UsageError(f"{', '.join(given)}: not used by --model kl (the (k, ℓ) model); leave out")
-    else:
-        # --hierarchies also serves the QI-aware grouping (generalized group and stratum quasi-identifiers)
-        kl_only = [n for n in KL_ONLY_OPTIONS if n != "hierarchies"]
-        given = [_option_flag(n) for n in kl_only if options.get(n) is not None]
-        if given:
-            raise click.UsageError(f"{', '.join(given)}: only used by --model kl (the (k, ℓ) model), not by --model {model}")
+    model = publication_model(options.get("model") or DEFAULT_MODEL)
+    accepted = set(settings_of_job(model.job))
+    given = [name for name in settings_from_options(options) if name not in accepted and name != "model"]
+    by_owners: dict[str, list[str]] = {}
+    for name in given:
+        owners = ", ".join(m.name for m in PUBLICATION_MODELS.values() if name in m.settings_fields)
+        by_owners.setdefault(owners, []).append(_option_flag(name))
+    if by_owners:
+        raise click.UsageError(
+            "; ".join(
+                f"{', '.join(flags)}: not used by --model {model.name}" + (f" (a setting of --model {owners})" if owners else "")
+                for owners, flags in by_owners.items()
+            )
+            + "; leave it out"
+        )
 
 
 def validate_settings(config: dict) -> None:

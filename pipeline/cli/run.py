@@ -49,7 +49,8 @@ from pipeline.cli.common import (
 @click.option(
     "--posterior-slack",
     type=click.FloatRange(0.0, 1.0),
-    help="Posterior gate: tolerance above max(1/ell, population posterior) (default 0.05).",
+    help="Posterior gate: tolerance above max(1/ell, population posterior) (default 0.05); --model kl: the same "
+    "slack for the adversaries measured on the release (manifest 'attacks').",
 )
 @click.option(
     "--posterior-gate",

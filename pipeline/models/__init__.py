@@ -13,15 +13,17 @@ No Dagster here: the Dagster wiring reads this registry.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from pipeline.models.base import CandidateRelease, GateVerdict, PublicationModel
+from pipeline.models.base import COMMON_SETTINGS, CandidateRelease, GateVerdict, PublicationModel
 from pipeline.models.kl import KL
 from pipeline.models.mixed import MIXED
 from pipeline.models.rating import RATING
 from pipeline.settings import Model
 
 __all__ = [
+    "COMMON_SETTINGS",
     "CandidateRelease",
     "DEFAULT_MODEL",
     "GateVerdict",
@@ -33,6 +35,8 @@ __all__ = [
     "models_of_job",
     "publication_model",
     "register",
+    "settings_not_of_job",
+    "settings_of_job",
     "unregister",
 ]
 
@@ -135,3 +139,45 @@ def model_of_job(job: str, model_setting: str | None) -> PublicationModel[Any]:
     names = ", ".join(repr(m.name) for m in models)
     hint = f"; run the `{other.job}` job for it" if other is not None else ""
     raise ValueError(f"the `{job}` job publishes model {names}, not {str(model_setting)!r}{hint}")
+
+
+def settings_of_job(job: str) -> tuple[str, ...]:
+    """The settings a run of ``job`` reads: :data:`COMMON_SETTINGS`, then the ``settings_fields`` of each model the
+    job publishes, each name once (``model`` not included: the job sets it).
+
+    Raises
+    ------
+    KeyError
+        No registered model is published by ``job``.
+    """
+    names = [*COMMON_SETTINGS, *(name for model in models_of_job(job) for name in model.settings_fields)]
+    return tuple(dict.fromkeys(names))
+
+
+def settings_not_of_job(job: str, names: Iterable[str]) -> dict[str, str]:
+    """The settings among ``names`` that ``job`` does not read (``model`` aside), each with a message naming the
+    model(s) and job(s) that read it, e.g. ``k`` for ``release``: ``k: a setting of model kl (job kl_release), not
+    of model mixed (job release); leave it out or run kl_release``.
+
+    Raises
+    ------
+    KeyError
+        No registered model is published by ``job``.
+    """
+    accepted = {*settings_of_job(job), "model"}
+    published = ", ".join(model.name for model in models_of_job(job))
+    refused = {}
+    for name in names:
+        if name in accepted:
+            continue
+        owners = [model for model in PUBLICATION_MODELS.values() if name in model.settings_fields]
+        if owners:
+            readers = ", ".join(f"{model.name} (job {model.job})" for model in owners)
+            jobs_of_owners = " or ".join(dict.fromkeys(model.job for model in owners))
+            refused[name] = (
+                f"{name}: a setting of model {readers}, not of model {published} (job {job}); "
+                f"leave it out or run {jobs_of_owners}"
+            )
+        else:
+            refused[name] = f"{name}: not a setting of any publication model (job {job} publishes model {published})"
+    return refused

@@ -4,7 +4,8 @@ A publication model is one object (a plug-in) that says, without Dagster:
 
 - who it is: ``name`` (the ``model`` setting), ``source`` (paper and SPEC sections), ``docs`` (its page);
 - its typed parameters: :meth:`PublicationModel.parameters` turns the run's settings into a frozen dataclass and
-  refuses inconsistent values (``ValueError``);
+  refuses inconsistent values (``ValueError``); ``settings_fields`` names the settings it reads besides
+  :data:`COMMON_SETTINGS`, so that its job's run config schema shows only those (``pipeline/jobs.py``);
 - how it builds its release tables: :meth:`PublicationModel.build` takes the warehouse tables it names in
   ``candidate_inputs`` and delegates to the pure functions of :mod:`pipeline.core`;
 - its release contract: ``tables`` (published) and ``candidate_tables`` (what its gates read);
@@ -35,6 +36,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import pandas as pd
 
 __all__ = [
+    "COMMON_SETTINGS",
     "CandidateRelease",
     "Frames",
     "GateOutcome",
@@ -45,6 +47,27 @@ __all__ = [
 ]
 
 ParametersT = TypeVar("ParametersT")
+
+#: Settings (fields of :class:`pipeline.resources.ReleaseSettings`) that every publishing job reads, whatever its
+#: model: how the input is read (ingest), its columns, ℓ (the ingest's early ℓ-diversity check), and the publish
+#: step's own settings. A model's ``settings_fields`` adds its own; ``model`` is set by the job.
+COMMON_SETTINGS = (
+    "input_path",
+    "input_format",
+    "csv_header",
+    "column_names",
+    "delimiter",
+    "strip_whitespace",
+    "max_value_length",
+    "missing_value_tokens",
+    "missing_value_policy",
+    "quasi_identifiers",
+    "sensitive_attributes",
+    "ell",
+    "allow_recomposition",
+    "keep_releases",
+    "profile",
+)
 
 #: Warehouse tables by name (``raw_records``, ``sac_released``, …), as the Dagster assets hand them over.
 Frames = Mapping[str, pd.DataFrame]
@@ -121,6 +144,13 @@ class PublicationModel(Protocol[ParametersT]):
     @property
     def job(self) -> str:
         """The Dagster job that publishes it."""
+        ...
+
+    @property
+    def settings_fields(self) -> tuple[str, ...]:
+        """The settings (fields of :class:`pipeline.resources.ReleaseSettings`) its job reads besides
+        :data:`COMMON_SETTINGS`: its :meth:`parameters`, its stages' and its gates' settings. Its job's run config
+        schema holds these and the common ones only; any other setting is refused before a run starts."""
         ...
 
     @property

@@ -24,6 +24,10 @@ __all__ = ["KL", "KLModel", "KLParameters", "discernibility", "render_kl_summary
 
 #: Gates of the (k, ℓ) model (``checks/gates.py``).
 KL_GATES = ("kl_clusters_are_k_anonymous", "kl_clusters_are_l_diverse", "kl_records_accounted_for")
+#: Settings the ``kl_release`` job reads besides ``COMMON_SETTINGS`` (:mod:`pipeline.models.base`): k, the method,
+#: the hierarchies and their weights, and the slack of the adversaries measured on the release (the manifest's
+#: ``attacks``).
+KL_SETTINGS = ("k", "kl_method", "max_block_size", "hierarchies_dir", "generalization_weights", "posterior_slack")
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,7 @@ class KLModel:
 
     name: str = "kl"
     job: str = "kl_release"
+    settings_fields: tuple[str, ...] = KL_SETTINGS
     tables: tuple[str, ...] = ("kl_released",)
     candidate_tables: tuple[str, ...] = ("kl_released",)
     candidate_inputs: tuple[str, ...] = ("raw_records", "kl_assignments", "kl_clusters")

@@ -37,6 +37,26 @@ MIXED_GATES = (
     "rule_confidence_preserved",
     "sac_released_is_l_diverse",
 )
+#: Settings the mixed and Rating jobs read besides ``COMMON_SETTINGS`` (:mod:`pipeline.models.base`): strong rules
+#: (mining), SAC~ and Rating (grouping, strata, residuals, randomness; ``hierarchies_dir`` for the qi_aware
+#: generalization), the gates' settings and the private Rating baseline of report.html.
+MIXED_SETTINGS = (
+    "min_confidence",
+    "min_support",
+    "mining_backend",
+    "duckdb_mining_threshold",
+    "seed",
+    "randomness",
+    "grouping",
+    "stratum_deletion_budget",
+    "residual_policy",
+    "hierarchies_dir",
+    "allow_disclosure",
+    "confidence_tolerance",
+    "posterior_slack",
+    "posterior_gate",
+    "private_baseline_max_records",
+)
 #: The gate that ``posterior_gate: warn`` turns into a warning.
 POSTERIOR_GATE = "posterior_within_bound"
 
@@ -96,6 +116,7 @@ class MixedModel:
 
     name: str = "mixed"
     job: str = "release"
+    settings_fields: tuple[str, ...] = MIXED_SETTINGS
     tables: tuple[str, ...] = ("sac_released", "attribute_table", "id_table", "attribute_clusters")
     candidate_tables: tuple[str, ...] = ("sac_released", "attribute_table", "id_table", "attribute_clusters")
     candidate_inputs: tuple[str, ...] = (

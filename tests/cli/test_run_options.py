@@ -25,13 +25,27 @@ def nothing_runs(monkeypatch):
     ("arguments", "expected"),
     [
         (["--model", "kl", "--seed", "3"], "--seed: not used by --model kl"),
-        (["--model", "rating", "--k", "3"], "--k: only used by --model kl (the (k, ℓ) model), not by --model rating"),
+        (["--model", "rating", "--k", "3"], "--k: not used by --model rating (a setting of --model kl)"),
+        (
+            ["--model", "kl", "--grouping", "p1", "--min-support", "3"],
+            "--min-support, --grouping: not used by --model kl (a setting of --model mixed, rating)",
+        ),
+        (["--max-block-size", "8"], "--max-block-size: not used by --model mixed (a setting of --model kl)"),
         (["--model", "foo"], "'foo' is not one of 'mixed', 'rating', 'kl'"),
         (["--ell", "1"], "1 is not in the range x>=2"),
         (["--min-confidence", "0"], "--min-confidence"),
         (["--input", "x.csv"], "with --input, name the columns"),
     ],
-    ids=["kl-seed", "rating-k", "unknown-model", "ell-1", "min-confidence-0", "input-without-columns"],
+    ids=[
+        "kl-seed",
+        "rating-k",
+        "kl-grouping",
+        "mixed-max-block-size",
+        "unknown-model",
+        "ell-1",
+        "min-confidence-0",
+        "input-without-columns",
+    ],
 )
 def test_refused_options_exit_2_before_anything_runs(nothing_runs, tmp_path, arguments, expected):
     outcome = CliRunner().invoke(main, ["run", *arguments, "--home", str(tmp_path / "home")])

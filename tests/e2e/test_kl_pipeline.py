@@ -350,14 +350,15 @@ def test_kl_metadata_is_numeric_with_stable_names(published):
 
 
 def test_mixed_release_job_refuses_the_kl_model(published, tmp_path):
-    """The `release` job publishes the mixed model only; model 'kl' there fails with a pointer to kl_release."""
+    """The `release` job publishes the mixed model only; model 'kl' and the kl settings there are a config error
+    with a pointer to kl_release, before a run exists (issue 13: the job's run config schema)."""
     job = build_definitions(tmp_path / "home").resolve_job_def("release")
-    result = job.execute_in_process(
-        run_config={"resources": {"settings": {"config": {**published.settings, "ell": 2}}}}, raise_on_error=False
-    )
-    assert not result.success
-    assert "kl_release" in step_failure_messages(result)
-    assert read_latest(tmp_path / "home" / "releases") is None
+    with pytest.raises(dg.DagsterInvalidConfigError, match="kl_release") as refused:
+        job.execute_in_process(
+            run_config={"resources": {"settings": {"config": {**published.settings, "ell": 2}}}}, raise_on_error=False
+        )
+    assert "model: kl is published by job kl_release" in str(refused.value)
+    assert not (tmp_path / "home").exists()
 
 
 def test_kl_job_with_small_blocks_and_greedy_through_the_cli(published, tmp_path, monkeypatch):
@@ -629,7 +630,7 @@ def test_infeasible_table_exits_with_status_2(cli_environment, published, extra,
     [
         (["--model", "kl", "--k", "2", "--ell", "3"], "k >= ell"),
         (["--model", "kl", "--seed", "3"], "--seed: not used by --model kl"),
-        (["--k", "5"], "--k: only used by --model kl"),
+        (["--k", "5"], "--k: not used by --model mixed (a setting of --model kl)"),
         (["--model", "kl", "--generalization-weights", "sex:2"], "not name=number"),
         (["--model", "kl", "--generalization-weights", "education=2"], "not quasi-identifiers"),
     ],

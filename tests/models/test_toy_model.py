@@ -48,6 +48,7 @@ class ToyModel:
 
     name: str = "toy"
     job: str = "toy_release"
+    settings_fields: tuple[str, ...] = ()  # it reads the common settings only (columns, ℓ)
     tables: tuple[str, ...] = ("toy_released",)
     candidate_tables: tuple[str, ...] = ("toy_released",)
     candidate_inputs: tuple[str, ...] = ("raw_records",)
@@ -208,3 +209,18 @@ def test_the_registry_refuses_a_second_model_of_the_same_name_and_forgets_the_to
     with pytest.raises(ValueError, match="does not implement"):
         register(object())  # type: ignore[arg-type]
     assert "toy" in PUBLICATION_MODELS
+
+
+def test_the_plug_in_s_job_takes_the_common_settings_only(toy, tmp_path):
+    """Its run config schema comes from its ``settings_fields`` (none) and the common settings: ``seed`` (the
+    mixed model's) is refused before a run, naming the jobs that take it."""
+    from pipeline.definitions import build_definitions
+    from pipeline.models import COMMON_SETTINGS
+
+    job = build_definitions(tmp_path / "home").resolve_job_def("toy_release")
+    settings = job.run_config_schema.config_type.fields["resources"].config_type.fields["settings"]
+    assert set(settings.config_type.fields["config"].config_type.fields) == {*COMMON_SETTINGS, "model"}
+    with pytest.raises(dg.DagsterInvalidConfigError, match=r"seed: a setting of model mixed \(job release\)"):
+        dg.validate_run_config(job, {"resources": {"settings": {"config": {"seed": 1}}}})
+    assert dg.validate_run_config(job, {"resources": {"settings": {"config": {"ell": 2}}}})
+    assert not (tmp_path / "home").exists()
