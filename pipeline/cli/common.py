@@ -454,27 +454,22 @@ def preflight(config: dict, *, home_option: str | None) -> Path:
         Exit status 2, with the message of the failed check (file, line, column or setting,
         and what to do).
     """
-    from pipeline.core.hierarchies import HierarchyError, load_hierarchies
+    from pipeline.core.hierarchies import HierarchyError
     from pipeline.io.loading import InfeasibleInput, InputError, load_records
+    from pipeline.models import publication_model
     from pipeline.resources import ReleaseSettings
 
     settings = ReleaseSettings(**config)
+    model = publication_model(settings.model)
     try:
         loaded = load_records(
             settings.input_path,
             **settings.reading_options(),
             ell=settings.ell,
         )
-        if settings.model == "kl":
-            load_hierarchies(
-                settings.hierarchies_path(),
-                settings.quasi_identifiers,
-                data_values={a: loaded.records[a] for a in settings.quasi_identifiers},
-                data_source=f"input {settings.input_path}",
-            )
+        model.check_input(settings, loaded.records)
     except InfeasibleInput as error:
-        what = "(k, ℓ)-anonymous" if settings.model == "kl" else "ℓ-diverse"
-        refuse_before_running(f"the table cannot be made {what}, nothing is published: {error}")
+        refuse_before_running(f"the table cannot be made {model.guarantee}, nothing is published: {error}")
     except (InputError, HierarchyError) as error:
         refuse_before_running(str(error))
     home = use_home(home_option)

@@ -154,6 +154,12 @@ class PublicationModel(Protocol[ParametersT]):
         ...
 
     @property
+    def guarantee(self) -> str:
+        """What it makes of a table, in a few words for messages ("ℓ-diverse", "(k, ℓ)-anonymous"): a refusal
+        before running says "the table cannot be made <guarantee>"."""
+        ...
+
+    @property
     def tables(self) -> tuple[str, ...]:
         """Published tables besides ``release_manifest`` (the release contract, README)."""
         ...
@@ -236,6 +242,19 @@ class PublicationModel(Protocol[ParametersT]):
         ------
         ValueError
             Inconsistent values (e.g. ``k < ell`` for the (k, ℓ) model); the message says what to change.
+        """
+        ...
+
+    def check_input(self, settings: Any, records: pd.DataFrame) -> None:
+        """Checks of the input its job would fail on, run by ``msa-release run`` before anything starts (after the
+        input was read and validated; ``records``: the quasi-identifier and sensitive attribute columns as
+        :func:`pipeline.io.loading.load_records` returns them). Does nothing when it needs nothing more.
+
+        Raises
+        ------
+        pipeline.errors.MsaReleaseError
+            A subclass with exit status 2 naming the file and what to do (e.g. the (k, ℓ) model's
+            ``HierarchyError``: a hierarchy that does not cover a value of the data).
         """
         ...
 

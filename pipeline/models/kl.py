@@ -104,6 +104,27 @@ class KLModel:
     source: str = "P2; SPEC §14"
     docs: str = "docs/kl.md"
 
+    guarantee: str = "(k, ℓ)-anonymous"
+
+    def check_input(self, settings: Any, records: pd.DataFrame) -> None:
+        """The hierarchies of ``hierarchies_dir`` cover every quasi-identifier value of the input (the run's
+        ``generalization_hierarchies`` step would fail otherwise).
+
+        Raises
+        ------
+        pipeline.core.hierarchies.HierarchyError
+            A file missing or malformed, or a value of the data absent from its hierarchy (named by column and
+            line, never by value).
+        """
+        from pipeline.core.hierarchies import load_hierarchies
+
+        load_hierarchies(
+            settings.hierarchies_path(),
+            settings.quasi_identifiers,
+            data_values={a: records[a] for a in settings.quasi_identifiers},
+            data_source=f"input {settings.input_path}",
+        )
+
     def parameters(self, settings: Any) -> KLParameters:
         """The typed parameters of ``settings`` (:class:`pipeline.resources.ReleaseSettings`), checked.
 

@@ -142,6 +142,12 @@ class MixedModel:
     #: False for plain Rating: every record goes to IR, no SAC~ and no attribute clusters are published.
     publishes_sac: bool = True
 
+    guarantee: str = "ℓ-diverse"
+
+    def check_input(self, settings: Any, records: pd.DataFrame) -> None:
+        """Nothing beyond the input's own checks: the hierarchies the qi_aware grouping reads are optional (a
+        quasi-identifier without one is published as it is)."""
+
     # ------------------------------------------------------------------ parameters
     def parameters(self, settings: Any) -> MixedParameters:
         """The typed parameters of ``settings`` (:class:`pipeline.resources.ReleaseSettings`)."""

@@ -64,10 +64,14 @@ class ToyModel:
     audited: bool = False
     source: str = "tests/models/test_toy_model.py (teaching example)"
     docs: str = "docs/adding-a-model.md"
+    guarantee: str = "toy-released"
     drop_one_record: bool = False  # a broken build, for the failing-gate test
 
     def parameters(self, settings: Any) -> ToyParameters:
         return ToyParameters(tuple(settings.quasi_identifiers), tuple(settings.sensitive_attributes), int(settings.ell))
+
+    def check_input(self, settings: Any, records: pd.DataFrame) -> None:
+        """Nothing to check beyond the input's own checks."""
 
     def build(self, inputs: Mapping[str, pd.DataFrame], parameters: ToyParameters, *, secret: bytes | None) -> CandidateRelease:
         records = inputs["raw_records"]
