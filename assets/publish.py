@@ -256,7 +256,9 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
             releases_dir=store.releases_dir,
             release_row_ids=release_row_ids,
             sensitive_attributes=sensitive_attributes,
-            candidate_sets_of=lambda candidate_row_map: model.candidate_sets(frames, candidate_row_map, parameters),
+            candidate_sets_of=lambda candidate_row_map: model.candidate_sets(
+                frames, candidate_row_map, parameters.sensitive_attributes
+            ),
         )
         summary = frames["input_summary"].iloc[0]
         manifest = {

@@ -266,8 +266,22 @@ class PublicationModel(Protocol[ParametersT]):
         """Whether this run's gate outcomes let the release be published."""
         ...
 
-    def candidate_sets(self, frames: Frames, row_map: pd.DataFrame, parameters: ParametersT) -> Mapping[str, pd.Series]:
-        """Every released record's candidate set per sensitive attribute (the release-series check)."""
+    def candidate_sets(
+        self, frames: Frames, row_map: pd.DataFrame, sensitive_attributes: Sequence[str]
+    ) -> Mapping[str, pd.Series]:
+        """Every released record's candidate set per sensitive attribute (the release-series check), from its
+        candidate tables (``frames``) or from a published release's (:meth:`read_published`)."""
+        ...
+
+    def read_published(self, directory: Path) -> Frames:
+        """The contract tables of a release of this model published in ``directory``, as :meth:`candidate_sets`
+        takes them (the release-series check compares a new release with earlier ones from their files).
+
+        Raises
+        ------
+        OSError, ValueError
+            A file missing or unreadable.
+        """
         ...
 
     def published_tables(self, frames: Frames, parameters: ParametersT) -> dict[str, pd.DataFrame]:

@@ -193,11 +193,17 @@ class KLModel:
         """Any gate that did not pass refuses the release (the (k, ℓ) model has no override)."""
         return gate_status_verdict(gates, refuse=lambda status: status != "passed")
 
-    def candidate_sets(self, frames: Frames, row_map: pd.DataFrame, parameters: KLParameters) -> Mapping[str, pd.Series]:
+    def candidate_sets(
+        self, frames: Frames, row_map: pd.DataFrame, sensitive_attributes: Sequence[str]
+    ) -> Mapping[str, pd.Series]:
         """Candidate sets of the equivalence classes (:func:`pipeline.core.class_attacks.class_candidate_sets`)."""
         from pipeline.core.class_attacks import class_candidate_sets
 
-        return class_candidate_sets(frames["kl_released"], row_map, parameters.sensitive_attributes)
+        return class_candidate_sets(frames["kl_released"], row_map, list(sensitive_attributes))
+
+    def read_published(self, directory: Path) -> Frames:
+        """``kl_released`` of a published release."""
+        return {"kl_released": pd.read_parquet(Path(directory) / "kl_released.parquet")}
 
     def published_tables(self, frames: Frames, parameters: KLParameters) -> dict[str, pd.DataFrame]:
         """``kl_released`` as assembled."""

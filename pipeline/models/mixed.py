@@ -260,17 +260,27 @@ class MixedModel:
         return GateVerdict(refusal=None, overridden=tuple(overridden), warned=(POSTERIOR_GATE,) if posterior_warned else ())
 
     # ------------------------------------------------------------------ publish
-    def candidate_sets(self, frames: Frames, row_map: pd.DataFrame, parameters: MixedParameters) -> Mapping[str, pd.Series]:
+    def candidate_sets(
+        self, frames: Frames, row_map: pd.DataFrame, sensitive_attributes: Sequence[str]
+    ) -> Mapping[str, pd.Series]:
         """Candidate sets of the SAC~ groups and SIDs (:func:`pipeline.core.composition.candidate_sets`)."""
         from pipeline.core.composition import candidate_sets
 
         return candidate_sets(
-            parameters.sensitive_attributes,
+            list(sensitive_attributes),
             row_map=row_map,
             sac_released=frames["sac_released"],
             attribute_table=frames["attribute_table"],
             id_table=frames["id_table"],
         )
+
+    def read_published(self, directory: Path) -> Frames:
+        """``sac_released``, ``attribute_table`` (SID columns ``Int32``) and ``id_table`` of a published release
+        (:func:`pipeline.release.audit.read_release`; Rating's empty SAC~ table has the contract's columns)."""
+        from pipeline.release.audit import read_release
+
+        release = read_release(directory)
+        return {"sac_released": release.sac_released, "attribute_table": release.attribute_table, "id_table": release.id_table}
 
     def published_tables(self, frames: Frames, parameters: MixedParameters) -> dict[str, pd.DataFrame]:
         """The candidate tables; SID columns of the attribute table as nullable ``Int32`` (NULL = suppressed)."""

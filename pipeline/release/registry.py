@@ -130,8 +130,8 @@ def estimate_pins(home: str | Path, releases_dir: str | Path, release_id: str, n
         ``share_whole_tuple_pinned``, …), or None when the earlier release's files or row ids are
         gone, or it has other sensitive attributes (nothing can then be estimated).
     """
-    from pipeline.release.audit import read_release
-    from pipeline.core.composition import candidate_sets, intersection_attack
+    from pipeline.core.composition import intersection_attack
+    from pipeline.models import publication_model
 
     entry = _registry_row_ids(home, release_id)
     directory = Path(releases_dir) / release_id
@@ -142,20 +142,8 @@ def estimate_pins(home: str | Path, releases_dir: str | Path, release_id: str, n
         if list(manifest.get("sensitive_attributes") or []) != list(sensitive_attributes):
             return None
         row_map = _fingerprint_row_map(*entry)
-        if manifest.get("model") == "kl":
-            from pipeline.core.class_attacks import class_candidate_sets
-
-            released = pd.read_parquet(directory / "kl_released.parquet")
-            old_sets = class_candidate_sets(released, row_map, sensitive_attributes)
-        else:
-            earlier = read_release(directory)
-            old_sets = candidate_sets(
-                sensitive_attributes,
-                row_map=row_map,
-                sac_released=earlier.sac_released,
-                attribute_table=earlier.attribute_table,
-                id_table=earlier.id_table,
-            )
+        model = publication_model(str(manifest.get("model")))
+        old_sets = model.candidate_sets(model.read_published(directory), row_map, sensitive_attributes)
     except (OSError, ValueError, KeyError):
         return None
     old_sets = {a: series[~series.index.duplicated()] for a, series in old_sets.items()}

@@ -90,10 +90,13 @@ class ToyModel:
     def verdict(self, gates: Sequence[Mapping[str, Any]], parameters: ToyParameters) -> GateVerdict:
         return gate_status_verdict(gates, refuse=lambda status: status != "passed")
 
-    def candidate_sets(self, frames, row_map: pd.DataFrame, parameters: ToyParameters):
+    def candidate_sets(self, frames, row_map: pd.DataFrame, sensitive_attributes: Sequence[str]):
         return class_candidate_sets(
-            frames["toy_released"].assign(cluster_id=frames["toy_released"]["row_id"]), row_map, parameters.sensitive_attributes
+            frames["toy_released"].assign(cluster_id=frames["toy_released"]["row_id"]), row_map, list(sensitive_attributes)
         )
+
+    def read_published(self, directory: Path) -> dict[str, pd.DataFrame]:
+        return {"toy_released": pd.read_parquet(directory / "toy_released.parquet")}
 
     def published_tables(self, frames, parameters: ToyParameters) -> dict[str, pd.DataFrame]:
         return {"toy_released": frames["toy_released"]}
