@@ -392,6 +392,12 @@ def _csv_error(path: Path, error: duckdb.Error) -> InputError:
             f"{where}: the file is not UTF-8 encoded; convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8 "
             f"{path.name} > {path.stem}-utf8{path.suffix})"
         )
+    if "invalid state" in lowered:
+        return InputError(
+            f"{where}: the CSV parser stopped in an invalid state, usually a carriage return (CR) or line break inside "
+            "an unquoted value, or line endings mixed within the file; quote values that hold line breaks, or "
+            "normalise the line endings (e.g. dos2unix), and check --delimiter"
+        )
     if "maximum line size" in lowered:
         return InputError(
             f"{where}: a record is longer than DuckDB's line limit (2,097,152 bytes); check the quoting (an unclosed "
@@ -525,16 +531,17 @@ def _read_parquet(
                 "if it is a CSV file"
             ) from error
         stored = list(relation.columns)
+        # the names as written: DuckDB renames a repeated or case-variant name ('A' after 'a' becomes 'A_1')
+        written = _parquet_schema_names(path, fallback=stored)
         if column_names:
             if len(column_names) != len(stored):
                 raise InputError(
                     f"{path}: {len(column_names)} column names given but the Parquet file has {len(stored)} columns "
-                    f"({stored}); give one name per column, or leave --column-names out to use the file's names"
+                    f"({written}); give one name per column, or leave --column-names out to use the file's names"
                 )
             names, origin = list(column_names), "--column-names"
         else:
-            # the names as written: DuckDB renames a repeated or case-variant name ('A' after 'a' becomes 'A_1')
-            names, origin = _parquet_schema_names(path, fallback=stored), "the Parquet schema"
+            names, origin = written, "the Parquet schema"
         _check_columns(path, names, quasi_identifiers, sensitive_attributes, origin=origin)
         configured = {*quasi_identifiers, *sensitive_attributes}
         nested = [(n, str(t)) for n, t in zip(names, relation.types) if n in configured and t.id in NESTED_TYPE_IDS]
