@@ -51,6 +51,19 @@ def test_a_fifo_is_not_a_regular_file_and_is_never_opened(tmp_path):
     assert "not found" not in message
 
 
+def test_the_cli_refuses_a_fifo_with_exit_2(tmp_path):
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    fifo = tmp_path / "incoming.csv"
+    os.mkfifo(fifo)
+    arguments = ["run", "--input", str(fifo), "--quasi-identifiers", "q", "--sensitive-attributes", "a,b"]
+    outcome = CliRunner().invoke(main, [*arguments, "--home", str(tmp_path / "home")])
+    assert outcome.exit_code == 2, outcome.output
+    assert "is not a regular file (it is a named pipe (FIFO))" in outcome.output
+
+
 def test_a_character_device_is_not_a_regular_file():
     with pytest.raises(InputError, match=r"not a regular file \(it is a character device\)"):
         load(Path("/dev/null"))
@@ -118,6 +131,7 @@ def test_latin1_keeps_its_latin1_hint(tmp_path):
 @pytest.mark.parametrize(
     ("content", "kind"),
     [(bz2.compress(ROWS.encode()), "bzip2"), (b"PK\x03\x04" + b"\0" * 40, "zip"), (b"\x28\xb5\x2f\xfd" + b"\0" * 8, "zstd")],
+    ids=["bzip2", "zip", "zstd"],
 )
 def test_other_compressions_say_decompress_first(tmp_path, content, kind):
     path = tmp_path / "packed.csv"
