@@ -232,7 +232,8 @@ def publish_release(
     InvalidLatest
         ``releases/LATEST`` is not a one-line file naming a release (:func:`read_latest`); nothing is written.
     ValueError
-        A ``release_id`` that is not a plain directory name, a table whose columns differ from its schema, a manifest key that is not a column of
+        A ``release_id`` that is not a plain directory name, an integer too large for its manifest column, a table
+        whose columns differ from its schema, a manifest key that is not a column of
         ``MANIFEST_COLUMNS`` or a value of the wrong type (:class:`pipeline.release.manifest.Manifest`), an existing ``release_id``, or an extra file name that is not a
         plain name or collides with a contract file.
     OSError
@@ -260,6 +261,10 @@ def publish_release(
     if unknown:
         raise ValueError(f"manifest keys {unknown} are not columns of release_manifest")
     validate_manifest(manifest)  # every key's type (pipeline/release/manifest.py), before anything is written
+    for key, value in manifest.items():  # and every integer fits its column (a seed of 2**70 failed in DuckDB)
+        bits = {"INTEGER": 32, "BIGINT": 64}.get(MANIFEST_COLUMNS[key])
+        if bits and isinstance(value, int) and not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+            raise ValueError(f"manifest key {key!r} = {value} does not fit the {bits}-bit column {MANIFEST_COLUMNS[key]}")
     manifest_row = {k: (json.dumps(v, sort_keys=True) if isinstance(v, (list, dict, tuple)) else v) for k, v in manifest.items()}
     extra_files = dict(extra_files or {})
     reserved = {"release.duckdb", "manifest.json", *(f"{name}.parquet" for name in [*tables, "release_manifest"])}

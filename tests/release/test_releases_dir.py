@@ -247,3 +247,16 @@ def test_the_cli_reports_a_planted_lock_link_as_unusable(tmp_path, monkeypatch):
 def test_a_wait_that_is_not_a_finite_non_negative_number_is_refused(tmp_path, wait):
     with pytest.raises(ValueError, match="finite number >= 0"):
         acquire_release_lock(tmp_path / "home", wait_seconds=wait)
+
+
+def test_the_largest_seed_the_settings_accept_is_published(tmp_path):
+    """``--seed 2**70`` failed only at publish; the bound the CLI and the settings now enforce (2**63 - 1) fits."""
+    from pipeline.settings import MAX_SEED
+
+    releases = tmp_path / "releases"
+    path = publish_release(releases, IDS[0], {}, SCHEMAS, {"release_id": IDS[0], "seed": MAX_SEED, "min_support": MAX_SEED})
+    assert json.loads((path / "manifest.json").read_text())["seed"] == MAX_SEED
+    assert pd.read_parquet(path / "release_manifest.parquet")["seed"].tolist() == [MAX_SEED]
+    with pytest.raises(ValueError, match="manifest key 'seed' = 9223372036854775808 does not fit the 64-bit column"):
+        publish_release(releases, IDS[1], {}, SCHEMAS, {"release_id": IDS[1], "seed": MAX_SEED + 1})
+    assert entries(releases) == [IDS[0], "LATEST"]
