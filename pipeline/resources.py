@@ -11,7 +11,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from pipeline.settings import Grouping, KLMethod, Model, PosteriorGate, ResidualPolicy
+from pipeline.settings import MAX_SEED, Grouping, KLMethod, Model, PosteriorGate, ResidualPolicy
 
 __all__ = [
     "ADULT_COLUMNS",
@@ -149,7 +149,11 @@ class ReleaseSettings(dg.ConfigurableResource):
         description="Minimum confidence of a strong rule, in (0, 1]; compared with >= (mixed, Rating; not used by kl).",
     )
     seed: int = Field(
-        default=0, ge=0, description="Seed (integer >= 0) of the per-group, per-cluster random permutation of SAC~ (mixed model)."
+        default=0,
+        ge=0,
+        le=MAX_SEED,
+        description="Seed (integer in [0, 2**63 - 1]: the manifest stores it as a 64-bit integer) of the per-group, "
+        "per-cluster random permutation of SAC~ (mixed model).",
     )
     grouping: Grouping = Field(
         default=Grouping.qi_aware,
@@ -187,6 +191,7 @@ class ReleaseSettings(dg.ConfigurableResource):
     min_support: int = Field(
         default=0,
         ge=0,
+        le=MAX_SEED,  # a 64-bit integer in the manifest
         description="Minimum support of a strong rule, in records (mixed, Rating). 0 (default) means max(ℓ, 5). "
         "Rules held by fewer records are neither used nor printed anywhere (report, audit, manifest). "
         "1 is SPEC §1's value (every co-occurrence), which discloses rare records through their rules.",

@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["Grouping", "KLMethod", "Model", "PosteriorGate", "ResidualPolicy"]
+__all__ = ["MAX_SEED", "Grouping", "KLMethod", "Model", "PosteriorGate", "ResidualPolicy"]
+
+#: Largest seed (and min_support) accepted: the manifest stores them as signed 64-bit integers (DuckDB BIGINT), so a
+#: larger one is refused when the settings are read instead of failing at publish (issue 14).
+MAX_SEED = 2**63 - 1
 
 
 class Model(enum.StrEnum):

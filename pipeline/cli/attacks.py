@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from pipeline.cli.app import main
-from pipeline.cli.common import report_step_failures, settings_from_options, execute_job, input_options
+from pipeline.cli.common import FiniteFloatRange, report_step_failures, settings_from_options, execute_job, input_options
 
 
 @main.command()
@@ -21,7 +21,7 @@ from pipeline.cli.common import report_step_failures, settings_from_options, exe
 @click.option("--k", type=click.IntRange(min=2), help="k of the (k, ℓ) release (default 3).")
 @click.option(
     "--min-confidence",
-    type=click.FloatRange(min=0.0, max=1.0, min_open=True),
+    type=FiniteFloatRange(min=0.0, max=1.0, min_open=True),
     help="Strong-rule threshold of the mixed model (default 0.8).",
 )
 @click.option(

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from pipeline.cli.app import main
-from pipeline.cli.common import UnusableInput
+from pipeline.cli.common import FiniteFloatRange, UnusableInput
 
 
 @main.command()
@@ -23,7 +23,7 @@ from pipeline.cli.common import UnusableInput
 )
 @click.option(
     "--min-confidence",
-    type=click.FloatRange(min=0.0, max=1.0, min_open=True),
+    type=FiniteFloatRange(min=0.0, max=1.0, min_open=True),
     help="Threshold of the adversary's rules (default: the release's).",
 )
 @click.option(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import sys
 import tempfile
@@ -167,6 +168,19 @@ def build_settings_config(
     return config
 
 
+class FiniteFloatRange(click.FloatRange):
+    """:class:`click.FloatRange` that also refuses ``nan`` and ``inf``: NaN passes every comparison of a range (``--wait-timeout
+    nan`` waited forever) and an infinite timeout or threshold is never what was meant (usage error, exit 2)."""
+
+    name = "finite float range"
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
 class UnusableInput(UnusableInputError, click.ClickException):
     """An input that cannot be used (exit status 2, like a usage error; 1 means a FAIL verdict)."""
 
@@ -299,7 +313,7 @@ def hold_release_lock(home: Path, *, wait: bool, wait_timeout: float) -> None:
     ReleaseLockBusyError
         Another run holds it (after ``wait_timeout`` seconds with ``wait``): exit status 3.
     """
-    from pipeline.release.locking import ReleaseLockBusy, acquire_release_lock
+    from pipeline.release.locking import ReleaseLockBusy, UnusableLockFile, acquire_release_lock
 
     try:
         lock = acquire_release_lock(
@@ -309,7 +323,25 @@ def hold_release_lock(home: Path, *, wait: bool, wait_timeout: float) -> None:
         )
     except ReleaseLockBusy as error:
         raise ReleaseLockBusyError(str(error)) from error
+    except UnusableLockFile as error:  # release.lock is a symbolic link or not a regular file
+        raise UnusableInput(str(error)) from error
     click.get_current_context().call_on_close(lock.release)
+
+
+def latest_release(home: Path) -> Path | None:
+    """The release ``<home>/releases/LATEST`` names, or None (:func:`pipeline.release.publish.read_latest`).
+
+    Raises
+    ------
+    UnusableInput
+        ``LATEST`` is a directory, a symbolic link, or does not hold the id of a release of the home (exit 2).
+    """
+    from pipeline.release.publish import InvalidLatest, read_latest
+
+    try:
+        return read_latest(home / "releases")
+    except InvalidLatest as error:
+        raise UnusableInput(str(error)) from error
 
 
 def use_home(home_option: str | None) -> Path:
@@ -408,7 +440,6 @@ def write_profile_sidecar(result, home: Path, output: str | None, *, started: fl
     import dagster as dg
 
     from pipeline.evaluation.profiling import build_profile, current_sampler
-    from pipeline.release.publish import read_latest
     from pipeline.run_events import run_step_windows
 
     with dg.DagsterInstance.get() as instance:
@@ -416,7 +447,7 @@ def write_profile_sidecar(result, home: Path, output: str | None, *, started: fl
     sampler = current_sampler()
     if sampler is not None:
         sampler.stop()
-    latest = read_latest(home / "releases")
+    latest = latest_release(home)
     profile = {
         "run_id": result.run_id,
         "success": bool(result.success),

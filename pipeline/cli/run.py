@@ -8,10 +8,11 @@ import time
 
 import click
 
-from pipeline.settings import Model
+from pipeline.settings import MAX_SEED, Model
 
 from pipeline.cli.app import main
 from pipeline.cli.common import (
+    FiniteFloatRange,
     report_step_failures,
     settings_from_options,
     check_model_options,
@@ -21,6 +22,7 @@ from pipeline.cli.common import (
     gate_failure_explanations,
     hold_release_lock,
     input_options,
+    latest_release,
     preflight,
     unusable_input_messages,
     use_home,
@@ -32,8 +34,12 @@ from pipeline.cli.common import (
 @main.command()
 @input_options
 @click.option("--ell", type=click.IntRange(min=2), help="ℓ (integer >= 2; default 3).")
-@click.option("--min-confidence", type=click.FloatRange(min=0.0, max=1.0, min_open=True), help="In (0, 1]; default 0.8.")
-@click.option("--seed", type=click.IntRange(min=0), help="Seed of the per-group permutation (default 0).")
+@click.option("--min-confidence", type=FiniteFloatRange(min=0.0, max=1.0, min_open=True), help="In (0, 1]; default 0.8.")
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0, max=MAX_SEED),
+    help="Seed of the per-group permutation (integer in [0, 2**63 - 1]; default 0).",
+)
 @click.option(
     "--model",
     type=click.Choice([choice.value for choice in Model]),
@@ -45,10 +51,10 @@ from pipeline.cli.common import (
     default=None,
     help="Publish even if the strong-rule adversary beats 1/ell (recorded in the manifest).",
 )
-@click.option("--confidence-tolerance", type=click.FloatRange(0.0, 1.0), help="Gate 4 tolerance (default 0.05).")
+@click.option("--confidence-tolerance", type=FiniteFloatRange(0.0, 1.0), help="Gate 4 tolerance (default 0.05).")
 @click.option(
     "--posterior-slack",
-    type=click.FloatRange(0.0, 1.0),
+    type=FiniteFloatRange(0.0, 1.0),
     help="Posterior gate: tolerance above max(1/ell, population posterior) (default 0.05); --model kl: the same "
     "slack for the adversaries measured on the release (manifest 'attacks').",
 )
@@ -68,7 +74,7 @@ from pipeline.cli.common import (
 )
 @click.option(
     "--stratum-deletion-budget",
-    type=click.FloatRange(0.0, 1.0),
+    type=FiniteFloatRange(0.0, 1.0),
     help="qi_aware: extra records a stratum split may delete per record whose quasi-identifiers it publishes "
     "more specifically (default 0.02; 0 = fewest deletions, most generalization).",
 )
@@ -87,7 +93,7 @@ from pipeline.cli.common import (
 )
 @click.option(
     "--min-support",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_SEED),
     help="Minimum support of a strong rule in records (default max(ell, 5)); rarer rules are neither used nor printed.",
 )
 @click.option(
@@ -134,7 +140,7 @@ from pipeline.cli.common import (
 )
 @click.option(
     "--wait-timeout",
-    type=click.FloatRange(min=0.0),
+    type=FiniteFloatRange(min=0.0),
     default=3600.0,
     show_default=True,
     help="With --wait: give up (exit 3) after this many seconds.",
@@ -164,13 +170,12 @@ def run(**options) -> None:
     validate_settings(config)
     preflight(config, home_option=options["home"])
     from pipeline.models import job_of_model, publication_model
-    from pipeline.release.publish import read_latest
 
     job_name = job_of_model(config.get("model"))
     if options["profile_output"] and not options["profile"]:
         raise click.UsageError("--profile-output needs --profile")
     hold_release_lock(use_home(options["home"]), wait=options["wait"], wait_timeout=options["wait_timeout"])
-    previous = read_latest(use_home(options["home"]) / "releases")
+    previous = latest_release(use_home(options["home"]))
     if options["profile"]:
         from pipeline.evaluation.profiling import ensure_sampler
 
@@ -182,7 +187,7 @@ def run(**options) -> None:
     if options["profile"]:
         write_profile_sidecar(result, home, options["profile_output"], started=started)
     gates = result.get_asset_check_evaluations()
-    latest = read_latest(home / "releases")
+    latest = latest_release(home)
     if latest is not None and latest != previous:
         manifest = json.loads((latest / "manifest.json").read_text())
         click.echo(publication_model(manifest["model"]).summary(manifest, latest, elapsed))

@@ -7,7 +7,7 @@ import time
 import click
 
 from pipeline.cli.app import main
-from pipeline.cli.common import UnusableInput, settings_from_options, validate_settings
+from pipeline.cli.common import FiniteFloatRange, UnusableInput, settings_from_options, validate_settings
 
 
 @main.command()
@@ -40,7 +40,7 @@ from pipeline.cli.common import UnusableInput, settings_from_options, validate_s
 )
 @click.option(
     "--min-confidence",
-    type=click.FloatRange(min=0.0, max=1.0, min_open=True),
+    type=FiniteFloatRange(min=0.0, max=1.0, min_open=True),
     help="Threshold of the rule comparison source vs sample (default 0.8).",
 )
 def synthesize(**options) -> None:

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import csv
 import difflib
+import gzip
 import hashlib
 import re
+import stat
+import string
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.core.values import merge_look_alike_values
-from pipeline.core.mixed_model import validate_model_columns
+from pipeline.core.mixed_model import RESERVED_COLUMNS, validate_model_columns
 from pipeline.errors import UnusableInputError
 
 __all__ = [
@@ -103,12 +106,32 @@ def resolve_input_path(path: str | Path) -> Path:
         resolved = PROJECT_ROOT / candidate
     if resolved.is_dir():
         raise InputError(f"input {str(path)!r} is a directory; pass a CSV or Parquet file with --input")
+    if resolved.exists() and not resolved.is_file():
+        # a FIFO would block every read (and the SHA-256 of a stream is not a file's); a device is no table
+        raise InputError(
+            f"input {str(path)!r} is not a regular file (it is a {_special_file_kind(resolved)}); pass a regular CSV or "
+            "Parquet file with --input (copy a pipe's or a device's content into a file first)"
+        )
     if not resolved.is_file():
         raise InputError(
             f"input file {str(path)!r} not found (looked in {Path.cwd()} and {PROJECT_ROOT}); "
             "pass an existing CSV or Parquet file with --input"
         )
     return resolved.resolve()
+
+
+def _special_file_kind(path: Path) -> str:
+    """What a path that exists but is neither a directory nor a regular file is, for a message."""
+    mode = path.stat().st_mode
+    for test, kind in (
+        (stat.S_ISFIFO, "named pipe (FIFO)"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+    ):
+        if test(mode):
+            return kind
+    return "special file"
 
 
 def file_sha256(path: Path) -> str:
@@ -176,6 +199,23 @@ def _check_columns(
             f"{path}: {origin} names column(s) {duplicated} more than once (1-based positions {positions}); "
             "rename them so that every column name is unique"
         )
+    case_variants = _case_variants(names)
+    if case_variants:
+        # DuckDB (the reader and the warehouse) compares names ignoring ASCII case: 'a' and 'A' are one column there
+        positions = [[k for k, m in enumerate(names, start=1) if _fold_case(m) == folded] for folded in case_variants]
+        if header_may_be_data:
+            named = sorted({n for n in names if n in configured and _fold_case(n) in case_variants})
+            raise InputError(
+                f"{path}: {origin} has column names that differ only in upper/lower case at 1-based positions "
+                f"{positions}" + (f" (among them the configured {named})" if named else "") + "; DuckDB does not tell "
+                f"such names apart: rename them so that every column name is unique ignoring case, or {no_header_hint}"
+            )
+        listed = [[names[k - 1] for k in group] for group in positions]
+        raise InputError(
+            f"{path}: {origin} has column names that differ only in upper/lower case: {listed} (1-based positions "
+            f"{positions}); DuckDB does not tell such names apart (it would rename one silently): rename them so that "
+            "every column name is unique ignoring case"
+        )
     missing = [c for c in dict.fromkeys(configured) if c not in names]
     if missing:
         hints = []
@@ -210,16 +250,104 @@ def _check_columns(
         validate_model_columns(names, quasi_identifiers, sensitive_attributes)
     except ValueError as error:
         raise InputError(f"{path}: {error}") from error
+    reserved = [c for c in dict.fromkeys(configured) if _fold_case(c) in RESERVED_COLUMNS]
+    if reserved:
+        raise InputError(
+            f"{path}: configured column name(s) {reserved} differ from the release contract's reserved name(s) "
+            f"{sorted({_fold_case(c) for c in reserved})} only in upper/lower case, and column names are compared "
+            "ignoring case (DuckDB); rename them in the input (or with --column-names)",
+            file=str(path),
+            column=reserved[0],
+        )
 
 
-def _csv_header(path: Path, delimiter: str) -> list[str]:
+def _fold_case(name: str) -> str:
+    """``name`` as DuckDB compares identifiers: ASCII letters lowered, every other character kept ('É' != 'é')."""
+    return name.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+
+def _case_variants(names: Sequence[str]) -> list[str]:
+    """Folded names (:func:`_fold_case`) that two or more different ``names`` share, in order of first occurrence."""
+    spellings: dict[str, set[str]] = {}
+    for name in names:
+        spellings.setdefault(_fold_case(name), set()).add(name)
+    return [folded for folded, seen in spellings.items() if len(seen) > 1]
+
+
+#: Leading bytes of compressed files DuckDB's CSV reader is not asked to open (gzip is read directly).
+_OTHER_COMPRESSIONS = {b"PK\x03\x04": "zip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
+#: Byte-order marks of the UTF-16 and UTF-32 encodings (UTF-32 first: its little-endian mark starts like UTF-16's).
+_WIDE_BOMS = {
+    b"\xff\xfe\x00\x00": "UTF-32",
+    b"\x00\x00\xfe\xff": "UTF-32",
+    b"\xff\xfe": "UTF-16",
+    b"\xfe\xff": "UTF-16",
+}
+
+
+def _csv_compression(path: Path) -> str:
+    """``"gzip"`` for a gzip-compressed CSV (read directly, whatever its name), else ``"none"``.
+
+    Looks at the first bytes (of the decompressed stream for gzip) and refuses, naming what it
+    found and the command that converts it, a file in UTF-16 or UTF-32 (a byte-order mark, or a
+    NUL byte in every other position) and a file compressed with zip, bzip2, xz or zstd.
+
+    Raises
+    ------
+    InputError
+        As above, or a gzip file that cannot be decompressed.
+    """
+    with path.open("rb") as handle:
+        head = handle.read(64)
+    compression = "gzip" if head.startswith(b"\x1f\x8b") else "none"
+    if compression == "gzip":
+        try:
+            with gzip.open(path, "rb") as handle:
+                head = handle.read(64)
+        except (OSError, EOFError) as error:  # gzip.BadGzipFile is an OSError
+            raise InputError(
+                f"{path}: the file starts like a gzip file but cannot be decompressed ({error}); check that the copy "
+                f"is complete (gzip -t {path.name}), or pass the uncompressed CSV"
+            ) from error
+    for magic, name in _OTHER_COMPRESSIONS.items():
+        if head.startswith(magic):
+            raise InputError(
+                f"{path}: the file is {name}-compressed; decompress it first and pass the CSV file (gzip-compressed "
+                "CSV is read directly)"
+            )
+    encoding = next((name for bom, name in _WIDE_BOMS.items() if head.startswith(bom)), None)
+    if encoding is None and len(head) >= 4 and (head[1::2].count(0) * 2 >= len(head) or head[0::2].count(0) * 2 >= len(head)):
+        encoding = "UTF-16"  # text of ASCII characters in UTF-16 without a byte-order mark
+    if encoding is not None:
+        stem = path.name.removesuffix(".gz")
+        source = (
+            f"gzip -dc {path.name} | iconv -f {encoding} -t UTF-8"
+            if compression == "gzip"
+            else (f"iconv -f {encoding} -t UTF-8 {path.name}")
+        )
+        raise InputError(
+            f"{path}: the file is encoded in {encoding}, not UTF-8; convert it to UTF-8 (e.g. {source} > "
+            f"{Path(stem).stem}-utf8{Path(stem).suffix})"
+        )
+    return compression
+
+
+def _csv_header(path: Path, delimiter: str, *, compression: str = "none") -> list[str]:
     """The first record of a CSV file (its header row), read with Python's csv module.
 
     Read here rather than by DuckDB, which renames duplicated names silently (``a``, ``a_1``).
     A byte-order mark is ignored; names are stripped; an empty name becomes ``column<k>``.
+    ``compression`` ``"gzip"`` reads a gzip-compressed file.
     """
     try:
-        with path.open(newline="", encoding="utf-8-sig") as handle:
+        if compression == "gzip":
+            opened = gzip.open(path, "rt", newline="", encoding="utf-8-sig")
+        else:
+            opened = path.open(newline="", encoding="utf-8-sig")
+        with opened as handle:
             header = next(csv.reader(handle, delimiter=delimiter, quotechar='"', doublequote=True), None)
     except UnicodeDecodeError as error:
         raise InputError(
@@ -230,6 +358,8 @@ def _csv_header(path: Path, delimiter: str) -> list[str]:
         raise InputError(
             f"{path}, line 1: the header row cannot be parsed ({error}); check --delimiter and the quoting"
         ) from error
+    except (OSError, EOFError) as error:  # a truncated or corrupt gzip stream
+        raise InputError(f"{path}: cannot be decompressed ({error}); check that the gzip file is complete") from error
     if not header:
         raise InputError(
             f"{path}: the first line is blank, so there is no header row; remove the blank line, or use "
@@ -262,6 +392,12 @@ def _csv_error(path: Path, error: duckdb.Error) -> InputError:
             f"{where}: the file is not UTF-8 encoded; convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8 "
             f"{path.name} > {path.stem}-utf8{path.suffix})"
         )
+    if "invalid state" in lowered:
+        return InputError(
+            f"{where}: the CSV parser stopped in an invalid state, usually a carriage return (CR) or line break inside "
+            "an unquoted value, or line endings mixed within the file; quote values that hold line breaks, or "
+            "normalise the line endings (e.g. dos2unix), and check --delimiter"
+        )
     if "maximum line size" in lowered:
         return InputError(
             f"{where}: a record is longer than DuckDB's line limit (2,097,152 bytes); check the quoting (an unclosed "
@@ -284,10 +420,11 @@ def _read_csv(
     """The configured columns of a CSV file as categorical text (NaN = SQL NULL), read with the
     dialect given, not sniffed: DuckDB's sniffer can take a ragged file's last row for its header
     and return no record. Every row is still parsed, so a ragged row anywhere is refused."""
+    compression = _csv_compression(path)
     if column_names:
         names, origin = list(column_names), "--column-names"
     elif csv_header:
-        names, origin = _csv_header(path, delimiter), "the header row"
+        names, origin = _csv_header(path, delimiter, compression=compression), "the header row"
     else:
         raise InputError(
             f"{path}: a CSV without a header row needs the column names (--column-names a,b,c or config column_names)"
@@ -302,6 +439,7 @@ def _read_csv(
         "strict_mode": True,
         "null_padding": False,
         "columns": {name: "VARCHAR" for name in names},
+        "compression": compression,
     }
     arguments = ", ".join(f"{k} := ${k}" for k in options)
     wanted = ", ".join(_quote(c) for c in [*quasi_identifiers, *sensitive_attributes])
@@ -393,15 +531,17 @@ def _read_parquet(
                 "if it is a CSV file"
             ) from error
         stored = list(relation.columns)
+        # the names as written: DuckDB renames a repeated or case-variant name ('A' after 'a' becomes 'A_1')
+        written = _parquet_schema_names(path, fallback=stored)
         if column_names:
             if len(column_names) != len(stored):
                 raise InputError(
                     f"{path}: {len(column_names)} column names given but the Parquet file has {len(stored)} columns "
-                    f"({stored}); give one name per column, or leave --column-names out to use the file's names"
+                    f"({written}); give one name per column, or leave --column-names out to use the file's names"
                 )
             names, origin = list(column_names), "--column-names"
         else:
-            names, origin = stored, "the Parquet schema"
+            names, origin = written, "the Parquet schema"
         _check_columns(path, names, quasi_identifiers, sensitive_attributes, origin=origin)
         configured = {*quasi_identifiers, *sensitive_attributes}
         nested = [(n, str(t)) for n, t in zip(names, relation.types) if n in configured and t.id in NESTED_TYPE_IDS]
@@ -425,6 +565,18 @@ def _read_parquet(
         raise InputError(f"{path}: cannot be read as Parquet ({str(error).strip().splitlines()[0]})") from error
     finally:
         connection.close()
+
+
+def _parquet_schema_names(path: Path, *, fallback: list[str]) -> list[str]:
+    """The top-level column names of a Parquet file as stored in its schema (pyarrow reads the footer only);
+    ``fallback`` (DuckDB's names) when the footer cannot be read that way or has another number of columns."""
+    import pyarrow.parquet as pq
+
+    try:
+        names = list(pq.read_schema(path).names)
+    except (OSError, pa.ArrowException):
+        return fallback
+    return names if len(names) == len(fallback) else fallback
 
 
 def _read(
@@ -510,7 +662,8 @@ def check_ell_feasible(
     Raises
     ------
     InfeasibleInput
-        Fewer than ℓ records; a sensitive attribute with a single distinct value; a sensitive
+        Fewer than ℓ records; a sensitive attribute with a single distinct value (known for everyone:
+        refused, never published, whatever ℓ); a sensitive
         attribute with fewer than ℓ distinct values (each named with its count). No value of
         the data is quoted.
     """
@@ -525,9 +678,12 @@ def check_ell_feasible(
     constant = [a for a, count in distinct.items() if count == 1]
     if constant:
         raise InfeasibleInput(
-            f"{source}: sensitive attribute(s) {constant} have the same value in all {n} records: such a column cannot "
-            "be ℓ-diverse (and discloses nothing about anyone); remove it from --sensitive-attributes, or check its "
-            "missing-value tokens and the column choice",
+            f"{source}: sensitive attribute(s) {constant} have the same value in all {n} records (after the "
+            "missing-value policy): a constant sensitive attribute is known for everyone, since whoever learns the one "
+            "value (from a single released record, or from knowing the table's subject) knows every person's value, "
+            "and no grouping can make it ℓ-diverse; nothing is published. Remove it from --sensitive-attributes and "
+            "keep it out of the release (publishing it discloses it for everyone), or check its missing-value tokens "
+            "and the column choice",
             column=constant[0],
         )
     short = {a: count for a, count in distinct.items() if count < ell}

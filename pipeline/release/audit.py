@@ -13,6 +13,7 @@ Sources: P1 §3.3, Definition 2, Lemmas 12 and 22; SPEC §8-§11.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -26,7 +27,7 @@ from pipeline.core.adversary import adversary_view, recover_rule_confidences
 from pipeline.core.metrics import additional_information_loss, domain_sizes, reconstruction_error
 from pipeline.core.rules import mine_strong_rules, resolve_mining_backend
 from pipeline.io.loading import InputError, load_records
-from pipeline.release.publish import MODEL_TABLES
+from pipeline.release.publish import MODEL_TABLES, InvalidLatest, read_latest
 from pipeline.errors import UnusableInputError
 from pipeline.release.manifest import validate_input_reading
 
@@ -79,13 +80,18 @@ class PublishedRelease:
 
 
 def _resolve_release_dir(path: Path) -> Path:
-    """A release directory, or a ``releases`` directory whose ``LATEST`` names one."""
+    """A release directory, or a ``releases`` directory (or a home) whose ``LATEST`` names one, validated by
+    :func:`pipeline.release.publish.read_latest` (a ``LATEST`` holding a path is refused, never followed)."""
     if (path / "manifest.json").is_file():
         return path
-    if (path / "LATEST").is_file():
-        return path / (path / "LATEST").read_text().strip()
-    if (path / "releases" / "LATEST").is_file():
-        return _resolve_release_dir(path / "releases")
+    for releases_dir in (path, path / "releases"):
+        if os.path.lexists(releases_dir / "LATEST"):
+            try:
+                latest = read_latest(releases_dir)
+            except InvalidLatest as error:
+                raise AuditError(str(error)) from error
+            if latest is not None:
+                return latest
     raise AuditError(
         f"{path} is not a release directory: it has no manifest.json (nor a LATEST file naming one); "
         "pass $MSA_RELEASE_HOME/releases/<release_id>"

@@ -18,10 +18,13 @@ Source: issue 6 ("Concurrency and load"); ``flock(2)``.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
+import math
 import os
 import socket
+import stat
 import sys
 import threading
 import time
@@ -30,9 +33,9 @@ from datetime import datetime, UTC
 from pathlib import Path
 
 from pipeline.release.failpoints import failpoint
-from pipeline.errors import ReleaseLockBusyBase
+from pipeline.errors import ReleaseLockBusyBase, UnusableInputError
 
-__all__ = ["LOCK_FILE_NAME", "ReleaseLock", "ReleaseLockBusy", "acquire_release_lock", "lock_holder"]
+__all__ = ["LOCK_FILE_NAME", "ReleaseLock", "ReleaseLockBusy", "UnusableLockFile", "acquire_release_lock", "lock_holder"]
 
 #: Name of the lock file inside the release home.
 LOCK_FILE_NAME = "release.lock"
@@ -95,12 +98,59 @@ class ReleaseLock:
         self.release()
 
 
+class UnusableLockFile(UnusableInputError, OSError):
+    """``<home>/release.lock`` is a symbolic link or not a regular file: the home cannot be used (exit 2)."""
+
+
 def lock_holder(home: Path) -> dict:
-    """What the current (or last) holder wrote in ``<home>/release.lock``; ``{}`` if unreadable."""
+    """What the current (or last) holder wrote in ``<home>/release.lock``; ``{}`` if unreadable (a symbolic link is
+    not followed)."""
     try:
-        return json.loads((Path(home) / LOCK_FILE_NAME).read_text() or "{}")
+        descriptor = os.open(Path(home) / LOCK_FILE_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return {}
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return {}
+        return json.loads(os.pread(descriptor, 65536, 0).decode("utf-8", "replace") or "{}")
     except (OSError, ValueError):
         return {}
+    finally:
+        os.close(descriptor)
+
+
+def _open_lock_file(path: Path) -> int:
+    """Open (or create, mode 0600) the lock file without following a symbolic link; refuse anything but a regular file.
+
+    A symbolic link planted at ``release.lock`` would make every run create, truncate and write the file it points to
+    (``O_NOFOLLOW``); a FIFO would block the open (``O_NONBLOCK``, then refused).
+
+    Raises
+    ------
+    UnusableLockFile
+        A symbolic link, a directory, a FIFO or another special file.
+    OSError
+        Any other reason the file cannot be opened (e.g. the home is not writable).
+    """
+    try:
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO) or path.is_symlink() or path.is_dir():
+            kind = "a symbolic link" if path.is_symlink() else "a directory" if path.is_dir() else "not a regular file"
+            raise UnusableLockFile(
+                f"{path} is {kind}, not the lock file msa-release writes; remove it (no run holds it: msa-release "
+                "only ever creates a regular file there) and run again",
+                file=str(path),
+            ) from error
+        raise
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise UnusableLockFile(
+            f"{path} is not a regular file (a FIFO or a device), not the lock file msa-release writes; remove it and run again",
+            file=str(path),
+        )
+    os.set_blocking(descriptor, True)
+    return descriptor
 
 
 def acquire_release_lock(
@@ -133,9 +183,15 @@ def acquire_release_lock(
     ------
     ReleaseLockBusy
         Another process or thread holds the lock (after ``wait_seconds``).
+    UnusableLockFile
+        ``release.lock`` is a symbolic link (never followed), a directory or another non-regular file.
+    ValueError
+        ``wait_seconds`` negative, NaN or infinite.
     OSError
         The lock file cannot be created (e.g. the home is not writable).
     """
+    if not math.isfinite(wait_seconds) or wait_seconds < 0:
+        raise ValueError(f"wait_seconds must be a finite number >= 0, got {wait_seconds!r}")
     home = Path(home).expanduser().resolve()
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = home / LOCK_FILE_NAME
@@ -144,7 +200,7 @@ def acquire_release_lock(
         if key in _held:
             _held[key][1] += 1
             return ReleaseLock(path, key)
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    descriptor = _open_lock_file(path)
     started = time.monotonic()
     try:
         while True:

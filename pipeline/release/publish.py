@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import stat
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from pipeline.errors import UnusableInputError
 from pipeline.models import PUBLICATION_MODELS
 from pipeline.release.failpoints import failpoint
 from pipeline.release.manifest import validate_manifest
@@ -27,6 +29,7 @@ __all__ = [
     "MANIFEST_COLUMNS",
     "MANIFEST_JSON_COLUMNS",
     "MODEL_TABLES",
+    "InvalidLatest",
     "contract_schemas",
     "list_releases",
     "package_versions",
@@ -226,8 +229,11 @@ def publish_release(
 
     Raises
     ------
+    InvalidLatest
+        ``releases/LATEST`` is not a one-line file naming a release (:func:`read_latest`); nothing is written.
     ValueError
-        A table whose columns differ from its schema, a manifest key that is not a column of
+        A ``release_id`` that is not a plain directory name, an integer too large for its manifest column, a table
+        whose columns differ from its schema, a manifest key that is not a column of
         ``MANIFEST_COLUMNS`` or a value of the wrong type (:class:`pipeline.release.manifest.Manifest`), an existing ``release_id``, or an extra file name that is not a
         plain name or collides with a contract file.
     OSError
@@ -235,7 +241,19 @@ def publish_release(
         published and the staging directory is removed; after it (writing ``LATEST``, retention)
         the new release is complete but ``LATEST`` may still name the previous one.
     """
+    if not _is_plain_release_id(release_id):
+        raise ValueError(f"release id {release_id[:80]!r} is not a plain directory name (no '/', no leading dot)")
     releases_dir.mkdir(parents=True, exist_ok=True)
+    # LATEST must be replaceable before the release is renamed into place: a LATEST directory made os.replace fail
+    # after the rename, leaving a complete release that LATEST did not name (issue 14)
+    read_latest(releases_dir)
+    latest_tmp = releases_dir / LATEST_TMP_NAME
+    if latest_tmp.is_dir() and not latest_tmp.is_symlink():
+        raise InvalidLatest(
+            f"{latest_tmp} is a directory; msa-release writes a file of that name to replace LATEST atomically: "
+            "remove the directory (it is not a release) and run again",
+            file=str(latest_tmp),
+        )
     final = releases_dir / release_id
     if final.exists():
         raise ValueError(f"release {release_id} already exists in {releases_dir}")
@@ -243,6 +261,10 @@ def publish_release(
     if unknown:
         raise ValueError(f"manifest keys {unknown} are not columns of release_manifest")
     validate_manifest(manifest)  # every key's type (pipeline/release/manifest.py), before anything is written
+    for key, value in manifest.items():  # and every integer fits its column (a seed of 2**70 failed in DuckDB)
+        bits = {"INTEGER": 32, "BIGINT": 64}.get(MANIFEST_COLUMNS[key])
+        if bits and isinstance(value, int) and not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+            raise ValueError(f"manifest key {key!r} = {value} does not fit the {bits}-bit column {MANIFEST_COLUMNS[key]}")
     manifest_row = {k: (json.dumps(v, sort_keys=True) if isinstance(v, (list, dict, tuple)) else v) for k, v in manifest.items()}
     extra_files = dict(extra_files or {})
     reserved = {"release.duckdb", "manifest.json", *(f"{name}.parquet" for name in [*tables, "release_manifest"])}
@@ -251,7 +273,8 @@ def publish_release(
             raise ValueError(f"extra file name {name!r} must be a plain file name other than {sorted(reserved)}")
     all_tables = dict(tables)
     all_tables["release_manifest"] = pd.DataFrame([{c: manifest_row.get(c) for c in MANIFEST_COLUMNS}])
-    staging = releases_dir / f".staging-{release_id}"
+    staging = releases_dir / f"{STAGING_PREFIX}{release_id}"
+    _mark_owned(releases_dir, staging.name)  # before the directory exists, removed after it is gone (renamed)
     staging.mkdir(mode=0o755)
     failpoint("publish.staging_created")
     try:
@@ -288,7 +311,10 @@ def publish_release(
         failpoint("publish.renamed")
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        if not staging.exists():
+            _unmark_owned(releases_dir, staging.name)
         raise
+    _unmark_owned(releases_dir, staging.name)
     latest_tmp = releases_dir / LATEST_TMP_NAME
     latest_tmp.write_text(release_id + "\n")
     with latest_tmp.open("rb") as handle:
@@ -306,6 +332,41 @@ def publish_release(
 RELEASE_ID_PATTERN = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
 #: Prefixes of the hidden entries of ``releases/`` (never releases; readers ignore dot names).
 STAGING_PREFIX, DELETING_PREFIX, LATEST_TMP_NAME = ".staging-", ".deleting-", ".LATEST.tmp"
+#: Suffix of the owner mark of a hidden directory: ``.staging-<id>.msa-release`` exists from before
+#: ``.staging-<id>`` is created until after it is gone, so only directories this tool made are ever removed.
+OWNER_MARK_SUFFIX = ".msa-release"
+OWNER_MARK_TEXT = "created by msa-release: the hidden directory of the same name (without this suffix) is its own\n"
+
+
+def _mark_owned(releases_dir: Path, name: str) -> None:
+    """Write (and fsync) the owner mark of the hidden directory ``name``, before that directory exists."""
+    mark = releases_dir / f"{name}{OWNER_MARK_SUFFIX}"
+    descriptor = os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(descriptor, OWNER_MARK_TEXT.encode())
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+    _fsync_directory(releases_dir)
+
+
+def _unmark_owned(releases_dir: Path, name: str) -> None:
+    """Remove the owner mark of ``name`` (after the directory is gone or renamed); a missing mark is fine."""
+    try:
+        (releases_dir / f"{name}{OWNER_MARK_SUFFIX}").unlink()
+    except FileNotFoundError:
+        pass
+
+
+def _is_owned(releases_dir: Path, name: str) -> bool:
+    """Whether the owner mark of ``name`` is there: a regular file (not a link) holding :data:`OWNER_MARK_TEXT`."""
+    mark = releases_dir / f"{name}{OWNER_MARK_SUFFIX}"
+    try:
+        if mark.is_symlink() or not mark.is_file() or mark.stat().st_size != len(OWNER_MARK_TEXT.encode()):
+            return False
+        return mark.read_text() == OWNER_MARK_TEXT
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def list_releases(releases_dir: Path) -> list[Path]:
@@ -340,24 +401,35 @@ def remove_stale_entries(releases_dir: Path) -> list[str]:
     """Remove what a killed run left in ``releases_dir``: staging and half-deleted directories.
 
     Only call it while holding the release lock (:mod:`pipeline.release.locking` does, on acquisition):
-    then no other run is writing there, so every ``.staging-*``, ``.deleting-*`` and
-    ``.LATEST.tmp`` is stale. Releases and ``LATEST`` are never touched.
+    then no other run is writing there, so every ``.staging-<id>`` and ``.deleting-<id>`` directory this tool
+    made (its owner mark ``<name>.msa-release`` is there, :data:`OWNER_MARK_TEXT`) is stale, and so is a
+    ``.LATEST.tmp`` file. A directory with such a name but without the mark is someone else's and is left alone;
+    releases and ``LATEST`` are never touched.
 
     Returns
     -------
     list of str
-        Names of the removed entries.
+        Names of the removed entries (owner marks included).
     """
     if not releases_dir.is_dir():
         return []
     removed = []
     for path in sorted(releases_dir.iterdir()):
-        if path.name.startswith((STAGING_PREFIX, DELETING_PREFIX)) and path.is_dir() and not path.is_symlink():
+        name = path.name
+        if not name.startswith((STAGING_PREFIX, DELETING_PREFIX)):
+            if name == LATEST_TMP_NAME and not path.is_dir():
+                path.unlink()
+                removed.append(name)
+            continue
+        if name.endswith(OWNER_MARK_SUFFIX):
+            owned = name.removesuffix(OWNER_MARK_SUFFIX)
+            # a mark whose directory is gone (removed above in sorted order, or never created, or renamed)
+            if not os.path.lexists(releases_dir / owned) and _is_owned(releases_dir, owned):
+                path.unlink()
+                removed.append(name)
+        elif path.is_dir() and not path.is_symlink() and _is_owned(releases_dir, name):
             shutil.rmtree(path)
-            removed.append(path.name)
-        elif path.name == LATEST_TMP_NAME:
-            path.unlink()
-            removed.append(path.name)
+            removed.append(name)
     if removed:
         _fsync_directory(releases_dir)
     return removed
@@ -398,6 +470,7 @@ def prune_releases(releases_dir: Path, keep: int) -> list[str]:
         if latest is not None and path.name == latest.name:
             continue
         doomed = releases_dir / f"{DELETING_PREFIX}{path.name}"
+        _mark_owned(releases_dir, doomed.name)  # before the rename, removed after the directory is gone
         os.rename(path, doomed)
         _fsync_directory(releases_dir)
         failpoint("retention.renamed")
@@ -406,6 +479,7 @@ def prune_releases(releases_dir: Path, keep: int) -> list[str]:
             if position == 0:
                 failpoint("retention.deleting")
         doomed.rmdir()
+        _unmark_owned(releases_dir, doomed.name)
         removed.append(path.name)
     if removed:
         _fsync_directory(releases_dir)
@@ -413,9 +487,61 @@ def prune_releases(releases_dir: Path, keep: int) -> list[str]:
     return removed
 
 
+def _is_plain_release_id(release_id: str) -> bool:
+    """Whether ``release_id`` can only name an entry of the releases directory itself: a non-empty plain name (no
+    ``/``, no NUL, no leading dot, so neither ``..`` nor a hidden entry), at most 128 characters. Releases made by
+    the pipeline match :data:`RELEASE_ID_PATTERN`."""
+    return 0 < len(release_id) <= 128 and "/" not in release_id and "\0" not in release_id and not release_id.startswith(".")
+
+
+class InvalidLatest(UnusableInputError, ValueError):
+    """``releases/LATEST`` is not what msa-release writes there (exit 2): a directory, a symbolic link or another
+    non-regular file, text that is not one release id, or an id whose directory is missing."""
+
+
 def read_latest(releases_dir: Path) -> Path | None:
-    """The directory named by ``releases/LATEST``, or None when nothing was published."""
+    """The release directory named by ``releases/LATEST``, or None when nothing was published (no ``LATEST``).
+
+    ``LATEST`` is validated, never followed blindly: it must be a regular file (not a symbolic link) holding one
+    release id, a plain name (no ``/``, no leading dot: nothing outside ``releases_dir`` can be named), of a
+    directory (not a symbolic link) of ``releases_dir``.
+
+    Raises
+    ------
+    InvalidLatest
+        Naming ``LATEST``, what is wrong with it and how to repair it.
+    """
     latest = releases_dir / "LATEST"
-    if not latest.is_file():
+    try:
+        status = os.lstat(latest)
+    except FileNotFoundError:
         return None
-    return releases_dir / latest.read_text().strip()
+    repair = (
+        f"repair it: write the id of the newest complete release of {releases_dir} into it (one line), or remove it "
+        "if none was published"
+    )
+    if not stat.S_ISREG(status.st_mode):
+        kind = (
+            "a symbolic link"
+            if stat.S_ISLNK(status.st_mode)
+            else "a directory"
+            if stat.S_ISDIR(status.st_mode)
+            else ("not a regular file")
+        )
+        raise InvalidLatest(f"{latest} is {kind}, not the one-line file msa-release writes; {repair}", file=str(latest))
+    if status.st_size > 256:
+        raise InvalidLatest(f"{latest} holds {status.st_size} bytes, not one release id; {repair}", file=str(latest))
+    release_id = latest.read_bytes().decode("utf-8", "replace").strip()
+    if not _is_plain_release_id(release_id):
+        raise InvalidLatest(
+            f"{latest} does not hold a release id (expected one line like 20260101T000000Z-0123abcd, the name of a "
+            f"directory of {releases_dir}; got {release_id[:80]!r}, {'a path' if '/' in release_id else 'not a plain name'}); "
+            f"{repair}",
+            file=str(latest),
+        )
+    directory = releases_dir / release_id
+    if directory.is_symlink() or not directory.is_dir():
+        raise InvalidLatest(
+            f"{latest} names release {release_id}, which is not a directory of {releases_dir}; {repair}", file=str(latest)
+        )
+    return directory

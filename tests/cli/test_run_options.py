@@ -35,6 +35,18 @@ def nothing_runs(monkeypatch):
         (["--ell", "1"], "1 is not in the range x>=2"),
         (["--min-confidence", "0"], "--min-confidence"),
         (["--input", "x.csv"], "with --input, name the columns"),
+        # issue 14: a seed the manifest's 64-bit column cannot hold failed only at publish
+        (["--seed", str(2**70)], "--seed"),
+        (["--seed", str(2**63)], "0<=x<=9223372036854775807"),
+        (["--min-support", str(2**64)], "--min-support"),
+        # issue 14: NaN passes every comparison of a range (--wait-timeout nan waited forever)
+        (["--wait", "--wait-timeout", "nan"], "'nan' is not a finite number"),
+        (["--wait", "--wait-timeout", "inf"], "'inf' is not a finite number"),
+        (["--wait", "--wait-timeout", "-1"], "-1.0 is not in the range x>=0"),
+        (["--min-confidence", "nan"], "'nan' is not a finite number"),
+        (["--posterior-slack", "NaN"], "'NaN' is not a finite number"),
+        (["--stratum-deletion-budget", "nan"], "'nan' is not a finite number"),
+        (["--confidence-tolerance", "-inf"], "--confidence-tolerance"),
     ],
     ids=[
         "kl-seed",
@@ -45,6 +57,16 @@ def nothing_runs(monkeypatch):
         "ell-1",
         "min-confidence-0",
         "input-without-columns",
+        "seed-2^70",
+        "seed-2^63",
+        "min-support-2^64",
+        "wait-timeout-nan",
+        "wait-timeout-inf",
+        "wait-timeout-negative",
+        "min-confidence-nan",
+        "posterior-slack-nan",
+        "stratum-deletion-budget-nan",
+        "confidence-tolerance-minus-inf",
     ],
 )
 def test_refused_options_exit_2_before_anything_runs(nothing_runs, tmp_path, arguments, expected):
@@ -78,3 +100,17 @@ def test_generalization_weights_are_parsed_and_refused_when_malformed():
         parse_weights("sex")
     with pytest.raises(Exception, match="given twice"):
         parse_weights("sex=1,sex=2")
+
+
+def test_the_largest_seed_is_accepted_and_the_settings_bound_it_too():
+    """The settings (Dagster launchpad, inbox) refuse what the CLI refuses: seed and min_support fit a BIGINT."""
+    from pydantic import ValidationError
+
+    from pipeline.resources import ReleaseSettings
+    from pipeline.settings import MAX_SEED
+
+    assert MAX_SEED == 2**63 - 1
+    assert ReleaseSettings(seed=MAX_SEED).seed == MAX_SEED
+    for field in ("seed", "min_support"):
+        with pytest.raises(ValidationError, match=field):
+            ReleaseSettings(**{field: 2**70})

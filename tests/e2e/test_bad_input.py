@@ -31,6 +31,8 @@ duplicate_header_names         header 'q,a,a,b' -> exit 2, names 'a' and its pos
 duplicate_unconfigured_header  header 'q,a,b,z,z' -> exit 2, the positions of 'z' only (an unconfigured cell may be data)
 duplicate_column_names_option  --column-names q,a,a,b -> exit 2, names 'a'
 reserved_column_name           a column named row_id -> exit 2 "reserved by the release contract"
+reserved_column_name_case      a column named ROW_ID -> exit 2 up front, names it (was a late KeyError; DuckDB ignores case)
+header_case_duplicates         header 'q,a,A,b' -> exit 2, the positions (DuckDB does not tell 'a' and 'A' apart)
 column_both_qi_and_sa          same column in both roles -> exit 2 (usage error), says to remove it from one
 sensitive_attribute_twice      --sensitive-attributes a,a -> exit 2 "more than once"
 fewer_than_two_sensitive       one sensitive attribute -> exit 2 "at least 2", suggests plain ℓ-diversity
@@ -39,15 +41,17 @@ ell_not_an_integer             --ell 2.5 -> exit 2 "'2.5' is not a valid integer
 ell_above_distinct_values      ℓ = 3 but 'b' has 2 distinct values -> exit 2, names 'b' and its count, "at most 2"
 min_confidence_zero            --min-confidence 0 -> exit 2 (range (0, 1])
 min_confidence_above_one       --min-confidence 1.5 -> exit 2
-min_confidence_nan             --min-confidence nan -> exit 2 "min_confidence = nan"
+min_confidence_nan             --min-confidence nan -> exit 2 "'nan' is not a finite number"
 delimiter_two_characters       --delimiter ';;' -> exit 2 "one character"
-single_valued_sensitive        a sensitive attribute constant after the policy -> exit 2, names it, says remove it
+single_valued_sensitive        a sensitive attribute constant after the policy -> exit 2, names it, says it is known for
+                               everyone and to remove it
 all_records_dropped            every record misses a sensitive value -> exit 2, counts per attribute, tokens
 one_record                     1 record -> exit 2 "fewer than ℓ"
 ell_minus_one_records          ℓ - 1 records -> exit 2 "fewer than ℓ"
 ragged_rows                    a row with too few / too many fields -> exit 2, the line number and counts (never the line)
 unclosed_quote                 '"x,y' never closed -> exit 2, the line, how to quote
 not_utf8                       Latin-1 bytes -> exit 2, "not UTF-8", an iconv command
+utf16                          UTF-16 with BOM -> exit 2, names UTF-16 and gives iconv -f UTF-16 (no latin1 hint)
 value_too_long                 a 5,000-byte value (default max_value_length 4,096 bytes) -> exit 2, names the file,
                                the column and the line, suggests --max-value-length; the value is not in the output
 value_too_long_multibyte       2,500 'é' (2,500 characters, 5,000 bytes of UTF-8) -> exit 2: the limit is in bytes
@@ -418,6 +422,19 @@ CLI_CASES = [
         expected=("['row_id']", "reserved by the release contract", "rename"),
     ),
     Case(
+        "reserved_column_name_case",
+        DIVERSE,
+        ["q", "ROW_ID", "b"],
+        arguments=("--quasi-identifiers", "q", "--sensitive-attributes", "ROW_ID,b", "--ell", "2"),
+        expected=("['ROW_ID']", "reserved name(s) ['row_id']", "only in upper/lower case", "rename"),
+    ),
+    Case(
+        "header_case_duplicates",
+        [["1", "x", "y", "p"], ["2", "y", "z", "q"]],
+        ["q", "a", "A", "b"],
+        expected=("differ only in upper/lower case at 1-based positions [[2, 3]]", "unique ignoring case"),
+    ),
+    Case(
         "column_both_qi_and_sa",
         DIVERSE,
         ["q", "a", "b"],
@@ -478,7 +495,7 @@ CLI_CASES = [
         DIVERSE,
         ["q", "a", "b"],
         arguments=(*STANDARD, "--min-confidence", "nan"),
-        expected=("min_confidence = nan", "(0, 1]"),
+        expected=("--min-confidence", "'nan' is not a finite number"),
     ),
     Case(
         "delimiter_two_characters",
@@ -491,7 +508,8 @@ CLI_CASES = [
         "single_valued_sensitive",
         [["1", "x", "p"], ["2", "y", "p"], ["3", "z", "p"], ["4", "w", "?"]],
         ["q", "a", "b"],
-        expected=("['b'] have the same value in all 3 records", "remove it from --sensitive-attributes"),
+        expected=("['b'] have the same value in all 3 records", "known for everyone", "Remove it from --sensitive-attributes"),
+        absent=("discloses nothing",),
     ),
     Case(
         "all_records_dropped",
@@ -511,6 +529,12 @@ CLI_CASES = [
     Case("ragged_rows_too_many", raw=b"q,a,b\n1,x,p\n2,y,q,extra\n3,z,r\n", expected=("line 3", "4 fields", "quote a value")),
     Case("unclosed_quote", raw=b'q,a,b\n1,"x,p\n2,y,q\n', expected=("line 2", "quoted value is not closed")),
     Case("not_utf8", raw="q,a,b\n1,café,p\n2,y,q\n".encode("latin-1"), expected=("not UTF-8 encoded", "iconv")),
+    Case(
+        "utf16",
+        raw="q,a,b\n1,x,p\n2,y,q\n".encode("utf-16"),
+        expected=("encoded in UTF-16", "iconv -f UTF-16 -t UTF-8 utf16.csv > utf16-utf8.csv"),
+        absent=("latin1",),
+    ),
     Case(
         "value_too_long",
         [["1", "x", "p"], ["2", LONG_SECRET, "q"], ["3", "z", "r"]],

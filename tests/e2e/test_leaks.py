@@ -153,6 +153,18 @@ def _assert_release_holds_only_the_contract(release_dir: Path, frame: pd.DataFra
     assert not input_order.is_monotonic_increasing
 
 
+def _assert_no_input_path(release_dir: Path, input_path: Path) -> None:
+    """Issue 14: the manifest and the report publish the input's file name only, never its directory (which may
+    name a person, a ward or a project); the audit gets the raw table from ``--raw``."""
+    manifest = json.loads((release_dir / "manifest.json").read_text())
+    assert manifest["input_reading"]["input_file"] == input_path.name
+    for path in release_dir.iterdir():
+        content = path.read_bytes()
+        assert str(input_path.parent).encode() not in content, path.name
+        assert str(input_path.parent).encode("unicode_escape") not in content, path.name
+    assert input_path.name.encode() in (release_dir / "report.html").read_bytes()
+
+
 def test_mixed_release_directory_holds_only_the_contract(tokenized, tmp_path):
     directory, frame = tokenized
     home = tmp_path / "home"
@@ -162,6 +174,7 @@ def test_mixed_release_directory_holds_only_the_contract(tokenized, tmp_path):
         )
     assert result.success
     _assert_release_holds_only_the_contract(read_latest(home / "releases"), frame)
+    _assert_no_input_path(read_latest(home / "releases"), directory / "tokenized.csv")
 
 
 def test_kl_release_directory_holds_only_the_contract(tokenized, tmp_path):
@@ -171,6 +184,7 @@ def test_kl_release_directory_holds_only_the_contract(tokenized, tmp_path):
         result = run_job(home, "kl_release", settings(directory / "tokenized.csv", model="kl"), instance=instance)
     assert result.success
     _assert_release_holds_only_the_contract(read_latest(home / "releases"), frame)
+    _assert_no_input_path(read_latest(home / "releases"), directory / "tokenized.csv")
 
 
 def test_the_contract_check_catches_an_extra_table(tokenized, tmp_path):

@@ -29,6 +29,8 @@ from pipeline.definitions import build_definitions
 from pipeline.release.failpoints import ENVIRONMENT_VARIABLE, PAUSE_ENVIRONMENT_VARIABLE
 from pipeline.release.locking import LOCK_FILE_NAME, ReleaseLockBusy, acquire_release_lock, lock_holder
 from pipeline.release.publish import (
+    OWNER_MARK_SUFFIX,
+    OWNER_MARK_TEXT,
     MODEL_TABLES,
     list_releases,
     prune_releases,
@@ -474,6 +476,7 @@ def test_stale_staging_is_removed_when_the_lock_is_taken_and_never_listed(tmp_pa
     for name in (".staging-20260102T000000Z-00000002", ".deleting-20251231T000000Z-00000000"):
         (releases_dir / name).mkdir()
         (releases_dir / name / "manifest.json").write_text("{}")
+        (releases_dir / f"{name}{OWNER_MARK_SUFFIX}").write_text(OWNER_MARK_TEXT)  # made by msa-release
     (releases_dir / ".LATEST.tmp").write_text("20260102T000000Z-00000002\n")
     assert [p.name for p in list_releases(releases_dir)] == [release.name]
     with acquire_release_lock(home):
