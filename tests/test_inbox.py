@@ -181,3 +181,48 @@ def test_process_alive_since(tmp_path):
     assert not process_alive_since(zombie.pid, time.time())
     zombie.wait()
     assert not process_alive_since(os.getpid(), time.time() - 10 * 24 * 3600)
+
+
+def test_fail_orphaned_runs_fails_only_runs_whose_process_is_gone(tmp_path):
+    """Zombie runs: of four STARTED runs, the one whose process is dead is marked FAILURE with the reason and tagged;
+    a live process's run, a run of another machine and a run without a recorded process are left alone. A run that
+    Dagster failed with its generic message, whose process is gone, gets the reason too."""
+    import socket
+
+    from dagster._core.events import EngineEventData
+    from dagster._core.storage.dagster_run import DagsterRun
+
+    from pipeline.run_events import FAILURE_REASON_TAG, HOST_TAG, PROCESS_GONE, fail_orphaned_runs
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+
+        def started(run_id: str, pid: int | None, **tags: str) -> DagsterRun:
+            run = instance.add_run(DagsterRun(job_name="release", run_id=run_id, status=dg.DagsterRunStatus.STARTED, tags=tags))
+            if pid is not None:
+                instance.report_engine_event(f"Executing steps in process (pid: {pid})", run, EngineEventData.in_process(pid))
+            return run
+
+        started("dead", dead.pid)
+        started("alive", os.getpid())
+        started("elsewhere", dead.pid, **{HOST_TAG: socket.gethostname() + "-other"})
+        started("unknown", None)
+        generic = started("generic", dead.pid)
+        instance.report_run_failed(generic)  # what Dagster's code server writes when it sees its worker die
+        orphans = fail_orphaned_runs(instance)
+        assert [orphan.run_id for orphan in orphans] == ["dead"] and orphans[0].pids == (dead.pid,)
+        status = {run_id: instance.get_run_by_id(run_id).status for run_id in ("dead", "alive", "elsewhere", "unknown")}
+        assert status == {
+            "dead": dg.DagsterRunStatus.FAILURE,
+            "alive": dg.DagsterRunStatus.STARTED,
+            "elsewhere": dg.DagsterRunStatus.STARTED,
+            "unknown": dg.DagsterRunStatus.STARTED,
+        }
+        failure = instance.get_records_for_run("dead", of_type=dg.DagsterEventType.RUN_FAILURE).records[0]
+        assert f"its process (pid {dead.pid}) is gone" in failure.event_log_entry.dagster_event.message
+        for run_id in ("dead", "generic"):
+            assert instance.get_run_by_id(run_id).tags[FAILURE_REASON_TAG] == PROCESS_GONE
+        engine = instance.get_records_for_run("generic", of_type=dg.DagsterEventType.ENGINE_EVENT).records
+        assert any(f"(pid {dead.pid}) is gone" in (r.event_log_entry.dagster_event.message or "") for r in engine)
+        assert fail_orphaned_runs(instance) == []  # nothing left to do
