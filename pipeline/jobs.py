@@ -416,8 +416,8 @@ def build_inbox_sensor(jobs: list[dg.UnresolvedAssetJobDefinition]) -> dg.Sensor
 
 
 def _refusal(path: Path, inbox: Path) -> str | None:
-    """Why ``path`` (an entry of the inbox with a data suffix) is refused, or None for a regular file inside it;
-    "" for a directory (ignored without a word)."""
+    """Why ``path`` (an entry of the inbox with a data suffix) is refused, or None for a regular file inside it (one
+    link: a hard link shares the file with a place outside the inbox); "" for a directory (ignored without a word)."""
     mode = path.lstat().st_mode
     if stat.S_ISLNK(mode):
         return "a symbolic link, refused (only regular files inside the inbox are released: copy the file in)"
@@ -425,6 +425,8 @@ def _refusal(path: Path, inbox: Path) -> str | None:
         return ""
     if not stat.S_ISREG(mode):
         return "not a regular file, refused"
+    if path.lstat().st_nlink > 1:
+        return "a hard link (the same file also lives elsewhere), refused: copy the file in"
     if path.resolve().parent != inbox:
         return "resolves outside the inbox, refused"
     return None
@@ -438,8 +440,11 @@ def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
     SHA-256) so unchanged files are not hashed again; Dagster drops a RunRequest whose run key it has already seen.
     """
     if context.instance_ref is not None:
-        for orphan in fail_orphaned_runs(context.instance):
-            context.log.warning(f"inbox: {orphan.message}")
+        try:
+            for orphan in fail_orphaned_runs(context.instance):
+                context.log.warning(f"inbox: {orphan.message}")
+        except Exception as error:  # the sweep must never stop the inbox
+            context.log.warning(f"inbox: could not check for runs whose process died ({type(error).__name__}: {error})")
     inbox = Path(store.home) / INBOX
     if not inbox.is_dir():
         return dg.SkipReason(f"no inbox directory {inbox}: create it and drop CSV (with a header row) or Parquet files in it")

@@ -78,7 +78,8 @@ def test_runs_are_keyed_by_content_and_settings(inbox):
 
 
 def test_symbolic_links_and_files_outside_the_inbox_are_refused(inbox, tmp_path):
-    """A symlink in the inbox (to a file outside it, or to one inside it) gives no run; the tick names it."""
+    """A symlink in the inbox (to a file outside it, or to one inside it) or a hard link to a file outside it gives no
+    run; the tick names it."""
     home, folder, text = inbox
     outside = tmp_path / "secret.csv"
     outside.write_text(text)
@@ -91,8 +92,10 @@ def test_symbolic_links_and_files_outside_the_inbox_are_refused(inbox, tmp_path)
     assert set(_keys(data)) == {"real.csv"}
     assert [r.run_config["resources"]["settings"]["config"]["input_path"] for r in data.run_requests] == [str(inside)]
     inside.unlink()
+    (folder / "hard.csv").hardlink_to(outside)
     data = _evaluate(home)
     assert data.run_requests == []
+    assert "hard.csv: a hard link" in data.skip_message
     assert "link.csv: a symbolic link, refused" in data.skip_message
     assert "alias.csv: a symbolic link, refused" in data.skip_message
 
