@@ -18,6 +18,7 @@ __all__ = [
     "OrphanedRun",
     "fail_orphaned_runs",
     "process_alive_since",
+    "run_process_ids",
     "run_step_windows",
 ]
 
@@ -101,7 +102,7 @@ def process_alive_since(pid: int, before: float) -> bool:
     return started <= before + 2.0  # /proc's start time is in clock ticks; 2 s of slack
 
 
-def _run_pids(instance: dg.DagsterInstance, run_id: str) -> list[tuple[int, float]]:
+def run_process_ids(instance: dg.DagsterInstance, run_id: str) -> list[tuple[int, float]]:
     """(pid, timestamp of the event) of every engine event of the run that names a process (Dagster's "Started
     process for run (pid: …)" and "Executing steps in process (pid: …)")."""
     pids = []
@@ -145,7 +146,7 @@ def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[OrphanedRun]:
         run = record.dagster_run
         if run.tags.get(HOST_TAG, host) != host:
             continue
-        pids = _run_pids(instance, run.run_id)
+        pids = run_process_ids(instance, run.run_id)
         if not pids or any(process_alive_since(pid, at) for pid, at in pids):
             continue
         numbers = tuple(dict.fromkeys(pid for pid, _ in pids))
@@ -177,7 +178,7 @@ def _explain_generic_failures(instance: dg.DagsterInstance, host: str) -> None:
             continue
         failures = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
         messages = [f.event_log_entry.dagster_event.message for f in failures if f.event_log_entry.dagster_event is not None]
-        pids = _run_pids(instance, run.run_id)
+        pids = run_process_ids(instance, run.run_id)
         if messages != [DAGSTER_GENERIC_FAILURE] or not pids or any(process_alive_since(pid, at) for pid, at in pids):
             continue
         numbers = ", ".join(dict.fromkeys(str(pid) for pid, _ in pids))

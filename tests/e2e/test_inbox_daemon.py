@@ -80,9 +80,9 @@ def _wait_for(condition, *, timeout: float, what: str, log: Path | None = None):
 
 
 def _run_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
-    from pipeline.run_events import _run_pids
+    from pipeline.run_events import run_process_ids
 
-    pids = _run_pids(instance, run_id)
+    pids = run_process_ids(instance, run_id)
     return pids[-1][0] if pids else None
 
 
