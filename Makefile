@@ -9,7 +9,7 @@ export MSA_RELEASE_HOME ?= $(CURDIR)/var
 export GX_ANALYTICS_ENABLED := false
 export DAGSTER_HOME ?= $(MSA_RELEASE_HOME)/dagster
 
-.PHONY: ui-screenshots release test test-fast lint typecheck experiments attacks privacy-report kl-quality bench bench-kl ui env clean
+.PHONY: dagster-home ui-screenshots release test test-fast lint typecheck experiments attacks privacy-report kl-quality bench bench-kl ui env clean
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -21,17 +21,18 @@ $(VENV)/.installed: pyproject.toml uv.lock | $(UV)
 
 env: $(VENV)/.installed
 
-$(DAGSTER_HOME)/dagster.yaml:
-	mkdir -p $(DAGSTER_HOME)
-	printf 'telemetry:\n  enabled: false\n' > $@
+# the instance configuration of pipeline/cli/common.py (run queue, run monitoring, run retries, no telemetry)
+# (always run: it writes the file when missing and upgrades the telemetry-only file of earlier versions)
+dagster-home: env
+	$(VENV)/bin/python -c 'import sys; from pathlib import Path; from pipeline.cli.common import write_dagster_yaml; write_dagster_yaml(Path(sys.argv[1]))' '$(DAGSTER_HOME)'
 
-release: env $(DAGSTER_HOME)/dagster.yaml
+release: env dagster-home
 	$(VENV)/bin/msa-release run
 
-experiments: env $(DAGSTER_HOME)/dagster.yaml
+experiments: env dagster-home
 	$(VENV)/bin/msa-release experiments
 
-attacks: env $(DAGSTER_HOME)/dagster.yaml
+attacks: env dagster-home
 	$(VENV)/bin/msa-release attacks
 
 # the attacks of issue 12 (order replay, learned model, certain cells, composition, one known value) -> reports/attacks/PRIVACY.md
@@ -65,7 +66,7 @@ typecheck: env
 test-fast: env
 	$(VENV)/bin/python -m pytest -q -m "not e2e and not browser and not slow"
 
-ui: env $(DAGSTER_HOME)/dagster.yaml
+ui: env dagster-home
 	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p $${PORT:-3000}
 
 ui-screenshots: env

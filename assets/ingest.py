@@ -7,9 +7,10 @@ import pandas as pd
 
 from pipeline.asset_keys import INGEST, KINDS, PRIVATE, table_metadata
 from pipeline.failures import structured_failures
-from pipeline.io.loading import load_records
+from pipeline.io.loading import InputError, load_records
 from pipeline.core.keyed import input_hmac
 from pipeline.resources import ReleaseSettings, ReleaseStore
+from pipeline.run_events import INPUT_SHA256_TAG
 
 
 @dg.multi_asset(
@@ -28,14 +29,25 @@ from pipeline.resources import ReleaseSettings, ReleaseStore
     group_name=INGEST,
 )
 def raw_records(context: dg.AssetExecutionContext, settings: ReleaseSettings, store: ReleaseStore):
-    """Read the configured CSV/Parquet file through DuckDB and apply the missing-value policy."""
+    """Read the configured CSV/Parquet file through DuckDB and apply the missing-value policy.
+
+    A run started by the inbox sensor carries the SHA-256 its tick computed (tag ``msa_release/input_sha256``); a file
+    whose content read here differs (replaced between the tick and the run) fails the step: the new content has a run
+    of its own."""
     started = time.monotonic()
+    expected_sha256 = context.run.tags.get(INPUT_SHA256_TAG)
     with structured_failures(file=settings.input_path):
         loaded = load_records(
             settings.input_path,
             **settings.reading_options(),
             ell=settings.ell,
         )
+        if expected_sha256 is not None and loaded.input_sha256 != expected_sha256:
+            raise InputError(
+                f"{settings.input_path}: the file is not the one the inbox sensor hashed when it started this run (its "
+                "content changed or it was replaced since); nothing is published from it: the current content gets a "
+                "run of its own at the next tick (write inbox files as <name>.part and rename them when complete)"
+            )
     summary = pd.DataFrame(
         [
             {

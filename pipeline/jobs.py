@@ -20,17 +20,31 @@ Monday 03:00; timezone ``$MSA_RELEASE_SCHEDULE_TIMEZONE``, default UTC); it is s
 someone starts it in the UI (Automation) or with ``dagster schedule start``.
 
 ``inbox_sensor`` watches ``$MSA_RELEASE_HOME/inbox/``: a new or changed ``.csv`` / ``.parquet``
-file triggers one release run with that file as input. The run key is the file's SHA-256, so
-the same content never triggers twice (also not after a failed run: a file whose gates fail is
-reported by its failed run and not retried). Settings come from ``inbox/settings.json`` (any
+file triggers one release run with that file as input. The run key is the file's SHA-256 and a digest
+of the run's settings, so the same content with the same settings never triggers twice, whatever its
+name, while the same bytes with other settings run again. Settings come from ``inbox/settings.json`` (any
 setting of the chosen model, e.g. quasi_identifiers, sensitive_attributes, ell, model) and, for one
 file, ``<file name>.settings.json`` beside it; the ``model`` setting picks the job (``rating`` runs
 ``rating_release``, ``kl`` runs ``kl_release``: :func:`pipeline.models.job_of_model`). A setting of
 another model in ``settings.json`` is left out for the file (``min_confidence`` there serves the mixed files, not
-a kl file); in the file's own settings it makes them unusable (``seed`` beside ``"model": "kl"``). Files still
-being written (changed within the settle time, ``$MSA_RELEASE_INBOX_SETTLE_SECONDS``, default
-10 s), unreadable, truncated (a Parquet file without its footer) or with unusable settings are
-skipped with a reason in the sensor's log, and looked at again at the next tick.
+a kl file); in the file's own settings it makes them unusable (``seed`` beside ``"model": "kl"``).
+
+Write-then-rename: a file is written under a name the sensor ignores (starting with ``.`` or ending in
+``.part`` / ``.tmp``) and renamed to its ``.csv`` / ``.parquet`` name once complete. Files changed
+within the settle time (``$MSA_RELEASE_INBOX_SETTLE_SECONDS``, default 10 s), unreadable, truncated (a
+Parquet file without its footer) or with unusable settings are skipped with a reason in the sensor's
+log, and looked at again at the next tick. Symbolic links and anything that is not a regular file
+directly inside the inbox are refused (skipped, named in the log; no run).
+
+Runs are queued, not failed on the release lock: every job carries the tag ``msa_release/release_lock``,
+which the run queue of the instance's ``dagster.yaml`` (:data:`pipeline.cli.common.DAGSTER_YAML`) lets
+through one at a time; an inbox run also waits for the release lock (``lock_wait_seconds``) in case
+something outside the queue holds it. A run whose worker died (SIGKILL, out of memory, a timeout) is
+marked failed at the next tick (:func:`pipeline.run_events.fail_orphaned_runs`) and Dagster's run
+retries re-run it from the start, at most ``$MSA_RELEASE_INBOX_MAX_RETRIES`` times (default 3; Dagster's
+retry tags on the run and its engine events in the UI say why); a run that failed on the data (a gate,
+unusable input) is not retried: drop a corrected file. The ingest step checks that the file it reads
+is the one the tick hashed (tag ``msa_release/input_sha256``).
 """
 
 from __future__ import annotations
@@ -38,6 +52,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
+import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -58,6 +74,8 @@ from pipeline.models import (
 )
 from pipeline.models import jobs as publishing_jobs
 from pipeline.resources import ReleaseSettings, ReleaseStore
+from pipeline.run_events import HOST_TAG, INPUT_SHA256_TAG, fail_orphaned_runs
+from pipeline.warehouse import LOCK_WAIT_TAG
 from pipeline.settings import Model
 
 __all__ = [
@@ -69,6 +87,7 @@ __all__ = [
     "RATING_RELEASE_JOB_SELECTION",
     "RELEASE_JOB_SELECTION",
     "JobSettings",
+    "RELEASE_LOCK_TAG",
     "ReleaseWiring",
     "SettingsConfigMapping",
     "attacks_job",
@@ -81,6 +100,7 @@ __all__ = [
     "inbox_sensor",
     "job_settings_mapping",
     "kl_release_job",
+    "settings_digest",
     "rating_release_job",
     "release_job",
 ]
@@ -93,6 +113,13 @@ JOB_DESCRIPTIONS = {
     "kl_release": "(k, ℓ)-anonymity (P2): raw table -> hierarchies -> equivalence classes of >= k records with "
     "Diverse >= ℓ -> gates -> published release.",
 }
+
+
+#: Tag of every job of the code location (they all hold the release lock of the home while they run): the run queue
+#: of the instance (``dagster.yaml``: ``run_queue.tag_concurrency_limits``) starts one such run at a time and keeps the
+#: others QUEUED, so runs launched together (inbox files, the schedule, the launchpad) wait instead of failing on the lock.
+RELEASE_LOCK_TAG = "msa_release/release_lock"
+RELEASE_LOCK_TAGS = {RELEASE_LOCK_TAG: "home"}
 
 
 @dataclass(frozen=True)
@@ -129,6 +156,7 @@ def build_release_wiring() -> ReleaseWiring:
             name=job,
             selection=selections[job],
             executor_def=dg.in_process_executor,
+            tags=RELEASE_LOCK_TAGS,
             config=job_settings_mapping(job, models),
             description=JOB_DESCRIPTIONS.get(job, f"Publishes model {names} ({owner.source}; {owner.docs})."),
         )
@@ -335,6 +363,7 @@ attacks_job = dg.define_asset_job(
     name="attacks",
     selection=ATTACKS_JOB_SELECTION,
     executor_def=dg.in_process_executor,
+    tags=RELEASE_LOCK_TAGS,
     description="P2's join attack and the one-known-value attack on four releases (naive per-attribute, (k, ℓ), "
     "mixed, Rating) of the configured table, with their utility; writes reports/attacks/.",
 )
@@ -343,6 +372,7 @@ evaluation_job = dg.define_asset_job(
     name="evaluation",
     selection=EVALUATION_JOB_SELECTION,
     executor_def=dg.in_process_executor,
+    tags=RELEASE_LOCK_TAGS,
     description="P1 §6 experiments (Figures 1-11) on the configured table: Rating vs the mixed model; writes reports/experiments/.",
 )
 
@@ -405,25 +435,51 @@ INBOX_SETTINGS = "settings.json"
 #: Suffix of a per-file settings file: ``<file name>.settings.json``.
 FILE_SETTINGS_SUFFIX = ".settings.json"
 DATA_SUFFIXES = {".csv": "csv", ".parquet": "parquet"}
+#: Write-then-rename: a file being written carries one of these suffixes (or starts with ``.``) until it is renamed.
+IN_PROGRESS_SUFFIXES = (".part", ".tmp")
 DEFAULT_SETTLE_SECONDS = 10.0
+#: How often the daemon evaluates the inbox (``$MSA_RELEASE_INBOX_INTERVAL_SECONDS``).
+DEFAULT_INTERVAL_SECONDS = 30
+#: Retries of an inbox run whose worker died (``$MSA_RELEASE_INBOX_MAX_RETRIES``).
+DEFAULT_MAX_RETRIES = 3
+#: How long an inbox run waits for the release lock when something outside the run queue holds it (a CLI run).
+INBOX_LOCK_WAIT_SECONDS = 3600.0
+#: Tag of an inbox run: the digest of its settings (the content's SHA-256 is ``INPUT_SHA256_TAG``).
+SETTINGS_SHA256_TAG = "msa_release/settings_sha256"
+
+
+def _environment_number(name: str, default: float, minimum: float) -> float:
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return max(minimum, value) if value == value else default  # NaN: the default
 
 
 def _settle_seconds() -> float:
-    try:
-        return max(0.0, float(os.environ.get("MSA_RELEASE_INBOX_SETTLE_SECONDS", DEFAULT_SETTLE_SECONDS)))
-    except ValueError:
-        return DEFAULT_SETTLE_SECONDS
+    return _environment_number("MSA_RELEASE_INBOX_SETTLE_SECONDS", DEFAULT_SETTLE_SECONDS, 0.0)
+
+
+def _interval_seconds() -> int:
+    return int(_environment_number("MSA_RELEASE_INBOX_INTERVAL_SECONDS", DEFAULT_INTERVAL_SECONDS, 1))
+
+
+def _max_retries() -> int:
+    return int(_environment_number("MSA_RELEASE_INBOX_MAX_RETRIES", DEFAULT_MAX_RETRIES, 0))
 
 
 def _sha256(path: Path) -> str:
+    """SHA-256 of a regular file, opened without following a symbolic link (``OSError`` ELOOP if it is one)."""
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
 
 
 def _read_settings(path: Path) -> dict:
+    if path.is_symlink():
+        raise ValueError(f"{path.name} is a symbolic link: refused (put the settings file itself in the inbox)")
     if not path.is_file():
         return {}
     try:
@@ -476,6 +532,24 @@ def inbox_file_settings(shared: dict, own: dict) -> dict:
     return {**{key: value for key, value in shared.items() if key not in of_other_models}, **own}
 
 
+def settings_digest(config: dict) -> str:
+    """SHA-256 (hex) of a run's settings without the input's path: what, besides the content, keys an inbox run.
+
+    Parameters
+    ----------
+    config
+        The ``settings`` run config (JSON values).
+
+    Returns
+    -------
+    str
+        64 hex digits of the canonical JSON (sorted keys) of ``config`` minus ``input_path``: the same bytes
+        dropped under another name with the same settings give the same digest.
+    """
+    keyed = {key: value for key, value in config.items() if key != "input_path"}
+    return hashlib.sha256(json.dumps(keyed, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.RunRequest:
     """The run request for one inbox file.
 
@@ -486,7 +560,7 @@ def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.Ru
     inbox_settings
         ``inbox/settings.json`` merged with the file's own ``<name>.settings.json`` (:func:`inbox_file_settings`).
     sha256
-        The file's content hash: the run key.
+        The file's content hash, as the tick computed it.
 
     Returns
     -------
@@ -494,7 +568,12 @@ def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.Ru
         For the job of the settings' ``model`` (:func:`pipeline.models.job_of_model`: ``release``,
         ``rating_release``, ``kl_release``, a plug-in's); the run config sets
         ``input_path``, ``input_format``, ``csv_header`` true and ``column_names`` [] unless the
-        settings say otherwise.
+        settings say otherwise. Run key
+        ``<content SHA-256>-<first 16 hex digits of settings_digest>``; tags ``msa_release/trigger``,
+        ``msa_release/inbox_file``, ``msa_release/input_sha256`` (checked by the ingest step),
+        ``msa_release/settings_sha256``, ``msa_release/lock_wait_seconds`` (the run waits for the release lock),
+        and Dagster's run-retry tags (``dagster/max_retries``, re-run from the
+        start, not after a step failure).
 
     Raises
     ------
@@ -516,40 +595,76 @@ def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.Ru
         job_settings(run_config)
     except dg.DagsterInvalidConfigError as error:
         raise ValueError("; ".join(error.error_messages)) from None
+    digest = settings_digest(config)
     return dg.RunRequest(
-        run_key=sha256,
+        run_key=f"{sha256}-{digest[:16]}",
         job_name=job_name,
         run_config=run_config,
         tags={
             "msa_release/trigger": "inbox",
             "msa_release/inbox_file": path.name,
-            "msa_release/input_sha256": sha256,
+            INPUT_SHA256_TAG: sha256,
+            SETTINGS_SHA256_TAG: digest,
+            HOST_TAG: socket.gethostname(),
+            LOCK_WAIT_TAG: f"{INBOX_LOCK_WAIT_SECONDS:g}",
+            # Dagster's run retries (dagster.yaml run_retries.enabled): a run whose worker died is re-run from the start
+            # (the warehouse holds one run's tables: never "from failure"); a step failure (a gate, unusable input) is not.
+            "dagster/max_retries": str(_max_retries()),
+            "dagster/retry_strategy": "ALL_STEPS",
+            "dagster/retry_on_asset_or_op_failure": "false",
         },
     )
 
 
 def build_inbox_sensor(jobs: list[dg.UnresolvedAssetJobDefinition]) -> dg.SensorDefinition:
-    """The inbox sensor, able to start any of ``jobs`` (the publishing jobs of the registry)."""
+    """The inbox sensor, able to start any of ``jobs`` (the publishing jobs of the registry); evaluated every
+    ``$MSA_RELEASE_INBOX_INTERVAL_SECONDS`` (default 30) once started."""
     return dg.sensor(
         name="inbox_sensor",
         jobs=jobs,
-        minimum_interval_seconds=30,
+        minimum_interval_seconds=_interval_seconds(),
         default_status=dg.DefaultSensorStatus.STOPPED,
         description="Watches $MSA_RELEASE_HOME/inbox/: a new or changed .csv/.parquet file triggers a release run with it "
-        "as input (run key = SHA-256 of the content, so the same content never runs twice). Settings: inbox/settings.json "
-        "and <file>.settings.json.",
+        "as input (run key = SHA-256 of the content and of the settings, so the same content with the same settings never "
+        "runs twice). Write files as <name>.part (or .tmp, or a name starting with '.') and rename them when complete; "
+        "symbolic links are refused. Settings: inbox/settings.json and <file>.settings.json.",
     )(evaluate_inbox)
+
+
+def _refusal(path: Path, inbox: Path) -> str | None:
+    """Why ``path`` (an entry of the inbox with a data suffix) is refused, or None for a regular file inside it (one
+    link: a hard link shares the file with a place outside the inbox); "" for a directory (ignored without a word)."""
+    mode = path.lstat().st_mode
+    if stat.S_ISLNK(mode):
+        return "a symbolic link, refused (only regular files inside the inbox are released: copy the file in)"
+    if stat.S_ISDIR(mode):
+        return ""
+    if not stat.S_ISREG(mode):
+        return "not a regular file, refused"
+    if path.lstat().st_nlink > 1:
+        return "a hard link (the same file also lives elsewhere), refused: copy the file in"
+    if path.resolve().parent != inbox:
+        return "resolves outside the inbox, refused"
+    return None
 
 
 def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
     """Evaluate the inbox: one RunRequest per complete, readable data file (see the module docstring).
 
-    The cursor remembers each file's (size, mtime, SHA-256) so unchanged files are not hashed
-    again; Dagster drops a RunRequest whose run key it has already seen.
+    First marks failed the runs of the instance whose worker process is gone (:func:`pipeline.run_events.
+    fail_orphaned_runs`: they would hold the run queue forever). The cursor remembers each file's (size, mtime,
+    SHA-256) so unchanged files are not hashed again; Dagster drops a RunRequest whose run key it has already seen.
     """
+    if context.instance_ref is not None:
+        try:
+            for orphan in fail_orphaned_runs(context.instance):
+                context.log.warning(f"inbox: {orphan.message}")
+        except Exception as error:  # the sweep must never stop the inbox
+            context.log.warning(f"inbox: could not check for runs whose process died ({type(error).__name__}: {error})")
     inbox = Path(store.home) / INBOX
     if not inbox.is_dir():
         return dg.SkipReason(f"no inbox directory {inbox}: create it and drop CSV (with a header row) or Parquet files in it")
+    inbox = inbox.resolve()
     try:
         cursor = json.loads(context.cursor) if context.cursor else {}
     except ValueError:
@@ -562,30 +677,42 @@ def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
     requests, new_cursor = [], {}
     now = time.time()
     for path in sorted(inbox.iterdir()):
+        name = path.name
+        if name.startswith("."):
+            continue
+        if name.lower().endswith(IN_PROGRESS_SUFFIXES):
+            if Path(name[: name.rindex(".")]).suffix.lower() in DATA_SUFFIXES:
+                skipped.append(f"{name}: still being written (write-then-rename), waiting for its rename")
+            continue
         suffix = path.suffix.lower()
-        if path.name.startswith(".") or suffix not in DATA_SUFFIXES or not path.is_file():
+        if suffix not in DATA_SUFFIXES:
             continue
         try:
-            stat = path.stat()
-            if now - stat.st_mtime < _settle_seconds():
-                skipped.append(f"{path.name}: changed {now - stat.st_mtime:.0f} s ago, waiting until it is complete")
+            refusal = _refusal(path, inbox)
+            if refusal is not None:
+                if refusal:
+                    skipped.append(f"{name}: {refusal}")
+                continue
+            status = path.stat()
+            if now - status.st_mtime < _settle_seconds():
+                skipped.append(f"{name}: changed {now - status.st_mtime:.0f} s ago, waiting until it is complete")
                 continue
             problem = _looks_complete(path, DATA_SUFFIXES[suffix])
             if problem:
-                skipped.append(f"{path.name}: {problem}")
+                skipped.append(f"{name}: {problem}")
                 continue
-            known = cursor.get(path.name)
-            signature = [stat.st_size, stat.st_mtime_ns]
+            known = cursor.get(name)
+            signature = [status.st_size, status.st_mtime_ns]
             sha256 = known[2] if known and known[:2] == signature else _sha256(path)
         except OSError as error:
-            skipped.append(f"{path.name}: unreadable ({error.strerror or error})")
+            skipped.append(f"{name}: unreadable ({error.strerror or error})")
             continue
-        new_cursor[path.name] = [*signature, sha256]
+        new_cursor[name] = [*signature, sha256]
         try:
-            settings = inbox_file_settings(shared, _read_settings(path.with_name(path.name + FILE_SETTINGS_SUFFIX)))
+            settings = inbox_file_settings(shared, _read_settings(path.with_name(name + FILE_SETTINGS_SUFFIX)))
             requests.append(inbox_run_request(path, settings, sha256=sha256))
         except ValueError as error:
-            skipped.append(f"{path.name}: unusable settings ({error})")
+            skipped.append(f"{name}: unusable settings ({error})")
     for reason in skipped:
         context.log.warning(f"inbox: skipped {reason}")
     cursor_text = json.dumps(new_cursor, sort_keys=True)

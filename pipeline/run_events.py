@@ -1,10 +1,26 @@
-"""Reading a Dagster run's event log (Dagster wiring): when each step started and finished."""
+"""Reading a Dagster run's event log (Dagster wiring): when each step started and finished; which runs lost their
+process (killed without a word) and must be marked failed."""
 
 from __future__ import annotations
 
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
 import dagster as dg
 
-__all__ = ["run_step_windows"]
+__all__ = [
+    "FAILURE_REASON_TAG",
+    "HOST_TAG",
+    "INPUT_SHA256_TAG",
+    "PROCESS_GONE",
+    "OrphanedRun",
+    "fail_orphaned_runs",
+    "process_alive_since",
+    "run_process_ids",
+    "run_step_windows",
+]
 
 
 def run_step_windows(instance: dg.DagsterInstance, run_id: str) -> dict[str, tuple[float, float]]:
@@ -15,3 +31,166 @@ def run_step_windows(instance: dg.DagsterInstance, run_id: str) -> dict[str, tup
             entry = record.event_log_entry
             into[entry.step_key] = entry.timestamp
     return {step: (started[step], finished[step]) for step in sorted(finished) if step in started}
+
+
+#: Tag of an inbox run: the input file's SHA-256 as the sensor's tick hashed it (the ingest step re-checks it).
+INPUT_SHA256_TAG = "msa_release/input_sha256"
+#: Tag set on a run that failed because its process died: what happened, in one line (visible in the UI's run list).
+FAILURE_REASON_TAG = "msa_release/failure_reason"
+#: The value of ``FAILURE_REASON_TAG`` for a run whose process died.
+PROCESS_GONE = "its process died without a word (SIGKILL, out of memory, a timeout)"
+#: Dagster's failure message when something outside the run (its code server, which saw the worker die) failed it.
+DAGSTER_GENERIC_FAILURE = "This run has been marked as failed from outside the execution context."
+#: How far back :func:`fail_orphaned_runs` looks for runs failed with ``DAGSTER_GENERIC_FAILURE`` to explain them.
+EXPLAIN_WINDOW_SECONDS = 3600.0
+#: Tag naming the machine a run's process runs on (the orphan sweep only judges runs of its own machine).
+HOST_TAG = "msa_release/host"
+
+
+@dataclass(frozen=True)
+class OrphanedRun:
+    """A run that :func:`fail_orphaned_runs` marked failed.
+
+    Attributes
+    ----------
+    run_id, job_name
+        The run.
+    pids
+        The process ids its event log recorded (all gone).
+    message
+        The reason written into the run's failure event (shown in the Dagster UI).
+    """
+
+    run_id: str
+    job_name: str
+    pids: tuple[int, ...]
+    message: str
+
+
+def _boot_time() -> float | None:
+    try:
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def process_alive_since(pid: int, before: float) -> bool:
+    """Whether a live process ``pid`` exists that started no later than ``before`` (seconds since the epoch).
+
+    On Linux, ``/proc/<pid>/stat`` gives the state (a zombie, killed but not yet reaped, is dead) and the start time
+    (a process started after ``before`` reuses the pid of a dead one); elsewhere, ``kill(pid, 0)`` only.
+    """
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: alive
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return True
+    if fields[0] in ("Z", "X"):
+        return False
+    boot = _boot_time()
+    if boot is None:
+        return True
+    started = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    return started <= before + 2.0  # /proc's start time is in clock ticks; 2 s of slack
+
+
+def run_process_ids(instance: dg.DagsterInstance, run_id: str) -> list[tuple[int, float]]:
+    """(pid, timestamp of the event) of every engine event of the run that names a process (Dagster's "Started
+    process for run (pid: …)" and "Executing steps in process (pid: …)")."""
+    pids = []
+    for record in instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT).records:
+        event = record.event_log_entry.dagster_event
+        data = event.engine_event_data if event is not None else None
+        pid = data.metadata.get("pid") if data is not None else None
+        if pid is not None:
+            try:
+                pids.append((int(str(pid.value)), record.event_log_entry.timestamp))
+            except ValueError:
+                continue
+    return pids
+
+
+def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[OrphanedRun]:
+    """Mark failed every run of ``instance`` still STARTING, STARTED or CANCELING whose process is gone.
+
+    A run killed by SIGKILL, the out-of-memory killer or a timeout writes no failure event, so Dagster shows it
+    STARTED forever (and the run queue counts it against ``msa_release/release_lock``). A run is orphaned when its
+    event log names at least one process and none of them is alive (:func:`process_alive_since`), on this machine
+    (a run tagged with another ``msa_release/host`` is left alone). Each is reported failed with the reason
+    ``UNEXPECTED_TERMINATION``, so Dagster's run retries apply to it (the inbox's runs are retried), and tagged
+    ``msa_release/failure_reason``.
+
+    A run that the Dagster code server already failed when it saw its worker die carries only Dagster's generic "marked
+    as failed from outside the execution context"; such runs of the last hour whose processes are all gone get the
+    same tag and an engine event saying what happened (they are not returned).
+
+    Returns
+    -------
+    list[OrphanedRun]
+        The runs marked failed (empty when none).
+    """
+    from dagster._core.events import JobFailureData, RunFailureReason
+
+    host = socket.gethostname()
+    statuses = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+    orphans = []
+    for record in instance.get_run_records(filters=dg.RunsFilter(statuses=statuses)):
+        run = record.dagster_run
+        if run.tags.get(HOST_TAG, host) != host:
+            continue
+        pids = run_process_ids(instance, run.run_id)
+        if not pids or any(process_alive_since(pid, at) for pid, at in pids):
+            continue
+        numbers = tuple(dict.fromkeys(pid for pid, _ in pids))
+        message = (
+            f"run {run.run_id} ({run.job_name}) marked failed: its process (pid {', '.join(map(str, numbers))}) is gone "
+            "without a word: killed (SIGKILL, out of memory, a timeout) or the machine restarted. Nothing it wrote was "
+            "published (a release appears by one rename); the release lock went with the process."
+        )
+        current = instance.get_run_by_id(run.run_id)
+        if current is None or current.status not in statuses:
+            continue
+        instance.add_run_tags(run.run_id, {FAILURE_REASON_TAG: PROCESS_GONE})
+        instance.report_run_failed(
+            current, message, JobFailureData(error=None, failure_reason=RunFailureReason.UNEXPECTED_TERMINATION)
+        )
+        orphans.append(OrphanedRun(run.run_id, run.job_name, numbers, message))
+    _explain_generic_failures(instance, host)
+    return orphans
+
+
+def _explain_generic_failures(instance: dg.DagsterInstance, host: str) -> None:
+    """Tag and explain the runs failed in the last hour with ``DAGSTER_GENERIC_FAILURE`` whose processes are gone."""
+    import time
+
+    recent = dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE], updated_after=_utc(time.time() - EXPLAIN_WINDOW_SECONDS))
+    for record in instance.get_run_records(filters=recent):
+        run = record.dagster_run
+        if FAILURE_REASON_TAG in run.tags or run.tags.get(HOST_TAG, host) != host:
+            continue
+        failures = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
+        messages = [f.event_log_entry.dagster_event.message for f in failures if f.event_log_entry.dagster_event is not None]
+        pids = run_process_ids(instance, run.run_id)
+        if messages != [DAGSTER_GENERIC_FAILURE] or not pids or any(process_alive_since(pid, at) for pid, at in pids):
+            continue
+        numbers = ", ".join(dict.fromkeys(str(pid) for pid, _ in pids))
+        instance.add_run_tags(run.run_id, {FAILURE_REASON_TAG: PROCESS_GONE})
+        instance.report_engine_event(
+            f"msa-release: this run failed because its process (pid {numbers}) is gone without a word: killed (SIGKILL, "
+            "out of memory, a timeout). Nothing it wrote was published (a release appears by one rename).",
+            run,
+        )
+
+
+def _utc(seconds: float):
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(seconds, UTC)

@@ -32,7 +32,7 @@ from pydantic import Field, PrivateAttr
 from pipeline.release.failpoints import failpoint
 from pipeline.release.locking import ReleaseLock, acquire_release_lock
 
-__all__ = ["WAREHOUSE_DIRECTORY_MODE", "WAREHOUSE_FILE_MODE", "WarehouseIOManager", "restrict_warehouse"]
+__all__ = ["LOCK_WAIT_TAG", "WAREHOUSE_DIRECTORY_MODE", "WAREHOUSE_FILE_MODE", "WarehouseIOManager", "restrict_warehouse"]
 
 #: Mode of the directory holding the warehouse (the release home) and of the warehouse files.
 WAREHOUSE_DIRECTORY_MODE, WAREHOUSE_FILE_MODE = 0o700, 0o600
@@ -152,6 +152,21 @@ class FailpointDbIOManager(DbIOManager):
         return super().load_input(context)
 
 
+#: Run tag asking the warehouse IO manager to wait this many seconds for the release lock (the inbox sensor's runs:
+#: the run queue starts them one at a time, and they wait for anything outside the queue, e.g. a CLI run).
+LOCK_WAIT_TAG = "msa_release/lock_wait_seconds"
+
+
+def _tagged_lock_wait(context) -> float:
+    """``LOCK_WAIT_TAG`` of the run being set up, in seconds; 0 when absent or not a finite number >= 0."""
+    run = getattr(context, "dagster_run", None)
+    try:
+        seconds = float(run.tags.get(LOCK_WAIT_TAG, 0)) if run is not None else 0.0
+    except ValueError:
+        return 0.0
+    return seconds if 0.0 <= seconds < float("inf") else 0.0
+
+
 class WarehouseIOManager(DuckDBIOManager):
     """DuckDB IO manager whose tables are always replaced, never appended to.
 
@@ -182,7 +197,7 @@ class WarehouseIOManager(DuckDBIOManager):
         os.chmod(home, 0o700)
         self._lock = acquire_release_lock(
             home,
-            wait_seconds=self.lock_wait_seconds,
+            wait_seconds=max(self.lock_wait_seconds, _tagged_lock_wait(context)),
             hint="wait for it, or launch with resources.io_manager.config {database: "
             f"{self.database}, lock_wait_seconds: <seconds>}} (msa-release run --wait) to wait for it",
         )

@@ -16,10 +16,52 @@ import click
 
 from pipeline.errors import ReleaseLockBusyBase, UnusableInputError
 
-DAGSTER_YAML = """\
+#: What the first version wrote (telemetry only): replaced by ``DAGSTER_YAML`` when found unchanged.
+LEGACY_DAGSTER_YAML = """\
 telemetry:
   enabled: false
 """
+
+#: The Dagster instance configuration this project writes (``msa-release``, ``make ui``/``release``): the run queue
+#: starts one run tagged ``msa_release/release_lock`` (every job of the code location) at a time, run monitoring
+#: fails runs stuck starting or cancelling, and run retries re-run the runs tagged ``dagster/max_retries`` (the inbox's).
+DAGSTER_YAML = """\
+telemetry:
+  enabled: false
+# msa-release: runs of this home hold its release lock; the queue keeps the others QUEUED (not failed on the lock)
+run_queue:
+  tag_concurrency_limits:
+    - key: msa_release/release_lock
+      limit: 1
+# runs stuck STARTING or CANCELING are failed; a run whose process died is failed by the inbox sensor's next tick
+# and by the next msa-release command (pipeline.run_events.fail_orphaned_runs)
+run_monitoring:
+  enabled: true
+  start_timeout_seconds: 300
+  cancel_timeout_seconds: 300
+  poll_interval_seconds: 30
+# only runs tagged dagster/max_retries are retried (the inbox sensor's: worker died, not a gate's refusal)
+run_retries:
+  enabled: true
+  max_retries: 0
+"""
+
+
+def write_dagster_yaml(dagster_home: Path) -> Path:
+    """Create ``<dagster_home>/dagster.yaml`` (``DAGSTER_YAML``) unless one exists; one that still holds
+    ``LEGACY_DAGSTER_YAML`` exactly (written by an earlier version) is replaced. Any other file is the
+    steward's and is kept. Returns its path."""
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    config = dagster_home / "dagster.yaml"
+    try:
+        current = config.read_text()
+    except FileNotFoundError:
+        current = None
+    if current is None or current == LEGACY_DAGSTER_YAML:
+        staged = config.with_name(".dagster.yaml.tmp")
+        staged.write_text(DAGSTER_YAML)
+        staged.replace(config)
+    return config
 
 
 def _split(value: str | None) -> list[str] | None:
@@ -64,17 +106,14 @@ def prepare_dagster_home(home: Path, *, explicit_home: bool = False) -> Path:
 
     ``<home>/dagster`` when the user named ``--home`` (so a run never writes into another
     home's instance) or when ``$DAGSTER_HOME`` is unset; otherwise ``$DAGSTER_HOME``. The
-    directory is created if missing (Dagster refuses a missing one) and gets a
-    ``dagster.yaml`` with telemetry disabled unless it already has one.
+    directory is created if missing (Dagster refuses a missing one) and gets the project's
+    ``dagster.yaml`` (:func:`write_dagster_yaml`) unless it already has one of its own.
     """
     if os.environ.get("DAGSTER_HOME") and not explicit_home:
         dagster_home = Path(os.environ["DAGSTER_HOME"]).expanduser().resolve()
     else:
         dagster_home = home / "dagster"
-    dagster_home.mkdir(parents=True, exist_ok=True)
-    config = dagster_home / "dagster.yaml"
-    if not config.exists():
-        config.write_text(DAGSTER_YAML)
+    write_dagster_yaml(dagster_home)
     os.environ["DAGSTER_HOME"] = str(dagster_home)
     return dagster_home
 
@@ -362,6 +401,9 @@ def use_home(home_option: str | None) -> Path:
 def execute_job(job_name: str, run_config: dict, *, home_option: str | None, verbose: bool):
     """Run a job of the code location in-process on the persistent Dagster instance.
 
+    Runs of the instance whose process is gone (killed: SIGKILL, out of memory, a timeout) are first marked failed,
+    each with a line on stderr (:func:`pipeline.run_events.fail_orphaned_runs`).
+
     Returns ``(result, home)``; ``home`` is the release home ($MSA_RELEASE_HOME).
     """
     home = use_home(home_option)
@@ -376,9 +418,17 @@ def execute_job(job_name: str, run_config: dict, *, home_option: str | None, ver
     # memory until the run ends (for ExecuteInProcessResult.output_for_node), which at 10M records held about
     # 4 GiB of frames that every later step had already reloaded from the warehouse. The jobs run with the
     # in-process executor, so the steps still run in this process, one at a time.
+    import socket
+
+    from pipeline.run_events import HOST_TAG, fail_orphaned_runs
+
     job = dg.build_reconstructable_job(__name__, "job_of_home", reconstructable_args=(str(home), job_name))
     with dg.DagsterInstance.get() as instance:
-        result = dg.execute_job(job, instance=instance, run_config=config, raise_on_error=False)
+        for orphan in fail_orphaned_runs(instance):
+            click.echo(f"msa-release: {orphan.message}", err=True)
+        result = dg.execute_job(
+            job, instance=instance, run_config=config, tags={HOST_TAG: socket.gethostname()}, raise_on_error=False
+        )
     return result, home
 
 

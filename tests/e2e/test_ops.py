@@ -243,7 +243,8 @@ def test_sensor_requests_one_release_per_content(inbox):
     data = _evaluate(home)
     assert len(data.run_requests) == 1
     request = data.run_requests[0]
-    assert request.run_key == hashlib.sha256(csv.read_bytes()).hexdigest()
+    content = hashlib.sha256(csv.read_bytes()).hexdigest()
+    assert request.run_key.startswith(content + "-") and request.tags["msa_release/input_sha256"] == content
     assert request.job_name == "release"
     config = request.run_config["resources"]["settings"]["config"]
     assert config["input_path"] == str(csv.resolve()) and config["input_format"] == "csv" and config["csv_header"] is True
@@ -255,7 +256,7 @@ def test_sensor_requests_one_release_per_content(inbox):
     csv.write_text(csv.read_text() + csv.read_text().splitlines()[1] + "\n")
     _age(csv, 60)
     changed = _evaluate(home, again.cursor)
-    assert [r.run_key for r in changed.run_requests] == [hashlib.sha256(csv.read_bytes()).hexdigest()]
+    assert changed.run_requests[0].tags["msa_release/input_sha256"] == hashlib.sha256(csv.read_bytes()).hexdigest()
     assert changed.run_requests[0].run_key != request.run_key
 
 
@@ -310,7 +311,7 @@ def test_sensor_routes_kl_and_parquet(inbox):
 
 
 def test_sensor_run_request_runs_in_process(inbox):
-    """The sensor's run config publishes the inbox file; the release's input hash is the run key."""
+    """The sensor's run config publishes the inbox file; the release's input hash is the one the tick tagged."""
     home, _, example = inbox
     request = _evaluate(home).run_requests[0]
     definitions = build_definitions(home)
@@ -324,7 +325,7 @@ def test_sensor_run_request_runs_in_process(inbox):
     from pipeline.release.home_secret import read_secret_if_present
 
     assert "input_sha256" not in manifest
-    assert manifest["input_hmac"] == input_hmac(read_secret_if_present(home), request.run_key)
+    assert manifest["input_hmac"] == input_hmac(read_secret_if_present(home), request.tags["msa_release/input_sha256"])
     assert manifest["n_input"] == len(example["input"])
 
 
@@ -344,6 +345,62 @@ def test_sensor_file_that_cannot_be_released_fails_its_run_with_the_reason(inbox
     )
     assert "S3" in messages and "example_b.csv" in messages
     assert read_latest(home / "releases") is None
+
+
+def test_a_file_replaced_after_the_tick_is_not_published(inbox):
+    """Issue 14: the run checks that the file is the one the tick hashed; replaced in between, the run fails naming the
+    file, publishes nothing, and the new content gets a request of its own."""
+    home, csv, _ = inbox
+    request = _evaluate(home).run_requests[0]
+    csv.write_text(csv.read_text() + csv.read_text().splitlines()[1] + "\n")
+    _age(csv)
+    result = (
+        build_definitions(home)
+        .resolve_job_def(request.job_name)
+        .execute_in_process(run_config=request.run_config, tags=request.tags, raise_on_error=False)
+    )
+    assert not result.success
+    messages = " ".join(
+        (e.step_failure_data.error.cause or e.step_failure_data.error).message for e in result.all_events if e.is_step_failure
+    )
+    assert "example_b.csv" in messages and "not the one the inbox sensor hashed" in messages
+    assert read_latest(home / "releases") is None
+    assert _evaluate(home).run_requests[0].run_key != request.run_key
+
+
+def test_an_inbox_run_waits_for_the_release_lock(inbox):
+    """Issue 14: a run tagged msa_release/lock_wait_seconds (every inbox run) waits for a lock held by another process
+    instead of failing; without the tag it fails at once ("another release is running")."""
+    import subprocess
+    import sys
+
+    home, _, _ = inbox
+    request = _evaluate(home).run_requests[0]
+    job = build_definitions(home).resolve_job_def(request.job_name)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pipeline.release.locking import acquire_release_lock; "
+            "lock = acquire_release_lock(sys.argv[1]); print('held', flush=True); time.sleep(float(sys.argv[2]))",
+            str(home),
+            "8",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        untagged = {k: v for k, v in request.tags.items() if k != "msa_release/lock_wait_seconds"}
+        refused = job.execute_in_process(run_config=request.run_config, tags=untagged, raise_on_error=False)
+        assert not refused.success and holder.poll() is None  # failed while the other process held the lock
+        assert any("another release is running" in repr(event.event_specific_data) for event in refused.all_events)
+        waited = job.execute_in_process(run_config=request.run_config, tags=request.tags, raise_on_error=False)
+        assert waited.success and holder.poll() is not None  # succeeded after the holder ended
+    finally:
+        holder.kill()
+        holder.wait()
+    assert read_latest(home / "releases") is not None
 
 
 def test_definitions_register_schedule_and_sensor(definitions):

@@ -1,0 +1,231 @@
+"""Issue 14 ("Inbox files lost forever"): the inbox sensor's file selection, run keys, tags and retries, evaluated
+directly (Dagster's build_sensor_context); the Dagster instance configuration the project writes; the liveness test of
+the orphaned-run sweep. The daemon itself runs in tests/e2e/test_inbox_daemon.py."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from pipeline import jobs
+from pipeline.cli.common import DAGSTER_YAML, LEGACY_DAGSTER_YAML, write_dagster_yaml
+from pipeline.definitions import build_definitions
+from pipeline.resources import ReleaseStore
+from pipeline.run_events import process_alive_since
+from tests.conftest import example_frame, example_quasi_identifiers
+
+
+def _evaluate(home: Path, cursor: str | None = None):
+    context = dg.build_sensor_context(cursor=cursor, resources={"store": ReleaseStore(home=str(home))})
+    return jobs.inbox_sensor.evaluate_tick(context)
+
+
+def _age(path: Path, seconds: float = 120) -> None:
+    past = time.time() - seconds
+    os.utime(path, (past, past), follow_symlinks=False)
+
+
+@pytest.fixture
+def inbox(golden, tmp_path):
+    """A home whose inbox has settings.json naming Example B's columns; returns (home, inbox, CSV text of Example B)."""
+    example = golden["example_B"]
+    home = tmp_path / "home"
+    folder = home / "inbox"
+    folder.mkdir(parents=True)
+    (folder / "settings.json").write_text(
+        json.dumps(
+            {
+                "quasi_identifiers": example_quasi_identifiers(example),
+                "sensitive_attributes": example["SA"],
+                "ell": example["l"],
+                "min_confidence": example["min_conf"],
+            }
+        )
+    )
+    return home, folder, example_frame(example).drop(columns="row_id").to_csv(index=False)
+
+
+def _drop(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(text)
+    _age(path)
+    return path
+
+
+def _keys(data) -> dict[str, str]:
+    return {request.tags["msa_release/inbox_file"]: request.run_key for request in data.run_requests}
+
+
+def test_runs_are_keyed_by_content_and_settings(inbox):
+    """The same bytes under another name with the same settings: the same run key (runs once); with other settings
+    (a per-file settings file): another run key; another content: another run key."""
+    home, folder, text = inbox
+    _drop(folder, "a.csv", text)
+    _drop(folder, "b.csv", text)
+    _drop(folder, "c.csv", text)
+    (folder / "c.csv.settings.json").write_text(json.dumps({"seed": 7}))
+    _drop(folder, "d.csv", text + text.splitlines()[1] + "\n")
+    keys = _keys(_evaluate(home))
+    assert keys["a.csv"] == keys["b.csv"]
+    assert len({keys["a.csv"], keys["c.csv"], keys["d.csv"]}) == 3
+    # the content part of the key is the file's SHA-256, the same for c.csv
+    assert keys["a.csv"].split("-")[0] == keys["c.csv"].split("-")[0] != keys["d.csv"].split("-")[0]
+
+
+def test_symbolic_links_and_files_outside_the_inbox_are_refused(inbox, tmp_path):
+    """A symlink in the inbox (to a file outside it, or to one inside it) or a hard link to a file outside it gives no
+    run; the tick names it."""
+    home, folder, text = inbox
+    outside = tmp_path / "secret.csv"
+    outside.write_text(text)
+    _age(outside)
+    (folder / "link.csv").symlink_to(outside)
+    inside = _drop(folder, "real.csv", text)
+    (folder / "alias.csv").symlink_to(inside)
+    _age(folder / "link.csv")
+    data = _evaluate(home)
+    assert set(_keys(data)) == {"real.csv"}
+    assert [r.run_config["resources"]["settings"]["config"]["input_path"] for r in data.run_requests] == [str(inside)]
+    inside.unlink()
+    (folder / "hard.csv").hardlink_to(outside)
+    data = _evaluate(home)
+    assert data.run_requests == []
+    assert "hard.csv: a hard link" in data.skip_message
+    assert "link.csv: a symbolic link, refused" in data.skip_message
+    assert "alias.csv: a symbolic link, refused" in data.skip_message
+
+
+def test_a_symlinked_settings_file_is_refused(inbox, tmp_path):
+    home, folder, text = inbox
+    _drop(folder, "a.csv", text)
+    elsewhere = tmp_path / "other.json"
+    elsewhere.write_text(json.dumps({"ell": 2}))
+    (folder / "a.csv.settings.json").symlink_to(elsewhere)
+    data = _evaluate(home)
+    assert data.run_requests == [] and "a.csv.settings.json is a symbolic link" in data.skip_message
+
+
+def test_write_then_rename(inbox):
+    """A file being written is named <name>.part / .tmp (or starts with '.'): however long it stalls, it is not
+    released; once renamed to its .csv name, it is."""
+    home, folder, text = inbox
+    stalled = _drop(folder, "upload.csv.part", text[: len(text) // 2])
+    _age(stalled, 3600)
+    _drop(folder, "other.parquet.tmp", "PAR1")
+    _drop(folder, ".hidden.csv", text)
+    data = _evaluate(home)
+    assert data.run_requests == []
+    assert "upload.csv.part: still being written" in data.skip_message
+    assert "other.parquet.tmp: still being written" in data.skip_message
+    assert ".hidden.csv" not in data.skip_message
+    stalled.write_text(text)
+    stalled.rename(folder / "upload.csv")
+    _age(folder / "upload.csv")
+    assert set(_keys(_evaluate(home, data.cursor))) == {"upload.csv"}
+
+
+def test_inbox_runs_wait_for_the_lock_and_are_retried_after_a_crash_only(inbox, monkeypatch):
+    home, folder, text = inbox
+    _drop(folder, "a.csv", text)
+    request = _evaluate(home).run_requests[0]
+    assert float(request.tags["msa_release/lock_wait_seconds"]) >= 600
+    assert request.tags["dagster/max_retries"] == "3"
+    assert request.tags["dagster/retry_strategy"] == "ALL_STEPS"  # never "from failure": the warehouse is shared
+    assert request.tags["dagster/retry_on_asset_or_op_failure"] == "false"  # a gate's refusal is not retried
+    monkeypatch.setenv("MSA_RELEASE_INBOX_MAX_RETRIES", "1")
+    assert _evaluate(home).run_requests[0].tags["dagster/max_retries"] == "1"
+
+
+def test_every_job_carries_the_release_lock_tag(tmp_path):
+    """The run queue's tag concurrency limit applies to every job of the code location (all hold the release lock)."""
+    definitions = build_definitions(tmp_path / "home")
+    names = {job.name for job in definitions.resolve_all_job_defs() if not job.name.startswith("__")}
+    assert {"release", "rating_release", "kl_release", "evaluation", "attacks"} <= names
+    for name in names:
+        assert definitions.resolve_job_def(name).tags.get(jobs.RELEASE_LOCK_TAG), name
+
+
+def test_the_dagster_yaml_queues_release_runs_and_enables_monitoring_and_retries(tmp_path, monkeypatch):
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    (legacy / "dagster.yaml").write_text(LEGACY_DAGSTER_YAML)
+    custom = tmp_path / "custom"
+    custom.mkdir()
+    (custom / "dagster.yaml").write_text("telemetry:\n  enabled: true\n")
+    fresh = tmp_path / "fresh"
+    for home in (legacy, custom, fresh):
+        write_dagster_yaml(home)
+    assert (legacy / "dagster.yaml").read_text() == DAGSTER_YAML == (fresh / "dagster.yaml").read_text()
+    assert (custom / "dagster.yaml").read_text() == "telemetry:\n  enabled: true\n"  # the steward's own: kept
+    monkeypatch.setenv("DAGSTER_HOME", str(fresh))
+    with dg.DagsterInstance.get() as instance:
+        assert instance.run_monitoring_enabled and instance.run_retries_enabled
+        assert instance.run_retries_max_retries == 0  # only runs tagged dagster/max_retries
+        limits = instance.run_coordinator.get_run_queue_config().tag_concurrency_limits
+        assert {"key": jobs.RELEASE_LOCK_TAG, "limit": 1} in limits
+
+
+def test_process_alive_since(tmp_path):
+    """Alive: this process. Dead: a reaped child, a killed child not yet reaped (zombie), and this process's pid
+    read as the pid of a run that started before it (a reused pid)."""
+    assert process_alive_since(os.getpid(), time.time())
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert not process_alive_since(child.pid, time.time())
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.time() + 30
+    while Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z" and time.time() < deadline:
+        time.sleep(0.05)
+    assert not process_alive_since(zombie.pid, time.time())
+    zombie.wait()
+    assert not process_alive_since(os.getpid(), time.time() - 10 * 24 * 3600)
+
+
+def test_fail_orphaned_runs_fails_only_runs_whose_process_is_gone(tmp_path):
+    """Zombie runs: of four STARTED runs, the one whose process is dead is marked FAILURE with the reason and tagged;
+    a live process's run, a run of another machine and a run without a recorded process are left alone. A run that
+    Dagster failed with its generic message, whose process is gone, gets the reason too."""
+    import socket
+
+    from dagster._core.events import EngineEventData
+    from dagster._core.storage.dagster_run import DagsterRun
+
+    from pipeline.run_events import FAILURE_REASON_TAG, HOST_TAG, PROCESS_GONE, fail_orphaned_runs
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+
+        def started(run_id: str, pid: int | None, **tags: str) -> DagsterRun:
+            run = instance.add_run(DagsterRun(job_name="release", run_id=run_id, status=dg.DagsterRunStatus.STARTED, tags=tags))
+            if pid is not None:
+                instance.report_engine_event(f"Executing steps in process (pid: {pid})", run, EngineEventData.in_process(pid))
+            return run
+
+        started("dead", dead.pid)
+        started("alive", os.getpid())
+        started("elsewhere", dead.pid, **{HOST_TAG: socket.gethostname() + "-other"})
+        started("unknown", None)
+        generic = started("generic", dead.pid)
+        instance.report_run_failed(generic)  # what Dagster's code server writes when it sees its worker die
+        orphans = fail_orphaned_runs(instance)
+        assert [orphan.run_id for orphan in orphans] == ["dead"] and orphans[0].pids == (dead.pid,)
+        status = {run_id: instance.get_run_by_id(run_id).status for run_id in ("dead", "alive", "elsewhere", "unknown")}
+        assert status == {
+            "dead": dg.DagsterRunStatus.FAILURE,
+            "alive": dg.DagsterRunStatus.STARTED,
+            "elsewhere": dg.DagsterRunStatus.STARTED,
+            "unknown": dg.DagsterRunStatus.STARTED,
+        }
+        failure = instance.get_records_for_run("dead", of_type=dg.DagsterEventType.RUN_FAILURE).records[0]
+        assert f"its process (pid {dead.pid}) is gone" in failure.event_log_entry.dagster_event.message
+        for run_id in ("dead", "generic"):
+            assert instance.get_run_by_id(run_id).tags[FAILURE_REASON_TAG] == PROCESS_GONE
+        engine = instance.get_records_for_run("generic", of_type=dg.DagsterEventType.ENGINE_EVENT).records
+        assert any(f"(pid {dead.pid}) is gone" in (r.event_log_entry.dagster_event.message or "") for r in engine)
+        assert fail_orphaned_runs(instance) == []  # nothing left to do
