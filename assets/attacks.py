@@ -9,9 +9,11 @@ from pathlib import Path
 
 import dagster as dg
 import pandas as pd
+
 from pydantic import Field
 
 from pipeline.asset_keys import EVALUATION, inputs
+from pipeline.core.columns import as_text
 from pipeline.reporting.attack_report import MODELS, run_attack_evaluation, write_attack_report
 from pipeline.core.hierarchies import load_hierarchies
 from pipeline.io.loading import PROJECT_ROOT
@@ -107,8 +109,9 @@ def attack_evaluation(
     hierarchies = load_hierarchies(
         hierarchies_dir,
         [*quasi_identifier_columns, *sensitive_attribute_columns],
-        data_values={a: raw_records[a].astype(str).unique() for a in [*quasi_identifier_columns, *sensitive_attribute_columns]},
+        data_values={a: as_text(raw_records[a]) for a in [*quasi_identifier_columns, *sensitive_attribute_columns]},
         data_source=settings.input_path,
+        data_record_numbers=raw_records["row_id"].to_numpy(),
     )
     evaluation = run_attack_evaluation(
         raw_records,

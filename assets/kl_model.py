@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.asset_keys import KINDS, KL_MODEL, PRIVATE, inputs, model_of_run, table_metadata
+from pipeline.core.columns import as_text
 from pipeline.core.hierarchies import HierarchyError, load_hierarchies
 from pipeline.core.kl_anonymity import InfeasibleError, kl_anonymize
 from pipeline.failures import with_structured_failures
@@ -54,8 +55,9 @@ def generalization_hierarchies(
     hierarchies = load_hierarchies(
         directory,
         quasi_identifiers,
-        data_values={a: raw_records[a].astype(str).unique() for a in quasi_identifiers},
+        data_values={a: as_text(raw_records[a]) for a in quasi_identifiers},
         data_source=f"input {settings.input_path}",
+        data_record_numbers=raw_records["row_id"].to_numpy(),
     )
     rows = []
     for attribute in quasi_identifiers:

@@ -104,8 +104,12 @@ class SidAssignment:
             return False
         if not np.array_equal(self.suppressed_records, other.suppressed_records):
             return False
-        mine = self.bucket_values[self.entry_bucket].astype(str)
-        theirs = other.bucket_values[other.entry_bucket].astype(str)
+        # values as ranks of their text in one shared code space (never a fixed-width unicode array per entry)
+        texts = np.asarray([str(v) for v in [*self.bucket_values, *other.bucket_values]], dtype=object)
+        _, rank = np.unique(texts, return_inverse=True)
+        rank = rank.reshape(-1).astype(np.int64)
+        mine = rank[: len(self.bucket_values)][self.entry_bucket]
+        theirs = rank[len(self.bucket_values) :][other.entry_bucket]
         order_mine = np.lexsort((mine, self.entry_sid))
         order_theirs = np.lexsort((theirs, other.entry_sid))
         return bool(
