@@ -336,8 +336,11 @@ def use_home(home_option: str | None) -> Path:
         ) from error
 
 
-def execute_job(job_name: str, run_config: dict, *, home_option: str | None, verbose: bool):
+def execute_job(job_name: str, run_config: dict, *, home_option: str | None, verbose: bool, progress: bool = False):
     """Run a job of the code location in-process on the persistent Dagster instance.
+
+    With ``progress``, a line goes to stderr for every step that took 5 s or more (or failed) and every 30 s
+    that a step keeps running (:class:`pipeline.run_events.StepProgress`).
 
     Returns ``(result, home)``; ``home`` is the release home ($MSA_RELEASE_HOME).
     """
@@ -355,7 +358,19 @@ def execute_job(job_name: str, run_config: dict, *, home_option: str | None, ver
     # in-process executor, so the steps still run in this process, one at a time.
     job = dg.build_reconstructable_job(__name__, "job_of_home", reconstructable_args=(str(home), job_name))
     with dg.DagsterInstance.get() as instance:
-        result = dg.execute_job(job, instance=instance, run_config=config, raise_on_error=False)
+        if not progress:
+            result = dg.execute_job(job, instance=instance, run_config=config, raise_on_error=False)
+            return result, home
+        import uuid
+
+        from pipeline.run_events import PROGRESS_TAG, StepProgress
+
+        tag = uuid.uuid4().hex
+        reporter = StepProgress(instance, tag, lambda line: click.echo(line, err=True)).start()
+        try:
+            result = dg.execute_job(job, instance=instance, run_config=config, raise_on_error=False, tags={PROGRESS_TAG: tag})
+        finally:
+            reporter.stop()
     return result, home
 
 
