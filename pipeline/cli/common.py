@@ -495,7 +495,7 @@ def preflight(config: dict, *, home_option: str | None) -> Path:
                 settings.quasi_identifiers,
                 data_values={a: loaded.records[a] for a in settings.quasi_identifiers},
                 data_source=f"input {settings.input_path}",
-                data_record_numbers=loaded.records["row_id"].to_numpy(),
+                data_record_numbers={a: loaded.records["row_id"].to_numpy() for a in settings.quasi_identifiers},
             )
     except InfeasibleInput as error:
         what = "(k, ℓ)-anonymous" if settings.model == "kl" else "ℓ-diverse"

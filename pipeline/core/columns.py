@@ -17,6 +17,7 @@ __all__ = [
     "category_texts",
     "combine_codes",
     "distinct_per_group",
+    "first_occurrences",
     "joint_text_codes",
     "text_codes",
     "text_ranks",
@@ -50,6 +51,15 @@ def as_text(values: pd.Series | pd.DataFrame) -> pd.Series | pd.DataFrame:
     lookup = np.append(category_texts(values.cat.categories), np.asarray([str(np.nan)], dtype=object))
     codes = values.cat.codes.to_numpy()
     return pd.Series(lookup[codes], index=values.index, name=values.name, dtype=object)  # code -1 (missing) -> 'nan'
+
+
+def first_occurrences(column: pd.Series, record_numbers: pd.Series) -> tuple[list[str], list[int]]:
+    """The distinct texts of ``column`` (as :func:`as_text` gives them) in order of first appearance, and the
+    record number (from ``record_numbers``, aligned with ``column``) of each first appearance: what a check of
+    every value needs, and a message naming a record instead of a value (issue 14)."""
+    texts = as_text(column)
+    first = ~texts.duplicated().to_numpy()
+    return texts.to_numpy(dtype=object)[first].tolist(), record_numbers.to_numpy()[first].tolist()
 
 
 def values_mask(column: pd.Series, values: Iterable[str]) -> np.ndarray:

@@ -235,7 +235,7 @@ def load_hierarchies(
     *,
     data_values: Mapping[str, Iterable[str]] | None = None,
     data_source: str = "the data",
-    data_record_numbers: Sequence[int] | None = None,
+    data_record_numbers: Mapping[str, Sequence[int]] | None = None,
 ) -> dict[str, Hierarchy]:
     """Read the hierarchy of every attribute from ``directory`` and check it covers the data.
 
@@ -250,7 +250,7 @@ def load_hierarchies(
     data_source
         Name of the data (for messages).
     data_record_numbers
-        Optional 1-based record number of each position of the ``data_values`` columns (the input's ``row_id``),
+        Optional attribute -> 1-based record number of each of its ``data_values`` (the input's ``row_id``),
         named in a message about a value the hierarchy does not list (default: the position, from 1).
 
     Returns
@@ -277,7 +277,8 @@ def load_hierarchies(
             )
         hierarchy = read_hierarchy(path, attribute=attribute)
         if data_values is not None and attribute in data_values:
-            hierarchy.encode(data_values[attribute], column_source=data_source, record_numbers=data_record_numbers)
+            numbers = data_record_numbers.get(attribute) if data_record_numbers is not None else None
+            hierarchy.encode(data_values[attribute], column_source=data_source, record_numbers=numbers)
         hierarchies[attribute] = hierarchy
     return hierarchies
 

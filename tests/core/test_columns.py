@@ -5,7 +5,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.core.columns import as_text, sorted_text_codes
+from pipeline.core.columns import as_text, first_occurrences, sorted_text_codes
 
 values = st.one_of(st.sampled_from(["b", "a", "HS-grad", "10th", "9th", "é", ""]), st.none(), st.integers(0, 12))
 
@@ -42,3 +42,10 @@ def test_as_text_equals_astype_str(column, categorical):
     assert got.tolist() == expected.tolist()
     frame = pd.DataFrame({"x": series, "y": np.arange(len(column))}, index=series.index)
     assert as_text(frame).equals(frame.astype(str))
+
+
+def test_first_occurrences_give_each_text_once_with_the_record_of_its_first_appearance():
+    column = pd.Series(["b", "a", "b", None, "c", "a"], dtype="category")
+    values, numbers = first_occurrences(column, pd.Series([11, 12, 13, 14, 15, 16]))
+    assert values == ["b", "a", "nan", "c"]
+    assert numbers == [11, 12, 14, 15]
