@@ -9,9 +9,11 @@ from pathlib import Path
 
 import dagster as dg
 import pandas as pd
+
 from pydantic import Field
 
 from pipeline.asset_keys import EVALUATION, inputs
+from pipeline.core.columns import first_occurrences
 from pipeline.reporting.attack_report import MODELS, run_attack_evaluation, write_attack_report
 from pipeline.core.hierarchies import load_hierarchies
 from pipeline.io.loading import PROJECT_ROOT
@@ -104,11 +106,16 @@ def attack_evaluation(
     kl_method = str(getattr(settings, "kl_method", DEFAULT_KL_METHOD))
     max_block_size = int(getattr(settings, "max_block_size", DEFAULT_MAX_BLOCK_SIZE))
     weights = dict(getattr(settings, "generalization_weights", {}) or {})
+    firsts = {
+        a: first_occurrences(raw_records[a], raw_records["row_id"])
+        for a in [*quasi_identifier_columns, *sensitive_attribute_columns]
+    }
     hierarchies = load_hierarchies(
         hierarchies_dir,
         [*quasi_identifier_columns, *sensitive_attribute_columns],
-        data_values={a: raw_records[a].astype(str).unique() for a in [*quasi_identifier_columns, *sensitive_attribute_columns]},
+        data_values={a: values for a, (values, _) in firsts.items()},
         data_source=settings.input_path,
+        data_record_numbers={a: numbers for a, (_, numbers) in firsts.items()},
     )
     evaluation = run_attack_evaluation(
         raw_records,

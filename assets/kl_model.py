@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.asset_keys import KINDS, KL_MODEL, PRIVATE, inputs, model_of_run, table_metadata
+from pipeline.core.columns import first_occurrences
 from pipeline.core.hierarchies import HierarchyError, load_hierarchies
 from pipeline.core.kl_anonymity import InfeasibleError, kl_anonymize
 from pipeline.failures import with_structured_failures
@@ -51,11 +52,13 @@ def generalization_hierarchies(
             f"hierarchy directory {settings.hierarchies_dir!r} not found{looked}; pass --hierarchies DIR "
             "(one ARX file per quasi-identifier, named '<column>.csv' or '*_hierarchy_<column>.csv')"
         )
+    firsts = {a: first_occurrences(raw_records[a], raw_records["row_id"]) for a in quasi_identifiers}
     hierarchies = load_hierarchies(
         directory,
         quasi_identifiers,
-        data_values={a: raw_records[a].astype(str).unique() for a in quasi_identifiers},
+        data_values={a: values for a, (values, _) in firsts.items()},
         data_source=f"input {settings.input_path}",
+        data_record_numbers={a: numbers for a, (_, numbers) in firsts.items()},
     )
     rows = []
     for attribute in quasi_identifiers:

@@ -110,14 +110,26 @@ KDD_SENSITIVE_ATTRIBUTES = ["education", "major occupation code", "tax filer sta
 ADULT_QUASI_IDENTIFIERS = ["sex", "race", "marital-status", "native-country", "workclass"]
 ADULT_SENSITIVE_ATTRIBUTES = ["education", "occupation", "age", "relationship"]
 
-#: Issue 5 targets.
+#: Issue 5 targets, and issue 14's memory bounds per value length and per distinct-value count.
 TARGETS = {
     "adult_algorithms_seconds": 1.0,
     "adult_release_wall_seconds": 15.0,
     "end_to_end_10m_seconds": 300.0,
     "peak_rss_10m_mb": 8 * 1024.0,
     "time_per_record_ratio_1m_to_10m": 1.3,
+    # Adult with one 100,000-character value in a quasi-identifier and a sensitive attribute: one fixed-width
+    # unicode array of such a column would be 30,718 x 100,000 x 4 bytes = 11.4 GiB; the run must stay near
+    # Adult's own peak (below 1.5 GiB)
+    "long_value_peak_rss_mb": 1536.0,
+    # 100,000 records, 100,000 distinct values in one sensitive attribute (before issue 14: records x values
+    # posterior matrices, 22 GB at 40,000 values, and a quadratic Rating; after: about 1.4 GiB and 100 s)
+    "distinct_100k_peak_rss_mb": 2048.0,
+    "distinct_100k_wall_seconds": 300.0,
 }
+#: Issue 14's data sets (``--sizes`` tokens): Adult's rows made into a stress case, written as CSV by
+#: :func:`ensure_stress_input`.
+LONG_VALUE_CHARACTERS = 100_000
+DISTINCT_RECORDS = 100_000
 
 #: Above these sizes a comparison is skipped (reason recorded): mlxtend one-hot-encodes the
 #: table (records x items booleans) and tests every candidate pair column by column; the plain
@@ -142,6 +154,7 @@ class Dataset:
     input_path: str | None = None
     settings: dict = field(default_factory=dict)
     ell: int | None = None  # None: the benchmark's --ell
+    stress: str | None = None  # "long-values" or "distinct-100k": made by ensure_stress_input, no comparisons
 
 
 def parse_count(token: str) -> int:
@@ -177,6 +190,33 @@ def resolve_datasets(sizes: list[str], cache_dir: Path) -> list[Dataset]:
                         "csv_header": False,
                         "missing_value_tokens": ["", "NULL", "?"],
                     },
+                )
+            )
+        elif token in ("long-values", "distinct-100k"):
+            path = str(cache_dir / f"{token}.csv")
+            long_values = token == "long-values"
+            datasets.append(
+                Dataset(
+                    token,
+                    f"Adult with one {LONG_VALUE_CHARACTERS:,}-character value in occupation and workclass"
+                    if long_values
+                    else f"{DISTINCT_RECORDS:,} Adult rows, occupation replaced by {DISTINCT_RECORDS:,} distinct values",
+                    None,
+                    [
+                        "--input",
+                        path,
+                        "--quasi-identifiers",
+                        ",".join(ADULT_QUASI_IDENTIFIERS),
+                        "--sensitive-attributes",
+                        ",".join(ADULT_SENSITIVE_ATTRIBUTES),
+                        "--posterior-gate",
+                        "warn",
+                        "--confidence-tolerance",
+                        "0.2",
+                        *(["--max-value-length", str(LONG_VALUE_CHARACTERS)] if long_values else []),
+                    ],
+                    input_path=path,
+                    stress=token,
                 )
             )
         elif token == "kdd":
@@ -276,6 +316,32 @@ def ensure_synthetic(dataset: Dataset, log) -> dict | None:
         "rules_equal_adult": "equal" in completed.stdout.splitlines()[-1],
         "output": completed.stdout.strip(),
     }
+
+
+def ensure_stress_input(dataset: Dataset, log) -> dict | None:
+    """Write the CSV of an issue-14 data set (``dataset.stress``) from adult.data unless it is cached."""
+    if dataset.stress is None:
+        return None
+    path = Path(dataset.input_path)
+    if path.exists():
+        return {"path": str(path), "cached": True}
+    import numpy as np
+    import pandas as pd
+
+    from pipeline.resources import ADULT_COLUMNS
+
+    log(f"[{dataset.name}] writing {path} ...")
+    adult = pd.read_csv(PROJECT_ROOT / "data/adult/adult.data", header=None, names=ADULT_COLUMNS, skipinitialspace=True)
+    if dataset.stress == "long-values":
+        adult.loc[5, "occupation"] = "O" * LONG_VALUE_CHARACTERS
+        adult.loc[7, "workclass"] = "W" * LONG_VALUE_CHARACTERS
+    else:
+        adult = pd.concat([adult] * (DISTINCT_RECORDS // len(adult) + 1), ignore_index=True).head(DISTINCT_RECORDS)
+        order = np.random.default_rng(0).permutation(DISTINCT_RECORDS)
+        adult["occupation"] = [f"occupation-{i:06d}" for i in order]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    adult.to_csv(path, index=False)
+    return {"path": str(path), "cached": False}
 
 
 def _run_with_timeout(command: list[str], *, timeout: float | None, **kwargs) -> subprocess.CompletedProcess:
@@ -676,6 +742,29 @@ def evaluate_targets(results: dict) -> list[dict]:
         ),
     )
     add("peak_rss_10m_mb", "10M synthetic: peak RSS", ten.get("peak_rss_mb"), TARGETS["peak_rss_10m_mb"], "MiB")
+    long_values, distinct = summary("long-values"), summary("distinct-100k")
+    add(
+        "long_value_peak_rss_mb",
+        f"Adult with one {LONG_VALUE_CHARACTERS:,}-character value (a quasi-identifier and a sensitive attribute): peak RSS",
+        long_values.get("peak_rss_mb"),
+        TARGETS["long_value_peak_rss_mb"],
+        "MiB",
+        "memory must not depend on the longest value (issue 14); a fixed-width copy of one column would be 11.4 GiB",
+    )
+    add(
+        "distinct_100k_peak_rss_mb",
+        f"{DISTINCT_RECORDS:,} distinct values in one sensitive attribute: peak RSS",
+        distinct.get("peak_rss_mb"),
+        TARGETS["distinct_100k_peak_rss_mb"],
+        "MiB",
+    )
+    add(
+        "distinct_100k_wall_seconds",
+        f"{DISTINCT_RECORDS:,} distinct values in one sensitive attribute: wall time of `msa-release run`",
+        distinct.get("median_wall_seconds"),
+        TARGETS["distinct_100k_wall_seconds"],
+        "s",
+    )
     ratio = None
     if one.get("median_wall_seconds") and ten.get("median_wall_seconds"):
         ratio = round((ten["median_wall_seconds"] / 10_000_000) / (one["median_wall_seconds"] / 1_000_000), 3)
@@ -937,6 +1026,8 @@ def run_benchmark(
             "ell": dataset_ell,
         }
         entry["synthetic"] = ensure_synthetic(dataset, log)
+        if dataset.stress is not None:
+            entry["stress_input"] = ensure_stress_input(dataset, log)
         home = work_dir / "homes" / dataset.name
         profiles = work_dir / "profiles" / dataset.name
         profiles.mkdir(parents=True, exist_ok=True)
@@ -953,7 +1044,7 @@ def run_benchmark(
             if outcome.get("records_read") is not None:
                 entry["records"] = outcome["records_read"] - outcome["records_dropped"]
         entry["summary"] = summarize_runs(entry["runs"])
-        if compare:
+        if compare and dataset.stress is None:  # the stress cases measure one run's time and memory only
             log(f"[{dataset.name}] comparisons (rule-mining back ends, SID creation) ...")
             entry["comparisons"] = run_comparisons(
                 dataset,
@@ -988,8 +1079,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--sizes",
-        default="adult,kdd,1m,3m,10m",
-        help="comma-separated: adult, kdd, 1m, 3m, 10m or any count (5000, 250k) (default: all five)",
+        default="adult,kdd,1m,3m,10m,long-values,distinct-100k",
+        help="comma-separated: adult, kdd, 1m, 3m, 10m, long-values, distinct-100k or any count (5000, 250k) "
+        "(default: all seven)",
     )
     parser.add_argument("--runs", type=int, default=3, help="measured runs per size below --large-from (default 3)")
     parser.add_argument("--runs-large", type=int, default=1, help="measured runs per size from --large-from on (default 1)")

@@ -37,6 +37,7 @@ import duckdb
 import pandas as pd
 
 from pipeline.core.class_attacks import class_attack_figures, class_candidate_sets
+from pipeline.core.columns import as_text
 from pipeline.core.composition import candidate_sets, intersection_attack, one_known_value_at_row_level
 from pipeline.core.metrics import additional_information_loss
 from pipeline.models import DEFAULT_MODEL, publication_model
@@ -99,7 +100,7 @@ def _generalized_cells(raw: pd.DataFrame, row_map: pd.DataFrame, tables: list[pd
             continue
         original = raw_by_id.loc[source.loc[frame["row_id"].to_numpy()].to_numpy()]
         for column in quasi:
-            changed += int((frame[column].astype(str).to_numpy() != original[column].astype(str).to_numpy()).sum())
+            changed += int((as_text(frame[column]).to_numpy() != as_text(original[column]).to_numpy()).sum())
     return changed
 
 

@@ -398,11 +398,14 @@ def use_home(home_option: str | None) -> Path:
         ) from error
 
 
-def execute_job(job_name: str, run_config: dict, *, home_option: str | None, verbose: bool):
+def execute_job(job_name: str, run_config: dict, *, home_option: str | None, verbose: bool, progress: bool = False):
     """Run a job of the code location in-process on the persistent Dagster instance.
 
     Runs of the instance whose process is gone (killed: SIGKILL, out of memory, a timeout) are first marked failed,
     each with a line on stderr (:func:`pipeline.run_events.fail_orphaned_runs`).
+
+    With ``progress``, a line goes to stderr for every step that took 5 s or more (or failed) and every 30 s
+    that a step keeps running (:class:`pipeline.run_events.StepProgress`).
 
     Returns ``(result, home)``; ``home`` is the release home ($MSA_RELEASE_HOME).
     """
@@ -426,9 +429,22 @@ def execute_job(job_name: str, run_config: dict, *, home_option: str | None, ver
     with dg.DagsterInstance.get() as instance:
         for orphan in fail_orphaned_runs(instance):
             click.echo(f"msa-release: {orphan.message}", err=True)
-        result = dg.execute_job(
-            job, instance=instance, run_config=config, tags={HOST_TAG: socket.gethostname()}, raise_on_error=False
-        )
+        tags = {HOST_TAG: socket.gethostname()}
+        if not progress:
+            result = dg.execute_job(job, instance=instance, run_config=config, tags=tags, raise_on_error=False)
+            return result, home
+        import uuid
+
+        from pipeline.run_events import PROGRESS_TAG, StepProgress
+
+        tag = uuid.uuid4().hex
+        reporter = StepProgress(instance, tag, lambda line: click.echo(line, err=True)).start()
+        try:
+            result = dg.execute_job(
+                job, instance=instance, run_config=config, raise_on_error=False, tags={**tags, PROGRESS_TAG: tag}
+            )
+        finally:
+            reporter.stop()
     return result, home
 
 

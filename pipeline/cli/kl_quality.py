@@ -40,6 +40,7 @@ def kl_quality(**options) -> None:
             settings.quasi_identifiers,
             data_values={a: loaded.records[a] for a in settings.quasi_identifiers},
             data_source=str(settings.input_path),
+            data_record_numbers={a: loaded.records["row_id"].to_numpy() for a in settings.quasi_identifiers},
         )
     except (InputError, HierarchyError, ValueError) as error:
         raise UnusableInput(str(error)) from error

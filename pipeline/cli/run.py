@@ -156,6 +156,12 @@ from pipeline.cli.common import (
     type=click.Path(dir_okay=False),
     help="With --profile: where to write the sidecar (default <home>/profiles/<run_id>.json).",
 )
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Print a line to stderr for every step that takes 5 s or more and every 30 s that a step keeps running "
+    "(default: when stderr is a terminal and without --verbose).",
+)
 def run(**options) -> None:
     """Run the Dagster job of the chosen model (`release` for mixed, `rating_release` for rating, `kl_release` for
     kl) in-process and print a summary of the published release.
@@ -180,8 +186,15 @@ def run(**options) -> None:
         from pipeline.evaluation.profiling import ensure_sampler
 
         ensure_sampler()
+    progress = options["progress"]
+    if progress is None:
+        progress = not options["verbose"] and click.get_text_stream("stderr").isatty()
     result, home = execute_job(
-        job_name, {"resources": {"settings": {"config": config}}}, home_option=options["home"], verbose=options["verbose"]
+        job_name,
+        {"resources": {"settings": {"config": config}}},
+        home_option=options["home"],
+        verbose=options["verbose"],
+        progress=progress,
     )
     elapsed = time.monotonic() - started
     if options["profile"]:

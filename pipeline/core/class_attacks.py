@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline.core.columns import as_text
 from pipeline.core.posterior import population_posterior
 
 __all__ = ["class_attack_figures", "class_candidate_sets", "class_posteriors", "one_known_value_in_classes"]
@@ -67,7 +68,7 @@ def class_candidate_sets(
     index = _input_rows(released, row_map)
     out = {}
     for attribute in sensitive_attributes:
-        sets = released.groupby(class_column)[attribute].agg(lambda values: frozenset(values.astype(str)))
+        sets = as_text(released[attribute]).groupby(released[class_column]).agg(lambda values: frozenset(values))
         out[attribute] = pd.Series(sets.reindex(released[class_column]).to_numpy(), index=index, dtype=object)
     return out
 
@@ -95,7 +96,7 @@ def one_known_value_in_classes(
     if n == 0 or len(sensitive_attributes) < 2:
         return {"share_records_pinning_another_value": 0.0, "n_released": int(n)}
     exposed = np.zeros(n, dtype=bool)
-    text = {a: released[a].astype(str).to_numpy(dtype=object) for a in sensitive_attributes}
+    text = {a: as_text(released[a]).to_numpy(dtype=object) for a in sensitive_attributes}
     classes = released[class_column].to_numpy()
     for known in sensitive_attributes:
         keys = pd.MultiIndex.from_arrays([classes, text[known]])
@@ -160,7 +161,7 @@ def class_posteriors(
     above = np.zeros((n, len(sensitive_attributes)), dtype=bool)
     posteriors = []
     for j, attribute in enumerate(sensitive_attributes):
-        values = released[attribute].astype(str).to_numpy(dtype=object)
+        values = as_text(released[attribute]).to_numpy(dtype=object)
         keys = pd.MultiIndex.from_arrays([classes, values])
         share = (
             pd.Series(np.ones(n)).groupby(keys, sort=False).transform("sum")

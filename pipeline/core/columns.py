@@ -12,7 +12,54 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["combine_codes", "distinct_per_group", "joint_text_codes", "text_codes", "text_ranks", "values_mask"]
+__all__ = [
+    "as_text",
+    "category_texts",
+    "combine_codes",
+    "distinct_per_group",
+    "first_occurrences",
+    "joint_text_codes",
+    "text_codes",
+    "text_ranks",
+    "values_mask",
+]
+
+
+def category_texts(categories: pd.Index) -> np.ndarray:
+    """Object array (len(categories),) of ``str`` of each category, what ``categories.astype(str)`` gives, never
+    through a fixed-width numpy unicode array (whose size is the number of categories times the longest text)."""
+    if categories.dtype == object:
+        return np.asarray(categories.astype(str), dtype=object)  # object to object: one str per category
+    return np.asarray([str(value) for value in categories.astype(str)], dtype=object)  # numbers: short texts
+
+
+def as_text(values: pd.Series | pd.DataFrame) -> pd.Series | pd.DataFrame:
+    """``values.astype(str)`` (same index, names and order; object columns of ``str``; a missing value becomes the
+    text ``'nan'`` or ``'None'`` as ``astype(str)`` gives it) with memory that does not depend on the longest value.
+
+    pandas turns a categorical column into text through a fixed-width numpy unicode array of one cell per row,
+    4 bytes per character of the *longest* category (issue 14: one 1 MiB value in a 3,000-row table took 23 GB);
+    here a categorical column is mapped through its categories' texts (one ``str`` per category, shared by the
+    rows), so the cost is one pointer per row. Other columns are left to ``astype(str)``, which already gives
+    objects (numbers make short texts)."""
+    if isinstance(values, pd.DataFrame):
+        return pd.DataFrame({i: as_text(values.iloc[:, i]) for i in range(values.shape[1])}, index=values.index).set_axis(
+            values.columns, axis=1
+        )
+    if not isinstance(values.dtype, pd.CategoricalDtype):
+        return values.astype(str)
+    lookup = np.append(category_texts(values.cat.categories), np.asarray([str(np.nan)], dtype=object))
+    codes = values.cat.codes.to_numpy()
+    return pd.Series(lookup[codes], index=values.index, name=values.name, dtype=object)  # code -1 (missing) -> 'nan'
+
+
+def first_occurrences(column: pd.Series, record_numbers: pd.Series) -> tuple[list[str], list[int]]:
+    """The distinct texts of ``column`` (as :func:`as_text` gives them) in order of first appearance, and the
+    record number (from ``record_numbers``, aligned with ``column``) of each first appearance: what a check of
+    every value needs, and a message naming a record instead of a value (issue 14)."""
+    texts = as_text(column)
+    first = ~texts.duplicated().to_numpy()
+    return texts.to_numpy(dtype=object)[first].tolist(), record_numbers.to_numpy()[first].tolist()
 
 
 def values_mask(column: pd.Series, values: Iterable[str]) -> np.ndarray:

@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline.core.columns import as_text
+
 __all__ = ["candidate_sets", "intersection_attack", "one_known_value_at_row_level"]
 
 
@@ -60,14 +62,15 @@ def candidate_sets(
     for attribute in sensitive_attributes:
         parts = []
         if sac_released is not None and len(sac_released):
-            groups = sac_released.groupby("group_id")[attribute].agg(lambda values: frozenset(values.astype(str)))
+            groups = as_text(sac_released[attribute]).groupby(sac_released["group_id"]).agg(lambda values: frozenset(values))
             sets = groups.reindex(sac_released["group_id"]).to_numpy()
             parts.append(pd.Series(sets, index=to_input.loc[sac_released["row_id"].to_numpy(np.int64)].to_numpy()))
         if attribute_table is not None and id_table is not None and len(attribute_table):
-            entries = id_table[id_table["attribute"].astype(str) == attribute]
-            by_sid = entries.groupby("sid")["value"].agg(lambda values: frozenset(values.astype(str)))
+            entries = id_table[as_text(id_table["attribute"]) == attribute]
+            value_text = as_text(entries["value"])
+            by_sid = value_text.groupby(entries["sid"]).agg(lambda values: frozenset(values))
             n_sids = len(by_sid)
-            counts = entries.groupby(entries["value"].astype(str))["sid"].nunique()
+            counts = entries["sid"].groupby(value_text).nunique()
             everywhere = frozenset(counts[counts == n_sids].index) if n_sids else frozenset()
             sids = attribute_table[attribute]
             sets = [everywhere if pd.isna(s) else by_sid.get(int(s), frozenset()) for s in sids.tolist()]

@@ -31,8 +31,9 @@ __all__ = [
 
 
 class HierarchyError(UnusableInputError, ValueError):
-    """A hierarchy file is unusable or does not cover the data; the message names the file,
-    the attribute and the offending value, and says what to do."""
+    """A hierarchy file is unusable or does not cover the data; the message names the file, the attribute and
+    the row of the file or the record of the data, and says what to do. It never shows a value or a label: the
+    labels of a hierarchy are values of a quasi-identifier (issue 14)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,7 +120,7 @@ class Hierarchy:
         for number, row in enumerate(rows, start=1):
             if len(row) != width:
                 raise HierarchyError(
-                    f"hierarchy {source} for {attribute!r}: row {number} ({';'.join(row)!r}) has {len(row)} columns, "
+                    f"hierarchy {source} for {attribute!r}: row {number} has {len(row)} columns, "
                     f"row 1 has {width}; every row needs the same number of levels"
                 )
             if any(cell == "" for cell in row):
@@ -130,7 +131,8 @@ class Hierarchy:
         for number, row in enumerate(rows, start=1):
             if row[0] in seen:
                 raise HierarchyError(
-                    f"hierarchy {source} for {attribute!r}: base value {row[0]!r} appears on rows {seen[row[0]]} and {number}"
+                    f"hierarchy {source} for {attribute!r}: the base value (first column) of row {number} appears on rows "
+                    f"{seen[row[0]]} and {number}; list each base value once"
                 )
             seen[row[0]] = number
         n_base = len(rows)
@@ -143,17 +145,20 @@ class Hierarchy:
             labels.append(tuple(index))
         for level in range(1, width - 1):  # each node must have exactly one parent
             parent: dict[int, int] = {}
+            first_row: dict[int, int] = {}
             for b in range(n_base):
                 node, up = int(codes[b, level]), int(codes[b, level + 1])
+                first_row.setdefault(node, b + 1)
                 if parent.setdefault(node, up) != up:
                     raise HierarchyError(
-                        f"hierarchy {source} for {attribute!r}: levels do not nest: {labels[level][node]!r} (level {level}) "
-                        f"has two parents, {labels[level + 1][parent[node]]!r} and {labels[level + 1][up]!r}"
+                        f"hierarchy {source} for {attribute!r}: levels do not nest: the label in column {level + 1} of "
+                        f"rows {first_row[node]} and {b + 1} is the same but column {level + 2} differs (two parents); "
+                        "give every label one parent"
                     )
         if len(labels[-1]) != 1:
             raise HierarchyError(
-                f"hierarchy {source} for {attribute!r}: the last column has {len(labels[-1])} values "
-                f"({', '.join(labels[-1][:5])}...); it must be a single root such as '*'"
+                f"hierarchy {source} for {attribute!r}: the last column has {len(labels[-1])} different labels; "
+                "it must be a single root such as '*' on every row"
             )
         if level_ranges is None:
             ranges = tuple(np.bincount(codes[:, h], minlength=len(labels[h])).astype(np.float64) for h in range(width))
@@ -165,22 +170,30 @@ class Hierarchy:
             ranges = tuple(np.full(len(labels[h]), float(level_ranges[h])) for h in range(width))
         return cls(attribute=attribute, labels=tuple(labels), codes=codes, ranges=ranges, source=source)
 
-    def encode(self, values: Iterable[str], *, column_source: str = "the data") -> np.ndarray:
-        """Base codes (int32) of ``values``.
+    def encode(
+        self, values: Iterable[str], *, column_source: str = "the data", record_numbers: Sequence[int] | None = None
+    ) -> np.ndarray:
+        """Base codes (int32, one per value) of ``values`` (texts, one per record).
+
+        ``record_numbers`` (same length as ``values``; default 1, 2, ...) name the records in a message: the
+        input's 1-based record numbers (``row_id``), so that the steward can find the value in the file.
 
         Raises
         ------
         HierarchyError
-            A value absent from the hierarchy (names up to 5 such values, the column and the file).
+            A value absent from the hierarchy: names the column, the data, the hierarchy file, how many distinct
+            values are missing and the record number of the first, never the value itself (issue 14).
         """
         index = {value: code for code, value in enumerate(self.labels[0])}
         values = list(values)
-        missing = sorted({v for v in values if v not in index})
-        if missing:
+        absent = [k for k, v in enumerate(values) if v not in index]
+        if absent:
+            n_distinct = len({values[k] for k in absent})
+            first = absent[0] + 1 if record_numbers is None else int(record_numbers[absent[0]])
             raise HierarchyError(
-                f"column {self.attribute!r} of {column_source} has value(s) {missing[:5]}"
-                f"{' and more' if len(missing) > 5 else ''} that hierarchy {self.source} does not list; "
-                f"add a row 'value;...;*' for each"
+                f"column {self.attribute!r} of {column_source} has {n_distinct} distinct value(s) that hierarchy "
+                f"{self.source} does not list, the first in record {first} (data rows counted from 1; values are not "
+                "shown, they are data); add a row 'value;level1;...;*' to the hierarchy for each value of the column"
             )
         return np.fromiter((index[v] for v in values), dtype=np.int32, count=len(values))
 
@@ -222,6 +235,7 @@ def load_hierarchies(
     *,
     data_values: Mapping[str, Iterable[str]] | None = None,
     data_source: str = "the data",
+    data_record_numbers: Mapping[str, Sequence[int]] | None = None,
 ) -> dict[str, Hierarchy]:
     """Read the hierarchy of every attribute from ``directory`` and check it covers the data.
 
@@ -235,6 +249,9 @@ def load_hierarchies(
         Optional attribute -> values occurring in the data; every one must be a base value.
     data_source
         Name of the data (for messages).
+    data_record_numbers
+        Optional attribute -> 1-based record number of each of its ``data_values`` (the input's ``row_id``),
+        named in a message about a value the hierarchy does not list (default: the position, from 1).
 
     Returns
     -------
@@ -260,7 +277,8 @@ def load_hierarchies(
             )
         hierarchy = read_hierarchy(path, attribute=attribute)
         if data_values is not None and attribute in data_values:
-            hierarchy.encode(data_values[attribute], column_source=data_source)
+            numbers = data_record_numbers.get(attribute) if data_record_numbers is not None else None
+            hierarchy.encode(data_values[attribute], column_source=data_source, record_numbers=numbers)
         hierarchies[attribute] = hierarchy
     return hierarchies
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from pipeline.core.columns import distinct_per_group, sorted_text_codes
+from pipeline.core.columns import as_text, distinct_per_group, sorted_text_codes
 
 __all__ = [
     "additional_information_loss",
@@ -55,7 +55,7 @@ def _sid_sizes(attribute_table: pd.DataFrame, id_table: pd.DataFrame, sensitive_
     """
     out = np.full((len(attribute_table), len(sensitive_attributes)), np.nan, dtype=float)
     attribute_of_row = (
-        id_table["attribute"].astype(str).to_numpy() if not isinstance(id_table["attribute"].dtype, pd.CategoricalDtype) else None
+        as_text(id_table["attribute"]).to_numpy() if not isinstance(id_table["attribute"].dtype, pd.CategoricalDtype) else None
     )
     for j, attribute in enumerate(sensitive_attributes):
         if attribute_of_row is None:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline.core.columns import combine_codes, text_ranks
+from pipeline.core.columns import as_text, combine_codes, text_ranks
 from pipeline.core.eligibility import eligibility_deletions
 from pipeline.core.grouping import Grouping, generalize_group_quasi_identifiers, group_sac, permute_within_groups
 from pipeline.core.hierarchies import Hierarchy
@@ -456,7 +456,7 @@ def assemble_release_tables(
         changed = 0
         for column in quasi_identifier_columns:
             published = labels[column].to_numpy(dtype=object)[label_rows]
-            changed += int((published != at[column].astype(str).to_numpy(dtype=object)).sum())
+            changed += int((published != as_text(at[column]).to_numpy(dtype=object)).sum())
             at[column] = pd.Series(published, dtype=object)
         n_strata = int(labels["stratum"].nunique()) if "stratum" in labels.columns else 0
         generalization = {**generalization, "n_strata": n_strata, "n_generalized_attribute_table_cells": changed}

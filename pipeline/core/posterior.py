@@ -147,7 +147,11 @@ class NaiveBayesModel:
         small it is computed once and each pair is one look-up instead of one per quasi-identifier."""
         profile, profile_features = _profiles(feature_codes)
         n_values = len(self.log_prior[attribute])
-        if profile is not None and n_values * len(profile_features) <= _PROFILE_TABLE_CELLS:
+        n_pairs = int(np.prod(np.broadcast_shapes(np.shape(records), np.shape(values))))
+        # the table only when it is smaller than the pairs asked for: with 100,000 distinct values (issue 14) a
+        # (values x profiles) table per call cost more than all the pairs; both ways add the same terms in the
+        # same order, so the numbers are the same
+        if profile is not None and n_values * len(profile_features) <= min(_PROFILE_TABLE_CELLS, max(n_pairs, 1)):
             table = np.repeat(self.log_prior[attribute][:, None], len(profile_features), axis=1)
             for j, conditional in enumerate(self.log_conditional[attribute]):
                 table += conditional[:, profile_features[:, j]]
@@ -165,6 +169,8 @@ class NaiveBayesModel:
 
 #: Largest (values × quasi-identifier profiles) table computed at once by the profile shortcut.
 _PROFILE_TABLE_CELLS = 20_000_000
+#: Up to this many (values × profiles) cells the M-step counts through the profiles whatever the number of pairs.
+_PROFILE_SHORTCUT_FLOOR = 2_000_000
 _PROFILE_CACHE: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
@@ -216,7 +222,10 @@ def _estimate(
     profile, profile_features = _profiles(feature_codes)
     n_profiles = len(profile_features)
     by_profile = None
-    if profile is not None and n_values * n_profiles <= _PROFILE_TABLE_CELLS:
+    # the (values x profiles) counts only when they are not much larger than the pairs (issue 14: 100,000 distinct
+    # values made them the cost of the whole fit); up to _PROFILE_SHORTCUT_FLOOR cells always (Adult's models)
+    cells = n_values * n_profiles
+    if profile is not None and cells <= min(_PROFILE_TABLE_CELLS, max(_PROFILE_SHORTCUT_FLOOR, 4 * len(records))):
         # one weighted count per (value, profile), then summed per quasi-identifier value
         by_profile = np.bincount(
             values * n_profiles + profile[records], weights=weights, minlength=n_values * n_profiles
@@ -855,20 +864,31 @@ def population_posterior(
     out = {}
     for attribute in sensitive_attributes:
         truth_codes = value_codes[attribute]
-        if profile is not None and n_values[attribute] * len(profile_features) <= _PROFILE_TABLE_CELLS:
-            table = model.log_joint(attribute, profile_features).T  # (values, profiles)
-            table = table - table.max(axis=0, keepdims=True)
-            table = table - np.log(np.exp(table).sum(axis=0, keepdims=True))
-            out[attribute] = np.exp(table[truth_codes, profile])
+        if profile is None:
+            out[attribute] = np.zeros(0)
             continue
+        if n_values[attribute] * len(profile_features) <= _PROFILE_TABLE_CELLS:
+            out[attribute] = np.exp(_normalised_profile_table(model, attribute, profile_features)[truth_codes, profile])
+            continue
+        # many values (issue 14: 100,000 distinct values in one attribute): the same table, a slice of profiles
+        # at a time, at most _PROFILE_TABLE_CELLS numbers (never records x values)
+        per_slice = max(1, _PROFILE_TABLE_CELLS // n_values[attribute])
+        order = np.argsort(profile, kind="stable")
+        bounds = np.searchsorted(profile[order], np.arange(0, len(profile_features) + per_slice, per_slice))
         truth = np.empty(len(raw))
-        chunk = 200_000  # records × values at a time (memory)
-        for start in range(0, len(raw), chunk):
-            rows = slice(start, start + chunk)
-            posterior = model.posterior(attribute, feature_codes[rows])
-            truth[rows] = posterior[np.arange(len(posterior)), truth_codes[rows]]
+        for k, start in enumerate(range(0, len(profile_features), per_slice)):
+            rows = order[bounds[k] : bounds[k + 1]]
+            table = _normalised_profile_table(model, attribute, profile_features[start : start + per_slice])
+            truth[rows] = np.exp(table[truth_codes[rows], profile[rows] - start])
         out[attribute] = truth
     return out
+
+
+def _normalised_profile_table(model: NaiveBayesModel, attribute: str, profile_features: np.ndarray) -> np.ndarray:
+    """float64 ``(|D_a|, len(profile_features))``: log P(value | profile), each column normalised."""
+    table = model.log_joint(attribute, profile_features).T  # (values, profiles)
+    table = table - table.max(axis=0, keepdims=True)
+    return table - np.log(np.exp(table).sum(axis=0, keepdims=True))
 
 
 def _truth_posteriors(data: _ReleaseData, attribute: str, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -9,6 +9,7 @@ SPEC §6-§7.
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -104,8 +105,12 @@ class SidAssignment:
             return False
         if not np.array_equal(self.suppressed_records, other.suppressed_records):
             return False
-        mine = self.bucket_values[self.entry_bucket].astype(str)
-        theirs = other.bucket_values[other.entry_bucket].astype(str)
+        # values as ranks of their text in one shared code space (never a fixed-width unicode array per entry)
+        texts = np.asarray([str(v) for v in [*self.bucket_values, *other.bucket_values]], dtype=object)
+        _, rank = np.unique(texts, return_inverse=True)
+        rank = rank.reshape(-1).astype(np.int64)
+        mine = rank[: len(self.bucket_values)][self.entry_bucket]
+        theirs = rank[len(self.bucket_values) :][other.entry_bucket]
         order_mine = np.lexsort((mine, self.entry_sid))
         order_theirs = np.lexsort((theirs, other.entry_sid))
         return bool(
@@ -241,15 +246,27 @@ def create_sids(
             return len(dangerous) > 0
         return len(sequence) >= chosen and remaining[sequence[chosen - 1]] > 0
 
-    while can_continue():
+    if method == "improved":
+        # Algorithm 13 on size classes: O(ℓ) per SID whatever the number of buckets of one size (100,000 distinct
+        # values: all of size 1), instead of a scan of the list (issue 14)
+        ordered = _SizeClasses(sequence, remaining)
+        while not any(remaining[b] == 0 for b in dangerous) and (
+            len(dangerous) > 0 if chosen == 0 else ordered.n_positive >= chosen
+        ):
+            taken = dangerous + ordered.take(chosen)
+            taken_buckets.extend(taken)
+            for bucket in dangerous:
+                remaining[bucket] -= 1
+            reorder_comparisons.append(ordered.decrement_taken())
+            if steps is not None:
+                steps.append(("sid", [bucket_values[b] for b in taken], [label(b) for b in ordered.sequence()]))
+        sequence = ordered.sequence()
+    while method == "plain" and can_continue():
         taken = dangerous + sequence[:chosen]
         taken_buckets.extend(taken)
         for bucket in taken:
             remaining[bucket] -= 1
-        if method == "improved":
-            reorder_comparisons.append(_restore_order(sequence, remaining, chosen))
-        else:
-            _bubble_sort(sequence, remaining)
+        _bubble_sort(sequence, remaining)
         if steps is not None:
             steps.append(("sid", [bucket_values[b] for b in taken], [label(b) for b in sequence]))
 
@@ -316,6 +333,72 @@ def create_sids(
         reorder_comparisons=reorder_comparisons,
         trace=steps,
     )
+
+
+class _SizeClasses:
+    """A stable descending sequence of bucket codes (sizes in ``remaining``, a list shared with the caller) kept as
+    one FIFO per size, largest size first: what :func:`_restore_order` does to the list, in O(ℓ) per SID.
+
+    Taking the first ``chosen`` buckets and decrementing each by one, then restoring the stable descending order
+    (Algorithm 13), moves each taken bucket of size s to the front of size class s-1, the taken ones in their
+    order; the rest keep their places. Algorithm 13's count of comparisons is computed from the class sizes
+    (1 + the moves back over taken buckets of the boundary size + the moves forward over untaken buckets of it).
+    """
+
+    def __init__(self, sequence: list[int], remaining: list[int]) -> None:
+        self.remaining = remaining
+        self.classes: dict[int, deque[int]] = {}
+        for bucket in sequence:  # sequence is in stable descending order
+            self.classes.setdefault(remaining[bucket], deque()).append(bucket)
+        self._present = set(self.classes)
+        self.sizes = sorted(self._present, reverse=True)  # sizes of the non-empty classes, descending
+        self.n = len(sequence)
+        self.n_positive = self.n - len(self.classes.get(0, ()))
+        self._taken: list[tuple[int, list[int]]] = []
+
+    def take(self, chosen: int) -> list[int]:
+        """Remove and return the first ``chosen`` buckets of the sequence (call :meth:`decrement_taken` next)."""
+        taken: list[tuple[int, list[int]]] = []
+        left = chosen
+        for size in self.sizes:
+            if left == 0:
+                break
+            members = self.classes[size]
+            part = [members.popleft() for _ in range(min(left, len(members)))]
+            taken.append((size, part))
+            left -= len(part)
+        self._taken = taken
+        return [bucket for _, part in taken for bucket in part]
+
+    def decrement_taken(self) -> int:
+        """Decrement the buckets of the last :meth:`take` and put them back in stable descending order; the
+        number of comparisons Algorithm 13 (:func:`_restore_order`) makes for this step."""
+        taken, self._taken = self._taken, []
+        chosen = sum(len(part) for _, part in taken)
+        comparisons = 1
+        if 0 < chosen < self.n:
+            boundary_size, boundary_part = taken[-1]
+            untaken_of_boundary = len(self.classes[boundary_size])
+            if untaken_of_boundary:  # the bucket after the taken ones has the boundary size: Algorithm 13 moves
+                comparisons += (len(boundary_part) - 1) + (untaken_of_boundary - 1)
+        for size, part in taken:
+            for bucket in part:
+                self.remaining[bucket] -= 1
+            if size == 1:
+                self.n_positive -= len(part)
+            target = self.classes.get(size - 1)
+            if target is None:
+                target = self.classes[size - 1] = deque()
+            target.extendleft(reversed(part))
+        touched = {size for size, _ in taken} | {size - 1 for size, _ in taken}
+        if any(bool(self.classes[size]) != (size in self._present) for size in touched):  # a class emptied or appeared
+            self._present = {size for size in self._present | touched if self.classes[size]}
+            self.sizes = sorted(self._present, reverse=True)
+        return comparisons
+
+    def sequence(self) -> list[int]:
+        """The whole sequence, largest size first (ties in their order)."""
+        return [bucket for size in self.sizes for bucket in self.classes[size]]
 
 
 def _restore_order(sequence: list[int], remaining: list[int], chosen: int) -> int:

@@ -48,6 +48,7 @@ import pandas as pd
 
 from pipeline.core.adversary import with_released_confidence
 from pipeline.core.attacks import label_coverage
+from pipeline.core.columns import as_text
 from pipeline.core.hierarchies import Hierarchy
 
 __all__ = [
@@ -183,8 +184,8 @@ def kl_rule_confidences(rules: pd.DataFrame, kl_released: pd.DataFrame) -> pd.Da
     """
     antecedent, both = [], []
     for rule in rules.itertuples(index=False):
-        has_a = kl_released[rule.antecedent_attribute].astype(str) == str(rule.antecedent_value)
-        has_b = kl_released[rule.consequent_attribute].astype(str) == str(rule.consequent_value)
+        has_a = as_text(kl_released[rule.antecedent_attribute]) == str(rule.antecedent_value)
+        has_b = as_text(kl_released[rule.consequent_attribute]) == str(rule.consequent_value)
         antecedent.append(float(has_a.sum()))
         both.append(float((has_a & has_b).sum()))
     return with_released_confidence(rules, antecedent, both)
@@ -213,13 +214,13 @@ def naive_rule_confidences(
     for rule in rules.itertuples(index=False):
         a_attr, b_attr = rule.antecedent_attribute, rule.consequent_attribute
         table = tables[a_attr]
-        holders = table[table[a_attr].astype(str) == str(rule.antecedent_value)]
+        holders = table[as_text(table[a_attr]) == str(rule.antecedent_value)]
         antecedent.append(float(len(holders)))
         if len(holders) == 0:
             both.append(0.0)
             continue
         hierarchy = hierarchies[b_attr]
-        labels, inverse = np.unique(holders[b_attr].astype(str).to_numpy(), return_inverse=True)
+        labels, inverse = np.unique(as_text(holders[b_attr]).to_numpy(dtype=object), return_inverse=True)
         cover = label_coverage(hierarchy, list(labels), list(hierarchy.base_values))
         share = (
             np.where(cover[:, hierarchy.base_values.index(str(rule.consequent_value))], 1.0 / cover.sum(axis=1), 0.0)

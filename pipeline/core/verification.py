@@ -15,7 +15,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from pipeline.core.columns import combine_codes, distinct_per_group, joint_text_codes
+from pipeline.core.columns import as_text, combine_codes, sorted_text_codes, distinct_per_group, joint_text_codes
 from pipeline.core.hierarchies import Hierarchy
 from pipeline.core.kl_anonymity import diverse, diverse_at_least
 
@@ -187,10 +187,11 @@ def strong_values_in_sids(id_table: pd.DataFrame, strong_values: dict[str, set[s
     others = id_table[id_table["attribute"] != s_max]
     strong = np.zeros(len(others), dtype=bool)
     attributes = others["attribute"].to_numpy()
+    value_text = as_text(others["value"]).to_numpy(dtype=object)  # one pointer per row, whatever the value's length
     for attribute, values in strong_values.items():
         if values:
             rows = attributes == attribute
-            strong[rows] = np.isin(others["value"].to_numpy()[rows].astype(str), sorted(values))
+            strong[rows] = np.isin(value_text[rows], sorted(values))
     frame = others[["attribute", "sid"]].assign(n_strong_values=strong.astype("int64"))
     return frame.groupby(["attribute", "sid"], as_index=False, observed=True)["n_strong_values"].sum()
 
@@ -423,7 +424,7 @@ def kl_diversity_summary(kl_released: pd.DataFrame, sensitive_attributes: Sequen
             }
             | {"diverse_at_least_ell": pd.Series(dtype=bool)}
         )
-    codes = np.column_stack([pd.factorize(kl_released[a].astype(str), sort=True)[0] for a in attributes]).astype(np.int64)
+    codes = np.column_stack([sorted_text_codes(kl_released[a])[0] for a in attributes]).astype(np.int64)
     cluster_ids = kl_released["cluster_id"].to_numpy(np.int64)
     order = np.argsort(cluster_ids, kind="stable")
     boundaries = np.flatnonzero(np.diff(cluster_ids[order])) + 1

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.core.adversary import disclosure_probabilities, per_record_disclosure, recover_rule_confidences, rule_holders
+from pipeline.core.columns import as_text
 from pipeline.core.metrics import additional_information_loss, domain_sizes, reconstruction_error
 from pipeline.core.mixed_model import assemble_release_tables, run_mixed_model
 from pipeline.core.rating import create_sids, rating_tables
@@ -371,7 +372,7 @@ def run_sid_creation_timings(
             chosen = np.sort(rng.choice(len(records), size=n, replace=False))
             subset = records.iloc[chosen]
         record_ids = subset["row_id"].astype("int64").tolist()
-        columns = [subset[a].astype(str).tolist() for a in sensitive_attribute_columns[:m]]
+        columns = [as_text(subset[a]).tolist() for a in sensitive_attribute_columns[:m]]
         identical = all(
             _same_sids(
                 create_sids(record_ids, values, ell=plan.default_ell, method="improved"),

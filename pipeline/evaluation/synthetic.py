@@ -39,9 +39,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.core.columns import as_text
 from pipeline.core.rules import exact_fraction, mine_strong_rules
 
 __all__ = ["SAMPLING_DESIGNS", "SynthesisResult", "sample_row_indices", "synthesize", "weighted_rule_set"]
@@ -248,7 +250,7 @@ def synthesize(
     source_rules = _rule_set(mine_strong_rules(source, sensitive_attributes, min_confidence=min_confidence, backend="counting"))
     sample_rules = weighted_rule_set(source, sensitive_attributes, multiplicities, min_confidence=min_confidence)
 
-    table = pa.Table.from_pandas(source.astype(str).astype("category"), preserve_index=False)
+    table = pa.Table.from_pandas(as_text(source).astype("category"), preserve_index=False)
     facts = {
         "generator": "msa-release synthesize",
         "rows": rows,

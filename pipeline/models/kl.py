@@ -123,6 +123,7 @@ class KLModel:
             settings.quasi_identifiers,
             data_values={a: records[a] for a in settings.quasi_identifiers},
             data_source=f"input {settings.input_path}",
+            data_record_numbers={a: records["row_id"].to_numpy() for a in settings.quasi_identifiers},
         )
 
     def parameters(self, settings: Any) -> KLParameters:

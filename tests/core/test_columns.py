@@ -5,7 +5,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.core.columns import sorted_text_codes
+from pipeline.core.columns import as_text, first_occurrences, sorted_text_codes
 
 values = st.one_of(st.sampled_from(["b", "a", "HS-grad", "10th", "9th", "é", ""]), st.none(), st.integers(0, 12))
 
@@ -28,3 +28,24 @@ def test_sorted_text_codes_of_a_categorical_keep_only_the_values_present():
     assert labels.tolist() == ["b", "nan"]
     assert codes.tolist() == [0, 0, 1]
     assert np.asarray(codes).dtype == np.int64
+
+
+@settings(max_examples=200, deadline=None)
+@given(column=st.lists(values, max_size=40), categorical=st.booleans())
+def test_as_text_equals_astype_str(column, categorical):
+    series = pd.Series(column, dtype=object, index=np.arange(len(column)) * 3 + 1, name="s")
+    if categorical:
+        series = series.astype("category") if series.dropna().map(type).nunique() <= 1 else series.astype(str).astype("category")
+    expected = series.astype(str)
+    got = as_text(series)
+    assert got.dtype == object and got.name == "s" and got.index.equals(expected.index)
+    assert got.tolist() == expected.tolist()
+    frame = pd.DataFrame({"x": series, "y": np.arange(len(column))}, index=series.index)
+    assert as_text(frame).equals(frame.astype(str))
+
+
+def test_first_occurrences_give_each_text_once_with_the_record_of_its_first_appearance():
+    column = pd.Series(["b", "a", "b", None, "c", "a"], dtype="category")
+    values, numbers = first_occurrences(column, pd.Series([11, 12, 13, 14, 15, 16]))
+    assert values == ["b", "a", "nan", "c"]
+    assert numbers == [11, 12, 14, 15]

@@ -305,25 +305,35 @@ def test_hierarchy_ranges_count_base_values():
     "rows,message",
     [
         ([], "empty"),
-        ([["a", "*"], ["b", "x", "*"]], "same number of levels"),
+        ([["a", "*"], ["b", "x", "*"]], "row 2 has 3 columns, row 1 has 2; every row needs the same number of levels"),
         ([["a"], ["b"]], "single column"),
         ([["a", "*"], ["a", "*"]], "appears on rows 1 and 2"),
-        ([["a", "x", "*"], ["b", "y", "+"]], "single root"),
-        ([["a", "x", "p", "*"], ["b", "x", "q", "*"]], "levels do not nest"),
+        ([["a", "x", "*"], ["b", "y", "+"]], "the last column has 2 different labels; it must be a single root"),
+        ([["a", "x", "p", "*"], ["b", "x", "q", "*"]], "column 2 of rows 1 and 2 is the same but column 3 differs"),
         ([["a", "", "*"]], "empty label"),
     ],
 )
 def test_invalid_hierarchies_are_refused(rows, message):
-    with pytest.raises(HierarchyError, match=message):
+    with pytest.raises(HierarchyError, match=message) as raised:
         Hierarchy.from_rows(rows, attribute="t", source="t.csv")
+    labels = {label for row in rows for label in row if label not in ("", "*")}
+    assert "t.csv" in str(raised.value) and not [label for label in labels if repr(label) in str(raised.value)]
 
 
-def test_value_missing_from_hierarchy_is_named(tmp_path):
+def test_value_missing_from_hierarchy_names_the_record_not_the_value(tmp_path):
+    """Issue 14: the message names the column, the data, the hierarchy file, the record and what to do; the
+    value (a quasi-identifier of someone in the data) is never shown."""
     path = tmp_path / "t.csv"
     path.write_text("a;*\nb;*\n")
     hierarchy = read_hierarchy(path, attribute="t")
-    with pytest.raises(HierarchyError, match=r"column 't' of my.csv has value\(s\) \['zz'\].*t.csv"):
-        hierarchy.encode(["a", "zz"], column_source="my.csv")
+    with pytest.raises(HierarchyError) as raised:
+        hierarchy.encode(["a", "b", "zz-secret", "zz-secret", "yy"], column_source="my.csv", record_numbers=[3, 5, 8, 9, 12])
+    message = str(raised.value)
+    for text in ("column 't' of my.csv", "2 distinct value(s)", str(path), "record 8", "add a row"):
+        assert text in message, (text, message)
+    assert "zz-secret" not in message and "yy" not in message
+    with pytest.raises(HierarchyError, match="record 2 "):  # without record numbers: the position, from 1
+        hierarchy.encode(["a", "zz-secret"], column_source="my.csv")
 
 
 def test_shipped_adult_hierarchies_cover_adult():

@@ -623,8 +623,10 @@ def test_hierarchy_missing_a_value(seeded_home):
         seeded_home, "--input", str(path), *STANDARD, "--model", "kl", "--k", "2", "--ell", "2", "--hierarchies", str(hierarchies)
     )
     assert outcome.exit_code == 2, outcome.output
-    for text in ("'q'", "'3'", "q.csv", "does not list"):
+    # names the column, the file, the record (5th data row: line 6 with the header) and what to do; never the value
+    for text in ("'q'", "q.csv", "does not list", "record 5", "add a row"):
         assert text in outcome.output, (text, outcome.output)
+    assert "'3'" not in outcome.output and "['3']" not in outcome.output
     assert snapshot(seeded_home) == before
 
 

@@ -38,6 +38,17 @@ def test_targets_pass_miss_and_not_measured():
     assert targets["adult_algorithms_seconds"]["verdict"] == "not measured"
 
 
+def test_memory_bounds_per_value_length_and_distinct_count(tmp_path):
+    results = {"datasets": [_fake("long-values", 30_718, 60.0, peak=900.0), _fake("distinct-100k", 100_000, 400.0, peak=1500.0)]}
+    targets = {t["target"]: t for t in bench.evaluate_targets(results)}
+    assert targets["long_value_peak_rss_mb"]["verdict"] == "pass"  # 900 MiB <= 1536 MiB
+    assert targets["distinct_100k_peak_rss_mb"]["verdict"] == "pass"  # 1500 MiB <= 2048 MiB
+    assert targets["distinct_100k_wall_seconds"]["verdict"] == "miss"  # 400 s > 300 s
+    datasets = bench.resolve_datasets(["long-values", "distinct-100k"], tmp_path)
+    assert [d.stress for d in datasets] == ["long-values", "distinct-100k"]
+    assert "--max-value-length" in datasets[0].run_arguments and "--max-value-length" not in datasets[1].run_arguments
+
+
 @pytest.mark.slow
 def test_smoke_benchmark_writes_every_output(tmp_path):
     # Just above Adult's 30,718 rows: every Adult row once plus a few hundred / thousand more, so the

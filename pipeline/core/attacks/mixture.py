@@ -7,9 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
 from scipy import sparse
 
 from pipeline.core.attacks.victims import CHUNK_CELLS, MAX_CODE_SPACE, _contexts, _encode, label_coverage
+from pipeline.core.columns import as_text
 from pipeline.core.hierarchies import Hierarchy
 
 
@@ -65,7 +67,7 @@ class ReleaseBelief:
 
 
 def _code_frame(frame: pd.DataFrame, attributes: Sequence[str], domains: Mapping[str, Sequence[str]]) -> pd.DataFrame:
-    return pd.DataFrame({a: _encode(frame[a].astype(str), domains[a]) for a in attributes}, index=frame.index)
+    return pd.DataFrame({a: _encode(as_text(frame[a]), domains[a]) for a in attributes}, index=frame.index)
 
 
 def _tuple_block(
@@ -145,13 +147,13 @@ def mixed_release_belief(
         ]
         if missing:
             raise ValueError(f"column(s) {missing} not in sac_released")
-    ids = id_table.assign(attribute=id_table["attribute"].astype(str), value=id_table["value"].astype(str))
+    ids = id_table.assign(attribute=as_text(id_table["attribute"]), value=as_text(id_table["value"]))
     domains: dict[str, tuple[str, ...]] = {}
     overall: dict[str, pd.Series] = {}
     for attribute in sensitive_attribute_columns:
         counts = ids.loc[ids["attribute"] == attribute].groupby("value", observed=True)["count"].sum().astype(float)
         if has_sac:
-            counts = counts.add(sac_released[attribute].astype(str).value_counts().astype(float), fill_value=0.0)
+            counts = counts.add(as_text(sac_released[attribute]).value_counts().astype(float), fill_value=0.0)
         domains[attribute] = tuple(sorted(counts.index))
         overall[attribute] = counts
     parts: list[_Part] = []
@@ -164,7 +166,7 @@ def mixed_release_belief(
             for cluster in _cluster_lists(attribute_clusters, sensitive_attribute_columns)
         )
         parts.append(_Part(np.arange(len(groups), dtype=np.int64), blocks))
-        frame = sac_released[list(quasi_identifier_columns)].astype(str).assign(unit=unit_of_row.astype(np.int64))
+        frame = as_text(sac_released[list(quasi_identifier_columns)]).assign(unit=unit_of_row.astype(np.int64))
         candidate_frames.append(
             frame.groupby(["unit", *quasi_identifier_columns], sort=True, observed=True).size().rename("n_rows").reset_index()
         )
@@ -201,7 +203,7 @@ def mixed_release_belief(
             entries = entries.astype({"unit": np.int64, attribute: np.int64, "p": float})
             sid_blocks.append(_Block((attribute,), entries[["unit", attribute, "p"]]))
         parts.append(_Part(at_units, tuple(sid_blocks)))
-        frame = attribute_table[list(quasi_identifier_columns)].astype(str).assign(unit=at_units, n_rows=1)
+        frame = as_text(attribute_table[list(quasi_identifier_columns)]).assign(unit=at_units, n_rows=1)
         candidate_frames.append(frame[["unit", *quasi_identifier_columns, "n_rows"]])
         n_units += n_at
     candidates = (
@@ -284,9 +286,9 @@ def kl_release_belief(
     absent = [a for a in quasi_identifier_columns if a not in hierarchies]
     if absent:
         raise ValueError(f"no hierarchy for quasi-identifier(s) {absent}")
-    domains = {a: tuple(sorted(kl_released[a].astype(str).unique())) for a in sensitive_attribute_columns}
+    domains = {a: tuple(sorted(as_text(kl_released[a]).unique())) for a in sensitive_attribute_columns}
     clusters, units = np.unique(kl_released["cluster_id"].to_numpy(np.int64), return_inverse=True)
-    labels = kl_released[list(quasi_identifier_columns)].astype(str).assign(unit=units.astype(np.int64))
+    labels = as_text(kl_released[list(quasi_identifier_columns)]).assign(unit=units.astype(np.int64))
     candidates = (
         labels.groupby(["unit", *quasi_identifier_columns], sort=True, observed=True).size().rename("n_rows").reset_index()
     )
@@ -312,8 +314,8 @@ def _coverage_pairs(
     """(context index, label-row index) of every label row covering a context, by chunks."""
     label_index, value_index, covers = [], [], []
     for column in columns:
-        label_values, label_codes = np.unique(labels[column].astype(str).to_numpy(), return_inverse=True)
-        context_values, context_codes = np.unique(contexts[column].astype(str).to_numpy(), return_inverse=True)
+        label_values, label_codes = np.unique(as_text(labels[column]).to_numpy(), return_inverse=True)
+        context_values, context_codes = np.unique(as_text(contexts[column]).to_numpy(), return_inverse=True)
         covers.append(label_coverage(hierarchies[column], list(label_values), list(context_values)))
         label_index.append(label_codes)
         value_index.append(context_codes)
@@ -338,7 +340,7 @@ def _candidate_weights(belief: ReleaseBelief, contexts: pd.DataFrame) -> sparse.
     quasi_identifier_columns = list(belief.quasi_identifiers)
     candidates = belief.candidates
     if belief.hierarchies is None:
-        keyed = contexts[quasi_identifier_columns].astype(str).assign(context=np.arange(len(contexts), dtype=np.int64))
+        keyed = as_text(contexts[quasi_identifier_columns]).assign(context=np.arange(len(contexts), dtype=np.int64))
         matched = (
             keyed.merge(candidates, on=quasi_identifier_columns, how="inner")
             if quasi_identifier_columns
@@ -405,7 +407,7 @@ def _victim_codes(
     code = np.zeros(len(victims), dtype=np.int64)
     unknown = np.zeros(len(victims), dtype=bool)
     for a, radix in zip(attributes, radices, strict=True):
-        value = _encode(victims[a].astype(str), domains[a])
+        value = _encode(as_text(victims[a]), domains[a])
         unknown |= value < 0
         code += np.where(value < 0, 0, value) * radix
     return np.where(unknown, -1, code)
@@ -485,8 +487,8 @@ def _mixture_one_known(
         row_of_entry = np.repeat(np.arange(joint.shape[0], dtype=np.int64), np.diff(joint.indptr))
         known_key = row_of_entry * n_known + joint.indices.astype(np.int64) // max(1, n_target)
         grouped = pd.DataFrame({"key": known_key, "p": joint.data}).groupby("key", observed=True)["p"].agg(["sum", "size"])
-        known_code = _encode(victims[known].astype(str), belief.domains[known])
-        target_code = _encode(victims[target].astype(str), belief.domains[target])
+        known_code = _encode(as_text(victims[known]), belief.domains[known])
+        target_code = _encode(as_text(victims[target]), belief.domains[target])
         victim_key = context_of * n_known + np.where(known_code < 0, 0, known_code)
         denominator = grouped["sum"].reindex(victim_key).fillna(0.0).to_numpy()
         n_values = grouped["size"].reindex(victim_key).fillna(0).to_numpy(np.int64)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.core.attacks.victims import NAIVE_BATCH, _contexts, _encode, label_coverage
+from pipeline.core.columns import as_text
 from pipeline.core.hierarchies import Hierarchy
 
 
@@ -90,9 +91,9 @@ def naive_release_belief(
         raise ValueError(
             f"the naive release needs one table per sensitive attribute {list(sensitive_attribute_columns)}, got {sorted(tables)}"
         )
-    domains = {a: tuple(sorted(tables[a][a].astype(str).unique())) for a in sensitive_attribute_columns}
+    domains = {a: tuple(sorted(as_text(tables[a][a]).unique())) for a in sensitive_attribute_columns}
     qi_labels = {
-        q: tuple(sorted(set().union(*(set(tables[a][q].astype(str)) for a in sensitive_attribute_columns))))
+        q: tuple(sorted(set().union(*(set(as_text(tables[a][q])) for a in sensitive_attribute_columns))))
         for q in quasi_identifier_columns
     }
     models = {}
@@ -103,12 +104,12 @@ def naive_release_belief(
         if missing:
             raise ValueError(f"column(s) {missing} not in the table of {attribute!r}")
         clusters, unit = np.unique(table["cluster_id"].to_numpy(np.int64), return_inverse=True)
-        labels = table[[*quasi_identifier_columns, *others]].astype(str).assign(unit=unit)
+        labels = as_text(table[[*quasi_identifier_columns, *others]]).assign(unit=unit)
         first = labels.drop_duplicates("unit").sort_values("unit")
         if len(labels.drop_duplicates()) != len(first):
             raise ValueError(f"table of {attribute!r}: rows of one cluster_id carry different labels")
         histogram = np.zeros((len(clusters), len(domains[attribute])))
-        np.add.at(histogram, (unit, _encode(table[attribute].astype(str), domains[attribute])), 1.0)
+        np.add.at(histogram, (unit, _encode(as_text(table[attribute]), domains[attribute])), 1.0)
         qi_index = {q: _encode(first[q], qi_labels[q]) for q in quasi_identifier_columns}
         cover = {}
         for other in others:
@@ -129,7 +130,7 @@ def _naive_candidates(belief: NaiveBelief, contexts: pd.DataFrame) -> dict[str, 
     """bool ``(n_contexts, n_classes)`` per table: classes whose QI labels cover the context."""
     covers = {}
     for q in belief.quasi_identifiers:
-        values, codes = np.unique(contexts[q].astype(str).to_numpy(), return_inverse=True)
+        values, codes = np.unique(as_text(contexts[q]).to_numpy(), return_inverse=True)
         covers[q] = (label_coverage(belief.hierarchies[q], list(belief.qi_labels[q]), list(values)), codes)
     result = {}
     for attribute, table in belief.tables.items():
@@ -185,7 +186,7 @@ def _naive_beliefs(belief: NaiveBelief, contexts: pd.DataFrame, known: str | Non
         alive = _naive_candidates(belief, batch)
         allowed = {j: np.ones((len(batch), len(belief.domains[j])), dtype=bool) for j in sensitive_attribute_columns}
         if known is not None:
-            code = _encode(batch[known].astype(str), belief.domains[known])
+            code = _encode(as_text(batch[known]), belief.domains[known])
             restricted = np.zeros_like(allowed[known])
             rows = np.flatnonzero(code >= 0)
             restricted[rows, code[rows]] = True
@@ -211,7 +212,7 @@ def _naive_join(belief: NaiveBelief, victims: pd.DataFrame) -> pd.DataFrame:
     certain = np.ones(len(victims), dtype=bool)
     n_tuples = np.ones(len(victims), dtype=np.int64)
     for j in belief.sensitive_attributes:
-        p, n_values = _naive_scores(counts[j], context_of, _encode(victims[j].astype(str), belief.domains[j]))
+        p, n_values = _naive_scores(counts[j], context_of, _encode(as_text(victims[j]), belief.domains[j]))
         probability *= p
         certain &= (n_values == 1) & (p > 0)
         n_tuples *= n_values
@@ -233,7 +234,7 @@ def _naive_one_known(
         contexts, context_of = _contexts(victims, [*belief.quasi_identifiers, known])
         counts = _naive_beliefs(belief, contexts, known=known)
         for target in [b for a, b in pairs if a == known]:
-            p, n_values = _naive_scores(counts[target], context_of, _encode(victims[target].astype(str), belief.domains[target]))
+            p, n_values = _naive_scores(counts[target], context_of, _encode(as_text(victims[target]), belief.domains[target]))
             results[(known, target)] = pd.DataFrame(
                 {
                     "source_row_id": victims["source_row_id"].to_numpy(np.int64),

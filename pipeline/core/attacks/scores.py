@@ -11,6 +11,7 @@ import pandas as pd
 from pipeline.core.attacks.mixture import ReleaseBelief, _candidate_weights, _mixture_join, _mixture_one_known, _unit_distribution
 from pipeline.core.attacks.naive import NaiveBelief, _naive_beliefs, _naive_join, _naive_one_known
 from pipeline.core.attacks.victims import HISTOGRAM_EDGES
+from pipeline.core.columns import as_text
 
 
 def _check_victims(belief: ReleaseBelief | NaiveBelief, victims: pd.DataFrame) -> pd.DataFrame:
@@ -219,7 +220,7 @@ def population_baseline(
     sensitive_attribute_columns = list(sensitive_attributes)
     if pairs is None:
         pairs = [(a, b) for a in sensitive_attribute_columns for b in sensitive_attribute_columns if a != b]
-    text = victims[sensitive_attribute_columns].astype(str)
+    text = as_text(victims[sensitive_attribute_columns])
     tuple_count = (
         text.groupby(sensitive_attribute_columns, sort=False, observed=True)[sensitive_attribute_columns[0]]
         .transform("size")

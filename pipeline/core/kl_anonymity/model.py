@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline.core.columns import as_text
 from pipeline.core.hierarchies import Hierarchy
 from pipeline.core.kl_anonymity.blocks import blocked_clusters
 from pipeline.core.kl_anonymity.costs import _record_cost, cluster_generalization
@@ -189,7 +190,7 @@ def kl_release_table(
         .groupby("cluster_id", sort=False, observed=True)[sensitive_attribute_columns]
         .apply(lambda frame: "\x1f".join("\x1e".join(row) for row in frame.itertuples(index=False)))
     )
-    content = labels.set_index("cluster_id")[quasi_identifier_columns].astype(str).agg("\x1f".join, axis=1).to_frame("qi")
+    content = as_text(labels.set_index("cluster_id")[quasi_identifier_columns]).agg("\x1f".join, axis=1).to_frame("qi")
     content["sa"] = signature
     order = content.sort_values(["qi", "sa"], kind="stable").index
     renumber = pd.Series(np.arange(1, len(order) + 1, dtype=np.int64), index=order)

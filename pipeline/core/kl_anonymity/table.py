@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from pipeline.core.columns import as_text, sorted_text_codes
 from pipeline.core.hierarchies import Hierarchy
 from pipeline.errors import UnusableInputError
 
@@ -123,11 +124,12 @@ def encode_table(
             raise HierarchyError(f"no hierarchy given for quasi-identifier {attribute!r}")
         chosen.append(hierarchies[attribute])
     qi_codes = np.column_stack(
-        [h.encode(ordered[a].astype(str), column_source=source) for a, h in zip(quasi_identifiers, chosen)]
+        [
+            h.encode(as_text(ordered[a]), column_source=source, record_numbers=ordered["row_id"].to_numpy())
+            for a, h in zip(quasi_identifiers, chosen)
+        ]
     ).astype(np.int32)
-    sa_codes = np.column_stack([pd.factorize(ordered[a].astype(str), sort=True)[0] for a in sensitive_attributes]).astype(
-        np.int32
-    )
+    sa_codes = np.column_stack([sorted_text_codes(ordered[a])[0] for a in sensitive_attributes]).astype(np.int32)
     return EncodedTable(
         row_ids=ordered["row_id"].to_numpy(np.int64),
         quasi_identifiers=tuple(quasi_identifiers),
