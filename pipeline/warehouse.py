@@ -1,7 +1,8 @@
 """The private warehouse: DuckDB IO manager for intermediate tables.
 
 The warehouse (``$MSA_RELEASE_HOME/warehouse.duckdb``) holds raw records: its directory (the
-release home) is kept at mode 0700 and its files (the database and DuckDB's ``.wal``) at 0600;
+release home) is created with mode 0700 (an existing directory keeps its mode, with a warning when others can
+enter it) and its files (the database and DuckDB's ``.wal``) at 0600;
 files DuckDB creates are created under umask 077. The IO manager also holds the release lock
 (:mod:`pipeline.release.locking`) for the whole run, so two runs never write the warehouse or publish
 at the same time, whether launched from the CLI or the Dagster UI, and it carries the
@@ -39,7 +40,10 @@ WAREHOUSE_DIRECTORY_MODE, WAREHOUSE_FILE_MODE = 0o700, 0o600
 
 
 def restrict_warehouse(database: Path | str) -> None:
-    """Set mode 0700 on the warehouse's directory and 0600 on ``database`` and its ``.wal``.
+    """Set mode 0600 on ``database`` and its ``.wal``.
+
+    The warehouse's directory (the release home) keeps its mode: it is created 0700, but an existing directory such as
+    a shared ``/tmp`` is never re-moded (issue 14; :func:`pipeline.resources.home_access_warning` warns instead).
 
     Parameters
     ----------
@@ -47,8 +51,6 @@ def restrict_warehouse(database: Path | str) -> None:
         Path of ``warehouse.duckdb``; files that do not exist (yet) are skipped.
     """
     database = Path(database)
-    if database.parent.is_dir():
-        os.chmod(database.parent, WAREHOUSE_DIRECTORY_MODE)
     for path in (database, database.with_name(database.name + ".wal")):
         try:
             os.chmod(path, WAREHOUSE_FILE_MODE)
@@ -177,9 +179,13 @@ class WarehouseIOManager(DuckDBIOManager):
     _lock: ReleaseLock | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context) -> None:
+        from pipeline.resources import home_access_warning
+
         home = Path(self.database).resolve().parent
-        home.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(home, 0o700)
+        home.mkdir(parents=True, exist_ok=True, mode=WAREHOUSE_DIRECTORY_MODE)  # an existing home keeps its mode
+        warning = home_access_warning(home)
+        if warning is not None:
+            context.log.warning(warning)
         self._lock = acquire_release_lock(
             home,
             wait_seconds=self.lock_wait_seconds,

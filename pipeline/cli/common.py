@@ -70,7 +70,7 @@ def prepare_dagster_home(home: Path, *, explicit_home: bool = False) -> Path:
         dagster_home = Path(os.environ["DAGSTER_HOME"]).expanduser().resolve()
     else:
         dagster_home = home / "dagster"
-    dagster_home.mkdir(parents=True, exist_ok=True)
+    dagster_home.mkdir(parents=True, exist_ok=True, mode=0o700)  # its run history is private; an existing one keeps its mode
     config = dagster_home / "dagster.yaml"
     if not config.exists():
         config.write_text(DAGSTER_YAML)
@@ -322,18 +322,28 @@ def hold_release_lock(home: Path, *, wait: bool, wait_timeout: float) -> None:
 
 
 def use_home(home_option: str | None) -> Path:
-    """The release home: ``--home`` when given (exported as $MSA_RELEASE_HOME), else the default."""
-    from pipeline.resources import ensure_release_home, release_home
+    """The release home: ``--home`` when given (exported as $MSA_RELEASE_HOME), else the default; created 0700 if
+    absent, an existing directory's mode never changed (a warning on stderr when others can access it)."""
+    from pipeline.resources import ensure_release_home, home_access_warning, release_home
 
     if home_option:
         os.environ["MSA_RELEASE_HOME"] = str(Path(home_option).resolve())
     try:
-        return ensure_release_home(release_home())
+        home = ensure_release_home(release_home())
     except OSError as error:
         raise UnusableInput(
             f"the release home {os.environ.get('MSA_RELEASE_HOME', 'var')!r} cannot be used as a directory "
             f"({error.strerror or error}); point --home or $MSA_RELEASE_HOME at a writable directory"
         ) from error
+    warning = home_access_warning(home)
+    if warning is not None and home not in _WARNED_HOMES:  # once per process (use_home is called at every stage)
+        _WARNED_HOMES.add(home)
+        click.echo(f"msa-release: {warning}", err=True)
+    return home
+
+
+#: Homes whose access warning this process printed already.
+_WARNED_HOMES: set[Path] = set()
 
 
 def execute_job(job_name: str, run_config: dict, *, home_option: str | None, verbose: bool):
