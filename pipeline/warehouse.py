@@ -30,10 +30,20 @@ from dagster_duckdb.io_manager import DuckDbClient
 from dagster_duckdb_pandas import DuckDBPandasTypeHandler
 from pydantic import Field, PrivateAttr
 
+from pipeline.errors import UnusableInputError
 from pipeline.release.failpoints import failpoint
 from pipeline.release.locking import ReleaseLock, acquire_release_lock
 
-__all__ = ["WAREHOUSE_DIRECTORY_MODE", "WAREHOUSE_FILE_MODE", "WarehouseIOManager", "restrict_warehouse"]
+__all__ = [
+    "WAREHOUSE_DIRECTORY_MODE",
+    "WAREHOUSE_FILE_MODE",
+    "WarehouseCorrupt",
+    "WarehouseIOManager",
+    "WarehouseUnusable",
+    "check_warehouse",
+    "remove_warehouse",
+    "restrict_warehouse",
+]
 
 #: Mode of the directory holding the warehouse (the release home) and of the warehouse files.
 WAREHOUSE_DIRECTORY_MODE, WAREHOUSE_FILE_MODE = 0o700, 0o600
@@ -56,6 +66,127 @@ def restrict_warehouse(database: Path | str) -> None:
             os.chmod(path, WAREHOUSE_FILE_MODE)
         except FileNotFoundError:
             pass
+
+
+class WarehouseUnusable(UnusableInputError):
+    """The warehouse file cannot be opened (not writable, owned by another user, a symlink loop, held open by another
+    program): exit status 2, like a home that cannot be used; the message says what to do."""
+
+
+class WarehouseCorrupt(WarehouseUnusable):
+    """The warehouse file is not a valid DuckDB database (damaged, truncated, overwritten): exit status 2; the message
+    says that it is a private cache and how to rebuild it."""
+
+
+#: What DuckDB says about a file that is not, or no longer, a valid database (the first line of its error).
+_CORRUPTION_MARKERS = (
+    "not a valid DuckDB database file",
+    "Corrupt database file",
+    "Serialization Error",
+    "INTERNAL Error",
+    "database file was created by",  # another, incompatible storage version
+)
+
+#: How to rebuild the warehouse (the end of every message about it).
+REBUILD_HINT = (
+    "the warehouse is a private cache of this home's intermediate tables, rebuilt from the input by every run and never "
+    "published, so nothing is lost: run again with `msa-release run --rebuild-warehouse` (or delete {database} and "
+    "{database}.wal, then launch the job again)"
+)
+
+
+def warehouse_files(database: Path | str) -> list[Path]:
+    """The warehouse's files: ``database``, its ``.wal`` and DuckDB's spill directory ``<database>.tmp``."""
+    database = Path(database)
+    return [database, database.with_name(database.name + ".wal"), database.with_name(database.name + ".tmp")]
+
+
+def remove_warehouse(database: Path | str) -> list[Path]:
+    """Delete the warehouse (``--rebuild-warehouse``): its file, ``.wal`` and spill directory; the next run rebuilds it.
+
+    Only these paths are removed (a symlink itself, never its target). Call with the release lock held.
+
+    Returns
+    -------
+    list of Path
+        The paths that existed and were removed.
+
+    Raises
+    ------
+    OSError
+        A file cannot be removed (the directory is not writable).
+    """
+    import shutil
+
+    removed = []
+    for path in warehouse_files(database):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.is_symlink() or path.exists():
+            path.unlink()
+        else:
+            continue
+        removed.append(path)
+    return removed
+
+
+def check_warehouse(database: Path | str) -> None:
+    """Open the warehouse once, in under a second, and refuse it with a clear error if it cannot be used.
+
+    Without this, the DuckDB IO manager retries a failed connection for about two minutes (``dagster_duckdb``'s
+    back-off) and then fails with DuckDB's bare error. A missing file is fine (DuckDB creates it, under umask 077).
+
+    Raises
+    ------
+    WarehouseCorrupt
+        The file is not a valid DuckDB database (DuckDB's first line quoted; it never holds a value of the data).
+    WarehouseUnusable
+        The file cannot be opened: permission denied or read-only, a symlink loop, a directory, or another program
+        holds it open.
+    """
+    import duckdb
+
+    database = Path(database)
+    try:
+        if database.is_symlink():
+            database.resolve(strict=True)  # a loop or a dangling link is an OSError / RuntimeError here
+        if database.is_dir():
+            raise IsADirectoryError(21, "Is a directory", str(database))
+    except (OSError, RuntimeError) as error:
+        reason = getattr(error, "strerror", None) or str(error)
+        raise WarehouseUnusable(
+            f"the warehouse {database} cannot be opened ({reason}); " + REBUILD_HINT.format(database=database),
+            file=str(database),
+        ) from error
+    previous = os.umask(0o077)
+    try:
+        connection = duckdb.connect(str(database))
+        try:
+            connection.execute("SELECT count(*) FROM duckdb_tables()").fetchall()
+        finally:
+            connection.close()
+    except duckdb.Error as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if any(marker in str(error) for marker in _CORRUPTION_MARKERS):
+            raise WarehouseCorrupt(
+                f"the warehouse {database} is damaged: DuckDB says {first!r}; "
+                + REBUILD_HINT.format(database=database),
+                file=str(database),
+            ) from error
+        if "lock" in first.lower():
+            what = "another program holds it open (a DuckDB shell, a notebook?): close it and retry"
+        elif "permission denied" in first.lower() or "read-only" in first.lower():
+            what = (
+                "it must be a file you own and can write: fix its owner and mode (chown, chmod 600) or point --home / "
+                "$MSA_RELEASE_HOME at a home of your own; or " + REBUILD_HINT.format(database=database)
+            )
+        else:
+            what = REBUILD_HINT.format(database=database)
+        raise WarehouseUnusable(
+            f"the warehouse {database} cannot be opened for writing (DuckDB says {first!r}); {what}", file=str(database)
+        ) from error
+    finally:
+        os.umask(previous)
 
 
 #: Tables loaded with categorical text columns (sorted categories, exactly the values present), as the
@@ -193,6 +324,7 @@ class WarehouseIOManager(DuckDBIOManager):
             f"{self.database}, lock_wait_seconds: <seconds>}} (msa-release run --wait) to wait for it",
         )
         try:
+            check_warehouse(self.database)
             restrict_warehouse(self.database)
         except BaseException:
             self._lock.release()

@@ -258,10 +258,24 @@ def unusable_input_messages(result) -> list[str]:
 
 def failure_exit_status(result) -> int:
     """The exit status of a run that published nothing: the largest ``exit_status`` its structured failures carry
-    (2 unusable input, 3 lock busy), else 1 (a gate refused the release, or another failure)."""
-    from pipeline.failures import step_failures
+    (2 unusable input, 3 lock busy), those of its steps and of its resources (:func:`pipeline.failures.run_failures`),
+    else 1 (a gate refused the release, or another failure)."""
+    from pipeline.failures import run_failures, step_failures
 
-    return max([1, *(failure.exit_status for failure in step_failures(result) if failure.exit_status is not None)])
+    failures = [*step_failures(result), *run_failures(result)]
+    return max([1, *(failure.exit_status for failure in failures if failure.exit_status is not None)])
+
+
+def report_run_failures(result) -> bool:
+    """Echo to stderr why a run stopped before any step ran (its resources could not be set up: a damaged or
+    unwritable warehouse, a release lock that cannot be opened, …), one line each; True if there was such a failure.
+    The messages are this project's own (they name files, never a value of the input) or the machine's error."""
+    from pipeline.failures import run_failures
+
+    failures = run_failures(result)
+    for failure in failures:
+        click.echo(f"  the run stopped before its first step: {failure.message}", err=True)
+    return bool(failures)
 
 
 def input_options(command):
@@ -594,10 +608,10 @@ def _errno_of(failure) -> int | None:
 def environment_failure_messages(result) -> list[str]:
     """Plain-language messages for steps that failed on the machine rather than on the data:
     a full disk, or a release / warehouse location that cannot be written (by the failure's errno)."""
-    from pipeline.failures import step_failures
+    from pipeline.failures import run_failures, step_failures
 
     messages = []
-    for failure in step_failures(result):
+    for failure in [*step_failures(result), *run_failures(result)]:
         number = _errno_of(failure)
         if number in NO_SPACE_ERRNOS:
             messages.append(

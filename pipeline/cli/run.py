@@ -12,6 +12,7 @@ from pipeline.settings import Model
 
 from pipeline.cli.app import main
 from pipeline.cli.common import (
+    report_run_failures,
     report_step_failures,
     settings_from_options,
     check_model_options,
@@ -139,6 +140,13 @@ from pipeline.cli.common import (
     help="With --wait: give up (exit 3) after this many seconds.",
 )
 @click.option(
+    "--rebuild-warehouse",
+    is_flag=True,
+    default=False,
+    help="Delete the home's private warehouse (warehouse.duckdb, a cache of intermediate tables, never published) "
+    "before the run, which rebuilds it from the input: for a damaged warehouse.",
+)
+@click.option(
     "--profile",
     is_flag=True,
     default=None,
@@ -170,6 +178,7 @@ def run(**options) -> None:
         raise click.UsageError("--profile-output needs --profile")
     hold_release_lock(use_home(options["home"]), wait=options["wait"], wait_timeout=options["wait_timeout"])
     previous = read_latest(use_home(options["home"]) / "releases")
+    _check_warehouse(use_home(options["home"]), rebuild=options["rebuild_warehouse"])
     if options["profile"]:
         from pipeline.evaluation.profiling import ensure_sampler
 
@@ -196,6 +205,12 @@ def run(**options) -> None:
         return
     click.echo(f"msa-release: NO release published (run {result.run_id}, {elapsed:.1f} s)", err=True)
     status = failure_exit_status(result)  # from the structured failures' metadata (pipeline.failures)
+    if report_run_failures(result):  # stopped before any step: the warehouse, the lock (resources)
+        for explanation in environment_failure_messages(result):
+            click.echo(f"  {explanation}", err=True)
+        if previous is not None:
+            click.echo(f"  the previous release is untouched: {previous}", err=True)
+        sys.exit(status)
     unusable = unusable_input_messages(result)
     if unusable:
         for message in unusable:
@@ -222,6 +237,32 @@ def run(**options) -> None:
     if previous is not None:
         click.echo(f"  the previous release is untouched: {previous}", err=True)
     sys.exit(status)
+
+
+def _check_warehouse(home, *, rebuild: bool) -> None:
+    """With the release lock held and before Dagster starts: with ``rebuild`` delete the warehouse (the run rebuilds
+    it); then open it once (:func:`pipeline.warehouse.check_warehouse`), so that a damaged or unwritable warehouse is
+    refused in about a second (exit status 2) with what to do, instead of minutes of retries and DuckDB's bare error."""
+    from pipeline.warehouse import WarehouseUnusable, check_warehouse, remove_warehouse
+
+    database = home / "warehouse.duckdb"
+    try:
+        if rebuild:
+            removed = remove_warehouse(database)
+            what = ", ".join(path.name for path in removed) if removed else "nothing to remove"
+            click.echo(f"msa-release: --rebuild-warehouse: deleted the warehouse ({what}); this run rebuilds it", err=True)
+        check_warehouse(database)
+    except (WarehouseUnusable, OSError) as error:
+        click.echo("msa-release: NO release published (the warehouse was checked before running anything)", err=True)
+        if isinstance(error, WarehouseUnusable):
+            click.echo(f"  {error}", err=True)
+            sys.exit(error.exit_status)
+        click.echo(
+            f"  --rebuild-warehouse could not delete {getattr(error, 'filename', None) or database} "
+            f"({error.strerror or error}); make the home writable (or delete the file yourself) and retry",
+            err=True,
+        )
+        sys.exit(2)
 
 
 if __name__ == "__main__":
