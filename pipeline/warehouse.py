@@ -41,6 +41,7 @@ __all__ = [
     "WarehouseIOManager",
     "WarehouseUnusable",
     "check_warehouse",
+    "home_preparation_message",
     "remove_warehouse",
     "restrict_warehouse",
 ]
@@ -130,6 +131,27 @@ def remove_warehouse(database: Path | str) -> list[Path]:
     return removed
 
 
+def home_preparation_message(home: Path | str, error: OSError) -> str:
+    """One line saying why the release lock of ``home`` could not be taken, or the leftovers of a killed run removed,
+    and what to do (``error``: the ``OSError`` of :func:`pipeline.release.locking.acquire_release_lock`)."""
+    home = Path(home)
+    path = Path(error.filename) if getattr(error, "filename", None) else home
+    reason = error.strerror or str(error)
+    if path.name == "release.lock":
+        return (
+            f"the release lock {path} cannot be opened ({reason}); it must be a regular file you can write: another "
+            "user's file or a directory left there? Remove it when no run is using this home (the lock is the "
+            "kernel's, held by a running process, never by the file) or use a home of your own (--home)"
+        )
+    if path.parent.name == "releases":
+        return (
+            f"{path} cannot be removed ({reason}): msa-release removes the leftovers of a killed run (.staging-*, "
+            ".deleting-*, .LATEST.tmp) from releases/ before each run, and this one is not what a run leaves (a "
+            "directory or another user's file?); move it out of releases/ and retry"
+        )
+    return f"the release home {home} cannot be prepared for a run ({path}: {reason}); make it a directory you can write"
+
+
 def check_warehouse(database: Path | str) -> None:
     """Open the warehouse once, in under a second, and refuse it with a clear error if it cannot be used.
 
@@ -169,8 +191,7 @@ def check_warehouse(database: Path | str) -> None:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         if any(marker in str(error) for marker in _CORRUPTION_MARKERS):
             raise WarehouseCorrupt(
-                f"the warehouse {database} is damaged: DuckDB says {first!r}; "
-                + REBUILD_HINT.format(database=database),
+                f"the warehouse {database} is damaged: DuckDB says {first!r}; " + REBUILD_HINT.format(database=database),
                 file=str(database),
             ) from error
         if "lock" in first.lower():
@@ -317,12 +338,15 @@ class WarehouseIOManager(DuckDBIOManager):
         warning = home_access_warning(home)
         if warning is not None:
             context.log.warning(warning)
-        self._lock = acquire_release_lock(
-            home,
-            wait_seconds=self.lock_wait_seconds,
-            hint="wait for it, or launch with resources.io_manager.config {database: "
-            f"{self.database}, lock_wait_seconds: <seconds>}} (msa-release run --wait) to wait for it",
-        )
+        try:
+            self._lock = acquire_release_lock(
+                home,
+                wait_seconds=self.lock_wait_seconds,
+                hint="wait for it, or launch with resources.io_manager.config {database: "
+                f"{self.database}, lock_wait_seconds: <seconds>}} (msa-release run --wait) to wait for it",
+            )
+        except OSError as error:
+            raise WarehouseUnusable(home_preparation_message(home, error)) from error
         try:
             check_warehouse(self.database)
             restrict_warehouse(self.database)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.errors import ReleaseLockBusyBase, UnusableInputError
+from pipeline.errors import MsaReleaseError, ReleaseLockBusyBase, UnusableInputError
 
 DAGSTER_YAML = """\
 telemetry:
@@ -66,14 +66,27 @@ def prepare_dagster_home(home: Path, *, explicit_home: bool = False) -> Path:
     directory is created if missing (Dagster refuses a missing one) and gets a
     ``dagster.yaml`` with telemetry disabled unless it already has one.
     """
-    if os.environ.get("DAGSTER_HOME") and not explicit_home:
-        dagster_home = Path(os.environ["DAGSTER_HOME"]).expanduser().resolve()
-    else:
-        dagster_home = home / "dagster"
-    dagster_home.mkdir(parents=True, exist_ok=True, mode=0o700)  # its run history is private; an existing one keeps its mode
-    config = dagster_home / "dagster.yaml"
-    if not config.exists():
-        config.write_text(DAGSTER_YAML)
+    from_environment = bool(os.environ.get("DAGSTER_HOME")) and not explicit_home
+    named = os.environ["DAGSTER_HOME"] if from_environment else str(home / "dagster")
+    try:
+        dagster_home = Path(named).expanduser().resolve()
+        dagster_home.mkdir(parents=True, exist_ok=True, mode=0o700)  # its run history is private; an existing one keeps its mode
+        if not dagster_home.is_dir():
+            raise NotADirectoryError(20, "Not a directory", str(dagster_home))
+        config = dagster_home / "dagster.yaml"
+        if not config.exists():
+            config.write_text(DAGSTER_YAML)
+    except (OSError, RuntimeError) as error:  # RuntimeError: a symlink loop (Path.resolve, Python 3.11)
+        where = "$DAGSTER_HOME" if from_environment else "the release home's dagster/ directory"
+        fix = (
+            "point $DAGSTER_HOME at a directory you can write, or unset it (the run then uses <home>/dagster)"
+            if from_environment
+            else "make it a directory you can write (remove what is there) or use another --home"
+        )
+        raise UnusableInput(
+            f"the Dagster instance directory {named} ({where}) cannot be used as a directory "
+            f"({getattr(error, 'strerror', None) or error}); nothing was run: {fix}"
+        ) from error
     os.environ["DAGSTER_HOME"] = str(dagster_home)
     return dagster_home
 
@@ -332,6 +345,10 @@ def hold_release_lock(home: Path, *, wait: bool, wait_timeout: float) -> None:
         )
     except ReleaseLockBusy as error:
         raise ReleaseLockBusyError(str(error)) from error
+    except OSError as error:
+        from pipeline.warehouse import home_preparation_message
+
+        raise UnusableInput(home_preparation_message(home, error)) from error
     click.get_current_context().call_on_close(lock.release)
 
 
@@ -340,14 +357,15 @@ def use_home(home_option: str | None) -> Path:
     absent, an existing directory's mode never changed (a warning on stderr when others can access it)."""
     from pipeline.resources import ensure_release_home, home_access_warning, release_home
 
-    if home_option:
-        os.environ["MSA_RELEASE_HOME"] = str(Path(home_option).resolve())
     try:
+        if home_option:
+            os.environ["MSA_RELEASE_HOME"] = str(Path(home_option).resolve())
         home = ensure_release_home(release_home())
-    except OSError as error:
+    except (OSError, RuntimeError) as error:  # RuntimeError: a symlink loop (Path.resolve, Python 3.11)
         raise UnusableInput(
-            f"the release home {os.environ.get('MSA_RELEASE_HOME', 'var')!r} cannot be used as a directory "
-            f"({error.strerror or error}); point --home or $MSA_RELEASE_HOME at a writable directory"
+            f"the release home {home_option or os.environ.get('MSA_RELEASE_HOME', 'var')!r} cannot be used as a "
+            f"directory ({getattr(error, 'strerror', None) or error}); point --home or $MSA_RELEASE_HOME at a writable "
+            "directory"
         ) from error
     warning = home_access_warning(home)
     if warning is not None and home not in _WARNED_HOMES:  # once per process (use_home is called at every stage)
@@ -367,7 +385,13 @@ def execute_job(job_name: str, run_config: dict, *, home_option: str | None, ver
     """
     home = use_home(home_option)
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    prepare_dagster_home(home, explicit_home=bool(home_option))
+    dagster_home = prepare_dagster_home(home, explicit_home=bool(home_option))
+    from pipeline.jobs import schedule_cron_and_timezone
+
+    try:
+        schedule_cron_and_timezone()  # the code location's schedule is built with the job: refuse bad variables first
+    except ValueError as error:
+        raise UnusableInput(f"{error}; nothing was run") from error
 
     import dagster as dg
 
@@ -378,9 +402,70 @@ def execute_job(job_name: str, run_config: dict, *, home_option: str | None, ver
     # 4 GiB of frames that every later step had already reloaded from the warehouse. The jobs run with the
     # in-process executor, so the steps still run in this process, one at a time.
     job = dg.build_reconstructable_job(__name__, "job_of_home", reconstructable_args=(str(home), job_name))
-    with dg.DagsterInstance.get() as instance:
-        result = dg.execute_job(job, instance=instance, run_config=config, raise_on_error=False)
+    try:
+        with dg.DagsterInstance.get() as instance:
+            result = dg.execute_job(job, instance=instance, run_config=config, raise_on_error=False)
+    except Exception as error:
+        failure = instance_failure(error, dagster_home)
+        if failure is None:
+            raise
+        raise failure from error
     return result, home
+
+
+class InstanceFailure(MsaReleaseError, click.ClickException):
+    """The Dagster instance (``$DAGSTER_HOME``) failed: a full disk (exit status 1) or an invalid ``dagster.yaml``
+    or an unwritable directory (:class:`UnusableInput`, exit status 2)."""
+
+    exit_code = MsaReleaseError.exit_status
+
+
+def _error_chain(error: BaseException) -> list[BaseException]:
+    chain, seen = [], set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def instance_failure(error: BaseException, dagster_home: Path) -> click.ClickException | None:
+    """The one-line error of a failure of the Dagster instance in ``dagster_home`` (its configuration, its SQLite
+    storage, its directory), or None for any other error (raised as it is).
+
+    Recognised: no space left (an ``OSError`` ENOSPC / EDQUOT in the chain, or SQLite's "database or disk is full"):
+    exit status 1; ``dagster.yaml`` that is not YAML or not a valid instance configuration, and a storage that cannot
+    be written (permission, read-only): exit status 2.
+    """
+    import yaml
+    from dagster._core.errors import DagsterInvalidConfigError
+
+    chain = _error_chain(error)
+    text = " ".join(f"{type(e).__name__}: {e}" for e in chain)
+    numbers = {getattr(e, "errno", None) for e in chain}
+    config = dagster_home / "dagster.yaml"
+    if numbers & NO_SPACE_ERRNOS or "disk is full" in text or "No space left" in text:
+        return InstanceFailure(
+            f"disk full: the Dagster instance {dagster_home} could not write its run history (no space left on "
+            "device); the run was stopped and a release is published whole or not at all (releases/LATEST names the "
+            "newest complete one): free space under $DAGSTER_HOME and $MSA_RELEASE_HOME and retry"
+        )
+    configuration = next((e for e in chain if isinstance(e, yaml.YAMLError | DagsterInvalidConfigError)), None)
+    if configuration is not None:
+        lines = [line.strip() for line in str(configuration).splitlines() if line.strip()]
+        problems = [line.split(". Expected:")[0] for line in lines if line.startswith("Error ")] or lines[:1]
+        return UnusableInput(
+            f"the Dagster instance configuration {config} is invalid ({'; '.join(problems)[:300]}); nothing was run: "
+            "fix it, or delete it (msa-release then writes one with telemetry disabled) and retry"
+        )
+    denied = numbers & NOT_WRITABLE_ERRNOS or "readonly database" in text or "unable to open database" in text
+    if denied:
+        return UnusableInput(
+            f"the Dagster instance {dagster_home} cannot be written (permission denied, read-only, or not yours); "
+            "nothing was published: make $DAGSTER_HOME a directory you can write, or unset it, and retry"
+        )
+    return None
 
 
 def job_of_home(home: str, job_name: str):

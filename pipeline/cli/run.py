@@ -176,6 +176,8 @@ def run(**options) -> None:
     job_name = job_of_model(config.get("model"))
     if options["profile_output"] and not options["profile"]:
         raise click.UsageError("--profile-output needs --profile")
+    if options["profile_output"]:
+        _check_profile_output(options["profile_output"])
     hold_release_lock(use_home(options["home"]), wait=options["wait"], wait_timeout=options["wait_timeout"])
     previous = read_latest(use_home(options["home"]) / "releases")
     _check_warehouse(use_home(options["home"]), rebuild=options["rebuild_warehouse"])
@@ -187,13 +189,23 @@ def run(**options) -> None:
         job_name, {"resources": {"settings": {"config": config}}}, home_option=options["home"], verbose=options["verbose"]
     )
     elapsed = time.monotonic() - started
+    profile_error = None
     if options["profile"]:
-        write_profile_sidecar(result, home, options["profile_output"], started=started)
+        try:
+            write_profile_sidecar(result, home, options["profile_output"], started=started)
+        except OSError as error:  # after the run: the release (if any) stands, the profile is lost
+            profile_error = (
+                f"msa-release: the profile could not be written to {getattr(error, 'filename', None) or home} "
+                f"({error.strerror or error}); choose a writable --profile-output"
+            )
     gates = result.get_asset_check_evaluations()
     latest = read_latest(home / "releases")
     if latest is not None and latest != previous:
         manifest = json.loads((latest / "manifest.json").read_text())
         click.echo(publication_model(manifest["model"]).summary(manifest, latest, elapsed))
+        if profile_error is not None:
+            click.echo(f"{profile_error}; the release above IS published", err=True)
+            sys.exit(1)
         if not result.success:
             # published (LATEST moved), but a step after the publish failed, e.g. the audit
             click.echo(
@@ -204,6 +216,8 @@ def run(**options) -> None:
             sys.exit(1)
         return
     click.echo(f"msa-release: NO release published (run {result.run_id}, {elapsed:.1f} s)", err=True)
+    if profile_error is not None:
+        click.echo(f"  {profile_error.removeprefix('msa-release: ')}", err=True)
     status = failure_exit_status(result)  # from the structured failures' metadata (pipeline.failures)
     if report_run_failures(result):  # stopped before any step: the warehouse, the lock (resources)
         for explanation in environment_failure_messages(result):
@@ -237,6 +251,27 @@ def run(**options) -> None:
     if previous is not None:
         click.echo(f"  the previous release is untouched: {previous}", err=True)
     sys.exit(status)
+
+
+def _check_profile_output(output: str) -> None:
+    """Refuse, before anything runs, a ``--profile-output`` whose directory does not exist or cannot be written
+    (exit status 2): otherwise the run would publish and then fail on the sidecar."""
+    import tempfile
+    from pathlib import Path
+
+    from pipeline.cli.common import UnusableInput
+
+    directory = Path(output).expanduser().parent
+    try:
+        if Path(output).expanduser().is_dir():
+            raise IsADirectoryError(21, "Is a directory", output)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".profile-probe-"):
+            pass
+    except OSError as error:
+        raise UnusableInput(
+            f"--profile-output {output}: cannot write there ({error.strerror or error}); nothing was run: name a "
+            "file in an existing directory you can write"
+        ) from error
 
 
 def _check_warehouse(home, *, rebuild: bool) -> None:
