@@ -179,12 +179,16 @@ def run_failures(result: Any) -> list[StepFailure]:
     for event in result.all_events:
         if not event.is_run_failure:
             continue
-        error = getattr(event.event_specific_data, "error", None)
+        data = event.event_specific_data
+        reason = getattr(getattr(data, "failure_reason", None), "value", None)
+        if reason == "STEP_FAILURE":  # the run failed because a step did: step_failures reports it
+            continue
+        error = getattr(data, "error", None)
         chain = []
         while error is not None:
             chain.append(error)
             error = error.cause or error.context
-        if not chain or chain[0].cls_name in ("DagsterExecutionStepExecutionError",):
+        if not chain:
             continue
         texts = [f"{e.cls_name}: {e.message.strip()}" for e in chain]
         ours = next((e for e in chain if e.cls_name in statuses), None)
