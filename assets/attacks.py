@@ -12,7 +12,7 @@ import pandas as pd
 
 from pydantic import Field
 
-from pipeline.asset_keys import EVALUATION, inputs
+from pipeline.asset_keys import EVALUATION, escape_markdown, inputs
 from pipeline.core.columns import first_occurrences
 from pipeline.reporting.attack_report import MODELS, run_attack_evaluation, write_attack_report
 from pipeline.core.hierarchies import load_hierarchies
@@ -167,8 +167,11 @@ def attack_evaluation(
         confidence = utility["rule_confidence"]["average_released_confidence"]
         metadata[f"{model}_average_rule_confidence"] = float(confidence) if confidence is not None else 0.0
     verdicts = results["verdicts"]
-    metadata["verdicts"] = dg.MetadataValue.md(
-        "\n".join(f"**{section}**\n\n" + "\n".join(f"- {line}" for line in lines) + "\n" for section, lines in verdicts.items())
+    metadata["verdicts"] = dg.MetadataValue.md(  # sentences escaped: they name configured columns (escape_markdown)
+        "\n".join(
+            f"**{escape_markdown(section)}**\n\n" + "\n".join(f"- {escape_markdown(line)}" for line in lines) + "\n"
+            for section, lines in verdicts.items()
+        )
     )
     context.add_output_metadata({**metadata, **_figures_metadata(paths)})
     return _summary_frame(results)

@@ -89,16 +89,44 @@ def table_metadata(frame: pd.DataFrame, *, rows_in: int | None = None, started: 
     return metadata
 
 
+#: Every ASCII punctuation character: CommonMark lets each be backslash-escaped, and an escaped one is literal text.
+_MARKDOWN_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+#: Characters that would end a table row or a paragraph, shown as one space.
+_LINE_BREAKS = frozenset("\n\r\t\v\f\x85\u2028\u2029")
+
+
+def escape_markdown(text: object) -> str:
+    """``text`` as Markdown that the UI shows literally, never as markup (issue 14).
+
+    Every ASCII punctuation character is backslash-escaped (CommonMark: an escaped punctuation character is literal),
+    so no value becomes an image (``![x](http://…)`` would make the viewer's browser fetch the URL), a link, raw HTML
+    (``<img src=x>`` would show as a blank), code, emphasis or a table cell boundary (``|``); line breaks become a
+    space so that a value stays on its table row.
+
+    Parameters
+    ----------
+    text
+        Any value; ``str(text)`` is escaped.
+
+    Returns
+    -------
+    str
+        The escaped text, rendered as exactly ``str(text)`` (line breaks as spaces).
+    """
+    return "".join(" " if c in _LINE_BREAKS else ("\\" + c if c in _MARKDOWN_PUNCTUATION else c) for c in str(text))
+
+
 def _cell(value) -> str:
     if value is None or (not isinstance(value, str) and pd.isna(value)):
         return "NULL"
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return escape_markdown(value)
 
 
 def markdown_preview(frame: pd.DataFrame, rows: int = PREVIEW_ROWS) -> dg.MetadataValue:
     """The first ``rows`` rows of a PUBLISHED table as a Markdown table (the UI renders it).
 
-    Only for tables of a release that passed its gates; never for a private or candidate table.
+    Only for tables of a release that passed its gates; never for a private or candidate table. Every column name and
+    value goes through :func:`escape_markdown`, so a published value is shown as text, never rendered.
     """
     head = frame.head(rows)
     lines = [

@@ -24,7 +24,16 @@ import dagster as dg
 
 from pipeline.errors import MsaReleaseError
 
-__all__ = ["FAILURE_KEYS", "StepFailure", "failure_of", "step_failures", "structured_failures", "with_structured_failures"]
+__all__ = [
+    "FAILURE_KEYS",
+    "RUN_STEP",
+    "StepFailure",
+    "failure_of",
+    "run_failures",
+    "step_failures",
+    "structured_failures",
+    "with_structured_failures",
+]
 
 #: The metadata keys of a structured failure (``errno`` only for an ``OSError``).
 FAILURE_KEYS = ("error_class", "exit_status", "file", "column", "errno")
@@ -123,4 +132,75 @@ def step_failures(result: Any) -> list[StepFailure]:
         else:
             message, status = (cause.message.strip() if cause else ""), None
         failures.append(StepFailure(str(event.step_key), message, status, metadata, " ".join(texts)))
+    return failures
+
+
+#: The ``step`` of a :class:`StepFailure` that stopped the run outside any step (its resources could not be set up).
+RUN_STEP = "resources"
+
+
+def _exit_status_of_class() -> dict[str, int]:
+    """``exit_status`` of every :class:`pipeline.errors.MsaReleaseError` subclass imported so far, by class name."""
+    statuses: dict[str, int] = {}
+    pending: list[type] = [MsaReleaseError]
+    while pending:
+        cls = pending.pop()
+        statuses.setdefault(cls.__name__, int(cls.exit_status))  # type: ignore[attr-defined]
+        pending.extend(cls.__subclasses__())
+    return statuses
+
+
+def _without_class_prefix(message: str, class_name: str) -> str:
+    """``"pipeline.warehouse.WarehouseCorrupt: the warehouse …"`` -> ``"the warehouse …"``."""
+    head, separator, rest = message.partition(": ")
+    if separator and head.rsplit(".", 1)[-1] == class_name:
+        return rest.strip()
+    return message.strip()
+
+
+def run_failures(result: Any) -> list[StepFailure]:
+    """Failures that stopped ``result``'s run outside any step: its resources could not be set up (the warehouse IO
+    manager refused a damaged or unwritable warehouse, the release lock could not be opened, …).
+
+    Dagster reports those as the run's failure, not as a step's, and an error there cannot carry metadata; the
+    exit status is the ``exit_status`` of the first :class:`pipeline.errors.MsaReleaseError` in the error chain
+    (found by its class name), else None; the ``errno`` of an ``OSError`` in the chain is read from its text.
+
+    Returns
+    -------
+    list of StepFailure
+        One per failed run (at most one), with ``step`` :data:`RUN_STEP`; empty when the run failed in its steps
+        (:func:`step_failures`) or succeeded.
+    """
+    import re
+
+    statuses = _exit_status_of_class()
+    failures = []
+    for event in result.all_events:
+        if not event.is_run_failure:
+            continue
+        data = event.event_specific_data
+        reason = getattr(getattr(data, "failure_reason", None), "value", None)
+        if reason == "STEP_FAILURE":  # the run failed because a step did: step_failures reports it
+            continue
+        error = getattr(data, "error", None)
+        chain = []
+        while error is not None:
+            chain.append(error)
+            error = error.cause or error.context
+        if not chain:
+            continue
+        texts = [f"{e.cls_name}: {e.message.strip()}" for e in chain]
+        ours = next((e for e in chain if e.cls_name in statuses), None)
+        metadata: dict[str, Any] = {}
+        if ours is not None:
+            message, status = _without_class_prefix(ours.message, ours.cls_name), statuses[ours.cls_name]
+            metadata = {"error_class": ours.cls_name, "exit_status": status}
+        else:
+            last = chain[-1]
+            message, status = _without_class_prefix(last.message, last.cls_name), None
+        found = re.search(r"\[Errno (\d+)\]", " ".join(texts))
+        if found:
+            metadata["errno"] = int(found.group(1))
+        failures.append(StepFailure(RUN_STEP, message, status, metadata, " ".join(texts)))
     return failures

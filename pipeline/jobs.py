@@ -382,6 +382,36 @@ evaluation_job = dg.define_asset_job(
 DEFAULT_SCHEDULE_CRON = "0 3 * * 1"
 
 
+def schedule_cron_and_timezone(cron: str | None = None, timezone: str | None = None) -> tuple[str, str]:
+    """The release schedule's cron expression and time zone: as given, else ``$MSA_RELEASE_SCHEDULE_CRON`` /
+    ``$MSA_RELEASE_SCHEDULE_TIMEZONE``, else the defaults (:data:`DEFAULT_SCHEDULE_CRON`, UTC), validated.
+
+    Raises
+    ------
+    ValueError
+        The cron expression or the time zone (an IANA name such as ``Europe/Zurich``) is not valid; the message names
+        the variable to fix.
+    """
+    import zoneinfo
+
+    from dagster._utils.schedules import is_valid_cron_string
+
+    cron = (cron or os.environ.get("MSA_RELEASE_SCHEDULE_CRON") or DEFAULT_SCHEDULE_CRON).strip()
+    timezone = (timezone or os.environ.get("MSA_RELEASE_SCHEDULE_TIMEZONE") or "UTC").strip()
+    if not is_valid_cron_string(cron):
+        raise ValueError(
+            f"MSA_RELEASE_SCHEDULE_CRON={cron!r} is not a valid cron expression "
+            "(five fields: minute hour day-of-month month day-of-week, e.g. '0 3 * * 1')"
+        )
+    try:
+        zoneinfo.ZoneInfo(timezone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as error:
+        raise ValueError(
+            f"MSA_RELEASE_SCHEDULE_TIMEZONE={timezone!r} is not a time zone (an IANA name, e.g. 'UTC' or 'Europe/Zurich')"
+        ) from error
+    return cron, timezone
+
+
 def build_release_schedule(
     cron: str | None = None, timezone: str | None = None, *, job: dg.UnresolvedAssetJobDefinition | None = None
 ) -> dg.ScheduleDefinition:
@@ -406,15 +436,7 @@ def build_release_schedule(
     ValueError
         The cron expression is not valid (the message names the variable to fix).
     """
-    from dagster._utils.schedules import is_valid_cron_string
-
-    cron = (cron or os.environ.get("MSA_RELEASE_SCHEDULE_CRON") or DEFAULT_SCHEDULE_CRON).strip()
-    timezone = timezone or os.environ.get("MSA_RELEASE_SCHEDULE_TIMEZONE") or "UTC"
-    if not is_valid_cron_string(cron):
-        raise ValueError(
-            f"MSA_RELEASE_SCHEDULE_CRON={cron!r} is not a valid cron expression "
-            "(five fields: minute hour day-of-month month day-of-week, e.g. '0 3 * * 1')"
-        )
+    cron, timezone = schedule_cron_and_timezone(cron, timezone)
     return dg.ScheduleDefinition(
         name="release_schedule",
         job=job if job is not None else release_job,

@@ -1,7 +1,8 @@
 """The private warehouse: DuckDB IO manager for intermediate tables.
 
 The warehouse (``$MSA_RELEASE_HOME/warehouse.duckdb``) holds raw records: its directory (the
-release home) is kept at mode 0700 and its files (the database and DuckDB's ``.wal``) at 0600;
+release home) is created with mode 0700 (an existing directory keeps its mode, with a warning when others can
+enter it) and its files (the database and DuckDB's ``.wal``) at 0600;
 files DuckDB creates are created under umask 077. The IO manager also holds the release lock
 (:mod:`pipeline.release.locking`) for the whole run, so two runs never write the warehouse or publish
 at the same time, whether launched from the CLI or the Dagster UI, and it carries the
@@ -29,17 +30,32 @@ from dagster_duckdb.io_manager import DuckDbClient
 from dagster_duckdb_pandas import DuckDBPandasTypeHandler
 from pydantic import Field, PrivateAttr
 
+from pipeline.errors import UnusableInputError
 from pipeline.release.failpoints import failpoint
 from pipeline.release.locking import ReleaseLock, acquire_release_lock
 
-__all__ = ["LOCK_WAIT_TAG", "WAREHOUSE_DIRECTORY_MODE", "WAREHOUSE_FILE_MODE", "WarehouseIOManager", "restrict_warehouse"]
+__all__ = [
+    "LOCK_WAIT_TAG",
+    "WAREHOUSE_DIRECTORY_MODE",
+    "WAREHOUSE_FILE_MODE",
+    "WarehouseCorrupt",
+    "WarehouseIOManager",
+    "WarehouseUnusable",
+    "check_warehouse",
+    "home_preparation_message",
+    "remove_warehouse",
+    "restrict_warehouse",
+]
 
 #: Mode of the directory holding the warehouse (the release home) and of the warehouse files.
 WAREHOUSE_DIRECTORY_MODE, WAREHOUSE_FILE_MODE = 0o700, 0o600
 
 
 def restrict_warehouse(database: Path | str) -> None:
-    """Set mode 0700 on the warehouse's directory and 0600 on ``database`` and its ``.wal``.
+    """Set mode 0600 on ``database`` and its ``.wal``.
+
+    The warehouse's directory (the release home) keeps its mode: it is created 0700, but an existing directory such as
+    a shared ``/tmp`` is never re-moded (issue 14; :func:`pipeline.resources.home_access_warning` warns instead).
 
     Parameters
     ----------
@@ -47,13 +63,152 @@ def restrict_warehouse(database: Path | str) -> None:
         Path of ``warehouse.duckdb``; files that do not exist (yet) are skipped.
     """
     database = Path(database)
-    if database.parent.is_dir():
-        os.chmod(database.parent, WAREHOUSE_DIRECTORY_MODE)
     for path in (database, database.with_name(database.name + ".wal")):
         try:
             os.chmod(path, WAREHOUSE_FILE_MODE)
         except FileNotFoundError:
             pass
+
+
+class WarehouseUnusable(UnusableInputError):
+    """The warehouse file cannot be opened (not writable, owned by another user, a symlink loop, held open by another
+    program): exit status 2, like a home that cannot be used; the message says what to do."""
+
+
+class WarehouseCorrupt(WarehouseUnusable):
+    """The warehouse file is not a valid DuckDB database (damaged, truncated, overwritten): exit status 2; the message
+    says that it is a private cache and how to rebuild it."""
+
+
+#: What DuckDB says about a file that is not, or no longer, a valid database (the first line of its error).
+_CORRUPTION_MARKERS = (
+    "not a valid DuckDB database file",
+    "Corrupt database file",
+    "Serialization Error",
+    "INTERNAL Error",
+    "database file was created by",  # another, incompatible storage version
+)
+
+#: How to rebuild the warehouse (the end of every message about it).
+REBUILD_HINT = (
+    "the warehouse is a private cache of this home's intermediate tables, rebuilt from the input by every run and never "
+    "published, so nothing is lost: run again with `msa-release run --rebuild-warehouse` (or delete {database} and "
+    "{database}.wal, then launch the job again)"
+)
+
+
+def warehouse_files(database: Path | str) -> list[Path]:
+    """The warehouse's files: ``database``, its ``.wal`` and DuckDB's spill directory ``<database>.tmp``."""
+    database = Path(database)
+    return [database, database.with_name(database.name + ".wal"), database.with_name(database.name + ".tmp")]
+
+
+def remove_warehouse(database: Path | str) -> list[Path]:
+    """Delete the warehouse (``--rebuild-warehouse``): its file, ``.wal`` and spill directory; the next run rebuilds it.
+
+    Only these paths are removed (a symlink itself, never its target). Call with the release lock held.
+
+    Returns
+    -------
+    list of Path
+        The paths that existed and were removed.
+
+    Raises
+    ------
+    OSError
+        A file cannot be removed (the directory is not writable).
+    """
+    import shutil
+
+    removed = []
+    for path in warehouse_files(database):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.is_symlink() or path.exists():
+            path.unlink()
+        else:
+            continue
+        removed.append(path)
+    return removed
+
+
+def home_preparation_message(home: Path | str, error: OSError) -> str:
+    """One line saying why the release lock of ``home`` could not be taken, or the leftovers of a killed run removed,
+    and what to do (``error``: the ``OSError`` of :func:`pipeline.release.locking.acquire_release_lock`)."""
+    home = Path(home)
+    path = Path(error.filename) if getattr(error, "filename", None) else home
+    reason = error.strerror or str(error)
+    if path.name == "release.lock":
+        return (
+            f"the release lock {path} cannot be opened ({reason}); it must be a regular file you can write: another "
+            "user's file or a directory left there? Remove it when no run is using this home (the lock is the "
+            "kernel's, held by a running process, never by the file) or use a home of your own (--home)"
+        )
+    if path.parent.name == "releases":
+        return (
+            f"{path} cannot be removed ({reason}): msa-release removes the leftovers of a killed run (.staging-*, "
+            ".deleting-*, .LATEST.tmp) from releases/ before each run, and this one is not what a run leaves (a "
+            "directory or another user's file?); move it out of releases/ and retry"
+        )
+    return f"the release home {home} cannot be prepared for a run ({path}: {reason}); make it a directory you can write"
+
+
+def check_warehouse(database: Path | str) -> None:
+    """Open the warehouse once, in under a second, and refuse it with a clear error if it cannot be used.
+
+    Without this, the DuckDB IO manager retries a failed connection for about two minutes (``dagster_duckdb``'s
+    back-off) and then fails with DuckDB's bare error. A missing file is fine (DuckDB creates it, under umask 077).
+
+    Raises
+    ------
+    WarehouseCorrupt
+        The file is not a valid DuckDB database (DuckDB's first line quoted; it never holds a value of the data).
+    WarehouseUnusable
+        The file cannot be opened: permission denied or read-only, a symlink loop, a directory, or another program
+        holds it open.
+    """
+    import duckdb
+
+    database = Path(database)
+    try:
+        if database.is_symlink():
+            database.resolve(strict=True)  # a loop or a dangling link is an OSError / RuntimeError here
+        if database.is_dir():
+            raise IsADirectoryError(21, "Is a directory", str(database))
+    except (OSError, RuntimeError) as error:
+        reason = getattr(error, "strerror", None) or str(error)
+        raise WarehouseUnusable(
+            f"the warehouse {database} cannot be opened ({reason}); " + REBUILD_HINT.format(database=database),
+            file=str(database),
+        ) from error
+    previous = os.umask(0o077)
+    try:
+        connection = duckdb.connect(str(database))
+        try:
+            connection.execute("SELECT count(*) FROM duckdb_tables()").fetchall()
+        finally:
+            connection.close()
+    except duckdb.Error as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if any(marker in str(error) for marker in _CORRUPTION_MARKERS):
+            raise WarehouseCorrupt(
+                f"the warehouse {database} is damaged: DuckDB says {first!r}; " + REBUILD_HINT.format(database=database),
+                file=str(database),
+            ) from error
+        if "lock" in first.lower():
+            what = "another program holds it open (a DuckDB shell, a notebook?): close it and retry"
+        elif "permission denied" in first.lower() or "read-only" in first.lower():
+            what = (
+                "it must be a file you own and can write: fix its owner and mode (chown, chmod 600) or point --home / "
+                "$MSA_RELEASE_HOME at a home of your own; or " + REBUILD_HINT.format(database=database)
+            )
+        else:
+            what = REBUILD_HINT.format(database=database)
+        raise WarehouseUnusable(
+            f"the warehouse {database} cannot be opened for writing (DuckDB says {first!r}); {what}", file=str(database)
+        ) from error
+    finally:
+        os.umask(previous)
 
 
 #: Tables loaded with categorical text columns (sorted categories, exactly the values present), as the
@@ -192,16 +347,24 @@ class WarehouseIOManager(DuckDBIOManager):
     _lock: ReleaseLock | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context) -> None:
+        from pipeline.resources import home_access_warning
+
         home = Path(self.database).resolve().parent
-        home.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(home, 0o700)
-        self._lock = acquire_release_lock(
-            home,
-            wait_seconds=max(self.lock_wait_seconds, _tagged_lock_wait(context)),
-            hint="wait for it, or launch with resources.io_manager.config {database: "
-            f"{self.database}, lock_wait_seconds: <seconds>}} (msa-release run --wait) to wait for it",
-        )
+        home.mkdir(parents=True, exist_ok=True, mode=WAREHOUSE_DIRECTORY_MODE)  # an existing home keeps its mode
+        warning = home_access_warning(home)
+        if warning is not None:
+            context.log.warning(warning)
         try:
+            self._lock = acquire_release_lock(
+                home,
+                wait_seconds=max(self.lock_wait_seconds, _tagged_lock_wait(context)),
+                hint="wait for it, or launch with resources.io_manager.config {database: "
+                f"{self.database}, lock_wait_seconds: <seconds>}} (msa-release run --wait) to wait for it",
+            )
+        except OSError as error:
+            raise WarehouseUnusable(home_preparation_message(home, error)) from error
+        try:
+            check_warehouse(self.database)
             restrict_warehouse(self.database)
         except BaseException:
             self._lock.release()

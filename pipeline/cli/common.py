@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.errors import ReleaseLockBusyBase, UnusableInputError
+from pipeline.errors import MsaReleaseError, ReleaseLockBusyBase, UnusableInputError
 
 #: What the first version wrote (telemetry only): replaced by ``DAGSTER_YAML`` when found unchanged.
 LEGACY_DAGSTER_YAML = """\
@@ -51,7 +51,9 @@ def write_dagster_yaml(dagster_home: Path) -> Path:
     """Create ``<dagster_home>/dagster.yaml`` (``DAGSTER_YAML``) unless one exists; one that still holds
     ``LEGACY_DAGSTER_YAML`` exactly (written by an earlier version) is replaced. Any other file is the
     steward's and is kept. Returns its path."""
-    dagster_home.mkdir(parents=True, exist_ok=True)
+    dagster_home.mkdir(parents=True, exist_ok=True, mode=0o700)  # its run history is private; an existing one keeps its mode
+    if not dagster_home.is_dir():
+        raise NotADirectoryError(20, "Not a directory", str(dagster_home))
     config = dagster_home / "dagster.yaml"
     try:
         current = config.read_text()
@@ -109,11 +111,22 @@ def prepare_dagster_home(home: Path, *, explicit_home: bool = False) -> Path:
     directory is created if missing (Dagster refuses a missing one) and gets the project's
     ``dagster.yaml`` (:func:`write_dagster_yaml`) unless it already has one of its own.
     """
-    if os.environ.get("DAGSTER_HOME") and not explicit_home:
-        dagster_home = Path(os.environ["DAGSTER_HOME"]).expanduser().resolve()
-    else:
-        dagster_home = home / "dagster"
-    write_dagster_yaml(dagster_home)
+    from_environment = bool(os.environ.get("DAGSTER_HOME")) and not explicit_home
+    named = os.environ["DAGSTER_HOME"] if from_environment else str(home / "dagster")
+    try:
+        dagster_home = Path(named).expanduser().resolve()
+        write_dagster_yaml(dagster_home)
+    except (OSError, RuntimeError) as error:  # RuntimeError: a symlink loop (Path.resolve, Python 3.11)
+        where = "$DAGSTER_HOME" if from_environment else "the release home's dagster/ directory"
+        fix = (
+            "point $DAGSTER_HOME at a directory you can write, or unset it (the run then uses <home>/dagster)"
+            if from_environment
+            else "make it a directory you can write (remove what is there) or use another --home"
+        )
+        raise UnusableInput(
+            f"the Dagster instance directory {named} ({where}) cannot be used as a directory "
+            f"({getattr(error, 'strerror', None) or error}); nothing was run: {fix}"
+        ) from error
     os.environ["DAGSTER_HOME"] = str(dagster_home)
     return dagster_home
 
@@ -302,10 +315,24 @@ def unusable_input_messages(result) -> list[str]:
 
 def failure_exit_status(result) -> int:
     """The exit status of a run that published nothing: the largest ``exit_status`` its structured failures carry
-    (2 unusable input, 3 lock busy), else 1 (a gate refused the release, or another failure)."""
-    from pipeline.failures import step_failures
+    (2 unusable input, 3 lock busy), those of its steps and of its resources (:func:`pipeline.failures.run_failures`),
+    else 1 (a gate refused the release, or another failure)."""
+    from pipeline.failures import run_failures, step_failures
 
-    return max([1, *(failure.exit_status for failure in step_failures(result) if failure.exit_status is not None)])
+    failures = [*step_failures(result), *run_failures(result)]
+    return max([1, *(failure.exit_status for failure in failures if failure.exit_status is not None)])
+
+
+def report_run_failures(result) -> bool:
+    """Echo to stderr why a run stopped before any step ran (its resources could not be set up: a damaged or
+    unwritable warehouse, a release lock that cannot be opened, …), one line each; True if there was such a failure.
+    The messages are this project's own (they name files, never a value of the input) or the machine's error."""
+    from pipeline.failures import run_failures
+
+    failures = run_failures(result)
+    for failure in failures:
+        click.echo(f"  the run stopped before its first step: {failure.message}", err=True)
+    return bool(failures)
 
 
 def input_options(command):
@@ -364,6 +391,10 @@ def hold_release_lock(home: Path, *, wait: bool, wait_timeout: float) -> None:
         raise ReleaseLockBusyError(str(error)) from error
     except UnusableLockFile as error:  # release.lock is a symbolic link or not a regular file
         raise UnusableInput(str(error)) from error
+    except OSError as error:
+        from pipeline.warehouse import home_preparation_message
+
+        raise UnusableInput(home_preparation_message(home, error)) from error
     click.get_current_context().call_on_close(lock.release)
 
 
@@ -384,18 +415,29 @@ def latest_release(home: Path) -> Path | None:
 
 
 def use_home(home_option: str | None) -> Path:
-    """The release home: ``--home`` when given (exported as $MSA_RELEASE_HOME), else the default."""
-    from pipeline.resources import ensure_release_home, release_home
+    """The release home: ``--home`` when given (exported as $MSA_RELEASE_HOME), else the default; created 0700 if
+    absent, an existing directory's mode never changed (a warning on stderr when others can access it)."""
+    from pipeline.resources import ensure_release_home, home_access_warning, release_home
 
-    if home_option:
-        os.environ["MSA_RELEASE_HOME"] = str(Path(home_option).resolve())
     try:
-        return ensure_release_home(release_home())
-    except OSError as error:
+        if home_option:
+            os.environ["MSA_RELEASE_HOME"] = str(Path(home_option).resolve())
+        home = ensure_release_home(release_home())
+    except (OSError, RuntimeError) as error:  # RuntimeError: a symlink loop (Path.resolve, Python 3.11)
         raise UnusableInput(
-            f"the release home {os.environ.get('MSA_RELEASE_HOME', 'var')!r} cannot be used as a directory "
-            f"({error.strerror or error}); point --home or $MSA_RELEASE_HOME at a writable directory"
+            f"the release home {home_option or os.environ.get('MSA_RELEASE_HOME', 'var')!r} cannot be used as a "
+            f"directory ({getattr(error, 'strerror', None) or error}); point --home or $MSA_RELEASE_HOME at a writable "
+            "directory"
         ) from error
+    warning = home_access_warning(home)
+    if warning is not None and home not in _WARNED_HOMES:  # once per process (use_home is called at every stage)
+        _WARNED_HOMES.add(home)
+        click.echo(f"msa-release: {warning}", err=True)
+    return home
+
+
+#: Homes whose access warning this process printed already.
+_WARNED_HOMES: set[Path] = set()
 
 
 def execute_job(job_name: str, run_config: dict, *, home_option: str | None, verbose: bool, progress: bool = False):
@@ -411,7 +453,13 @@ def execute_job(job_name: str, run_config: dict, *, home_option: str | None, ver
     """
     home = use_home(home_option)
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    prepare_dagster_home(home, explicit_home=bool(home_option))
+    dagster_home = prepare_dagster_home(home, explicit_home=bool(home_option))
+    from pipeline.jobs import schedule_cron_and_timezone
+
+    try:
+        schedule_cron_and_timezone()  # the code location's schedule is built with the job: refuse bad variables first
+    except ValueError as error:
+        raise UnusableInput(f"{error}; nothing was run") from error
 
     import dagster as dg
 
@@ -426,26 +474,87 @@ def execute_job(job_name: str, run_config: dict, *, home_option: str | None, ver
     from pipeline.run_events import HOST_TAG, fail_orphaned_runs
 
     job = dg.build_reconstructable_job(__name__, "job_of_home", reconstructable_args=(str(home), job_name))
-    with dg.DagsterInstance.get() as instance:
-        for orphan in fail_orphaned_runs(instance):
-            click.echo(f"msa-release: {orphan.message}", err=True)
-        tags = {HOST_TAG: socket.gethostname()}
-        if not progress:
-            result = dg.execute_job(job, instance=instance, run_config=config, tags=tags, raise_on_error=False)
-            return result, home
-        import uuid
+    try:
+        with dg.DagsterInstance.get() as instance:
+            for orphan in fail_orphaned_runs(instance):
+                click.echo(f"msa-release: {orphan.message}", err=True)
+            tags = {HOST_TAG: socket.gethostname()}
+            if not progress:
+                result = dg.execute_job(job, instance=instance, run_config=config, tags=tags, raise_on_error=False)
+                return result, home
+            import uuid
 
-        from pipeline.run_events import PROGRESS_TAG, StepProgress
+            from pipeline.run_events import PROGRESS_TAG, StepProgress
 
-        tag = uuid.uuid4().hex
-        reporter = StepProgress(instance, tag, lambda line: click.echo(line, err=True)).start()
-        try:
-            result = dg.execute_job(
-                job, instance=instance, run_config=config, raise_on_error=False, tags={**tags, PROGRESS_TAG: tag}
-            )
-        finally:
-            reporter.stop()
+            tag = uuid.uuid4().hex
+            reporter = StepProgress(instance, tag, lambda line: click.echo(line, err=True)).start()
+            try:
+                result = dg.execute_job(
+                    job, instance=instance, run_config=config, raise_on_error=False, tags={**tags, PROGRESS_TAG: tag}
+                )
+            finally:
+                reporter.stop()
+    except Exception as error:
+        failure = instance_failure(error, dagster_home)
+        if failure is None:
+            raise
+        raise failure from error
     return result, home
+
+
+class InstanceFailure(MsaReleaseError, click.ClickException):
+    """The Dagster instance (``$DAGSTER_HOME``) failed: a full disk (exit status 1) or an invalid ``dagster.yaml``
+    or an unwritable directory (:class:`UnusableInput`, exit status 2)."""
+
+    exit_code = MsaReleaseError.exit_status
+
+
+def _error_chain(error: BaseException) -> list[BaseException]:
+    chain, seen = [], set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def instance_failure(error: BaseException, dagster_home: Path) -> click.ClickException | None:
+    """The one-line error of a failure of the Dagster instance in ``dagster_home`` (its configuration, its SQLite
+    storage, its directory), or None for any other error (raised as it is).
+
+    Recognised: no space left (an ``OSError`` ENOSPC / EDQUOT in the chain, or SQLite's "database or disk is full"):
+    exit status 1; ``dagster.yaml`` that is not YAML or not a valid instance configuration, and a storage that cannot
+    be written (permission, read-only): exit status 2.
+    """
+    import yaml
+    from dagster._core.errors import DagsterInvalidConfigError
+
+    chain = _error_chain(error)
+    text = " ".join(f"{type(e).__name__}: {e}" for e in chain)
+    numbers = {getattr(e, "errno", None) for e in chain}
+    config = dagster_home / "dagster.yaml"
+    if numbers & NO_SPACE_ERRNOS or "disk is full" in text or "No space left" in text:
+        return InstanceFailure(
+            f"disk full: the Dagster instance {dagster_home} could not write its run history (no space left on "
+            "device); the run was stopped and a release is published whole or not at all (releases/LATEST names the "
+            "newest complete one): free space under $DAGSTER_HOME and $MSA_RELEASE_HOME and retry"
+        )
+    configuration = next((e for e in chain if isinstance(e, yaml.YAMLError | DagsterInvalidConfigError)), None)
+    if configuration is not None:
+        lines = [line.strip() for line in str(configuration).splitlines() if line.strip()]
+        problems = [line.split(". Expected:")[0] for line in lines if line.startswith("Error ")] or lines[:1]
+        return UnusableInput(
+            f"the Dagster instance configuration {config} is invalid ({'; '.join(problems)[:300]}); nothing was run: "
+            "fix it, or delete it (msa-release then writes one with telemetry disabled) and retry"
+        )
+    denied = numbers & NOT_WRITABLE_ERRNOS or "readonly database" in text or "unable to open database" in text
+    if denied:
+        return UnusableInput(
+            f"the Dagster instance {dagster_home} cannot be written (permission denied, read-only, or not yours); "
+            "nothing was published: make $DAGSTER_HOME a directory you can write, or unset it, and retry"
+        )
+    return None
 
 
 def job_of_home(home: str, job_name: str):
@@ -667,10 +776,10 @@ def _errno_of(failure) -> int | None:
 def environment_failure_messages(result) -> list[str]:
     """Plain-language messages for steps that failed on the machine rather than on the data:
     a full disk, or a release / warehouse location that cannot be written (by the failure's errno)."""
-    from pipeline.failures import step_failures
+    from pipeline.failures import run_failures, step_failures
 
     messages = []
-    for failure in step_failures(result):
+    for failure in [*step_failures(result), *run_failures(result)]:
         number = _errno_of(failure)
         if number in NO_SPACE_ERRNOS:
             messages.append(

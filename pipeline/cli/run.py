@@ -13,6 +13,7 @@ from pipeline.settings import MAX_SEED, Model
 from pipeline.cli.app import main
 from pipeline.cli.common import (
     FiniteFloatRange,
+    report_run_failures,
     report_step_failures,
     settings_from_options,
     check_model_options,
@@ -146,6 +147,13 @@ from pipeline.cli.common import (
     help="With --wait: give up (exit 3) after this many seconds.",
 )
 @click.option(
+    "--rebuild-warehouse",
+    is_flag=True,
+    default=False,
+    help="Delete the home's private warehouse (warehouse.duckdb, a cache of intermediate tables, never published) "
+    "before the run, which rebuilds it from the input: for a damaged warehouse.",
+)
+@click.option(
     "--profile",
     is_flag=True,
     default=None,
@@ -180,8 +188,11 @@ def run(**options) -> None:
     job_name = job_of_model(config.get("model"))
     if options["profile_output"] and not options["profile"]:
         raise click.UsageError("--profile-output needs --profile")
+    if options["profile_output"]:
+        _check_profile_output(options["profile_output"])
     hold_release_lock(use_home(options["home"]), wait=options["wait"], wait_timeout=options["wait_timeout"])
     previous = latest_release(use_home(options["home"]))
+    _check_warehouse(use_home(options["home"]), rebuild=options["rebuild_warehouse"])
     if options["profile"]:
         from pipeline.evaluation.profiling import ensure_sampler
 
@@ -197,13 +208,23 @@ def run(**options) -> None:
         progress=progress,
     )
     elapsed = time.monotonic() - started
+    profile_error = None
     if options["profile"]:
-        write_profile_sidecar(result, home, options["profile_output"], started=started)
+        try:
+            write_profile_sidecar(result, home, options["profile_output"], started=started)
+        except OSError as error:  # after the run: the release (if any) stands, the profile is lost
+            profile_error = (
+                f"msa-release: the profile could not be written to {getattr(error, 'filename', None) or home} "
+                f"({error.strerror or error}); choose a writable --profile-output"
+            )
     gates = result.get_asset_check_evaluations()
     latest = latest_release(home)
     if latest is not None and latest != previous:
         manifest = json.loads((latest / "manifest.json").read_text())
         click.echo(publication_model(manifest["model"]).summary(manifest, latest, elapsed))
+        if profile_error is not None:
+            click.echo(f"{profile_error}; the release above IS published", err=True)
+            sys.exit(1)
         if not result.success:
             # published (LATEST moved), but a step after the publish failed, e.g. the audit
             click.echo(
@@ -214,7 +235,15 @@ def run(**options) -> None:
             sys.exit(1)
         return
     click.echo(f"msa-release: NO release published (run {result.run_id}, {elapsed:.1f} s)", err=True)
+    if profile_error is not None:
+        click.echo(f"  {profile_error.removeprefix('msa-release: ')}", err=True)
     status = failure_exit_status(result)  # from the structured failures' metadata (pipeline.failures)
+    if report_run_failures(result):  # stopped before any step: the warehouse, the lock (resources)
+        for explanation in environment_failure_messages(result):
+            click.echo(f"  {explanation}", err=True)
+        if previous is not None:
+            click.echo(f"  the previous release is untouched: {previous}", err=True)
+        sys.exit(status)
     unusable = unusable_input_messages(result)
     if unusable:
         for message in unusable:
@@ -241,6 +270,53 @@ def run(**options) -> None:
     if previous is not None:
         click.echo(f"  the previous release is untouched: {previous}", err=True)
     sys.exit(status)
+
+
+def _check_profile_output(output: str) -> None:
+    """Refuse, before anything runs, a ``--profile-output`` whose directory does not exist or cannot be written
+    (exit status 2): otherwise the run would publish and then fail on the sidecar."""
+    import tempfile
+    from pathlib import Path
+
+    from pipeline.cli.common import UnusableInput
+
+    directory = Path(output).expanduser().parent
+    try:
+        if Path(output).expanduser().is_dir():
+            raise IsADirectoryError(21, "Is a directory", output)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".profile-probe-"):
+            pass
+    except OSError as error:
+        raise UnusableInput(
+            f"--profile-output {output}: cannot write there ({error.strerror or error}); nothing was run: name a "
+            "file in an existing directory you can write"
+        ) from error
+
+
+def _check_warehouse(home, *, rebuild: bool) -> None:
+    """With the release lock held and before Dagster starts: with ``rebuild`` delete the warehouse (the run rebuilds
+    it); then open it once (:func:`pipeline.warehouse.check_warehouse`), so that a damaged or unwritable warehouse is
+    refused in about a second (exit status 2) with what to do, instead of minutes of retries and DuckDB's bare error."""
+    from pipeline.warehouse import WarehouseUnusable, check_warehouse, remove_warehouse
+
+    database = home / "warehouse.duckdb"
+    try:
+        if rebuild:
+            removed = remove_warehouse(database)
+            what = ", ".join(path.name for path in removed) if removed else "nothing to remove"
+            click.echo(f"msa-release: --rebuild-warehouse: deleted the warehouse ({what}); this run rebuilds it", err=True)
+        check_warehouse(database)
+    except (WarehouseUnusable, OSError) as error:
+        click.echo("msa-release: NO release published (the warehouse was checked before running anything)", err=True)
+        if isinstance(error, WarehouseUnusable):
+            click.echo(f"  {error}", err=True)
+            sys.exit(error.exit_status)
+        click.echo(
+            f"  --rebuild-warehouse could not delete {getattr(error, 'filename', None) or database} "
+            f"({error.strerror or error}); make the home writable (or delete the file yourself) and retry",
+            err=True,
+        )
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -407,6 +407,15 @@ def _csv_error(path: Path, error: duckdb.Error) -> InputError:
     return InputError(f"{where}: cannot be read as CSV ({first}); check --delimiter, --header/--no-header and the quoting")
 
 
+def _connection() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection whose session time zone is UTC, so that a ``TIMESTAMP WITH TIME ZONE`` is
+    turned into the same text on every machine (DuckDB's default is the machine's time zone, ``TZ``: under
+    ``TZ=Asia/Tokyo`` 2020-01-01 20:00 UTC would read as ``2020-01-02 05:00:00+09``, another date)."""
+    connection = duckdb.connect()
+    connection.execute("SET TimeZone = 'UTC'")
+    return connection
+
+
 def _read_csv(
     path: Path,
     *,
@@ -443,7 +452,7 @@ def _read_csv(
     }
     arguments = ", ".join(f"{k} := ${k}" for k in options)
     wanted = ", ".join(_quote(c) for c in [*quasi_identifiers, *sensitive_attributes])
-    connection = duckdb.connect()
+    connection = _connection()
     try:
         relation = connection.sql(f"SELECT {wanted} FROM read_csv($path, {arguments})", params={"path": str(path), **options})
         return _to_categorical_frame(relation, path=path, max_value_length=max_value_length, first_line=2 if csv_header else 1)
@@ -519,8 +528,10 @@ def _read_parquet(
     max_value_length: int | None,
 ) -> pd.DataFrame:
     """The configured columns of a Parquet file as categorical text, cast by DuckDB (an integer
-    column with NULLs stays ``"39"``, not ``"39.0"``). Nested and binary columns are refused."""
-    connection = duckdb.connect()
+    column with NULLs stays ``"39"``, not ``"39.0"``; a floating-point NaN is missing, like a NULL, not the text
+    ``"nan"``; a timestamp with time zone is written in UTC, whatever the machine's time zone). Nested and binary
+    columns are refused."""
+    connection = _connection()
     try:
         try:
             relation = connection.read_parquet(str(path))
@@ -552,8 +563,10 @@ def _read_parquet(
                 "into text or number columns (e.g. one column per field) before publishing"
             )
         source_of = dict(zip(names, stored))
+        floating = {n for n, t in zip(names, relation.types) if t.id in FLOATING_TYPE_IDS}
         selected = ", ".join(
-            f"CAST({_quote(source_of[n])} AS VARCHAR) AS {_quote(n)}" for n in [*quasi_identifiers, *sensitive_attributes]
+            _as_text(_quote(source_of[n]), floating=n in floating) + f" AS {_quote(n)}"
+            for n in [*quasi_identifiers, *sensitive_attributes]
         )
         return _to_categorical_frame(
             connection.sql(f"SELECT {selected} FROM read_parquet($path)", params={"path": str(path)}),
@@ -577,6 +590,21 @@ def _parquet_schema_names(path: Path, *, fallback: list[str]) -> list[str]:
     except (OSError, pa.ArrowException):
         return fallback
     return names if len(names) == len(fallback) else fallback
+
+
+#: DuckDB type ids of floating-point columns, whose NaN is a missing value (not the text ``"nan"``).
+FLOATING_TYPE_IDS = ("float", "double")
+
+
+def _as_text(column: str, *, floating: bool) -> str:
+    """SQL turning the (quoted) Parquet column ``column`` into text; NaN becomes NULL when ``floating``.
+
+    The test is on the text (``nan``, ``-nan``), not ``isnan``: DuckDB folds ``isnan`` to false from the Parquet
+    column statistics, which leave NaN out of their minimum and maximum (found with a NaN in the first row)."""
+    text = f"CAST({column} AS VARCHAR)"
+    if floating:
+        return f"CASE WHEN {text} IN ('nan', '-nan') THEN NULL ELSE {text} END"
+    return text
 
 
 def _read(

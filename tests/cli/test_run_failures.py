@@ -106,3 +106,38 @@ def test_the_run_command_exits_with_the_status_the_failures_carry(tmp_path, monk
     assert started == ["rating_release"]  # the model's own job, from the registry
     assert outcome.exit_code == status, outcome.output
     assert "NO release published" in outcome.output and expected in outcome.output
+
+
+class RefusingResource(dg.ConfigurableResource):
+    """A resource whose set-up fails as the warehouse IO manager does on a damaged warehouse."""
+
+    def setup_for_execution(self, context) -> None:
+        from pipeline.warehouse import WarehouseCorrupt
+
+        raise WarehouseCorrupt("the warehouse /h/warehouse.duckdb is damaged; rebuild it", file="/h/warehouse.duckdb")
+
+
+def test_a_run_stopped_by_its_resources_is_read_back_with_the_error_class_exit_status():
+    @dg.op(required_resource_keys={"warehouse"})
+    def needs_the_warehouse() -> None:
+        pass
+
+    @dg.job(resource_defs={"warehouse": RefusingResource()})
+    def refused():
+        needs_the_warehouse()
+
+    from pipeline.failures import RUN_STEP, run_failures
+
+    result = refused.execute_in_process(raise_on_error=False)
+    assert step_failures(result) == []
+    (failure,) = run_failures(result)
+    assert (failure.step, failure.exit_status) == (RUN_STEP, 2)
+    assert failure.message == "the warehouse /h/warehouse.duckdb is damaged; rebuild it"
+    assert failure.metadata["error_class"] == "WarehouseCorrupt"
+    assert failure_exit_status(result) == 2
+
+
+def test_a_run_failed_by_its_steps_has_no_run_failure(failed_run):
+    from pipeline.failures import run_failures
+
+    assert run_failures(failed_run) == [] and run_failures(_run(disk_full)) == []

@@ -162,7 +162,7 @@ def test_previews_only_for_published_tables(example_b_run):
     release = metadata["release"]
     previews = {k for k in release if k.startswith("preview_")}
     assert previews == {"preview_sac_released", "preview_attribute_table", "preview_id_table", "preview_attribute_clusters"}
-    assert release["preview_sac_released"].value.startswith("| row_id | group_id |")
+    assert release["preview_sac_released"].value.startswith("| row\\_id | group\\_id |")  # names escaped (escape_markdown)
     for key, entries in metadata.items():
         markdown = [v.value for v in entries.values() if isinstance(v, dg.MarkdownMetadataValue)]
         if key.startswith(("private/", "candidate/")):

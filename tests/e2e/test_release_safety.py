@@ -23,6 +23,7 @@ from types import SimpleNamespace
 import duckdb
 import pandas as pd
 import pyarrow.parquet as pq
+import dagster as dg
 import pytest
 
 from pipeline.definitions import build_definitions
@@ -518,17 +519,32 @@ def test_keep_releases_through_the_job_and_the_cli_option(tmp_path):
 # permissions
 
 
-def test_warehouse_directory_0700_and_files_0600(tmp_path):
+@pytest.mark.parametrize("existing_mode", [None, 0o755, 0o1777], ids=["created", "existing-0755", "shared-tmp-1777"])
+def test_warehouse_directory_0700_and_files_0600(tmp_path, existing_mode):
+    """A home the run creates is 0700; an existing home keeps its mode, sticky bit included (``--home /tmp`` must not
+    re-mode a shared directory, issue 14), and the run's log warns that others can access it; the private files are
+    0600 in every case."""
     home = tmp_path / "home"
-    home.mkdir(mode=0o755)
-    os.chmod(home, 0o755)
+    if existing_mode is not None:
+        home.mkdir()
+        os.chmod(home, existing_mode)
+        database = home / "warehouse.duckdb"
+        duckdb.connect(str(database)).close()
+        os.chmod(database, 0o644)  # a warehouse left by an older version
     database = home / "warehouse.duckdb"
-    duckdb.connect(str(database)).close()
-    os.chmod(database, 0o644)  # a warehouse left by an older version
     previous_umask = os.umask(0o022)
     try:
-        assert run_in_process(home, settings_config(write_adult_sample(tmp_path / "adult.csv", 500))).success
-        assert stat.S_IMODE(home.stat().st_mode) == 0o700
+        run_config = {"resources": {"settings": {"config": settings_config(write_adult_sample(tmp_path / "adult.csv", 500))}}}
+        with dg.DagsterInstance.ephemeral() as instance:
+            job = build_definitions(home).resolve_job_def("release")
+            result = job.execute_in_process(run_config=run_config, instance=instance, raise_on_error=False)
+            messages = [entry.user_message for entry in instance.all_logs(result.run_id)]
+        assert result.success
+        assert stat.S_IMODE(home.stat().st_mode) == (0o700 if existing_mode is None else existing_mode)
+        warned = [m for m in messages if "accessible to other users" in m]
+        assert len(warned) == (0 if existing_mode is None else 1), warned
+        if existing_mode is not None:
+            assert f"(mode {existing_mode:04o})" in warned[0] and "chmod 700" in warned[0]
         assert stat.S_IMODE(database.stat().st_mode) == 0o600
         assert stat.S_IMODE((home / LOCK_FILE_NAME).stat().st_mode) == 0o600
         # DuckDB's write-ahead log exists while a connection has uncommitted-to-checkpoint writes
