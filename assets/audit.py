@@ -138,7 +138,7 @@ def build_audit_asset(owner: PublicationModel) -> dg.AssetsDefinition:
             metrics={**report_data.metrics.model_dump(), "rules": [rule.model_dump() for rule in report_data.rules]},
         )
         metadata = audit_metadata(report)
-        metadata["audited"] = "the release published by this run (the candidate its gates evaluated)"
+        metadata["audited"] = "the release published by this run"
         metadata.update({f"seconds_{step}": float(value) for step, value in manifest.get("stage_seconds", {}).items()})
         metadata.update(table_metadata(view, rows_in=int(manifest["n_sac_released"]) + int(manifest["n_attribute_table"])))
         encoded = audit_histogram_png(report.adversary.histogram, release.ell)
