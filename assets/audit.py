@@ -59,13 +59,6 @@ def publish_metadata_in_run(context: dg.AssetExecutionContext, publish_asset: st
     return None
 
 
-def release_published_in_run(context: dg.AssetExecutionContext, publish_asset: str) -> str | None:
-    """The ``release_id`` that the publish asset ``publish_asset`` materialized earlier in this run, or None."""
-    metadata = publish_metadata_in_run(context, publish_asset)
-    value = None if metadata is None else metadata.get("release_id")
-    return str(value) if value is not None else None
-
-
 def build_audit_asset(owner: PublicationModel) -> dg.AssetsDefinition:
     """The audit asset of a publishing job (``audit/<publish_asset>_disclosure``; ``audit/release_disclosure`` for the
     mixed model): the release that this run's publish asset published, found by its release id (never LATEST: another
