@@ -41,7 +41,10 @@ from pipeline.asset_keys import (
 )
 from pipeline.evaluation import profiling
 from pipeline.failures import with_structured_failures
-from pipeline.models import PublicationModel
+from pipeline.core.adversary import candidate_adversary, rule_holders
+from pipeline.models import CandidateRelease, PublicationModel
+from pipeline.models.base import adversary_asset, runs_strong_rule_adversary
+from pipeline.release.audit import table_digests
 from pipeline.release.publish import contract_schemas, package_versions, publish_release
 from pipeline.release.registry import check_series, write_registry_entry
 from pipeline.reporting.release_report import REPORT_HTML, report_files
@@ -151,6 +154,23 @@ def parameters_of_run(model: PublicationModel, settings: ReleaseSettings):
         raise dg.Failure(f"settings of model {model.name!r}: {error}") from None
 
 
+def adversary_on_candidate(
+    release: CandidateRelease, raw_records: pd.DataFrame, strong_rules: pd.DataFrame, sensitive_attributes
+) -> pd.DataFrame:
+    """The strong-rule adversary's one pass over the candidate (:func:`pipeline.core.adversary.candidate_adversary`),
+    the rule holders found in ``raw_records`` through the candidate's row map."""
+    tables = release.tables
+    holders = rule_holders(raw_records, strong_rules, row_map=release.row_map)
+    return candidate_adversary(
+        strong_rules,
+        holders,
+        sac_released=tables["sac_released"],
+        attribute_table=tables["attribute_table"].astype({a: "Int32" for a in sensitive_attributes}),
+        id_table=tables["id_table"],
+        attribute_clusters=tables["attribute_clusters"],
+    )
+
+
 def build_candidate_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinition:
     """The candidate multi-asset of ``job`` (named after ``owner.candidate_asset``), see the module docstring."""
     outs = {
@@ -172,11 +192,24 @@ def build_candidate_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinit
         description="PRIVATE: release row id -> internal row id (and input row number); for the gates and the "
         "custodian's own audits, never released.",
     )
+    adversary = runs_strong_rule_adversary(owner)
+    if adversary:
+        outs[adversary_asset(owner)] = dg.AssetOut(
+            key_prefix=PRIVATE,
+            kinds=KINDS,
+            description="PRIVATE: the strong-rule adversary (SPEC §10) run once on the candidate: per released record "
+            "the most likely rule and its probability (the audit's view), and for the records that hold a rule the "
+            "probability of the rules they hold (the disclosure gate's figures). Never released.",
+        )
+    candidate_inputs = [
+        *owner.candidate_inputs,
+        *(["strong_rules"] if adversary and "strong_rules" not in owner.candidate_inputs else []),
+    ]
 
     @dg.multi_asset(
         name=owner.candidate_asset,
         outs=outs,
-        ins=model_inputs(owner, private=owner.candidate_inputs),
+        ins=model_inputs(owner, private=candidate_inputs),
         group_name=publishing_group(job),
     )
     @with_structured_failures
@@ -199,7 +232,12 @@ def build_candidate_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinit
             output_name=owner.candidate_asset,
         )
         context.add_output_metadata(table_metadata(release.row_map), output_name=owner.row_map_asset)
-        return (*(release.tables[name] for name in owner.candidate_tables), pd.DataFrame([release.figures]), release.row_map)
+        outputs = (*(release.tables[name] for name in owner.candidate_tables), pd.DataFrame([release.figures]), release.row_map)
+        if not adversary:
+            return outputs
+        view = adversary_on_candidate(release, frames["raw_records"], frames["strong_rules"], settings.sensitive_attributes)
+        context.add_output_metadata(table_metadata(view), output_name=adversary_asset(owner))
+        return (*outputs, view)
 
     return candidate
 
@@ -309,6 +347,8 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
                 **{f"seconds_{step}": value for step, value in manifest["stage_seconds"].items()},
                 "gates": dg.MetadataValue.json(json.loads(json.dumps([{k: g[k] for k in ("name", "status")} for g in gates]))),
                 "report": dg.MetadataValue.path(str(path / REPORT_HTML)),
+                # content digest of every published table, as the gates saw it (the audit checks the files against them)
+                "table_digests": dg.MetadataValue.json(table_digests(tables)),
                 # previews of the PUBLISHED tables only (after every gate passed), never of private tables
                 **{f"preview_{name}": markdown_preview(frame) for name, frame in tables.items()},
                 **profile_metadata(manifest["profile"], publish_started),

@@ -20,9 +20,10 @@ from pipeline.core import verification
 from pipeline.core import posterior as posterior_adversary
 from pipeline.core.eligibility import suppressed_cell_certainty
 from pipeline.core.order_attack import input_order_correlations, order_replay_attack
-from pipeline.core.adversary import disclosure_probabilities, per_record_disclosure, recover_rule_confidences, rule_holders
+from pipeline.core.adversary import holders_disclosure, recover_rule_confidences
 from pipeline.core.rules import strong_values
 from pipeline.models import publication_model
+from pipeline.models.base import adversary_asset
 from pipeline.resources import ReleaseSettings
 
 
@@ -129,32 +130,12 @@ def attribute_table_is_l_diverse(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
-    additional_ins=inputs(
-        private=["raw_records", "strong_rules", "release_row_map"],
-        candidate=["sac_released", "attribute_table", "id_table", "attribute_clusters"],
-    ),
-    description="Gate 3: the strong-rule adversary (SPEC §10) run on the candidate gives every record a disclosure probability ≤ 1/ℓ.",
+    additional_ins=inputs(private=["release_candidate_adversary"]),
+    description="Gate 3: the strong-rule adversary (SPEC §10) run on the candidate gives every record a disclosure "
+    "probability ≤ 1/ℓ (its one pass over the candidate, `private/<candidate>_adversary`, also feeds the audit).",
 )
-def disclosure_within_bound(
-    settings: ReleaseSettings,
-    sac_released: pd.DataFrame,
-    raw_records: pd.DataFrame,
-    strong_rules: pd.DataFrame,
-    release_row_map: pd.DataFrame,
-    attribute_table: pd.DataFrame,
-    id_table: pd.DataFrame,
-    attribute_clusters: pd.DataFrame,
-) -> dg.AssetCheckResult:
-    holders = rule_holders(raw_records, strong_rules, row_map=release_row_map)
-    probabilities = disclosure_probabilities(
-        holders,
-        strong_rules,
-        sac_released=sac_released,
-        attribute_table=attribute_table.astype({a: "Int32" for a in settings.sensitive_attributes}),
-        id_table=id_table,
-        attribute_clusters=attribute_clusters,
-    )
-    summary = verification.disclosure_summary(per_record_disclosure(probabilities), ell=settings.ell)
+def disclosure_within_bound(settings: ReleaseSettings, release_candidate_adversary: pd.DataFrame) -> dg.AssetCheckResult:
+    summary = verification.disclosure_summary(holders_disclosure(release_candidate_adversary), ell=settings.ell)
     outcome = validate_frame(summary, suites.disclosure_suite(ell=settings.ell))
     edges = np.linspace(0.0, 1.0, 11)
     histogram, _ = np.histogram(summary["probability"].to_numpy(), bins=edges)
@@ -636,7 +617,12 @@ def retargeted_gate(check: dg.AssetChecksDefinition, model) -> dg.AssetChecksDef
 
     (checked,) = {key.asset_key for key in check.check_keys}
     home = next(m for m in PUBLICATION_MODELS.values() if checked == dg.AssetKey([CANDIDATE, m.candidate_asset]))
-    renamed = {home.candidate_asset: model.candidate_asset, home.row_map_asset: model.row_map_asset, **model.table_assets}
+    renamed = {
+        home.candidate_asset: model.candidate_asset,
+        home.row_map_asset: model.row_map_asset,
+        adversary_asset(home): adversary_asset(model),
+        **model.table_assets,
+    }
     replacements = {
         key: dg.AssetKey([*key.path[:-1], renamed[key.path[-1]]])
         for key in {checked, *check.node_keys_by_input_name.values()}

@@ -10,6 +10,7 @@ import click
 
 from pipeline.cli.app import main
 from pipeline.cli.common import FiniteFloatRange, UnusableInput
+from pipeline.release.reports import AuditReport
 
 
 @main.command()
@@ -42,10 +43,10 @@ def audit(release_dir: str, raw_path: str, min_confidence: float | None, output:
         report = audit_release(release_dir, raw_path, min_confidence=min_confidence)
     except AuditError as error:
         raise UnusableInput(str(error)) from error
-    target = Path(output or f"audit-{report['release']['release_id']}.json")
-    target.write_text(json.dumps(report, indent=2) + "\n")
+    target = Path(output or f"audit-{report.release.release_id}.json")
+    target.write_text(json.dumps(report.as_json(), indent=2) + "\n")
     click.echo(render_audit(report, target))
-    if report["verdict"] != "PASS":
+    if not report.passed:
         sys.exit(1)
 
 
@@ -74,30 +75,29 @@ def report(release_dir: str, raw_path: str | None) -> None:
     click.echo(f"Report written: {target}")
 
 
-def render_audit(report: dict, target: Path) -> str:
+def render_audit(report: AuditReport, target: Path) -> str:
     """One screen of text about an audit (from :func:`pipeline.release.audit.audit_release`)."""
-    adversary, structure, metrics = report["adversary"], report["structure"], report["metrics"]
-    release = report["release"]
+    adversary, structure, metrics, release = report.adversary, report.structure, report.metrics, report.release
     lines = [
-        f"Audit of release {release['release_id']} ({release['model']}, ell={release['ell']}): {report['verdict']}",
-        *[f"  reason         {reason}" for reason in report["reasons"]],
-        *[f"  WARNING        {warning}" for warning in report.get("warnings", [])],
-        f"  rules          {adversary['n_rules']} strong rules mined from {report['raw']['path']} "
-        f"(min_confidence {adversary['min_confidence']})",
-        f"  adversary      max P(record holds a rule) = {adversary['max_probability']} (bound 1/{release['ell']}); "
-        f"{adversary['n_records_exposed']} records exposed, {adversary['n_records_above_bound']} above the bound, "
-        f"{adversary['n_records_certain']} certain",
-        f"  structure      {structure['n_sids']} SIDs ({structure['n_sids_below_ell']} below ell), "
-        f"{structure['n_groups']} groups ({structure['n_groups_not_ell_diverse']} not ell-diverse), "
-        f"counts match manifest: {structure['record_counts_match_manifest']}",
-        f"  utility        AIL {metrics['additional_information_loss']:.6f}, RCE {metrics['reconstruction_error']:.1f} "
-        f"({metrics['reconstruction_error_per_record']:.4f} per record), {metrics['n_suppressed_cells']} suppressed cells, "
-        f"{metrics['n_deleted']} deleted records",
+        f"Audit of release {release.release_id} ({release.model}, ell={release.ell}): {report.verdict}",
+        *[f"  reason         {reason}" for reason in report.reasons],
+        *[f"  WARNING        {warning}" for warning in report.warnings or []],
+        f"  rules          {adversary.n_rules} strong rules mined from {report.raw.path} "
+        f"(min_confidence {adversary.min_confidence})",
+        f"  adversary      max P(record holds a rule) = {adversary.max_probability} (bound 1/{release.ell}); "
+        f"{adversary.n_records_exposed} records exposed, {adversary.n_records_above_bound} above the bound, "
+        f"{adversary.n_records_certain} certain",
+        f"  structure      {structure.n_sids} SIDs ({structure.n_sids_below_ell} below ell), "
+        f"{structure.n_groups} groups ({structure.n_groups_not_ell_diverse} not ell-diverse), "
+        f"counts match manifest: {structure.record_counts_match_manifest}",
+        f"  utility        AIL {metrics.additional_information_loss:.6f}, RCE {metrics.reconstruction_error:.1f} "
+        f"({metrics.reconstruction_error_per_record:.4f} per record), {metrics.n_suppressed_cells} suppressed cells, "
+        f"{metrics.n_deleted} deleted records",
     ]
-    if metrics["average_raw_confidence"] is not None:
+    if metrics.average_raw_confidence is not None and metrics.average_released_confidence is not None:
         lines.append(
-            f"  confidences    average raw {metrics['average_raw_confidence']:.4f}, "
-            f"recovered from the release {metrics['average_released_confidence']:.4f}"
+            f"  confidences    average raw {metrics.average_raw_confidence:.4f}, "
+            f"recovered from the release {metrics.average_released_confidence:.4f}"
         )
     lines.append(f"  report         {target}")
     return "\n".join(lines)

@@ -19,7 +19,11 @@ import pandas as pd
 from pipeline.core.columns import sorted_text_codes, values_mask
 
 __all__ = [
+    "ADVERSARY_COLUMNS",
     "adversary_view",
+    "candidate_adversary",
+    "holders_disclosure",
+    "released_records_view",
     "disclosure_probabilities",
     "per_record_disclosure",
     "recover_rule_confidences",
@@ -437,3 +441,137 @@ def adversary_view(
             "probability": best_probability,
         }
     )
+
+
+#: Columns of :func:`candidate_adversary` (and their dtypes).
+ADVERSARY_COLUMNS = {
+    "row_id": "int64",
+    "rule": "int64",
+    "numerator": "int64",
+    "denominator": "int64",
+    "probability": "float64",
+    "holds_rule": "bool",
+    "held_rule": "int64",
+    "held_numerator": "int64",
+    "held_denominator": "int64",
+    "held_probability": "float64",
+}
+
+
+def candidate_adversary(
+    rules: pd.DataFrame,
+    holders: pd.DataFrame,
+    *,
+    sac_released: pd.DataFrame,
+    attribute_table: pd.DataFrame,
+    id_table: pd.DataFrame,
+    attribute_clusters: pd.DataFrame,
+) -> pd.DataFrame:
+    """The strong-rule adversary run once on a release: what it believes of every released record (the audit's view,
+    :func:`adversary_view`) and what it learns of the records that truly hold a rule (the disclosure gate's figures,
+    :func:`per_record_disclosure` of :func:`disclosure_probabilities` on ``holders``), from one pass over the rules.
+
+    ``P(t contains r)`` depends only on the release, the record's row and the rule, not on whether ``t`` holds ``r``, so
+    both maxima are taken over the same probabilities: the view over every rule, the holders' over the rules each holds.
+
+    Parameters
+    ----------
+    rules
+        Strong rules with ``antecedent_*``, ``consequent_*`` and the integer counts ``support_antecedent`` and
+        ``support_both`` (index = rule number).
+    holders
+        PRIVATE ground truth: ``row_id`` (release ids) and ``rule`` (index into ``rules``), one row per (released
+        record, rule it contains), as :func:`rule_holders` with the release's row map gives it.
+    sac_released, attribute_table, id_table, attribute_clusters
+        A release (``sac_released`` / ``attribute_clusters`` empty for a Rating release).
+
+    Returns
+    -------
+    pandas.DataFrame
+        PRIVATE (it says which records hold a rule). One row per released record, ``row_id`` ascending, with the
+        columns of :data:`ADVERSARY_COLUMNS`: ``rule``, ``numerator``, ``denominator``, ``probability`` as
+        :func:`adversary_view` (the most likely rule over every rule; -1 and 0/1 when none has a positive
+        probability); ``holds_rule`` (whether the record holds at least one rule); ``held_rule``, ``held_numerator``,
+        ``held_denominator``, ``held_probability`` as :func:`per_record_disclosure` (the maximum over the rules the
+        record holds, the lowest rule number among ties), -1, 0, 1 and 0.0 when it holds none.
+
+    References
+    ----------
+    P1 §3.3, Figures 10-11; SPEC §10 and §15 row 20.
+    """
+    released = np.concatenate(
+        [
+            sac_released["row_id"].to_numpy(np.int64) if len(sac_released) else np.array([], dtype=np.int64),
+            attribute_table["row_id"].to_numpy(np.int64) if len(attribute_table) else np.array([], dtype=np.int64),
+        ]
+    )
+    released.sort()
+    n = len(released)
+    best = [np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64), np.zeros(n)]
+    held = [np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64), np.full(n, -1.0)]
+    holder_rows = holders["row_id"].to_numpy(np.int64)
+    holder_rules = holders["rule"].to_numpy(np.int64)
+    if len(rules) and n:
+        shares = _sid_value_shares(id_table, rules)  # once for every rule
+        for rule_index in rules.index.to_numpy(np.int64):
+            pairs = pd.DataFrame({"row_id": released, "rule": np.full(n, rule_index, dtype=np.int64)})
+            result = _disclosure_probabilities(
+                pairs,
+                rules,
+                shares,
+                sac_released=sac_released,
+                attribute_table=attribute_table,
+                attribute_clusters=attribute_clusters,
+            )
+            probability = result["probability"].to_numpy(np.float64)
+            numerator = result["numerator"].to_numpy(np.int64)
+            denominator = result["denominator"].to_numpy(np.int64)
+            # the view: the first rule in index order wins ties (as adversary_view)
+            better = probability > best[3]
+            for column, values in zip(best, (np.full(n, rule_index), numerator, denominator, probability), strict=True):
+                column[better] = values[better]
+            # the holders: the rules each holds, the lowest rule number among ties (as per_record_disclosure)
+            holds = np.isin(released, holder_rows[holder_rules == rule_index])
+            better = holds & ((probability > held[3]) | ((probability == held[3]) & (rule_index < held[0])))
+            for column, values in zip(held, (np.full(n, rule_index), numerator, denominator, probability), strict=True):
+                column[better] = values[better]
+    holds_rule = held[0] >= 0
+    held[3][~holds_rule] = 0.0
+    return pd.DataFrame(
+        {
+            "row_id": released,
+            "rule": best[0],
+            "numerator": best[1],
+            "denominator": best[2],
+            "probability": best[3],
+            "holds_rule": holds_rule,
+            "held_rule": held[0],
+            "held_numerator": held[1],
+            "held_denominator": held[2],
+            "held_probability": held[3],
+        }
+    )
+
+
+def released_records_view(adversary: pd.DataFrame) -> pd.DataFrame:
+    """The audit's view in :func:`candidate_adversary`'s frame: ``row_id``, ``rule``, ``numerator``, ``denominator``,
+    ``probability`` of every released record (as :func:`adversary_view` returns it)."""
+    columns = ["row_id", "rule", "numerator", "denominator", "probability"]
+    return adversary[columns].astype({c: ADVERSARY_COLUMNS[c] for c in columns}).reset_index(drop=True)
+
+
+def holders_disclosure(adversary: pd.DataFrame) -> pd.DataFrame:
+    """The disclosure gate's frame in :func:`candidate_adversary`'s frame: one row per record holding a rule, ``row_id``
+    ascending, with ``rule``, ``numerator``, ``denominator`` (int64) and ``probability`` (float64) of the rule it holds
+    that the adversary finds most likely (as :func:`per_record_disclosure` returns it)."""
+    chosen = adversary[adversary["holds_rule"].astype(bool)]
+    frame = pd.DataFrame(
+        {
+            "row_id": chosen["row_id"].to_numpy(np.int64),
+            "rule": chosen["held_rule"].to_numpy(np.int64),
+            "numerator": chosen["held_numerator"].to_numpy(np.int64),
+            "denominator": chosen["held_denominator"].to_numpy(np.int64),
+            "probability": chosen["held_probability"].to_numpy(np.float64),
+        }
+    )
+    return frame.sort_values("row_id", kind="stable").reset_index(drop=True)

@@ -43,8 +43,13 @@ __all__ = [
     "GateVerdict",
     "ParametersT",
     "PublicationModel",
+    "adversary_asset",
     "gate_status_verdict",
+    "runs_strong_rule_adversary",
 ]
+
+#: The gate that checks the strong-rule adversary's figures on the candidate (``checks/gates.py``).
+DISCLOSURE_GATE = "disclosure_within_bound"
 
 ParametersT = TypeVar("ParametersT")
 
@@ -313,3 +318,15 @@ class PublicationModel(Protocol[ParametersT]):
     def table_schemas(self, quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str]) -> dict[str, dict[str, str]]:
         """Column -> DuckDB type of every published table (the release contract; ``release_manifest`` is added)."""
         ...
+
+
+def runs_strong_rule_adversary(model: PublicationModel[Any]) -> bool:
+    """Whether ``model``'s candidate step runs the strong-rule adversary (SPEC §10) once, for its disclosure gate and
+    the audit of the release its run publishes (issue 13: the adversary runs once per run)."""
+    return DISCLOSURE_GATE in model.gates or model.audited
+
+
+def adversary_asset(model: PublicationModel[Any]) -> str:
+    """The private asset holding the adversary's one pass over ``model``'s candidate
+    (:func:`pipeline.core.adversary.candidate_adversary`): ``<candidate_asset>_adversary``."""
+    return f"{model.candidate_asset}_adversary"

@@ -370,7 +370,12 @@ class MixedModel:
         observed = {g["name"]: g.get("observed", {}) for g in manifest["checks"]}
         disclosure = observed.get("disclosure_within_bound", {})
         groups = observed.get("sac_released_is_l_diverse", {})
-        metrics = report_data["metrics"]
+        from pipeline.release.reports import validate_report_data
+
+        report = validate_report_data(report_data)
+        metrics, rules = report.metrics, report.rules
+        if metrics is None or rules is None:
+            raise ValueError(f"report.json of a {self.name} release has no metrics or rules")
         counts = (
             "n_input",
             "n_dropped_missing",
@@ -389,15 +394,15 @@ class MixedModel:
             "disclosure_override_used": int(bool(manifest["disclosure_override_used"])),
             "n_rows_in": manifest["n_input"],
             "n_rows_out": manifest["n_sac_released"] + manifest["n_attribute_table"],
-            "n_strong_rules": len(report_data["rules"]),
+            "n_strong_rules": len(rules),
             "n_groups": int(groups.get("n_groups", 0)),
             "max_disclosure_probability": float(disclosure.get("max_disclosure_probability", 0.0)),
             "n_records_above_bound": int(disclosure.get("n_records_above_bound", 0)),
-            "additional_information_loss": float(metrics["additional_information_loss"]),
-            "reconstruction_error": float(metrics["reconstruction_error"]),
-            "reconstruction_error_per_record": float(metrics["reconstruction_error_per_record"]),
-            "average_raw_confidence": float(metrics["average_raw_confidence"] or 0.0),
-            "average_released_confidence": float(metrics["average_released_confidence"] or 0.0),
+            "additional_information_loss": float(metrics.additional_information_loss),
+            "reconstruction_error": float(metrics.reconstruction_error),
+            "reconstruction_error_per_record": float(metrics.reconstruction_error_per_record),
+            "average_raw_confidence": float(metrics.average_raw_confidence or 0.0),
+            "average_released_confidence": float(metrics.average_released_confidence or 0.0),
         }
 
     def series_configuration(self, parameters: MixedParameters) -> dict[str, Any]:

@@ -12,6 +12,7 @@ Sources: P1 §3.3, Definition 2, Lemmas 12 and 22; SPEC §8-§11.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Mapping
@@ -29,7 +30,16 @@ from pipeline.core.rules import mine_strong_rules, resolve_mining_backend
 from pipeline.io.loading import InputError, load_records
 from pipeline.release.publish import MODEL_TABLES, InvalidLatest, read_latest
 from pipeline.errors import UnusableInputError
-from pipeline.release.manifest import validate_input_reading
+from pipeline.release.manifest import validate_contract, validate_input_reading
+from pipeline.release.reports import (
+    AdversaryFigures,
+    AuditedRawTable,
+    AuditedRelease,
+    AuditMetrics,
+    AuditReport,
+    AuditStructure,
+    RuleExposure,
+)
 
 __all__ = [
     "AuditError",
@@ -37,10 +47,12 @@ __all__ = [
     "PublishedRelease",
     "audit_release",
     "audit_release_against",
+    "audit_report",
     "disclosure_histogram",
     "read_release",
     "release_metrics",
     "run_audit",
+    "table_digests",
 ]
 
 #: Right edges of the disclosure histogram bins (left-open except the first): 0, (0, 0.1], …, (0.9, 1].
@@ -154,6 +166,33 @@ def read_release(path: str | Path) -> PublishedRelease:
     return PublishedRelease(path=directory, manifest=manifest, **tables)
 
 
+def table_digests(tables: Mapping[str, pd.DataFrame]) -> dict[str, str]:
+    """SHA-256 of every table's content: column names, then each column's values as text in row order (NULL as
+    NULL), so that a table held in memory and the same table read back from its Parquet file (categorical text,
+    nullable ``Int32`` SIDs) have the same digest.
+
+    Parameters
+    ----------
+    tables
+        Table name -> frame (the contract's columns, in published order).
+
+    Returns
+    -------
+    dict
+        Table name -> hex digest.
+    """
+    digests = {}
+    for name, frame in tables.items():
+        digest = hashlib.sha256()
+        for column in frame.columns:
+            digest.update(f"{column}\0".encode())
+            text = frame[column].astype("string")
+            digest.update(pd.util.hash_pandas_object(text, index=False).to_numpy().tobytes())
+        digest.update(f"{len(frame)}".encode())
+        digests[name] = digest.hexdigest()
+    return digests
+
+
 def disclosure_histogram(probabilities: np.ndarray) -> dict[str, int]:
     """Counts per bin: ``"0"`` (exactly 0), then ``"(0.0, 0.1]"`` … ``"(0.9, 1.0]"``."""
     probabilities = np.asarray(probabilities, dtype=float)
@@ -236,7 +275,7 @@ def release_metrics(release: PublishedRelease, rules: pd.DataFrame, *, domain: M
     }
 
 
-def _structure(release: PublishedRelease) -> dict:
+def _structure(release: PublishedRelease) -> AuditStructure:
     """ℓ-diversity of SIDs and groups, and record counts, checked on the files (SPEC §9.1, §9.3)."""
     ell, sensitive_attribute_columns = release.ell, release.sensitive_attributes
     per_sid = release.id_table.groupby(["attribute", "sid"], observed=True)["value"].nunique()
@@ -253,23 +292,23 @@ def _structure(release: PublishedRelease) -> dict:
     counts_match = len(sac) == int(release.manifest.get("n_sac_released", len(sac))) and len(release.attribute_table) == int(
         release.manifest.get("n_attribute_table", len(release.attribute_table))
     )
-    return {
-        "n_sids": int(len(per_sid)),
-        "n_sids_below_ell": n_sids_below,
-        "n_groups": n_groups,
-        "n_groups_not_ell_diverse": n_groups_bad,
-        "record_counts_match_manifest": bool(counts_match),
-        "passed": n_sids_below == 0 and n_groups_bad == 0 and counts_match,
-    }
+    return AuditStructure(
+        n_sids=int(len(per_sid)),
+        n_sids_below_ell=n_sids_below,
+        n_groups=n_groups,
+        n_groups_not_ell_diverse=n_groups_bad,
+        record_counts_match_manifest=bool(counts_match),
+        passed=bool(n_sids_below == 0 and n_groups_bad == 0 and counts_match),
+    )
 
 
 @dataclass(frozen=True)
 class AuditResult:
-    """``report``: the JSON-safe audit (see :func:`audit_release`). ``per_record``: the
+    """``report``: the typed audit (:class:`pipeline.release.reports.AuditReport`). ``per_record``: the
     adversary's view of every released record (:func:`pipeline.core.adversary.adversary_view`:
     ``row_id``, ``rule``, ``numerator``, ``denominator``, ``probability``)."""
 
-    report: dict
+    report: AuditReport
     per_record: pd.DataFrame
 
 
@@ -300,7 +339,7 @@ def audit_release(
     *,
     min_confidence: float | None = None,
     max_listed_records: int = 1000,
-) -> dict:
+) -> AuditReport:
     """Audit a release directory against the strong rules of a raw table (the report only).
 
     See :func:`run_audit` for parameters, result and errors.
@@ -337,7 +376,7 @@ def run_audit(
     Returns
     -------
     AuditResult
-        ``report`` is JSON-safe: ``verdict`` ("PASS"/"FAIL"), ``reasons``, ``release`` (id, model, ℓ,
+        ``report`` (:class:`pipeline.release.reports.AuditReport`; ``.as_json()`` for the JSON): ``verdict`` ("PASS"/"FAIL"), ``reasons``, ``release`` (id, model, ℓ,
         directory), ``raw`` (path, sha256, whether it is the release's input), ``adversary``
         (bound, max/mean probability, records above the bound, certain records, histogram,
         per-rule maxima), ``structure`` (ℓ-diversity and counts on the files) and ``metrics``
@@ -451,6 +490,64 @@ def audit_release_against(
         id_table=release.id_table,
         attribute_clusters=release.attribute_clusters,
     )
+    if is_release_input is not None:
+        raw_matches = is_release_input
+    else:
+        raw_matches = _is_release_input(release.path, manifest, input_sha256) if input_sha256 is not None else None
+    metrics = release_metrics(release, rules, domain=domain_sizes(records, release.sensitive_attributes))
+    report = audit_report(
+        release,
+        rules,
+        view,
+        min_confidence=threshold,
+        raw=AuditedRawTable(path=raw_label, sha256=input_sha256, is_release_input=raw_matches, n_records=len(records)),
+        metrics=metrics,
+        max_listed_records=max_listed_records,
+    )
+    return AuditResult(report=report, per_record=view)
+
+
+def audit_report(
+    release: PublishedRelease,
+    rules: pd.DataFrame,
+    view: pd.DataFrame,
+    *,
+    min_confidence: float,
+    raw: AuditedRawTable,
+    metrics: Mapping[str, object],
+    max_listed_records: int = 1000,
+) -> AuditReport:
+    """The audit report of a release from the adversary's view of it (no adversary run here).
+
+    Parameters
+    ----------
+    release
+        :func:`read_release` of the release directory (the structure checks run on its files).
+    rules
+        The strong rules the adversary knows (index = rule number, as in ``view``).
+    view
+        The adversary's view of every released record (:func:`pipeline.core.adversary.adversary_view`, or
+        :func:`pipeline.core.adversary.released_records_view` of the run's one pass on the candidate).
+    min_confidence
+        The threshold of ``rules``.
+    raw
+        The raw table the rules were mined from.
+    metrics
+        :func:`release_metrics` of the release (``rules`` included).
+    max_listed_records
+        At most this many release row ids above the bound are listed.
+
+    Returns
+    -------
+    AuditReport
+        PASS when no released record exceeds 1/ℓ (exact rational comparison) and the structure checks hold.
+
+    Raises
+    ------
+    ValueError
+        ``metrics`` does not match :class:`pipeline.release.reports.AuditMetrics` (names the key).
+    """
+    manifest = release.manifest
     ell = release.ell
     above = view[view["numerator"] * ell > view["denominator"]]
     max_row = view.loc[view["probability"].idxmax()] if len(view) else None
@@ -459,65 +556,57 @@ def audit_release_against(
     for index, rule in rules.iterrows():
         chosen = view[view["rule"] == index]
         per_rule.append(
-            {
-                "antecedent": [rule["antecedent_attribute"], str(rule["antecedent_value"])],
-                "consequent": [rule["consequent_attribute"], str(rule["consequent_value"])],
-                "confidence": float(rule["support_both"] / rule["support_antecedent"]),
-                "n_records_most_exposed_by_rule": int(len(chosen)),
-                "max_probability": float(chosen["probability"].max()) if len(chosen) else 0.0,
-            }
+            RuleExposure(
+                antecedent=(str(rule["antecedent_attribute"]), str(rule["antecedent_value"])),
+                consequent=(str(rule["consequent_attribute"]), str(rule["consequent_value"])),
+                confidence=float(rule["support_both"] / rule["support_antecedent"]),
+                n_records_most_exposed_by_rule=int(len(chosen)),
+                max_probability=float(chosen["probability"].max()) if len(chosen) else 0.0,
+            )
         )
     structure = _structure(release)
     reasons = []
     if len(above):
         reasons.append(f"{len(above)} released record(s) above the bound 1/{ell} (max {max_probability})")
-    if not structure["passed"]:
+    if not structure.passed:
         reasons.append("the release files break ℓ-diversity or the manifest's record counts")
-    if is_release_input is not None:
-        raw_matches = is_release_input
-    else:
-        raw_matches = _is_release_input(release.path, manifest, input_sha256) if input_sha256 is not None else None
-    result = {
-        "verdict": "PASS" if not reasons else "FAIL",
-        "reasons": reasons,
-        "release": {
-            "release_id": manifest.get("release_id"),
-            "directory": str(release.path),
-            "model": manifest["model"],
-            "ell": ell,
-            "min_confidence": manifest["min_confidence"],
-            "disclosure_override_used": bool(manifest.get("disclosure_override_used", False)),
-        },
-        "raw": {
-            "path": raw_label,
-            "sha256": input_sha256,
-            # None: the manifest's input_hmac can be checked only with the release's home secret
-            "is_release_input": raw_matches,
-            "n_records": len(records),
-        },
-        "adversary": {
-            "min_confidence": threshold,
-            "n_rules": len(rules),
-            "bound": 1.0 / ell,
-            "n_released_records": len(view),
-            "max_probability": max_probability,
-            "max_probability_float": float(view["probability"].max()) if len(view) else 0.0,
-            "mean_probability_over_exposed": float(view.loc[view["probability"] > 0, "probability"].mean())
-            if (view["probability"] > 0).any()
-            else 0.0,
-            "n_records_exposed": int((view["probability"] > 0).sum()),
-            "n_records_above_bound": int(len(above)),
-            "n_records_certain": int(((view["numerator"] == view["denominator"]) & (view["numerator"] > 0)).sum()),
-            "histogram": disclosure_histogram(view["probability"].to_numpy()),
-            "release_row_ids_above_bound": [int(r) for r in above["row_id"].head(max_listed_records)],
-            "per_rule": per_rule,
-        },
-        "structure": structure,
-        "metrics": release_metrics(release, rules, domain=domain_sizes(records, release.sensitive_attributes)),
-    }
-    if not raw_matches:
-        result["warnings"] = [
+    exposed = view["probability"] > 0
+    adversary = AdversaryFigures(
+        min_confidence=float(min_confidence),
+        n_rules=len(rules),
+        bound=1.0 / ell,
+        n_released_records=len(view),
+        max_probability=max_probability,
+        max_probability_float=float(view["probability"].max()) if len(view) else 0.0,
+        mean_probability_over_exposed=float(view.loc[exposed, "probability"].mean()) if exposed.any() else 0.0,
+        n_records_exposed=int(exposed.sum()),
+        n_records_above_bound=int(len(above)),
+        n_records_certain=int(((view["numerator"] == view["denominator"]) & (view["numerator"] > 0)).sum()),
+        histogram=disclosure_histogram(view["probability"].to_numpy()),
+        release_row_ids_above_bound=[int(r) for r in above["row_id"].head(max_listed_records)],
+        per_rule=per_rule,
+    )
+    audited = AuditedRelease(
+        release_id=manifest.get("release_id"),
+        directory=str(release.path),
+        model=str(manifest["model"]),
+        ell=ell,
+        min_confidence=float(manifest["min_confidence"]),
+        disclosure_override_used=bool(manifest.get("disclosure_override_used", False)),
+    )
+    warnings = None
+    if not raw.is_release_input:
+        warnings = [
             "the raw table is not the release's input (SHA-256 differs): the rules and the metrics describe "
             "this table, not the one the release was made from"
         ]
-    return AuditResult(report=result, per_record=view)
+    return AuditReport(
+        verdict="PASS" if not reasons else "FAIL",
+        reasons=reasons,
+        release=audited,
+        raw=raw,
+        adversary=adversary,
+        structure=structure,
+        metrics=validate_contract(AuditMetrics, dict(metrics), "the audit's metrics"),
+        warnings=warnings,
+    )

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-__all__ = ["InputReading", "Manifest", "validate_input_reading", "validate_manifest"]
+__all__ = ["InputReading", "Manifest", "validate_contract", "validate_input_reading", "validate_manifest"]
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -143,7 +143,7 @@ def validate_manifest(manifest: Mapping[str, object]) -> Manifest:
     ValueError
         An unknown key or a value of the wrong type; the message names the key(s), never the value.
     """
-    return _validated(Manifest, dict(manifest), "the release manifest")
+    return validate_contract(Manifest, dict(manifest), "the release manifest")
 
 
 def validate_input_reading(reading: Mapping[str, object]) -> InputReading:
@@ -154,10 +154,18 @@ def validate_input_reading(reading: Mapping[str, object]) -> InputReading:
     ValueError
         An unknown key or a value of the wrong type; the message names the key(s), never the value.
     """
-    return _validated(InputReading, dict(reading), "the manifest's input_reading")
+    return validate_contract(InputReading, dict(reading), "the manifest's input_reading")
 
 
-def _validated(model: type[ModelT], data: dict[str, object], what: str) -> ModelT:
+def validate_contract(model: type[ModelT], data: dict[str, object], what: str) -> ModelT:
+    """``data`` as ``model`` (a pydantic contract: the manifest, report.json, the audit report).
+
+    Raises
+    ------
+    ValueError
+        A missing or unknown key or a value of the wrong type: "<what> does not match its contract: <key> (<error
+        type>), …", naming the keys (dotted paths), never the values.
+    """
     try:
         return model.model_validate(data)
     except ValidationError as error:  # pydantic's own message quotes the values: name keys and error types only

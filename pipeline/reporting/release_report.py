@@ -40,7 +40,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
+
 from pipeline.errors import UnusableInputError
+from pipeline.release.reports import validate_report_data
 
 matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402
@@ -929,7 +931,15 @@ def render_report(
 
 def report_files(manifest: Mapping, data: Mapping, *, releases_dir: Path) -> dict[str, bytes]:
     """``report.html`` and ``report.json`` of a release about to be published (for
-    :func:`pipeline.release.publish.publish_release`'s ``extra_files``)."""
+    :func:`pipeline.release.publish.publish_release`'s ``extra_files``); ``report.json`` is ``data`` as given.
+
+    Raises
+    ------
+    ValueError
+        ``data`` does not match its contract (:func:`pipeline.release.reports.validate_report_data`; the message names
+        the key): nothing is written, so the release is not published.
+    """
+    validate_report_data(data)  # every key's type (pipeline/release/reports.py), before anything is written
     baseline = find_baseline(releases_dir, manifest) if manifest["model"] != "kl" else None
     page = render_report(manifest, data, baseline=baseline, generated_by="written when the release was published")
     return {
@@ -994,7 +1004,7 @@ def regenerate_report(release_dir: str | Path, *, raw_path: str | Path | None = 
             result = run_audit(directory, raw_path)
         except AuditError as error:
             raise ReportError(str(error)) from error
-        metrics = dict(result.report["metrics"])
+        metrics = result.report.metrics.model_dump(mode="json")
         data = {
             "report_format": REPORT_DATA_FORMAT,
             "model": manifest["model"],

@@ -27,6 +27,7 @@ def test_rating_s_generated_assets_are_its_own():
         "candidate/rating_attribute_clusters",
         "candidate/rating_release_candidate",
         "private/rating_release_row_map",
+        "private/rating_release_candidate_adversary",  # the adversary's one pass over the candidate
     }
     assert _keys([publish]) == {"rating_release"} and _keys([audit]) == {"audit/rating_release_disclosure"}
     # the publish step reads Rating's deleted records and candidate tables under their contract names
@@ -35,6 +36,9 @@ def test_rating_s_generated_assets_are_its_own():
     assert read["attribute_table"] == "candidate/rating_attribute_table"
     assert read["rating_release_row_map"] == "private/rating_release_row_map"
     assert dg.AssetKey("rating_release") in audit.asset_deps[dg.AssetKey(["audit", "rating_release_disclosure"])]
+    # the audit reports the adversary's pass over Rating's own candidate: it does not re-run it on raw records
+    audit_reads = {key.to_user_string() for key in audit.keys_by_input_name.values()}
+    assert "private/rating_release_candidate_adversary" in audit_reads and "private/raw_records" not in audit_reads
 
 
 def test_the_mixed_job_keeps_the_contract_names_and_its_audit_key():

@@ -2,6 +2,7 @@
 Dagster UI; the launchpad's settings; the weekly release schedule; the inbox sensor (Dagster's
 build_schedule_context / build_sensor_context, and an in-process run of a sensor's request)."""
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -450,3 +451,77 @@ def test_a_release_run_reads_its_input_once(golden, tmp_path, monkeypatch):
         if e.event_specific_data.materialization.asset_key.to_user_string() == "audit/release_disclosure"
     )
     assert audit.event_specific_data.materialization.metadata["verdict"].value == "PASS"
+
+
+def _example_b_settings(golden, tmp_path) -> dict:
+    example = golden["example_B"]
+    csv = tmp_path / "example_b.csv"
+    example_frame(example).drop(columns="row_id").to_csv(csv, index=False)
+    return {
+        "input_path": str(csv),
+        "csv_header": True,
+        "column_names": [],
+        "quasi_identifiers": example_quasi_identifiers(example),
+        "sensitive_attributes": example["SA"],
+        "ell": example["l"],
+        "min_confidence": example["min_conf"],
+        "seed": 0,
+        "randomness": "spec-reference",
+        "min_support": 1,
+        "grouping": "p1",
+        "residual_policy": "delete",
+    }
+
+
+def test_a_release_run_runs_the_adversary_once(golden, tmp_path, monkeypatch):
+    """Issue 13 ("one pass"): the candidate step runs the strong-rule adversary once; gate 3 and the in-job audit use
+    that pass (the audit does not run the from-files adversary of ``msa-release audit``)."""
+    import assets.publish
+    import pipeline.release.audit
+    from pipeline.core.adversary import candidate_adversary
+
+    calls = {"candidate_adversary": 0, "adversary_view": 0}
+
+    def counting(*args, **kwargs):
+        calls["candidate_adversary"] += 1
+        return candidate_adversary(*args, **kwargs)
+
+    def refused(*args, **kwargs):
+        calls["adversary_view"] += 1
+        raise AssertionError("the in-job audit must not run the adversary again")
+
+    monkeypatch.setattr(assets.publish, "candidate_adversary", counting)
+    monkeypatch.setattr(pipeline.release.audit, "adversary_view", refused)
+    result = run_job(tmp_path / "home", "release", _example_b_settings(golden, tmp_path))
+    assert result.success
+    assert calls == {"candidate_adversary": 1, "adversary_view": 0}
+    gates = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert gates["disclosure_within_bound"].passed
+    audit = next(
+        e.event_specific_data.materialization.metadata
+        for e in result.get_asset_materialization_events()
+        if e.event_specific_data.materialization.asset_key.to_user_string() == "audit/release_disclosure"
+    )
+    assert audit["verdict"].value == "PASS" and audit["n_records_above_bound"].value == 0
+
+
+def test_the_in_job_audit_refuses_published_files_that_are_not_the_gated_candidate(golden, tmp_path, monkeypatch):
+    """The audit reports the adversary's pass over the candidate only for the files that are that candidate: a
+    published table that differs (here: the SAC~ rows read back in another order) fails the audit step, naming the
+    table."""
+    import assets.audit
+    from pipeline.release.audit import read_release
+
+    def tampered(path):
+        release = read_release(path)
+        assert len(release.sac_released) > 1
+        flipped = release.sac_released.iloc[::-1].reset_index(drop=True)
+        return dataclasses.replace(release, sac_released=flipped)
+
+    monkeypatch.setattr(assets.audit, "read_release", tampered)
+    result = run_job(tmp_path / "home", "release", _example_b_settings(golden, tmp_path))
+    assert not result.success
+    failures = [e for e in result.all_events if e.is_step_failure]
+    assert [e.step_key for e in failures] == ["audit__release_disclosure"]
+    message = " ".join((e.step_failure_data.error.cause or e.step_failure_data.error).message for e in failures)
+    assert "is not the candidate" in message and "sac_released" in message

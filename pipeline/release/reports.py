@@ -1,0 +1,270 @@
+"""The typed reports of a release: ``report.json`` (:class:`ReportData`) and the audit report (:class:`AuditReport`).
+
+Like :class:`pipeline.release.manifest.Manifest`, each model says the type of every key. ``report.json`` is validated
+before anything is published (:func:`pipeline.reporting.release_report.report_files`, called by the publish step
+before :func:`pipeline.release.publish.publish_release`) and written as given, so its bytes stay those of earlier
+releases; the audit report is built as an :class:`AuditReport` (:func:`pipeline.release.audit.audit_report`) and
+written by ``msa-release audit`` from :meth:`AuditReport.as_json`.
+
+``report.json`` has a common part (``report_format``, ``model``) and a section per model: ``metrics`` and ``rules``
+(mixed and Rating; ``private_rating_baseline`` for the mixed model), ``kl`` for the (k, ℓ) model. A model registered
+later (a plug-in) gets the common part and whichever sections it fills.
+
+No Dagster here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, StrictBool, field_validator
+
+from pipeline.release.manifest import validate_contract
+
+__all__ = [
+    "AdversaryFigures",
+    "AuditMetrics",
+    "AuditReport",
+    "AuditStructure",
+    "AuditedRelease",
+    "AuditedRawTable",
+    "KlReportData",
+    "KlSection",
+    "MixedReportData",
+    "PrivateRatingBaseline",
+    "ReleaseMetrics",
+    "ReportData",
+    "RuleConfidence",
+    "RuleExposure",
+    "validate_audit_report",
+    "validate_report_data",
+]
+
+
+class _Contract(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- report.json
+
+
+class RuleConfidence(_Contract):
+    """One strong rule ``(S_i = a) ⇒ (S_j = b)``: its raw confidence and the one recovered from the release (P1
+    Lemma 22; None when the antecedent has no released support)."""
+
+    antecedent: tuple[str, str]
+    consequent: tuple[str, str]
+    raw_confidence: float
+    released_confidence: float | None
+
+
+class ReleaseMetrics(_Contract):
+    """Utility figures of a mixed or Rating release (SPEC §11; :func:`pipeline.release.audit.release_metrics`)."""
+
+    additional_information_loss: float  # fraction of cells, 0..1
+    reconstruction_error: float  # summed over the input records, 0..n
+    reconstruction_error_per_record: float
+    average_raw_confidence: float | None  # None without strong rules
+    average_released_confidence: float | None
+    n_suppressed_cells: int
+    n_deleted: int
+
+
+class PrivateRatingBaseline(_Contract):
+    """P1's plain Rating of the same records, computed in the publish step and never published (aggregates only;
+    :func:`pipeline.reporting.release_report.private_rating_baseline`), or why it was not computed."""
+
+    model: Literal["rating"]
+    published: Literal[False]
+    not_computed: StrictBool | None = None
+    additional_information_loss: float | None = None
+    reconstruction_error_per_record: float | None = None
+    average_released_confidence: float | None = None
+    max_disclosure: float | None = None
+    n_holders_above_bound: int | None = None
+    n_holders_certain: int | None = None
+    n_suppressed_cells: int | None = None
+    n_deleted: int | None = None
+    n_records: int | None = None
+    max_records: int | None = None
+
+
+class KlSection(_Contract):
+    """The (k, ℓ) model's figures: class size -> number of classes; quasi-identifier -> mean levels climbed per record
+    (None when regenerated from the release files alone)."""
+
+    class_size_counts: dict[str, int]
+    average_generalization_level: dict[str, float] | None
+
+
+class ReportData(_Contract):
+    """The common part of ``report.json`` (every model); the sections of the built-in models are optional here and
+    required by :class:`MixedReportData` and :class:`KlReportData`."""
+
+    report_format: int | None = None  # pipeline.reporting.release_report.REPORT_DATA_FORMAT
+    model: str
+    metrics: ReleaseMetrics | None = None
+    rules: list[RuleConfidence] | None = None
+    private_rating_baseline: PrivateRatingBaseline | None = None
+    kl: KlSection | None = None
+
+    @field_validator("model")
+    @classmethod
+    def _registered_model(cls, value: str) -> str:
+        """A registered publication model (:data:`pipeline.models.PUBLICATION_MODELS`)."""
+        from pipeline.models import PUBLICATION_MODELS
+
+        if value not in PUBLICATION_MODELS:
+            from pydantic_core import PydanticCustomError
+
+            raise PydanticCustomError("enum", "not a registered publication model")
+        return value
+
+
+class MixedReportData(ReportData):
+    """``report.json`` of a mixed or Rating release: the utility metrics and every strong rule's confidences."""
+
+    report_format: int
+    metrics: ReleaseMetrics
+    rules: list[RuleConfidence]
+    kl: None = None
+
+
+class KlReportData(ReportData):
+    """``report.json`` of a (k, ℓ) release: class sizes and generalisation levels."""
+
+    report_format: int
+    kl: KlSection
+    metrics: None = None
+    rules: None = None
+    private_rating_baseline: None = None
+
+
+#: The typed report.json of each built-in model; any other model: :class:`ReportData`.
+REPORT_DATA_MODELS: dict[str, type[ReportData]] = {"mixed": MixedReportData, "rating": MixedReportData, "kl": KlReportData}
+
+
+def validate_report_data(data: Mapping[str, object]) -> ReportData:
+    """Check ``report.json``'s keys and types (the model's sections required, see :data:`REPORT_DATA_MODELS`).
+
+    Parameters
+    ----------
+    data
+        Key -> JSON-ready value, as a plug-in's ``report_data`` returns it.
+
+    Returns
+    -------
+    ReportData
+        The typed report (:class:`MixedReportData`, :class:`KlReportData` or :class:`ReportData`); the input itself
+        is what gets written.
+
+    Raises
+    ------
+    ValueError
+        A missing or unknown key or a value of the wrong type; the message names the key(s), never the value.
+    """
+    schema = REPORT_DATA_MODELS.get(str(data.get("model")), ReportData)
+    return validate_contract(schema, dict(data), "the release's report.json")
+
+
+# --------------------------------------------------------------------------- audit report
+
+
+class AuditedRelease(_Contract):
+    """Which release was audited."""
+
+    release_id: str | None
+    directory: str
+    model: str
+    ell: int
+    min_confidence: float
+    disclosure_override_used: StrictBool
+
+
+class AuditedRawTable(_Contract):
+    """The raw table the adversary mined its rules from (never a value of it)."""
+
+    path: str
+    sha256: str | None
+    is_release_input: StrictBool | None  # None: the home secret needed to check the input HMAC was not found
+    n_records: int
+
+
+class RuleExposure(_Contract):
+    """One rule the adversary knows and the released records it exposes most."""
+
+    antecedent: tuple[str, str]
+    consequent: tuple[str, str]
+    confidence: float
+    n_records_most_exposed_by_rule: int
+    max_probability: float
+
+
+class AdversaryFigures(_Contract):
+    """The strong-rule adversary on every released record (SPEC §10)."""
+
+    min_confidence: float
+    n_rules: int
+    bound: float  # 1/ℓ
+    n_released_records: int
+    max_probability: str  # an exact fraction ("1/3", "0")
+    max_probability_float: float
+    mean_probability_over_exposed: float
+    n_records_exposed: int
+    n_records_above_bound: int
+    n_records_certain: int
+    histogram: dict[str, int]  # pipeline.release.audit.disclosure_histogram
+    release_row_ids_above_bound: list[int]
+    per_rule: list[RuleExposure]
+
+
+class AuditStructure(_Contract):
+    """ℓ-diversity of the SIDs and SAC~ groups and the record counts, checked on the files (SPEC §9.1, §9.3)."""
+
+    n_sids: int
+    n_sids_below_ell: int
+    n_groups: int
+    n_groups_not_ell_diverse: int
+    record_counts_match_manifest: StrictBool
+    passed: StrictBool
+
+
+class AuditMetrics(ReleaseMetrics):
+    """The utility figures of the audited release, with every rule's confidences."""
+
+    rules: list[RuleConfidence]
+
+
+class AuditReport(_Contract):
+    """The audit of a release (:func:`pipeline.release.audit.run_audit`): verdict, reasons and the figures; counts,
+    probabilities, rules and release row ids only. ``warnings`` is left out of the JSON when there is none."""
+
+    verdict: Literal["PASS", "FAIL"]
+    reasons: list[str]
+    release: AuditedRelease
+    raw: AuditedRawTable
+    adversary: AdversaryFigures
+    structure: AuditStructure
+    metrics: AuditMetrics
+    warnings: list[str] | None = None
+
+    @property
+    def passed(self) -> bool:
+        """Whether the verdict is PASS."""
+        return self.verdict == "PASS"
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON object of ``msa-release audit`` (``warnings`` only when there are some)."""
+        return self.model_dump(mode="json", exclude_none=False, exclude={"warnings"} if self.warnings is None else set())
+
+
+def validate_audit_report(report: Mapping[str, object]) -> AuditReport:
+    """An audit report as :class:`AuditReport`.
+
+    Raises
+    ------
+    ValueError
+        A missing or unknown key or a value of the wrong type; the message names the key(s), never the value.
+    """
+    return validate_contract(AuditReport, dict(report), "the audit report")
