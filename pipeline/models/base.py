@@ -159,6 +159,17 @@ class PublicationModel(Protocol[ParametersT]):
         ...
 
     @property
+    def label(self) -> str:
+        """Its name on report.html ("mixed (SAC~ + improved Rating, P1)")."""
+        ...
+
+    @property
+    def compared_with(self) -> str | None:
+        """The model whose release of the same records report.html compares it with, when one is in the same
+        ``releases/`` directory (P1's comparison: mixed with rating and back), or None."""
+        ...
+
+    @property
     def guarantee(self) -> str:
         """What it makes of a table, in a few words for messages ("ℓ-diverse", "(k, ℓ)-anonymous"): a refusal
         before running says "the table cannot be made <guarantee>"."""
@@ -305,6 +316,27 @@ class PublicationModel(Protocol[ParametersT]):
 
     def publish_figures(self, frames: Frames, manifest: Mapping[str, Any], report_data: Mapping[str, Any]) -> dict[str, Any]:
         """Numeric figures of the publish asset's metadata, stable names (the Dagster UI charts them)."""
+        ...
+
+    def report_parameters(self, manifest: Mapping[str, Any]) -> list[tuple[str, Any]]:
+        """Its rows of report.html's parameter table (after model and ℓ; before the columns and the input)."""
+        ...
+
+    def report_accounting(self, manifest: Mapping[str, Any]) -> tuple[list[tuple[str, int]], str, list[tuple[str, int]]]:
+        """report.html's record accounting: where the kept records went (label, count; they must add up to the
+        kept records), the equation that says so, and further rows (label, count) shown after them."""
+        ...
+
+    def report_sections(
+        self, manifest: Mapping[str, Any], data: Mapping[str, Any] | None, baseline: Mapping[str, Any] | None
+    ) -> list[str]:
+        """Its HTML sections of report.html after the parameters, the accounting and the gates (from the manifest,
+        ``report.json`` as ``data`` when there is one, and the release of :attr:`compared_with`, if found)."""
+        ...
+
+    def report_data_from_files(self, directory: Path, manifest: Mapping[str, Any]) -> dict[str, Any] | None:
+        """``report.json``'s content rebuilt from a published release's own files when it has none (``msa-release
+        report`` on an older release), or None when the files alone cannot give it."""
         ...
 
     def series_configuration(self, parameters: ParametersT) -> dict[str, Any]:

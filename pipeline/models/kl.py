@@ -105,6 +105,8 @@ class KLModel:
     docs: str = "docs/kl.md"
 
     guarantee: str = "(k, ℓ)-anonymous"
+    label: str = "kl ((k, ℓ)-anonymity by generalisation, P2)"
+    compared_with: str | None = None
 
     def check_input(self, settings: Any, records: pd.DataFrame) -> None:
         """The hierarchies of ``hierarchies_dir`` cover every quasi-identifier value of the input (the run's
@@ -306,6 +308,44 @@ class KLModel:
 
         every = standard_table_schemas(quasi_identifiers, sensitive_attributes)
         return {name: every[name] for name in self.tables}
+
+    def report_parameters(self, manifest: Mapping[str, Any]) -> list[tuple[str, Any]]:
+        """k, the method, the block size, the hierarchies and the generalisation weights."""
+        weights = manifest.get("generalization_weights") or {}
+        hierarchies = manifest.get("hierarchies") or {}
+        return [
+            ("k", manifest.get("k")),
+            ("method", manifest.get("kl_method")),
+            ("max_block_size", manifest.get("max_block_size")),
+            ("hierarchies directory", hierarchies.get("directory")),
+            ("generalisation weights", ", ".join(f"{n}={w:g}" for n, w in weights.items()) or "all 1"),
+        ]
+
+    def report_accounting(self, manifest: Mapping[str, Any]) -> tuple[list[tuple[str, int]], str, list[tuple[str, int]]]:
+        """Released and suppressed records; then the number of equivalence classes."""
+        parts = [("released", manifest.get("n_released") or 0), ("suppressed", manifest.get("n_suppressed_records") or 0)]
+        equation = "n_input − n_dropped_missing = n_released + n_suppressed_records"
+        return parts, equation, [("equivalence classes", manifest.get("n_clusters") or 0)]
+
+    def report_sections(
+        self, manifest: Mapping[str, Any], data: Mapping[str, Any] | None, baseline: Mapping[str, Any] | None
+    ) -> list[str]:
+        """Classes, diversity, generalisation cost and the adversaries measured on the release."""
+        from pipeline.reporting.release_report import kl_section
+
+        return [kl_section(manifest, data)]
+
+    def report_data_from_files(self, directory: Path, manifest: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Class sizes from ``kl_released.parquet`` (the average generalisation levels need the private
+        ``kl_clusters``; left out)."""
+        from pipeline.reporting.release_report import kl_report_data
+
+        table = Path(directory) / "kl_released.parquet"
+        if not table.is_file():
+            return None
+        released = pd.read_parquet(table, columns=["cluster_id"])
+        data: dict[str, Any] = kl_report_data(released, None, manifest.get("quasi_identifiers") or [])
+        return data
 
     def summary(self, manifest: Mapping[str, Any], path: Path, elapsed: float) -> str:
         """One screen of text about a published (k, ℓ) release (:func:`render_kl_summary`)."""

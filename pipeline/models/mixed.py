@@ -143,6 +143,8 @@ class MixedModel:
     publishes_sac: bool = True
 
     guarantee: str = "ℓ-diverse"
+    label: str = "mixed (SAC~ + improved Rating, P1)"
+    compared_with: str | None = "rating"
 
     def check_input(self, settings: Any, records: pd.DataFrame) -> None:
         """Nothing beyond the input's own checks: the hierarchies the qi_aware grouping reads are optional (a
@@ -430,6 +432,44 @@ class MixedModel:
 
         every = standard_table_schemas(quasi_identifiers, sensitive_attributes)
         return {name: every[name] for name in self.tables}
+
+    def report_parameters(self, manifest: Mapping[str, Any]) -> list[tuple[str, Any]]:
+        """Rules, seed, randomness and the disclosure override."""
+        return [
+            ("min_confidence", manifest.get("min_confidence")),
+            ("min_support", manifest.get("min_support")),
+            ("seed", manifest.get("seed")),
+            ("randomness", manifest.get("randomness")),
+            ("allow_disclosure", manifest.get("allow_disclosure")),
+            ("disclosure override used", manifest.get("disclosure_override_used")),
+        ]
+
+    def report_accounting(self, manifest: Mapping[str, Any]) -> tuple[list[tuple[str, int]], str, list[tuple[str, int]]]:
+        """SAC~ rows, attribute-table rows and deleted records; then the suppressed attribute-table cells."""
+        parts = [
+            ("in SAC~ groups", manifest.get("n_sac_released") or 0),
+            ("in the attribute table", manifest.get("n_attribute_table") or 0),
+            ("deleted", manifest.get("n_deleted") or 0),
+        ]
+        equation = "n_input − n_dropped_missing = n_sac_released + n_attribute_table + n_deleted"
+        return parts, equation, [("suppressed attribute-table cells", manifest.get("n_suppressed_cells") or 0)]
+
+    def report_sections(
+        self, manifest: Mapping[str, Any], data: Mapping[str, Any] | None, baseline: Mapping[str, Any] | None
+    ) -> list[str]:
+        """The strong-rule adversary's disclosure, the rules, utility (AIL, RCE) and the comparison with Rating."""
+        from pipeline.reporting.release_report import baseline_section, disclosure_section, rules_section, utility_section
+
+        return [
+            disclosure_section(manifest),
+            rules_section(manifest, data),
+            utility_section(manifest, data),
+            baseline_section(manifest, data, baseline),
+        ]
+
+    def report_data_from_files(self, directory: Path, manifest: Mapping[str, Any]) -> dict[str, Any] | None:
+        """None: the utility figures need the raw table (``msa-release report --raw``)."""
+        return None
 
     def summary(self, manifest: Mapping[str, Any], path: Path, elapsed: float) -> str:
         """One screen of text about a published mixed or Rating release (:func:`render_summary`)."""

@@ -53,6 +53,8 @@ class RatingModel(MixedModel):
     """Plain Rating on the whole table: the mixed model's contract, gates, manifest and report without SAC~."""
 
     name: str = "rating"
+    label: str = "rating (plain Rating baseline, P1 §6)"
+    compared_with: str | None = "mixed"
     job: str = "rating_release"
     tables: tuple[str, ...] = ("attribute_table", "id_table")
     candidate_inputs: tuple[str, ...] = ("raw_records", "rating_records", "rating_attribute_sids", "rating_id_table")

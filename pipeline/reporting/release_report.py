@@ -38,11 +38,15 @@ import os
 import string
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
 
 from pipeline.errors import UnusableInputError
 from pipeline.release.reports import validate_report_data
+
+if TYPE_CHECKING:
+    from pipeline.models.base import PublicationModel
 
 matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402
@@ -104,11 +108,6 @@ STATUS_LABELS = {
     "failed": "FAILED",
     "failed_overridden": "failed, published anyway (allow_disclosure, or posterior_gate 'warn')",
     "not_applicable": "not applicable",
-}
-MODEL_LABELS = {
-    "mixed": "mixed (SAC~ + improved Rating, P1)",
-    "rating": "rating (plain Rating baseline, P1 §6)",
-    "kl": "kl ((k, ℓ)-anonymity by generalisation, P2)",
 }
 #: Observed figures not listed in the gate table (shown elsewhere or too long).
 _HIDDEN_FIGURES = {"gx_expectations", "histogram_bins_0_to_1_step_0.1", "rules"}
@@ -247,16 +246,17 @@ def _same_release_question(a: Mapping, b: Mapping) -> bool:
 def find_baseline(releases_dir: Path, manifest: Mapping) -> dict | None:
     """The newest release of the other model of the same comparison in ``releases_dir``.
 
-    For a mixed release: the newest Rating release of the same input (SHA-256), ℓ,
-    min_confidence, quasi-identifiers and sensitive attributes; for a Rating release, the newest
-    such mixed release. None when there is none, and always for a (k, ℓ) release.
+    The other model is the plug-in's ``compared_with``: for a mixed release, the newest Rating release of the same
+    input (SHA-256), ℓ, min_confidence, quasi-identifiers and sensitive attributes; for a Rating release, the
+    newest such mixed release. None when there is none, and always for a model that names none ((k, ℓ)).
 
     Returns
     -------
     dict or None
         ``release_id``, ``model``, ``manifest`` and ``data`` (its ``report.json``, or None).
     """
-    other = {"mixed": "rating", "rating": "mixed"}.get(str(manifest.get("model")))
+    plugin = _plugin(manifest)
+    other = plugin.compared_with if plugin is not None else None
     if other is None or not Path(releases_dir).is_dir():
         return None
     found = []
@@ -363,35 +363,42 @@ def _gate_status(gate: Mapping) -> str:
     return str(gate.get("status") or ("passed" if gate.get("passed") else "failed"))
 
 
+# --------------------------------------------------------------------------- the model's plug-in
+
+
+def _plugin(manifest: Mapping) -> PublicationModel | None:
+    """The plug-in of the release's model (:mod:`pipeline.models`), or None for a model the registry does not know
+    (its page then shows the common sections only)."""
+    from pipeline.models import publication_model
+
+    try:
+        return publication_model(str(manifest.get("model")))
+    except KeyError:
+        return None
+
+
+def _label(manifest: Mapping) -> str:
+    plugin = _plugin(manifest)
+    return plugin.label if plugin is not None else str(manifest.get("model"))
+
+
+def _compares_with_baseline(manifest: Mapping) -> bool:
+    plugin = _plugin(manifest)
+    return plugin is not None and plugin.compared_with is not None
+
+
 # --------------------------------------------------------------------------- sections
 
 
 def _parameters(manifest: Mapping) -> str:
-    model = manifest["model"]
     reading = manifest.get("input_reading") or {}
     rows = [
-        ("model", MODEL_LABELS.get(model, model)),
+        ("model", _label(manifest)),
         ("ℓ (ell)", manifest.get("ell")),
     ]
-    if model == "kl":
-        weights = manifest.get("generalization_weights") or {}
-        hierarchies = manifest.get("hierarchies") or {}
-        rows += [
-            ("k", manifest.get("k")),
-            ("method", manifest.get("kl_method")),
-            ("max_block_size", manifest.get("max_block_size")),
-            ("hierarchies directory", hierarchies.get("directory")),
-            ("generalisation weights", ", ".join(f"{n}={w:g}" for n, w in weights.items()) or "all 1"),
-        ]
-    else:
-        rows += [
-            ("min_confidence", manifest.get("min_confidence")),
-            ("min_support", manifest.get("min_support")),
-            ("seed", manifest.get("seed")),
-            ("randomness", manifest.get("randomness")),
-            ("allow_disclosure", manifest.get("allow_disclosure")),
-            ("disclosure override used", manifest.get("disclosure_override_used")),
-        ]
+    plugin = _plugin(manifest)
+    if plugin is not None:
+        rows += plugin.report_parameters(manifest)
     rows += [
         ("quasi-identifiers", ", ".join(manifest.get("quasi_identifiers") or [])),
         ("sensitive attributes", ", ".join(manifest.get("sensitive_attributes") or [])),
@@ -411,22 +418,11 @@ def _parameters(manifest: Mapping) -> str:
 def _accounting(manifest: Mapping) -> str:
     n_input, n_dropped = manifest.get("n_input") or 0, manifest.get("n_dropped_missing") or 0
     kept = n_input - n_dropped
-    if manifest["model"] == "kl":
-        parts = [("released", manifest.get("n_released") or 0), ("suppressed", manifest.get("n_suppressed_records") or 0)]
-        equation = "n_input − n_dropped_missing = n_released + n_suppressed_records"
-    else:
-        parts = [
-            ("in SAC~ groups", manifest.get("n_sac_released") or 0),
-            ("in the attribute table", manifest.get("n_attribute_table") or 0),
-            ("deleted", manifest.get("n_deleted") or 0),
-        ]
-        equation = "n_input − n_dropped_missing = n_sac_released + n_attribute_table + n_deleted"
+    plugin = _plugin(manifest)
+    parts, equation, extra = plugin.report_accounting(manifest) if plugin is not None else ([], "n_input − n_dropped_missing", [])
     adds_up = kept == sum(n for _, n in parts)
     rows = [("records read (n_input)", n_input), ("dropped: missing sensitive value", n_dropped), ("kept", kept), *parts]
-    if manifest["model"] != "kl":
-        rows.append(("suppressed attribute-table cells", manifest.get("n_suppressed_cells") or 0))
-    else:
-        rows.append(("equivalence classes", manifest.get("n_clusters") or 0))
+    rows += extra
     figure = Figure(figsize=(7.5, 1.5))
     axis = figure.subplots()
     left = 0
@@ -544,7 +540,7 @@ def _observed(manifest: Mapping, name: str) -> dict:
     return {}
 
 
-def _disclosure(manifest: Mapping) -> str:
+def disclosure_section(manifest: Mapping) -> str:
     observed = _observed(manifest, "disclosure_within_bound")
     counts = observed.get(DISCLOSURE_HISTOGRAM_KEY)
     ell = int(manifest["ell"])
@@ -590,7 +586,7 @@ def _disclosure(manifest: Mapping) -> str:
     )
 
 
-def _rules(manifest: Mapping, data: Mapping | None) -> str:
+def rules_section(manifest: Mapping, data: Mapping | None) -> str:
     text = "<h2>Strong rules: raw vs recovered confidence</h2>"
     rules = (data or {}).get("rules")
     if rules is None:
@@ -652,7 +648,7 @@ def _rules(manifest: Mapping, data: Mapping | None) -> str:
     )
 
 
-def _utility(manifest: Mapping, data: Mapping | None) -> str:
+def utility_section(manifest: Mapping, data: Mapping | None) -> str:
     metrics = (data or {}).get("metrics")
     text = "<h2>Utility: AIL and RCE</h2>"
     if metrics is None:
@@ -710,19 +706,19 @@ def _comparison_row(manifest: Mapping, data: Mapping | None) -> dict:
     }
 
 
-def _baseline(manifest: Mapping, data: Mapping | None, baseline: Mapping | None) -> str:
+def baseline_section(manifest: Mapping, data: Mapping | None, baseline: Mapping | None) -> str:
     model = manifest["model"]
     other = {"mixed": "Rating baseline", "rating": "mixed model"}[model]
     text = f"<h2>Comparison with the {other}</h2>"
     private = (data or {}).get("private_rating_baseline")
-    if baseline is None and private is not None and model == "mixed" and private.get("not_computed"):
+    if baseline is None and private is not None and private.get("not_computed"):  # only the mixed model computes it
         return text + (
             f"<p>Not computed: the release covers {_e(_number(private.get('n_records')))} records, more than "
             f"<code>private_baseline_max_records</code> = {_e(_number(private.get('max_records')))} (P1's plain Rating "
             "of the same records is computed privately in the publish step, about 12 s per million records). Raise "
             "that setting to see it; never publish a Rating release only to compare (docs/series.md).</p>"
         )
-    if baseline is None and private is not None and model == "mixed":
+    if baseline is None and private is not None:
         ours = _comparison_row(manifest, data)
         theirs = {label: private.get(key) for label, key in _PRIVATE_BASELINE_ROW.items()}
         return text + (
@@ -762,7 +758,7 @@ def _baseline(manifest: Mapping, data: Mapping | None, baseline: Mapping | None)
     )
 
 
-def _kl(manifest: Mapping, data: Mapping | None) -> str:
+def kl_section(manifest: Mapping, data: Mapping | None) -> str:
     classes = _observed(manifest, "kl_clusters_are_k_anonymous")
     diversity = _observed(manifest, "kl_clusters_are_l_diverse")
     n_released = manifest.get("n_released") or 0
@@ -911,16 +907,14 @@ def render_report(
     """
     from pipeline.release.publish import package_versions
 
-    model = manifest["model"]
     sections = [_parameters(manifest), _accounting(manifest), _gates(manifest)]
-    if model == "kl":
-        sections.append(_kl(manifest, data))
-    elif model in ("mixed", "rating"):  # another plug-in's page: its parameters, accounting and gates
-        sections += [_disclosure(manifest), _rules(manifest, data), _utility(manifest, data), _baseline(manifest, data, baseline)]
+    plugin = _plugin(manifest)
+    if plugin is not None:  # its own sections (a model the registry does not know: parameters, accounting, gates)
+        sections += plugin.report_sections(manifest, data, baseline)
     template = string.Template(TEMPLATE.read_text(encoding="utf-8"))
     return template.substitute(
         release_id=_e(manifest.get("release_id")),
-        model_label=_e(MODEL_LABELS.get(model, model)),
+        model_label=_e(_label(manifest)),
         created_at=_e(manifest.get("created_at")),
         version=_e(package_versions().get("msa-release", "")),
         generated_by=_e(generated_by),
@@ -940,7 +934,7 @@ def report_files(manifest: Mapping, data: Mapping, *, releases_dir: Path) -> dic
         the key): nothing is written, so the release is not published.
     """
     validate_report_data(data)  # every key's type (pipeline/release/reports.py), before anything is written
-    baseline = find_baseline(releases_dir, manifest) if manifest["model"] != "kl" else None
+    baseline = find_baseline(releases_dir, manifest) if _compares_with_baseline(manifest) else None
     page = render_report(manifest, data, baseline=baseline, generated_by="written when the release was published")
     return {
         REPORT_HTML: page.encode("utf-8"),
@@ -982,7 +976,8 @@ def regenerate_report(release_dir: str | Path, *, raw_path: str | Path | None = 
         manifest = json.loads(manifest_path.read_text())
     except (OSError, ValueError) as error:
         raise ReportError(f"{manifest_path}: cannot read the manifest ({error}); is {directory} a release?") from error
-    if manifest.get("model") not in MODEL_LABELS:
+    plugin = _plugin(manifest)
+    if plugin is None:
         raise ReportError(f"{manifest_path}: unknown model {manifest.get('model')!r}")
     data = None
     generated_by = "regenerated by msa-release report from the release files"
@@ -992,14 +987,9 @@ def regenerate_report(release_dir: str | Path, *, raw_path: str | Path | None = 
             data = json.loads(data_path.read_text())
         except ValueError as error:
             raise ReportError(f"{data_path}: not valid JSON ({error}); regenerate with --raw RAW") from error
-    if manifest["model"] == "kl" and data is None:
-        import duckdb
-
-        table = directory / "kl_released.parquet"
-        if table.is_file():
-            released = duckdb.sql(f"SELECT cluster_id FROM read_parquet('{str(table).replace(chr(39), chr(39) * 2)}')").df()
-            data = kl_report_data(released, None, manifest.get("quasi_identifiers") or [])
-    elif data is None and raw_path is not None:
+    if data is None:
+        data = plugin.report_data_from_files(directory, manifest)
+    if data is None and raw_path is not None and plugin.audited:
         try:
             result = run_audit(directory, raw_path)
         except AuditError as error:
@@ -1012,7 +1002,7 @@ def regenerate_report(release_dir: str | Path, *, raw_path: str | Path | None = 
             "metrics": metrics,
         }
         generated_by += f" and the raw table {Path(raw_path).name}"
-    baseline = find_baseline(directory.parent, manifest) if manifest["model"] != "kl" else None
+    baseline = find_baseline(directory.parent, manifest) if _compares_with_baseline(manifest) else None
     page = render_report(manifest, data, baseline=baseline, generated_by=generated_by)
     target = directory / REPORT_HTML
     temporary = directory / f".{REPORT_HTML}.tmp"

@@ -65,10 +65,24 @@ class ToyModel:
     source: str = "tests/models/test_toy_model.py (teaching example)"
     docs: str = "docs/adding-a-model.md"
     guarantee: str = "toy-released"
+    label: str = "toy (teaching example)"
+    compared_with: str | None = None
     drop_one_record: bool = False  # a broken build, for the failing-gate test
 
     def parameters(self, settings: Any) -> ToyParameters:
         return ToyParameters(tuple(settings.quasi_identifiers), tuple(settings.sensitive_attributes), int(settings.ell))
+
+    def report_parameters(self, manifest) -> list[tuple[str, Any]]:
+        return []
+
+    def report_accounting(self, manifest) -> tuple[list[tuple[str, int]], str, list[tuple[str, int]]]:
+        return [("released", manifest.get("n_released") or 0)], "n_input − n_dropped_missing = n_released", []
+
+    def report_sections(self, manifest, data, baseline) -> list[str]:
+        return [f"<h2>Toy</h2><p>{int(manifest.get('n_released') or 0)} records released as they are.</p>"]
+
+    def report_data_from_files(self, directory: Path, manifest) -> dict[str, Any] | None:
+        return None
 
     def check_input(self, settings: Any, records: pd.DataFrame) -> None:
         """Nothing to check beyond the input's own checks."""
@@ -197,6 +211,9 @@ def test_a_registered_plug_in_gets_its_generated_job_and_publishes(toy, table, t
     assert list(published.columns) == ["row_id", "education", "occupation"]  # no quasi-identifier
     assert sorted(published["education"]) == sorted(pd.read_csv(table)["education"])
     assert toy.summary(manifest, release, 0.0).startswith("Published toy release")
+    page = (release / "report.html").read_text()  # its own page: label, accounting and section from the plug-in
+    assert "toy (teaching example)" in page and "<h2>Toy</h2><p>40 records released as they are.</p>" in page
+    assert "n_input − n_dropped_missing = n_released" in page
 
 
 @pytest.mark.parametrize("toy", [True], indirect=True)
