@@ -136,10 +136,13 @@ def read_release(path: str | Path) -> PublishedRelease:
     model = manifest.get("model")
     if model not in MODEL_TABLES:
         raise AuditError(f"{manifest_path}: unknown model {model!r} (known: {sorted(MODEL_TABLES)})")
-    if model == "kl":
+    from pipeline.models import publication_model
+
+    plugin = publication_model(str(model))
+    if not plugin.audited:
         raise AuditError(
-            f"{manifest_path}: a (k, ℓ) release (model 'kl') has no SIDs or SAC~ groups for the strong-rule "
-            "audit; its gates (k-anonymity, Diverse >= ℓ, accounting) are recorded in the manifest's checks"
+            f"{manifest_path}: a {plugin.label} release (model {model!r}) has no SIDs or SAC~ groups for the "
+            "strong-rule audit; its gates are recorded in the manifest's checks"
         )
     quasi_identifiers = list(manifest["quasi_identifiers"])
     sensitive_attributes = list(manifest["sensitive_attributes"])
