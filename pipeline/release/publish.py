@@ -8,6 +8,7 @@ LATEST is replaced atomically last, so a reader sees a complete release or none.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -178,6 +179,17 @@ def _fsync_tree(directory: Path) -> None:
     _fsync_directory(directory)
 
 
+def _withdraw(releases_dir: Path, release: Path) -> None:
+    """Take back a release that ``LATEST`` never named: rename it to ``.deleting-<id>`` (no longer a release for any
+    reader), then remove it; what a second error leaves is hidden and removed by the next run (``remove_stale_entries``)."""
+    doomed = releases_dir / f"{DELETING_PREFIX}{release.name}"
+    try:
+        os.rename(release, doomed)
+    except OSError:
+        return
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
 def _fsync_directory(directory: Path) -> None:
     descriptor = os.open(directory, os.O_RDONLY)
     try:
@@ -230,10 +242,11 @@ def publish_release(
         A table whose columns differ from its schema, a manifest key that is not a column of
         ``MANIFEST_COLUMNS`` or a value of the wrong type (:class:`pipeline.release.manifest.Manifest`), an existing ``release_id``, or an extra file name that is not a
         plain name or collides with a contract file.
-    OSError
-        The directory is not writable or the disk is full. Before the rename nothing is
-        published and the staging directory is removed; after it (writing ``LATEST``, retention)
-        the new release is complete but ``LATEST`` may still name the previous one.
+    OSError, duckdb.Error
+        The directory is not writable, the disk is full or reports an I/O error. Until ``LATEST``
+        names the new release nothing is published: the staging directory (or the renamed release,
+        which ``LATEST`` never named) is removed and ``LATEST`` is unchanged. After it (the fsync of
+        ``releases/``, retention) the new release is published and complete.
     """
     releases_dir.mkdir(parents=True, exist_ok=True)
     final = releases_dir / release_id
@@ -251,7 +264,7 @@ def publish_release(
             raise ValueError(f"extra file name {name!r} must be a plain file name other than {sorted(reserved)}")
     all_tables = dict(tables)
     all_tables["release_manifest"] = pd.DataFrame([{c: manifest_row.get(c) for c in MANIFEST_COLUMNS}])
-    staging = releases_dir / f".staging-{release_id}"
+    staging, latest_tmp, renamed = releases_dir / f".staging-{release_id}", releases_dir / LATEST_TMP_NAME, False
     staging.mkdir(mode=0o755)
     failpoint("publish.staging_created")
     try:
@@ -284,17 +297,24 @@ def publish_release(
         _fsync_tree(staging)
         failpoint("publish.fsynced")
         os.rename(staging, final)
+        renamed = True
         _fsync_directory(releases_dir)
         failpoint("publish.renamed")
+        latest_tmp.write_text(release_id + "\n")
+        with latest_tmp.open("rb") as handle:
+            os.fsync(handle.fileno())
+        failpoint("publish.latest_staged")
+        os.replace(latest_tmp, releases_dir / "LATEST")
     except BaseException:
+        # LATEST still names the previous release: withdraw the new one, so that an error (disk full, I/O error)
+        # publishes nothing, not a complete release that LATEST does not name (a SIGKILL runs none of this: the
+        # release is then complete, and the next run's LATEST names a newer one)
         shutil.rmtree(staging, ignore_errors=True)
+        if renamed:
+            _withdraw(releases_dir, final)
+        with contextlib.suppress(OSError):
+            latest_tmp.unlink(missing_ok=True)
         raise
-    latest_tmp = releases_dir / LATEST_TMP_NAME
-    latest_tmp.write_text(release_id + "\n")
-    with latest_tmp.open("rb") as handle:
-        os.fsync(handle.fileno())
-    failpoint("publish.latest_staged")
-    os.replace(latest_tmp, releases_dir / "LATEST")
     _fsync_directory(releases_dir)
     failpoint("publish.latest_replaced")
     if keep_releases:
