@@ -16,8 +16,8 @@ neither counted nor failed. The kinds (:data:`KINDS`):
 - ``event_log``: an event stored in the Dagster instance's SQLite event log: SQLAlchemy's ``OperationalError``
   (``database or disk is full`` / ``disk I/O error``), as SQLite reports it.
 
-ENOSPC persists: once the ``n``-th call of a kind failed, every later call of that kind fails too (a full disk stays
-full; deleting never fails). EIO fails that one call only (a transient error). DuckDB's and pyarrow's own C++ writes
+ENOSPC persists: once the case's call failed, every later call of that kind fails too (a full disk stays full;
+deleting never fails). EIO fails that one call only (a transient error). DuckDB's and pyarrow's own C++ writes
 and SQLite's page writes cannot be reached from Python: they are faulted at the statement / call that causes them.
 
 The tests (``tests/e2e/test_io_faults.py``) first count the calls of a clean run (:attr:`IoFaults.trace`), then fail
@@ -55,7 +55,9 @@ SPACE_KINDS = frozenset({"mkdir", "open", "write", "fsync", "duckdb", "parquet",
 
 @dataclass(frozen=True)
 class FaultCase:
-    """Fail the ``ordinal``-th call (1-based) of ``kind`` with ``error_number``; ``label`` is the call's path."""
+    """Fail the ``ordinal``-th call (1-based) of ``kind`` on ``label`` (the call's normalized path, for DuckDB with the
+    statement, for the event log with the event's type) with ``error_number``. Counting per label keeps a case on its
+    call when other calls come and go (e.g. one read per earlier release)."""
 
     kind: str
     ordinal: int
@@ -170,7 +172,8 @@ class IoFaults:
     Attributes
     ----------
     trace
-        Every counted call, in order: ``(kind, ordinal, normalized path relative to root)``.
+        Every counted call, in order: ``(kind, ordinal among the calls of that kind on that label, label)``; the label
+        is the normalized path relative to ``root`` (:func:`normalized`), with the statement or event type.
     fired
         The fault that fired first, or None.
     """
@@ -180,7 +183,7 @@ class IoFaults:
         self.case = case
         self.trace: list[tuple[str, int, str]] = []
         self.fired: InjectedFault | None = None
-        self._counts: Counter[str] = Counter()
+        self._counts: Counter[tuple[str, str]] = Counter()
         self._guard = threading.Lock()
         self._saved: list[tuple[Any, str, Any]] = []
 
@@ -207,18 +210,20 @@ class IoFaults:
         relative = self._relative(path)
         if relative is None:
             return
+        label = normalized(relative) + (f" {detail}" if detail else "")
         with self._guard:
-            self._counts[kind] += 1
-            ordinal = self._counts[kind]
-            self.trace.append((kind, ordinal, normalized(relative) + (f" {detail}" if detail else "")))
+            self._counts[kind, label] += 1
+            ordinal = self._counts[kind, label]
+            self.trace.append((kind, ordinal, label))
             case = self.case
             if case is None or case.kind != kind:
                 return
-            persistent = case.error_number == errno.ENOSPC
-            if ordinal != case.ordinal and not (persistent and ordinal > case.ordinal):
-                return
             if self.fired is None:
+                if label != case.label or ordinal != case.ordinal:
+                    return
                 self.fired = InjectedFault(case, os.path.join(self.root, relative))
+            elif case.error_number != errno.ENOSPC:
+                return
         raise self._error(kind, case.error_number, os.path.join(self.root, relative))
 
     @staticmethod
@@ -311,7 +316,7 @@ class IoFaults:
 
 def fault_cases(trace: list[tuple[str, int, str]], *, every_call: bool = False, limit: int | None = None) -> list[FaultCase]:
     """The cases to run from a clean run's ``trace``: each call point with ENOSPC where a full disk can fail it, then
-    with EIO; at most ``limit``, spread evenly over that list.
+    with EIO; at most ``limit``, taken breadth first over the layers (so a cap keeps every layer).
 
     ``every_call`` True: every call in turn (SQLite's way; for a short trace such as one publish). False: the first call
     of each distinct (kind, path) point (a run stores hundreds of events and statements on the same file).
@@ -330,8 +335,17 @@ def fault_cases(trace: list[tuple[str, int, str]], *, every_call: bool = False, 
     cases = space + transient
     if limit is None or len(cases) <= limit:
         return cases
-    step = len(cases) / limit
-    return [cases[int(i * step)] for i in range(limit)]
+    # breadth first: one case of each layer (kind and top-level entry: releases/, dagster/, the warehouse, the
+    # registry, the lock) in turn, each layer's cases in run order, ENOSPC before EIO
+    layers: dict[tuple[str, str], list[FaultCase]] = {}
+    for case in cases:
+        layers.setdefault((case.kind, case.label.split("/")[0].split(" ")[0]), []).append(case)
+    chosen: list[FaultCase] = []
+    while len(chosen) < limit:
+        for layer in layers.values():
+            if layer and len(chosen) < limit:
+                chosen.append(layer.pop(0))
+    return chosen
 
 
 @contextmanager

@@ -64,10 +64,10 @@ def publish_trace(base_home, tmp_path_factory) -> list[FaultCase]:
     return injector.trace
 
 
-def _after_latest(trace: list[tuple[str, int, str]]) -> set[tuple[str, int]]:
+def _after_latest(trace: list[tuple[str, int, str]]) -> set[tuple[str, int, str]]:
     """The calls after ``.LATEST.tmp`` was renamed over ``LATEST`` (the release is then published)."""
     position = trace.index(next(call for call in trace if call[0] == "rename" and call[2] == "releases/.LATEST.tmp"))
-    return {(kind, ordinal) for kind, ordinal, _ in trace[position + 1 :]}
+    return set(trace[position + 1 :])
 
 
 @pytest.mark.parametrize(
@@ -94,7 +94,7 @@ def test_every_io_call_of_the_publish_fails_in_turn_and_nothing_is_published(bas
         visible = sorted(p.name for p in releases.iterdir() if not p.name.startswith("."))
         if latest == releases / R1:
             # only a fault after LATEST was replaced (the fsync of releases/) may leave it published, and complete
-            if (case.kind, case.ordinal) not in after_latest or not (releases / R1 / "manifest.json").is_file():
+            if (case.kind, case.ordinal, case.label) not in after_latest or not (releases / R1 / "manifest.json").is_file():
                 problems.append("LATEST names the new release")
         elif latest != releases / R0 or visible != sorted(["LATEST", R0]):
             problems.append(f"published something: LATEST {latest}, entries {visible}")
