@@ -21,7 +21,7 @@ swallowed.
 
 Each case costs two runs (20 to 30 s), so the cases are capped (``MSA_RELEASE_FAULT_CASES``, default 8, breadth
 first over the layers; ``all`` runs every point, about 200 cases). The publish and the lock are faulted at every call
-without the cap, fast, in ``tests/release/test_io_faults.py``.
+without the cap, fast, in ``tests/release/test_publish_io_faults.py``.
 """
 
 from __future__ import annotations
