@@ -3,8 +3,8 @@ every read, write, sync and lock call in turn").
 
 :class:`IoFaults` patches, in this process, the calls through which a run touches one directory tree (the release
 home, which holds the warehouse, the lock, ``releases/`` and, with ``--home``, the Dagster instance): it counts them
-by kind and path, and makes the ``n``-th call of one kind on one path fail. Calls on other paths (the input, Python's own files) are
-neither counted nor failed. The kinds (:data:`KINDS`):
+by kind and path, and makes the ``n``-th call of one kind on one path fail. Calls on other paths (the input, Python's
+own files) are neither counted nor failed. The kinds (:data:`KINDS`):
 
 - ``mkdir`` (``os.mkdir``), ``open`` (``os.open`` / ``io.open`` for writing or creating), ``read`` (the same for
   reading), ``write`` (``write`` on a file opened for writing, ``os.write`` / ``os.pwrite`` / ``os.ftruncate``),
