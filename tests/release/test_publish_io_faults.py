@@ -6,7 +6,8 @@ The harness (``tests/io_faults.py``) counts the calls of a clean publish (stagin
 ``.LATEST.tmp`` and ``LATEST``) and of a clean lock acquisition, then fails each in turn with ENOSPC (a full disk stays
 full) and with EIO. Each fault must leave: an error raised (never swallowed), the previous release and ``LATEST``
 byte-for-byte intact, no new release visible (only hidden staging entries, removed by the next run), the lock free, and
-the next publish succeeding. The whole ``msa-release run`` is faulted the same way in ``tests/e2e/test_io_faults.py``.
+the next publish succeeding; the rewrite of ``report.html`` by ``msa-release report`` is faulted the same way. The
+whole ``msa-release run`` is faulted in ``tests/e2e/test_io_faults.py``.
 """
 
 from __future__ import annotations
@@ -165,3 +166,37 @@ def test_the_harness_fails_the_nth_call_of_a_kind_and_persists_only_a_full_disk(
     with IoFaults(tmp_path) as injector:
         (tmp_path.parent / "elsewhere").write_text("not counted")
     assert injector.trace == []
+
+
+def test_every_io_call_of_the_report_rewrite_fails_in_turn_and_leaves_the_old_page(tmp_path):
+    """``msa-release report`` rewrites ``report.html`` of a published release: a fault leaves the old page, no
+    temporary file in the release, and one line (exit status 1) from the command."""
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+    from pipeline.reporting.release_report import ReportError, regenerate_report
+
+    release = publish_release(
+        tmp_path / "home" / "releases",
+        R0,
+        TABLES,
+        SCHEMAS,
+        {"release_id": R0, "model": "rating", "ell": 2},
+        extra_files={"report.html": b"<h1>old</h1>"},
+    )
+    with IoFaults(tmp_path / "home") as injector:
+        regenerate_report(release)
+    regenerate_report(release)
+    before = _fingerprint(release)
+    cases = fault_cases(injector.trace, every_call=True)
+    assert {"open", "write", "rename"} <= {case.kind for case in cases}
+    for case in cases:
+        with IoFaults(tmp_path / "home", case) as injector, pytest.raises((OSError, ReportError)):
+            regenerate_report(release)  # ReportError: the manifest cannot be read (naming it and the errno's text)
+        assert injector.fired is not None and _fingerprint(release) == before, case.name
+    case = next(case for case in cases if case.kind == "write")
+    with IoFaults(tmp_path / "home", case):
+        outcome = CliRunner().invoke(main, ["report", str(release)])
+    assert outcome.exit_code == 1 and "Traceback" not in outcome.output
+    assert outcome.output.startswith("msa-release: report.html NOT rewritten (the old page is unchanged): No space left")
+    assert _fingerprint(release) == before
