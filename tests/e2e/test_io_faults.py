@@ -98,42 +98,49 @@ def test_io_fault_at_each_call_point_of_a_release_run(faulted_home, capfd):
     kinds = {kind for kind, _, _ in trace}
     assert {"lock", "duckdb", "event_log", "fsync", "rename", "write", "parquet"} <= kinds
     cases = fault_cases(trace, limit=LIMIT)
-    releases = home / "releases"
     failures = []
     for case in cases:
-        previous = read_latest(releases)
-        assert previous is not None
-        previous_files = fingerprint(previous)
-        visible = {p.name for p in releases.iterdir() if not p.name.startswith(".")}
         capfd.readouterr()
-        status, output, injector = _run(home, input_path, case)
-        printed = output + capfd.readouterr().err
-        problems = []
-        if injector.fired is None:
-            problems.append("the fault did not fire (the run's calls changed: recount)")
-        latest = read_latest(releases)
-        if status == 0 and TOLERATED.match(case.label) and latest != previous and latest is not None:
-            assert_release_readable(latest)  # survived: a complete release, and the checks below after the next run
-        elif status == 0:
-            problems.append("exit status 0: the error was swallowed")
-        else:
-            problems += _failed_run_problems(case, printed, releases, previous, latest, visible)
-        if fingerprint(previous) != previous_files:
-            problems.append("the previous release changed")
-        if not _lock_is_free():
-            problems.append("the release lock stayed held")
-        status, output, _ = _run(home, input_path)
-        if status != 0:
-            problems.append(f"the next run failed: {output[-500:]}")
-        else:
-            assert_home_consistent(home)
-            hidden = sorted(p.name for p in releases.iterdir() if p.name.startswith("."))
-            if hidden:
-                problems.append(f"hidden entries after the next run: {hidden}")
+        problems, printed = fault_problems(home, input_path, case, lambda: capfd.readouterr().err)
         if problems:
             failures.append(f"{case.name}: {'; '.join(problems)}\n    {printed.strip().splitlines()[:3]}")
     assert not failures, "\n".join(failures)
-    assert len(list_releases(releases)) >= len(cases) + 2
+    assert len(list_releases(home / "releases")) >= len(cases) + 2
+
+
+def fault_problems(home: Path, input_path: Path, case: FaultCase, stderr=lambda: "") -> tuple[list[str], str]:
+    """Run ``msa-release run`` with ``case`` injected, then a clean run; return what went wrong (empty: nothing) and
+    what the faulted run printed (``stderr`` gives what was written to the process's stderr meanwhile)."""
+    releases = home / "releases"
+    previous = read_latest(releases)
+    assert previous is not None
+    previous_files = fingerprint(previous)
+    visible = {p.name for p in releases.iterdir() if not p.name.startswith(".")}
+    status, output, injector = _run(home, input_path, case)
+    printed = output + stderr()
+    problems = []
+    if injector.fired is None:
+        problems.append("the fault did not fire (the run's calls changed: recount)")
+    latest = read_latest(releases)
+    if status == 0 and TOLERATED.match(case.label) and latest != previous and latest is not None:
+        assert_release_readable(latest)  # survived: a complete release, and the checks below after the next run
+    elif status == 0:
+        problems.append("exit status 0: the error was swallowed")
+    else:
+        problems += _failed_run_problems(case, printed, releases, previous, latest, visible)
+    if fingerprint(previous) != previous_files:
+        problems.append("the previous release changed")
+    if not _lock_is_free():
+        problems.append("the release lock stayed held")
+    status, output, _ = _run(home, input_path)
+    if status != 0:
+        problems.append(f"the next run failed: {output[-500:]}")
+    else:
+        assert_home_consistent(home)
+        hidden = sorted(p.name for p in releases.iterdir() if p.name.startswith("."))
+        if hidden:
+            problems.append(f"hidden entries after the next run: {hidden}")
+    return problems, printed
 
 
 def _failed_run_problems(case: FaultCase, printed: str, releases: Path, previous: Path, latest, visible: set) -> list[str]:
