@@ -570,12 +570,15 @@ NOT_WRITABLE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 #: The texts of the errnos above as C libraries print them (DuckDB's ``IO Error: Could not write file "…": No space
 #: left on device`` carries no ``[Errno N]``).
 _ERRNO_TEXTS = {os.strerror(number): number for number in (*NO_SPACE_ERRNOS, *NOT_WRITABLE_ERRNOS, errno.EIO)}
+#: SQLite's texts for the same (the Dagster instance's event log, through SQLAlchemy's ``OperationalError``).
+_ERRNO_TEXTS.update({"database or disk is full": errno.ENOSPC, "disk I/O error": errno.EIO})
 
 
 def _errno_of(failure) -> int | None:
     """The errno of a failed step: from its structured failure's metadata (an asset's ``OSError``); for a failure
     raised outside an asset's body (the warehouse IO manager), which carries no metadata, from the ``[Errno N]`` that
-    Python puts in an ``OSError``'s text, or from the errno text in a DuckDB ``IO Error``."""
+    Python puts in an ``OSError``'s text, or from the errno text in a DuckDB ``IO Error`` or a SQLite
+    ``OperationalError`` (the Dagster instance)."""
     if "errno" in failure.metadata:
         return int(failure.metadata["errno"])
     if failure.exit_status is None:
@@ -584,7 +587,7 @@ def _errno_of(failure) -> int | None:
         found = re.search(r"\[Errno (\d+)\]", failure.error_text)
         if found:
             return int(found.group(1))
-        if "IO Error" in failure.error_text:
+        if "IO Error" in failure.error_text or "OperationalError" in failure.error_text:
             return next((number for text, number in _ERRNO_TEXTS.items() if text in failure.error_text), None)
     return None
 
@@ -648,3 +651,16 @@ def machine_failure_line(error: BaseException) -> str:
         f"the Dagster instance in {os.environ.get('DAGSTER_HOME', '$DAGSTER_HOME')} could not be written ({reason}); "
         f"{machine_advice(number)}"
     )
+
+
+def machine_advice_after_publish(result) -> list[str]:
+    """For a run whose release IS published but a later step failed on the machine (e.g. the audit could not write
+    the warehouse): what to do, one line per cause."""
+    from pipeline.failures import step_failures
+
+    lines = []
+    for failure in step_failures(result):
+        number = _errno_of(failure)
+        if number is not None:
+            lines.append(f"step {failure.step} failed on the machine ({os.strerror(number)}): {machine_advice(number)}")
+    return list(dict.fromkeys(lines))

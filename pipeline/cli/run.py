@@ -23,6 +23,7 @@ from pipeline.cli.common import (
     gate_failure_explanations,
     hold_release_lock,
     input_options,
+    machine_advice_after_publish,
     machine_errors,
     machine_failure_line,
     preflight,
@@ -230,6 +231,8 @@ def _run_and_summarize(options: dict, config: dict, job_name: str, started: floa
                 err=True,
             )
             report_step_failures(result)
+            for line in machine_advice_after_publish(result):
+                click.echo(f"  {line}", err=True)
             sys.exit(1)
         return
     click.echo(f"msa-release: NO release published (run {result.run_id}, {elapsed:.1f} s)", err=True)

@@ -182,3 +182,17 @@ def test_an_error_of_the_machine_after_latest_moved_says_the_release_is_publishe
     assert outcome.exit_code == 1
     assert outcome.output.startswith(f"msa-release: release {home / 'releases' / '20260101T000000Z-bbbbbbbb'} IS published")
     assert "database or disk is full" in outcome.output and "NO release" not in outcome.output
+
+
+@dg.op
+def event_log_io_error() -> None:
+    import sqlite3
+
+    import sqlalchemy.exc
+
+    raise sqlalchemy.exc.OperationalError("INSERT INTO event_logs", {}, sqlite3.OperationalError("disk I/O error"))
+
+
+def test_the_dagster_instance_s_sqlite_errors_inside_a_step_get_what_to_do():
+    (message,) = environment_failure_messages(_run(event_log_io_error))
+    assert message.startswith("I/O error: step event_log_io_error failed on the machine (Input/output error)")
