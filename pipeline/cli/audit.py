@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from pipeline.cli.app import main
-from pipeline.cli.common import FiniteFloatRange, UnusableInput
+from pipeline.cli.common import FiniteFloatRange, UnusableInput, machine_failure_line
 from pipeline.release.reports import AuditReport
 
 
@@ -72,6 +72,9 @@ def report(release_dir: str, raw_path: str | None) -> None:
         target = regenerate_report(release_dir, raw_path=raw_path)
     except ReportError as error:
         raise UnusableInput(str(error)) from error
+    except OSError as error:
+        click.echo(f"msa-release: report.html NOT rewritten (the old page is unchanged): {machine_failure_line(error)}", err=True)
+        sys.exit(1)
     click.echo(f"Report written: {target}")
 
 

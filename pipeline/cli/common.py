@@ -759,23 +759,43 @@ NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 NOT_WRITABLE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 
 
+#: The texts of the errnos above as C libraries print them (DuckDB's ``IO Error: Could not write file "…": No space
+#: left on device`` carries no ``[Errno N]``).
+_ERRNO_TEXTS = {os.strerror(number): number for number in (*NO_SPACE_ERRNOS, *NOT_WRITABLE_ERRNOS, errno.EIO)}
+#: SQLite's texts for the same (the Dagster instance's event log, through SQLAlchemy's ``OperationalError``).
+_ERRNO_TEXTS.update({"database or disk is full": errno.ENOSPC, "disk I/O error": errno.EIO})
+
+
 def _errno_of(failure) -> int | None:
     """The errno of a failed step: from its structured failure's metadata (an asset's ``OSError``); for a failure
     raised outside an asset's body (the warehouse IO manager), which carries no metadata, from the ``[Errno N]`` that
-    Python puts in an ``OSError``'s text."""
+    Python puts in an ``OSError``'s text, or from the errno text in a DuckDB ``IO Error`` or a SQLite
+    ``OperationalError`` (the Dagster instance)."""
     if "errno" in failure.metadata:
         return int(failure.metadata["errno"])
     if failure.exit_status is None:
         import re
 
         found = re.search(r"\[Errno (\d+)\]", failure.error_text)
-        return int(found.group(1)) if found else None
+        if found:
+            return int(found.group(1))
+        if "IO Error" in failure.error_text or "OperationalError" in failure.error_text:
+            return next((number for text, number in _ERRNO_TEXTS.items() if text in failure.error_text), None)
     return None
+
+
+def machine_advice(number: int | None) -> str:
+    """What to do about an errno of the machine (a full disk, a location that cannot be written, an I/O error)."""
+    if number in NO_SPACE_ERRNOS:
+        return "free space under $MSA_RELEASE_HOME (old releases, the warehouse, the Dagster instance) and retry"
+    if number in NOT_WRITABLE_ERRNOS:
+        return "make $MSA_RELEASE_HOME, its releases/ and DAGSTER_HOME writable and retry"
+    return "the disk reported an error: check it (e.g. dmesg, free space) and retry"
 
 
 def environment_failure_messages(result) -> list[str]:
     """Plain-language messages for steps that failed on the machine rather than on the data:
-    a full disk, or a release / warehouse location that cannot be written (by the failure's errno)."""
+    a full disk, a release / warehouse location that cannot be written, or an I/O error (by the failure's errno)."""
     from pipeline.failures import run_failures, step_failures
 
     messages = []
@@ -792,4 +812,47 @@ def environment_failure_messages(result) -> list[str]:
                 f"not writable: step {failure.step} could not write (permission denied or read-only file system); "
                 "nothing was published: make $MSA_RELEASE_HOME and its releases/ directory writable and retry"
             )
+        elif number is not None:
+            messages.append(
+                f"I/O error: step {failure.step} failed on the machine ({os.strerror(number)}); nothing was published "
+                f"and the staging files were removed: {machine_advice(number)}"
+            )
     return list(dict.fromkeys(messages))
+
+
+def machine_errors() -> tuple[type[BaseException], ...]:
+    """The errors of the machine that can reach a command outside a step: ``OSError`` (disk full, I/O error, not
+    writable: the release lock, ``releases/LATEST``, the Dagster instance's directories) and the errors of the Dagster
+    instance's database (SQLite through SQLAlchemy: ``database or disk is full``, ``disk I/O error``)."""
+    import sqlite3
+
+    import sqlalchemy.exc
+
+    return (OSError, sqlite3.Error, sqlalchemy.exc.DBAPIError)
+
+
+def machine_failure_line(error: BaseException) -> str:
+    """One line for an error of :func:`machine_errors`: the cause (errno text and path, or the Dagster instance's
+    database error) and what to do. Never echoes an input value (paths and errno texts only)."""
+    if isinstance(error, OSError):
+        where = f": {error.filename}" if error.filename else ""
+        return f"{error.strerror or type(error).__name__}{where}; {machine_advice(error.errno)}"
+    reason = str(getattr(error, "orig", None) or error).splitlines()[0]
+    number = errno.ENOSPC if "full" in reason else errno.EIO
+    return (
+        f"the Dagster instance in {os.environ.get('DAGSTER_HOME', '$DAGSTER_HOME')} could not be written ({reason}); "
+        f"{machine_advice(number)}"
+    )
+
+
+def machine_advice_after_publish(result) -> list[str]:
+    """For a run whose release IS published but a later step failed on the machine (e.g. the audit could not write
+    the warehouse): what to do, one line per cause."""
+    from pipeline.failures import step_failures
+
+    lines = []
+    for failure in step_failures(result):
+        number = _errno_of(failure)
+        if number is not None:
+            lines.append(f"step {failure.step} failed on the machine ({os.strerror(number)}): {machine_advice(number)}")
+    return list(dict.fromkeys(lines))

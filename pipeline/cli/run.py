@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
+from pathlib import Path
 
 import click
 
@@ -24,6 +26,9 @@ from pipeline.cli.common import (
     hold_release_lock,
     input_options,
     latest_release,
+    machine_advice_after_publish,
+    machine_errors,
+    machine_failure_line,
     preflight,
     unusable_input_messages,
     use_home,
@@ -183,15 +188,49 @@ def run(**options) -> None:
     config = settings_from_options(options)
     validate_settings(config)
     preflight(config, home_option=options["home"])
-    from pipeline.models import job_of_model, publication_model
+    from pipeline.models import job_of_model
 
     job_name = job_of_model(config.get("model"))
     if options["profile_output"] and not options["profile"]:
         raise click.UsageError("--profile-output needs --profile")
     if options["profile_output"]:
         _check_profile_output(options["profile_output"])
+    home = use_home(options["home"])
+    state: dict = {}
+    try:
+        _run_and_summarize(options, config, job_name, started, state)
+    except machine_errors() as error:  # the lock, LATEST, the Dagster instance: disk full, I/O error, not writable
+        _report_machine_failure(error, home, state)
+
+
+def _report_machine_failure(error: BaseException, home: Path, state: dict) -> None:
+    """Exit 1 with one line naming the machine's error (errno text and path, or the Dagster instance's) and what to
+    do, saying whether the release was published (LATEST moved from ``state["previous"]``) or not."""
+    from pipeline.release.publish import read_latest
+
+    latest = None
+    if "previous" in state:
+        with contextlib.suppress(*machine_errors()):
+            latest = read_latest(home / "releases")
+    if latest is not None and latest != state["previous"]:
+        click.echo(
+            f"msa-release: release {latest} IS published, but the command failed afterwards: {machine_failure_line(error)}",
+            err=True,
+        )
+    else:
+        click.echo(f"msa-release: NO release published: {machine_failure_line(error)}", err=True)
+        if state.get("previous") is not None:
+            click.echo(f"  the previous release is untouched: {state['previous']}", err=True)
+    sys.exit(1)
+
+
+def _run_and_summarize(options: dict, config: dict, job_name: str, started: float, state: dict) -> None:
+    """Hold the release lock, run ``job_name`` and print the summary or why nothing was published (``state`` gets
+    ``previous``: the release LATEST named before the run)."""
+    from pipeline.models import publication_model
+
     hold_release_lock(use_home(options["home"]), wait=options["wait"], wait_timeout=options["wait_timeout"])
-    previous = latest_release(use_home(options["home"]))
+    previous = state["previous"] = latest_release(use_home(options["home"]))
     _check_warehouse(use_home(options["home"]), rebuild=options["rebuild_warehouse"])
     if options["profile"]:
         from pipeline.evaluation.profiling import ensure_sampler
@@ -232,6 +271,8 @@ def run(**options) -> None:
                 err=True,
             )
             report_step_failures(result)
+            for line in machine_advice_after_publish(result):
+                click.echo(f"  {line}", err=True)
             sys.exit(1)
         return
     click.echo(f"msa-release: NO release published (run {result.run_id}, {elapsed:.1f} s)", err=True)

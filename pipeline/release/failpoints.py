@@ -24,6 +24,9 @@ Names in use (``<schema>.<table>`` is a warehouse asset key such as ``private.ra
 
 With ``MSA_RELEASE_PAUSEPOINT=<name>=<seconds>`` the process sleeps at that point instead (the
 concurrency tests use it to hold the release lock long enough).
+
+Errors rather than kills (a full disk, an I/O error at every call in turn) are injected by the test harness
+``tests/io_faults.py``, which needs no point in the code.
 """
 
 from __future__ import annotations

@@ -221,8 +221,12 @@ def acquire_release_lock(
         "host": socket.gethostname(),
         "command": " ".join(sys.argv)[:500],
     }
-    os.ftruncate(descriptor, 0)
-    os.pwrite(descriptor, (json.dumps(holder) + "\n").encode(), 0)
+    try:
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, (json.dumps(holder) + "\n").encode(), 0)
+    except BaseException:
+        os.close(descriptor)  # closing drops the flock: a failed write (disk full, I/O error) leaves no stale lock
+        raise
     with _registry_guard:
         _held[key] = [descriptor, 1]
     lock = ReleaseLock(path, key)

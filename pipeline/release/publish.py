@@ -8,6 +8,7 @@ LATEST is replaced atomically last, so a reader sees a complete release or none.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -181,6 +182,22 @@ def _fsync_tree(directory: Path) -> None:
     _fsync_directory(directory)
 
 
+def _withdraw(releases_dir: Path, release: Path) -> None:
+    """Take back a release that ``LATEST`` never named: rename it to ``.deleting-<id>`` (no longer a release for any
+    reader), then remove it; what a second error leaves is hidden and removed by the next run (``remove_stale_entries``)."""
+    doomed = releases_dir / f"{DELETING_PREFIX}{release.name}"
+    with contextlib.suppress(OSError):  # on a full disk the mark may not be written: withdraw the release anyway
+        _mark_owned(releases_dir, doomed.name)  # so that the next run's clean-up may remove what is left
+    try:
+        os.rename(release, doomed)
+    except OSError:
+        return
+    shutil.rmtree(doomed, ignore_errors=True)
+    if not doomed.exists():
+        with contextlib.suppress(OSError):
+            _unmark_owned(releases_dir, doomed.name)
+
+
 def _fsync_directory(directory: Path) -> None:
     descriptor = os.open(directory, os.O_RDONLY)
     try:
@@ -236,10 +253,11 @@ def publish_release(
         whose columns differ from its schema, a manifest key that is not a column of
         ``MANIFEST_COLUMNS`` or a value of the wrong type (:class:`pipeline.release.manifest.Manifest`), an existing ``release_id``, or an extra file name that is not a
         plain name or collides with a contract file.
-    OSError
-        The directory is not writable or the disk is full. Before the rename nothing is
-        published and the staging directory is removed; after it (writing ``LATEST``, retention)
-        the new release is complete but ``LATEST`` may still name the previous one.
+    OSError, duckdb.Error
+        The directory is not writable, the disk is full or reports an I/O error. Until ``LATEST``
+        names the new release nothing is published: the staging directory (or the renamed release,
+        which ``LATEST`` never named) is removed and ``LATEST`` is unchanged. After it (the fsync of
+        ``releases/``, retention) the new release is published and complete.
     """
     if not _is_plain_release_id(release_id):
         raise ValueError(f"release id {release_id[:80]!r} is not a plain directory name (no '/', no leading dot)")
@@ -273,7 +291,7 @@ def publish_release(
             raise ValueError(f"extra file name {name!r} must be a plain file name other than {sorted(reserved)}")
     all_tables = dict(tables)
     all_tables["release_manifest"] = pd.DataFrame([{c: manifest_row.get(c) for c in MANIFEST_COLUMNS}])
-    staging = releases_dir / f"{STAGING_PREFIX}{release_id}"
+    staging, latest_tmp, renamed = releases_dir / f"{STAGING_PREFIX}{release_id}", releases_dir / LATEST_TMP_NAME, False
     _mark_owned(releases_dir, staging.name)  # before the directory exists, removed after it is gone (renamed)
     staging.mkdir(mode=0o755)
     failpoint("publish.staging_created")
@@ -307,20 +325,28 @@ def publish_release(
         _fsync_tree(staging)
         failpoint("publish.fsynced")
         os.rename(staging, final)
+        renamed = True
         _fsync_directory(releases_dir)
         failpoint("publish.renamed")
+        latest_tmp.write_text(release_id + "\n")
+        with latest_tmp.open("rb") as handle:
+            os.fsync(handle.fileno())
+        failpoint("publish.latest_staged")
+        os.replace(latest_tmp, releases_dir / "LATEST")
     except BaseException:
+        # LATEST still names the previous release: withdraw the new one, so that an error (disk full, I/O error)
+        # publishes nothing, not a complete release that LATEST does not name (a SIGKILL runs none of this: the
+        # release is then complete, and the next run's LATEST names a newer one)
         shutil.rmtree(staging, ignore_errors=True)
         if not staging.exists():
-            _unmark_owned(releases_dir, staging.name)
+            with contextlib.suppress(OSError):
+                _unmark_owned(releases_dir, staging.name)
+        if renamed:
+            _withdraw(releases_dir, final)
+        with contextlib.suppress(OSError):
+            latest_tmp.unlink(missing_ok=True)
         raise
     _unmark_owned(releases_dir, staging.name)
-    latest_tmp = releases_dir / LATEST_TMP_NAME
-    latest_tmp.write_text(release_id + "\n")
-    with latest_tmp.open("rb") as handle:
-        os.fsync(handle.fileno())
-    failpoint("publish.latest_staged")
-    os.replace(latest_tmp, releases_dir / "LATEST")
     _fsync_directory(releases_dir)
     failpoint("publish.latest_replaced")
     if keep_releases:
@@ -345,8 +371,12 @@ def _mark_owned(releases_dir: Path, name: str) -> None:
     try:
         os.write(descriptor, OWNER_MARK_TEXT.encode())
         os.fsync(descriptor)
-    finally:
+    except BaseException:  # a full disk: no half-written mark is left behind (it would be no one's, and stay)
         os.close(descriptor)
+        with contextlib.suppress(OSError):
+            mark.unlink()
+        raise
+    os.close(descriptor)
     _fsync_directory(releases_dir)
 
 

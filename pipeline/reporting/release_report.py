@@ -30,6 +30,7 @@ Sources: SPEC §9 (gates), §10 (adversary), §11 (AIL, RCE, confidences), §14 
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import io
 import json
@@ -964,6 +965,8 @@ def regenerate_report(release_dir: str | Path, *, raw_path: str | Path | None = 
     ------
     ReportError
         Not a release directory, an unreadable manifest, or an unusable raw table.
+    OSError
+        ``report.html`` cannot be written (disk full, I/O error, not writable); the old page is left as it was.
     """
     from pipeline.release.audit import AuditError, _resolve_release_dir, run_audit
 
@@ -1006,6 +1009,11 @@ def regenerate_report(release_dir: str | Path, *, raw_path: str | Path | None = 
     page = render_report(manifest, data, baseline=baseline, generated_by=generated_by)
     target = directory / REPORT_HTML
     temporary = directory / f".{REPORT_HTML}.tmp"
-    temporary.write_text(page, encoding="utf-8")
-    os.replace(temporary, target)
+    try:
+        temporary.write_text(page, encoding="utf-8")
+        os.replace(temporary, target)
+    except OSError:
+        with contextlib.suppress(OSError):  # a full disk or an I/O error leaves the old page and no temporary file
+            temporary.unlink(missing_ok=True)
+        raise
     return target

@@ -3,7 +3,10 @@ the steps, ``pipeline/failures.py``, to choose its exit status and message).
 
 A tiny in-process job fails in three ways: an unusable input (exit status 2, names its file and column), a full disk
 (an ``OSError`` with errno ENOSPC) and an unexpected error; the CLI's reading of that run is checked directly, and
-through the ``run`` command with the job replaced by that run (click's CliRunner; nothing else is executed)."""
+through the ``run`` command with the job replaced by that run (click's CliRunner; nothing else is executed). Errors of
+the machine (issue 14's fault injection): a DuckDB ``IO Error`` and an EIO inside a step get what to do; an ``OSError`` or
+the Dagster instance's database error outside a step (the lock, the instance) is one line, exit status 1, saying
+whether the release was published."""
 
 from __future__ import annotations
 
@@ -141,3 +144,94 @@ def test_a_run_failed_by_its_steps_has_no_run_failure(failed_run):
     from pipeline.failures import run_failures
 
     assert run_failures(failed_run) == [] and run_failures(_run(disk_full)) == []
+
+
+@dg.op
+def warehouse_full() -> None:
+    import duckdb
+
+    raise duckdb.IOException('IO Error: Could not write file "/home/warehouse.duckdb": No space left on device')
+
+
+@dg.op
+def io_error() -> None:
+    with structured_failures():
+        raise OSError(errno.EIO, "Input/output error", "/home/releases/.staging-x/manifest.json")
+
+
+def test_a_duckdb_io_error_and_an_io_error_get_what_to_do():
+    full, failing = _run(warehouse_full), _run(io_error)
+    (message,) = environment_failure_messages(full)  # DuckDB's IO Error carries the errno's text, not [Errno 28]
+    assert message.startswith("disk full: step warehouse_full ran out of space") and "free space" in message
+    (message,) = environment_failure_messages(failing)
+    assert message.startswith("I/O error: step io_error failed on the machine (Input/output error)")
+    assert message.endswith("check it (e.g. dmesg, free space) and retry")
+
+
+def _instance_full() -> BaseException:
+    import sqlite3
+
+    import sqlalchemy.exc
+
+    return sqlalchemy.exc.OperationalError("INSERT INTO event_logs", {}, sqlite3.OperationalError("database or disk is full"))
+
+
+@pytest.mark.parametrize(
+    ("where", "error", "expected"),
+    [
+        ("lock", OSError(errno.ENOSPC, "No space left on device", "/h/release.lock"), "No space left on device: /h/release.lock"),
+        ("job", OSError(errno.EIO, "Input/output error", "/h/dagster/storage"), "Input/output error: /h/dagster/storage"),
+        ("job", _instance_full(), "the Dagster instance in "),
+    ],
+    ids=["lock-disk-full", "instance-io-error", "event-log-full"],
+)
+def test_an_error_of_the_machine_outside_a_step_is_one_line_and_exit_1(tmp_path, monkeypatch, where, error, expected):
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)  # a private home (a shared one gets a warning line first)
+    (home / "releases" / "20260101T000000Z-aaaaaaaa").mkdir(parents=True)
+    (home / "releases" / "LATEST").write_text("20260101T000000Z-aaaaaaaa\n")
+
+    def fail(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(run_command, "preflight", lambda config, home_option: home)
+    monkeypatch.setattr(run_command, "hold_release_lock", fail if where == "lock" else (lambda home, wait, wait_timeout: None))
+    monkeypatch.setattr(run_command, "execute_job", fail)
+    outcome = CliRunner().invoke(main, ["run", "--home", str(home)])
+    assert outcome.exit_code == 1 and isinstance(outcome.exception, SystemExit), outcome.output
+    first, *rest = outcome.output.splitlines()
+    assert first.startswith("msa-release: NO release published: ") and expected in first and first.endswith("and retry")
+    untouched = f"  the previous release is untouched: {home / 'releases' / '20260101T000000Z-aaaaaaaa'}"
+    assert rest == ([] if where == "lock" else [untouched])  # LATEST is read once the lock is held
+
+
+def test_an_error_of_the_machine_after_latest_moved_says_the_release_is_published(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)  # a private home (a shared one gets a warning line first)
+    (home / "releases" / "20260101T000000Z-bbbbbbbb").mkdir(parents=True)
+
+    def publish_then_fail(*args, **kwargs):
+        (home / "releases" / "LATEST").write_text("20260101T000000Z-bbbbbbbb\n")
+        raise _instance_full()
+
+    monkeypatch.setattr(run_command, "preflight", lambda config, home_option: home)
+    monkeypatch.setattr(run_command, "hold_release_lock", lambda home, wait, wait_timeout: None)
+    monkeypatch.setattr(run_command, "execute_job", publish_then_fail)
+    outcome = CliRunner().invoke(main, ["run", "--home", str(home)])
+    assert outcome.exit_code == 1
+    assert outcome.output.startswith(f"msa-release: release {home / 'releases' / '20260101T000000Z-bbbbbbbb'} IS published")
+    assert "database or disk is full" in outcome.output and "NO release" not in outcome.output
+
+
+@dg.op
+def event_log_io_error() -> None:
+    import sqlite3
+
+    import sqlalchemy.exc
+
+    raise sqlalchemy.exc.OperationalError("INSERT INTO event_logs", {}, sqlite3.OperationalError("disk I/O error"))
+
+
+def test_the_dagster_instance_s_sqlite_errors_inside_a_step_get_what_to_do():
+    (message,) = environment_failure_messages(_run(event_log_io_error))
+    assert message.startswith("I/O error: step event_log_io_error failed on the machine (Input/output error)")
