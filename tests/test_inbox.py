@@ -170,6 +170,18 @@ def test_the_dagster_yaml_queues_release_runs_and_enables_monitoring_and_retries
         assert {"key": jobs.RELEASE_LOCK_TAG, "limit": 1} in limits
 
 
+def test_the_dagster_yaml_creates_private_directories_and_keeps_an_existing_mode(tmp_path):
+    """`make release` writes the instance's dagster.yaml before the first run: the release home and its dagster/
+    directory it creates are 0700 (not the umask's 0755), an existing directory keeps its mode (issue 14)."""
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o1777)
+    write_dagster_yaml(shared / "home" / "dagster")
+    assert (shared / "home").stat().st_mode & 0o7777 == 0o700
+    assert (shared / "home" / "dagster").stat().st_mode & 0o7777 == 0o700
+    assert shared.stat().st_mode & 0o7777 == 0o1777
+
+
 def test_process_alive_since(tmp_path):
     """Alive: this process. Dead: a reaped child, a killed child not yet reaped (zombie), and this process's pid
     read as the pid of a run that started before it (a reused pid)."""

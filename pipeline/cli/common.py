@@ -51,7 +51,11 @@ def write_dagster_yaml(dagster_home: Path) -> Path:
     """Create ``<dagster_home>/dagster.yaml`` (``DAGSTER_YAML``) unless one exists; one that still holds
     ``LEGACY_DAGSTER_YAML`` exactly (written by an earlier version) is replaced. Any other file is the
     steward's and is kept. Returns its path."""
-    dagster_home.mkdir(parents=True, exist_ok=True, mode=0o700)  # its run history is private; an existing one keeps its mode
+    # its run history is private: every directory created here, the missing parents too (the release home, when
+    # DAGSTER_HOME is <home>/dagster and `make` runs first), is 0700; an existing one keeps its mode
+    for directory in [*reversed(dagster_home.parents), dagster_home]:
+        if not directory.exists():
+            directory.mkdir(mode=0o700, exist_ok=True)
     if not dagster_home.is_dir():
         raise NotADirectoryError(20, "Not a directory", str(dagster_home))
     config = dagster_home / "dagster.yaml"
