@@ -195,7 +195,11 @@ def check_warehouse(database: Path | str) -> None:
                 f"the warehouse {database} is damaged: DuckDB says {first!r}; " + REBUILD_HINT.format(database=database),
                 file=str(database),
             ) from error
-        if "lock" in first.lower():
+        if "no space left" in first.lower() or "disk is full" in first.lower():
+            what = "the disk is full: free space under $MSA_RELEASE_HOME (old releases, the warehouse) and retry"
+        elif "input/output error" in first.lower():
+            what = "the machine reported an I/O error: check the disk (e.g. dmesg, free space) and retry"
+        elif "lock" in first.lower():
             what = "another program holds it open (a DuckDB shell, a notebook?): close it and retry"
         elif "permission denied" in first.lower() or "read-only" in first.lower():
             what = (

@@ -396,6 +396,8 @@ def hold_release_lock(home: Path, *, wait: bool, wait_timeout: float) -> None:
     except UnusableLockFile as error:  # release.lock is a symbolic link or not a regular file
         raise UnusableInput(str(error)) from error
     except OSError as error:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO):
+            raise  # the machine, not the home's layout: `run` reports it (whether a release is published, what to do)
         from pipeline.warehouse import home_preparation_message
 
         raise UnusableInput(home_preparation_message(home, error)) from error
@@ -513,8 +515,10 @@ class InstanceFailure(MsaReleaseError, click.ClickException):
     exit_code = MsaReleaseError.exit_status
 
 
-def _error_chain(error: BaseException) -> list[BaseException]:
-    chain, seen = [], set()
+def error_chain(error: BaseException | None) -> list[BaseException]:
+    """``error``, its cause, the cause's cause… (``__cause__`` or ``__context__``), each once; [] for None."""
+    chain: list[BaseException] = []
+    seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
@@ -534,7 +538,7 @@ def instance_failure(error: BaseException, dagster_home: Path) -> click.ClickExc
     import yaml
     from dagster._core.errors import DagsterInvalidConfigError
 
-    chain = _error_chain(error)
+    chain = error_chain(error)
     text = " ".join(f"{type(e).__name__}: {e}" for e in chain)
     numbers = {getattr(e, "errno", None) for e in chain}
     config = dagster_home / "dagster.yaml"

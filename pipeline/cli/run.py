@@ -23,6 +23,8 @@ from pipeline.cli.common import (
     execute_job,
     failure_exit_status,
     gate_failure_explanations,
+    InstanceFailure,
+    error_chain,
     hold_release_lock,
     input_options,
     latest_release,
@@ -201,6 +203,11 @@ def run(**options) -> None:
         _run_and_summarize(options, config, job_name, started, state)
     except machine_errors() as error:  # the lock, LATEST, the Dagster instance: disk full, I/O error, not writable
         _report_machine_failure(error, home, state)
+    except InstanceFailure as failure:  # the Dagster instance's disk is full: say whether the release is published
+        cause = next((e for e in error_chain(failure.__cause__) if isinstance(e, machine_errors())), None)
+        if failure.exit_code != 1 or cause is None:
+            raise
+        _report_machine_failure(cause, home, state)
 
 
 def _report_machine_failure(error: BaseException, home: Path, state: dict) -> None:

@@ -312,7 +312,13 @@ def test_dagster_instance_disk_full(seeded, monkeypatch):
     monkeypatch.setattr(dg, "execute_job", full)
     before = snapshot(home)
     outcome = invoke_run(home, "--input", str(path), *STANDARD)
-    assert_one_clear_failure(outcome, 1, "disk full: the Dagster instance", "free space under $DAGSTER_HOME")
+    assert_one_clear_failure(
+        outcome,
+        1,
+        "NO release published: the Dagster instance in",
+        "database or disk is full",
+        "free space under $MSA_RELEASE_HOME",
+    )
     assert snapshot(home) == before
 
 

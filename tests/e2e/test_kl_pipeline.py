@@ -424,7 +424,7 @@ def test_audit_refuses_a_kl_release_with_status_2(published, tmp_path):
         main, ["audit", str(published.release), "--raw", str(published.csv), "--output", str(tmp_path / "a.json")]
     )
     assert outcome.exit_code == 2, outcome.output
-    assert "(k, ℓ) release" in outcome.output
+    assert "(k, ℓ)-anonymity" in outcome.output and "has no SIDs or SAC~ groups" in outcome.output
     assert not (tmp_path / "a.json").exists()
 
 
