@@ -3,6 +3,7 @@ the release lock, and the messages that explain a failure (never echoing an inpu
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
@@ -446,6 +447,39 @@ def use_home(home_option: str | None) -> Path:
 _WARNED_HOMES: set[Path] = set()
 
 
+#: What Dagster writes to ``sys.stderr`` itself (dagster/_core/instance/types.py) when its event log cannot be written
+#: (a full disk, an I/O error): three raw lines of SQLAlchemy's error before the run fails. The command reports the
+#: same cause in its own line (:func:`machine_failure_line`), so these are left out.
+DAGSTER_EVENT_LOG_WRITE_ERROR = "Exception while writing logger call to event log"
+
+
+class _WithoutEventLogWriteErrors:
+    """A text stream that passes every write to ``stream`` except Dagster's event-log write errors."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if text.startswith(DAGSTER_EVENT_LOG_WRITE_ERROR):
+            return len(text)
+        return int(self._stream.write(text))
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def without_event_log_write_errors():
+    """While a job runs: ``sys.stderr`` without Dagster's own "Exception while writing logger call to event log"
+    lines (the command's one failure line names the cause: issue 14, "every failure gets one clear line")."""
+    original = sys.stderr
+    sys.stderr = _WithoutEventLogWriteErrors(original)
+    try:
+        yield
+    finally:
+        sys.stderr = original
+
+
 def execute_job(job_name: str, run_config: dict, *, home_option: str | None, verbose: bool, progress: bool = False):
     """Run a job of the code location in-process on the persistent Dagster instance.
 
@@ -481,7 +515,7 @@ def execute_job(job_name: str, run_config: dict, *, home_option: str | None, ver
 
     job = dg.build_reconstructable_job(__name__, "job_of_home", reconstructable_args=(str(home), job_name))
     try:
-        with dg.DagsterInstance.get() as instance:
+        with dg.DagsterInstance.get() as instance, without_event_log_write_errors():
             for orphan in fail_orphaned_runs(instance):
                 click.echo(f"msa-release: {orphan.message}", err=True)
             tags = {HOST_TAG: socket.gethostname()}

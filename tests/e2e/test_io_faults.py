@@ -152,6 +152,8 @@ def _failed_run_problems(case: FaultCase, printed: str, releases: Path, previous
     problems = []
     if "Traceback" in printed:
         problems.append("a traceback was printed")
+    if "Exception while writing logger call to event log" in printed:
+        problems.append("Dagster's own event-log error lines were printed beside the command's one line")
     if not any(text in printed for text in _cause_texts(case)) or "retry" not in printed:
         problems.append("no line names the cause and what to do")
     if "IS published" in printed:
