@@ -236,9 +236,10 @@ def _run_and_summarize(options: dict, config: dict, job_name: str, started: floa
     ``previous``: the release LATEST named before the run)."""
     from pipeline.models import publication_model
 
-    hold_release_lock(use_home(options["home"]), wait=options["wait"], wait_timeout=options["wait_timeout"])
-    previous = state["previous"] = latest_release(use_home(options["home"]))
-    _check_warehouse(use_home(options["home"]), rebuild=options["rebuild_warehouse"])
+    home = use_home(options["home"])
+    hold_release_lock(home, wait=options["wait"], wait_timeout=options["wait_timeout"])
+    previous = state["previous"] = latest_release(home)
+    _check_warehouse(home, rebuild=options["rebuild_warehouse"])
     if options["profile"]:
         from pipeline.evaluation.profiling import ensure_sampler
 

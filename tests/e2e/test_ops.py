@@ -98,32 +98,15 @@ def test_launchpad_settings_have_descriptions():
 
 @pytest.fixture(scope="module")
 def example_b_run(golden, tmp_path_factory):
-    example = golden["example_B"]
     root = tmp_path_factory.mktemp("ops_run")
-    csv = root / "example_b.csv"
-    example_frame(example).drop(columns="row_id").to_csv(csv, index=False)
-    settings = {
-        "input_path": str(csv),
-        "csv_header": True,
-        "column_names": [],
-        "quasi_identifiers": example_quasi_identifiers(example),
-        "sensitive_attributes": example["SA"],
-        "ell": example["l"],
-        "min_confidence": example["min_conf"],
-        "seed": 0,
-        # SPEC's reference run of example B (golden counts below)
-        "randomness": "spec-reference",
-        "min_support": 1,
-        "grouping": "p1",
-        "residual_policy": "delete",
-    }
+    settings = _example_b_settings(golden, root)  # SPEC's reference run of example B (golden counts below)
     result = run_job(root / "home", "release", settings)
     assert result.success
     metadata = {}
     for event in result.get_asset_materialization_events():
         materialization = event.event_specific_data.materialization
         metadata[materialization.asset_key.to_user_string()] = materialization.metadata
-    return example, metadata
+    return golden["example_B"], metadata
 
 
 def test_release_metadata_is_numeric_with_stable_names(example_b_run):
