@@ -327,8 +327,10 @@ class MixedModel:
     def report_data(
         self, frames: Frames, manifest: Mapping[str, Any], parameters: MixedParameters, *, release_path: Path
     ) -> dict[str, Any]:
-        """``report.json``: the utility metrics and rule confidences, and for the mixed model the private Rating
-        baseline (computed from the same records, never published; aggregate figures only)."""
+        """``report.json``: the utility metrics, rule confidences and supports, the identity risk on the published
+        quasi-identifiers, and for the mixed model the private Rating baseline (computed from the same records, never
+        published; aggregate figures only)."""
+        from pipeline.core.identity_risk import identity_risk
         from pipeline.core.metrics import domain_sizes
         from pipeline.release.audit import PublishedRelease
         from pipeline.reporting.release_report import mixed_report_data, private_rating_baseline
@@ -345,6 +347,8 @@ class MixedModel:
         data: dict[str, Any] = mixed_report_data(
             in_memory, strong_rules, domain=domain_sizes(raw_records, list(parameters.sensitive_attributes))
         )
+        # who can be singled out by the published quasi-identifiers (both tables: an adversary looks in each)
+        data["identity_risk"] = identity_risk([in_memory.sac_released, in_memory.attribute_table], parameters.quasi_identifiers)
         if not self.publishes_sac:
             return data
         if len(raw_records) <= parameters.private_baseline_max_records:
