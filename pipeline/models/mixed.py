@@ -482,6 +482,8 @@ class MixedModel:
 
 def render_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -> str:
     """One screen of text about a published mixed or Rating release (from its manifest)."""
+    from pipeline.reporting.release_report import no_strong_rules_sentence
+
     gates = manifest["checks"]
     lines = [
         f"Published release {manifest['release_id']}",
@@ -504,12 +506,11 @@ def render_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -> s
         f"  strong rules   {rules.get('n_strong_rules', '?')} (recovered exactly: {rules.get('n_rules_exact', '?')}, "
         f"max deviation {rules.get('max_confidence_deviation', '?')})"
     )
+    if rules.get("n_strong_rules") == 0 or disclosure.get("n_records_with_strong_rules") == 0:
+        lines.append(f"                 {no_strong_rules_sentence(str(manifest['model']))}")
     if groups.get("applicable", True) and "n_groups" in groups:
         lines.append(f"  groups         {groups.get('n_groups', '?')} SAC~ groups of {manifest['ell']}")
-    lines.append(
-        f"  disclosure     max {disclosure.get('max_disclosure_probability', '?')} over "
-        f"{disclosure.get('n_records_with_strong_rules', '?')} rule holders (bound 1/ell = {1 / manifest['ell']:.4f})"
-    )
+    lines.append(disclosure_line(disclosure, int(manifest["ell"])))
     if manifest.get("disclosure_override_used"):
         lines.append("  WARNING        published with --allow-disclosure: the disclosure bound 1/ell does NOT hold")
     posterior = observed.get("posterior_within_bound", {})
@@ -524,6 +525,21 @@ def render_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -> s
     lines.extend(gate_lines(gates))
     lines.append(f"  time           {elapsed:.1f} s")
     return "\n".join(lines)
+
+
+def disclosure_line(disclosure: Mapping[str, Any], ell: int) -> str:
+    """The summary's line about the strong-rule adversary on the rule holders (the gate's figures), in the words the
+    audit uses for its own count (:func:`pipeline.cli.audit.render_audit`: released records)."""
+    from pipeline.reporting.formatting import format_figure
+
+    def figure(key: str) -> str:
+        return format_figure(disclosure[key]) if key in disclosure else "?"
+
+    return (
+        f"  disclosure     max {figure('max_disclosure_probability')} over {figure('n_records_with_strong_rules')} rule "
+        f"holders (records that hold a strong rule); {figure('n_records_above_bound')} rule holders above the bound "
+        f"1/ell = {format_figure(1 / ell)}, {figure('n_records_certain')} certain"
+    )
 
 
 #: How the summaries label a gate's status.
