@@ -482,6 +482,7 @@ class MixedModel:
 
 def render_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -> str:
     """One screen of text about a published mixed or Rating release (from its manifest)."""
+    from pipeline.reporting.formatting import format_figure
     from pipeline.reporting.release_report import no_strong_rules_sentence
 
     gates = manifest["checks"]
@@ -504,9 +505,10 @@ def render_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -> s
     groups = observed.get("sac_released_is_l_diverse", {})
     lines.append(
         f"  strong rules   {rules.get('n_strong_rules', '?')} (recovered exactly: {rules.get('n_rules_exact', '?')}, "
-        f"max deviation {rules.get('max_confidence_deviation', '?')})"
+        f"max deviation {format_figure(rules['max_confidence_deviation']) if 'max_confidence_deviation' in rules else '?'})"
     )
-    if rules.get("n_strong_rules") == 0 or disclosure.get("n_records_with_strong_rules") == 0:
+    n_rules = rules.get("n_strong_rules")
+    if n_rules == 0 or (n_rules is None and disclosure.get("n_records_with_strong_rules") == 0):
         lines.append(f"                 {no_strong_rules_sentence(str(manifest['model']))}")
     if groups.get("applicable", True) and "n_groups" in groups:
         lines.append(f"  groups         {groups.get('n_groups', '?')} SAC~ groups of {manifest['ell']}")

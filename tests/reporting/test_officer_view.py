@@ -297,6 +297,7 @@ def test_run_summary_and_audit_name_their_counts_rule_holders_and_released_recor
     summary = render_summary(MANIFEST, path=Path("/releases/x"), elapsed=1.0)
     line = next(line for line in summary.splitlines() if line.strip().startswith("disclosure"))
     assert "max 0.3333 over 1,450 rule holders" in line and "0 rule holders above the bound 1/ell = 0.3333" in line
+    assert "equals plain Rating" not in summary and "vacuous" not in summary  # there are rule holders
     audit = render_audit(validate_audit_report(AUDIT), Path("audit.json"))
     line = next(line for line in audit.splitlines() if line.strip().startswith("disclosure"))
     assert "over 16 released records" in line and "3 released records above the bound 1/2" in line
