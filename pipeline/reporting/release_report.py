@@ -1044,8 +1044,13 @@ def _not_protected(manifest: Mapping, data: Mapping | None) -> list[str]:
         below = risk.get("records_in_classes_smaller_than") or {}
         items.append(
             f"<strong>Identity disclosure.</strong> An adversary who knows a person's quasi-identifiers ({_e(names)}) "
-            f"and that the person is in the data can single out {_e(format_count_share(risk.get('n_unique'), n))} "
-            "released records, alone with their published quasi-identifiers"
+            "and that the person is in the data "
+            + (
+                f"can single out {_e(format_count_share(risk.get('n_unique'), n))} released records, alone with their "
+                "published quasi-identifiers"
+                if risk.get("n_unique")
+                else "finds no released record alone with its published quasi-identifiers"
+            )
             + (f", and narrow {_e(format_count_share(below['5'], n))} to classes of fewer than 5" if "5" in below else "")
             + f" (smallest class k = {_e(format_figure(risk.get('smallest_class')))}). No gate limits this: the gates "
             "keep sensitive values hidden, not which row is a person's."

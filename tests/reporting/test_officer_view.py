@@ -319,3 +319,11 @@ def test_run_summary_and_audit_say_what_no_strong_rules_means():
     audit["adversary"]["n_rules"] = 0
     text = render_audit(validate_audit_report(audit), Path("audit.json"))
     assert "disclosure gate is vacuous" in text and "equals plain Rating" not in text  # a Rating release
+
+
+def test_the_box_says_so_when_no_released_record_is_unique():
+    data = copy.deepcopy(DATA)
+    data["identity_risk"].update(n_unique=0, unique_share=0.0, smallest_class=3)
+    box = visible_text(render_report(MANIFEST, data).split('<div class="not-protected">')[1].split("</div>")[0])
+    assert "finds no released record alone with its published quasi-identifiers" in box and "single out" not in box
+    assert "smallest class k = 3" in box
