@@ -45,6 +45,8 @@ def audit_metadata(report: AuditReport) -> dict:
         "n_suppressed_cells": metrics.n_suppressed_cells,
         "n_deleted": metrics.n_deleted,
         "n_sids_below_ell": structure.n_sids_below_ell,
+        "n_unique_on_quasi_identifiers": report.identity_risk.n_unique,
+        "smallest_class_on_quasi_identifiers": int(report.identity_risk.smallest_class or 0),
         "disclosure_histogram": dg.MetadataValue.json(adversary.histogram),
     }
 

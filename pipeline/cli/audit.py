@@ -80,27 +80,42 @@ def report(release_dir: str, raw_path: str | None) -> None:
 
 def render_audit(report: AuditReport, target: Path) -> str:
     """One screen of text about an audit (from :func:`pipeline.release.audit.audit_release`)."""
+    from pipeline.reporting.formatting import format_count_share, format_figure
+    from pipeline.reporting.release_report import no_strong_rules_sentence
+
     adversary, structure, metrics, release = report.adversary, report.structure, report.metrics, report.release
+    risk = report.identity_risk
     lines = [
         f"Audit of release {release.release_id} ({release.model}, ell={release.ell}): {report.verdict}",
         *[f"  reason         {reason}" for reason in report.reasons],
         *[f"  WARNING        {warning}" for warning in report.warnings or []],
         f"  rules          {adversary.n_rules} strong rules mined from {report.raw.path} "
         f"(min_confidence {adversary.min_confidence})",
-        f"  adversary      max P(record holds a rule) = {adversary.max_probability} (bound 1/{release.ell}); "
-        f"{adversary.n_records_exposed} records exposed, {adversary.n_records_above_bound} above the bound, "
-        f"{adversary.n_records_certain} certain",
+        f"  disclosure     max {adversary.max_probability} over {format_figure(adversary.n_released_records)} released "
+        "records (the adversary cannot tell rule holders apart, so it scores every released record); "
+        f"{format_figure(adversary.n_records_exposed)} released records with a positive probability, "
+        f"{format_figure(adversary.n_records_above_bound)} released records above the bound 1/{release.ell}, "
+        f"{format_figure(adversary.n_records_certain)} certain",
+        *([f"                 {no_strong_rules_sentence(release.model)}"] if adversary.n_rules == 0 else []),
+        f"  identity       {format_count_share(risk.n_unique, risk.n_records)} released records unique on their published "
+        f"quasi-identifiers; smallest class k = {format_figure(risk.smallest_class)}; "
+        + ", ".join(
+            f"{format_count_share(n, risk.n_records)} in classes of fewer than {size}"
+            for size, n in risk.records_in_classes_smaller_than.items()
+            if size != "2"
+        ),
         f"  structure      {structure.n_sids} SIDs ({structure.n_sids_below_ell} below ell), "
         f"{structure.n_groups} groups ({structure.n_groups_not_ell_diverse} not ell-diverse), "
         f"counts match manifest: {structure.record_counts_match_manifest}",
-        f"  utility        AIL {metrics.additional_information_loss:.6f}, RCE {metrics.reconstruction_error:.1f} "
-        f"({metrics.reconstruction_error_per_record:.4f} per record), {metrics.n_suppressed_cells} suppressed cells, "
-        f"{metrics.n_deleted} deleted records",
+        f"  utility        AIL {format_figure(metrics.additional_information_loss)}, RCE "
+        f"{format_figure(metrics.reconstruction_error)} ({format_figure(metrics.reconstruction_error_per_record)} per "
+        f"record), {format_figure(metrics.n_suppressed_cells)} suppressed cells, {format_figure(metrics.n_deleted)} "
+        "deleted records",
     ]
     if metrics.average_raw_confidence is not None and metrics.average_released_confidence is not None:
         lines.append(
-            f"  confidences    average raw {metrics.average_raw_confidence:.4f}, "
-            f"recovered from the release {metrics.average_released_confidence:.4f}"
+            f"  confidences    average raw {format_figure(metrics.average_raw_confidence)}, "
+            f"recovered from the release {format_figure(metrics.average_released_confidence)}"
         )
     lines.append(f"  report         {target}")
     return "\n".join(lines)

@@ -255,10 +255,14 @@ class KLModel:
     def report_data(
         self, frames: Frames, manifest: Mapping[str, Any], parameters: KLParameters, *, release_path: Path
     ) -> dict[str, Any]:
-        """``report.json``: class sizes and average generalization levels."""
+        """``report.json``: class sizes, average generalization levels and the identity risk on the published
+        (generalised) quasi-identifiers."""
         from pipeline.reporting.release_report import kl_report_data
 
+        from pipeline.core.identity_risk import identity_risk
+
         data: dict[str, Any] = kl_report_data(frames["kl_released"], frames["kl_clusters"], parameters.quasi_identifiers)
+        data["identity_risk"] = identity_risk([frames["kl_released"]], parameters.quasi_identifiers)
         return data
 
     def publish_figures(self, frames: Frames, manifest: Mapping[str, Any], report_data: Mapping[str, Any]) -> dict[str, Any]:

@@ -327,8 +327,10 @@ class MixedModel:
     def report_data(
         self, frames: Frames, manifest: Mapping[str, Any], parameters: MixedParameters, *, release_path: Path
     ) -> dict[str, Any]:
-        """``report.json``: the utility metrics and rule confidences, and for the mixed model the private Rating
-        baseline (computed from the same records, never published; aggregate figures only)."""
+        """``report.json``: the utility metrics, rule confidences and supports, the identity risk on the published
+        quasi-identifiers, and for the mixed model the private Rating baseline (computed from the same records, never
+        published; aggregate figures only)."""
+        from pipeline.core.identity_risk import identity_risk
         from pipeline.core.metrics import domain_sizes
         from pipeline.release.audit import PublishedRelease
         from pipeline.reporting.release_report import mixed_report_data, private_rating_baseline
@@ -345,6 +347,8 @@ class MixedModel:
         data: dict[str, Any] = mixed_report_data(
             in_memory, strong_rules, domain=domain_sizes(raw_records, list(parameters.sensitive_attributes))
         )
+        # who can be singled out by the published quasi-identifiers (both tables: an adversary looks in each)
+        data["identity_risk"] = identity_risk([in_memory.sac_released, in_memory.attribute_table], parameters.quasi_identifiers)
         if not self.publishes_sac:
             return data
         if len(raw_records) <= parameters.private_baseline_max_records:
@@ -478,6 +482,9 @@ class MixedModel:
 
 def render_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -> str:
     """One screen of text about a published mixed or Rating release (from its manifest)."""
+    from pipeline.reporting.formatting import format_figure
+    from pipeline.reporting.release_report import no_strong_rules_sentence
+
     gates = manifest["checks"]
     lines = [
         f"Published release {manifest['release_id']}",
@@ -498,14 +505,14 @@ def render_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -> s
     groups = observed.get("sac_released_is_l_diverse", {})
     lines.append(
         f"  strong rules   {rules.get('n_strong_rules', '?')} (recovered exactly: {rules.get('n_rules_exact', '?')}, "
-        f"max deviation {rules.get('max_confidence_deviation', '?')})"
+        f"max deviation {format_figure(rules['max_confidence_deviation']) if 'max_confidence_deviation' in rules else '?'})"
     )
+    n_rules = rules.get("n_strong_rules")
+    if n_rules == 0 or (n_rules is None and disclosure.get("n_records_with_strong_rules") == 0):
+        lines.append(f"                 {no_strong_rules_sentence(str(manifest['model']))}")
     if groups.get("applicable", True) and "n_groups" in groups:
         lines.append(f"  groups         {groups.get('n_groups', '?')} SAC~ groups of {manifest['ell']}")
-    lines.append(
-        f"  disclosure     max {disclosure.get('max_disclosure_probability', '?')} over "
-        f"{disclosure.get('n_records_with_strong_rules', '?')} rule holders (bound 1/ell = {1 / manifest['ell']:.4f})"
-    )
+    lines.append(disclosure_line(disclosure, int(manifest["ell"])))
     if manifest.get("disclosure_override_used"):
         lines.append("  WARNING        published with --allow-disclosure: the disclosure bound 1/ell does NOT hold")
     posterior = observed.get("posterior_within_bound", {})
@@ -520,6 +527,21 @@ def render_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -> s
     lines.extend(gate_lines(gates))
     lines.append(f"  time           {elapsed:.1f} s")
     return "\n".join(lines)
+
+
+def disclosure_line(disclosure: Mapping[str, Any], ell: int) -> str:
+    """The summary's line about the strong-rule adversary on the rule holders (the gate's figures), in the words the
+    audit uses for its own count (:func:`pipeline.cli.audit.render_audit`: released records)."""
+    from pipeline.reporting.formatting import format_figure
+
+    def figure(key: str) -> str:
+        return format_figure(disclosure[key]) if key in disclosure else "?"
+
+    return (
+        f"  disclosure     max {figure('max_disclosure_probability')} over {figure('n_records_with_strong_rules')} rule "
+        f"holders (records that hold a strong rule); {figure('n_records_above_bound')} rule holders above the bound "
+        f"1/ell = {format_figure(1 / ell)}, {figure('n_records_certain')} certain"
+    )
 
 
 #: How the summaries label a gate's status.

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.core.adversary import adversary_view, recover_rule_confidences
+from pipeline.core.identity_risk import identity_risk
 from pipeline.core.metrics import additional_information_loss, domain_sizes, reconstruction_error
 from pipeline.core.rules import mine_strong_rules, resolve_mining_backend
 from pipeline.io.loading import InputError, load_records
@@ -38,6 +39,7 @@ from pipeline.release.reports import (
     AuditMetrics,
     AuditReport,
     AuditStructure,
+    IdentityRisk,
     RuleExposure,
 )
 
@@ -49,6 +51,7 @@ __all__ = [
     "audit_release_against",
     "audit_report",
     "disclosure_histogram",
+    "identity_risk_from_files",
     "read_release",
     "release_metrics",
     "run_audit",
@@ -214,6 +217,40 @@ def _hashes_by_value(dtype: object) -> bool:
     )
 
 
+def identity_risk_from_files(directory: str | Path, manifest: Mapping) -> dict | None:
+    """Identity risk on the published quasi-identifiers (:func:`pipeline.core.identity_risk.identity_risk`) of a
+    release directory, from its own Parquet files: every published table of its model (``sac_released`` and
+    ``attribute_table``, ``kl_released``, …) that holds every quasi-identifier column is pooled.
+
+    Parameters
+    ----------
+    directory
+        ``<home>/releases/<release_id>``.
+    manifest
+        Its ``manifest.json`` (``model``, ``quasi_identifiers``).
+
+    Returns
+    -------
+    dict or None
+        As :func:`pipeline.core.identity_risk.identity_risk`; None when the manifest names no quasi-identifier or
+        no published table holds them.
+
+    Raises
+    ------
+    OSError, ValueError
+        A table file is unreadable.
+    """
+    import pyarrow.parquet as pq
+
+    quasi_identifiers = list(manifest.get("quasi_identifiers") or [])
+    tables = []
+    for name in MODEL_TABLES.get(str(manifest.get("model")), ()):
+        file = Path(directory) / f"{name}.parquet"
+        if quasi_identifiers and file.is_file() and set(quasi_identifiers) <= set(pq.read_schema(file).names):
+            tables.append(pq.read_table(file, columns=quasi_identifiers).to_pandas(strings_to_categorical=True))
+    return identity_risk(tables, quasi_identifiers) if tables else None
+
+
 def disclosure_histogram(probabilities: np.ndarray) -> dict[str, int]:
     """Counts per bin: ``"0"`` (exactly 0), then ``"(0.0, 0.1]"`` … ``"(0.9, 1.0]"``."""
     probabilities = np.asarray(probabilities, dtype=float)
@@ -246,8 +283,8 @@ def release_metrics(release: PublishedRelease, rules: pd.DataFrame, *, domain: M
         ``additional_information_loss`` (fraction of cells, 0..1), ``reconstruction_error``
         (sum over input records, 0..n), ``reconstruction_error_per_record``,
         ``average_raw_confidence``, ``average_released_confidence``, ``rules`` (one dict per
-        rule: attributes, values, raw and released confidence), ``n_suppressed_cells``,
-        ``n_deleted``.
+        rule: attributes, values, raw and released confidence, ``support`` and ``antecedent_support`` in raw
+        records), ``n_suppressed_cells``, ``n_deleted``.
     """
     sensitive_attribute_columns = release.sensitive_attributes
     n_deleted = int(release.manifest.get("n_deleted", 0))
@@ -288,6 +325,8 @@ def release_metrics(release: PublishedRelease, rules: pd.DataFrame, *, domain: M
                 "consequent": [row.consequent_attribute, str(row.consequent_value)],
                 "raw_confidence": float(row.support_both / row.support_antecedent),
                 "released_confidence": None if np.isnan(row.released_confidence) else float(row.released_confidence),
+                "support": int(row.support_both),
+                "antecedent_support": int(row.support_antecedent),
             }
             for row in recovered.itertuples(index=False)
         ],
@@ -561,7 +600,9 @@ def audit_report(
     Returns
     -------
     AuditReport
-        PASS when no released record exceeds 1/ℓ (exact rational comparison) and the structure checks hold.
+        PASS when no released record exceeds 1/ℓ (exact rational comparison) and the structure checks hold; its
+        ``identity_risk`` (uniqueness and class sizes on the published quasi-identifiers, from the release's tables)
+        does not change the verdict.
 
     Raises
     ------
@@ -621,6 +662,7 @@ def audit_report(
             "the raw table is not the release's input (SHA-256 differs): the rules and the metrics describe "
             "this table, not the one the release was made from"
         ]
+    risk = identity_risk([release.sac_released, release.attribute_table], release.quasi_identifiers)
     return AuditReport(
         verdict="PASS" if not reasons else "FAIL",
         reasons=reasons,
@@ -629,5 +671,6 @@ def audit_report(
         adversary=adversary,
         structure=structure,
         metrics=validate_contract(AuditMetrics, dict(metrics), "the audit's metrics"),
+        identity_risk=IdentityRisk.model_validate(risk),
         warnings=warnings,
     )

@@ -7,8 +7,9 @@ releases; the audit report is built as an :class:`AuditReport` (:func:`pipeline.
 written by ``msa-release audit`` from :meth:`AuditReport.as_json`.
 
 ``report.json`` has a common part (``report_format``, ``model``) and a section per model: ``metrics`` and ``rules``
-(mixed and Rating; ``private_rating_baseline`` for the mixed model), ``kl`` for the (k, ℓ) model. A model registered
-later (a plug-in) gets the common part and whichever sections it fills.
+(mixed and Rating; ``private_rating_baseline`` for the mixed model), ``kl`` for the (k, ℓ) model; ``identity_risk``
+(every built-in model: uniqueness and class sizes on the published quasi-identifiers). A model registered later (a
+plug-in) gets the common part and whichever sections it fills.
 
 No Dagster here.
 """
@@ -29,6 +30,7 @@ __all__ = [
     "AuditStructure",
     "AuditedRelease",
     "AuditedRawTable",
+    "IdentityRisk",
     "KlReportData",
     "KlSection",
     "MixedReportData",
@@ -51,12 +53,32 @@ class _Contract(BaseModel):
 
 class RuleConfidence(_Contract):
     """One strong rule ``(S_i = a) ⇒ (S_j = b)``: its raw confidence and the one recovered from the release (P1
-    Lemma 22; None when the antecedent has no released support)."""
+    Lemma 22; None when the antecedent has no released support), and its support in the raw table: ``support``
+    records hold both a and b, ``antecedent_support`` records hold a (None in releases made before they were
+    recorded)."""
 
     antecedent: tuple[str, str]
     consequent: tuple[str, str]
     raw_confidence: float
     released_confidence: float | None
+    support: int | None = None
+    antecedent_support: int | None = None
+
+
+class IdentityRisk(_Contract):
+    """Identity risk on the published quasi-identifiers (:func:`pipeline.core.identity_risk.identity_risk`): released
+    records, equivalence classes (distinct published quasi-identifier tuples), the smallest class (k), the records
+    alone in their class and their share (0..1), and per class size t (``"2"``, ``"5"``, ``"10"``) the records in
+    classes smaller than t and their share."""
+
+    quasi_identifiers: list[str]
+    n_records: int
+    n_classes: int
+    smallest_class: int | None
+    n_unique: int
+    unique_share: float
+    records_in_classes_smaller_than: dict[str, int]
+    share_in_classes_smaller_than: dict[str, float]
 
 
 class ReleaseMetrics(_Contract):
@@ -108,6 +130,7 @@ class ReportData(_Contract):
     rules: list[RuleConfidence] | None = None
     private_rating_baseline: PrivateRatingBaseline | None = None
     kl: KlSection | None = None
+    identity_risk: IdentityRisk | None = None  # None in releases made before it was recorded
 
     @field_validator("model")
     @classmethod
@@ -247,6 +270,7 @@ class AuditReport(_Contract):
     adversary: AdversaryFigures
     structure: AuditStructure
     metrics: AuditMetrics
+    identity_risk: IdentityRisk
     warnings: list[str] | None = None
 
     @property

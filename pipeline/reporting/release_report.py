@@ -9,14 +9,20 @@ level of every quasi-identifier). Both are written into the staging directory by
 assets, so they are part of the atomic release; ``msa-release report RELEASE_DIR`` regenerates
 ``report.html`` from the release files.
 
-What the page shows: the parameters, record accounting, each gate with its observed figures and
-status, the Great Expectations validation results of each gate (expectation type, column,
-bounds, success, element and unexpected counts), the disclosure-probability histogram of the
-rule holders, recovered vs raw confidence of every strong rule, AIL and RCE, and the comparison
-with the Rating baseline (or the mixed model, for a Rating release) when a release of the same
-input with the same parameters exists in the same ``releases/`` directory. Strong rules are
-shown with their values: P1 Lemma 22 makes every rule and its confidence recoverable from the
-release itself. No record, input row or raw value outside the rules is ever shown.
+What the page shows, the privacy officer's view first: a summary (records published, records unique on their
+published quasi-identifiers and the smallest class k, the strong rules and their smallest support, the adversaries'
+figures, AIL and RCE each with a sentence saying what it means to an analyst) and a box "What this release does not
+protect against" (each item names the adversary and the measured figure where there is one); then the parameters,
+record accounting, the identity risk on the published quasi-identifiers (:mod:`pipeline.core.identity_risk`), each
+gate in plain words with its status, the model's sections (for mixed and Rating: the rule holders' disclosure
+histogram, every strong rule's support beside its raw and recovered confidence, rules of fewer than
+:data:`SMALL_SUPPORT` records flagged, AIL and RCE, and the comparison with the Rating baseline or the mixed model
+when a release of the same input with the same parameters exists in the same ``releases/`` directory). Last, a
+collapsed technical appendix for auditors holds what the officer does not need: each gate's sources (SPEC, paper
+lemmas), observed figures and Great Expectations validation results. Every figure is written by
+:mod:`pipeline.reporting.formatting` (rounded, percentages, no scientific notation). Strong rules are shown with
+their values: every rule and its confidence are recoverable from the release itself. No record, input row or raw
+value outside the rules is ever shown.
 
 HTML contract (relied on by the browser test): the page has an ``<h1>`` containing
 "msa-release report"; every figure is an ``<img>`` whose ``src`` starts with
@@ -34,7 +40,6 @@ import contextlib
 import html
 import io
 import json
-import math
 import os
 import string
 from collections.abc import Mapping, Sequence
@@ -44,6 +49,7 @@ from typing import TYPE_CHECKING
 import matplotlib
 
 from pipeline.errors import UnusableInputError
+from pipeline.reporting.formatting import format_count_share, format_figure, format_share
 from pipeline.release.reports import validate_report_data
 
 if TYPE_CHECKING:
@@ -76,27 +82,27 @@ REPORT_FILES = (REPORT_HTML, REPORT_DATA)
 REPORT_DATA_FORMAT = 1
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "release_report.html"
 
-#: One line per gate (README "Release gates").
+#: One line per gate, in plain words (README "Release gates"); the sources are in :data:`GATE_SOURCES`.
 GATE_DESCRIPTIONS = {
     "sac_released_is_l_diverse": "Every SAC~ group has exactly ℓ rows and ℓ distinct values on every sensitive "
     "attribute; each group's multiset of cluster tuples equals the original.",
     "attribute_table_is_l_diverse": "Every SID of every attribute has at least ℓ distinct values (no value above "
     "1/ℓ) and one record per value occurrence; suppressed cells are counted.",
-    "disclosure_within_bound": "The strong-rule adversary (SPEC §10) run on the candidate gives every record a "
-    "disclosure probability of at most 1/ℓ (exact rationals).",
-    "rule_confidence_preserved": "Every strong rule's confidence recovered from the released tables alone "
-    "(Lemma 22) equals the raw one (within the tolerance when records were deleted or cells suppressed).",
+    "disclosure_within_bound": "An adversary who knows every strong rule and sees the release learns no rule "
+    "holder's value with probability above 1/ℓ (computed with exact fractions).",
+    "rule_confidence_preserved": "Every strong rule's confidence can be recovered from the released tables alone "
+    "and equals the raw one (within the tolerance when records were deleted or cells suppressed).",
     "records_accounted_for": "Every input record is in exactly one of SAC~, the attribute table or the deleted "
     "list, and the counts add up.",
     "no_probability_tilt": "No SID of an attribute other than S_max holds a strong value.",
-    "posterior_within_bound": "The learned-model adversary (deFinetti attack, Kifer 2009: naive Bayes fitted by EM on "
-    "the release, exact posterior inside every SAC~ group and SID) gives no record's true sensitive value a posterior "
-    "above max(1/ℓ, the population posterior from the quasi-identifiers alone) + posterior_slack.",
+    "posterior_within_bound": "An adversary who learns a model of the data from the release (naive Bayes, the "
+    "deFinetti attack) and knows a person's quasi-identifiers gives no true sensitive value a probability above "
+    "max(1/ℓ, what the quasi-identifiers alone predict) + posterior_slack.",
     "no_certain_attribute_table_cell": "No attribute-table cell is disclosed with probability above 1/ℓ by an "
     "adversary who knows how residuals are placed (a suppressed cell holds a value every SID of its attribute holds).",
     "release_carries_no_input_order": "No published id or SID column carries the input order (|Spearman ρ| with the "
-    "input position ≤ max(0.05, 4/√(n−1))), and the order-replay adversary, who replays Rating from the ID table "
-    "and links a row's cells by position, guesses attribute-table cells no better than chance + 4σ.",
+    "input position ≤ max(0.05, 4/√(n−1))), and an adversary who replays Rating from the ID table and links a "
+    "row's cells by position guesses attribute-table cells no better than chance + 4σ.",
     "kl_clusters_are_k_anonymous": "Every equivalence class has at least k rows and one generalised "
     "quasi-identifier tuple, and every label generalises the record's own value along its hierarchy.",
     "kl_clusters_are_l_diverse": "Every equivalence class has Diverse ≥ ℓ (ℓ pairwise totally different "
@@ -104,6 +110,23 @@ GATE_DESCRIPTIONS = {
     "kl_records_accounted_for": "Every input record is released exactly once or reported suppressed, and "
     "n_input − n_dropped_missing = n_released + n_suppressed_records.",
 }
+#: Where each gate comes from (the technical appendix, for auditors).
+GATE_SOURCES = {
+    "sac_released_is_l_diverse": "SPEC §9.1; P1 Algorithm 11",
+    "attribute_table_is_l_diverse": "SPEC §9.1; P1 Definition 2 (SID), Lemma 12",
+    "disclosure_within_bound": "SPEC §10 (the strong-rule adversary of P1 §3.3)",
+    "rule_confidence_preserved": "SPEC §9, §11; P1 Lemma 22",
+    "records_accounted_for": "SPEC §9.3",
+    "no_probability_tilt": "SPEC §9; P1 §5 (S_max)",
+    "posterior_within_bound": "Kifer, SIGMOD 2009 (deFinetti attack); docs/posterior.md",
+    "no_certain_attribute_table_cell": "SPEC §6.4, §15; docs/attacks.md",
+    "release_carries_no_input_order": "pipeline/core/order_attack.py; docs/attacks.md",
+    "kl_clusters_are_k_anonymous": "SPEC §14; P2",
+    "kl_clusters_are_l_diverse": "SPEC §14; P2 (Diverse)",
+    "kl_records_accounted_for": "SPEC §14",
+}
+#: Rules whose support (records holding both sides) is below this are flagged: they describe a handful of people.
+SMALL_SUPPORT = 10
 STATUS_LABELS = {
     "passed": "passed",
     "failed": "FAILED",
@@ -288,19 +311,7 @@ def _e(value) -> str:
 
 
 def _number(value) -> str:
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "n/a"
-        if value == int(value) and abs(value) < 1e15:
-            return f"{int(value):,}"
-        return f"{value:.6g}"
-    if value is None:
-        return "n/a"
-    return str(value)
+    return format_figure(value)
 
 
 def _png(figure: Figure) -> str:
@@ -343,7 +354,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence], *, numeric: Sequence
     for index, row in enumerate(rows):
         attrs = row_attrs[index] if row_attrs else ""
         cells = "".join(
-            f'<td class="number">{_e(_number(v))}</td>'
+            f'<td class="number">{v if isinstance(v, _Raw) else _e(_number(v))}</td>'
             if numeric[i]
             else f"<td>{v if isinstance(v, _Raw) else _e(_number(v))}</td>"
             for i, v in enumerate(row)
@@ -505,9 +516,14 @@ def _expectations_table(gate: Mapping) -> str:
     return _table(header, rows, numeric=numeric)
 
 
-def _gates(manifest: Mapping) -> str:
+def _sorted_gates(manifest: Mapping) -> list[Mapping]:
     order = {name: position for position, name in enumerate(GATE_DESCRIPTIONS)}
-    gates = sorted(manifest.get("checks") or [], key=lambda g: (order.get(g["name"], len(order)), g["name"]))
+    return sorted(manifest.get("checks") or [], key=lambda g: (order.get(g["name"], len(order)), g["name"]))
+
+
+def _gates(manifest: Mapping) -> str:
+    """The officer's gate table: each gate in plain words and its status (figures and validation results: appendix)."""
+    gates = _sorted_gates(manifest)
     rows, attrs = [], []
     for gate in gates:
         status = _gate_status(gate)
@@ -516,22 +532,55 @@ def _gates(manifest: Mapping) -> str:
                 _Raw(f"<code>{_e(gate['name'])}</code>"),
                 GATE_DESCRIPTIONS.get(gate["name"], ""),
                 _Raw(_status_badge(status)),
-                _Raw(_figures_list(gate.get("observed") or {})),
             )
         )
         attrs.append(f' data-gate="{_e(gate["name"])}" data-status="{_e(status)}"')
-    summary = _table(["gate", "what it checks", "status", "observed figures"], rows, row_attrs=attrs)
+    intro = (
+        "<p>Each gate checks one property of the release before anything is published, on counts and flags derived "
+        "from the candidate (never raw values). The release is published only if every applicable gate passes. The "
+        'figures each gate observed are in the <a href="#technical-appendix">technical appendix</a>.</p>'
+    )
+    return "<h2>Release gates</h2>" + intro + _table(["gate", "what it checks", "status"], rows, row_attrs=attrs)
+
+
+def _technical_appendix(manifest: Mapping, data: Mapping | None) -> str:
+    """For auditors, collapsed: each gate's source, observed figures and Great Expectations results, and the
+    sources of the page's figures."""
+    gates = _sorted_gates(manifest)
+    summary = _table(
+        ["gate", "source", "observed figures"],
+        [
+            (_Raw(f"<code>{_e(g['name'])}</code>"), GATE_SOURCES.get(g["name"], ""), _Raw(_figures_list(g.get("observed") or {})))
+            for g in gates
+        ],
+    )
     details = "".join(
-        f'<h3 id="gx-{_e(gate["name"])}">Great Expectations results: <code>{_e(gate["name"])}</code></h3>'
+        f'<h4 id="gx-{_e(gate["name"])}">Great Expectations results: <code>{_e(gate["name"])}</code></h4>'
         + _expectations_table(gate)
         for gate in gates
     )
-    intro = (
-        "<p>Each gate is a blocking Dagster asset check that runs a Great Expectations suite on a frame derived "
-        "from the candidate release (counts and flags per group, SID, record or class; never raw values). "
-        "The release is published only if every applicable gate passes.</p>"
+    sources = (
+        "<h3>Sources of the figures</h3><ul>"
+        "<li>Strong rules, SAC~ and improved Rating: P1 §4-§5 (Algorithms 7, 10, 11, 13, 19); SPEC §1-§8.</li>"
+        "<li>The strong-rule adversary and the disclosure probability: P1 §3.3; SPEC §10.</li>"
+        "<li>Rule confidences recovered from the release: P1 Lemma 22; SPEC §8, §11.</li>"
+        "<li>AIL and RCE: P1 §6 (RCE after Anatomy, Xiao and Tao 2006); SPEC §11 (both formulas are "
+        "reconstructions), §15 (a deleted record or suppressed cell costs 1 per cell).</li>"
+        "<li>The Rating baseline: P1 §6; SPEC §7. The (k, ℓ) model and its cost S: P2; SPEC §14.</li>"
+        "<li>Identity risk: records in classes of equal published quasi-identifiers, as ARX's risk analysis and "
+        "pycanon's report count them (Sweeney 2002); <code>pipeline/core/identity_risk.py</code>.</li>"
+        "</ul>"
     )
-    return "<h2>Release gates</h2>" + intro + summary + details
+    return (
+        '<details class="appendix" id="technical-appendix"><summary>Technical appendix for auditors: gate sources, '
+        "observed figures and validation results</summary>"
+        "<p>Each gate is a blocking Dagster asset check that runs a Great Expectations suite on a frame derived from "
+        "the candidate release (counts and flags per group, SID, record or class; never raw values).</p>"
+        + summary
+        + details
+        + sources
+        + "</details>"
+    )
 
 
 def _observed(manifest: Mapping, name: str) -> dict:
@@ -549,28 +598,30 @@ def disclosure_section(manifest: Mapping) -> str:
     if not observed:
         return text + "<p>The disclosure gate was not recorded in this release.</p>"
     text += (
-        "<p>The adversary of SPEC §10 knows every strong rule and its confidence and sees the release; for every "
-        "record that holds a strong rule it computes the probability that the record holds the rule's consequent. "
-        f"The bound is 1/ℓ = {1 / ell:.4f}.</p>"
+        "<p>The strong-rule adversary knows every strong rule and its confidence and sees the release; for every "
+        "record that holds a strong rule (a <em>rule holder</em>) it computes the probability that the record holds "
+        f"the rule's consequent. The bound is 1/ℓ = {_e(format_figure(1 / ell))}.</p>"
         + _table(
             ["figure", "value"],
             [
-                ("records holding a strong rule", observed.get("n_records_with_strong_rules")),
+                ("rule holders (records holding a strong rule)", observed.get("n_records_with_strong_rules")),
                 ("maximum disclosure probability", observed.get("max_disclosure_probability")),
                 ("mean disclosure probability", observed.get("mean_disclosure_probability")),
-                ("records above 1/ℓ", observed.get("n_records_above_bound")),
-                ("records disclosed with certainty", observed.get("n_records_certain")),
+                ("rule holders above 1/ℓ", observed.get("n_records_above_bound")),
+                ("rule holders disclosed with certainty", observed.get("n_records_certain")),
             ],
             numeric=[False, True],
         )
     )
+    if observed.get("n_records_with_strong_rules") == 0:
+        text += f"<p>{_e(no_strong_rules_sentence(str(manifest.get('model'))))}</p>"
     if not counts:
         return text + "<p>No histogram was recorded.</p>"
     figure = Figure(figsize=(7.5, 3.2))
     axis = figure.subplots()
     edges = [round(0.1 * i, 1) for i in range(11)]
     axis.bar([e + 0.05 for e in edges[:-1]], counts, width=0.095, color="tab:blue", edgecolor="black", linewidth=0.4)
-    axis.axvline(1 / ell, color="tab:red", linestyle="--", label=f"bound 1/ℓ = {1 / ell:.3f}")
+    axis.axvline(1 / ell, color="tab:red", linestyle="--", label=f"bound 1/ℓ = {format_figure(1 / ell)}")
     axis.set_xlim(0, 1)
     axis.set_xticks(edges)
     axis.set_xlabel("disclosure probability (bins of 0.1; the last includes 1)")
@@ -582,7 +633,7 @@ def disclosure_section(manifest: Mapping) -> str:
     return text + _img(
         figure,
         f"Histogram of the disclosure probability of {sum(counts)} rule holders, bound 1/{ell}",
-        "Per-record disclosure probability of the records holding a strong rule (SPEC §10), with the bound 1/ℓ. "
+        "Per-record disclosure probability of the rule holders, with the bound 1/ℓ. "
         "Bins are [a, a + 0.1); a record exactly at 1/ℓ is within the bound (the gate compares exact fractions).",
     )
 
@@ -599,28 +650,55 @@ def rules_section(manifest: Mapping, data: Mapping | None) -> str:
     observed = _observed(manifest, "rule_confidence_preserved")
     text += (
         "<p>Every strong rule (S_i = a) ⇒ (S_j = b) mined from the raw table with confidence ≥ min_confidence, its "
-        "raw confidence and the confidence recovered from the released tables alone (P1 Lemma 22). Rules and "
-        "their confidences are recoverable from the release, so showing them discloses nothing new.</p>"
+        "support (the records that hold both a and b, and their share of the records kept), its raw confidence "
+        "and the confidence recovered from the released tables alone. Rules and their confidences are recoverable "
+        "from the release, so showing them discloses nothing new; but a rule with a small support describes a "
+        "handful of people, so check those first.</p>"
     )
     if not rules:
-        return text + "<p>No strong rule at this min_confidence.</p>"
-    rows = []
+        return text + f"<p>{_e(no_strong_rules_sentence(str(manifest.get('model'))))}</p>"
+    kept = _kept_records(manifest)
+    rows, small = [], []
     for rule in rules:
         raw, released = rule.get("raw_confidence"), rule.get("released_confidence")
         deviation = abs(released - raw) if raw is not None and released is not None else None
+        support = rule.get("support")
+        flag = ""
+        if support is not None and support < SMALL_SUPPORT:
+            small.append(rule)
+            flag = f"fewer than {SMALL_SUPPORT} records: describes {'one person' if support == 1 else f'{support} people'}"
         rows.append(
             (
                 f"{rule['antecedent'][0]} = {rule['antecedent'][1]}",
                 f"{rule['consequent'][0]} = {rule['consequent'][1]}",
+                _Raw(_e(format_count_share(support, kept))) if support is not None else None,
                 raw,
                 released,
                 deviation,
+                flag,
             )
         )
+    if small:
+        text += (
+            f'<p class="warn-text"><strong>{len(small)} of {len(rules)} strong rules hold for fewer than '
+            f"{SMALL_SUPPORT} records.</strong> Such a rule is a statement about a few identifiable people (a rule "
+            "held by one record describes that one person): raise <code>min_support</code> if they should not be "
+            "published.</p>"
+        )
+    if all(rule.get("support") is None for rule in rules):
+        text += '<p class="note">This release did not record the rules\' supports (made before they were recorded).</p>'
     text += _table(
-        ["antecedent", "consequent", "raw confidence", "recovered confidence", "|difference|"],
+        [
+            "antecedent",
+            "consequent",
+            "support (records, share)",
+            "raw confidence",
+            "recovered confidence",
+            "|difference|",
+            "note",
+        ],
         rows,
-        numeric=[False, False, True, True, True],
+        numeric=[False, False, True, True, True, True, False],
     )
     if observed:
         text += (
@@ -649,6 +727,43 @@ def rules_section(manifest: Mapping, data: Mapping | None) -> str:
     )
 
 
+def ail_reading(ail: float | None, ell: int | None) -> str:
+    """One sentence saying what AIL means to an analyst (AIL: fraction 0..1, :func:`pipeline.core.metrics.additional_information_loss`)."""
+    if ail is None:
+        return "AIL is not available."
+    ell_text = f"ℓ = {ell}" if ell else "ℓ"
+    return (
+        f"AIL {format_figure(ail)}: about {format_share(ail)} of the sensitive information is lost beyond the blur "
+        f"ℓ-diversity requires; 0 % would mean every published sensitive value is hidden among exactly {ell_text} "
+        "candidates and no more, 100 % that nothing usable is left (a deleted record or a suppressed cell counts "
+        "as fully lost)."
+    )
+
+
+def rce_reading(rce_per_record: float | None) -> str:
+    """One sentence saying what RCE per record means to an analyst (0..1: the mean of 1 − 1/N over the records, N the
+    number of sensitive-value combinations a reader cannot tell apart for a record)."""
+    if rce_per_record is None:
+        return "RCE is not available."
+    right = max(0.0, 1.0 - float(rce_per_record))
+    return (
+        f"RCE per record {format_figure(rce_per_record)}: an analyst who rebuilds each record's combination of "
+        f"sensitive values from the release gets it right for about {format_share(right)} of the records on average "
+        "(0 would mean every combination is published exactly; near 1, most combinations are lost), so "
+        "cross-attribute statistics must come from the rules and groups the release keeps, not from single records."
+    )
+
+
+def no_strong_rules_sentence(model: str) -> str:
+    """What "no strong rules" means for a release of ``model`` (the report, the run summary and the audit say it)."""
+    if model == "mixed":
+        return (
+            "No strong rules: the mixed model then equals plain Rating (no record goes to SAC~ groups), and the "
+            "disclosure gate is vacuous (there is no rule holder to measure)."
+        )
+    return "No strong rules: the disclosure gate is vacuous (there is no rule holder to measure)."
+
+
 def utility_section(manifest: Mapping, data: Mapping | None) -> str:
     metrics = (data or {}).get("metrics")
     text = "<h2>Utility: AIL and RCE</h2>"
@@ -657,21 +772,25 @@ def utility_section(manifest: Mapping, data: Mapping | None) -> str:
             "<p>Not available: this release has no <code>report.json</code>. Regenerate the page with "
             "<code>msa-release report RELEASE_DIR --raw RAW</code>.</p>"
         )
+    ell = manifest.get("ell")
     return text + (
-        "<p>AIL (additional information loss, SPEC §11) is the mean loss per original cell beyond ℓ (0 when every "
+        "<p>AIL (additional information loss) is the mean loss per original cell beyond ℓ (0 when every "
         "possible-value set has exactly ℓ values; a suppressed cell or deleted record costs 1). RCE "
         "(reconstruction error) sums over the records 1 − 1/N, N being the number of sensitive tuples a reader "
         "cannot tell apart.</p>"
+        f'<ul class="readings"><li>{_e(ail_reading(metrics.get("additional_information_loss"), ell))}</li>'
+        f"<li>{_e(rce_reading(metrics.get('reconstruction_error_per_record')))}</li></ul>"
         + _table(
             ["metric", "value"],
             [
                 ("additional information loss (AIL)", metrics.get("additional_information_loss")),
+                ("AIL as a share of the sensitive information", format_share(metrics.get("additional_information_loss"))),
                 ("reconstruction error (RCE), summed over records", metrics.get("reconstruction_error")),
                 ("RCE per record", metrics.get("reconstruction_error_per_record")),
                 ("average raw rule confidence", metrics.get("average_raw_confidence")),
                 ("average recovered rule confidence", metrics.get("average_released_confidence")),
                 ("suppressed cells", metrics.get("n_suppressed_cells")),
-                ("deleted records", metrics.get("n_deleted")),
+                ("deleted records", _Raw(_e(format_count_share(metrics.get("n_deleted"), _kept_records(manifest))))),
             ],
             numeric=[False, True],
         )
@@ -723,9 +842,9 @@ def baseline_section(manifest: Mapping, data: Mapping | None, baseline: Mapping 
         ours = _comparison_row(manifest, data)
         theirs = {label: private.get(key) for label, key in _PRIVATE_BASELINE_ROW.items()}
         return text + (
-            "<p>P1's plain Rating (SPEC §7) of the same records, <strong>computed privately in this run and never "
+            "<p>The paper's plain Rating of the same records, <strong>computed privately in this run and never "
             "published</strong>: publishing it too would let anyone intersect the two releases (docs/series.md). "
-            "Rating bucketizes every sensitive attribute independently, so the strong-rule adversary (SPEC §10) beats "
+            "Rating bucketizes every sensitive attribute independently, so the strong-rule adversary beats "
             "1/ℓ on it; its figures are those of P1's reference algorithm (input order, suppressed residuals), "
             "the comparison of the paper.</p>"
             + _table(
@@ -768,7 +887,7 @@ def kl_section(manifest: Mapping, data: Mapping | None) -> str:
         "<h2>Equivalence classes and generalisation cost</h2>"
         "<p>The quasi-identifiers are generalised along the hierarchies so that every equivalence class "
         "(<code>cluster_id</code>) has at least k records and Diverse ≥ ℓ; the sensitive values are published "
-        "unchanged. The price is quasi-identifier precision, measured by P2's cost S (SPEC §14.2).</p>"
+        "unchanged. The price is quasi-identifier precision, measured by the cost S of the (k, ℓ) paper.</p>"
         + _table(
             ["figure", "value"],
             [
@@ -866,6 +985,243 @@ def kl_section(manifest: Mapping, data: Mapping | None) -> str:
     return text
 
 
+def _kept_records(manifest: Mapping) -> int:
+    """Records kept after the missing-value drop (what the rules were mined from and the release accounts for)."""
+    return int(manifest.get("n_input") or 0) - int(manifest.get("n_dropped_missing") or 0)
+
+
+def _published_records(manifest: Mapping) -> int | None:
+    """Records the release publishes (SAC~ and attribute table, or ``n_released``), None when the manifest has neither."""
+    if manifest.get("n_released") is not None:
+        return int(manifest["n_released"])
+    if manifest.get("n_sac_released") is not None or manifest.get("n_attribute_table") is not None:
+        return int(manifest.get("n_sac_released") or 0) + int(manifest.get("n_attribute_table") or 0)
+    return None
+
+
+def _identity(data: Mapping | None) -> Mapping | None:
+    return (data or {}).get("identity_risk")
+
+
+def identity_section(manifest: Mapping, data: Mapping | None) -> str:
+    """Uniqueness and equivalence-class sizes on the published quasi-identifiers (ARX's risk view, pycanon's report)."""
+    risk = _identity(data)
+    text = "<h2>Identity risk on the published quasi-identifiers</h2>"
+    if risk is None:
+        return text + (
+            "<p>Not recorded in this release (made before it was measured): <code>msa-release report</code> "
+            "computes it from the release's files.</p>"
+        )
+    n = risk.get("n_records") or 0
+    names = ", ".join(risk.get("quasi_identifiers") or [])
+    rows: list[tuple[object, ...]] = [
+        ("released records", n),
+        ("equivalence classes (distinct published quasi-identifier tuples)", risk.get("n_classes")),
+        ("smallest class (k)", risk.get("smallest_class")),
+        ("records unique on their published quasi-identifiers", _Raw(_e(format_count_share(risk.get("n_unique"), n)))),
+    ]
+    for size, count in (risk.get("records_in_classes_smaller_than") or {}).items():
+        rows.append((f"records in classes of fewer than {size}", _Raw(_e(format_count_share(count, n)))))
+    return text + (
+        f"<p>Someone who knows a person's quasi-identifiers ({_e(names)}) looks them up in the release. Records that "
+        "publish the same quasi-identifiers form an equivalence class; a record alone in its class is singled out, "
+        "and a class of k records hides its members among k. Generalised values (<code>*</code>, intervals) count as "
+        "published, as ARX and pycanon count them; someone who knows the exact values can only be less sure. These "
+        "figures are measured, not gated.</p>" + _table(["figure", "value"], rows, numeric=[False, True])
+    )
+
+
+def _not_protected(manifest: Mapping, data: Mapping | None) -> list[str]:
+    """The items of the "does not protect against" box: each names the adversary, the measured figure where there is
+    one, and what is not covered (HTML, escaped)."""
+    items = []
+    kept, published = _kept_records(manifest), _published_records(manifest)
+    names = ", ".join(manifest.get("quasi_identifiers") or [])
+    risk = _identity(data)
+    model = str(manifest.get("model"))
+    if risk is not None:
+        n = risk.get("n_records") or 0
+        below = risk.get("records_in_classes_smaller_than") or {}
+        items.append(
+            f"<strong>Identity disclosure.</strong> An adversary who knows a person's quasi-identifiers ({_e(names)}) "
+            "and that the person is in the data "
+            + (
+                f"can single out {_e(format_count_share(risk.get('n_unique'), n))} released records, alone with their "
+                "published quasi-identifiers"
+                if risk.get("n_unique")
+                else "finds no released record alone with its published quasi-identifiers"
+            )
+            + (f", and narrow {_e(format_count_share(below['5'], n))} to classes of fewer than 5" if "5" in below else "")
+            + f" (smallest class k = {_e(format_figure(risk.get('smallest_class')))}). No gate limits this: the gates "
+            "keep sensitive values hidden, not which row is a person's."
+        )
+    if published is not None:
+        items.append(
+            "<strong>Membership in the input.</strong> An adversary who wants to know whether a person is in the "
+            f"input at all: {_e(format_count_share(published, kept))} of the kept records are published with their "
+            "quasi-identifiers; nothing hides membership."
+        )
+    if model == "mixed":
+        items.append(
+            "<strong>Other sensitive values of the victim.</strong> An adversary who already knows some of a person's "
+            "sensitive values beyond the strong rules (from another source): inside a SAC~ group, values of attributes "
+            "in the same cluster stay linked, so one known value can pin another (not measured on this release; "
+            "<code>make privacy-report</code> measures the one-known-value attack, docs/attacks.md)."
+        )
+    attacks = manifest.get("attacks")
+    if isinstance(attacks, str):
+        attacks = json.loads(attacks)
+    if attacks and attacks.get("one_known_value_share") is not None:
+        items.append(
+            "<strong>Other sensitive values of the victim.</strong> An adversary who knows a person's class and one of "
+            f"their sensitive values pins another value for {_e(format_share(attacks.get('one_known_value_share')))} "
+            "of the records (measured on this release, not gated)."
+        )
+    if manifest.get("min_support") is not None and manifest.get("min_confidence") is not None:
+        items.append(
+            "<strong>Rarer or weaker rules.</strong> The strong-rule adversary the disclosure gate measures knows the "
+            f"rules held by at least {_e(format_figure(manifest.get('min_support')))} records with confidence at least "
+            f"{_e(format_figure(manifest.get('min_confidence')))}; associations below either threshold are not bounded."
+        )
+    if manifest.get("disclosure_override_used"):
+        disclosure = _observed(manifest, "disclosure_within_bound")
+        items.append(
+            "<strong>The strong-rule adversary itself.</strong> This release was published with allow_disclosure: "
+            f"{_e(format_figure(disclosure.get('n_records_above_bound')))} rule holders are disclosed above 1/ℓ "
+            f"(highest probability {_e(format_figure(disclosure.get('max_disclosure_probability')))})."
+        )
+    if manifest.get("posterior_gate_warned"):
+        items.append(
+            "<strong>The learned-model adversary.</strong> This release was published with posterior_gate 'warn': "
+            "its bound does not hold (see the gate's figures)."
+        )
+    if int(manifest.get("n_deleted") or 0) > 0:
+        items.append(
+            "<strong>Which records were deleted.</strong> An adversary who knows the input's value counts can tell "
+            f"which values the {_e(format_count_share(int(manifest['n_deleted']), kept))} deleted records held."
+        )
+    items.append(
+        "<strong>Intersections with other releases.</strong> An adversary who holds another release of the same "
+        "people made outside this home (another home, another tool, an earlier publication): this home refuses "
+        "overlapping releases of its own only"
+        + (" (and this release was published with allow_recomposition)" if manifest.get("allow_recomposition") else "")
+        + "; nothing is measured against releases made elsewhere."
+    )
+    items.append(
+        "<strong>Background knowledge beyond the measured adversaries.</strong> The gates measure the named "
+        "adversaries of the gate table only; other models of the data (another classifier than naive Bayes), facts "
+        "about a person from outside, or the home's secret key are not covered."
+    )
+    return items
+
+
+def officer_section(manifest: Mapping, data: Mapping | None) -> str:
+    """The privacy officer's summary: what was published, who can be singled out, the rules' supports, the
+    adversaries' figures, AIL and RCE in plain words, and what the release does not protect against.
+
+    Placed first among the sections (below the page's banners)."""
+    kept, published = _kept_records(manifest), _published_records(manifest)
+    rows: list[tuple[object, ...]] = []
+    if published is not None:
+        removed = kept - published
+        rows.append(
+            (
+                "records published",
+                f"{format_figure(published)} of {format_figure(kept)} kept ({format_share(published / kept if kept else None)})",
+                f"{format_figure(int(manifest.get('n_dropped_missing') or 0))} records with a missing sensitive value "
+                f"were dropped first; {format_count_share(removed, kept)} kept records are not published (deleted or "
+                "suppressed to pass the gates).",
+            )
+        )
+    risk = _identity(data)
+    if risk is not None:
+        n = risk.get("n_records") or 0
+        rows.append(
+            (
+                "records unique on their published quasi-identifiers",
+                format_count_share(risk.get("n_unique"), n),
+                "Someone who knows a person's quasi-identifiers singles out these records (see Identity risk).",
+            )
+        )
+        rows.append(
+            (
+                "smallest class on the published quasi-identifiers (k)",
+                format_figure(risk.get("smallest_class")),
+                "Every released record shares its published quasi-identifiers with at least k − 1 others.",
+            )
+        )
+    rules = (data or {}).get("rules")
+    if rules is not None:
+        supports = [r.get("support") for r in rules if r.get("support") is not None]
+        small = [x for x in supports if x < SMALL_SUPPORT]
+        if not rules:
+            meaning = no_strong_rules_sentence(str(manifest.get("model")))
+        elif small:
+            meaning = (
+                f"{len(small)} of them hold for fewer than {SMALL_SUPPORT} records: each describes a handful of people "
+                "(see the rules' supports)."
+            )
+        else:
+            meaning = "Each rule is held by at least " + (
+                f"{format_figure(min(supports))} records." if supports else "min_support records."
+            )
+        rows.append(
+            (
+                "strong rules",
+                format_figure(len(rules))
+                + (f" (smallest support {format_count_share(min(supports), kept)})" if supports else ""),
+                meaning,
+            )
+        )
+    disclosure = _observed(manifest, "disclosure_within_bound")
+    if disclosure and disclosure.get("applicable", True) is not False:
+        ell = int(manifest.get("ell") or 0)
+        rows.append(
+            (
+                "strong-rule adversary: highest probability of learning a rule holder's value",
+                f"{format_figure(disclosure.get('max_disclosure_probability'))} over "
+                f"{format_figure(disclosure.get('n_records_with_strong_rules'))} rule holders",
+                (f"The bound is 1/ℓ = {format_figure(1 / ell)}; " if ell else "")
+                + f"{format_figure(disclosure.get('n_records_above_bound'))} rule holders are above it.",
+            )
+        )
+    posterior = _observed(manifest, "posterior_within_bound")
+    if posterior.get("n_cells") is not None:
+        rows.append(
+            (
+                "learned-model adversary: cells above its bound",
+                format_count_share(posterior.get("n_cells_above_bound"), posterior.get("n_cells")),
+                "Sensitive cells whose true value a model learned from the release predicts better than "
+                "max(1/ℓ, what the quasi-identifiers alone predict) + the slack.",
+            )
+        )
+    metrics = (data or {}).get("metrics")
+    if metrics is not None:
+        rows.append(
+            (
+                "AIL",
+                format_figure(metrics.get("additional_information_loss")),
+                ail_reading(metrics.get("additional_information_loss"), manifest.get("ell")),
+            )
+        )
+        rows.append(
+            (
+                "RCE per record",
+                format_figure(metrics.get("reconstruction_error_per_record")),
+                rce_reading(metrics.get("reconstruction_error_per_record")),
+            )
+        )
+    table = _table(["figure", "value", "what it means"], rows) if rows else ""
+    box = "".join(f"<li>{item}</li>" for item in _not_protected(manifest, data))
+    return (
+        '<section class="officer" id="officer-summary"><h2>Summary for the privacy officer</h2>'
+        + table
+        + '<div class="not-protected"><h3>What this release does not protect against</h3><ul>'
+        + box
+        + "</ul></div></section>"
+    )
+
+
 def _banner(manifest: Mapping) -> str:
     gates = manifest.get("checks") or []
     statuses = [_gate_status(g) for g in gates]
@@ -908,10 +1264,14 @@ def render_report(
     """
     from pipeline.release.publish import package_versions
 
-    sections = [_parameters(manifest), _accounting(manifest), _gates(manifest)]
+    sections = [officer_section(manifest, data), _parameters(manifest), _accounting(manifest)]
+    if _identity(data) is not None or str(manifest.get("model")) in ("mixed", "rating", "kl"):
+        sections.append(identity_section(manifest, data))
+    sections.append(_gates(manifest))
     plugin = _plugin(manifest)
     if plugin is not None:  # its own sections (a model the registry does not know: parameters, accounting, gates)
         sections += plugin.report_sections(manifest, data, baseline)
+    sections.append(_technical_appendix(manifest, data))  # last: auditors' details, collapsed
     template = string.Template(TEMPLATE.read_text(encoding="utf-8"))
     return template.substitute(
         release_id=_e(manifest.get("release_id")),
@@ -1005,6 +1365,15 @@ def regenerate_report(release_dir: str | Path, *, raw_path: str | Path | None = 
             "metrics": metrics,
         }
         generated_by += f" and the raw table {Path(raw_path).name}"
+    if _identity(data) is None:  # a release made before it was recorded: measured on its own files
+        from pipeline.release.audit import identity_risk_from_files
+
+        try:
+            risk = identity_risk_from_files(directory, manifest)
+        except (OSError, ValueError) as error:
+            raise ReportError(f"{directory}: cannot read the published quasi-identifiers ({error})") from error
+        if risk is not None:
+            data = {**(data or {}), "identity_risk": risk}
     baseline = find_baseline(directory.parent, manifest) if _compares_with_baseline(manifest) else None
     page = render_report(manifest, data, baseline=baseline, generated_by=generated_by)
     target = directory / REPORT_HTML

@@ -345,3 +345,23 @@ def test_the_private_rating_baseline_is_the_golden_one_and_shown_without_a_ratin
     assert (
         "computed privately in this run and never published" in text and "Not available" not in text.split("Comparison with")[1]
     )
+
+
+def test_report_shows_every_rule_s_support_and_the_identity_risk_of_the_published_quasi_identifiers(example_a_releases):
+    """Issue 15: Example A's two rules are held by 3 records of 4 holding the antecedent (SPEC §16.1), shown beside
+    their confidences; its 16 records have 16 distinct (Age, Country) pairs, published unchanged by the p1 grouping,
+    so every released record is unique on its published quasi-identifiers (k = 1) and the summary says so."""
+    example = example_a_releases["example"]
+    expected = {(tuple(r["lhs"]), tuple(r["rhs"])): (r["supp_ab"], r["supp_lhs"]) for r in example["strong_rules"]}
+    assert len({tuple(r["qi"].values()) for r in example["input"]}) == len(example["input"]) == 16
+    for model in ("mixed", "rating"):
+        data = json.loads((example_a_releases[model] / REPORT_DATA).read_text())
+        got = {(tuple(r["antecedent"]), tuple(r["consequent"])): (r["support"], r["antecedent_support"]) for r in data["rules"]}
+        assert got == expected
+        risk = data["identity_risk"]
+        assert (risk["n_records"], risk["n_classes"], risk["smallest_class"], risk["n_unique"]) == (16, 16, 1, 16)
+        assert risk["records_in_classes_smaller_than"] == {"2": 16, "5": 16, "10": 16}
+        text = text_without_images(example_a_releases[model] / REPORT_HTML)
+        assert "What this release does not protect against" in text
+        assert "single out 16 (100 %) released records" in text
+        assert "3 (18.8 %)" in text  # each rule's support: 3 of the 16 records

@@ -19,6 +19,17 @@ from pipeline.release.reports import (
 )
 from pipeline.reporting.release_report import REPORT_DATA, report_files
 
+#: Identity risk on the published quasi-identifiers (pipeline/core/identity_risk.py) of a small release.
+IDENTITY_RISK = {
+    "quasi_identifiers": ["age", "zip"],
+    "n_records": 14,
+    "n_classes": 5,
+    "smallest_class": 1,
+    "n_unique": 2,
+    "unique_share": 2 / 14,
+    "records_in_classes_smaller_than": {"2": 2, "5": 5, "10": 14},
+    "share_in_classes_smaller_than": {"2": 2 / 14, "5": 5 / 14, "10": 1.0},
+}
 #: report.json of a mixed release, the layout of the Adult release (figures of a small one).
 MIXED = {
     "report_format": 1,
@@ -38,7 +49,10 @@ MIXED = {
             "consequent": ["Drug", "aspirin"],
             "raw_confidence": 0.75,
             "released_confidence": 0.75,
+            "support": 3,
+            "antecedent_support": 4,
         },
+        # a release made before the supports were recorded
         {"antecedent": ["Drug", "x"], "consequent": ["Disease", "y"], "raw_confidence": 0.8, "released_confidence": None},
     ],
     "private_rating_baseline": {
@@ -54,6 +68,7 @@ MIXED = {
         "n_deleted": 0,
         "n_records": 16,
     },
+    "identity_risk": IDENTITY_RISK,
 }
 KL = {
     "report_format": 1,
@@ -104,6 +119,7 @@ AUDIT = {
         "passed": True,
     },
     "metrics": {**MIXED["metrics"], "rules": MIXED["rules"][:1]},
+    "identity_risk": IDENTITY_RISK,
     "warnings": ["the raw table is not the release's input (SHA-256 differs): …"],
 }
 
@@ -168,6 +184,8 @@ def _with(data: dict, path: tuple, value) -> dict:
         (_with(MIXED, ("rules", 0, "antecedent"), "Disease=flu"), "rules.0.antecedent", "tuple_type"),
         (_with(MIXED, ("private_rating_baseline", "published"), True), "private_rating_baseline.published", "literal_error"),
         (_with(KL, ("kl", "class_size_counts"), {"3": "four"}), "kl.class_size_counts.3", "int_parsing"),
+        (_with(MIXED, ("identity_risk", "n_unique"), "two"), "identity_risk.n_unique", "int_parsing"),
+        (_with(MIXED, ("rules", 0, "support"), "three"), "rules.0.support", "int_parsing"),
         (_with(MIXED, ("unexpected",), 1), "unexpected", "extra_forbidden"),
     ],
 )
@@ -177,6 +195,7 @@ def test_a_report_json_with_a_missing_or_mistyped_key_is_refused_naming_the_key(
     message = str(raised.value)
     assert f"{named} ({kind})" in message, message
     assert "none-of-them" not in message and "four" not in message and "Disease=flu" not in message
+    assert "three" not in message
 
 
 def test_a_bad_report_json_is_refused_before_any_file_is_made(tmp_path):
