@@ -426,12 +426,16 @@ def release_plan(
         The input cannot be read as configured (as ``msa-release run`` would refuse it, exit status 2).
     pipeline.core.hierarchies.HierarchyError
         (k, ℓ) model: a hierarchy missing or not covering the data.
+    ValueError
+        ``secret`` is None with ``randomness: home-secret`` (the prediction would not be the run's).
     """
     from pipeline.core.rules import mine_strong_rules
     from pipeline.io.loading import InfeasibleInput, check_ell_feasible, load_records
     from pipeline.models import publication_model
 
     started = time.monotonic()
+    if secret is None and settings.randomness == "home-secret":
+        raise ValueError("randomness 'home-secret' needs the home secret: the keyed orders decide which records are deleted")
     model = publication_model(settings.model)
     loaded = load_records(settings.input_path, **settings.reading_options())
     records = loaded.records
