@@ -168,8 +168,9 @@ class PlanRow:
         Whether this is the configured setting (the one ``msa-release run`` with the same options would use).
     n_strong_rules
         Strong rules mined (support ≥ min_support, confidence ≥ min_confidence).
-    n_rule_holders
-        Records holding both sides of at least one strong rule.
+    n_rule_holders, n_rule_holders_released
+        Records holding both sides of at least one strong rule: in the input, and among the released records (the
+        "rule holders" of ``msa-release run``'s summary and of the disclosure gate).
     n_sac_released, n_attribute_table
         Records published in SAC~ groups and in the attribute table.
     n_deleted, deleted_share
@@ -197,6 +198,7 @@ class PlanRow:
     configured: bool
     n_strong_rules: int | None
     n_rule_holders: int | None
+    n_rule_holders_released: int | None
     n_sac_released: int | None
     n_attribute_table: int | None
     n_deleted: int | None
@@ -289,7 +291,9 @@ def _setting(row: PlanRow) -> str:
 def _loss(row: PlanRow) -> str:
     if row.deleted_share is None:
         return "loss not predicted"
-    return f"{_percent(row.deleted_share)} deleted, {_percent(row.max_suppressed_share or 0.0)} of cells suppressed at most"
+    deleted = f"{row.n_deleted:,} records deleted ({_percent(row.deleted_share)})"
+    worst = row.max_suppressed_share or 0.0
+    return deleted + (f", up to {_percent(worst)} of an attribute's cells suppressed" if worst else ", no cell suppressed")
 
 
 def recommend(rows: Sequence[PlanRow]) -> str:
@@ -314,6 +318,11 @@ def recommend(rows: Sequence[PlanRow]) -> str:
     best = min(passing, key=_loss_key)
     line = f"Recommended: {_setting(best)} ({_loss(best)}; every predicted gate passes)."
     configured = [row for row in rows if row.configured]
+    if configured and (best.n_strong_rules or 0) < (configured[0].n_strong_rules or 0):
+        line += (
+            f" It protects {best.n_strong_rules} strong rule(s) instead of {configured[0].n_strong_rules}: a rule below "
+            "min_confidence is not part of the disclosure bound."
+        )
     if configured and configured[0].ell != best.ell:
         at_ell = [row for row in passing if row.ell == configured[0].ell]
         if at_ell:
@@ -354,9 +363,9 @@ def _verdict(row: PlanRow) -> str:
 COLUMNS = {
     "setting": "setting",
     "strong_rules": "strong rules",
-    "rule_holders": "rule holders",
+    "rule_holders": "rule holders (released)",
     "deleted": "deleted",
-    "suppressed": "suppressed (max attribute)",
+    "suppressed": "suppressed (worst attribute)",
     "confidence_deviation": "max conf. deviation",
     "disclosure": "max disclosure",
     "verdict": "predicted verdict",
@@ -365,7 +374,8 @@ COLUMNS = {
 
 def plan_frame(plan: Plan) -> pd.DataFrame:
     """The plan as a table of text, one row per setting, columns :data:`COLUMNS` (keys): ``setting`` (ℓ and
-    min_confidence; ``*`` marks the configured one), ``strong_rules``, ``rule_holders``, ``deleted`` (count and share),
+    min_confidence; ``*`` marks the configured one), ``strong_rules``, ``rule_holders`` (in the input, and released),
+    ``deleted`` (count and share),
     ``suppressed`` (the largest share over the sensitive attributes), ``confidence_deviation``, ``disclosure``
     (largest disclosure probability of a rule holder / the bound 1/ℓ), ``verdict``. Counts and shares only."""
     records = []
@@ -386,7 +396,8 @@ def plan_frame(plan: Plan) -> pd.DataFrame:
             {
                 "setting": ("* " if row.configured else "  ") + _setting(row),
                 "strong_rules": _count(row.n_strong_rules),
-                "rule_holders": _count(row.n_rule_holders),
+                "rule_holders": _count(row.n_rule_holders)
+                + ("" if row.n_rule_holders_released is None else f" ({row.n_rule_holders_released:,})"),
                 "deleted": deleted,
                 "suppressed": suppressed,
                 "confidence_deviation": deviation,
@@ -544,11 +555,15 @@ def gate_predictions(
         )
         gates["utility_within_thresholds"] = "pass" if passes else "refuse"
         if not passes:
-            worst = max(suppressed_share.values(), default=0.0)
-            refusals.append(
-                f"utility_within_thresholds: {_percent(deleted_share)} of records deleted (max {_percent(max_deleted_share)}), "
-                f"up to {_percent(worst)} of an attribute's cells suppressed (max {_percent(max_suppressed_share)})"
-            )
+            parts = []
+            if deleted_share > max_deleted_share:
+                parts.append(f"{_percent(deleted_share)} of records deleted (max {_percent(max_deleted_share)})")
+            parts += [
+                f"{_percent(share)} of {attribute}'s cells suppressed (max {_percent(max_suppressed_share)})"
+                for attribute, share in suppressed_share.items()
+                if share > max_suppressed_share
+            ]
+            refusals.append("utility_within_thresholds: " + ", ".join(parts))
     if confidence_passes is None:
         gates["rule_confidence_preserved"] = "n/a"
     else:

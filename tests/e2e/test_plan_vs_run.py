@@ -128,7 +128,7 @@ def test_the_plan_job_materializes_the_plan_without_a_value_of_the_table(home, p
     assert event.materialization.asset_key.to_user_string() == "release_plan"
     metadata = {key: value.value for key, value in event.materialization.metadata.items()}
     markdown = str(metadata["plan"])
-    assert "| setting | strong rules | rule holders | deleted |" in markdown
+    assert "| setting | strong rules | rule holders (released) | deleted |" in markdown
     assert metadata["configured_n_deleted"] == _row(plan, 3, 0.7).n_deleted
     assert metadata["n_settings"] == 3 * 3  # ℓ 2, 3, 4 × min_confidence 0.7, 0.8, 0.9 (the defaults; the configured in them)
     text = " ".join(str(value) for value in metadata.values())

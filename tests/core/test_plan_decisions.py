@@ -40,6 +40,7 @@ def _row(ell: int, min_confidence: float, deleted: int, *, n: int = 100, refuse:
         configured=configured,
         n_strong_rules=2,
         n_rule_holders=10,
+        n_rule_holders_released=8,
         n_sac_released=30,
         n_attribute_table=n - 30 - deleted,
         n_deleted=deleted,
@@ -94,7 +95,9 @@ def test_gate_predictions_name_the_refusing_gate_with_its_figures():
     gates, refusal = _predict()
     assert set(gates.values()) == {"pass"} and refusal is None
     gates, refusal = _predict(deleted_share=0.25)
-    assert gates["utility_within_thresholds"] == "refuse" and "25.0 % of records deleted (max 10.0 %)" in refusal
+    assert refusal == "utility_within_thresholds: 25.0 % of records deleted (max 10.0 %)"
+    gates, refusal = _predict(suppressed_share={"a": 0.05, "b": 0.5})
+    assert refusal == "utility_within_thresholds: 50.0 % of b's cells suppressed (max 10.0 %)"
     gates, refusal = _predict(disclosure_passes=False, max_disclosure=0.76)
     assert gates["disclosure_within_bound"] == "refuse" and "0.760 > 1/ℓ = 0.500" in refusal
     # allow_disclosure: the gate fails with WARN severity and does not block (checks/gates.py)
@@ -116,8 +119,10 @@ def test_the_recommendation_is_the_passing_setting_with_the_least_loss():
         _row(4, 0.9, 0, refuse="rule_confidence_preserved"),
     ]
     line = recommend(rows)
-    assert line.startswith("Recommended: ℓ = 2, min_confidence 0.9 (1.0 % deleted")
-    assert "At the configured ℓ = 3: ℓ = 3, min_confidence 0.9 (8.0 % deleted" in line
+    assert line.startswith("Recommended: ℓ = 2, min_confidence 0.9 (1 records deleted (1.0 %), no cell suppressed")
+    assert "At the configured ℓ = 3: ℓ = 3, min_confidence 0.9 (8 records deleted (8.0 %)" in line
+    fewer_rules = [_row(2, 0.9, 1), PlanRow(**{**_row(3, 0.8, 20, configured=True).__dict__, "n_strong_rules": 4})]
+    assert "It protects 2 strong rule(s) instead of 4" in recommend(fewer_rules)
     # equal loss: the larger ℓ wins
     assert recommend([_row(2, 0.8, 0), _row(3, 0.8, 0)]).startswith("Recommended: ℓ = 3")
 
