@@ -43,25 +43,6 @@ DEFAULT_ELL_VALUES = (2, 3, 4)
 DEFAULT_MIN_CONFIDENCE_VALUES = (0.7, 0.8, 0.9)
 
 
-def _in_table_order(
-    records: pd.DataFrame, parts: Sequence[np.ndarray], content: Sequence[str], secret: bytes | None
-) -> list[np.ndarray]:
-    """As ``assets.mixed_model.in_keyed_order``: each array of row ids re-ordered by the keyed content order of the
-    records (unchanged without a secret)."""
-    from pipeline.core.mixed_model import keyed_table_order
-
-    if secret is None:
-        return [np.asarray(row_ids, dtype=np.int64) for row_ids in parts]
-    rank = np.empty(len(records), dtype=np.int64)
-    rank[keyed_table_order(records, list(content), secret)] = np.arange(len(records))
-    index = pd.Index(records["row_id"].to_numpy(np.int64))
-    ordered = []
-    for row_ids in parts:
-        row_ids = np.asarray(row_ids, dtype=np.int64)
-        ordered.append(row_ids[np.argsort(rank[index.get_indexer(row_ids)], kind="stable")])
-    return ordered
-
-
 def _records_for_rating(
     records: pd.DataFrame, row_ids: np.ndarray, parameters: Any, secret: bytes | None
 ) -> tuple[pd.DataFrame, np.ndarray]:
@@ -127,6 +108,7 @@ def mixed_stage_tables(
         ``deleted``: ``row_id`` (int64) and ``reason`` (``no_partners`` / ``eligibility``) of the deleted records.
     """
     from pipeline.core.grouping import group_sac, permute_within_groups
+    from pipeline.core.mixed_model import in_table_order
     from pipeline.core.sac_split import cluster_sensitive_attributes, split_sac_ir
     from pipeline.io.tables import clusters_from_frame
 
@@ -136,7 +118,7 @@ def mixed_stage_tables(
         [(k + 1, a) for k, cluster in enumerate(cluster_sensitive_attributes(sensitive, rules)) for a in cluster],
         columns=["cluster_id", "attribute"],
     ).astype({"cluster_id": "int32"})
-    sac_ids, ir_ids = _in_table_order(
+    sac_ids, ir_ids = in_table_order(
         records, [np.sort(split.sac_row_ids), np.sort(split.ir_row_ids)], [*quasi_identifiers, *sensitive], secret
     )
     grouping = group_sac(
@@ -180,8 +162,10 @@ def rating_stage_tables(
     every record in the keyed table order, the eligibility deletions, improved Rating. Returns ``(inputs, deleted)``
     as :func:`mixed_stage_tables` (``inputs``: ``raw_records``, ``rating_records``, ``rating_attribute_sids``,
     ``rating_id_table``)."""
+    from pipeline.core.mixed_model import in_table_order
+
     content = [*parameters.quasi_identifiers, *parameters.sensitive_attributes]
-    (row_ids,) = _in_table_order(records, [np.sort(records["row_id"].to_numpy(np.int64))], content, secret)
+    (row_ids,) = in_table_order(records, [np.sort(records["row_id"].to_numpy(np.int64))], content, secret)
     rating_records, eligibility = _records_for_rating(records, row_ids, parameters, secret)
     id_table, attribute_sids = _sids(records, rating_records, parameters, secret)
     deleted = pd.DataFrame({"row_id": eligibility, "reason": ["eligibility"] * len(eligibility)})

@@ -122,6 +122,15 @@ def test_a_setting_the_plan_refuses_is_refused(tmp_path, plan):
         assert gates["utility_within_thresholds"] is False
 
 
+def test_the_plan_job_runs_the_plan_asset_only():
+    from pipeline.definitions import build_definitions
+    from pipeline.jobs import RELEASE_LOCK_TAG
+
+    job = build_definitions(ROOT / "var-not-created").resolve_job_def("plan")
+    assert {key.to_user_string() for key in job.asset_layer.selected_asset_keys} == {"release_plan"}
+    assert RELEASE_LOCK_TAG in job.tags  # queued like every job: the IO manager holds the release lock for the run
+
+
 def test_the_plan_job_materializes_the_plan_without_a_value_of_the_table(home, plan):
     result = run_job(home, "plan", _settings(), raise_on_error=True)
     (event,) = result.get_asset_materialization_events()
