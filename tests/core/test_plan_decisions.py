@@ -176,3 +176,18 @@ def test_shares_are_percentages(share, shown):
     row = _row(2, 0.8, 0)
     row = PlanRow(**{**row.__dict__, "deleted_share": share, "n_deleted": 7})
     assert f"7 ({shown})" in plan_text(_plan([row]))
+
+
+def test_in_table_order_is_the_keyed_order_restricted_to_each_part():
+    """The order the release job's assets and the plan both consume records in (pipeline.core.mixed_model)."""
+    import numpy as np
+
+    from pipeline.core.mixed_model import in_table_order, keyed_table_order
+
+    records = pd.DataFrame({"row_id": np.arange(10, 30, dtype=np.int64), "a": [str(i % 7) for i in range(20)]})
+    parts = [np.array([12, 15, 29, 20]), np.array([11, 10])]
+    assert [p.tolist() for p in in_table_order(records, parts, ["a"], None)] == [[12, 15, 29, 20], [11, 10]]
+    secret = bytes(range(32))
+    order = records["row_id"].to_numpy()[keyed_table_order(records, ["a"], secret)].tolist()
+    ordered = in_table_order(records, parts, ["a"], secret)
+    assert [p.tolist() for p in ordered] == [sorted(p.tolist(), key=order.index) for p in parts]

@@ -106,6 +106,30 @@ def test_the_plan_predicts_the_deletions_and_gates_of_the_release_job(home, plan
         assert (predicted.gates["utility_within_thresholds"] == "pass") == (share <= plan.max_deleted_share)
 
 
+def test_the_plan_of_plain_rating_predicts_its_job(tmp_path):
+    """--model rating: the eligibility deletions and the disclosure gate of the rating_release job."""
+    settings = _settings(model="rating", ell=2)
+    (predicted,) = [
+        row
+        for row in release_plan(
+            ReleaseSettings(**settings), secret=TEST_HOME_SECRET, ell_values=[2], min_confidence_values=[0.7]
+        ).rows
+        if row.min_confidence == 0.7
+    ]
+    result = run_job(tmp_path / "home", "rating_release", settings)
+    deleted = next(
+        int(event.materialization.metadata["n_deleted"].value)
+        for event in result.get_asset_materialization_events()
+        if event.materialization.asset_key.to_user_string() == "private/rating_deleted_records"
+    )
+    gates = {evaluation.check_name: bool(evaluation.passed) for evaluation in result.get_asset_check_evaluations()}
+    assert predicted.n_deleted == deleted
+    assert predicted.gates["disclosure_within_bound"] == "refuse"  # the case that matters: Rating leaks the rules
+    assert predicted.gates["rule_confidence_preserved"] == "n/a"
+    assert (predicted.gates["disclosure_within_bound"] == "pass") == gates["disclosure_within_bound"]
+    assert (predicted.gates["no_certain_attribute_table_cell"] == "pass") == gates["no_certain_attribute_table_cell"]
+
+
 def test_a_setting_the_plan_refuses_is_refused(tmp_path, plan):
     """ℓ = 3, min_confidence 0.7 on the hand-made table: the plan says rule_confidence_preserved (and the utility gate)
     refuse it; the release job publishes nothing."""
