@@ -8,7 +8,7 @@ import pandas as pd
 
 from pipeline.core.grouping import group_sac, permute_within_groups
 from pipeline.core.hierarchies import load_available_hierarchies
-from pipeline.core.mixed_model import keyed_table_order, records_for_rating
+from pipeline.core.mixed_model import in_table_order, records_for_rating
 from pipeline.core.sac_split import cluster_sensitive_attributes, split_sac_ir
 from pipeline.core.rating import rating_tables
 from pipeline.failures import with_structured_failures
@@ -50,19 +50,9 @@ def in_keyed_order(
     raw_records: pd.DataFrame, parts: list[np.ndarray], settings: ReleaseSettings, secret: bytes | None
 ) -> list[np.ndarray]:
     """Each array of ``parts`` (row ids) re-ordered by the keyed content order of the records
-    (``keyed_table_order``, computed once): the "table order" in which Algorithm 11 consumes SAC and
+    (:func:`pipeline.core.mixed_model.in_table_order`): the "table order" in which Algorithm 11 consumes SAC and
     IR (unchanged without a secret)."""
-    if secret is None:
-        return [np.asarray(row_ids, dtype=np.int64) for row_ids in parts]
-    content = [*settings.quasi_identifiers, *settings.sensitive_attributes]
-    rank = np.empty(len(raw_records), dtype=np.int64)
-    rank[keyed_table_order(raw_records, content, secret)] = np.arange(len(raw_records))
-    index = pd.Index(raw_records["row_id"].to_numpy(np.int64))
-    ordered = []
-    for row_ids in parts:
-        row_ids = np.asarray(row_ids, dtype=np.int64)
-        ordered.append(row_ids[np.argsort(rank[index.get_indexer(row_ids)], kind="stable")])
-    return ordered
+    return in_table_order(raw_records, parts, [*settings.quasi_identifiers, *settings.sensitive_attributes], secret)
 
 
 @dg.multi_asset(

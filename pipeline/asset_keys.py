@@ -4,8 +4,8 @@ Asset key prefixes are DuckDB schemas of the warehouse: ``private`` (raw and int
 tables, never released) and ``candidate`` (the release tables before the gates).
 
 Asset groups (shown in the Dagster UI): ``ingest``, ``mining``, ``mixed_model``, ``rating`` (the mixed model's
-improved Rating), ``rating_model`` (plain Rating, the ``rating_release`` job), ``kl_model``, ``release`` and
-``evaluation``.
+improved Rating), ``rating_model`` (plain Rating, the ``rating_release`` job), ``kl_model``, ``release``,
+``evaluation`` and ``plan`` (the planning advisor, the ``plan`` job).
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ RATING_MODEL = "rating_model"
 KL_MODEL = "kl_model"
 RELEASE = "release"
 EVALUATION = "evaluation"
-GROUPS = (INGEST, MINING, MIXED_MODEL, RATING, RATING_MODEL, KL_MODEL, RELEASE, EVALUATION)
+PLAN = "plan"
+GROUPS = (INGEST, MINING, MIXED_MODEL, RATING, RATING_MODEL, KL_MODEL, RELEASE, EVALUATION, PLAN)
 
 
 def publishing_group(job: str) -> str:

@@ -1,5 +1,5 @@
 """The Dagster code location: assets, release gates, the publishing jobs generated from the model registry
-(``release``, ``rating_release``, ``kl_release``, and any plug-in's), the ``evaluation`` and ``attacks`` jobs, the weekly release schedule, the inbox sensor, and resources.
+(``release``, ``rating_release``, ``kl_release``, and any plug-in's), the ``evaluation``, ``attacks`` and ``plan`` jobs, the weekly release schedule, the inbox sensor, and resources.
 
 Asset groups: ``ingest``, ``mining``, ``mixed_model``, ``rating``, ``rating_model``, ``kl_model``, ``release`` and
 ``evaluation`` (see ``pipeline.jobs`` for which job runs which assets)."""
@@ -13,7 +13,7 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
 import dagster as dg  # noqa: E402
 
-from assets import attacks, evaluation, ingest, kl_model, mining, mixed_model, rating_model  # noqa: E402
+from assets import attacks, evaluation, ingest, kl_model, mining, mixed_model, plan, rating_model  # noqa: E402
 from checks.gates import GATES, KL_GATES, gates_of  # noqa: E402
 from pipeline.jobs import (  # noqa: E402
     ATTACKS_JOB_SELECTION,
@@ -26,6 +26,7 @@ from pipeline.jobs import (  # noqa: E402
     build_release_schedule,
     build_release_wiring,
     evaluation_job,
+    plan_job,
 )
 from pipeline.models import PUBLICATION_MODELS  # noqa: E402
 from pipeline.resources import ExperimentSettings, ReleaseSettings, ReleaseStore, release_home  # noqa: E402
@@ -48,9 +49,9 @@ __all__ = [
 #: The job that publishes each built-in model (``ReleaseSettings.model``).
 JOB_OF_MODEL = {name: model.job for name, model in PUBLICATION_MODELS.items()}
 
-#: The hand-written asset modules: ingest, mining, the models' stages, evaluation, attacks. The candidate, publish
+#: The hand-written asset modules: ingest, mining, the models' stages, evaluation, attacks, the plan. The candidate, publish
 #: and audit assets of every publishing job are generated from the model registry (``assets/publish.py``).
-STAGE_MODULES = [ingest, mining, mixed_model, rating_model, kl_model, evaluation, attacks]
+STAGE_MODULES = [ingest, mining, mixed_model, rating_model, kl_model, evaluation, attacks, plan]
 
 #: Every asset of the built-in models' code location.
 ASSETS = [*dg.load_assets_from_modules(STAGE_MODULES), *RELEASE_WIRING.all_assets()]
@@ -69,7 +70,7 @@ def build_definitions(home: Path) -> dg.Definitions:
     return dg.Definitions(
         assets=[*dg.load_assets_from_modules(STAGE_MODULES), *wiring.all_assets()],
         asset_checks=gates_of(PUBLICATION_MODELS.values()),
-        jobs=[*publishing_jobs, evaluation_job, attacks_job],
+        jobs=[*publishing_jobs, evaluation_job, attacks_job, plan_job],
         schedules=[build_release_schedule(job=wiring.jobs["release"])],
         sensors=[build_inbox_sensor(publishing_jobs)],
         # ad-hoc materializations from the UI too: one process holds the release lock for the run

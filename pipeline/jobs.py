@@ -95,6 +95,8 @@ __all__ = [
     "build_release_schedule",
     "build_release_wiring",
     "evaluation_job",
+    "plan_job",
+    "PLAN_JOB_SELECTION",
     "inbox_file_settings",
     "inbox_run_request",
     "inbox_sensor",
@@ -366,6 +368,19 @@ attacks_job = dg.define_asset_job(
     tags=RELEASE_LOCK_TAGS,
     description="P2's join attack and the one-known-value attack on four releases (naive per-attribute, (k, ℓ), "
     "mixed, Rating) of the configured table, with their utility; writes reports/attacks/.",
+)
+
+#: The planning advisor's job: the ``release_plan`` asset only (it reads the input itself and writes nothing to the
+#: warehouse; the code location's IO manager still holds the release lock for the run, hence the lock tag).
+PLAN_JOB_SELECTION = dg.AssetSelection.assets("release_plan")
+
+plan_job = dg.define_asset_job(
+    name="plan",
+    selection=PLAN_JOB_SELECTION,
+    executor_def=dg.in_process_executor,
+    tags=RELEASE_LOCK_TAGS,
+    description="Planning advisor: predict, for several ℓ and min_confidence values, what the configured model's "
+    "release job would delete, suppress and refuse (msa-release plan); publishes nothing.",
 )
 
 evaluation_job = dg.define_asset_job(

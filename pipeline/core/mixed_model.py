@@ -27,6 +27,7 @@ __all__ = [
     "MixedModelResult",
     "ReleaseTables",
     "assemble_release_tables",
+    "in_table_order",
     "keyed_table_order",
     "records_for_rating",
     "run_mixed_model",
@@ -99,6 +100,41 @@ def keyed_table_order(records: pd.DataFrame, content_columns: Sequence[str], sec
     whose guarantee assumes that the link inside a bucket is uniformly random.
     """
     return keyed_order(records, content_columns, secret, "record-order")
+
+
+def in_table_order(
+    records: pd.DataFrame, parts: Sequence[np.ndarray], content_columns: Sequence[str], secret: bytes | None
+) -> list[np.ndarray]:
+    """Each array of row ids in ``parts`` re-ordered by the keyed content order of ``records``
+    (:func:`keyed_table_order`, computed once): the "table order" in which Algorithm 11 consumes SAC and IR and
+    Rating consumes its records. Unchanged (as int64 arrays) without a secret.
+
+    Parameters
+    ----------
+    records
+        ``row_id`` (int64) and ``content_columns``; every id of ``parts`` is one of its rows.
+    parts
+        Arrays of row ids (e.g. SAC and IR).
+    content_columns
+        The configured quasi-identifiers and sensitive attributes.
+    secret
+        The home secret, or None (``randomness: spec-reference``).
+
+    Returns
+    -------
+    list of numpy.ndarray
+        One int64 array per part, same ids, in the keyed order.
+    """
+    if secret is None:
+        return [np.asarray(row_ids, dtype=np.int64) for row_ids in parts]
+    rank = np.empty(len(records), dtype=np.int64)
+    rank[keyed_table_order(records, list(content_columns), secret)] = np.arange(len(records))
+    index = pd.Index(records["row_id"].to_numpy(np.int64))
+    ordered = []
+    for row_ids in parts:
+        ids = np.asarray(row_ids, dtype=np.int64)
+        ordered.append(ids[np.argsort(rank[index.get_indexer(ids)], kind="stable")])
+    return ordered
 
 
 def records_for_rating(
