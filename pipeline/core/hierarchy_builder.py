@@ -164,8 +164,12 @@ def _group_levels(values: Sequence[str], group_size: int) -> dict[str, list[str]
     levels: dict[str, list[str]] = {v: [] for v in values}
     while len(members) > group_size:
         grouped = [sum(members[i : i + group_size], []) for i in range(0, len(members), group_size)]
+        used: set[str] = set()
         for group in grouped:
             label = f"{group[0]}..{group[-1]}" if len(group) > 1 else group[0]
+            while label in used:  # a value holding '..' could read like another group's label: keep nodes apart
+                label += "'"
+            used.add(label)
             for value in group:
                 levels[value].append(label)
         members = grouped

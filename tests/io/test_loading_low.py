@@ -193,8 +193,11 @@ def test_csv_header_case_duplicates_give_positions_and_the_no_header_hint(tmp_pa
 def test_column_names_option_case_duplicates_are_refused(tmp_path):
     path = tmp_path / "headerless.csv"
     path.write_text("1,x,p,0\n2,y,q,0\n")
-    with speaking(COMMAND_LINE), pytest.raises(
-        InputError, match=r"--column-names has column names that differ only in upper/lower case: \[\['b', 'B'\]\]"
+    with (
+        speaking(COMMAND_LINE),
+        pytest.raises(
+            InputError, match=r"--column-names has column names that differ only in upper/lower case: \[\['b', 'B'\]\]"
+        ),
     ):
         load(path, csv_header=False, column_names=["q", "a", "b", "B"])
 
