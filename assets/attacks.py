@@ -15,9 +15,9 @@ from pydantic import Field
 from pipeline.asset_keys import EVALUATION, escape_markdown, inputs
 from pipeline.core.columns import first_occurrences
 from pipeline.reporting.attack_report import MODELS, run_attack_evaluation, write_attack_report
-from pipeline.core.hierarchies import load_hierarchies
+from pipeline.core.hierarchies import load_hierarchies, missing_hierarchies_error
 from pipeline.io.loading import PROJECT_ROOT
-from pipeline.resources import ReleaseSettings
+from pipeline.resources import ReleaseSettings, is_adult_input
 
 ATTACKS = "attacks"
 #: Defaults used when ``ReleaseSettings`` lacks the (k, ℓ) fields (``k``, ``hierarchies_dir``,
@@ -102,7 +102,13 @@ def attack_evaluation(
     started = time.monotonic()
     quasi_identifier_columns, sensitive_attribute_columns = list(settings.quasi_identifiers), list(settings.sensitive_attributes)
     k = int(getattr(settings, "k", DEFAULT_K))
-    hierarchies_dir = _project_path(str(getattr(settings, "hierarchies_dir", DEFAULT_HIERARCHIES_DIR)))
+    configured = str(getattr(settings, "hierarchies_dir", "") or "")
+    if configured.strip():
+        hierarchies_dir = _project_path(configured)
+    elif is_adult_input(settings.input_path):
+        hierarchies_dir = _project_path(DEFAULT_HIERARCHIES_DIR)
+    else:  # Adult's hierarchies are never applied to another table
+        raise missing_hierarchies_error([*quasi_identifier_columns, *sensitive_attribute_columns], Path(settings.input_path).name)
     kl_method = str(getattr(settings, "kl_method", DEFAULT_KL_METHOD))
     max_block_size = int(getattr(settings, "max_block_size", DEFAULT_MAX_BLOCK_SIZE))
     weights = dict(getattr(settings, "generalization_weights", {}) or {})

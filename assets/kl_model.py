@@ -12,13 +12,14 @@ import pandas as pd
 
 from pipeline.asset_keys import KINDS, KL_MODEL, PRIVATE, inputs, model_of_run, table_metadata
 from pipeline.core.columns import first_occurrences
-from pipeline.core.hierarchies import HierarchyError, load_hierarchies
+from pipeline.core.hierarchies import HierarchyError, load_hierarchies, missing_hierarchies_error
 from pipeline.core.kl_anonymity import InfeasibleError, kl_anonymize
 from pipeline.failures import with_structured_failures
 from pipeline.io.loading import InputError, file_sha256
 from pipeline.io.tables import hierarchies_from_frame
 from pipeline.models.kl import KL, discernibility
 from pipeline.resources import PROJECT_ROOT, ReleaseSettings
+from pipeline.vocabulary import setting_example
 
 #: Columns of the release contract that a quasi-identifier or sensitive attribute must not be named.
 KL_RESERVED_COLUMNS = ("row_id", "cluster_id")
@@ -44,12 +45,14 @@ def generalization_hierarchies(
     if reserved:
         raise InputError(f"column name(s) {reserved} are reserved by the (k, ℓ) release contract; rename them in the input")
     directory = settings.hierarchies_path()
+    if directory is None:
+        raise missing_hierarchies_error(quasi_identifiers, Path(settings.input_path).name)
     if not directory.is_dir():
         looked = (
             "" if Path(settings.hierarchies_dir).expanduser().is_absolute() else f" (looked in {Path.cwd()} and {PROJECT_ROOT})"
         )
         raise HierarchyError(
-            f"hierarchy directory {settings.hierarchies_dir!r} not found{looked}; pass --hierarchies DIR "
+            f"hierarchy directory {settings.hierarchies_dir!r} not found{looked}; set {setting_example('hierarchies_dir', 'DIR')} "
             "(one ARX file per quasi-identifier, named '<column>.csv' or '*_hierarchy_<column>.csv')"
         )
     firsts = {a: first_occurrences(raw_records[a], raw_records["row_id"]) for a in quasi_identifiers}

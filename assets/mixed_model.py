@@ -24,6 +24,13 @@ def release_secret(settings: ReleaseSettings, store: ReleaseStore) -> bytes | No
     return store.home_secret() if settings.randomness == "home-secret" else None
 
 
+def available_hierarchies(settings: ReleaseSettings) -> dict:
+    """The hierarchies of the quasi-identifiers that ``hierarchies_dir`` holds: none when there is no folder (a table
+    other than Adult's adult.data without ``hierarchies_dir``; the grouping then generalizes to ``*``)."""
+    directory = settings.hierarchies_path()
+    return load_available_hierarchies(directory, settings.quasi_identifiers) if directory is not None else {}
+
+
 def rating_records_of(
     raw_records: pd.DataFrame, row_ids: np.ndarray, settings: ReleaseSettings, secret: bytes | None
 ) -> tuple[pd.DataFrame, list[int], dict]:
@@ -40,7 +47,7 @@ def rating_records_of(
         ell=settings.ell,
         residual_policy=settings.residual_policy,
         grouping=settings.grouping,
-        hierarchies=load_available_hierarchies(settings.hierarchies_path(), settings.quasi_identifiers) if stratified else None,
+        hierarchies=available_hierarchies(settings) if stratified else None,
         secret=secret,
         stratum_deletion_budget=settings.stratum_deletion_budget,
     )

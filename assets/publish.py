@@ -70,11 +70,11 @@ def input_reading(settings: ReleaseSettings) -> dict:
     columns and the 0-based position of each configured column (when the names came from
     ``column_names``, e.g. a headerless CSV); the audit names the other columns ``column_<i>``."""
     configured = [*settings.quasi_identifiers, *settings.sensitive_attributes]
-    names = list(settings.column_names)
+    names = settings.effective_column_names()
     return {
         "input_file": Path(settings.input_path).name,
         "input_format": settings.input_format,
-        "csv_header": settings.csv_header,
+        "csv_header": settings.effective_csv_header(),
         "column_count": len(names) if names else None,
         "column_positions": {name: names.index(name) for name in configured if name in names} if names else {},
         "delimiter": settings.delimiter,

@@ -16,6 +16,8 @@ from pipeline.settings import MAX_SEED, Grouping, KLMethod, Model, PosteriorGate
 
 __all__ = [
     "ADULT_COLUMNS",
+    "ADULT_HIERARCHIES",
+    "ADULT_INPUT",
     "ExperimentSettings",
     "KL_METHODS",
     "MODELS",
@@ -26,6 +28,7 @@ __all__ = [
     "ReleaseStore",
     "ensure_release_home",
     "home_access_warning",
+    "is_adult_input",
     "release_home",
 ]
 
@@ -72,6 +75,24 @@ RANDOMNESS = ("home-secret", "spec-reference")
 KL_METHODS = tuple(KLMethod)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+#: The shipped UCI Adult file (the default input) and its ARX hierarchies.
+ADULT_INPUT = PROJECT_ROOT / "data" / "adult" / "adult.data"
+ADULT_HIERARCHIES = PROJECT_ROOT / "data" / "adult" / "hierarchies"
+
+
+def is_adult_input(input_path: str | Path) -> bool:
+    """Whether ``input_path`` (resolved like the reader does: working directory, then the project root) is the
+    shipped ``data/adult/adult.data``."""
+    candidate = Path(input_path).expanduser()
+    resolved = candidate if candidate.is_absolute() or candidate.exists() else PROJECT_ROOT / candidate
+    try:
+        return resolved.resolve() == ADULT_INPUT.resolve()
+    except (OSError, RuntimeError):
+        return False
+
+
+def _format_of(path: Path) -> str:
+    return "parquet" if path.suffix.lower() in (".parquet", ".pq") else "csv"
 
 
 def release_home() -> Path:
@@ -143,10 +164,16 @@ class ReleaseSettings(dg.ConfigurableResource):
         description="Input table: a CSV or Parquet file (relative paths: working directory, then the project root).",
     )
     input_format: str = Field(default="auto", description="'csv', 'parquet' or 'auto' (by file extension).")
-    csv_header: bool = Field(default=False, description="Whether the CSV's first row holds the column names.")
+    csv_header: bool | None = Field(
+        default=None,
+        description="Whether the CSV's first row holds the column names. Unset (null): Adult's adult.data (the default "
+        "input) has none; any other CSV is looked at: a header when its first row names every configured column, else "
+        "when Python's csv.Sniffer finds one (a first row unlike the rest in type or length).",
+    )
     column_names: list[str] = Field(
-        default=ADULT_COLUMNS,
-        description="Names of all columns in file order; required for a CSV without header row (empty list: use the header).",
+        default=[],
+        description="Names of all columns in file order, for a CSV without header row (or to rename a Parquet file's). "
+        "Empty (default): the header row's names; Adult's 15 names for Adult's headerless adult.data.",
     )
     delimiter: str = Field(default=",", description="CSV field separator.")
     strip_whitespace: bool = Field(default=True, description="Strip spaces around every value (Adult writes ', ').")
@@ -290,10 +317,12 @@ class ReleaseSettings(dg.ConfigurableResource):
         "[2, 1000000] and k >= ℓ.",
     )
     hierarchies_dir: str = Field(
-        default="data/adult/hierarchies",
-        description="(k, ℓ) model: folder of ARX generalization hierarchies, one file per quasi-identifier named "
+        default="",
+        description="Folder of ARX generalization hierarchies, one file per quasi-identifier named "
         "'<quasi-identifier>.csv' or '*_hierarchy_<quasi-identifier>.csv' (relative paths: working directory, then "
-        "the project root).",
+        "the project root); make one for your table with `msa-release hierarchies`. Empty (default): Adult's "
+        "(data/adult/hierarchies) when the input is Adult's adult.data, none for any other input (the kl model is then "
+        "refused; the mixed and Rating models' qi_aware grouping generalizes quasi-identifiers to '*' only).",
     )
     generalization_weights: dict[str, float] = Field(
         default={},
@@ -393,10 +422,12 @@ class ReleaseSettings(dg.ConfigurableResource):
 
     @model_validator(mode="after")
     def _columns_consistent(self) -> ReleaseSettings:
+        from pipeline.vocabulary import setting, setting_example
+
         if len(self.sensitive_attributes) < 2:
             raise ValueError(
                 f"sensitive_attributes needs at least 2 columns, got {list(self.sensitive_attributes)}: the models "
-                "protect several sensitive attributes at once; name 2 or more with --sensitive-attributes a,b "
+                f"protect several sensitive attributes at once; name 2 or more with {setting_example('sensitive_attributes', ['a', 'b'])} "
                 "(for a single sensitive attribute use a plain ℓ-diversity tool)"
             )
         for kind, names in (("quasi_identifiers", self.quasi_identifiers), ("sensitive_attributes", self.sensitive_attributes)):
@@ -407,12 +438,45 @@ class ReleaseSettings(dg.ConfigurableResource):
         if both:
             raise ValueError(
                 f"column(s) {both} are both quasi-identifier and sensitive attribute; a column plays one role: remove "
-                "it from --quasi-identifiers or from --sensitive-attributes"
+                f"it from {setting('quasi_identifiers')} or from {setting('sensitive_attributes')}"
             )
         from pipeline.models import publication_model
 
         publication_model(self.model).parameters(self)  # the model's own checks (e.g. k >= ell for the (k, ℓ) model)
         return self
+
+    def input_is_adult(self) -> bool:
+        """Whether the input is the shipped UCI Adult file (``data/adult/adult.data``, the default input), whose
+        defaults (no header row, Adult's column names, Adult's hierarchies) apply; any other file, Adult-derived
+        copies included, is a new table."""
+        return is_adult_input(self.input_path)
+
+    def effective_csv_header(self) -> bool:
+        """``csv_header`` as set; unset: False for Adult's adult.data and for Parquet, else detected
+        (:func:`pipeline.io.loading.detect_csv_header`, with the configured columns). A file that cannot be read
+        counts as having a header: the reader then names the problem."""
+        if self.csv_header is not None:
+            return bool(self.csv_header)
+        if self.input_is_adult() or self.column_names:
+            return False
+        from pipeline.io.loading import InputError, detect_csv_header, resolve_input_path
+
+        try:
+            path = resolve_input_path(self.input_path)
+            if (self.input_format if self.input_format != "auto" else _format_of(path)) != "csv":
+                return False
+            return detect_csv_header(path, self.delimiter, expected_columns=[*self.quasi_identifiers, *self.sensitive_attributes])
+        except InputError:
+            return True
+
+    def effective_column_names(self) -> list[str]:
+        """``column_names`` as set; empty: Adult's 15 names for Adult's adult.data read without header, else []
+        (the header row's names)."""
+        if self.column_names:
+            return list(self.column_names)
+        if self.input_is_adult() and not self.effective_csv_header():
+            return list(ADULT_COLUMNS)
+        return []
 
     def reading_options(self) -> dict[str, Any]:
         """The keyword arguments of :func:`pipeline.io.loading.load_records` that these settings configure (how the
@@ -423,8 +487,8 @@ class ReleaseSettings(dg.ConfigurableResource):
             "quasi_identifiers": self.quasi_identifiers,
             "sensitive_attributes": self.sensitive_attributes,
             "input_format": self.input_format,
-            "csv_header": self.csv_header,
-            "column_names": self.column_names,
+            "csv_header": self.effective_csv_header(),
+            "column_names": self.effective_column_names(),
             "delimiter": self.delimiter,
             "strip_whitespace": self.strip_whitespace,
             "missing_value_tokens": self.missing_value_tokens,
@@ -468,9 +532,13 @@ class ReleaseSettings(dg.ConfigurableResource):
         """``min_support`` in records: as set, or max(ℓ, 5) when it is 0 (the default)."""
         return int(self.min_support) if self.min_support else max(int(self.ell), 5)
 
-    def hierarchies_path(self) -> Path:
+    def hierarchies_path(self) -> Path | None:
         """``hierarchies_dir`` resolved like ``input_path``: as given (absolute, or existing relative to
-        the working directory), else relative to the project root. Not checked for existence."""
+        the working directory), else relative to the project root. Not checked for existence. Empty (the default):
+        Adult's shipped hierarchies when the input is Adult's adult.data, else None (no hierarchies: Adult's are
+        never applied to another table because a column name happens to match)."""
+        if not self.hierarchies_dir.strip():
+            return ADULT_HIERARCHIES if self.input_is_adult() else None
         candidate = Path(self.hierarchies_dir).expanduser()
         if candidate.is_absolute() or candidate.exists():
             return candidate.resolve()

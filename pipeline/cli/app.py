@@ -6,6 +6,11 @@ import click
 
 
 @click.group()
-def main() -> None:
+@click.pass_context
+def main(context: click.Context) -> None:
     """Publish microdata with several sensitive attributes (strong-rule mixed model, Rating
     baseline, (k, ℓ)-anonymity)."""
+    from pipeline.vocabulary import COMMAND_LINE, speaking
+
+    # messages name options (--ell), not run-config keys (ell), for as long as the command runs
+    context.with_resource(speaking(COMMAND_LINE))

@@ -27,7 +27,7 @@ from pipeline.cli.common import FiniteFloatRange, report_step_failures, settings
 @click.option(
     "--hierarchies",
     type=click.Path(file_okay=False),
-    help="Hierarchies of every quasi-identifier and sensitive attribute (default: data/adult/hierarchies).",
+    help="Hierarchies of every quasi-identifier and sensitive attribute (default: Adult's, for Adult's adult.data only).",
 )
 @click.option("--output", type=click.Path(file_okay=False), help="Output directory (default: reports/attacks).")
 def attacks(**options) -> None:

@@ -244,12 +244,10 @@ class UnusableInput(UnusableInputError, click.ClickException):
     exit_code = UnusableInputError.exit_status
 
 
-#: Options whose name is not their setting's name with ``-`` for ``_`` (``pipeline.resources.ReleaseSettings``).
-OPTION_OF_SETTING = {"hierarchies_dir": "--hierarchies", "csv_header": "--header", "missing_value_tokens": "--missing-tokens"}
-
-
 def _option_flag(setting: str) -> str:
-    return OPTION_OF_SETTING.get(setting, "--" + setting.replace("_", "-"))
+    from pipeline.vocabulary import option_of
+
+    return option_of(setting)
 
 
 def check_model_options(options: dict) -> None:

@@ -13,7 +13,11 @@ from pipeline.cli.common import UnusableInput, settings_from_options, input_opti
 
 @main.command("kl-quality")
 @input_options
-@click.option("--hierarchies", type=click.Path(file_okay=False), help="Hierarchy directory (default: data/adult/hierarchies).")
+@click.option(
+    "--hierarchies",
+    type=click.Path(file_okay=False),
+    help="Hierarchy directory (default: Adult's, for Adult only; msa-release hierarchies makes one).",
+)
 @click.option("--output", type=click.Path(file_okay=False), help="Output directory (default: reports/kl_quality).")
 @click.option("--quick", is_flag=True, help="A few small tables and one medium point (seconds instead of minutes).")
 def kl_quality(**options) -> None:
@@ -22,7 +26,7 @@ def kl_quality(**options) -> None:
 
     Writes results.json, REPORT.md and two figures (about 2-3 min on Adult; --quick: seconds).
     """
-    from pipeline.core.hierarchies import HierarchyError, load_hierarchies
+    from pipeline.core.hierarchies import HierarchyError, load_hierarchies, missing_hierarchies_error
     from pipeline.evaluation import kl_quality as quality
     from pipeline.io.loading import InputError, load_records
     from pipeline.resources import ReleaseSettings
@@ -35,8 +39,11 @@ def kl_quality(**options) -> None:
             settings.input_path,
             **settings.reading_options(),
         )
+        directory = settings.hierarchies_path()
+        if directory is None:
+            raise missing_hierarchies_error(settings.quasi_identifiers, Path(settings.input_path).name)
         hierarchies = load_hierarchies(
-            settings.hierarchies_path(),
+            directory,
             settings.quasi_identifiers,
             data_values={a: loaded.records[a] for a in settings.quasi_identifiers},
             data_source=str(settings.input_path),

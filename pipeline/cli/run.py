@@ -115,7 +115,8 @@ from pipeline.cli.common import (
 @click.option(
     "--hierarchies",
     type=click.Path(file_okay=False),
-    help="--model kl: folder of ARX hierarchies, one per quasi-identifier (default data/adult/hierarchies); "
+    help="--model kl: folder of ARX hierarchies, one per quasi-identifier (default: Adult's, for Adult's adult.data only; "
+    "msa-release hierarchies makes them for another table); "
     "--model mixed or rating: where the QI-aware grouping finds the hierarchies that generalize group and "
     "stratum quasi-identifiers.",
 )

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.errors import UnusableInputError
+from pipeline.vocabulary import setting_example
 
 __all__ = [
     "Hierarchy",
@@ -26,6 +27,7 @@ __all__ = [
     "find_hierarchy_file",
     "load_available_hierarchies",
     "load_hierarchies",
+    "missing_hierarchies_error",
     "read_hierarchy",
 ]
 
@@ -266,21 +268,58 @@ def load_hierarchies(
     """
     directory = Path(directory)
     if not directory.is_dir():
-        raise HierarchyError(f"hierarchy directory {directory} does not exist; pass --hierarchies DIR")
+        raise HierarchyError(
+            f"hierarchy directory {directory} does not exist; {setting_example('hierarchies_dir', 'DIR')} names an "
+            "existing folder (msa-release hierarchies makes one)"
+        )
     hierarchies = {}
+    problems: list[HierarchyError] = []  # every quasi-identifier's problem, reported together
     for attribute in attributes:
         path = find_hierarchy_file(directory, attribute)
         if path is None:
-            raise HierarchyError(
-                f"no hierarchy for quasi-identifier {attribute!r} in {directory}: expected a file "
-                f"'{attribute}.csv' or '*_hierarchy_{attribute}.csv' (ARX format: value;level1;...;*)"
+            problems.append(
+                HierarchyError(
+                    f"no hierarchy for quasi-identifier {attribute!r} in {directory}: expected a file "
+                    f"'{attribute}.csv' or '*_hierarchy_{attribute}.csv' (ARX format: value;level1;...;*)",
+                    column=attribute,
+                )
             )
-        hierarchy = read_hierarchy(path, attribute=attribute)
-        if data_values is not None and attribute in data_values:
-            numbers = data_record_numbers.get(attribute) if data_record_numbers is not None else None
-            hierarchy.encode(data_values[attribute], column_source=data_source, record_numbers=numbers)
+            continue
+        try:
+            hierarchy = read_hierarchy(path, attribute=attribute)
+            if data_values is not None and attribute in data_values:
+                numbers = data_record_numbers.get(attribute) if data_record_numbers is not None else None
+                hierarchy.encode(data_values[attribute], column_source=data_source, record_numbers=numbers)
+        except HierarchyError as error:
+            problems.append(error)
+            continue
         hierarchies[attribute] = hierarchy
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise HierarchyError(
+            f"{len(problems)} quasi-identifiers have no usable hierarchy: "
+            + "; ".join(f"({k}) {p}" for k, p in enumerate(problems, 1)),
+            column=problems[0].column,
+        )
     return hierarchies
+
+
+def missing_hierarchies_error(quasi_identifiers: Sequence[str], input_name: str) -> HierarchyError:
+    """The refusal of a (k, ℓ) run on a table other than Adult's adult.data without hierarchies (exit status 2).
+
+    Adult's shipped hierarchies are used for Adult's file only: applied to another table, a column that happens to be
+    named like one of Adult's (``age``, ``education``, ``sex``) would be generalized along Adult's values. The message
+    says how to make hierarchies for the table (``msa-release hierarchies``) and which setting names them, in the
+    caller's vocabulary (:mod:`pipeline.vocabulary`)."""
+    columns = ",".join(quasi_identifiers)
+    return HierarchyError(
+        f"the (k, ℓ) model generalizes every quasi-identifier along a hierarchy, and none is configured for input "
+        f"{input_name} (Adult's shipped hierarchies serve only Adult's adult.data, never another table whose column "
+        f"names happen to match): make them with `msa-release hierarchies --input {input_name} --quasi-identifiers "
+        f"{columns} --output DIR`, check them, then give {setting_example('hierarchies_dir', 'DIR')}",
+        file=input_name,
+    )
 
 
 def load_available_hierarchies(directory: str | Path, attributes: Sequence[str]) -> dict[str, Hierarchy]:

@@ -10,6 +10,7 @@ import csv
 import difflib
 import gzip
 import hashlib
+import io
 import re
 import stat
 import string
@@ -26,6 +27,7 @@ import pyarrow.compute as pc
 from pipeline.core.values import merge_look_alike_values
 from pipeline.core.mixed_model import RESERVED_COLUMNS, validate_model_columns
 from pipeline.errors import UnusableInputError
+from pipeline.vocabulary import setting, setting_example
 
 __all__ = [
     "DEFAULT_MAX_VALUE_LENGTH",
@@ -34,6 +36,7 @@ __all__ = [
     "LoadedRecords",
     "ValueTooLong",
     "check_ell_feasible",
+    "detect_csv_header",
     "file_sha256",
     "load_records",
     "resolve_input_path",
@@ -105,17 +108,17 @@ def resolve_input_path(path: str | Path) -> Path:
     else:
         resolved = PROJECT_ROOT / candidate
     if resolved.is_dir():
-        raise InputError(f"input {str(path)!r} is a directory; pass a CSV or Parquet file with --input")
+        raise InputError(f"input {str(path)!r} is a directory; pass a CSV or Parquet file with {setting('input_path')}")
     if resolved.exists() and not resolved.is_file():
         # a FIFO would block every read (and the SHA-256 of a stream is not a file's); a device is no table
         raise InputError(
             f"input {str(path)!r} is not a regular file (it is a {_special_file_kind(resolved)}); pass a regular CSV or "
-            "Parquet file with --input (copy a pipe's or a device's content into a file first)"
+            f"Parquet file with {setting('input_path')} (copy a pipe's or a device's content into a file first)"
         )
     if not resolved.is_file():
         raise InputError(
             f"input file {str(path)!r} not found (looked in {Path.cwd()} and {PROJECT_ROOT}); "
-            "pass an existing CSV or Parquet file with --input"
+            f"pass an existing CSV or Parquet file with {setting('input_path')}"
         )
     return resolved.resolve()
 
@@ -163,6 +166,7 @@ def _check_columns(
     *,
     origin: str,
     delimiter: str | None = None,
+    for_model: bool = True,
 ) -> None:
     """Check the configured columns against the file's column names, with hints for the usual mistakes.
 
@@ -181,7 +185,8 @@ def _check_columns(
     names = list(names)
     configured = [*quasi_identifiers, *sensitive_attributes]
     header_may_be_data = origin == "the header row"
-    no_header_hint = "if the file has no header row (its first line is a record), read it with --no-header --column-names a,b,c"
+    no_header_hint = f"if the file has no header row (its first line is a record), read it with {_without_header_example()}"
+    columns_settings = f"{setting('quasi_identifiers')} / {setting('sensitive_attributes')}"
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:
         positions = {n: [k for k, m in enumerate(names, start=1) if m == n] for n in duplicated}
@@ -230,7 +235,7 @@ def _check_columns(
             if found:
                 hints.append(
                     f"the header was read as a single column: is the delimiter {found[0]!r}? "
-                    f"(--delimiter {found[0]!r}; the current one is {delimiter!r})"
+                    f"({setting_example('delimiter', repr(found[0]))}; the current one is {delimiter!r})"
                 )
         if header_may_be_data:
             present = [c for c in dict.fromkeys(configured) if c in names]
@@ -238,16 +243,17 @@ def _check_columns(
                 f"{path}: configured column(s) {missing} are not in the input (the header row has {len(names)} "
                 f"column(s); of the configured ones it names {present if present else 'none'}); "
                 + (" ".join(hints) + " " if hints else "")
-                + f"{no_header_hint}; otherwise fix --quasi-identifiers / --sensitive-attributes, or the file's column "
+                + f"{no_header_hint}; otherwise fix {columns_settings}, or the file's column "
                 "names"
             )
         raise InputError(
             f"{path}: configured column(s) {missing} are not in the input (its columns, from {origin}: {names}); "
             + (" ".join(hints) + " " if hints else "")
-            + "fix --quasi-identifiers / --sensitive-attributes, or the file's column names"
+            + f"fix {columns_settings}, or the file's column names"
         )
     try:
-        validate_model_columns(names, quasi_identifiers, sensitive_attributes)
+        if for_model:  # the publication models' column rules (2 sensitive attributes, …); not for reading columns alone
+            validate_model_columns(names, quasi_identifiers, sensitive_attributes)
     except ValueError as error:
         raise InputError(f"{path}: {error}") from error
     reserved = [c for c in dict.fromkeys(configured) if _fold_case(c) in RESERVED_COLUMNS]
@@ -255,7 +261,7 @@ def _check_columns(
         raise InputError(
             f"{path}: configured column name(s) {reserved} differ from the release contract's reserved name(s) "
             f"{sorted({_fold_case(c) for c in reserved})} only in upper/lower case, and column names are compared "
-            "ignoring case (DuckDB); rename them in the input (or with --column-names)",
+            f"ignoring case (DuckDB); rename them in the input (or with {setting('column_names')})",
             file=str(path),
             column=reserved[0],
         )
@@ -356,16 +362,79 @@ def _csv_header(path: Path, delimiter: str, *, compression: str = "none") -> lis
         ) from error
     except csv.Error as error:
         raise InputError(
-            f"{path}, line 1: the header row cannot be parsed ({error}); check --delimiter and the quoting"
+            f"{path}, line 1: the header row cannot be parsed ({error}); check {setting('delimiter')} and the quoting"
         ) from error
     except (OSError, EOFError) as error:  # a truncated or corrupt gzip stream
         raise InputError(f"{path}: cannot be decompressed ({error}); check that the gzip file is complete") from error
     if not header:
         raise InputError(
             f"{path}: the first line is blank, so there is no header row; remove the blank line, or use "
-            "--no-header --column-names a,b,c for a file without header"
+            f"{_without_header_example()} for a file without header"
         )
     return [name.strip() or f"column{k}" for k, name in enumerate(header, start=1)]
+
+
+#: Bytes of a CSV file's beginning that :func:`detect_csv_header` looks at.
+HEADER_SAMPLE_BYTES = 64 * 1024
+
+
+def detect_csv_header(path: str | Path, delimiter: str = ",", *, expected_columns: Sequence[str] = ()) -> bool:
+    """Whether a CSV file's first row is a header row (the setting ``csv_header`` left unset for an input other than
+    Adult's headerless ``adult.data``).
+
+    Decided on the first 64 KiB (decompressed for gzip): a header when the first row names every column of
+    ``expected_columns`` (the configured quasi-identifiers and sensitive attributes, each a cell of the row, after
+    stripping), else Python's :meth:`csv.Sniffer.has_header` on that sample (a header when, in most columns whose
+    values share a type or a length, the first row's cell does not). A file of text columns of varying lengths
+    gives the sniffer nothing to vote on: it says "no header", and the reader then asks for the column names.
+
+    Parameters
+    ----------
+    path
+        The CSV file (resolved, readable).
+    delimiter
+        Its field separator.
+    expected_columns
+        Column names the run will read.
+
+    Raises
+    ------
+    InputError
+        The file cannot be read or decompressed (the same messages as the reader's).
+    """
+    path = Path(path)
+    compression = _csv_compression(path)
+    try:
+        opened = (
+            gzip.open(path, "rt", newline="", encoding="utf-8-sig", errors="replace")
+            if compression == "gzip"
+            else path.open(newline="", encoding="utf-8-sig", errors="replace")
+        )
+        with opened as handle:
+            sample = handle.read(HEADER_SAMPLE_BYTES)
+    except (OSError, EOFError) as error:
+        raise InputError(f"{path}: cannot be read ({error}); check that the file is complete and readable") from error
+    lines = sample.splitlines(keepends=True)
+    if len(lines) > 1 and not sample.endswith(("\n", "\r")):
+        sample = "".join(lines[:-1])  # the last line of the sample may be cut
+    try:
+        first = next(csv.reader(io.StringIO(sample), delimiter=delimiter, quotechar='"', doublequote=True), [])
+    except csv.Error:
+        return False
+    cells = {cell.strip() for cell in first}
+    if expected_columns and set(expected_columns) <= cells:
+        return True
+    try:
+        return bool(csv.Sniffer().has_header(sample))
+    except csv.Error:
+        return False
+
+
+def _without_header_example() -> str:
+    """How to read a file without header row, in the vocabulary of the caller (:mod:`pipeline.vocabulary`):
+    ``--no-header --column-names a,b,c`` or ``csv_header: false`` and ``column_names: [a, b, c]``."""
+    header, names = setting_example("csv_header", False), setting_example("column_names", ["a", "b", "c"])
+    return f"{header} {names}" if header.startswith("--") else f"{header} and {names}"
 
 
 def _csv_error(path: Path, error: duckdb.Error) -> InputError:
@@ -378,7 +447,7 @@ def _csv_error(path: Path, error: duckdb.Error) -> InputError:
     lowered = text.lower()
     if ragged:
         return InputError(
-            f"{where}: the row has {ragged.group(2)} fields but the header (or --column-names) has {ragged.group(1)}; "
+            f"{where}: the row has {ragged.group(2)} fields but the header (or {setting('column_names')}) has {ragged.group(1)}; "
             "every row must have the same number of fields: fix the row, or quote a value that contains the "
             'delimiter ("a,b")'
         )
@@ -396,7 +465,7 @@ def _csv_error(path: Path, error: duckdb.Error) -> InputError:
         return InputError(
             f"{where}: the CSV parser stopped in an invalid state, usually a carriage return (CR) or line break inside "
             "an unquoted value, or line endings mixed within the file; quote values that hold line breaks, or "
-            "normalise the line endings (e.g. dos2unix), and check --delimiter"
+            f"normalise the line endings (e.g. dos2unix), and check {setting('delimiter')}"
         )
     if "maximum line size" in lowered:
         return InputError(
@@ -404,7 +473,8 @@ def _csv_error(path: Path, error: duckdb.Error) -> InputError:
             "quote swallows the rest of the file) or shorten the values"
         )
     first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
-    return InputError(f"{where}: cannot be read as CSV ({first}); check --delimiter, --header/--no-header and the quoting")
+    header = "--header/--no-header" if setting("csv_header") == "--header" else setting("csv_header")
+    return InputError(f"{where}: cannot be read as CSV ({first}); check {setting('delimiter')}, {header} and the quoting")
 
 
 def _connection() -> duckdb.DuckDBPyConnection:
@@ -425,20 +495,22 @@ def _read_csv(
     quasi_identifiers: Sequence[str],
     sensitive_attributes: Sequence[str],
     max_value_length: int | None,
+    for_model: bool = True,
 ) -> pd.DataFrame:
     """The configured columns of a CSV file as categorical text (NaN = SQL NULL), read with the
     dialect given, not sniffed: DuckDB's sniffer can take a ragged file's last row for its header
     and return no record. Every row is still parsed, so a ragged row anywhere is refused."""
     compression = _csv_compression(path)
     if column_names:
-        names, origin = list(column_names), "--column-names"
+        names, origin = list(column_names), setting("column_names")
     elif csv_header:
         names, origin = _csv_header(path, delimiter, compression=compression), "the header row"
     else:
         raise InputError(
-            f"{path}: a CSV without a header row needs the column names (--column-names a,b,c or config column_names)"
+            f"{path}: a CSV without a header row needs the column names ({setting_example('column_names', ['a', 'b', 'c'])}"
+            f"), or {setting_example('csv_header', True)} if its first row names the columns"
         )
-    _check_columns(path, names, quasi_identifiers, sensitive_attributes, origin=origin, delimiter=delimiter)
+    _check_columns(path, names, quasi_identifiers, sensitive_attributes, origin=origin, delimiter=delimiter, for_model=for_model)
     options: dict[str, object] = {
         "header": csv_header,
         "delim": delimiter,
@@ -509,7 +581,7 @@ def _check_value_lengths(table: pa.Table, path: Path, *, max_value_length: int |
             f"{where}: column {name!r} holds a value longer than max_value_length = {max_value_length} bytes (UTF-8) "
             f"({count} such value(s) in the column, the longest {longest} bytes); values this long are refused when "
             f"the input is read: shorten or remove them, leave the column out, or raise the limit "
-            f"(--max-value-length {longest}, setting max_value_length)",
+            f"({setting_example('max_value_length', str(longest))})",
             file=str(path),
             column=name,
         )
@@ -526,6 +598,7 @@ def _read_parquet(
     quasi_identifiers: Sequence[str],
     sensitive_attributes: Sequence[str],
     max_value_length: int | None,
+    for_model: bool = True,
 ) -> pd.DataFrame:
     """The configured columns of a Parquet file as categorical text, cast by DuckDB (an integer
     column with NULLs stays ``"39"``, not ``"39.0"``; a floating-point NaN is missing, like a NULL, not the text
@@ -538,7 +611,7 @@ def _read_parquet(
         except duckdb.Error as error:
             first = str(error).strip().splitlines()[0]
             raise InputError(
-                f"{path}: cannot be read as Parquet ({first}); pass a valid Parquet file, or --input-format csv "
+                f"{path}: cannot be read as Parquet ({first}); pass a valid Parquet file, or {setting_example('input_format', 'csv')} "
                 "if it is a CSV file"
             ) from error
         stored = list(relation.columns)
@@ -548,12 +621,12 @@ def _read_parquet(
             if len(column_names) != len(stored):
                 raise InputError(
                     f"{path}: {len(column_names)} column names given but the Parquet file has {len(stored)} columns "
-                    f"({written}); give one name per column, or leave --column-names out to use the file's names"
+                    f"({written}); give one name per column, or leave {setting('column_names')} out to use the file's names"
                 )
-            names, origin = list(column_names), "--column-names"
+            names, origin = list(column_names), setting("column_names")
         else:
             names, origin = written, "the Parquet schema"
-        _check_columns(path, names, quasi_identifiers, sensitive_attributes, origin=origin)
+        _check_columns(path, names, quasi_identifiers, sensitive_attributes, origin=origin, for_model=for_model)
         configured = {*quasi_identifiers, *sensitive_attributes}
         nested = [(n, str(t)) for n, t in zip(names, relation.types) if n in configured and t.id in NESTED_TYPE_IDS]
         if nested:
@@ -617,6 +690,7 @@ def _read(
     quasi_identifiers: Sequence[str],
     sensitive_attributes: Sequence[str],
     max_value_length: int | None,
+    for_model: bool = True,
 ) -> pd.DataFrame:
     """The configured columns as categorical text columns (one dictionary per column); NaN = SQL NULL."""
     if input_format == "parquet":
@@ -626,6 +700,7 @@ def _read(
             quasi_identifiers=quasi_identifiers,
             sensitive_attributes=sensitive_attributes,
             max_value_length=max_value_length,
+            for_model=for_model,
         )
     if input_format != "csv":
         raise InputError(f"unknown input format {input_format!r}; use 'csv', 'parquet' or 'auto'")
@@ -637,6 +712,7 @@ def _read(
         quasi_identifiers=quasi_identifiers,
         sensitive_attributes=sensitive_attributes,
         max_value_length=max_value_length,
+        for_model=for_model,
     )
 
 
@@ -700,7 +776,7 @@ def check_ell_feasible(
         raise InfeasibleInput(
             f"{source}: {n} record(s) remain after the missing-value policy ({n_input} read, {n_input - n} dropped for a "
             f"missing sensitive value), fewer than ℓ = {ell}: no group of ℓ records with distinct sensitive values can "
-            "be formed; add records or lower --ell (at least 2)"
+            f"be formed; add records or lower {setting('ell')} (at least 2)"
         )
     distinct = {a: int(records[a].nunique()) for a in sensitive_attributes}
     constant = [a for a, count in distinct.items() if count == 1]
@@ -709,7 +785,7 @@ def check_ell_feasible(
             f"{source}: sensitive attribute(s) {constant} have the same value in all {n} records (after the "
             "missing-value policy): a constant sensitive attribute is known for everyone, since whoever learns the one "
             "value (from a single released record, or from knowing the table's subject) knows every person's value, "
-            "and no grouping can make it ℓ-diverse; nothing is published. Remove it from --sensitive-attributes and "
+            f"and no grouping can make it ℓ-diverse; nothing is published. Remove it from {setting('sensitive_attributes')} and "
             "keep it out of the release (publishing it discloses it for everyone), or check its missing-value tokens "
             "and the column choice",
             column=constant[0],
@@ -719,8 +795,8 @@ def check_ell_feasible(
         listed = ", ".join(f"{a!r} ({count} distinct values)" for a, count in short.items())
         raise InfeasibleInput(
             f"{source}: ℓ = {ell} is larger than the number of distinct values of sensitive attribute(s) {listed}; every "
-            f"group and SID needs ℓ distinct values of every sensitive attribute: lower --ell to at most "
-            f"{min(short.values())}, or remove these attributes from --sensitive-attributes",
+            f"group and SID needs ℓ distinct values of every sensitive attribute: lower {setting('ell')} to at most "
+            f"{min(short.values())}, or remove these attributes from {setting('sensitive_attributes')}",
             column=next(iter(short)),
         )
 
@@ -738,6 +814,7 @@ def load_records(
     missing_value_tokens: Sequence[str] = ("", "NULL", "?"),
     ell: int | None = None,
     max_value_length: int | None = DEFAULT_MAX_VALUE_LENGTH,
+    for_model: bool = True,
 ) -> LoadedRecords:
     """Read the input table and apply the missing-value policy.
 
@@ -765,6 +842,10 @@ def load_records(
     max_value_length
         Longest accepted value of a configured column, in bytes of UTF-8 (before stripping); a longer
         one is refused (:class:`ValueTooLong`) before any per-value work. None: no limit.
+    for_model
+        False reads the configured columns without the publication models' column rules (at least 2
+        sensitive attributes, none also a quasi-identifier): ``msa-release hierarchies`` reads the
+        quasi-identifiers alone (``sensitive_attributes`` empty: no record is dropped).
 
     Returns
     -------
@@ -810,6 +891,7 @@ def load_records(
         quasi_identifiers=quasi_identifiers,
         sensitive_attributes=sensitive_attributes,
         max_value_length=max_value_length,
+        for_model=for_model,
     )
     after = _file_state(resolved)
     if after != before:
@@ -866,8 +948,8 @@ def load_records(
         raise InputError(
             f"{resolved}: all {n_input} records have a missing value in a sensitive attribute (missing values per "
             f"attribute: {per_attribute}; missing-value tokens {sorted(tokens)} and SQL NULL), so the missing-value "
-            "policy drops every record and nothing can be published; check the --sensitive-attributes columns and "
-            "--missing-tokens (a token may match real values)"
+            f"policy drops every record and nothing can be published; check the {setting('sensitive_attributes')} columns "
+            f"and {setting('missing_value_tokens')} (a token may match real values)"
         )
     if ell is not None:
         check_ell_feasible(records, sensitive_attributes, ell=ell, source=str(resolved), n_input=n_input)

@@ -115,13 +115,17 @@ class KLModel:
         Raises
         ------
         pipeline.core.hierarchies.HierarchyError
-            A file missing or malformed, or a value of the data absent from its hierarchy (named by column and
-            line, never by value).
+            No hierarchies for a table other than Adult's adult.data (:func:`pipeline.core.hierarchies.
+            missing_hierarchies_error`); a file missing or malformed, or a value of the data absent from its
+            hierarchy (named by column and line, never by value).
         """
-        from pipeline.core.hierarchies import load_hierarchies
+        from pipeline.core.hierarchies import load_hierarchies, missing_hierarchies_error
 
+        directory = settings.hierarchies_path()
+        if directory is None:
+            raise missing_hierarchies_error(settings.quasi_identifiers, Path(settings.input_path).name)
         load_hierarchies(
-            settings.hierarchies_path(),
+            directory,
             settings.quasi_identifiers,
             data_values={a: records[a] for a in settings.quasi_identifiers},
             data_source=f"input {settings.input_path}",
@@ -146,7 +150,7 @@ class KLModel:
             kl_method=str(settings.kl_method),
             max_block_size=int(settings.max_block_size),
             generalization_weights={name: float(configured.get(name, 1.0)) for name in quasi_identifiers},
-            hierarchies_dir=str(settings.hierarchies_dir),
+            hierarchies_dir=str(settings.hierarchies_path() or settings.hierarchies_dir),
             posterior_slack=float(settings.posterior_slack),
         )
         unknown = sorted(set(configured) - set(quasi_identifiers))

@@ -82,7 +82,8 @@ class MixedParameters:
     private_baseline_max_records
         Largest table whose private Rating baseline report.html shows.
     hierarchies_path
-        The hierarchy folder, resolved (qi_aware generalization).
+        The hierarchy folder, resolved (qi_aware generalization); None when there is none (a table other than
+        Adult's adult.data without ``hierarchies_dir``): every quasi-identifier is then generalized to ``*`` only.
     """
 
     quasi_identifiers: tuple[str, ...]
@@ -100,7 +101,7 @@ class MixedParameters:
     posterior_slack: float
     posterior_gate: str
     private_baseline_max_records: int
-    hierarchies_path: Path
+    hierarchies_path: Path | None
 
     @property
     def qi_aware(self) -> bool:
@@ -169,7 +170,7 @@ class MixedModel:
             posterior_slack=float(settings.posterior_slack),
             posterior_gate=str(settings.posterior_gate),
             private_baseline_max_records=int(settings.private_baseline_max_records),
-            hierarchies_path=Path(settings.hierarchies_path()),
+            hierarchies_path=settings.hierarchies_path(),
         )
 
     # ------------------------------------------------------------------ build
@@ -242,8 +243,8 @@ class MixedModel:
             secret=secret,
             generalize=self.publishes_sac and parameters.qi_aware,
             hierarchies=load_available_hierarchies(parameters.hierarchies_path, parameters.quasi_identifiers)
-            if parameters.qi_aware
-            else None,
+            if parameters.qi_aware and parameters.hierarchies_path is not None
+            else ({} if parameters.qi_aware else None),
             attribute_table_labels=ir_left if "stratum" in ir_left.columns else None,
         )
 
@@ -322,6 +323,7 @@ class MixedModel:
             "n_attribute_table": len(attribute_table),
             "n_deleted": len(deleted),
             "n_suppressed_cells": int(attribute_table[list(parameters.sensitive_attributes)].isna().sum().sum()),
+            "hierarchies": quasi_identifier_hierarchies(parameters) if parameters.qi_aware else None,
         }
 
     def report_data(
@@ -480,6 +482,37 @@ class MixedModel:
         return render_summary(manifest, path, elapsed)
 
 
+def quasi_identifier_hierarchies(parameters: MixedParameters) -> dict[str, Any]:
+    """The manifest's ``hierarchies`` of a qi_aware mixed or Rating release: which hierarchy folder the grouping
+    generalized along (its base name, never a path: the manifest is published; None when there is none) and the
+    quasi-identifiers it had no hierarchy for, which a group or stratum whose members differ publishes as ``*``."""
+    from pipeline.core.hierarchies import find_hierarchy_file
+
+    directory = parameters.hierarchies_path
+    found = directory is not None and directory.is_dir()
+    return {
+        "directory": directory.name if directory is not None and found else None,
+        "generalized_to_root_only": [
+            name
+            for name in parameters.quasi_identifiers
+            if not found or find_hierarchy_file(directory, name) is None  # type: ignore[arg-type]
+        ],
+    }
+
+
+def hierarchies_line(manifest: Mapping[str, Any]) -> list[str]:
+    """The summary's line about quasi-identifiers without a hierarchy (a qi_aware release), or none."""
+    hierarchies = manifest.get("hierarchies")
+    if not isinstance(hierarchies, Mapping) or not hierarchies.get("generalized_to_root_only"):
+        return []
+    names = ", ".join(hierarchies["generalized_to_root_only"])
+    where = f"in {hierarchies['directory']}" if hierarchies.get("directory") else "(no hierarchies_dir / --hierarchies)"
+    return [
+        f"  hierarchies    none {where} for {names}: a group or stratum whose members differ there publishes '*' "
+        "(make hierarchies with: msa-release hierarchies)"
+    ]
+
+
 def render_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -> str:
     """One screen of text about a published mixed or Rating release (from its manifest)."""
     from pipeline.reporting.formatting import format_figure
@@ -498,6 +531,7 @@ def render_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -> s
         f"                 {manifest['n_sac_released']} in SAC~, {manifest['n_attribute_table']} in the attribute table, "
         f"{manifest['n_deleted']} deleted",
         f"  suppressed     {manifest['n_suppressed_cells']} attribute-table cells",
+        *hierarchies_line(manifest),
     ]
     observed = {g["name"]: g.get("observed", {}) for g in gates}
     rules = observed.get("rule_confidence_preserved", {})

@@ -633,7 +633,12 @@ def test_attack_asset_materializes_with_numeric_metadata_and_figures(tmp_path):
     result = dg.materialize(
         dg.load_assets_from_modules([ingest, attack_assets]),
         resources={
-            "settings": ReleaseSettings(input_path=str(tmp_path / "adult_800.csv"), csv_header=True, column_names=[]),
+            "settings": ReleaseSettings(
+                input_path=str(tmp_path / "adult_800.csv"),
+                csv_header=True,
+                column_names=[],
+                hierarchies_dir="data/adult/hierarchies",  # a sample of Adult is another file (issue 15)
+            ),
             "io_manager": WarehouseIOManager(database=str(tmp_path / "warehouse.duckdb")),
             "store": ReleaseStore(home=str(tmp_path / "home")),
         },

@@ -222,6 +222,8 @@ def published_release(environment) -> Path:
         "sex,race,marital-status,native-country,workclass",
         "--sensitive-attributes",
         "education,occupation,age,relationship",
+        "--hierarchies",  # a copy of Adult is another file: Adult's hierarchies are named, never implied (issue 15)
+        "data/adult/hierarchies",
         # the default configuration: every gate passes, the posterior gate blocking (issue 12)
     ]
     log = base / "msa-release-run.log"
@@ -555,3 +557,41 @@ def test_report_html_renders_its_figures(browser, published_release):
     remote = [name for name in fetched if re.match(r"(https?|wss?|ftp):", name)]
     assert not remote, f"report.html loads resources over the network: {remote}"
     _screenshot(browser, "report_html.png", full_page=True)
+
+
+#: Every (k, ℓ) setting the kl_release launchpad's scaffold must show (issue 15: "a full scaffold for kl_release").
+KL_SCAFFOLD_KEYS = ["k", "hierarchies_dir", "kl_method", "max_block_size", "generalization_weights", "posterior_slack"]
+
+
+def test_kl_release_launchpad_scaffolds_every_kl_setting(dagster_ui, browser):
+    """The kl_release launchpad: after "Scaffold all default config" (when the editor does not already hold the
+    defaults) the editor's run config holds every (k, ℓ) setting with its default and ``model: kl``."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(dagster_ui + "/locations/msa_release/jobs/kl_release/playground")
+    editor_value = (
+        "const e = document.querySelector('.CodeMirror');"
+        "return e && e.CodeMirror ? e.CodeMirror.getValue() : (e ? e.innerText : null)"
+    )
+    _wait_for(browser, lambda _lines: browser.execute_script(editor_value) is not None, "the launchpad's config editor")
+    buttons = browser.find_elements(By.XPATH, "//button[contains(., 'Scaffold all default config')]")
+    if buttons and buttons[0].is_enabled():
+        buttons[0].click()
+        confirm = _wait_for(
+            browser,
+            lambda _lines: [
+                b for b in browser.find_elements(By.XPATH, "//button[normalize-space(.)='Confirm']") if b.is_displayed()
+            ],
+            "the scaffold's confirmation dialog",
+        )
+        confirm[0].click()
+    text = _wait_for(
+        browser,
+        lambda _lines: (value := browser.execute_script(editor_value)) and "max_block_size" in value and value,
+        "the scaffolded kl settings in the editor",
+    )
+    for key in KL_SCAFFOLD_KEYS:
+        assert re.search(rf"^\s*{key}:", text, re.MULTILINE), f"{key} is not in the scaffold:\n{text}"
+    assert re.search(r"^\s*model: kl\s*$", text, re.MULTILINE) and re.search(r"^\s*k: 3\s*$", text, re.MULTILINE), text
+    assert not re.search(r"^\s*(seed|min_confidence):", text, re.MULTILINE), text  # the mixed model's settings are not
+    _screenshot(browser, "kl_release_launchpad_scaffold.png")

@@ -166,9 +166,11 @@ def loaded_records(csv: Path) -> pd.DataFrame:
 def test_settings_defaults_and_kl_fields():
     settings = ReleaseSettings()
     assert settings.model == "mixed" and settings.ell == 3 and settings.min_confidence == 0.8 and settings.seed == 0
-    assert (settings.k, settings.hierarchies_dir, settings.generalization_weights) == (3, "data/adult/hierarchies", {})
+    assert (settings.k, settings.hierarchies_dir, settings.generalization_weights) == (3, "", {})
     assert (settings.kl_method, settings.max_block_size) == ("blocked", 256)
+    # empty hierarchies_dir: Adult's hierarchies for Adult's adult.data (the default input), none for another table
     assert settings.hierarchies_path() == (Path(__file__).resolve().parents[2] / "data" / "adult" / "hierarchies")
+    assert ReleaseSettings(input_path="elsewhere/adult.data").hierarchies_path() is None
     assert settings.effective_generalization_weights() == {a: 1.0 for a in settings.quasi_identifiers}
     assert ReleaseSettings(model="kl", generalization_weights={"sex": 2.5}).effective_generalization_weights()["sex"] == 2.5
     # k is only checked against ℓ for the (k, ℓ) model

@@ -11,6 +11,7 @@ import pytest
 
 from pipeline.definitions import ASSETS, RELEASE_JOB_SELECTION, build_definitions
 from pipeline.release.publish import read_latest
+from pipeline.resources import ADULT_COLUMNS
 from pipeline.models import job_of_model
 from tests.jobs import run_job
 from tests.conftest import example_frame, example_quasi_identifiers
@@ -287,7 +288,15 @@ def test_order_gate_refuses_the_input_order_release_and_passes_the_keyed_one(adu
     """Issue 12, item 1: SPEC's reference Rating (SIDs numbered in creation order, filled first-in-first-out in
     input order) is the deliberately leaky candidate; the order gate blocks it and nothing is published. The
     default (home-secret) release of the same records passes."""
-    base = {"input_path": str(adult_slice_csv), "model": model, "allow_disclosure": model == "rating"}
+    base = {
+        "input_path": str(adult_slice_csv),
+        # a slice of Adult is another file: its reading and hierarchies are named, never implied (issue 15)
+        "csv_header": False,
+        "column_names": ADULT_COLUMNS,
+        "hierarchies_dir": "data/adult/hierarchies",
+        "model": model,
+        "allow_disclosure": model == "rating",
+    }
     leaky = _run(tmp_path / "leaky", {**base, "randomness": "spec-reference"})
     assert not leaky.success
     evaluations = {e.check_name: e for e in leaky.get_asset_check_evaluations()}

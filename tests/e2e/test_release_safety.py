@@ -64,6 +64,7 @@ def settings_config(input_path: Path, **overrides) -> dict:
         "quasi_identifiers": QUASI_IDENTIFIERS,
         "sensitive_attributes": SENSITIVE_ATTRIBUTES,
         "confidence_tolerance": TOLERANCE,
+        "hierarchies_dir": "data/adult/hierarchies",  # a sample of Adult is another file: named, never implied
         "posterior_gate": "warn",  # Adult samples fail the posterior gate (P1 grouping; docs/posterior.md); these tests are about other things
         **overrides,
     }
@@ -82,6 +83,8 @@ def cli_args(input_path: Path, home: Path, *extra: str) -> list[str]:
         str(TOLERANCE),
         "--posterior-gate",
         "warn",  # Adult samples fail the posterior gate (P1 grouping; docs/posterior.md); these tests are about other things
+        "--hierarchies",
+        "data/adult/hierarchies",
         "--home",
         str(home),
         *extra,

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.io.loading import InfeasibleInput, InputError, load_records
+from pipeline.vocabulary import COMMAND_LINE, speaking
 
 ROWS = "q,a,b\n1,x,p\n2,y,q\n3,z,r\n"
 
@@ -173,21 +174,30 @@ def test_parquet_case_duplicate_columns_are_refused_naming_them(tmp_path):
 
 
 def test_csv_header_case_duplicates_give_positions_and_the_no_header_hint(tmp_path):
+    """The hint names the command line's options under ``msa-release`` and the run config's keys otherwise (a run
+    launched from the Dagster launchpad or the inbox: issue 15, "errors in config-key vocabulary")."""
     path = tmp_path / "case.csv"
     path.write_text("q,a,b,QQX,qqx\n1,x,p,1,2\n2,y,q,3,4\n")
-    with pytest.raises(InputError) as refused:
+    with speaking(COMMAND_LINE), pytest.raises(InputError) as refused:
         load(path)
     message = str(refused.value)
     assert "differ only in upper/lower case at 1-based positions [[4, 5]]" in message
     assert "--no-header --column-names" in message
+    with pytest.raises(InputError) as in_run_config:  # the default vocabulary: the run config's
+        load(path)
+    assert "`csv_header: false` and `column_names: [a, b, c]`" in str(in_run_config.value)
+    assert "--" not in str(in_run_config.value).replace(str(path), "")
     assert "QQX" not in message and "qqx" not in message  # a header row may be a record: its cells are not quoted
 
 
 def test_column_names_option_case_duplicates_are_refused(tmp_path):
     path = tmp_path / "headerless.csv"
     path.write_text("1,x,p,0\n2,y,q,0\n")
-    with pytest.raises(
-        InputError, match=r"--column-names has column names that differ only in upper/lower case: \[\['b', 'B'\]\]"
+    with (
+        speaking(COMMAND_LINE),
+        pytest.raises(
+            InputError, match=r"--column-names has column names that differ only in upper/lower case: \[\['b', 'B'\]\]"
+        ),
     ):
         load(path, csv_header=False, column_names=["q", "a", "b", "B"])
 
@@ -207,7 +217,7 @@ def test_non_ascii_case_variants_are_distinct_names(tmp_path):
 def test_a_constant_sensitive_attribute_is_refused_as_known_for_everyone(tmp_path):
     path = tmp_path / "constant.csv"
     path.write_text("q,a,b\n1,x,HIV\n2,y,HIV\n3,z,HIV\n4,w,?\n")
-    with pytest.raises(InfeasibleInput) as refused:
+    with speaking(COMMAND_LINE), pytest.raises(InfeasibleInput) as refused:
         load(path, ell=2)
     message = str(refused.value)
     assert "['b'] have the same value in all 3 records" in message
