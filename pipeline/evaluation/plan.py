@@ -59,7 +59,15 @@ def _records_for_rating(
         ell=parameters.ell,
         residual_policy=parameters.residual_policy,
         grouping=parameters.grouping,
-        hierarchies=load_available_hierarchies(parameters.hierarchies_path, parameters.quasi_identifiers) if stratified else None,
+        hierarchies=(
+            (
+                load_available_hierarchies(parameters.hierarchies_path, parameters.quasi_identifiers)
+                if parameters.hierarchies_path is not None
+                else {}  # no hierarchies (a table other than Adult's file): quasi-identifiers generalize to '*'
+            )
+            if stratified
+            else None
+        ),
         secret=secret,
         stratum_deletion_budget=parameters.stratum_deletion_budget,
     )
