@@ -682,9 +682,12 @@ def write_profile_sidecar(result, home: Path, output: str | None, *, started: fl
 def report_step_failures(result) -> None:
     """Echo to stderr, for a failed run (``dagster.ExecuteInProcessResult``), each failed step and its error message
     (the messages of this project never hold an input value; :func:`pipeline.failures.step_failures`)."""
+    from pipeline.core.diagnosis import REFUSAL_ERROR_CLASS
     from pipeline.failures import step_failures
 
     for failure in step_failures(result):
+        if failure.metadata.get("error_class") == REFUSAL_ERROR_CLASS:  # printed as the refusal diagnosis
+            continue
         click.echo(f"  step {failure.step} failed: {failure.message}", err=True)
 
 
@@ -787,13 +790,58 @@ GATE_FAILURE_EXPLANATIONS = {
 }
 
 
-def gate_failure_explanations(gates) -> list[str]:
-    """One explanation per failed gate that has one (``GATE_FAILURE_EXPLANATIONS``)."""
+def gate_failure_explanations(gates, *, diagnosed: bool = False) -> list[str]:
+    """One explanation per failed gate that has one (``GATE_FAILURE_EXPLANATIONS``); with ``diagnosed`` (the refusal
+    diagnosis was printed: :func:`print_refusal_diagnosis`) none for the data-loss gates, whose diagnosis says it."""
+    from pipeline.core.diagnosis import DATA_LOSS_GATES
+
     return [
         GATE_FAILURE_EXPLANATIONS[evaluation.check_name]
         for evaluation in gates
-        if not evaluation.passed and evaluation.check_name in GATE_FAILURE_EXPLANATIONS
+        if not evaluation.passed
+        and evaluation.check_name in GATE_FAILURE_EXPLANATIONS
+        and not (diagnosed and evaluation.check_name in DATA_LOSS_GATES)
     ]
+
+
+#: Metadata of a gate that the CLI's gate line leaves out: GX's per-expectation details (report.html shows them), the
+#: refusal diagnosis and its page (printed as the "why" block, :func:`print_refusal_diagnosis`).
+GATE_LINE_OMITS = frozenset({"gx_expectations", "diagnosis", "refusal_report"})
+
+
+def refusal_diagnoses(gates) -> list[tuple[object, str | None]]:
+    """``(Diagnosis, refusal.html path or None)`` of every failed data-loss gate (``DATA_LOSS_GATES``, by name: the
+    utility gate included) whose check result carries one (metadata ``diagnosis``, :mod:`checks.refusal`)."""
+    from pipeline.core.diagnosis import DATA_LOSS_GATES, Diagnosis
+
+    found = []
+    for evaluation in gates:
+        if evaluation.passed or evaluation.check_name not in DATA_LOSS_GATES or "diagnosis" not in evaluation.metadata:
+            continue
+        try:
+            diagnosis = Diagnosis.from_dict(evaluation.metadata["diagnosis"].value)
+        except (KeyError, TypeError, ValueError):
+            continue
+        path = evaluation.metadata.get("refusal_report")
+        found.append((diagnosis, str(path.value) if path is not None else None))
+    return found
+
+
+def print_refusal_diagnosis(gates) -> bool:
+    """Echo to stderr, after the gate lines, why a data-loss gate refused the release and the numbered options
+    (:func:`pipeline.core.diagnosis.diagnosis_lines`, in command-line vocabulary), and the path of refusal.html;
+    True if a diagnosis was printed (one: the first failed data-loss gate's; the others name the same loss)."""
+    from pipeline.core.diagnosis import diagnosis_lines
+
+    diagnoses = refusal_diagnoses(gates)
+    if not diagnoses:
+        return False
+    diagnosis, path = diagnoses[0]
+    for line in diagnosis_lines(diagnosis, "cli"):  # type: ignore[arg-type]
+        click.echo(f"  {line}", err=True)
+    if path is not None:
+        click.echo(f"  refusal: {path}", err=True)
+    return True
 
 
 #: errno values of a machine that cannot write: no space left; permission denied, not permitted, read-only.

@@ -37,6 +37,7 @@ from pipeline.core.rules import exact_fraction
 
 __all__ = [
     "DATA_LOSS_GATES",
+    "REFUSAL_ERROR_CLASS",
     "CandidateLoss",
     "Diagnosis",
     "DiagnosisSettings",
@@ -47,11 +48,17 @@ __all__ = [
     "diagnosis_lines",
     "diagnosis_paragraph",
     "forced_deletions",
+    "option_change",
+    "option_text",
     "setting_name",
 ]
 
 #: The gates whose failure means "too much would be lost" (the utility gate is issue 15's, by name).
 DATA_LOSS_GATES = ("rule_confidence_preserved", "utility_within_thresholds")
+
+#: ``error_class`` of the step failure that carries a refusal for data loss (``checks.refusal``; the CLI prints the
+#: diagnosis instead of the failure).
+REFUSAL_ERROR_CLASS = "ReleaseRefused"
 
 #: How many rules, dominant values and options a diagnosis names (the largest first).
 MAX_RULES = 5
@@ -407,13 +414,15 @@ def diagnose(
                     forced_deletions=codes.forced(rest, ell),
                 )
             )
+        # worth naming: fewer forced deletions, or at least a tenth fewer rule holders
+        drops = [o for o in drops if (o.forced_deletions or 0) < forced or (o.rule_holders or 0) * 10 <= holders * 9]
         drops.sort(key=lambda o: (o.forced_deletions or 0, o.rule_holders or 0))
         for option in drops[:MAX_DROP_OPTIONS]:
             options.append(
                 Option(
                     **{
                         **asdict(option),
-                        "effect": _effect(option, holders, forced, n, f"without `{option.value}`"),
+                        "effect": _effect(option, holders, forced, n),
                     }
                 )
             )
@@ -450,7 +459,7 @@ def diagnose(
                 strong_rules=len(kept),
                 forced_deletions=forced,
             )
-            options.append(Option(**{**asdict(option), "effect": _effect(option, holders, forced, n, "")}))
+            options.append(Option(**{**asdict(option), "effect": _effect(option, holders, forced, n)}))
         if highest > 1:
             options.append(
                 Option(
@@ -539,7 +548,7 @@ def _forced_text(forced_then: int, forced_now: int, n: int) -> str:
     return f"a dominant value forces at least {forced_then:,} deletions ({_percent(forced_then / n if n else 0.0)}){now}"
 
 
-def _effect(option: Option, holders_now: int, forced_now: int, n: int, prefix: str) -> str:
+def _effect(option: Option, holders_now: int, forced_now: int, n: int) -> str:
     """The predicted effect of a drop or min_confidence option in words."""
     holders = option.rule_holders or 0
     parts = [
@@ -549,8 +558,7 @@ def _effect(option: Option, holders_now: int, forced_now: int, n: int, prefix: s
     if option.strong_rules == 0:
         parts.append("rule_confidence_preserved then has no rule to check")
     parts.append(_forced_text(option.forced_deletions or 0, forced_now, n))
-    text = "; ".join(parts)
-    return f"{prefix}: {text}" if prefix else text
+    return "; ".join(parts)
 
 
 #: How each setting is named: by its config key (Dagster UI, run config) or by its command-line option.
@@ -564,20 +572,26 @@ def setting_name(setting: str, vocabulary: str) -> str:
     return f"`{setting}`"
 
 
-def _option_text(option: Option, vocabulary: str) -> str:
+def option_change(option: Option, vocabulary: str) -> str:
+    """What an option changes, in ``vocabulary`` (see :func:`setting_name`), e.g. ``--min-confidence 0.94`` or
+    `` `min_confidence` ≥ 0.94 ``; empty for a note (``available`` False)."""
     name = setting_name(option.setting, vocabulary)
     if not option.available:
-        return option.effect
+        return ""
     if option.setting == "sensitive_attributes":
-        change = f"drop sensitive attribute `{option.value}` ({name} without it)"
-        return f"{change}: {option.effect.split(': ', 1)[-1]}"
-    if option.setting == "ell":
+        return f"drop sensitive attribute `{option.value}` ({name} without it)"
+    if option.setting == "ell" or vocabulary == "cli":
         change = f"{name} {option.value}" if vocabulary == "cli" else f"{name} = {option.value}"
     else:
-        change = f"{name} {option.value}" if vocabulary == "cli" else f"{name} ≥ {option.value}"
-    if option.last_resort:
-        change = f"last resort, {change}"
-    return f"{change}: {option.effect}"
+        change = f"{name} ≥ {option.value}"
+    return f"last resort, {change}" if option.last_resort else change
+
+
+def option_text(option: Option, vocabulary: str) -> str:
+    """An option in one line: its change (:func:`option_change`) and its predicted effect, or the note itself."""
+    if not option.available:
+        return option.effect
+    return f"{option_change(option, vocabulary)}: {option.effect}"
 
 
 def _loss_text(diagnosis: Diagnosis) -> str:
@@ -632,9 +646,9 @@ def diagnosis_lines(diagnosis: Diagnosis, vocabulary: str = "cli") -> list[str]:
     for option in diagnosis.options:
         if option.available:
             number += 1
-            lines.append(f"  {number}. {_option_text(option, vocabulary)}")
+            lines.append(f"  {number}. {option_text(option, vocabulary)}")
         else:
-            lines.append(f"  -  {_option_text(option, vocabulary)}")
+            lines.append(f"  -  {option_text(option, vocabulary)}")
     return lines
 
 
@@ -654,8 +668,8 @@ def diagnosis_paragraph(diagnosis: Diagnosis, vocabulary: str = "config") -> str
             f"{top.text()[0].upper()}{top.text()[1:]}, above 1/{diagnosis.settings.ell}: at least "
             f"{top.forced_deletions:,} records must be deleted whatever the rules."
         )
-    options = [_option_text(o, vocabulary) for o in diagnosis.options if o.available]
-    notes = [_option_text(o, vocabulary) for o in diagnosis.options if not o.available]
+    options = [option_text(o, vocabulary) for o in diagnosis.options if o.available]
+    notes = [option_text(o, vocabulary) for o in diagnosis.options if not o.available]
     if options:
         parts.append("Options: " + " ".join(f"({k}) {text}." for k, text in enumerate(options, start=1)))
     parts.extend(f"{note[0].upper()}{note[1:]}." for note in notes)

@@ -96,11 +96,9 @@ def test_each_option_predicts_the_hand_counted_holders():
     # hobby (p, q: 10 of 20) is above 1/2
     drop_health = options[("sensitive_attributes", "health")]
     assert (drop_health.strong_rules, drop_health.rule_holders, drop_health.forced_deletions) == (0, 0, 0)
-    # dropping job leaves hobby ⇒ yes: every yes record has hobby p or q, so still 18 holders and health = yes forces 16
-    drop_job = options[("sensitive_attributes", "job")]
-    assert (drop_job.strong_rules, drop_job.rule_holders, drop_job.forced_deletions) == (2, 18, 16)
-    drop_hobby = options[("sensitive_attributes", "hobby")]
-    assert (drop_hobby.strong_rules, drop_hobby.rule_holders) == (3, 18)
+    # dropping job leaves hobby ⇒ yes (every yes record has hobby p or q: still 18 holders, health = yes still forces
+    # 16), dropping hobby leaves job ⇒ yes (18 holders): neither helps, so neither is offered
+    assert ("sensitive_attributes", "job") not in options and ("sensitive_attributes", "hobby") not in options
     # min_confidence 0.91 keeps only job = a ⇒ yes (8/8): its 8 holders r1-r8
     higher = options[("min_confidence", "0.91")]
     assert (higher.strong_rules, higher.rule_holders) == (1, 8)
@@ -173,3 +171,15 @@ def test_forced_deletions_is_a_lower_bound_of_the_eligibility_deletions(rows, el
     records = pd.DataFrame({"row_id": range(1, len(rows) + 1), "A": [a for a, _ in rows], "B": [b for _, b in rows]})
     bound = max(forced_deletions(int(records[a].value_counts().max()), len(records), ell) for a in ("A", "B"))
     assert len(eligibility_deletions(records, ["A", "B"], ell=ell)) >= bound
+
+
+def test_refusal_html_names_the_cause_and_no_quasi_identifier(tmp_path):
+    from pipeline.reporting.refusal_report import write_refusal_report
+
+    path = write_refusal_report(tmp_path, "run-1", hand_diagnosis())
+    assert path == tmp_path / "refusals" / "run-1" / "refusal.html"
+    assert (path.stat().st_mode & 0o777) == 0o600 and (path.parent.stat().st_mode & 0o777) == 0o700
+    page = path.read_text()
+    assert "health = yes" in page and "90.0 %" in page and "already the minimum (2)" in page
+    assert "<code>`min_confidence`" not in page and "`min_confidence` ≥ 0.91" in page and "--min-confidence 0.91" in page
+    assert not any(f"9{k:04d}" in page for k in range(20))

@@ -916,7 +916,14 @@ def test_every_seed_deleted(seeded_home):
     )
     assert outcome.exit_code == 1, outcome.output
     assert "gate rule_confidence_preserved: FAILED" in outcome.output
-    assert "records holding strong values were deleted" in outcome.output and "lower --ell" in outcome.output
     assert '"n_deleted": 6' in outcome.output
-    assert "Traceback" not in outcome.output
+    # issue 15: the diagnosis replaces the generic paragraph: the loss, the rules, and ℓ = 2 is never advised lower
+    assert "why: 6 of 6 records (100.0 %) would be deleted" in outcome.output
+    assert "6 records (100.0 %) hold one (rule holders)" in outcome.output
+    assert "ℓ is already the minimum (2)" in outcome.output
+    assert "lower --ell" not in outcome.output and "--ell 1" not in outcome.output
+    assert "Traceback" not in outcome.output and "DagsterAssetCheckFailedError" not in outcome.output
+    (page,) = (seeded_home / "refusals").glob("*/refusal.html")
+    assert f"refusal: {page}" in outcome.output
+    assert "gate(s): rule_confidence_preserved" in page.read_text()
     assert snapshot(seeded_home) == before
