@@ -25,6 +25,7 @@ from pipeline.cli.common import (
     gate_failure_explanations,
     GATE_LINE_OMITS,
     print_refusal_diagnosis,
+    diagnose_after_run,
     InstanceFailure,
     error_chain,
     hold_release_lock,
@@ -315,7 +316,8 @@ def _run_and_summarize(options: dict, config: dict, job_name: str, started: floa
                 "--allow-disclosure to publish anyway (recorded in the manifest)",
                 err=True,
             )
-    diagnosed = print_refusal_diagnosis(gates)  # a data-loss gate: why, and the options (issue 15)
+    # a data-loss gate: why, and the options (issue 15)
+    diagnosed = print_refusal_diagnosis(gates, lambda: diagnose_after_run(config, gates, result.run_id, home))
     report_step_failures(result)
     for explanation in [*gate_failure_explanations(gates, diagnosed=diagnosed), *environment_failure_messages(result)]:
         click.echo(f"  {explanation}", err=True)
