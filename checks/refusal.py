@@ -3,8 +3,10 @@
 :func:`refuse_for_data_loss` is what a data-loss gate (:data:`pipeline.core.diagnosis.DATA_LOSS_GATES`:
 ``rule_confidence_preserved``, ``utility_within_thresholds``) yields when it fails: its check result with the
 diagnosis (:func:`pipeline.core.diagnosis.diagnose`) as the check's description (plain language, config keys: the UI
-user sets ``ell``, not ``--ell``) and as metadata (``diagnosis``: the JSON that ``msa-release run`` prints as its "why"
-block; ``refusal_report``: the path of refusal.html), writes ``$MSA_RELEASE_HOME/refusals/<run_id>/refusal.html``,
+user sets ``ell``, not ``--ell``) and as metadata (``diagnosis``; ``refusal_report``: the path of refusal.html), both
+redacted (:meth:`~pipeline.core.diagnosis.Diagnosis.redacted`: rules named by their attributes, no value of the data
+in Dagster), writes ``$MSA_RELEASE_HOME/refusals/<run_id>/refusal.html`` and ``diagnosis.json`` with the rules'
+values (what ``msa-release run`` prints as its "why" block),
 and then stops the step with a ``dagster.Failure`` whose description is the same paragraph (instead of Dagster's
 "1 blocking asset check failed" error), marked ``error_class = ReleaseRefused`` (exit status 1).
 """
@@ -72,14 +74,15 @@ def refuse_for_data_loss(
         Always (after the result): the diagnosis in one paragraph, metadata ``error_class`` and ``exit_status`` (1).
     """
     diagnosis = diagnose(raw_records, strong_rules, diagnosis_settings(settings), loss, gates=(gate,))
-    paragraph = diagnosis_paragraph(diagnosis, "config")
+    shown = diagnosis.redacted()  # Dagster never holds a value of the data; refusal.html names the rules' values
+    paragraph = diagnosis_paragraph(shown, "config")
     run_id = context.op_execution_context.run_id
     metadata = dict(result.metadata or {})
-    metadata["diagnosis"] = dg.MetadataValue.json(diagnosis.to_dict())
+    metadata["diagnosis"] = dg.MetadataValue.json(shown.to_dict())
     try:
         path = write_refusal_report(Path(store.home), run_id, diagnosis)
         metadata["refusal_report"] = dg.MetadataValue.path(str(path))
-        paragraph += f" Details: {path}."
+        paragraph += f" Details, with the rules' values: {path}."
     except OSError as error:  # the refusal stands; only its page is missing
         paragraph += f" (refusal.html could not be written: {error.strerror or error}.)"
     yield dg.AssetCheckResult(passed=False, severity=result.severity, metadata=metadata, description=paragraph)

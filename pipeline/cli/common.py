@@ -812,18 +812,21 @@ GATE_LINE_OMITS = frozenset({"gx_expectations", "diagnosis", "refusal_report"})
 
 def refusal_diagnoses(gates) -> list[tuple[object, str | None]]:
     """``(Diagnosis, refusal.html path or None)`` of every failed data-loss gate (``DATA_LOSS_GATES``, by name: the
-    utility gate included) whose check result carries one (metadata ``diagnosis``, :mod:`checks.refusal`)."""
+    utility gate included) whose check result carries one (metadata ``diagnosis``, :mod:`checks.refusal`): the whole
+    diagnosis written beside refusal.html in the private home, else the redacted one of the metadata."""
     from pipeline.core.diagnosis import DATA_LOSS_GATES, Diagnosis
+    from pipeline.reporting.refusal_report import read_diagnosis
 
     found = []
     for evaluation in gates:
         if evaluation.passed or evaluation.check_name not in DATA_LOSS_GATES or "diagnosis" not in evaluation.metadata:
             continue
+        path = evaluation.metadata.get("refusal_report")
+        whole = read_diagnosis(Path(str(path.value))) if path is not None else None  # with the rules' values
         try:
-            diagnosis = Diagnosis.from_dict(evaluation.metadata["diagnosis"].value)
+            diagnosis = whole or Diagnosis.from_dict(evaluation.metadata["diagnosis"].value)
         except (KeyError, TypeError, ValueError):
             continue
-        path = evaluation.metadata.get("refusal_report")
         found.append((diagnosis, str(path.value) if path is not None else None))
     return found
 

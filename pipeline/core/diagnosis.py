@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -105,20 +105,26 @@ class CandidateLoss:
 
 @dataclass(frozen=True)
 class RuleCause:
-    """One strong rule, its support (records holding both values), confidence and holders."""
+    """One strong rule, its support (records holding both values) and confidence, and the share of the table that
+    holds its consequent value. The values are None in a redacted diagnosis (:meth:`Diagnosis.redacted`)."""
 
     antecedent_attribute: str
-    antecedent_value: str
+    antecedent_value: str | None
     consequent_attribute: str
-    consequent_value: str
+    consequent_value: str | None
     support: int
     confidence: float
     consequent_share: float
 
+    def side(self, which: str) -> str:
+        """``attribute = value`` of the ``"antecedent"`` or ``"consequent"``, or the attribute alone when redacted."""
+        attribute, value = getattr(self, f"{which}_attribute"), getattr(self, f"{which}_value")
+        return attribute if value is None else f"{attribute} = {value}"
+
     def text(self) -> str:
         return (
-            f"{self.antecedent_attribute} = {self.antecedent_value} ⇒ {self.consequent_attribute} = "
-            f"{self.consequent_value} (support {self.support:,} records, confidence {self.confidence:.2f})"
+            f"{self.side('antecedent')} ⇒ {self.side('consequent')} (support {self.support:,} records, confidence "
+            f"{self.confidence:.2f})"
         )
 
 
@@ -126,7 +132,7 @@ class RuleCause:
 class DominantValue:
     """The most frequent value of a sensitive attribute when it is held by more than 1/ℓ of the records.
 
-    ``value`` is None when the value is in no strong rule (it is then never named)."""
+    ``value`` is None when the value is in no strong rule (it is then never named) and in a redacted diagnosis."""
 
     attribute: str
     value: str | None
@@ -195,6 +201,15 @@ class Diagnosis:
             for attribute, count in self.loss.suppressed_cells.items()
             if count and self.loss.attribute_cells.get(attribute)
         }
+
+    def redacted(self) -> Diagnosis:
+        """The same diagnosis without any value of the data (the rules' and dominant values set to None): what Dagster
+        shows (its metadata and event log never hold a sensitive value); the values stay in refusal.html."""
+        return replace(
+            self,
+            rules=tuple(replace(rule, antecedent_value=None, consequent_value=None) for rule in self.rules),
+            dominant=tuple(replace(value, value=None) for value in self.dominant),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able form (round trip with :meth:`from_dict`)."""
@@ -594,6 +609,12 @@ def option_text(option: Option, vocabulary: str) -> str:
     return f"{option_change(option, vocabulary)}: {option.effect}"
 
 
+def _consequent_share(rule: RuleCause) -> str:
+    if rule.consequent_value is None:
+        return f"its value of {rule.consequent_attribute} is {_percent(rule.consequent_share)} of the table"
+    return f"{rule.side('consequent')} is {_percent(rule.consequent_share)} of the table"
+
+
 def _loss_text(diagnosis: Diagnosis) -> str:
     loss = diagnosis.loss
     text = f"{loss.n_deleted:,} of {loss.n_records:,} records ({_percent(diagnosis.deleted_share)}) would be deleted"
@@ -629,9 +650,7 @@ def diagnosis_lines(diagnosis: Diagnosis, vocabulary: str = "cli") -> list[str]:
             "attribute, else they are deleted; the largest rules:"
         )
         for rule in diagnosis.rules:
-            lines.append(
-                f"    {rule.text()}; {rule.consequent_attribute} = {rule.consequent_value} is {_percent(rule.consequent_share)} of the table"
-            )
+            lines.append(f"    {rule.text()}; {_consequent_share(rule)}")
     else:
         lines.append("  there is no strong rule: the loss comes from the values alone.")
     if diagnosis.dominant:
@@ -660,7 +679,7 @@ def diagnosis_paragraph(diagnosis: Diagnosis, vocabulary: str = "config") -> str
         parts.append(
             f"Cause: {diagnosis.n_strong_rules} strong rule(s) make {diagnosis.rule_holders:,} records "
             f"({_percent(diagnosis.rule_holders / diagnosis.loss.n_records if diagnosis.loss.n_records else 0.0)}) rule holders, "
-            f"e.g. {rule.text()}."
+            f"e.g. {rule.text()}: {_consequent_share(rule)}."
         )
     if diagnosis.dominant:
         top = diagnosis.dominant[0]

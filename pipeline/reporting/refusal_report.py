@@ -1,6 +1,7 @@
 """refusal.html: why a release was refused for data loss and what would work (issue 15), in the private home.
 
-Written to ``$MSA_RELEASE_HOME/refusals/<run_id>/refusal.html`` (directory 0700, file 0600; never under releases/) by
+Written to ``$MSA_RELEASE_HOME/refusals/<run_id>/refusal.html`` (directory 0700, file 0600; never under releases/),
+with the diagnosis as ``diagnosis.json`` beside it, by
 the gate that refused the release and by ``msa-release run`` for a refusal before the run. It renders a
 :class:`pipeline.core.diagnosis.Diagnosis` with ``templates/refusal.html`` (``string.Template``, like report.html);
 every text is HTML-escaped. The only data values it names are the sensitive values of strong rules (report.html
@@ -10,6 +11,7 @@ shows them too); quasi-identifiers and other values never appear.
 from __future__ import annotations
 
 import html
+import json
 import os
 import string
 from datetime import UTC, datetime
@@ -17,11 +19,21 @@ from pathlib import Path
 
 from pipeline.core.diagnosis import Diagnosis, diagnosis_paragraph, option_change
 
-__all__ = ["REFUSALS", "TEMPLATE", "refusal_html", "refusal_path", "write_refusal_report"]
+__all__ = [
+    "DIAGNOSIS_JSON",
+    "REFUSALS",
+    "TEMPLATE",
+    "read_diagnosis",
+    "refusal_html",
+    "refusal_path",
+    "write_refusal_report",
+]
 
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "refusal.html"
 #: The folder of the release home that holds one folder per refused run.
 REFUSALS = "refusals"
+#: The whole diagnosis (with the rules' values), next to refusal.html: what ``msa-release run`` prints.
+DIAGNOSIS_JSON = "diagnosis.json"
 
 
 def _percent(share: float) -> str:
@@ -83,7 +95,7 @@ def refusal_html(diagnosis: Diagnosis, *, run_id: str, created: datetime | None 
                 ["rule", "support (records)", "confidence", "consequent value's share of the table"],
                 [
                     [
-                        f"{r.antecedent_attribute} = {r.antecedent_value} ⇒ {r.consequent_attribute} = {r.consequent_value}",
+                        f"{r.side('antecedent')} ⇒ {r.side('consequent')}",
                         f"{r.support:,}",
                         f"{r.confidence:.2f}",
                         _percent(r.consequent_share),
@@ -157,9 +169,24 @@ def write_refusal_report(home: Path, run_id: str, diagnosis: Diagnosis) -> Path:
     target = refusal_path(home, run_id)
     for directory in (target.parent.parent, target.parent):
         directory.mkdir(mode=0o700, exist_ok=True)
-    staged = target.with_name(".refusal.html.tmp")
+    _write_private(target.with_name(DIAGNOSIS_JSON), json.dumps(diagnosis.to_dict(), indent=1) + "\n")
+    _write_private(target, refusal_html(diagnosis, run_id=run_id))
+    return target
+
+
+def _write_private(target: Path, text: str) -> None:
+    """Write ``text`` to ``target`` (0600), replaced atomically."""
+    staged = target.with_name(f".{target.name}.tmp")
     descriptor = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(refusal_html(diagnosis, run_id=run_id))
+        handle.write(text)
     staged.replace(target)
-    return target
+
+
+def read_diagnosis(report: Path) -> Diagnosis | None:
+    """The whole diagnosis written next to the refusal.html ``report`` (:data:`DIAGNOSIS_JSON`), or None when it is
+    missing or unreadable."""
+    try:
+        return Diagnosis.from_dict(json.loads((Path(report).parent / DIAGNOSIS_JSON).read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

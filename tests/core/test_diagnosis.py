@@ -183,3 +183,11 @@ def test_refusal_html_names_the_cause_and_no_quasi_identifier(tmp_path):
     assert "health = yes" in page and "90.0 %" in page and "already the minimum (2)" in page
     assert "<code>`min_confidence`" not in page and "`min_confidence` ≥ 0.91" in page and "--min-confidence 0.91" in page
     assert not any(f"9{k:04d}" in page for k in range(20))
+
+
+def test_the_redacted_diagnosis_names_no_value():
+    shown = hand_diagnosis().redacted()
+    text = "\n".join(diagnosis_lines(shown)) + diagnosis_paragraph(shown) + str(shown.to_dict())
+    assert "yes" not in text and "'a'" not in text
+    assert "hobby ⇒ health" in text and "the most frequent value of health is held by 90.0 %" in text
+    assert Diagnosis.from_dict(shown.to_dict()) == shown
