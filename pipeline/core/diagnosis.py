@@ -684,7 +684,7 @@ def diagnosis_paragraph(diagnosis: Diagnosis, vocabulary: str = "config") -> str
     if diagnosis.dominant:
         top = diagnosis.dominant[0]
         parts.append(
-            f"{top.text()[0].upper()}{top.text()[1:]}, above 1/{diagnosis.settings.ell}: at least "
+            f"Dominant value: {top.text()}, above 1/{diagnosis.settings.ell}: at least "
             f"{top.forced_deletions:,} records must be deleted whatever the rules."
         )
     options = [option_text(o, vocabulary) for o in diagnosis.options if o.available]

@@ -62,8 +62,12 @@ def refusal_html(diagnosis: Diagnosis, *, run_id: str, created: datetime | None 
     loss = diagnosis.loss
     n = loss.n_records
     loss_rows = [["records deleted", f"{loss.n_deleted:,} of {n:,}", _percent(diagnosis.deleted_share)]]
+    if not any(loss.suppressed_cells.values()):
+        loss_rows.append(["attribute-table cells suppressed", "none", ""])
     for attribute, count in loss.suppressed_cells.items():
         cells = loss.attribute_cells.get(attribute, 0)
+        if not count:
+            continue
         loss_rows.append(
             [
                 f"attribute-table cells of {attribute} suppressed",
