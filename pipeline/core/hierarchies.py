@@ -266,7 +266,9 @@ def load_hierarchies(
     """
     directory = Path(directory)
     if not directory.is_dir():
-        raise HierarchyError(f"hierarchy directory {directory} does not exist; pass --hierarchies DIR")
+        raise HierarchyError(
+            f"hierarchy directory {directory} does not exist; set `hierarchies_dir` (--hierarchies DIR) to the folder of the hierarchies"
+        )
     hierarchies = {}
     for attribute in attributes:
         path = find_hierarchy_file(directory, attribute)

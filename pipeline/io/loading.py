@@ -698,7 +698,7 @@ def check_ell_feasible(
     n = len(records)
     if n < ell:
         what_to_do = (
-            f"add records, or lower `ell` (--ell) to at most {n}"
+            f"options: (1) add records; (2) lower `ell` (--ell) to at most {n}"
             if n >= 2
             else "add records (ℓ is already the minimum, 2, below which nothing is protected)"
             if ell == 2
@@ -726,8 +726,9 @@ def check_ell_feasible(
         listed = ", ".join(f"{a!r} ({count} distinct values)" for a, count in short.items())
         raise InfeasibleInput(
             f"{source}: ℓ = {ell} is larger than the number of distinct values of sensitive attribute(s) {listed}; every "
-            f"group and SID needs ℓ distinct values of every sensitive attribute: lower `ell` (--ell) to at most "
-            f"{min(short.values())}, or remove these attributes from `sensitive_attributes` (--sensitive-attributes)",
+            f"group and SID needs ℓ distinct values of every sensitive attribute. Options: (1) lower `ell` (--ell) to "
+            f"at most {min(short.values())}; (2) remove these attributes from `sensitive_attributes` "
+            "(--sensitive-attributes)",
             column=next(iter(short)),
         )
 
