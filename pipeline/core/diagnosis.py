@@ -7,7 +7,7 @@ table, its strong rules, the settings and the candidate's loss into a :class:`Di
 
 * **what would be lost**: records deleted and their share, suppressed attribute-table cells per attribute and share;
 * **the cause**: the strong rules with their support, confidence and holders (records that contain the rule: both its
-  antecedent and its consequent value, SPEC §2), the records holding a strong value (SPEC §3: they must be grouped
+  antecedent and its consequent value, SPEC §2), the records holding a strong value outside S_max (SPEC §3, SAC: they must be grouped
   into SAC~ groups of ℓ records with pairwise different values on every sensitive attribute, else deleted), and the
   *dominant* values: every SAC~ group and every SID holds a value at most once in ℓ (SPEC §5.1, §6.4; the attribute
   table is made ℓ-eligible, :mod:`pipeline.core.eligibility`), so a value held by ``c`` of ``n`` records with
@@ -186,7 +186,7 @@ class Diagnosis:
     n_strong_rules: int
     rules: tuple[RuleCause, ...]
     rule_holders: int
-    strong_value_holders: int
+    records_to_group: int
     dominant: tuple[DominantValue, ...]
     forced_deletions: int
     options: tuple[Option, ...]
@@ -233,7 +233,7 @@ class Diagnosis:
             n_strong_rules=int(data["n_strong_rules"]),
             rules=tuple(RuleCause(**rule) for rule in data["rules"]),
             rule_holders=int(data["rule_holders"]),
-            strong_value_holders=int(data["strong_value_holders"]),
+            records_to_group=int(data["records_to_group"]),
             dominant=tuple(DominantValue(**value) for value in data["dominant"]),
             forced_deletions=int(data["forced_deletions"]),
             options=tuple(Option(**option) for option in data["options"]),
@@ -278,14 +278,26 @@ class _Codes:
             mask |= np.isin(keys, np.asarray(wanted, dtype=np.int64))
         return mask
 
-    def strong_value_mask(self, rules: pd.DataFrame) -> np.ndarray:
-        """True for every record holding a value that is on either side of one of ``rules``."""
+    def records_to_group(self, rules: pd.DataFrame, attributes: Sequence[str]) -> int:
+        """SPEC §3's ``|SAC|``: records holding a strong value on an attribute other than ``S_max`` (the attribute whose
+        strong values occur in the most records; ties: the first in schema order)."""
+        holding = {}
+        for attribute in attributes:
+            values = {
+                str(v)
+                for side in ("antecedent", "consequent")
+                for v in rules.loc[rules[f"{side}_attribute"] == attribute, f"{side}_value"]
+            }
+            wanted = [self.index[attribute][v] for v in values if v in self.index[attribute]]
+            holding[attribute] = np.isin(self.codes[attribute], np.asarray(wanted, dtype=np.int64))
+        if not holding:
+            return 0
+        s_max = max(attributes, key=lambda a: (int(holding[a].sum()), -list(attributes).index(a)))
         mask = np.zeros(self.n, dtype=bool)
-        for side in ("antecedent", "consequent"):
-            for attribute, group in rules.groupby(f"{side}_attribute", sort=False):
-                wanted = [self.index[attribute][str(v)] for v in group[f"{side}_value"] if str(v) in self.index[attribute]]
-                mask |= np.isin(self.codes[attribute], np.asarray(wanted, dtype=np.int64))
-        return mask
+        for attribute in attributes:
+            if attribute != s_max:
+                mask |= holding[attribute]
+        return int(mask.sum())
 
     def forced(self, attributes: Sequence[str], ell: int) -> int:
         """The largest :func:`forced_deletions` over the most frequent value of each of ``attributes``."""
@@ -357,7 +369,7 @@ def diagnose(
     codes = _Codes(records, attributes)
     n = codes.n
     holders = int(codes.holder_mask(rules).sum())
-    strong_holders = int(codes.strong_value_mask(rules).sum())
+    to_group = codes.records_to_group(rules, attributes)
 
     strong_values = {
         (str(attribute), str(value))
@@ -549,7 +561,7 @@ def diagnose(
         n_strong_rules=len(rules),
         rules=tuple(causes),
         rule_holders=holders,
-        strong_value_holders=strong_holders,
+        records_to_group=to_group,
         dominant=tuple(dominant),
         forced_deletions=forced,
         options=tuple(options),
@@ -645,9 +657,9 @@ def diagnosis_lines(diagnosis: Diagnosis, vocabulary: str = "cli") -> list[str]:
         lines.append(
             f"  {diagnosis.n_strong_rules} strong rule(s) at {setting_name('min_confidence', vocabulary)} "
             f"{settings.min_confidence:g}: {diagnosis.rule_holders:,} records ({_percent(diagnosis.rule_holders / n if n else 0.0)}) "
-            f"hold one (rule holders), {diagnosis.strong_value_holders:,} ({_percent(diagnosis.strong_value_holders / n if n else 0.0)}) "
-            f"hold a strong value and need {settings.ell - 1} partner(s) with different values on every sensitive "
-            "attribute, else they are deleted; the largest rules:"
+            f"hold one (rule holders); {diagnosis.records_to_group:,} ({_percent(diagnosis.records_to_group / n if n else 0.0)}) "
+            f"hold a strong value outside S_max and must each be grouped with {settings.ell - 1} partner(s) with "
+            "different values on every sensitive attribute, else they are deleted; the largest rules:"
         )
         for rule in diagnosis.rules:
             lines.append(f"    {rule.text()}; {_consequent_share(rule)}")

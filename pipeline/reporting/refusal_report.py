@@ -90,9 +90,9 @@ def refusal_html(diagnosis: Diagnosis, *, run_id: str, created: datetime | None 
         cause.append(
             f"<p>{diagnosis.n_strong_rules} strong rule(s): {diagnosis.rule_holders:,} records "
             f"({_percent(diagnosis.rule_holders / n if n else 0.0)}) hold one (rule holders); "
-            f"{diagnosis.strong_value_holders:,} ({_percent(diagnosis.strong_value_holders / n if n else 0.0)}) hold a "
-            f"strong value and need {settings.ell - 1} partner(s) with different values on every sensitive attribute, "
-            "else they are deleted. The largest rules:</p>"
+            f"{diagnosis.records_to_group:,} ({_percent(diagnosis.records_to_group / n if n else 0.0)}) hold a strong "
+            f"value outside S_max and must each be grouped with {settings.ell - 1} partner(s) with different values on "
+            "every sensitive attribute, else they are deleted. The largest rules:</p>"
         )
         cause.append(
             _table(

@@ -81,6 +81,9 @@ def test_names_the_loss_the_rules_and_the_dominant_value():
     assert diagnosis.loss.n_deleted == 16 and diagnosis.deleted_share == 0.8
     assert diagnosis.n_strong_rules == 5
     assert diagnosis.rule_holders == 18  # the 18 yes records
+    # strong values occur in 18 (health), 20 (job) and 20 (hobby) records: S_max = job (first of the tie), and every
+    # record holds hobby p or q, so all 20 must be grouped (SPEC §3)
+    assert diagnosis.records_to_group == 20
     # largest rule first: hobby = p or q ⇒ yes (support 9)
     assert (diagnosis.rules[0].consequent_attribute, diagnosis.rules[0].consequent_value) == ("health", "yes")
     assert diagnosis.rules[0].support == 9 and diagnosis.rules[0].consequent_share == 0.9
