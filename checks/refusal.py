@@ -34,6 +34,7 @@ def diagnosis_settings(settings: ReleaseSettings) -> DiagnosisSettings:
         confidence_tolerance=float(settings.confidence_tolerance),
         max_deleted_share=getattr(settings, "max_deleted_share", None),
         max_suppressed_share=getattr(settings, "max_suppressed_share", None),
+        model=str(settings.model),
     )
 
 

@@ -844,12 +844,12 @@ def diagnose_after_run(config: dict, gates, run_id: str, home: Path) -> tuple[ob
     from pipeline.resources import ReleaseSettings
 
     failed = [e.check_name for e in gates if not e.passed and e.check_name in DATA_LOSS_GATES]
-    if not failed:
+    settings = ReleaseSettings(**config)
+    if not failed or settings.model == "kl":  # strong rules and SAC~ groups do not shape a (k, ℓ) release
         return None
     figures: dict = {}
     for evaluation in gates:
         figures.update({k: v.value for k, v in evaluation.metadata.items() if k not in GATE_LINE_OMITS})
-    settings = ReleaseSettings(**config)
     attributes = list(settings.sensitive_attributes)
     try:
         records = load_records(settings.input_path, **settings.reading_options()).records
@@ -879,6 +879,7 @@ def diagnose_after_run(config: dict, gates, run_id: str, home: Path) -> tuple[ob
             confidence_tolerance=float(settings.confidence_tolerance),
             max_deleted_share=getattr(settings, "max_deleted_share", None),
             max_suppressed_share=getattr(settings, "max_suppressed_share", None),
+            model=str(settings.model),
         ),
         CandidateLoss(
             n_records=n,

@@ -48,6 +48,7 @@ __all__ = [
     "diagnosis_lines",
     "diagnosis_paragraph",
     "forced_deletions",
+    "grouping_clause",
     "option_change",
     "option_text",
     "setting_name",
@@ -76,6 +77,7 @@ class DiagnosisSettings:
     confidence_tolerance: float | None = None
     max_deleted_share: float | None = None
     max_suppressed_share: float | None = None
+    model: str = "mixed"
 
 
 @dataclass(frozen=True)
@@ -369,7 +371,7 @@ def diagnose(
     codes = _Codes(records, attributes)
     n = codes.n
     holders = int(codes.holder_mask(rules).sum())
-    to_group = codes.records_to_group(rules, attributes)
+    to_group = codes.records_to_group(rules, attributes) if settings.model == "mixed" else 0  # SAC: the mixed model's
 
     strong_values = {
         (str(attribute), str(value))
@@ -512,10 +514,14 @@ def diagnose(
             strong_rules=len(rules),
             forced_deletions=codes.forced(attributes, lower),
         )
+        partners = (
+            f"each record holding a strong value then needs {lower - 1} partner(s) with different values instead of {ell - 1}; "
+            if settings.model == "mixed"
+            else ""
+        )
         text = (
             f"groups of {lower} instead of {ell} records (weaker protection: an adversary's guess is right with "
-            f"probability up to 1/{lower}); each record holding a strong value then needs {lower - 1} partner(s) with "
-            f"different values instead of {ell - 1}; " + _forced_text(option.forced_deletions or 0, forced, n)
+            f"probability up to 1/{lower}); {partners}" + _forced_text(option.forced_deletions or 0, forced, n)
         )
         options.append(Option(**{**asdict(option), "effect": text}))
     # 4. last resort: publish the loss
@@ -621,6 +627,18 @@ def option_text(option: Option, vocabulary: str) -> str:
     return f"{option_change(option, vocabulary)}: {option.effect}"
 
 
+def grouping_clause(diagnosis: Diagnosis) -> str:
+    """``"; N (p %) hold a strong value outside S_max and must each be grouped …"`` for the mixed model, else ""."""
+    if diagnosis.settings.model != "mixed":
+        return ""
+    n = diagnosis.loss.n_records
+    return (
+        f"; {diagnosis.records_to_group:,} ({_percent(diagnosis.records_to_group / n if n else 0.0)}) hold a strong "
+        f"value outside S_max and must each be grouped with {diagnosis.settings.ell - 1} partner(s) with different "
+        "values on every sensitive attribute, else they are deleted"
+    )
+
+
 def _consequent_share(rule: RuleCause) -> str:
     if rule.consequent_value is None:
         return f"its value of {rule.consequent_attribute} is {_percent(rule.consequent_share)} of the table"
@@ -657,9 +675,7 @@ def diagnosis_lines(diagnosis: Diagnosis, vocabulary: str = "cli") -> list[str]:
         lines.append(
             f"  {diagnosis.n_strong_rules} strong rule(s) at {setting_name('min_confidence', vocabulary)} "
             f"{settings.min_confidence:g}: {diagnosis.rule_holders:,} records ({_percent(diagnosis.rule_holders / n if n else 0.0)}) "
-            f"hold one (rule holders); {diagnosis.records_to_group:,} ({_percent(diagnosis.records_to_group / n if n else 0.0)}) "
-            f"hold a strong value outside S_max and must each be grouped with {settings.ell - 1} partner(s) with "
-            "different values on every sensitive attribute, else they are deleted; the largest rules:"
+            f"hold one (rule holders){grouping_clause(diagnosis)}; the largest rules:"
         )
         for rule in diagnosis.rules:
             lines.append(f"    {rule.text()}; {_consequent_share(rule)}")

@@ -17,7 +17,7 @@ import string
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipeline.core.diagnosis import Diagnosis, diagnosis_paragraph, option_change
+from pipeline.core.diagnosis import Diagnosis, diagnosis_paragraph, grouping_clause, option_change
 
 __all__ = [
     "DIAGNOSIS_JSON",
@@ -89,10 +89,8 @@ def refusal_html(diagnosis: Diagnosis, *, run_id: str, created: datetime | None 
     if diagnosis.n_strong_rules:
         cause.append(
             f"<p>{diagnosis.n_strong_rules} strong rule(s): {diagnosis.rule_holders:,} records "
-            f"({_percent(diagnosis.rule_holders / n if n else 0.0)}) hold one (rule holders); "
-            f"{diagnosis.records_to_group:,} ({_percent(diagnosis.records_to_group / n if n else 0.0)}) hold a strong "
-            f"value outside S_max and must each be grouped with {settings.ell - 1} partner(s) with different values on "
-            "every sensitive attribute, else they are deleted. The largest rules:</p>"
+            f"({_percent(diagnosis.rule_holders / n if n else 0.0)}) hold one (rule holders)"
+            f"{html.escape(grouping_clause(diagnosis))}. The largest rules:</p>"
         )
         cause.append(
             _table(

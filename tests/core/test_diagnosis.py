@@ -194,3 +194,17 @@ def test_the_redacted_diagnosis_names_no_value():
     assert "yes" not in text and "'a'" not in text
     assert "hobby ⇒ health" in text and "the most frequent value of health is held by 90.0 %" in text
     assert Diagnosis.from_dict(shown.to_dict()) == shown
+
+
+def test_rating_has_no_grouping_clause():
+    records = hand_table()
+    rules = mine_strong_rules(records, list(ATTRIBUTES), min_confidence=0.8, backend="counting", min_support=1)
+    diagnosis = diagnose(
+        records,
+        rules,
+        DiagnosisSettings(ell=3, min_confidence=0.8, min_support=1, sensitive_attributes=ATTRIBUTES, model="rating"),
+        CandidateLoss(n_records=20, n_deleted=17),
+    )
+    text = "\n".join(diagnosis_lines(diagnosis))
+    assert "S_max" not in text and "partner" not in text and diagnosis.records_to_group == 0
+    assert "at least 17 records must be deleted" in text  # health = yes at ℓ = 3: ⌈(54 − 20) / 2⌉
