@@ -74,7 +74,15 @@ def refuse_for_data_loss(
     dagster.Failure
         Always (after the result): the diagnosis in one paragraph, metadata ``error_class`` and ``exit_status`` (1).
     """
-    diagnosis = diagnose(raw_records, strong_rules, diagnosis_settings(settings), loss, gates=(gate,))
+    try:
+        diagnosis = diagnose(raw_records, strong_rules, diagnosis_settings(settings), loss, gates=(gate,))
+    except Exception as error:  # a defect of the diagnosis never turns the refusal into a crash of the gate
+        context.log.warning(f"{gate}: the refusal diagnosis could not be computed ({type(error).__name__})")
+        paragraph = f"Release refused by {gate}: {loss.n_deleted:,} of {loss.n_records:,} records would be deleted."
+        yield dg.AssetCheckResult(passed=False, severity=result.severity, metadata=result.metadata, description=paragraph)
+        raise dg.Failure(
+            description=paragraph, metadata={"error_class": REFUSAL_ERROR_CLASS, "exit_status": 1, "gate": gate}
+        ) from None
     shown = diagnosis.redacted()  # Dagster never holds a value of the data; refusal.html names the rules' values
     paragraph = diagnosis_paragraph(shown, "config")
     run_id = context.op_execution_context.run_id

@@ -906,7 +906,10 @@ def print_refusal_diagnosis(gates, fallback=None) -> bool:
 
     diagnoses = refusal_diagnoses(gates)
     if not diagnoses and fallback is not None:
-        computed = fallback()
+        try:
+            computed = fallback()
+        except Exception:  # noqa: BLE001 - the gate lines and the generic explanation still say what failed
+            computed = None
         diagnoses = [computed] if computed is not None else []
     if not diagnoses:
         return False
