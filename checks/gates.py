@@ -8,11 +8,14 @@ each plug-in's ``gates`` (:mod:`pipeline.models`) name the checks of its job, an
 location its list, each gate attached to the candidate of every model that names it. A gate that does not apply to
 the run's model (its plug-in's ``not_applicable``) passes, reported as not applicable."""
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import dagster as dg
 import numpy as np
 import pandas as pd
 
-from pipeline.asset_keys import CANDIDATE, inputs
+from pipeline.asset_keys import CANDIDATE, PRIVATE, inputs
 from pipeline.io.tables import clusters_from_frame, hierarchies_from_frame, s_max_from_frame
 from checks import suites
 from checks.gx_runner import SuiteOutcome, validate_frame
@@ -24,7 +27,9 @@ from pipeline.core.adversary import holders_disclosure, recover_rule_confidences
 from pipeline.core.rules import strong_values
 from pipeline.models import publication_model
 from pipeline.models.base import adversary_asset
-from pipeline.resources import ReleaseSettings
+from pipeline.resources import ReleaseSettings, ReleaseStore
+from checks.refusal import candidate_loss, refuse_for_data_loss
+from pipeline.warehouse import read_warehouse_columns
 
 
 #: Every gate is attached to this asset; ``release`` depends on it, so one failure blocks it.
@@ -168,17 +173,20 @@ def disclosure_within_bound(settings: ReleaseSettings, release_candidate_adversa
         candidate=["id_table", "sac_released", "attribute_table", "attribute_clusters"],
     ),
     description="Gate 4: every strong rule's confidence recovered from the released tables alone (Lemma 22) equals the raw one; "
-    "with deleted records or suppressed cells, the largest deviation must stay within the tolerance.",
+    "with deleted records or suppressed cells, the largest deviation must stay within the tolerance. A refusal says "
+    "what would be lost, which rules and dominant values cause it, and what would work (refusal.html).",
 )
 def rule_confidence_preserved(
+    context: dg.AssetCheckExecutionContext,
     settings: ReleaseSettings,
+    store: ReleaseStore,
     id_table: pd.DataFrame,
     strong_rules: pd.DataFrame,
     sac_released: pd.DataFrame,
     attribute_table: pd.DataFrame,
     attribute_clusters: pd.DataFrame,
     deleted_records: pd.DataFrame,
-) -> dg.AssetCheckResult:
+) -> Iterator[dg.AssetCheckResult]:
     sensitive_attribute_columns = settings.sensitive_attributes
     attribute_table = attribute_table.astype({a: "Int32" for a in sensitive_attribute_columns})
     recovered = recover_rule_confidences(
@@ -202,9 +210,34 @@ def rule_confidence_preserved(
     }
     reason = _not_applicable_reason(settings, "rule_confidence_preserved")
     if reason is not None:
-        return _not_applicable(settings.model, reason, figures)
+        yield _not_applicable(settings.model, reason, figures)
+        return
     outcome = validate_frame(summary, suites.confidence_suite(exact=exact, tolerance=settings.confidence_tolerance))
-    return _result(outcome, figures)
+    result = _result(outcome, figures)
+    if result.passed:
+        yield result
+        return
+    # refused for data loss: the check's description and refusal.html say why and what would work (issue 15); the
+    # records' sensitive attributes are read from the warehouse only now, not in every run
+    raw_records = read_warehouse_columns(
+        Path(store.home) / "warehouse.duckdb", PRIVATE, "raw_records", sensitive_attribute_columns
+    )
+    yield from refuse_for_data_loss(
+        context,
+        result,
+        gate="rule_confidence_preserved",
+        settings=settings,
+        store=store,
+        raw_records=raw_records,
+        strong_rules=strong_rules,
+        loss=candidate_loss(
+            raw_records,
+            deleted_records,
+            attribute_table,
+            sensitive_attribute_columns,
+            max_confidence_deviation=figures["max_confidence_deviation"],
+        ),
+    )
 
 
 @dg.asset_check(

@@ -43,6 +43,7 @@ __all__ = [
     "WarehouseUnusable",
     "check_warehouse",
     "home_preparation_message",
+    "read_warehouse_columns",
     "remove_warehouse",
     "restrict_warehouse",
 ]
@@ -249,6 +250,29 @@ def _categorical_frame(relation) -> pd.DataFrame:
             new_code[np.flatnonzero(used)[order]] = np.arange(len(kept), dtype=np.int64)
             frame[column] = pd.Categorical.from_codes(np.where(codes >= 0, new_code[codes], -1), categories=kept[order])
     return frame
+
+
+def read_warehouse_columns(database: Path | str, schema: str, table: str, columns: Sequence[str]) -> pd.DataFrame:
+    """``columns`` of the warehouse table ``schema.table`` (text columns categorical, as the IO manager loads them),
+    read only when needed: gate 4 reads the sensitive attributes of ``private.raw_records`` only when it refuses
+    (issue 15's diagnosis), instead of loading the whole table in every run. Call it inside a step (the release lock
+    held by the run); the IO manager's connections are closed between loads.
+
+    Raises
+    ------
+    duckdb.Error
+        The table or a column is missing.
+    """
+    import duckdb
+
+    selected = ", ".join('"' + column.replace('"', '""') + '"' for column in columns)
+    previous = os.umask(0o077)
+    try:
+        with duckdb.connect(str(database)) as connection:
+            return _categorical_frame(connection.sql(f'SELECT {selected} FROM "{schema}"."{table}"'))
+    finally:
+        os.umask(previous)
+        restrict_warehouse(database)
 
 
 class ReplacingPandasTypeHandler(DuckDBPandasTypeHandler):

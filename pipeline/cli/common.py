@@ -680,9 +680,12 @@ def write_profile_sidecar(result, home: Path, output: str | None, *, started: fl
 def report_step_failures(result) -> None:
     """Echo to stderr, for a failed run (``dagster.ExecuteInProcessResult``), each failed step and its error message
     (the messages of this project never hold an input value; :func:`pipeline.failures.step_failures`)."""
+    from pipeline.core.diagnosis import REFUSAL_ERROR_CLASS
     from pipeline.failures import step_failures
 
     for failure in step_failures(result):
+        if failure.metadata.get("error_class") == REFUSAL_ERROR_CLASS:  # printed as the refusal diagnosis
+            continue
         click.echo(f"  step {failure.step} failed: {failure.message}", err=True)
 
 
@@ -758,8 +761,9 @@ GATE_FAILURE_EXPLANATIONS = {
     "rule_confidence_preserved": (
         "rule_confidence_preserved failed: records holding strong values were deleted (no ℓ - 1 partners with "
         "different values on every sensitive attribute) or attribute-table cells suppressed, so the strong rules' "
-        "confidences cannot be recovered from the release within --confidence-tolerance; lower --ell, raise "
-        "--min-confidence (fewer strong rules), add records, or raise --confidence-tolerance if the loss is acceptable"
+        "confidences cannot be recovered from the release within --confidence-tolerance; raise --min-confidence "
+        "(fewer strong rules), lower --ell if it is above 2, add records, or raise --confidence-tolerance if the loss is "
+        "acceptable"
     ),
     "sac_released_is_l_diverse": "sac_released_is_l_diverse failed: a SAC~ group is not ℓ-diverse; this is a defect, please report it",
     "attribute_table_is_l_diverse": "attribute_table_is_l_diverse failed: a SID is not ℓ-diverse; this is a defect, please report it",
@@ -768,7 +772,7 @@ GATE_FAILURE_EXPLANATIONS = {
     "no_certain_attribute_table_cell": (
         "no_certain_attribute_table_cell failed: suppressed attribute-table cells name their value (only a value that "
         "every SID holds is suppressed); drop --residual-policy suppress (the default deletes whole records instead), "
-        "or lower --ell"
+        "or lower --ell if it is above 2"
     ),
     "posterior_within_bound": (
         "posterior_within_bound failed: an adversary who learns P(sensitive values | quasi-identifiers) from the release "
@@ -785,13 +789,134 @@ GATE_FAILURE_EXPLANATIONS = {
 }
 
 
-def gate_failure_explanations(gates) -> list[str]:
-    """One explanation per failed gate that has one (``GATE_FAILURE_EXPLANATIONS``)."""
+def gate_failure_explanations(gates, *, diagnosed: bool = False) -> list[str]:
+    """One explanation per failed gate that has one (``GATE_FAILURE_EXPLANATIONS``); with ``diagnosed`` (the refusal
+    diagnosis was printed: :func:`print_refusal_diagnosis`) none for the data-loss gates, whose diagnosis says it."""
+    from pipeline.core.diagnosis import DATA_LOSS_GATES
+
     return [
         GATE_FAILURE_EXPLANATIONS[evaluation.check_name]
         for evaluation in gates
-        if not evaluation.passed and evaluation.check_name in GATE_FAILURE_EXPLANATIONS
+        if not evaluation.passed
+        and evaluation.check_name in GATE_FAILURE_EXPLANATIONS
+        and not (diagnosed and evaluation.check_name in DATA_LOSS_GATES)
     ]
+
+
+#: Metadata of a gate that the CLI's gate line leaves out: GX's per-expectation details (report.html shows them), the
+#: refusal diagnosis and its page (printed as the "why" block, :func:`print_refusal_diagnosis`).
+GATE_LINE_OMITS = frozenset({"gx_expectations", "diagnosis", "refusal_report"})
+
+
+def refusal_diagnoses(gates) -> list[tuple[object, str | None]]:
+    """``(Diagnosis, refusal.html path or None)`` of every failed data-loss gate (``DATA_LOSS_GATES``, by name: the
+    utility gate included) whose check result carries one (metadata ``diagnosis``, :mod:`checks.refusal`): the whole
+    diagnosis written beside refusal.html in the private home, else the redacted one of the metadata."""
+    from pipeline.core.diagnosis import DATA_LOSS_GATES, Diagnosis
+    from pipeline.reporting.refusal_report import read_diagnosis
+
+    found = []
+    for evaluation in gates:
+        if evaluation.passed or evaluation.check_name not in DATA_LOSS_GATES or "diagnosis" not in evaluation.metadata:
+            continue
+        path = evaluation.metadata.get("refusal_report")
+        whole = read_diagnosis(Path(str(path.value))) if path is not None else None  # with the rules' values
+        try:
+            diagnosis = whole or Diagnosis.from_dict(evaluation.metadata["diagnosis"].value)
+        except (KeyError, TypeError, ValueError):
+            continue
+        found.append((diagnosis, str(path.value) if path is not None else None))
+    return found
+
+
+def diagnose_after_run(config: dict, gates, run_id: str, home: Path) -> tuple[object, str | None] | None:
+    """The refusal diagnosis computed by the command itself, for a data-loss gate that failed without one in its
+    metadata (``utility_within_thresholds`` before it carries one): the input is read again and its rules mined as
+    the run did (:func:`pipeline.io.loading.load_records`, :func:`pipeline.core.rules.mine_strong_rules`), the loss
+    read from the gates' figures; refusal.html is written to ``<home>/refusals/<run_id>/``. None when no such gate
+    failed, or when the input cannot be read again (the gate lines still say what failed)."""
+    from pipeline.core.diagnosis import DATA_LOSS_GATES, CandidateLoss, DiagnosisSettings, diagnose
+    from pipeline.core.rules import mine_strong_rules, resolve_mining_backend
+    from pipeline.io.loading import InputError, load_records
+    from pipeline.reporting.refusal_report import write_refusal_report
+    from pipeline.resources import ReleaseSettings
+
+    failed = [e.check_name for e in gates if not e.passed and e.check_name in DATA_LOSS_GATES]
+    settings = ReleaseSettings(**config)
+    if not failed or settings.model == "kl":  # strong rules and SAC~ groups do not shape a (k, ℓ) release
+        return None
+    figures: dict = {}
+    for evaluation in gates:
+        figures.update({k: v.value for k, v in evaluation.metadata.items() if k not in GATE_LINE_OMITS})
+    attributes = list(settings.sensitive_attributes)
+    try:
+        records = load_records(settings.input_path, **settings.reading_options()).records
+    except (InputError, OSError):
+        return None
+    n = int(figures.get("records_eligible", len(records)))
+    deleted = int(figures.get("records_deleted", figures.get("n_deleted", 0)))
+    suppressed = figures.get("suppressed_cells") if isinstance(figures.get("suppressed_cells"), dict) else {}
+    cells = figures.get("attribute_cells") if isinstance(figures.get("attribute_cells"), dict) else {}
+    backend = resolve_mining_backend(
+        settings.mining_backend,
+        len(records),
+        duckdb_threshold=settings.duckdb_mining_threshold,
+        n_items=sum(int(records[a].nunique()) for a in attributes),
+    )
+    rules = mine_strong_rules(
+        records, attributes, min_confidence=settings.min_confidence, backend=backend, min_support=settings.effective_min_support()
+    )
+    diagnosis = diagnose(
+        records,
+        rules,
+        DiagnosisSettings(
+            ell=int(settings.ell),
+            min_confidence=float(settings.min_confidence),
+            min_support=int(settings.effective_min_support()),
+            sensitive_attributes=tuple(attributes),
+            confidence_tolerance=float(settings.confidence_tolerance),
+            max_deleted_share=getattr(settings, "max_deleted_share", None),
+            max_suppressed_share=getattr(settings, "max_suppressed_share", None),
+            model=str(settings.model),
+        ),
+        CandidateLoss(
+            n_records=n,
+            n_deleted=deleted,
+            suppressed_cells={str(a): int(c) for a, c in suppressed.items()},
+            attribute_cells={str(a): int(c) for a, c in cells.items()},
+            max_confidence_deviation=figures.get("max_confidence_deviation"),
+        ),
+        gates=failed,
+    )
+    try:
+        path: str | None = str(write_refusal_report(home, run_id, diagnosis))
+    except OSError:
+        path = None
+    return diagnosis, path
+
+
+def print_refusal_diagnosis(gates, fallback=None) -> bool:
+    """Echo to stderr, after the gate lines, why a data-loss gate refused the release and the numbered options
+    (:func:`pipeline.core.diagnosis.diagnosis_lines`, in command-line vocabulary), and the path of refusal.html;
+    True if a diagnosis was printed (one: the first failed data-loss gate's; the others name the same loss). Without
+    one in the metadata, ``fallback()`` (:func:`diagnose_after_run`) may compute it."""
+    from pipeline.core.diagnosis import diagnosis_lines
+
+    diagnoses = refusal_diagnoses(gates)
+    if not diagnoses and fallback is not None:
+        try:
+            computed = fallback()
+        except Exception:  # noqa: BLE001 - the gate lines and the generic explanation still say what failed
+            computed = None
+        diagnoses = [computed] if computed is not None else []
+    if not diagnoses:
+        return False
+    diagnosis, path = diagnoses[0]
+    for line in diagnosis_lines(diagnosis, "cli"):  # type: ignore[arg-type]
+        click.echo(f"  {line}", err=True)
+    if path is not None:
+        click.echo(f"  refusal: {path}", err=True)
+    return True
 
 
 #: errno values of a machine that cannot write: no space left; permission denied, not permitted, read-only.

@@ -23,6 +23,9 @@ from pipeline.cli.common import (
     execute_job,
     failure_exit_status,
     gate_failure_explanations,
+    GATE_LINE_OMITS,
+    print_refusal_diagnosis,
+    diagnose_after_run,
     InstanceFailure,
     error_chain,
     hold_release_lock,
@@ -302,20 +305,22 @@ def _run_and_summarize(options: dict, config: dict, job_name: str, started: floa
             click.echo(f"  the previous release is untouched: {previous}", err=True)
         sys.exit(status)
     for evaluation in gates:
-        figures = {k: v.value for k, v in evaluation.metadata.items() if k != "gx_expectations"}  # those: report.html
+        figures = {k: v.value for k, v in evaluation.metadata.items() if k not in GATE_LINE_OMITS}
         if figures.get("applicable") is False:
-            status = "not applicable"
+            outcome = "not applicable"
         else:
-            status = "passed" if evaluation.passed else "FAILED"
-        click.echo(f"  gate {evaluation.check_name}: {status} {json.dumps(figures, default=str)}", err=True)
+            outcome = "passed" if evaluation.passed else "FAILED"
+        click.echo(f"  gate {evaluation.check_name}: {outcome} {json.dumps(figures, default=str)}", err=True)
         if evaluation.check_name == "disclosure_within_bound" and not evaluation.passed:
             click.echo(
                 "  the strong-rule adversary beats 1/ell on this release; use the mixed model, or pass "
                 "--allow-disclosure to publish anyway (recorded in the manifest)",
                 err=True,
             )
+    # a data-loss gate: why, and the options (issue 15)
+    diagnosed = print_refusal_diagnosis(gates, lambda: diagnose_after_run(config, gates, result.run_id, home))
     report_step_failures(result)
-    for explanation in [*gate_failure_explanations(gates), *environment_failure_messages(result)]:
+    for explanation in [*gate_failure_explanations(gates, diagnosed=diagnosed), *environment_failure_messages(result)]:
         click.echo(f"  {explanation}", err=True)
     if previous is not None:
         click.echo(f"  the previous release is untouched: {previous}", err=True)

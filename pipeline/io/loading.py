@@ -773,10 +773,17 @@ def check_ell_feasible(
     """
     n = len(records)
     if n < ell:
+        what_to_do = (
+            f"options: (1) add records; (2) lower {setting('ell')} to at most {n}"
+            if n >= 2
+            else "add records (ℓ is already the minimum, 2, below which nothing is protected)"
+            if ell == 2
+            else "add records (ℓ cannot go below 2)"
+        )
         raise InfeasibleInput(
             f"{source}: {n} record(s) remain after the missing-value policy ({n_input} read, {n_input - n} dropped for a "
             f"missing sensitive value), fewer than ℓ = {ell}: no group of ℓ records with distinct sensitive values can "
-            f"be formed; add records or lower {setting('ell')} (at least 2)"
+            f"be formed; {what_to_do}"
         )
     distinct = {a: int(records[a].nunique()) for a in sensitive_attributes}
     constant = [a for a, count in distinct.items() if count == 1]
@@ -795,8 +802,8 @@ def check_ell_feasible(
         listed = ", ".join(f"{a!r} ({count} distinct values)" for a, count in short.items())
         raise InfeasibleInput(
             f"{source}: ℓ = {ell} is larger than the number of distinct values of sensitive attribute(s) {listed}; every "
-            f"group and SID needs ℓ distinct values of every sensitive attribute: lower {setting('ell')} to at most "
-            f"{min(short.values())}, or remove these attributes from {setting('sensitive_attributes')}",
+            f"group and SID needs ℓ distinct values of every sensitive attribute. Options: (1) lower {setting('ell')} to "
+            f"at most {min(short.values())}; (2) remove these attributes from {setting('sensitive_attributes')}",
             column=next(iter(short)),
         )
 

@@ -517,13 +517,19 @@ CLI_CASES = [
         ["q", "a", "b"],
         expected=("all 3 records have a missing value", "{'a': 2, 'b': 1}", "--missing-tokens"),
     ),
-    Case("one_record", [["1", "x", "p"]], ["q", "a", "b"], expected=("1 record(s) remain", "fewer than ℓ = 2")),
+    Case(
+        "one_record",
+        [["1", "x", "p"]],
+        ["q", "a", "b"],
+        expected=("1 record(s) remain", "fewer than ℓ = 2", "ℓ is already the minimum, 2"),
+        absent=("lower",),  # issue 15: never advise lowering ℓ = 2
+    ),
     Case(
         "ell_minus_one_records",
         [["1", "x", "p"], ["2", "y", "q"], ["3", "z", "r"], ["4", "w", "s"]],
         ["q", "a", "b"],
         arguments=(*STANDARD, "--ell", "5"),
-        expected=("4 record(s) remain", "fewer than ℓ = 5", "lower --ell"),
+        expected=("4 record(s) remain", "fewer than ℓ = 5", "lower `ell` (--ell) to at most 4"),
     ),
     Case("ragged_rows", raw=b"q,a,b\n1,x,p\n2,y\n3,z,r\n", expected=("ragged_rows.csv, line 3", "2 fields", "has 3")),
     Case("ragged_rows_too_many", raw=b"q,a,b\n1,x,p\n2,y,q,extra\n3,z,r\n", expected=("line 3", "4 fields", "quote a value")),
@@ -916,7 +922,14 @@ def test_every_seed_deleted(seeded_home):
     )
     assert outcome.exit_code == 1, outcome.output
     assert "gate rule_confidence_preserved: FAILED" in outcome.output
-    assert "records holding strong values were deleted" in outcome.output and "lower --ell" in outcome.output
     assert '"n_deleted": 6' in outcome.output
-    assert "Traceback" not in outcome.output
+    # issue 15: the diagnosis replaces the generic paragraph: the loss, the rules, and ℓ = 2 is never advised lower
+    assert "why: 6 of 6 records (100.0 %) would be deleted" in outcome.output
+    assert "6 records (100.0 %) hold one (rule holders)" in outcome.output
+    assert "ℓ is already the minimum (2)" in outcome.output
+    assert "lower --ell" not in outcome.output and "--ell 1" not in outcome.output
+    assert "Traceback" not in outcome.output and "DagsterAssetCheckFailedError" not in outcome.output
+    (page,) = (seeded_home / "refusals").glob("*/refusal.html")
+    assert f"refusal: {page}" in outcome.output
+    assert "gate(s): rule_confidence_preserved" in page.read_text()
     assert snapshot(seeded_home) == before

@@ -266,10 +266,13 @@ def _leaks_on_disk(directory: Path, allowed: set[str] = frozenset()) -> list[str
         ("release", {"confidence_tolerance": PUBLISH_TOLERANCE}, True),
         # gate no_certain_attribute_table_cell fails (suppressed cells name their value): failure paths are walked too
         ("release", {"residual_policy": "suppress"}, False),
+        # gate 4 refuses for data loss (issue 15): its diagnosis in the check's description and metadata and the
+        # step's failure name rules by their attributes only (the values are in the private home's refusal.html)
+        ("release", {"ell": 5}, False),
         ("rating_release", {"model": "rating", "allow_disclosure": True, "confidence_tolerance": PUBLISH_TOLERANCE}, True),
         ("kl_release", {"model": "kl"}, True),
     ],
-    ids=["mixed", "mixed-gate-fails", "rating", "kl"],
+    ids=["mixed", "mixed-gate-fails", "mixed-refused-for-loss", "rating", "kl"],
 )
 def test_event_log_of_a_run_holds_no_raw_sensitive_value(tokenized, tmp_path, job, overrides, should_publish):
     directory, _ = tokenized
@@ -287,6 +290,11 @@ def test_event_log_of_a_run_holds_no_raw_sensitive_value(tokenized, tmp_path, jo
         assert any(e.dagster_event is None for e in entries) or not should_publish  # user log messages walked
         leaks, previewed = _leaks_in_event_log(instance, result.run_id)
     assert leaks == [], leaks[:10]
+    if overrides == {"ell": 5}:
+        gate = {e.check_name: e for e in result.get_asset_check_evaluations()}["rule_confidence_preserved"]
+        assert not gate.passed and (gate.description or "").startswith("Release refused")
+        (page,) = (home / "refusals").glob("*/refusal.html")
+        assert SENSITIVE_TOKEN.search(page.read_text())  # the walk above would have found the rules' values
     # previews appear only once something was published, and only values of the released tables
     assert (len(previewed) > 0) is should_publish
     assert _leaks_on_disk(dagster_home, previewed) == []  # the stored event log, run storage and compute logs

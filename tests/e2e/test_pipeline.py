@@ -192,6 +192,51 @@ def test_failing_gate_blocks_the_release_and_keeps_the_previous_one(example_b_cs
     assert [p.name for p in (home / "releases").iterdir() if p.name.startswith(".staging")] == []
 
 
+def test_refusal_for_data_loss_explains_itself_in_the_check_and_the_run_failure(tmp_path):
+    """Issue 15: health = yes on 18 of 20 records makes every yes record a rule holder (job ⇒ yes, hobby ⇒ yes; the
+    hand table of tests/core/test_diagnosis.py) and forces 16 deletions at ℓ = 2, so gate 4 refuses. The failed check
+    has a description in config-key vocabulary naming the loss, the rule's value and the options; the run's failure is
+    that paragraph (no Dagster "blocking asset check failed" error); refusal.html is in the private home and names no
+    quasi-identifier value."""
+    from tests.core.test_diagnosis import hand_table
+
+    path = tmp_path / "dominant.csv"
+    table = hand_table().drop(columns="row_id")
+    table["zip"] = [f"Z{k:05d}" for k in range(20)]
+    table.to_csv(path, index=False)
+    home = tmp_path / "home"
+    settings = {
+        "input_path": str(path),
+        "csv_header": True,
+        "column_names": [],
+        "quasi_identifiers": ["zip"],
+        "sensitive_attributes": ["health", "job", "hobby"],
+        "ell": 2,
+        "min_confidence": 0.8,
+        "min_support": 1,
+    }
+    result = _run(home, settings)
+    assert not result.success
+    gate = {e.check_name: e for e in result.get_asset_check_evaluations()}["rule_confidence_preserved"]
+    assert not gate.passed
+    description = gate.description or ""
+    assert description.startswith("Release refused: 16 of 20 records (80.0 %) would be deleted")
+    # no value of the data in Dagster: the rule by its attributes, the dominant value by its share
+    assert "hobby ⇒ health (support 9 records, confidence 0.90): its value of health is 90.0 % of the table" in description
+    assert "yes" not in description.split(" Details")[0] and "`min_confidence` ≥ 0.91" in description
+    assert "ℓ is already the minimum (2)" in description and "--" not in description.split(" Details")[0]
+    failures = [e.step_failure_data for e in result.all_events if e.is_step_failure]
+    assert len(failures) == 1 and failures[0].user_failure_data is not None
+    assert failures[0].user_failure_data.description == description
+    assert "DagsterAssetCheckFailedError" not in failures[0].error.to_string()
+    (page,) = (home / "refusals").glob("*/refusal.html")
+    assert page.parent.name == result.run_id and str(page) in description
+    text = page.read_text()
+    assert "health = yes" in text and not any(f"Z{k:05d}" in text + description for k in range(20))
+    assert "health = yes" not in str(gate.metadata)
+    assert read_latest(home / "releases") is None
+
+
 def test_bad_configuration_is_refused_before_anything_runs(example_b_csv, tmp_path):
     example, path = example_b_csv
     settings = {**_settings_for(example, path), "sensitive_attributes": ["S1", "not_a_column"]}
