@@ -529,7 +529,7 @@ CLI_CASES = [
         [["1", "x", "p"], ["2", "y", "q"], ["3", "z", "r"], ["4", "w", "s"]],
         ["q", "a", "b"],
         arguments=(*STANDARD, "--ell", "5"),
-        expected=("4 record(s) remain", "fewer than ℓ = 5", "lower `ell` (--ell) to at most 4"),
+        expected=("4 record(s) remain", "fewer than ℓ = 5", "lower --ell to at most 4"),
     ),
     Case("ragged_rows", raw=b"q,a,b\n1,x,p\n2,y\n3,z,r\n", expected=("ragged_rows.csv, line 3", "2 fields", "has 3")),
     Case("ragged_rows_too_many", raw=b"q,a,b\n1,x,p\n2,y,q,extra\n3,z,r\n", expected=("line 3", "4 fields", "quote a value")),
