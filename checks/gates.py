@@ -25,6 +25,7 @@ from pipeline.core.rules import strong_values
 from pipeline.models import publication_model
 from pipeline.models.base import adversary_asset
 from pipeline.resources import ReleaseSettings
+from pipeline.run_events import step_progress
 
 
 #: Every gate is attached to this asset; ``release`` depends on it, so one failure blocks it.
@@ -424,6 +425,7 @@ def posterior_within_bound(
         id_table=id_table,
         attribute_clusters=attribute_clusters,
         slack=settings.posterior_slack,
+        progress=step_progress(dg.get_dagster_logger(), "EM rounds of the learned-model adversary"),
     )
     outcome = validate_frame(result.bound, suites.posterior_suite())
     figures = {key: value for key, value in result.summary.items()}

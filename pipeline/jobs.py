@@ -74,7 +74,7 @@ from pipeline.models import (
 )
 from pipeline.models import jobs as publishing_jobs
 from pipeline.resources import ReleaseSettings, ReleaseStore
-from pipeline.run_events import HOST_TAG, INPUT_SHA256_TAG, fail_orphaned_runs
+from pipeline.run_events import HOST_TAG, INPUT_SHA256_TAG, fail_orphaned_runs, release_run_tags
 from pipeline.warehouse import LOCK_WAIT_TAG
 from pipeline.settings import Model
 
@@ -415,7 +415,8 @@ def schedule_cron_and_timezone(cron: str | None = None, timezone: str | None = N
 def build_release_schedule(
     cron: str | None = None, timezone: str | None = None, *, job: dg.UnresolvedAssetJobDefinition | None = None
 ) -> dg.ScheduleDefinition:
-    """The schedule that runs the ``release`` job with the launchpad's default settings.
+    """The schedule that runs the ``release`` job with the launchpad's default settings (tagged with them:
+    :func:`pipeline.run_events.release_run_tags`).
 
     Parameters
     ----------
@@ -443,7 +444,7 @@ def build_release_schedule(
         cron_schedule=cron,
         execution_timezone=timezone,
         default_status=dg.DefaultScheduleStatus.STOPPED,
-        tags={"msa_release/trigger": "schedule"},
+        tags={"msa_release/trigger": "schedule", **release_run_tags({})},
         description=f"Runs the `release` job ({cron}, {timezone}) with the launchpad's default settings. "
         "Set MSA_RELEASE_SCHEDULE_CRON / MSA_RELEASE_SCHEDULE_TIMEZONE to change it; stopped until started.",
     )
@@ -594,6 +595,7 @@ def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.Ru
         ``<content SHA-256>-<first 16 hex digits of settings_digest>``; tags ``msa_release/trigger``,
         ``msa_release/inbox_file``, ``msa_release/input_sha256`` (checked by the ingest step),
         ``msa_release/settings_sha256``, ``msa_release/lock_wait_seconds`` (the run waits for the release lock),
+        the input's file name, model, ℓ and min_confidence or k (:func:`pipeline.run_events.release_run_tags`),
         and Dagster's run-retry tags (``dagster/max_retries``, re-run from the
         start, not after a step failure).
 
@@ -623,6 +625,7 @@ def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.Ru
         job_name=job_name,
         run_config=run_config,
         tags={
+            **release_run_tags(config),
             "msa_release/trigger": "inbox",
             "msa_release/inbox_file": path.name,
             INPUT_SHA256_TAG: sha256,
