@@ -365,7 +365,7 @@ attacks_job = dg.define_asset_job(
     executor_def=dg.in_process_executor,
     tags=RELEASE_LOCK_TAGS,
     description="P2's join attack and the one-known-value attack on four releases (naive per-attribute, (k, ℓ), "
-    "mixed, Rating) of the configured table, with their utility; writes reports/attacks/.",
+    "mixed, Rating) of the configured table, with their utility; writes $MSA_RELEASE_HOME/attacks/ (or its output_dir).",
 )
 
 evaluation_job = dg.define_asset_job(

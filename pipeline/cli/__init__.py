@@ -5,7 +5,7 @@ The entry point is ``pipeline.cli:main`` (pyproject.toml); importing this packag
 
 from __future__ import annotations
 
-from pipeline.cli import attacks, audit, experiments, kl_quality, run, synthesize  # noqa: F401  (register the commands)
+from pipeline.cli import attacks, audit, experiments, kl_quality, list, run, synthesize  # noqa: F401  (register the commands)
 from pipeline.cli.app import main
 from pipeline.cli.common import build_settings_config, execute_job, prepare_dagster_home
 
