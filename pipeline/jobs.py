@@ -373,7 +373,7 @@ evaluation_job = dg.define_asset_job(
     selection=EVALUATION_JOB_SELECTION,
     executor_def=dg.in_process_executor,
     tags=RELEASE_LOCK_TAGS,
-    description="P1 §6 experiments (Figures 1-11) on the configured table: Rating vs the mixed model; writes reports/experiments/.",
+    description="P1 §6 experiments (Figures 1-11) on the configured table: Rating vs the mixed model; writes $MSA_RELEASE_HOME/experiments/ (or its output_dir).",
 )
 
 # --------------------------------------------------------------------------- schedule
