@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from pipeline.cli.app import main
-from pipeline.cli.common import latest_release, use_home
+from pipeline.cli.common import latest_release
 
 #: The columns of ``msa-release list``, in order.
 COLUMNS = ("release", "model", "input", "ell", "verdict", "deleted %", "suppressed %", "")
@@ -122,7 +122,9 @@ def list_command(home: str | None) -> None:
     gate failed and was overridden), records deleted and the largest share of suppressed attribute-table cells (in
     %), LATEST marked; then the comparison releases (<home>/comparisons/), marked "comparison". Fields an older
     manifest does not have show "-"."""
-    release_home = use_home(home)
+    from pipeline.resources import release_home as default_home
+
+    release_home = Path(home).resolve() if home else default_home()  # read only: a missing home is not created
     rows = listing_rows(release_home, latest_release(release_home))
     if not rows:
         click.echo(f"no release in {release_home / 'releases'}")

@@ -175,3 +175,4 @@ def test_list_marks_comparison_releases(tmp_path):
 def test_list_of_an_empty_home_says_so(tmp_path):
     outcome = CliRunner().invoke(main, ["list", "--home", str(tmp_path / "empty")])
     assert outcome.exit_code == 0 and outcome.output.startswith("no release in ")
+    assert not (tmp_path / "empty").exists()  # listing never creates a home
