@@ -30,14 +30,14 @@ release: env dagster-home
 	$(VENV)/bin/msa-release run
 
 experiments: env dagster-home
-	$(VENV)/bin/msa-release experiments
+	$(VENV)/bin/msa-release experiments --output reports/experiments
 
 attacks: env dagster-home
-	$(VENV)/bin/msa-release attacks
+	$(VENV)/bin/msa-release attacks --output reports/attacks
 
 # the attacks of issue 12 (order replay, learned model, certain cells, composition, one known value) -> reports/attacks/PRIVACY.md
 privacy-report: env
-	$(VENV)/bin/msa-release privacy-report
+	$(VENV)/bin/msa-release privacy-report --output reports/attacks
 
 kl-quality: env
 	$(VENV)/bin/msa-release kl-quality

@@ -1,7 +1,8 @@
 """Attacks: P2's join adversary and the one-known-value adversary against four releases of the
 configured table (naive per-attribute, (k, ℓ), mixed, Rating), with their utility. A thin wrapper
 over ``pipeline.reporting.attack_report``; the figures are attached to the asset as metadata and written,
-with ``results.json`` and ``REPORT.md``, into ``reports/attacks/`` (configurable)."""
+with ``results.json`` and ``REPORT.md``, into ``$MSA_RELEASE_HOME/attacks/`` (configurable; ``make attacks`` names
+``reports/attacks/``)."""
 
 import base64
 import time
@@ -17,7 +18,7 @@ from pipeline.core.columns import first_occurrences
 from pipeline.reporting.attack_report import MODELS, run_attack_evaluation, write_attack_report
 from pipeline.core.hierarchies import load_hierarchies, missing_hierarchies_error
 from pipeline.io.loading import PROJECT_ROOT
-from pipeline.resources import ReleaseSettings, is_adult_input
+from pipeline.resources import ReleaseSettings, is_adult_input, release_home
 
 ATTACKS = "attacks"
 #: Defaults used when ``ReleaseSettings`` lacks the (k, ℓ) fields (``k``, ``hierarchies_dir``,
@@ -32,10 +33,16 @@ class AttackEvaluationConfig(dg.Config):
     """Run configuration of ``attacks/attack_evaluation`` (data and ℓ come from ``settings``)."""
 
     output_dir: str = Field(
-        default="reports/attacks",
-        description="Where results.json, REPORT.md and the PNG figures go (relative: project root).",
+        default="",
+        description="Where results.json, REPORT.md and the PNG figures go (relative: project root; empty: "
+        "$MSA_RELEASE_HOME/attacks, never the committed reports/ unless named).",
     )
     dataset_description: str = Field(default="UCI Adult (adult.data, CC BY 4.0)", description="Named in REPORT.md.")
+
+
+def attack_output_dir(path: str) -> Path:
+    """Where the attack report goes: ``path`` as :func:`_project_path` resolves it; empty: ``$MSA_RELEASE_HOME/attacks``."""
+    return release_home() / "attacks" if not path else _project_path(path)
 
 
 def _project_path(path: str) -> Path:
@@ -87,13 +94,13 @@ def _figures_metadata(paths: dict) -> dict:
     group_name=EVALUATION,
     kinds={"duckdb", "pandas", "matplotlib"},
     description="Join attack (P2) and one-known-value attack on four releases of the configured table (naive, (k, ℓ), "
-    "mixed, Rating) with their utility; writes reports/attacks/.",
+    "mixed, Rating) with their utility; writes $MSA_RELEASE_HOME/attacks/ (or its output_dir).",
 )
 def attack_evaluation(
     context: dg.AssetExecutionContext, config: AttackEvaluationConfig, settings: ReleaseSettings, raw_records: pd.DataFrame
 ) -> pd.DataFrame:
     """Join attack (P2) and one-known-value attack on the naive per-attribute, (k, ℓ), mixed and
-    Rating releases of the configured table, plus their utility; writes reports/attacks/.
+    Rating releases of the configured table, plus their utility; writes $MSA_RELEASE_HOME/attacks/ (or output_dir).
 
     Parameters come from ``settings``: columns, ℓ, min_confidence, seed, and the (k, ℓ) fields k,
     hierarchies_dir (hierarchies of every quasi-identifier AND sensitive attribute: the naive
@@ -138,7 +145,7 @@ def attack_evaluation(
         dataset_description=config.dataset_description,
         progress=context.log.info,
     )
-    paths = write_attack_report(evaluation, _project_path(config.output_dir))
+    paths = write_attack_report(evaluation, attack_output_dir(config.output_dir))
     results = evaluation.results
     metadata: dict = {
         "k": k,

@@ -1,5 +1,6 @@
 """Ingest: read the input table and apply the missing-value policy."""
 
+import json
 import time
 
 import dagster as dg
@@ -22,7 +23,7 @@ from pipeline.run_events import INPUT_SHA256_TAG
         ),
         "input_summary": dg.AssetOut(
             key_prefix=PRIVATE,
-            description="One row of input accounting: records read, dropped for a missing sensitive value, kept with a missing quasi-identifier, file hash.",
+            description="One row of input accounting: records read, dropped for a missing sensitive value (and per attribute), kept with a missing quasi-identifier, file hash.",
             kinds=KINDS,
         ),
     },
@@ -56,6 +57,8 @@ def raw_records(context: dg.AssetExecutionContext, settings: ReleaseSettings, st
                 "n_missing_quasi_identifier": loaded.n_missing_quasi_identifier,
                 "input_sha256": loaded.input_sha256,  # private table only
                 "input_hmac": input_hmac(store.home_secret(), loaded.input_sha256),
+                # JSON {sensitive attribute: records dropped that miss it} (counts only; the manifest's copy)
+                "dropped_missing_by_attribute": json.dumps(loaded.dropped_missing_by_attribute),
             }
         ]
     )
@@ -63,6 +66,8 @@ def raw_records(context: dg.AssetExecutionContext, settings: ReleaseSettings, st
         "n_input": loaded.n_input,
         "n_dropped_missing": loaded.n_dropped_missing,
         "n_missing_quasi_identifier": loaded.n_missing_quasi_identifier,
+        **{f"n_dropped_missing_{column}": n for column, n in loaded.dropped_missing_by_attribute.items()},
+        **{f"n_missing_quasi_identifier_{column}": n for column, n in loaded.missing_quasi_identifier_by_column.items()},
         "n_records": len(loaded.records),
         # look-alike spellings merged (counts only; the spellings are never shown)
         "n_look_alike_values_merged": sum(c["n_values_merged"] for c in loaded.look_alike_values.values()),

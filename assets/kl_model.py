@@ -20,6 +20,7 @@ from pipeline.io.tables import hierarchies_from_frame
 from pipeline.models.kl import KL, discernibility
 from pipeline.resources import PROJECT_ROOT, ReleaseSettings
 from pipeline.vocabulary import setting_example
+from pipeline.run_events import step_progress
 
 #: Columns of the release contract that a quasi-identifier or sensitive attribute must not be named.
 KL_RESERVED_COLUMNS = ("row_id", "cluster_id")
@@ -133,6 +134,7 @@ def kl_anonymization(
             method=settings.kl_method,
             max_block_size=settings.max_block_size,
             source=f"input {settings.input_path}",
+            progress=step_progress(context.log, "blocks"),
         )
     except InfeasibleError as error:
         raise InfeasibleError(

@@ -84,6 +84,28 @@ def input_reading(settings: ReleaseSettings) -> dict:
     }
 
 
+def dropped_missing_by_attribute(summary: pd.Series) -> dict[str, int]:
+    """The input summary's records dropped per sensitive attribute with a missing value (JSON text; ``{}`` in a
+    warehouse written before the column existed)."""
+    text = summary.get("dropped_missing_by_attribute")
+    if not isinstance(text, str) or not text:
+        return {}
+    return {str(attribute): int(n) for attribute, n in json.loads(text).items()}
+
+
+def release_metadata_fields(settings: ReleaseSettings, model: PublicationModel) -> dict[str, str | int | float]:
+    """What a release is about, as the release asset's metadata (the same fields as the run tags of
+    :func:`pipeline.run_events.release_run_tags`, for runs launched from the launchpad too): ``input`` (file name
+    only), ``ell``, and ``min_confidence`` (mixed, Rating) or ``k`` (kl). Numbers stay numbers, so the UI's plots
+    can be told apart by them."""
+    fields: dict[str, str | int | float] = {"input": Path(settings.input_path).name, "ell": int(settings.ell)}
+    if model.name == "kl":
+        fields["k"] = int(settings.k)
+    else:
+        fields["min_confidence"] = float(settings.min_confidence)
+    return fields
+
+
 def step_windows(context: dg.AssetExecutionContext) -> dict[str, tuple[float, float]]:
     """Start and end (seconds since the epoch) of every step of this run finished so far."""
     return run_step_windows(context.instance, context.run.run_id)
@@ -312,6 +334,7 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
             "sensitive_attributes": sensitive_attributes,
             "n_input": int(summary["n_input"]),
             "n_dropped_missing": int(summary["n_dropped_missing"]),
+            "dropped_missing_by_attribute": dropped_missing_by_attribute(summary),
             **model.manifest_section(frames, parameters, verdict, settings),
             "checks": gates,
             "stage_seconds": stage_seconds(context),
@@ -341,6 +364,7 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
                 "release_id": release_id,
                 "path": dg.MetadataValue.path(str(path)),
                 "model": model.name,
+                **release_metadata_fields(settings, model),
                 **model.publish_figures(frames, manifest, report_data),
                 "n_gates_passed": sum(g["passed"] for g in gates),
                 "publish_seconds": round(time.monotonic() - started, 3),

@@ -30,6 +30,7 @@ from pipeline.models.base import adversary_asset
 from pipeline.resources import ReleaseSettings, ReleaseStore
 from checks.refusal import candidate_loss, refuse_for_data_loss
 from pipeline.warehouse import read_warehouse_columns
+from pipeline.run_events import step_progress
 
 
 #: Every gate is attached to this asset; ``release`` depends on it, so one failure blocks it.
@@ -457,6 +458,7 @@ def posterior_within_bound(
         id_table=id_table,
         attribute_clusters=attribute_clusters,
         slack=settings.posterior_slack,
+        progress=step_progress(dg.get_dagster_logger(), "EM rounds of the learned-model adversary"),
     )
     outcome = validate_frame(result.bound, suites.posterior_suite())
     figures = {key: value for key, value in result.summary.items()}

@@ -74,7 +74,7 @@ from pipeline.models import (
 )
 from pipeline.models import jobs as publishing_jobs
 from pipeline.resources import ReleaseSettings, ReleaseStore
-from pipeline.run_events import HOST_TAG, INPUT_SHA256_TAG, fail_orphaned_runs
+from pipeline.run_events import HOST_TAG, INPUT_SHA256_TAG, fail_orphaned_runs, release_run_tags
 from pipeline.warehouse import LOCK_WAIT_TAG
 from pipeline.settings import Model
 
@@ -367,7 +367,7 @@ attacks_job = dg.define_asset_job(
     executor_def=dg.in_process_executor,
     tags=RELEASE_LOCK_TAGS,
     description="P2's join attack and the one-known-value attack on four releases (naive per-attribute, (k, ℓ), "
-    "mixed, Rating) of the configured table, with their utility; writes reports/attacks/.",
+    "mixed, Rating) of the configured table, with their utility; writes $MSA_RELEASE_HOME/attacks/ (or its output_dir).",
 )
 
 #: The planning advisor's job: the ``release_plan`` asset only (it reads the input itself and writes nothing to the
@@ -388,7 +388,7 @@ evaluation_job = dg.define_asset_job(
     selection=EVALUATION_JOB_SELECTION,
     executor_def=dg.in_process_executor,
     tags=RELEASE_LOCK_TAGS,
-    description="P1 §6 experiments (Figures 1-11) on the configured table: Rating vs the mixed model; writes reports/experiments/.",
+    description="P1 §6 experiments (Figures 1-11) on the configured table: Rating vs the mixed model; writes $MSA_RELEASE_HOME/experiments/ (or its output_dir).",
 )
 
 # --------------------------------------------------------------------------- schedule
@@ -430,7 +430,8 @@ def schedule_cron_and_timezone(cron: str | None = None, timezone: str | None = N
 def build_release_schedule(
     cron: str | None = None, timezone: str | None = None, *, job: dg.UnresolvedAssetJobDefinition | None = None
 ) -> dg.ScheduleDefinition:
-    """The schedule that runs the ``release`` job with the launchpad's default settings.
+    """The schedule that runs the ``release`` job with the launchpad's default settings (tagged with them:
+    :func:`pipeline.run_events.release_run_tags`).
 
     Parameters
     ----------
@@ -458,7 +459,7 @@ def build_release_schedule(
         cron_schedule=cron,
         execution_timezone=timezone,
         default_status=dg.DefaultScheduleStatus.STOPPED,
-        tags={"msa_release/trigger": "schedule"},
+        tags={"msa_release/trigger": "schedule", **release_run_tags({})},
         description=f"Runs the `release` job ({cron}, {timezone}) with the launchpad's default settings. "
         "Set MSA_RELEASE_SCHEDULE_CRON / MSA_RELEASE_SCHEDULE_TIMEZONE to change it; stopped until started.",
     )
@@ -609,6 +610,7 @@ def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.Ru
         ``<content SHA-256>-<first 16 hex digits of settings_digest>``; tags ``msa_release/trigger``,
         ``msa_release/inbox_file``, ``msa_release/input_sha256`` (checked by the ingest step),
         ``msa_release/settings_sha256``, ``msa_release/lock_wait_seconds`` (the run waits for the release lock),
+        the input's file name, model, ℓ and min_confidence or k (:func:`pipeline.run_events.release_run_tags`),
         and Dagster's run-retry tags (``dagster/max_retries``, re-run from the
         start, not after a step failure).
 
@@ -638,6 +640,7 @@ def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.Ru
         job_name=job_name,
         run_config=run_config,
         tags={
+            **release_run_tags(config),
             "msa_release/trigger": "inbox",
             "msa_release/inbox_file": path.name,
             INPUT_SHA256_TAG: sha256,

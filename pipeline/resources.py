@@ -576,7 +576,9 @@ class ExperimentSettings(dg.ConfigurableResource):
     """
 
     output_dir: str = Field(
-        default="reports/experiments", description="Where figures, results.json and REPORT.md go (relative: project root)."
+        default="",
+        description="Where figures, results.json and REPORT.md go (relative: project root; empty: "
+        "$MSA_RELEASE_HOME/experiments, never the committed reports/ unless named).",
     )
     ell_values: list[int] = Field(default=[2, 3, 4, 5, 6], description="ℓ sweep (Figures 3, 6, 7).")
     min_confidence_values: list[float] = Field(
@@ -612,6 +614,9 @@ class ExperimentSettings(dg.ConfigurableResource):
         )
 
     def output_path(self) -> Path:
+        """``output_dir`` resolved: empty -> ``$MSA_RELEASE_HOME/experiments``; relative -> under the project root."""
+        if not self.output_dir:
+            return release_home() / "experiments"
         path = Path(self.output_dir)
         if not path.is_absolute():
             path = Path(__file__).resolve().parents[1] / path

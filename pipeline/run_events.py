@@ -4,13 +4,15 @@ long-running steps of a run while it runs."""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -19,17 +21,78 @@ __all__ = [
     "HOST_TAG",
     "INPUT_SHA256_TAG",
     "PROCESS_GONE",
+    "PROGRESS_MARKER",
     "PROGRESS_TAG",
+    "RELEASE_TAGS",
     "OrphanedRun",
     "StepProgress",
     "fail_orphaned_runs",
     "process_alive_since",
+    "release_run_tags",
     "run_process_ids",
     "run_step_windows",
+    "step_progress",
 ]
 
 #: Run tag by which :class:`StepProgress` finds the run the CLI is executing (its value is unique per command).
 PROGRESS_TAG = "msa-release/progress"
+#: Run tags naming the data and the parameters a release run is about (``msa-release run``, the inbox sensor, the
+#: schedule): the input's file name (never its directory), the model, ℓ, min_confidence (mixed, Rating) or k (kl).
+INPUT_TAG, MODEL_TAG, ELL_TAG = "msa_release/input", "msa_release/model", "msa_release/ell"
+MIN_CONFIDENCE_TAG, K_TAG = "msa_release/min_confidence", "msa_release/k"
+RELEASE_TAGS = (INPUT_TAG, MODEL_TAG, ELL_TAG, MIN_CONFIDENCE_TAG, K_TAG)
+
+
+def release_run_tags(config: Mapping[str, Any]) -> dict[str, str]:
+    """The run tags (``RELEASE_TAGS``) of a release run with the ``settings`` resource config ``config`` (keys left
+    out take their defaults, as the run will).
+
+    ``msa_release/input`` is the input file's base name only (a path may name a user's directory);
+    ``msa_release/min_confidence`` is set for the mixed and Rating models, ``msa_release/k`` for ``kl``.
+
+    Raises
+    ------
+    pydantic.ValidationError
+        ``config`` is not a valid settings config (validate it first).
+    """
+    from pipeline.resources import ReleaseSettings
+
+    settings = ReleaseSettings(**config)
+    tags = {
+        INPUT_TAG: Path(settings.input_path).name,
+        MODEL_TAG: str(settings.model),
+        ELL_TAG: str(settings.ell),
+    }
+    if str(settings.model) == "kl":
+        tags[K_TAG] = str(settings.k)
+    else:
+        tags[MIN_CONFIDENCE_TAG] = f"{settings.min_confidence:g}"
+    return tags
+
+
+#: Start of the log message a step writes about its progress inside a long loop (:func:`step_progress`).
+PROGRESS_MARKER = "progress:"
+
+
+def step_progress(
+    log: logging.Logger | dg.DagsterLogManager, what: str, *, min_interval: float = 2.0
+) -> Callable[[int, int], None]:
+    """A progress callback for the pure core (:mod:`pipeline.core.progress`) that logs, at INFO level, a line
+    ``progress: <what> <done> of <total> (<percent> %)`` at most every ``min_interval`` seconds and at the end.
+
+    The line is in the run's event log (the Dagster UI shows it) and :class:`StepProgress` appends it to the
+    heartbeat of the running step. ``what`` names the unit (e.g. "blocks"), never a value of the data."""
+    last = [float("-inf")]
+
+    def report(done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - last[0] < min_interval:
+            return
+        last[0] = now
+        percent = 100.0 * done / total if total else 100.0
+        log.info(f"{PROGRESS_MARKER} {what} {done} of {total} ({percent:.0f} %)")
+
+    return report
 
 
 def run_step_windows(instance: dg.DagsterInstance, run_id: str) -> dict[str, tuple[float, float]]:
@@ -211,8 +274,9 @@ class StepProgress:
 
     Every ``interval`` seconds it reads the run's new step events from ``instance``'s event log and calls ``write``
     with one line per step that finished after at least ``min_step_seconds`` (or failed), and one line when a step
-    has been running for ``heartbeat_seconds`` (again each ``heartbeat_seconds``). Lines name the step and times
-    only, never a value. Errors reading the event log are ignored: progress must never fail a run.
+    has been running for ``heartbeat_seconds`` (again each ``heartbeat_seconds``), with the step's last progress
+    message (:func:`step_progress`: e.g. "blocks 120 of 300 (40 %)") when it wrote one. Lines name the step, times
+    and counts only, never a value. Errors reading the event log are ignored: progress must never fail a run.
     """
 
     def __init__(
@@ -231,6 +295,7 @@ class StepProgress:
         self._cursor: str | None = None
         self._started_at: dict[str, float] = {}  # running steps: event timestamp of STEP_START
         self._next_heartbeat: dict[str, float] = {}
+        self._progress: dict[str, str] = {}  # running steps: their last progress message (without the marker)
         self._n_finished = 0
         self._begun = time.time()
         self._stop = threading.Event()
@@ -264,17 +329,23 @@ class StepProgress:
                 return
             self.run_id = runs[0].dagster_run.run_id
         kinds = {dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_SUCCESS, dg.DagsterEventType.STEP_FAILURE}
-        while True:
-            connection = self.instance.get_records_for_run(self.run_id, cursor=self._cursor, of_type=kinds, limit=500)
+        while True:  # every record: the step events and the steps' progress messages (plain log records)
+            connection = self.instance.get_records_for_run(self.run_id, cursor=self._cursor, limit=500)
             self._cursor = connection.cursor
             for record in connection.records:
-                self._on_event(record.event_log_entry)
+                entry = record.event_log_entry
+                if entry.dagster_event_type in kinds:
+                    self._on_event(entry)
+                elif entry.dagster_event is None and entry.step_key and entry.user_message.startswith(PROGRESS_MARKER):
+                    if entry.step_key in self._started_at:
+                        self._progress[entry.step_key] = entry.user_message.removeprefix(PROGRESS_MARKER).strip()
             if not connection.has_more:
                 break
         now = time.time()
         for step, started in sorted(self._started_at.items()):
             if now >= self._next_heartbeat.get(step, started + self.heartbeat_seconds):
-                self.write(f"msa-release: step {step} running for {now - started:.0f} s ({now - self._begun:.0f} s in all)")
+                done = f": {self._progress[step]}" if step in self._progress else ""
+                self.write(f"msa-release: step {step} running for {now - started:.0f} s{done} ({now - self._begun:.0f} s in all)")
                 self._next_heartbeat[step] = now + self.heartbeat_seconds
 
     def _on_event(self, entry: dg.EventLogEntry) -> None:
@@ -286,6 +357,7 @@ class StepProgress:
             return
         started = self._started_at.pop(step, entry.timestamp)
         self._next_heartbeat.pop(step, None)
+        self._progress.pop(step, None)
         self._n_finished += 1
         seconds = entry.timestamp - started
         in_all = entry.timestamp - self._begun

@@ -11,6 +11,7 @@ from pipeline.cli import (  # noqa: F401  (register the commands)
     experiments,
     hierarchies,
     kl_quality,
+    list,
     plan,
     run,
     synthesize,

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import click
 
+#: ``-h`` is ``--help`` on the group and on every command (the commands' contexts inherit it).
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
-@click.group()
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+@click.version_option(package_name="msa-release", prog_name="msa-release", message="%(prog)s %(version)s")
 @click.pass_context
 def main(context: click.Context) -> None:
     """Publish microdata with several sensitive attributes (strong-rule mixed model, Rating

@@ -12,7 +12,14 @@ from pathlib import Path
 import click
 
 from pipeline.cli.app import main
-from pipeline.cli.common import FiniteFloatRange, report_step_failures, settings_from_options, execute_job, input_options
+from pipeline.cli.common import (
+    FiniteFloatRange,
+    execute_job,
+    input_options,
+    report_step_failures,
+    settings_from_options,
+    use_home,
+)
 
 
 @main.command()
@@ -29,12 +36,16 @@ from pipeline.cli.common import FiniteFloatRange, report_step_failures, settings
     type=click.Path(file_okay=False),
     help="Hierarchies of every quasi-identifier and sensitive attribute (default: Adult's, for Adult's adult.data only).",
 )
-@click.option("--output", type=click.Path(file_okay=False), help="Output directory (default: reports/attacks).")
+@click.option(
+    "--output",
+    type=click.Path(file_okay=False),
+    help="Output directory (default: <home>/attacks; `make attacks` names reports/attacks, the committed report).",
+)
 def attacks(**options) -> None:
     """Run the Dagster `attacks` job: P2's join attack and the one-known-value attack against the
     naive per-attribute, (k, ℓ), mixed and Rating releases, with their utility.
 
-    Writes results.json, REPORT.md and the figures (default reports/attacks/; a few minutes on Adult).
+    Writes results.json, REPORT.md and the figures (default $MSA_RELEASE_HOME/attacks/; a few minutes on Adult).
     """
     started = time.monotonic()
     config = settings_from_options(options)
@@ -46,13 +57,13 @@ def attacks(**options) -> None:
     run_config = {"resources": {"settings": {"config": config}}}
     if op_config:
         run_config["ops"] = {"attacks__attack_evaluation": {"config": op_config}}
-    result, _ = execute_job("attacks", run_config, home_option=options["home"], verbose=options["verbose"])
+    result, home = execute_job("attacks", run_config, home_option=options["home"], verbose=options["verbose"])
     elapsed = time.monotonic() - started
     if not result.success:
         click.echo(f"msa-release: the attack evaluation failed ({elapsed:.0f} s)", err=True)
         report_step_failures(result)
         sys.exit(1)
-    target = Path(op_config.get("output_dir", Path(__file__).resolve().parents[2] / "reports" / "attacks"))
+    target = Path(op_config.get("output_dir", home / "attacks"))
     click.echo(f"Attacks done in {elapsed:.0f} s: {target / 'REPORT.md'}")
 
 
@@ -60,15 +71,18 @@ def attacks(**options) -> None:
 @click.option(
     "--output",
     type=click.Path(file_okay=False),
-    default="reports/attacks",
-    show_default=True,
-    help="Where to write privacy.json and PRIVACY.md.",
+    help="Where to write privacy.json and PRIVACY.md (default: <home>/privacy-report; `make privacy-report` names "
+    "reports/attacks, the committed report).",
 )
-def privacy_report(output: str) -> None:
+@click.option("--home", type=click.Path(file_okay=False), help="Release home (default $MSA_RELEASE_HOME or ./var).")
+def privacy_report(output: str | None, home: str | None) -> None:
     """Run the attacks of issue 12 (order replay, learned model, certain cells, composition, one known
     value) against candidate releases of Adult in a scratch home and write OUTPUT/PRIVACY.md."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     from pipeline.privacy_report import run_privacy_report
+
+    if output is None:
+        output = str(use_home(home) / "privacy-report")
 
     started = time.monotonic()
     scratch_dagster = Path(tempfile.mkdtemp(prefix="msa-privacy-dagster-"))

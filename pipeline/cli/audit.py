@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from pipeline.cli.app import main
-from pipeline.cli.common import FiniteFloatRange, UnusableInput, machine_failure_line
+from pipeline.cli.common import FiniteFloatRange, UnusableInput, machine_failure_line, use_home
 from pipeline.release.reports import AuditReport
 
 
@@ -28,13 +28,21 @@ from pipeline.release.reports import AuditReport
     help="Threshold of the adversary's rules (default: the release's).",
 )
 @click.option(
-    "--output", type=click.Path(dir_okay=False), help="Where to write the JSON report (default: ./audit-<release_id>.json)."
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="Where to write the JSON report (default: <home>/audits/<release_id>/audit.json).",
 )
-def audit(release_dir: str, raw_path: str, min_confidence: float | None, output: str | None) -> None:
+@click.option(
+    "--home",
+    type=click.Path(file_okay=False),
+    help="Release home whose audits/ gets the report when --output is not given (default $MSA_RELEASE_HOME or ./var).",
+)
+def audit(release_dir: str, raw_path: str, min_confidence: float | None, output: str | None, home: str | None) -> None:
     """Audit RELEASE_DIR (a release directory, or a releases directory with LATEST) from its files.
 
     Runs the strong-rule adversary (SPEC §10) on every released record, re-checks ℓ-diversity
-    on the files, and computes AIL, RCE and rule confidences. Exit status: 0 PASS, 1 FAIL,
+    on the files, and computes AIL, RCE and rule confidences. Writes the JSON report to
+    <home>/audits/<release_id>/audit.json (or --output). Exit status: 0 PASS, 1 FAIL,
     2 unusable input.
     """
     from pipeline.release.audit import AuditError, audit_release
@@ -43,7 +51,11 @@ def audit(release_dir: str, raw_path: str, min_confidence: float | None, output:
         report = audit_release(release_dir, raw_path, min_confidence=min_confidence)
     except AuditError as error:
         raise UnusableInput(str(error)) from error
-    target = Path(output or f"audit-{report.release.release_id}.json")
+    if output:
+        target = Path(output)
+    else:
+        target = use_home(home) / "audits" / report.release.release_id / "audit.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(report.as_json(), indent=2) + "\n")
     click.echo(render_audit(report, target))
     if not report.passed:

@@ -478,14 +478,30 @@ def without_event_log_write_errors():
         sys.stderr = original
 
 
-def execute_job(job_name: str, run_config: dict, *, home_option: str | None, verbose: bool, progress: bool = False):
+#: ``msa-release run``'s progress: a line for every finished step, and a heartbeat every this many seconds that a
+#: step keeps running (with the step's last progress message: blocks, EM rounds, …).
+PROGRESS_HEARTBEAT_SECONDS = 10.0
+
+
+def execute_job(
+    job_name: str,
+    run_config: dict,
+    *,
+    home_option: str | None,
+    verbose: bool,
+    progress: bool = False,
+    tags: dict[str, str] | None = None,
+    quiet: bool = False,
+):
     """Run a job of the code location in-process on the persistent Dagster instance.
 
     Runs of the instance whose process is gone (killed: SIGKILL, out of memory, a timeout) are first marked failed,
-    each with a line on stderr (:func:`pipeline.run_events.fail_orphaned_runs`).
+    each with a line on stderr (:func:`pipeline.run_events.fail_orphaned_runs`; not with ``quiet``).
 
-    With ``progress``, a line goes to stderr for every step that took 5 s or more (or failed) and every 30 s
-    that a step keeps running (:class:`pipeline.run_events.StepProgress`).
+    With ``progress``, a line goes to stderr for every step as it finishes (its elapsed seconds and the run's), and
+    every ``PROGRESS_HEARTBEAT_SECONDS`` that a step keeps running, with its percentage when the step reports one
+    (:class:`pipeline.run_events.StepProgress`). ``tags`` are added to the run's tags (e.g.
+    :func:`pipeline.run_events.release_run_tags`).
 
     Returns ``(result, home)``; ``home`` is the release home ($MSA_RELEASE_HOME).
     """
@@ -515,20 +531,27 @@ def execute_job(job_name: str, run_config: dict, *, home_option: str | None, ver
     try:
         with dg.DagsterInstance.get() as instance, without_event_log_write_errors():
             for orphan in fail_orphaned_runs(instance):
-                click.echo(f"msa-release: {orphan.message}", err=True)
-            tags = {HOST_TAG: socket.gethostname()}
+                if not quiet:
+                    click.echo(f"msa-release: {orphan.message}", err=True)
+            run_tags = {**(tags or {}), HOST_TAG: socket.gethostname()}
             if not progress:
-                result = dg.execute_job(job, instance=instance, run_config=config, tags=tags, raise_on_error=False)
+                result = dg.execute_job(job, instance=instance, run_config=config, tags=run_tags, raise_on_error=False)
                 return result, home
             import uuid
 
             from pipeline.run_events import PROGRESS_TAG, StepProgress
 
             tag = uuid.uuid4().hex
-            reporter = StepProgress(instance, tag, lambda line: click.echo(line, err=True)).start()
+            reporter = StepProgress(
+                instance,
+                tag,
+                lambda line: click.echo(line, err=True),
+                min_step_seconds=0.0,
+                heartbeat_seconds=PROGRESS_HEARTBEAT_SECONDS,
+            ).start()
             try:
                 result = dg.execute_job(
-                    job, instance=instance, run_config=config, raise_on_error=False, tags={**tags, PROGRESS_TAG: tag}
+                    job, instance=instance, run_config=config, raise_on_error=False, tags={**run_tags, PROGRESS_TAG: tag}
                 )
             finally:
                 reporter.stop()

@@ -1,4 +1,4 @@
-"""msa-release experiments: the P1 §6 sweeps and figures (reports/experiments/)."""
+"""msa-release experiments: the P1 §6 sweeps and figures (<home>/experiments/, or --output)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,11 @@ QUICK_PLAN = {
 
 @main.command()
 @input_options
-@click.option("--output", type=click.Path(file_okay=False), help="Output directory (default: reports/experiments).")
+@click.option(
+    "--output",
+    type=click.Path(file_okay=False),
+    help="Output directory (default: <home>/experiments; `make experiments` names reports/experiments, the committed report).",
+)
 @click.option("--repeats", type=click.IntRange(1, 100), help="Timed runs per point of Figures 1-2 (default 5).")
 @click.option("--quick", is_flag=True, help="A few points per figure (minutes instead of the full sweep).")
 def experiments(**options) -> None:

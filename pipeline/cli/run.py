@@ -178,8 +178,16 @@ from pipeline.cli.common import (
 @click.option(
     "--progress/--no-progress",
     default=None,
-    help="Print a line to stderr for every step that takes 5 s or more and every 30 s that a step keeps running "
-    "(default: when stderr is a terminal and without --verbose).",
+    help="Print a line to stderr as each step finishes (its seconds and the run's) and every 10 s that a step keeps "
+    "running, with its percentage when it reports one (the (k, ℓ) blocks, the posterior gate's EM rounds) "
+    "(default: on, unless --quiet).",
+)
+@click.option(
+    "--quiet",
+    "-q",
+    is_flag=True,
+    default=False,
+    help="Print nothing but the final summary, or why nothing was published (no progress lines).",
 )
 def run(**options) -> None:
     """Run the Dagster job of the chosen model (`release` for mixed, `rating_release` for rating, `kl_release` for
@@ -190,6 +198,8 @@ def run(**options) -> None:
     (k, ℓ)-anonymous), 3 another run holds the release lock of this home (see --wait).
     """
     started = time.monotonic()
+    if options["quiet"] and options["progress"]:
+        raise click.UsageError("--progress and --quiet contradict each other; give one of them")
     check_model_options(options)
     config = settings_from_options(options)
     validate_settings(config)
@@ -250,13 +260,17 @@ def _run_and_summarize(options: dict, config: dict, job_name: str, started: floa
         ensure_sampler()
     progress = options["progress"]
     if progress is None:
-        progress = not options["verbose"] and click.get_text_stream("stderr").isatty()
+        progress = not options["quiet"]
+    from pipeline.run_events import release_run_tags
+
     result, home = execute_job(
         job_name,
         {"resources": {"settings": {"config": config}}},
         home_option=options["home"],
         verbose=options["verbose"],
         progress=progress,
+        tags={"msa_release/trigger": "cli", **release_run_tags(config)},
+        quiet=options["quiet"],
     )
     elapsed = time.monotonic() - started
     profile_error = None

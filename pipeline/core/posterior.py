@@ -68,7 +68,7 @@ from __future__ import annotations
 import functools
 
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +76,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.core.columns import combine_codes, joint_text_codes, text_codes, values_mask
+from pipeline.core.progress import Progress, no_progress
 
 __all__ = [
     "DEFAULT_FIT_MAX_RECORDS",
@@ -619,15 +620,22 @@ def _held_out_log_likelihood(model: NaiveBayesModel, data: _ReleaseData, fold: i
     return total
 
 
-def _em_path(data: _ReleaseData, smoothing: float, n_iterations: int, fold: int | None) -> list[NaiveBayesModel]:
-    """Models after 0 (no association), 1, …, ``n_iterations`` EM rounds, trained on ``fold`` (all when None)."""
+def _em_path(
+    data: _ReleaseData, smoothing: float, n_iterations: int, fold: int | None, on_round: Callable[[], None] | None = None
+) -> list[NaiveBayesModel]:
+    """Models after 0 (no association), 1, …, ``n_iterations`` EM rounds, trained on ``fold`` (all when None);
+    ``on_round()`` is called after each round."""
     _e_step(None, data)
     model = _m_step(data, smoothing, fold)
     path = [_no_association(model, data, smoothing, fold), model]
+    if on_round is not None:
+        on_round()
     for _ in range(n_iterations - 1):
         _e_step(model, data)
         model = _m_step(data, smoothing, fold)
         path.append(model)
+        if on_round is not None:
+            on_round()
     return path
 
 
@@ -677,6 +685,7 @@ def fit_naive_bayes_on_release(
     smoothing: float = 1.0,
     select_iterations: bool = True,
     fit_max_records: int | None = DEFAULT_FIT_MAX_RECORDS,
+    progress: Progress = no_progress,
 ) -> tuple[NaiveBayesModel, _ReleaseData, np.ndarray]:
     """Fit the adversary's naive-Bayes model by EM on a mixed or Rating release (published tables only).
 
@@ -705,6 +714,9 @@ def fit_naive_bayes_on_release(
         E-step, and so every posterior, is still computed on every record. ``None``: fit on all.
         The model has |D_a| × Σ_j |X_j| parameters per attribute (a few thousand on Adult), which a
         million records estimate as well as ten (measured in docs/posterior.md).
+    progress
+        Called with (EM rounds done, EM rounds in all) after each round (:mod:`pipeline.core.progress`); the total
+        is an upper bound until the number of rounds is chosen.
 
     Returns
     -------
@@ -739,12 +751,21 @@ def fit_naive_bayes_on_release(
     # OTHER half of the groups, from the values, trained on one half (two-fold, summed).
     fit = _fit_sample(data, fit_max_records)
     scores = np.zeros(n_iterations + 1)
+    # progress in EM rounds: two folds of n_iterations, then the selected number (at most n_iterations) on all
+    rounds_done, rounds_total = 0, (3 if select_iterations else 1) * n_iterations
+
+    def round_done() -> None:
+        nonlocal rounds_done
+        rounds_done += 1
+        progress(rounds_done, max(rounds_total, rounds_done))
+
     if select_iterations:
         for fold in (0, 1):
-            for rounds, model in enumerate(_em_path(fit, smoothing, n_iterations, fold)):
+            for rounds, model in enumerate(_em_path(fit, smoothing, n_iterations, fold, round_done)):
                 scores[rounds] += _held_out_log_likelihood(model, fit, 1 - fold)
     selected = int(np.argmax(scores)) if select_iterations else n_iterations
-    path = _em_path(fit, smoothing, max(selected, 1), None)
+    rounds_total = rounds_done + max(selected, 1)
+    path = _em_path(fit, smoothing, max(selected, 1), None, round_done)
     model = path[selected]
     del fit, path
     _e_step(model, data)
@@ -933,6 +954,7 @@ def release_posteriors(
     smoothing: float = 1.0,
     select_iterations: bool = True,
     fit_max_records: int | None = DEFAULT_FIT_MAX_RECORDS,
+    progress: Progress = no_progress,
 ) -> PosteriorResult:
     """Run the learned-model adversary on a mixed or Rating release and score every true value.
 
@@ -951,7 +973,7 @@ def release_posteriors(
         The candidate release (see :func:`fit_naive_bayes_on_release`).
     slack
         Tolerance added to the bound, in [0, 1].
-    n_iterations, smoothing, select_iterations, fit_max_records
+    n_iterations, smoothing, select_iterations, fit_max_records, progress
         See :func:`fit_naive_bayes_on_release`.
 
     Returns
@@ -1001,6 +1023,7 @@ def release_posteriors(
         smoothing=smoothing,
         select_iterations=select_iterations,
         fit_max_records=fit_max_records,
+        progress=progress,
     )
     if not np.array_equal(fitted_row_ids, row_ids):  # pragma: no cover - the fit keeps the release's order
         raise AssertionError("the fitted records are not the released records in release order")

@@ -84,6 +84,12 @@ class LoadedRecords:
     look_alike_values
         Per configured column with look-alike spellings (:mod:`pipeline.core.values`):
         ``n_values_merged`` and ``n_records_respelled`` (counts only). Empty when none.
+    dropped_missing_by_attribute
+        Sensitive attribute -> records read with a missing value in it (all dropped), for the attributes that had
+        any, in schema order. A record missing several attributes counts under each, so the counts can add up to
+        more than ``n_dropped_missing``. Counts only, never a value.
+    missing_quasi_identifier_by_column
+        Quasi-identifier -> kept records with a missing value in it (published as ``"?"``), for those that had any.
     """
 
     records: pd.DataFrame
@@ -92,6 +98,8 @@ class LoadedRecords:
     n_missing_quasi_identifier: int
     input_sha256: str
     look_alike_values: dict = field(default_factory=dict)
+    dropped_missing_by_attribute: dict[str, int] = field(default_factory=dict)
+    missing_quasi_identifier_by_column: dict[str, int] = field(default_factory=dict)
 
 
 def resolve_input_path(path: str | Path) -> Path:
@@ -967,4 +975,10 @@ def load_records(
         n_missing_quasi_identifier=int((quasi_missing & keep).sum()),
         input_sha256=after[2],
         look_alike_values=look_alikes,
+        dropped_missing_by_attribute={
+            attribute: int(missing[attribute].sum()) for attribute in sensitive_attributes if missing[attribute].any()
+        },
+        missing_quasi_identifier_by_column={
+            column: int((missing[column] & keep).sum()) for column in quasi_identifiers if (missing[column] & keep).any()
+        },
     )

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from pipeline.models.base import CandidateRelease, Frames, GateOutcome, GateVerdict, gate_status_verdict
-from pipeline.models.mixed import gate_lines
+from pipeline.models.mixed import dropped_line, gate_lines
 
 __all__ = ["KL", "KLModel", "KLParameters", "discernibility", "render_kl_summary"]
 
@@ -375,7 +375,8 @@ def render_kl_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -
         + (f"  max_block_size={manifest['max_block_size']}" if manifest.get("max_block_size") else ""),
         f"  QIs            {', '.join(manifest['quasi_identifiers'])} (generalised; hierarchies in {manifest['hierarchies']['directory']})",
         f"  sensitive      {', '.join(manifest['sensitive_attributes'])} (unchanged)",
-        f"  records        {manifest['n_input']} read, {manifest['n_dropped_missing']} dropped (missing sensitive value)",
+        f"  report         {path / 'report.html'}",
+        f"  records        {manifest['n_input']} read, {dropped_line(manifest)}",
         f"                 {n_released} released, {manifest['n_suppressed_records']} suppressed",
         f"  clusters       {n_clusters} equivalence classes, average size {n_released / n_clusters if n_clusters else 0:.2f} "
         f"(min {classes.get('min_cluster_size', '?')}, max {classes.get('max_cluster_size', '?')}); "

@@ -527,7 +527,8 @@ def render_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -> s
         + f"seed={manifest['seed']}",
         f"  QIs            {', '.join(manifest['quasi_identifiers'])}",
         f"  sensitive      {', '.join(manifest['sensitive_attributes'])}",
-        f"  records        {manifest['n_input']} read, {manifest['n_dropped_missing']} dropped (missing sensitive value)",
+        f"  report         {path / 'report.html'}",
+        f"  records        {manifest['n_input']} read, {dropped_line(manifest)}",
         f"                 {manifest['n_sac_released']} in SAC~, {manifest['n_attribute_table']} in the attribute table, "
         f"{manifest['n_deleted']} deleted",
         f"  suppressed     {manifest['n_suppressed_cells']} attribute-table cells",
@@ -576,6 +577,16 @@ def disclosure_line(disclosure: Mapping[str, Any], ell: int) -> str:
         f"holders (records that hold a strong rule); {figure('n_records_above_bound')} rule holders above the bound "
         f"1/ell = {format_figure(1 / ell)}, {figure('n_records_certain')} certain"
     )
+
+
+def dropped_line(manifest: Mapping[str, Any]) -> str:
+    """``"1843 dropped (missing sensitive value: occupation 1843)"``: the records dropped for a missing sensitive
+    value, and per sensitive attribute that had missing values how many records miss it (the manifest's
+    ``dropped_missing_by_attribute``; a record missing two attributes counts under both). Counts only. A manifest
+    made before that field gives the total alone."""
+    by_attribute = manifest.get("dropped_missing_by_attribute") or {}
+    detail = ", ".join(f"{attribute} {n}" for attribute, n in by_attribute.items())
+    return f"{manifest['n_dropped_missing']} dropped (missing sensitive value{': ' + detail if detail else ''})"
 
 
 #: How the summaries label a gate's status.

@@ -77,6 +77,7 @@ class Manifest(BaseModel):
     sensitive_attributes: list[str] | None = None
     n_input: int | None = None
     n_dropped_missing: int | None = None
+    dropped_missing_by_attribute: dict[str, int] | None = None
     checks: list[JsonObject] | None = None
     stage_seconds: dict[str, float] | None = None
     package_versions: dict[str, str] | None = None

@@ -69,6 +69,7 @@ MANIFEST_COLUMNS = {
     "sensitive_attributes": "VARCHAR",
     "n_input": "BIGINT",
     "n_dropped_missing": "BIGINT",
+    "dropped_missing_by_attribute": "VARCHAR",  # JSON {sensitive attribute: records dropped that miss it}
     "n_sac_released": "BIGINT",
     "n_attribute_table": "BIGINT",
     "n_deleted": "BIGINT",
@@ -99,6 +100,7 @@ MANIFEST_COLUMNS = {
 #: Manifest columns that hold JSON text in ``release_manifest`` (objects in ``manifest.json``).
 MANIFEST_JSON_COLUMNS = (
     "quasi_identifiers",
+    "dropped_missing_by_attribute",
     "sensitive_attributes",
     "checks",
     "attacks",

@@ -103,7 +103,7 @@ def test_the_run_command_exits_with_the_status_the_failures_carry(tmp_path, monk
     monkeypatch.setattr(
         run_command,
         "execute_job",
-        lambda job, config, home_option, verbose, progress=False: started.append(job) or (result, home),
+        lambda job, config, home_option, verbose, **options: started.append(job) or (result, home),
     )
     outcome = CliRunner().invoke(main, ["run", "--model", "rating", "--home", str(home)])
     assert started == ["rating_release"]  # the model's own job, from the registry

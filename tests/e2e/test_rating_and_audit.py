@@ -398,14 +398,20 @@ def test_audit_min_confidence_above_every_rule_finds_nothing(published, tmp_path
     assert report["verdict"] == "PASS"
 
 
-def test_audit_default_output_is_named_after_the_release(published, tmp_path):
+def test_audit_default_output_is_under_the_home_named_after_the_release(published, tmp_path, monkeypatch):
+    """Issue 15: the audit goes to <home>/audits/<release_id>/audit.json, never into the working directory (the
+    committed reports/ of a checkout)."""
+    home = tmp_path / "audit-home"
+    monkeypatch.setenv("MSA_RELEASE_HOME", str(home))
     runner = CliRunner()
     with runner.isolated_filesystem(temp_dir=tmp_path) as cwd:
         outcome = runner.invoke(main, ["audit", str(published.mixed_release), "--raw", str(published.csv)])
         assert outcome.exit_code == 0, outcome.output
-        expected = Path(cwd) / f"audit-{published.mixed_release.name}.json"
-        assert expected.is_file()
+        expected = home / "audits" / published.mixed_release.name / "audit.json"
+        assert expected.is_file(), outcome.output
         assert json.loads(expected.read_text())["verdict"] == "PASS"
+        assert str(expected) in outcome.output
+        assert list(Path(cwd).iterdir()) == []
 
 
 def test_audit_of_a_missing_raw_file_is_a_usage_error(published, tmp_path):

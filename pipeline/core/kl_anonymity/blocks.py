@@ -10,6 +10,7 @@ from pipeline.core.kl_anonymity.costs import cluster_cost
 from pipeline.core.kl_anonymity.diverse import diverse_at_least
 from pipeline.core.kl_anonymity.greedy import _validate_parameters, greedy_clusters
 from pipeline.core.kl_anonymity.table import EncodedTable, InfeasibleError
+from pipeline.core.progress import Progress, no_progress
 
 
 def _allowable(table: EncodedTable, positions: np.ndarray, k: int, ell: int) -> bool:
@@ -182,9 +183,12 @@ def refine_clusters(table: EncodedTable, clusters: Sequence[np.ndarray], *, k: i
     return sorted((np.sort(c) for c in done), key=lambda c: int(c[0]))
 
 
-def blocked_clusters(table: EncodedTable, *, k: int, ell: int, max_block_size: int = 256) -> tuple[list[np.ndarray], int]:
+def blocked_clusters(
+    table: EncodedTable, *, k: int, ell: int, max_block_size: int = 256, progress: Progress = no_progress
+) -> tuple[list[np.ndarray], int]:
     """:func:`partition_blocks`, then :func:`greedy_clusters` and :func:`refine_clusters` inside
-    every block.
+    every block; ``progress(blocks done, n_blocks)`` is called after each block
+    (:mod:`pipeline.core.progress`).
 
     Returns
     -------
@@ -198,8 +202,9 @@ def blocked_clusters(table: EncodedTable, *, k: int, ell: int, max_block_size: i
     """
     clusters: list[np.ndarray] = []
     blocks = partition_blocks(table, k=k, ell=ell, max_block_size=max_block_size)
-    for block in blocks:
+    for done, block in enumerate(blocks, start=1):
         local_table = table.subset(block)
         for local in refine_clusters(local_table, greedy_clusters(local_table, k=k, ell=ell), k=k, ell=ell):
             clusters.append(block[local])
+        progress(done, len(blocks))
     return sorted(clusters, key=lambda cluster: int(cluster.min())), len(blocks)

@@ -17,6 +17,7 @@ from pipeline.core.kl_anonymity.diverse import diverse
 from pipeline.core.kl_anonymity.exact import exact_clusters
 from pipeline.core.kl_anonymity.greedy import greedy_clusters
 from pipeline.core.kl_anonymity.table import GREEDY_MAX_RECORDS, EncodedTable, InfeasibleError, encode_table
+from pipeline.core.progress import Progress, no_progress
 
 METHODS = ("blocked", "greedy", "exact")
 
@@ -65,6 +66,7 @@ def kl_anonymize(
     method: str = "blocked",
     max_block_size: int = 256,
     source: str = "the input",
+    progress: Progress = no_progress,
 ) -> KLAnonymization:
     """(k, ℓ)-anonymise ``records`` (P2; SPEC §14).
 
@@ -90,6 +92,8 @@ def kl_anonymize(
         Largest block of the ``blocked`` method.
     source
         Name of the data, for messages.
+    progress
+        ``blocked``: called with (blocks done, number of blocks) after each block (:mod:`pipeline.core.progress`).
 
     Returns
     -------
@@ -118,7 +122,7 @@ def kl_anonymize(
             )
         clusters = greedy_clusters(table, k=k, ell=ell)
     else:
-        clusters, n_blocks = blocked_clusters(table, k=k, ell=ell, max_block_size=max_block_size)
+        clusters, n_blocks = blocked_clusters(table, k=k, ell=ell, max_block_size=max_block_size, progress=progress)
     return summarize_clusters(table, clusters, method=method, k=k, ell=ell, n_blocks=n_blocks)
 
 
