@@ -749,23 +749,27 @@ def baseline_section(manifest: Mapping, data: Mapping | None, baseline: Mapping 
             )
         )
     if baseline is None:
-        other_model = "rating" if model == "mixed" else "mixed"
-        command = (
-            "msa-release run --model rating --allow-disclosure"
-            if other_model == "rating"
-            else "msa-release run --model mixed --no-promote"
-        )
+        if model == "mixed":
+            advice = (
+                "To compare, make a <strong>comparison</strong>, never a shared release: <code>msa-release run --model "
+                "rating --allow-disclosure</code> with the same input and settings is published under "
+                "<code>comparisons/</code> (a Rating run is a comparison by default; <code>--no-promote</code> makes "
+                "any run one), marked “COMPARISON — not for sharing”, and never moves <code>releases/LATEST</code>; "
+                "then <code>msa-release report</code> on this release shows the comparison. Keep "
+                "<code>comparisons/</code> private: Rating discloses more to the strong-rule adversary, and two "
+                "releases of the same records can be intersected."
+            )
+        else:
+            advice = (
+                "<code>msa-release run --model mixed</code> with the same input and settings publishes the mixed model "
+                "(the shared release; add <code>--no-promote</code> to make it a comparison too); then "
+                "<code>msa-release report</code> on this comparison shows both."
+            )
         return text + (
             f"<p>Not available: no {other} release of the same input (same input HMAC), ℓ, min_confidence, "
             "quasi-identifiers and sensitive attributes is in this home's <code>releases/</code> or "
-            "<code>comparisons/</code>. To compare, make a <strong>comparison</strong>, never a shared release: "
-            f"<code>{command}</code> with the same input and settings (a Rating run is a comparison by default; "
-            "<code>--no-promote</code> makes any run one) is published under <code>comparisons/</code>, marked "
-            "“COMPARISON — not for sharing”, and never moves <code>releases/LATEST</code>; then "
-            "<code>msa-release report</code> on this release shows the comparison. Keep <code>comparisons/</code> "
-            "private: Rating discloses more to the strong-rule adversary, and two releases of the same records can "
-            "be intersected. <code>make experiments</code> and <code>make privacy-report</code> compare the models "
-            "without publishing anything.</p>"
+            f"<code>comparisons/</code>. {advice} <code>make experiments</code> and <code>make privacy-report</code> "
+            "compare the models without publishing anything.</p>"
         )
     ours = _comparison_row(manifest, data)
     theirs = _comparison_row(baseline["manifest"], baseline.get("data"))
