@@ -468,6 +468,13 @@ DEFAULT_MAX_RETRIES = 3
 INBOX_LOCK_WAIT_SECONDS = 3600.0
 #: Tag of an inbox run: the digest of its settings (the content's SHA-256 is ``INPUT_SHA256_TAG``).
 SETTINGS_SHA256_TAG = "msa_release/settings_sha256"
+#: Sub-folders of the inbox where a file goes once its run is over: published, or failed (refused, unusable, crashed
+#: beyond its retries, canceled). Never looked into by the sensor (it reads the inbox's own files only).
+PROCESSED, FAILED = "processed", "failed"
+#: Suffix of the sidecar written beside a file set aside: ``<name>.result.json`` (run id, status, reason, release).
+RESULT_SUFFIX = ".result.json"
+#: Longest failure reason kept in a sidecar (characters).
+MAX_REASON_LENGTH = 2000
 
 
 def _environment_number(name: str, default: float, minimum: float) -> float:
@@ -638,6 +645,166 @@ def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.Ru
     )
 
 
+def create_inbox(home: Path) -> Path:
+    """Create ``<home>/inbox`` (and the home) private, mode 0700, as the home's other private directories; an existing
+    directory keeps its mode. Returns the inbox.
+
+    Raises
+    ------
+    OSError
+        It cannot be created (the home is not writable, a file of that name is there).
+    """
+    from pipeline.resources import ensure_release_home
+
+    inbox = ensure_release_home(home) / INBOX
+    inbox.mkdir(mode=0o700, exist_ok=True)
+    if not inbox.is_dir():
+        raise NotADirectoryError(20, "Not a directory", str(inbox))
+    return inbox
+
+
+@dataclass(frozen=True)
+class InboxOutcome:
+    """Where the runs of one inbox file (its content and settings: the run key) stand.
+
+    Attributes
+    ----------
+    finished
+        True when no run of the key is queued, running or waiting for a retry.
+    status
+        :data:`PROCESSED` (a run published), :data:`FAILED` (every run failed or was canceled), or ``"running"``.
+    run_id
+        The run that decides (the successful one, else the newest).
+    reason
+        What happened: the failure's message (structured failures name the file or setting, never a value), the
+        release it published, or what the file waits for.
+    release
+        ``release_id``, ``area`` (``releases`` or ``comparisons``) and ``path`` of what a successful run published.
+    """
+
+    finished: bool
+    status: str
+    run_id: str
+    reason: str
+    release: dict[str, str] | None = None
+
+
+def _failure_reason(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str:
+    """Why ``run`` failed: its first step failure's message (:func:`pipeline.failures.step_failures`), else the run's
+    failure event, else the orphan sweep's tag, else its status."""
+    from types import SimpleNamespace
+
+    from pipeline.failures import step_failures
+    from pipeline.run_events import FAILURE_REASON_TAG
+
+    if run.status == dg.DagsterRunStatus.CANCELED:
+        return "the run was canceled"
+    records = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
+    failures = step_failures(SimpleNamespace(all_events=[r.event_log_entry.dagster_event for r in records]))
+    messages = [f"{f.step}: {f.message}" for f in failures if f.message]
+    if not messages:
+        records = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
+        messages = [r.event_log_entry.dagster_event.message or "" for r in records]
+        messages = [m for m in messages if m] or [run.tags.get(FAILURE_REASON_TAG, "") or f"run {run.status.value}"]
+    reason = "; ".join(messages)
+    return reason if len(reason) <= MAX_REASON_LENGTH else reason[: MAX_REASON_LENGTH - 1] + "…"
+
+
+def _published_release(instance: dg.DagsterInstance, run_id: str) -> dict[str, str] | None:
+    """``release_id``, ``area`` and ``path`` from the publish asset's materialization in run ``run_id``, or None."""
+    records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+    for record in records:
+        materialization = record.event_log_entry.dagster_event.event_specific_data.materialization
+        metadata = {key: getattr(value, "value", value) for key, value in materialization.metadata.items()}
+        if "release_id" in metadata:
+            return {
+                "release_id": str(metadata["release_id"]),
+                "area": str(metadata.get("area", "releases")),
+                "path": str(metadata.get("path", "")),
+            }
+    return None
+
+
+def inbox_file_outcome(instance: dg.DagsterInstance, request: dg.RunRequest) -> InboxOutcome | None:
+    """Where the runs of an inbox file stand: the runs tagged with its content SHA-256 and settings digest (retries
+    carry their parent's tags), or None when there is none yet.
+
+    A run queued, running, or failed and waiting for Dagster's retry (``dagster/will_retry``, no retry launched yet)
+    keeps the file in place (the ingest step reads it, and its retry too). Once every run is over: processed when one
+    of them succeeded, else failed, with the newest run's reason.
+    """
+    tags = {key: request.tags[key] for key in (INPUT_SHA256_TAG, SETTINGS_SHA256_TAG)}
+    runs = instance.get_runs(filters=dg.RunsFilter(tags=tags))
+    if not runs:
+        return None
+    finished = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+    for run in runs:
+        if run.status not in finished:
+            return InboxOutcome(False, "running", run.run_id, run.status.value.lower().replace("_", " "))
+        if run.is_complete_and_waiting_to_retry:
+            return InboxOutcome(False, "running", run.run_id, "failed and waiting for its retry")
+    succeeded = [run for run in runs if run.status == dg.DagsterRunStatus.SUCCESS]
+    if succeeded:
+        release = _published_release(instance, succeeded[0].run_id)
+        where = (
+            f"published {'a comparison' if release['area'] == 'comparisons' else 'release'} {release['release_id']} "
+            f"({release['path']})"
+            if release
+            else "succeeded"
+        )
+        return InboxOutcome(True, PROCESSED, succeeded[0].run_id, where, release)
+    newest = runs[0]  # get_runs: newest first
+    return InboxOutcome(True, FAILED, newest.run_id, _failure_reason(instance, newest))
+
+
+def set_aside(inbox: Path, path: Path, outcome: InboxOutcome) -> Path:
+    """Move an inbox file whose runs are over to ``<inbox>/processed/`` or ``<inbox>/failed/`` (created 0700), with
+    its ``<name>.settings.json`` if it has one, and write ``<moved name>.result.json`` (0600) beside it: the original
+    name, the run id, the status, the reason and the release published. A name already taken there gets the run id's
+    first 8 hex digits (``a.<run>.csv``). The sensor never looks into those folders, so a moved file is not run again.
+
+    Returns
+    -------
+    Path
+        Where the file is now.
+
+    Raises
+    ------
+    OSError
+        The folder cannot be created or the file cannot be renamed (it then stays in the inbox, looked at again).
+    """
+    from datetime import UTC, datetime
+
+    folder = inbox / outcome.status
+    folder.mkdir(mode=0o700, exist_ok=True)
+    target = folder / path.name
+    if os.path.lexists(target) or os.path.lexists(target.with_name(target.name + RESULT_SUFFIX)):
+        target = folder / f"{path.stem}.{outcome.run_id[:8]}{path.suffix}"
+    counter = 1
+    while os.path.lexists(target):
+        target = folder / f"{path.stem}.{outcome.run_id[:8]}-{counter}{path.suffix}"
+        counter += 1
+    os.rename(path, target)
+    own_settings = path.with_name(path.name + FILE_SETTINGS_SUFFIX)
+    if own_settings.is_file() and not own_settings.is_symlink():
+        os.rename(own_settings, target.with_name(target.name + FILE_SETTINGS_SUFFIX))
+    sidecar = {
+        "file": path.name,
+        "moved_to": f"{outcome.status}/{target.name}",
+        "status": outcome.status,
+        "run_id": outcome.run_id,
+        "reason": outcome.reason,
+        "release": outcome.release,
+        "moved_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    descriptor = os.open(
+        target.with_name(target.name + RESULT_SUFFIX), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600
+    )
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(sidecar, indent=2, ensure_ascii=False) + "\n")
+    return target
+
+
 def build_inbox_sensor(jobs: list[dg.UnresolvedAssetJobDefinition]) -> dg.SensorDefinition:
     """The inbox sensor, able to start any of ``jobs`` (the publishing jobs of the registry); evaluated every
     ``$MSA_RELEASE_INBOX_INTERVAL_SECONDS`` (default 30) once started."""
@@ -670,6 +837,14 @@ def _refusal(path: Path, inbox: Path) -> str | None:
     return None
 
 
+def _sensor_instance(context: dg.SensorEvaluationContext) -> dg.DagsterInstance | None:
+    """The tick's Dagster instance, or None when the context has none (a test's bare context)."""
+    try:
+        return context.instance
+    except dg.DagsterInvariantViolationError:
+        return None
+
+
 def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
     """Evaluate the inbox: one RunRequest per complete, readable data file (see the module docstring).
 
@@ -685,7 +860,14 @@ def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
             context.log.warning(f"inbox: could not check for runs whose process died ({type(error).__name__}: {error})")
     inbox = Path(store.home) / INBOX
     if not inbox.is_dir():
-        return dg.SkipReason(f"no inbox directory {inbox}: create it and drop CSV (with a header row) or Parquet files in it")
+        try:
+            created = create_inbox(Path(store.home))
+        except OSError as error:
+            return dg.SkipReason(
+                f"no inbox directory {inbox}, and it cannot be created ({error.strerror or error}): create it (mode 0700) "
+                "and drop CSV (with a header row) or Parquet files in it"
+            )
+        return dg.SkipReason(f"created the inbox {created} (mode 0700): drop CSV (with a header row) or Parquet files in it")
     inbox = inbox.resolve()
     try:
         cursor = json.loads(context.cursor) if context.cursor else {}
@@ -697,6 +879,7 @@ def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
     except ValueError as error:
         return dg.SkipReason(f"{error}; fix it to release the inbox files")
     requests, new_cursor = [], {}
+    instance = _sensor_instance(context)
     now = time.time()
     for path in sorted(inbox.iterdir()):
         name = path.name
@@ -729,12 +912,31 @@ def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
         except OSError as error:
             skipped.append(f"{name}: unreadable ({error.strerror or error})")
             continue
-        new_cursor[name] = [*signature, sha256]
         try:
             settings = inbox_file_settings(shared, _read_settings(path.with_name(name + FILE_SETTINGS_SUFFIX)))
-            requests.append(inbox_run_request(path, settings, sha256=sha256))
+            request = inbox_run_request(path, settings, sha256=sha256)
         except ValueError as error:
+            new_cursor[name] = [*signature, sha256]
             skipped.append(f"{name}: unusable settings ({error})")
+            continue
+        outcome = inbox_file_outcome(instance, request) if instance is not None else None
+        if outcome is None:  # no run yet: request one (Dagster drops a run key it has already seen)
+            new_cursor[name] = [*signature, sha256]
+            requests.append(request)
+        elif outcome.finished:
+            try:
+                target = set_aside(inbox, path, outcome)
+            except OSError as error:
+                new_cursor[name] = [*signature, sha256]
+                skipped.append(
+                    f"{name}: its run {outcome.run_id} is over but the file could not be moved ({error.strerror or error})"
+                )
+                continue
+            log = context.log.info if outcome.status == PROCESSED else context.log.warning
+            log(f"inbox: {name} -> {target.parent.name}/{target.name} (run {outcome.run_id}: {outcome.reason})")
+        else:
+            new_cursor[name] = [*signature, sha256]
+            skipped.append(f"{name}: run {outcome.run_id} is {outcome.reason}; the file stays until it is over")
     for reason in skipped:
         context.log.warning(f"inbox: skipped {reason}")
     cursor_text = json.dumps(new_cursor, sort_keys=True)
