@@ -80,6 +80,13 @@ from pipeline.settings import Model
 
 __all__ = [
     "ATTACKS_JOB_SELECTION",
+    "InboxOutcome",
+    "ScheduleConfigError",
+    "create_inbox",
+    "inbox_file_outcome",
+    "schedule_run_config",
+    "set_aside",
+    "validate_schedule_config",
     "DEFAULT_SCHEDULE_CRON",
     "EVALUATION_JOB_SELECTION",
     "INBOX_SETTINGS",
@@ -412,10 +419,138 @@ def schedule_cron_and_timezone(cron: str | None = None, timezone: str | None = N
     return cron, timezone
 
 
+#: The schedule's run config: ``$MSA_RELEASE_SCHEDULE_CONFIG`` names a YAML file, else ``<home>/schedule.yaml`` if present.
+SCHEDULE_CONFIG_VARIABLE, SCHEDULE_CONFIG_FILE = "MSA_RELEASE_SCHEDULE_CONFIG", "schedule.yaml"
+
+
+class ScheduleConfigError(ValueError):
+    """The schedule's run config file cannot be used: the message names the file and the key, and what to do."""
+
+
+def _config_key(path: tuple[str, ...], message: str) -> str:
+    """The dotted key of a config error (``resources.settings.config.ell``); an unexpected entry's own name is added."""
+    import re
+
+    unexpected = re.search(r'unexpected config entr(?:y|ies) "([^"]+)"', message)
+    return ".".join([*path, *([unexpected.group(1)] if unexpected else [])]) or "(the whole file)"
+
+
+def _stack_path(stack: Any) -> tuple[str, ...]:
+    names = []
+    while stack is not None:
+        name = getattr(stack, "field_name", None)
+        if name is not None:
+            names.append(str(name))
+        stack = getattr(stack, "parent", None)
+    return tuple(reversed(names))
+
+
+def validate_schedule_config(config: object, *, source: str) -> tuple[str, dict[str, Any]]:
+    """Check a run config for the schedule against the schema of the job its ``model`` selects, as the launchpad and
+    Dagster would at launch: settings of another model, unknown keys, types, then the bounds and cross-field checks
+    (:class:`JobSettings`).
+
+    Parameters
+    ----------
+    config
+        The parsed YAML: ``{"resources": {"settings": {"config": {...}}}}``, as the launchpad's editor holds it.
+    source
+        The file's path, named in every error.
+
+    Returns
+    -------
+    (job name, run config)
+        The job of the settings' ``model`` (``release`` when none) and the run config as given.
+
+    Raises
+    ------
+    ScheduleConfigError
+        Naming ``source``, each key (dotted path) and what is wrong.
+    """
+    from dagster._config import process_config
+
+    if not isinstance(config, Mapping) or _settings_of(config) is None:
+        raise ScheduleConfigError(
+            f"{source}: not a run config; write it as the launchpad shows it: 'resources: settings: config:' and the "
+            "settings under it (input_path, quasi_identifiers, …)"
+        )
+    settings = _settings_of(config) or {}
+    try:
+        job_name = job_of_model(settings.get("model"))
+    except KeyError as error:
+        raise ScheduleConfigError(f"{source}: resources.settings.config.model: {error.args[0]}") from None
+    mapping = job_settings_mapping(job_name, models_of_job(job_name))
+    job_settings = JobSettings(job_name, models_of_job(job_name))
+    problems: list[str] = []
+    try:
+        job_settings.refuse_settings_of_other_models(config)
+    except dg.DagsterInvalidConfigError as error:
+        problems += [f"{_config_key(_stack_path(e.stack), e.message)}: {e.message}" for e in error.errors]
+    if not problems:
+        evaluated = process_config(mapping.config_schema.config_type, config)
+        for entry in evaluated.errors or []:
+            message = entry.message.split(' Expected: "', 1)[0]
+            problems.append(f"{_config_key(_stack_path(entry.stack), message)}: {message}")
+    if not problems:
+        try:
+            job_settings(dict(config))
+        except dg.DagsterInvalidConfigError as error:
+            problems += [f"{_config_key(_stack_path(e.stack), e.message)}: {e.message}" for e in error.errors]
+    if problems:
+        raise ScheduleConfigError(
+            f"{source}: the schedule's run config for job {job_name} is not valid: " + "; ".join(problems) + f"; fix "
+            f"the key(s) in the file (or unset {SCHEDULE_CONFIG_VARIABLE} / remove the file to run the launchpad's defaults)"
+        )
+    return job_name, dict(config)
+
+
+def schedule_run_config(home: Path | str) -> tuple[str, dict[str, Any], Path] | None:
+    """The schedule's configured run: ``$MSA_RELEASE_SCHEDULE_CONFIG`` (a YAML file; it must exist), else
+    ``<home>/schedule.yaml`` when present, read and checked by :func:`validate_schedule_config`; None when neither is
+    set (the schedule then runs the ``release`` job with the launchpad's defaults).
+
+    Returns
+    -------
+    (job name, run config, file) or None
+
+    Raises
+    ------
+    ScheduleConfigError
+        The file is missing (named by the variable), unreadable, not YAML, or not a valid run config; the message
+        names the file and the key.
+    """
+    import yaml
+
+    named = os.environ.get(SCHEDULE_CONFIG_VARIABLE, "").strip()
+    path = Path(named).expanduser() if named else Path(home) / SCHEDULE_CONFIG_FILE
+    if not named and not path.exists():
+        return None
+    where = f"{path} ({SCHEDULE_CONFIG_VARIABLE})" if named else str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or error
+        raise ScheduleConfigError(f"{where}: cannot read the schedule's run config ({reason}); fix or unset it") from None
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ScheduleConfigError(f"{where}: not valid YAML{line}; fix the file") from None
+    job_name, run_config = validate_schedule_config(config, source=where)
+    return job_name, run_config, path
+
+
 def build_release_schedule(
-    cron: str | None = None, timezone: str | None = None, *, job: dg.UnresolvedAssetJobDefinition | None = None
+    cron: str | None = None,
+    timezone: str | None = None,
+    *,
+    job: dg.UnresolvedAssetJobDefinition | None = None,
+    run_config: Mapping[str, Any] | None = None,
+    config_file: Path | None = None,
 ) -> dg.ScheduleDefinition:
-    """The schedule that runs the ``release`` job with the launchpad's default settings.
+    """The schedule that runs ``job`` (default ``release``) with ``run_config`` (:func:`schedule_run_config`), or with the
+    launchpad's default settings when there is none.
 
     Parameters
     ----------
@@ -424,7 +559,9 @@ def build_release_schedule(
     timezone
         IANA timezone of the cron; default ``$MSA_RELEASE_SCHEDULE_TIMEZONE``, else UTC.
     job
-        The ``release`` job to run (default: the built-in models' one).
+        The job to run (default: the built-in models' ``release``); with ``run_config``, the job of its ``model``.
+    run_config, config_file
+        The configured run (already checked) and the file it came from (named in the description and a tag).
 
     Returns
     -------
@@ -437,15 +574,22 @@ def build_release_schedule(
         The cron expression is not valid (the message names the variable to fix).
     """
     cron, timezone = schedule_cron_and_timezone(cron, timezone)
+    job = job if job is not None else release_job
+    what = f"the run config of {config_file}" if config_file is not None else "the launchpad's default settings"
     return dg.ScheduleDefinition(
         name="release_schedule",
-        job=job if job is not None else release_job,
+        job=job,
         cron_schedule=cron,
         execution_timezone=timezone,
+        run_config=dict(run_config) if run_config is not None else None,
         default_status=dg.DefaultScheduleStatus.STOPPED,
-        tags={"msa_release/trigger": "schedule"},
-        description=f"Runs the `release` job ({cron}, {timezone}) with the launchpad's default settings. "
-        "Set MSA_RELEASE_SCHEDULE_CRON / MSA_RELEASE_SCHEDULE_TIMEZONE to change it; stopped until started.",
+        tags={
+            "msa_release/trigger": "schedule",
+            **({"msa_release/schedule_config": config_file.name} if config_file is not None else {}),
+        },
+        description=f"Runs the `{job.name}` job ({cron}, {timezone}) with {what}. Set MSA_RELEASE_SCHEDULE_CRON / "
+        f"MSA_RELEASE_SCHEDULE_TIMEZONE to change when, $MSA_RELEASE_HOME/{SCHEDULE_CONFIG_FILE} or "
+        f"{SCHEDULE_CONFIG_VARIABLE} what; stopped until started.",
     )
 
 

@@ -504,10 +504,11 @@ def execute_job(job_name: str, run_config: dict, *, home_option: str | None, ver
     home = use_home(home_option)
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     dagster_home = prepare_dagster_home(home, explicit_home=bool(home_option))
-    from pipeline.jobs import schedule_cron_and_timezone
+    from pipeline.jobs import schedule_cron_and_timezone, schedule_run_config
 
     try:
         schedule_cron_and_timezone()  # the code location's schedule is built with the job: refuse bad variables first
+        schedule_run_config(home)  # and a bad schedule config file (it names the file and the key)
     except ValueError as error:
         raise UnusableInput(f"{error}; nothing was run") from error
 
