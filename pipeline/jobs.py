@@ -17,7 +17,9 @@ those, and a bad value (``ell: 1``, ``min_confidence: 1.5``, k < ℓ) or another
 
 ``release_schedule`` runs ``release`` weekly (cron from ``$MSA_RELEASE_SCHEDULE_CRON``, default
 Monday 03:00; timezone ``$MSA_RELEASE_SCHEDULE_TIMEZONE``, default UTC); it is stopped until
-someone starts it in the UI (Automation) or with ``dagster schedule start``.
+someone starts it in the UI (Automation) or with ``dagster schedule start``. Its run config is the YAML file
+``$MSA_RELEASE_SCHEDULE_CONFIG`` or ``$MSA_RELEASE_HOME/schedule.yaml`` when there is one (the model in it picks the
+job), checked when the code location loads (:func:`schedule_run_config`); else the launchpad's defaults.
 
 ``inbox_sensor`` watches ``$MSA_RELEASE_HOME/inbox/``: a new or changed ``.csv`` / ``.parquet``
 file triggers one release run with that file as input. The run key is the file's SHA-256 and a digest
@@ -28,6 +30,11 @@ file, ``<file name>.settings.json`` beside it; the ``model`` setting picks the j
 ``rating_release``, ``kl`` runs ``kl_release``: :func:`pipeline.models.job_of_model`). A setting of
 another model in ``settings.json`` is left out for the file (``min_confidence`` there serves the mixed files, not
 a kl file); in the file's own settings it makes them unusable (``seed`` beside ``"model": "kl"``).
+
+The sensor creates the inbox (0700) when it is missing. Once every run of a file is over, the next tick moves it to
+``inbox/processed/`` (a run published it) or ``inbox/failed/``, with a ``<name>.result.json`` sidecar (run id, status,
+reason, release); a file whose run is queued, running or waiting for Dagster's retry stays (:func:`inbox_file_outcome`,
+:func:`set_aside`). The sensor never looks into those folders.
 
 Write-then-rename: a file is written under a name the sensor ignores (starting with ``.`` or ending in
 ``.part`` / ``.tmp``) and renamed to its ``.csv`` / ``.parquet`` name once complete. Files changed
@@ -957,8 +964,9 @@ def build_inbox_sensor(jobs: list[dg.UnresolvedAssetJobDefinition]) -> dg.Sensor
         jobs=jobs,
         minimum_interval_seconds=_interval_seconds(),
         default_status=dg.DefaultSensorStatus.STOPPED,
-        description="Watches $MSA_RELEASE_HOME/inbox/: a new or changed .csv/.parquet file triggers a release run with it "
-        "as input (run key = SHA-256 of the content and of the settings, so the same content with the same settings never "
+        description="Watches $MSA_RELEASE_HOME/inbox/ (created 0700 when missing): a new or changed .csv/.parquet file "
+        "triggers a release run with it as input; once its runs are over it moves to inbox/processed/ or "
+        "inbox/failed/ with a .result.json sidecar (run key = SHA-256 of the content and of the settings, so the same content with the same settings never "
         "runs twice). Write files as <name>.part (or .tmp, or a name starting with '.') and rename them when complete; "
         "symbolic links are refused. Settings: inbox/settings.json and <file>.settings.json.",
     )(evaluate_inbox)
