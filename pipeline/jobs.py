@@ -71,6 +71,7 @@ import dagster as dg
 from pydantic import ValidationError
 
 from assets.publish import job_assets
+from pipeline.errors import UnusableInputError
 from pipeline.models import (
     PUBLICATION_MODELS,
     PublicationModel,
@@ -430,8 +431,9 @@ def schedule_cron_and_timezone(cron: str | None = None, timezone: str | None = N
 SCHEDULE_CONFIG_VARIABLE, SCHEDULE_CONFIG_FILE = "MSA_RELEASE_SCHEDULE_CONFIG", "schedule.yaml"
 
 
-class ScheduleConfigError(ValueError):
-    """The schedule's run config file cannot be used: the message names the file and the key, and what to do."""
+class ScheduleConfigError(UnusableInputError, ValueError):
+    """The schedule's run config file cannot be used (exit status 2): the message names the file and the key, and what
+    to do."""
 
 
 def _config_key(path: tuple[str, ...], message: str) -> str:
