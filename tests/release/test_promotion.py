@@ -115,3 +115,25 @@ def test_the_lock_removes_what_a_killed_comparison_publish_left(tmp_path):
         assert list(comparisons.iterdir()) == []
     finally:
         lock.release()
+
+
+def test_the_report_advice_suggests_a_comparison_never_a_shared_leaky_release():
+    """Issue 15: a page without a comparison told the steward to publish `--model rating --allow-disclosure`, which
+    replaced LATEST with a release of maximum disclosure 1.0. The advice now says the run is a comparison
+    (comparisons/, never LATEST); a Rating page suggests the mixed run, not another override."""
+    from pipeline.reporting.release_report import baseline_section, render_report
+
+    mixed = baseline_section({"model": "mixed"}, None, None)
+    assert "Not available" in mixed and "msa-release run --model rating --allow-disclosure" in mixed
+    assert "<code>comparisons/</code>" in mixed and "never moves <code>releases/LATEST</code>" in mixed
+    assert "--allow-recomposition" not in mixed  # a comparison needs no recomposition override
+    rating = baseline_section({"model": "rating"}, None, None)
+    assert "msa-release run --model mixed" in rating and "--allow-disclosure" not in rating
+    not_computed = baseline_section({"model": "mixed"}, {"private_rating_baseline": {"not_computed": True}}, None)
+    assert "never moves <code>releases/LATEST</code>" in not_computed
+    # the banner: first on a comparison's page, absent on a shared one
+    comparison = {"model": "toy-unknown", "ell": 2, "release_id": "x", "promotion": {"promoted": False, "reason": "a baseline"}}
+    page = render_report(comparison, None)
+    assert page.index("COMPARISON — not for sharing") < page.index("<h1>")
+    shared = render_report({**comparison, "promotion": {"promoted": True, "overrides_set": []}}, None)
+    assert "COMPARISON" not in shared.split("<h1>")[0]
