@@ -303,6 +303,8 @@ def _run_and_summarize(options: dict, config: dict, job_name: str, started: floa
         click.echo("COMPARISON — not for sharing (published under comparisons/, never the shared release)")
         click.echo(publication_model(manifest["model"]).summary(manifest, comparison, elapsed))
         click.echo(f"  why            {reason}")
+        if (manifest.get("promotion") or {}).get("requested") is True:  # --promote was asked for and refused
+            click.echo(f"msa-release: {reason}", err=True)
         click.echo(
             f"  LATEST         unchanged: {previous.name if previous is not None else 'no shared release'} "
             f"({home / 'releases' / 'LATEST'})"
