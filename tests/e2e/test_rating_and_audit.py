@@ -92,8 +92,9 @@ class Published:
 
     @property
     def rating_release(self) -> Path:
-        """A Rating release with --allow-disclosure is a comparison (issue 15): the newest of comparisons/."""
-        return list_releases(self.rating_home / "comparisons")[-1]
+        """A Rating release with --allow-disclosure is a comparison (issue 15): the first of comparisons/ (the
+        second is the run with --promote, refused)."""
+        return list_releases(self.rating_home / "comparisons")[0]
 
 
 def _run_args(example: dict, csv: Path, home: Path, *extra: str) -> list[str]:
@@ -168,6 +169,9 @@ def published(tmp_path_factory) -> Published:
             main, _run_args(example, csv, mixed_home, "--model", "mixed", "--no-promote")
         )
         outcomes["after_mixed_no_promote"] = _releases_snapshot(mixed_home)
+        outcomes["rating_promote_refused"] = runner.invoke(
+            main, _run_args(example, csv, rating_home, "--model", "rating", "--allow-disclosure", "--promote")
+        )
     return Published(example, csv, mixed_home, rating_home, outcomes, (before_refusal, after_refusal))
 
 
@@ -312,6 +316,19 @@ def test_no_promote_publishes_a_mixed_release_as_a_comparison(published):
         "reason": "promote is off (--no-promote): published as a comparison",
         "overrides_set": [],
     }
+
+
+def test_promote_never_shares_a_release_above_its_bound(published):
+    """--promote with --allow-disclosure on a Rating release whose disclosure gate fails: still a comparison, the
+    refusal said on stderr and in the manifest; releases/ is not even created."""
+    outcome = published.outcomes["rating_promote_refused"]
+    assert outcome.exit_code == 0, outcome.output
+    assert "msa-release: --promote refused: gate(s) disclosure_within_bound failed" in outcome.output
+    assert not (published.rating_home / "releases" / "LATEST").exists()
+    first, refused = list_releases(published.rating_home / "comparisons")
+    assert first == published.rating_release
+    manifest = _manifest(refused)
+    assert manifest["promotion"]["requested"] is True and manifest["promotion"]["promoted"] is False
 
 
 def test_rating_release_holds_only_the_rating_tables(published):
