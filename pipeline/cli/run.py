@@ -140,7 +140,8 @@ from pipeline.cli.common import (
 @click.option(
     "--keep-releases",
     type=click.IntRange(min=0),
-    help="Retention: after publishing, remove the oldest releases beyond the newest N (never LATEST's); default 0 keeps all.",
+    help="Retention: after publishing, remove the oldest releases beyond the newest N of releases/ (or of comparisons/, "
+    "for a comparison; never LATEST's); default 0 keeps all.",
 )
 @click.option(
     "--promote/--no-promote",
