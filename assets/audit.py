@@ -96,9 +96,15 @@ def build_audit_asset(owner: PublicationModel) -> dg.AssetsDefinition:
                 f"`{owner.job}` job (`msa-release audit` audits a release directory from its files)"
             )
         release_id = str(published["release_id"])
-        release_dir = store.releases_dir / release_id
+        # a shared release (releases/) or a comparison (comparisons/, pipeline/release/promotion.py)
+        release_dir = next(
+            (d / release_id for d in (store.releases_dir, store.comparisons_dir) if (d / release_id / "manifest.json").is_file()),
+            store.releases_dir / release_id,
+        )
         if not (release_dir / "manifest.json").is_file():
-            raise dg.Failure(f"release {release_id} published by this run is no longer in {store.releases_dir}")
+            raise dg.Failure(
+                f"release {release_id} published by this run is no longer in {store.releases_dir} or {store.comparisons_dir}"
+            )
         release = read_release(release_dir)
         expected = dict(published.get("table_digests") or {})
         found = table_digests({name: getattr(release, name) for name in expected})

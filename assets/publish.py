@@ -45,6 +45,7 @@ from pipeline.core.adversary import candidate_adversary, rule_holders
 from pipeline.models import CandidateRelease, PublicationModel
 from pipeline.models.base import adversary_asset, runs_strong_rule_adversary
 from pipeline.release.audit import table_digests
+from pipeline.release.promotion import COMPARISON_NOTICE, decide_promotion
 from pipeline.release.publish import contract_schemas, package_versions, publish_release
 from pipeline.release.registry import check_series, write_registry_entry
 from pipeline.reporting.release_report import REPORT_HTML, report_files
@@ -272,7 +273,9 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
         candidate=[*owner.candidate_tables, owner.candidate_asset],
     )
     description = (
-        f"Publish the gated release of the `{job}` job atomically to $MSA_RELEASE_HOME/releases/<release_id>/ and update LATEST."
+        f"Publish the gated release of the `{job}` job atomically to $MSA_RELEASE_HOME/releases/<release_id>/ and update "
+        "LATEST, or, for a comparison (setting promote; baselines and releases above a bound by default), to "
+        "$MSA_RELEASE_HOME/comparisons/<release_id>/ without touching LATEST."
     )
 
     @dg.multi_asset(
@@ -290,7 +293,8 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
     )
     @with_structured_failures
     def publish(context: dg.AssetExecutionContext, settings: ReleaseSettings, store: ReleaseStore, **frames):
-        """Publish the gated release atomically to $MSA_RELEASE_HOME/releases/<release_id>/ and update LATEST."""
+        """Publish the gated release atomically to $MSA_RELEASE_HOME/releases/<release_id>/ and update LATEST, or to
+        $MSA_RELEASE_HOME/comparisons/<release_id>/ (a comparison: LATEST untouched; pipeline/release/promotion.py)."""
         started = time.monotonic()
         publish_started = time.time()
         model = model_of_run(job, settings)
@@ -301,6 +305,19 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
         verdict = model.verdict(gates, parameters)
         if verdict.refusal is not None:  # blocking checks already stop this step; this is a second lock on the door
             raise dg.Failure(verdict.refusal)
+        promotion = decide_promotion(
+            promote=settings.promote,
+            baseline=model.baseline,
+            model=model.name,
+            overridden=verdict.overridden,
+            warned=verdict.warned,
+            settings={
+                "allow_disclosure": settings.allow_disclosure,
+                "posterior_gate": settings.posterior_gate,
+                "allow_recomposition": settings.allow_recomposition,
+            },
+        )
+        target_dir = store.releases_dir if promotion.promoted else store.comparisons_dir
         raw_records, row_map = frames["raw_records"], frames[owner.row_map_asset]
         quasi_identifiers, sensitive_attributes = list(settings.quasi_identifiers), list(settings.sensitive_attributes)
         configuration = model.series_configuration(parameters)
@@ -319,9 +336,18 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
             candidate_sets_of=lambda candidate_row_map: model.candidate_sets(
                 frames, candidate_row_map, parameters.sensitive_attributes
             ),
+            comparison=not promotion.promoted,
         )
+        if recomposition and not promotion.promoted:
+            context.log.warning(
+                f"comparison {release_id} shares records with {len(recomposition)} shared release(s) of this home made "
+                "with other settings or records: it is not refused because it is not shared; sharing its directory "
+                "would let the two be intersected (docs/series.md)"
+            )
         summary = frames["input_summary"].iloc[0]
         manifest = {
+            "notice": None if promotion.promoted else COMPARISON_NOTICE,
+            "promotion": promotion.manifest_entry(),
             "release_id": release_id,
             "created_at": now.isoformat(timespec="seconds"),
             "input_hmac": str(summary["input_hmac"]),
@@ -345,19 +371,26 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
         candidates = model.published_tables(frames, parameters)
         tables = {name: candidates[name][list(schema)] for name, schema in schemas.items() if name in candidates}
         # report.html / report.json: aggregate figures only (rules are recoverable from the release, Lemma 22)
-        report_data = model.report_data(frames, manifest, parameters, release_path=store.releases_dir / release_id)
+        report_data = model.report_data(frames, manifest, parameters, release_path=target_dir / release_id)
         extra_files = report_files(manifest, report_data, releases_dir=store.releases_dir)
-        write_registry_entry(store.home, release_id, fingerprints, configuration, row_ids=release_row_ids)
+        write_registry_entry(store.home, release_id, fingerprints, configuration, row_ids=release_row_ids, area=promotion.area)
         path = publish_release(
-            store.releases_dir,
+            target_dir,
             release_id,
             tables,
             schemas,
             manifest,
             extra_files=extra_files,
             keep_releases=settings.keep_releases,
+            update_latest=promotion.promoted,
         )
-        context.log.info(f"published {model.name} release {release_id} at {path}")
+        if promotion.promoted:
+            context.log.info(f"published {model.name} release {release_id} at {path}")
+        else:
+            context.log.info(
+                f"published {model.name} release {release_id} as a COMPARISON (not for sharing) at {path}; "
+                f"releases/LATEST is unchanged: {promotion.reason}"
+            )
         return dg.MaterializeResult(
             asset_key=owner.publish_asset,
             metadata={
@@ -365,6 +398,8 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
                 "path": dg.MetadataValue.path(str(path)),
                 "model": model.name,
                 **release_metadata_fields(settings, model),
+                "promoted": promotion.promoted,
+                "area": promotion.area,
                 **model.publish_figures(frames, manifest, report_data),
                 "n_gates_passed": sum(g["passed"] for g in gates),
                 "publish_seconds": round(time.monotonic() - started, 3),

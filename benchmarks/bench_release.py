@@ -388,9 +388,9 @@ def measure_run(dataset: Dataset, home: Path, profile_path: Path, *, ell: int, t
         match = re.search(r"(\d+) read, (\d+) dropped", completed.stdout)
         if match:
             outcome["records_read"], outcome["records_dropped"] = int(match.group(1)), int(match.group(2))
-    releases = home / "releases"
-    if releases.exists():  # keep the disk small: the benchmark does not need the releases
-        shutil.rmtree(releases)
+    for releases in (home / "releases", home / "comparisons"):
+        if releases.exists():  # keep the disk small: the benchmark does not need the releases (nor comparisons)
+            shutil.rmtree(releases)
     return outcome
 
 

@@ -27,6 +27,7 @@ from pipeline.jobs import (  # noqa: E402
     build_release_wiring,
     evaluation_job,
     plan_job,
+    schedule_run_config,
 )
 from pipeline.models import PUBLICATION_MODELS  # noqa: E402
 from pipeline.resources import ExperimentSettings, ReleaseSettings, ReleaseStore, release_home  # noqa: E402
@@ -63,15 +64,28 @@ def build_definitions(home: Path) -> dg.Definitions:
     The publishing jobs, their candidate and publish assets and their gate lists are generated from the model
     registry (:mod:`pipeline.models`) at each call, so a plug-in registered before the call gets its job.
     Nothing is created here (importing :mod:`pipeline.definitions` has no side effect); the home is
-    created, mode 0700, when a run sets up its warehouse."""
+    created, mode 0700, when a run sets up its warehouse. The release schedule runs the configured run of
+    ``$MSA_RELEASE_SCHEDULE_CONFIG`` or ``<home>/schedule.yaml`` when there is one (:func:`pipeline.jobs.schedule_run_config`).
+
+    Raises
+    ------
+    ValueError
+        An invalid ``MSA_RELEASE_SCHEDULE_CRON`` / ``_TIMEZONE``, or schedule run config (naming the file and key).
+    """
     home = Path(home).resolve()
     wiring = build_release_wiring()
     publishing_jobs = list(wiring.jobs.values())
+    configured = schedule_run_config(home)  # ScheduleConfigError (a ValueError) names the file and the key
+    if configured is None:
+        schedule = build_release_schedule(job=wiring.jobs["release"])
+    else:
+        job_name, run_config, config_file = configured
+        schedule = build_release_schedule(job=wiring.jobs[job_name], run_config=run_config, config_file=config_file)
     return dg.Definitions(
         assets=[*dg.load_assets_from_modules(STAGE_MODULES), *wiring.all_assets()],
         asset_checks=gates_of(PUBLICATION_MODELS.values()),
         jobs=[*publishing_jobs, evaluation_job, attacks_job, plan_job],
-        schedules=[build_release_schedule(job=wiring.jobs["release"])],
+        schedules=[schedule],
         sensors=[build_inbox_sensor(publishing_jobs)],
         # ad-hoc materializations from the UI too: one process holds the release lock for the run
         executor=dg.in_process_executor,

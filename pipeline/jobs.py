@@ -17,7 +17,9 @@ those, and a bad value (``ell: 1``, ``min_confidence: 1.5``, k < ℓ) or another
 
 ``release_schedule`` runs ``release`` weekly (cron from ``$MSA_RELEASE_SCHEDULE_CRON``, default
 Monday 03:00; timezone ``$MSA_RELEASE_SCHEDULE_TIMEZONE``, default UTC); it is stopped until
-someone starts it in the UI (Automation) or with ``dagster schedule start``.
+someone starts it in the UI (Automation) or with ``dagster schedule start``. Its run config is the YAML file
+``$MSA_RELEASE_SCHEDULE_CONFIG`` or ``$MSA_RELEASE_HOME/schedule.yaml`` when there is one (the model in it picks the
+job), checked when the code location loads (:func:`schedule_run_config`); else the launchpad's defaults.
 
 ``inbox_sensor`` watches ``$MSA_RELEASE_HOME/inbox/``: a new or changed ``.csv`` / ``.parquet``
 file triggers one release run with that file as input. The run key is the file's SHA-256 and a digest
@@ -28,6 +30,11 @@ file, ``<file name>.settings.json`` beside it; the ``model`` setting picks the j
 ``rating_release``, ``kl`` runs ``kl_release``: :func:`pipeline.models.job_of_model`). A setting of
 another model in ``settings.json`` is left out for the file (``min_confidence`` there serves the mixed files, not
 a kl file); in the file's own settings it makes them unusable (``seed`` beside ``"model": "kl"``).
+
+The sensor creates the inbox (0700) when it is missing. Once every run of a file is over, the next tick moves it to
+``inbox/processed/`` (a run published it) or ``inbox/failed/``, with a ``<name>.result.json`` sidecar (run id, status,
+reason, release); a file whose run is queued, running or waiting for Dagster's retry stays (:func:`inbox_file_outcome`,
+:func:`set_aside`). The sensor never looks into those folders.
 
 Write-then-rename: a file is written under a name the sensor ignores (starting with ``.`` or ending in
 ``.part`` / ``.tmp``) and renamed to its ``.csv`` / ``.parquet`` name once complete. Files changed
@@ -64,6 +71,7 @@ import dagster as dg
 from pydantic import ValidationError
 
 from assets.publish import job_assets
+from pipeline.errors import UnusableInputError
 from pipeline.models import (
     PUBLICATION_MODELS,
     PublicationModel,
@@ -80,6 +88,13 @@ from pipeline.settings import Model
 
 __all__ = [
     "ATTACKS_JOB_SELECTION",
+    "InboxOutcome",
+    "ScheduleConfigError",
+    "create_inbox",
+    "inbox_file_outcome",
+    "schedule_run_config",
+    "set_aside",
+    "validate_schedule_config",
     "DEFAULT_SCHEDULE_CRON",
     "EVALUATION_JOB_SELECTION",
     "INBOX_SETTINGS",
@@ -427,11 +442,140 @@ def schedule_cron_and_timezone(cron: str | None = None, timezone: str | None = N
     return cron, timezone
 
 
+#: The schedule's run config: ``$MSA_RELEASE_SCHEDULE_CONFIG`` names a YAML file, else ``<home>/schedule.yaml`` if present.
+SCHEDULE_CONFIG_VARIABLE, SCHEDULE_CONFIG_FILE = "MSA_RELEASE_SCHEDULE_CONFIG", "schedule.yaml"
+
+
+class ScheduleConfigError(UnusableInputError, ValueError):
+    """The schedule's run config file cannot be used (exit status 2): the message names the file and the key, and what
+    to do."""
+
+
+def _config_key(path: tuple[str, ...], message: str) -> str:
+    """The dotted key of a config error (``resources.settings.config.ell``); an unexpected entry's own name is added."""
+    import re
+
+    unexpected = re.search(r'unexpected config entr(?:y|ies) "([^"]+)"', message)
+    return ".".join([*path, *([unexpected.group(1)] if unexpected else [])]) or "(the whole file)"
+
+
+def _stack_path(stack: Any) -> tuple[str, ...]:
+    names = []
+    while stack is not None:
+        name = getattr(stack, "field_name", None)
+        if name is not None:
+            names.append(str(name))
+        stack = getattr(stack, "parent", None)
+    return tuple(reversed(names))
+
+
+def validate_schedule_config(config: object, *, source: str) -> tuple[str, dict[str, Any]]:
+    """Check a run config for the schedule against the schema of the job its ``model`` selects, as the launchpad and
+    Dagster would at launch: settings of another model, unknown keys, types, then the bounds and cross-field checks
+    (:class:`JobSettings`).
+
+    Parameters
+    ----------
+    config
+        The parsed YAML: ``{"resources": {"settings": {"config": {...}}}}``, as the launchpad's editor holds it.
+    source
+        The file's path, named in every error.
+
+    Returns
+    -------
+    (job name, run config)
+        The job of the settings' ``model`` (``release`` when none) and the run config as given.
+
+    Raises
+    ------
+    ScheduleConfigError
+        Naming ``source``, each key (dotted path) and what is wrong.
+    """
+    from dagster._config import process_config
+
+    if not isinstance(config, Mapping) or _settings_of(config) is None:
+        raise ScheduleConfigError(
+            f"{source}: not a run config; write it as the launchpad shows it: 'resources: settings: config:' and the "
+            "settings under it (input_path, quasi_identifiers, …)"
+        )
+    settings = _settings_of(config) or {}
+    try:
+        job_name = job_of_model(settings.get("model"))
+    except KeyError as error:
+        raise ScheduleConfigError(f"{source}: resources.settings.config.model: {error.args[0]}") from None
+    mapping = job_settings_mapping(job_name, models_of_job(job_name))
+    job_settings = JobSettings(job_name, models_of_job(job_name))
+    problems: list[str] = []
+    try:
+        job_settings.refuse_settings_of_other_models(config)
+    except dg.DagsterInvalidConfigError as error:
+        problems += [f"{_config_key(_stack_path(e.stack), e.message)}: {e.message}" for e in error.errors]
+    if not problems:
+        evaluated = process_config(mapping.config_schema.config_type, config)
+        for entry in evaluated.errors or []:
+            message = entry.message.split(' Expected: "', 1)[0]
+            problems.append(f"{_config_key(_stack_path(entry.stack), message)}: {message}")
+    if not problems:
+        try:
+            job_settings(dict(config))
+        except dg.DagsterInvalidConfigError as error:
+            problems += [f"{_config_key(_stack_path(e.stack), e.message)}: {e.message}" for e in error.errors]
+    if problems:
+        raise ScheduleConfigError(
+            f"{source}: the schedule's run config for job {job_name} is not valid: " + "; ".join(problems) + f"; fix "
+            f"the key(s) in the file (or unset {SCHEDULE_CONFIG_VARIABLE} / remove the file to run the launchpad's defaults)"
+        )
+    return job_name, dict(config)
+
+
+def schedule_run_config(home: Path | str) -> tuple[str, dict[str, Any], Path] | None:
+    """The schedule's configured run: ``$MSA_RELEASE_SCHEDULE_CONFIG`` (a YAML file; it must exist), else
+    ``<home>/schedule.yaml`` when present, read and checked by :func:`validate_schedule_config`; None when neither is
+    set (the schedule then runs the ``release`` job with the launchpad's defaults).
+
+    Returns
+    -------
+    (job name, run config, file) or None
+
+    Raises
+    ------
+    ScheduleConfigError
+        The file is missing (named by the variable), unreadable, not YAML, or not a valid run config; the message
+        names the file and the key.
+    """
+    import yaml
+
+    named = os.environ.get(SCHEDULE_CONFIG_VARIABLE, "").strip()
+    path = Path(named).expanduser() if named else Path(home) / SCHEDULE_CONFIG_FILE
+    if not named and not path.exists():
+        return None
+    where = f"{path} ({SCHEDULE_CONFIG_VARIABLE})" if named else str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or error
+        raise ScheduleConfigError(f"{where}: cannot read the schedule's run config ({reason}); fix or unset it") from None
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ScheduleConfigError(f"{where}: not valid YAML{line}; fix the file") from None
+    job_name, run_config = validate_schedule_config(config, source=where)
+    return job_name, run_config, path
+
+
 def build_release_schedule(
-    cron: str | None = None, timezone: str | None = None, *, job: dg.UnresolvedAssetJobDefinition | None = None
+    cron: str | None = None,
+    timezone: str | None = None,
+    *,
+    job: dg.UnresolvedAssetJobDefinition | None = None,
+    run_config: Mapping[str, Any] | None = None,
+    config_file: Path | None = None,
 ) -> dg.ScheduleDefinition:
-    """The schedule that runs the ``release`` job with the launchpad's default settings (tagged with them:
-    :func:`pipeline.run_events.release_run_tags`).
+    """The schedule that runs ``job`` (default ``release``) with ``run_config`` (:func:`schedule_run_config`), or with the
+    launchpad's default settings when there is none;
+    tagged with the run's settings (:func:`pipeline.run_events.release_run_tags`).
 
     Parameters
     ----------
@@ -440,7 +584,9 @@ def build_release_schedule(
     timezone
         IANA timezone of the cron; default ``$MSA_RELEASE_SCHEDULE_TIMEZONE``, else UTC.
     job
-        The ``release`` job to run (default: the built-in models' one).
+        The job to run (default: the built-in models' ``release``); with ``run_config``, the job of its ``model``.
+    run_config, config_file
+        The configured run (already checked) and the file it came from (named in the description and a tag).
 
     Returns
     -------
@@ -453,15 +599,23 @@ def build_release_schedule(
         The cron expression is not valid (the message names the variable to fix).
     """
     cron, timezone = schedule_cron_and_timezone(cron, timezone)
+    job = job if job is not None else release_job
+    what = f"the run config of {config_file}" if config_file is not None else "the launchpad's default settings"
     return dg.ScheduleDefinition(
         name="release_schedule",
-        job=job if job is not None else release_job,
+        job=job,
         cron_schedule=cron,
         execution_timezone=timezone,
+        run_config=dict(run_config) if run_config is not None else None,
         default_status=dg.DefaultScheduleStatus.STOPPED,
-        tags={"msa_release/trigger": "schedule", **release_run_tags({})},
-        description=f"Runs the `release` job ({cron}, {timezone}) with the launchpad's default settings. "
-        "Set MSA_RELEASE_SCHEDULE_CRON / MSA_RELEASE_SCHEDULE_TIMEZONE to change it; stopped until started.",
+        tags={
+            "msa_release/trigger": "schedule",
+            **release_run_tags(((run_config or {}).get("resources", {}).get("settings", {}) or {}).get("config", {}) or {}),
+            **({"msa_release/schedule_config": config_file.name} if config_file is not None else {}),
+        },
+        description=f"Runs the `{job.name}` job ({cron}, {timezone}) with {what}. Set MSA_RELEASE_SCHEDULE_CRON / "
+        f"MSA_RELEASE_SCHEDULE_TIMEZONE to change when, $MSA_RELEASE_HOME/{SCHEDULE_CONFIG_FILE} or "
+        f"{SCHEDULE_CONFIG_VARIABLE} what; stopped until started.",
     )
 
 
@@ -484,6 +638,13 @@ DEFAULT_MAX_RETRIES = 3
 INBOX_LOCK_WAIT_SECONDS = 3600.0
 #: Tag of an inbox run: the digest of its settings (the content's SHA-256 is ``INPUT_SHA256_TAG``).
 SETTINGS_SHA256_TAG = "msa_release/settings_sha256"
+#: Sub-folders of the inbox where a file goes once its run is over: published, or failed (refused, unusable, crashed
+#: beyond its retries, canceled). Never looked into by the sensor (it reads the inbox's own files only).
+PROCESSED, FAILED = "processed", "failed"
+#: Suffix of the sidecar written beside a file set aside: ``<name>.result.json`` (run id, status, reason, release).
+RESULT_SUFFIX = ".result.json"
+#: Longest failure reason kept in a sidecar (characters).
+MAX_REASON_LENGTH = 2000
 
 
 def _environment_number(name: str, default: float, minimum: float) -> float:
@@ -656,6 +817,166 @@ def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.Ru
     )
 
 
+def create_inbox(home: Path) -> Path:
+    """Create ``<home>/inbox`` (and the home) private, mode 0700, as the home's other private directories; an existing
+    directory keeps its mode. Returns the inbox.
+
+    Raises
+    ------
+    OSError
+        It cannot be created (the home is not writable, a file of that name is there).
+    """
+    from pipeline.resources import ensure_release_home
+
+    inbox = ensure_release_home(home) / INBOX
+    inbox.mkdir(mode=0o700, exist_ok=True)
+    if not inbox.is_dir():
+        raise NotADirectoryError(20, "Not a directory", str(inbox))
+    return inbox
+
+
+@dataclass(frozen=True)
+class InboxOutcome:
+    """Where the runs of one inbox file (its content and settings: the run key) stand.
+
+    Attributes
+    ----------
+    finished
+        True when no run of the key is queued, running or waiting for a retry.
+    status
+        :data:`PROCESSED` (a run published), :data:`FAILED` (every run failed or was canceled), or ``"running"``.
+    run_id
+        The run that decides (the successful one, else the newest).
+    reason
+        What happened: the failure's message (structured failures name the file or setting, never a value), the
+        release it published, or what the file waits for.
+    release
+        ``release_id``, ``area`` (``releases`` or ``comparisons``) and ``path`` of what a successful run published.
+    """
+
+    finished: bool
+    status: str
+    run_id: str
+    reason: str
+    release: dict[str, str] | None = None
+
+
+def _failure_reason(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str:
+    """Why ``run`` failed: its first step failure's message (:func:`pipeline.failures.step_failures`), else the run's
+    failure event, else the orphan sweep's tag, else its status."""
+    from types import SimpleNamespace
+
+    from pipeline.failures import step_failures
+    from pipeline.run_events import FAILURE_REASON_TAG
+
+    if run.status == dg.DagsterRunStatus.CANCELED:
+        return "the run was canceled"
+    records = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
+    failures = step_failures(SimpleNamespace(all_events=[r.event_log_entry.dagster_event for r in records]))
+    messages = [f"{f.step}: {f.message}" for f in failures if f.message]
+    if not messages:
+        records = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
+        messages = [r.event_log_entry.dagster_event.message or "" for r in records]
+        messages = [m for m in messages if m] or [run.tags.get(FAILURE_REASON_TAG, "") or f"run {run.status.value}"]
+    reason = "; ".join(messages)
+    return reason if len(reason) <= MAX_REASON_LENGTH else reason[: MAX_REASON_LENGTH - 1] + "…"
+
+
+def _published_release(instance: dg.DagsterInstance, run_id: str) -> dict[str, str] | None:
+    """``release_id``, ``area`` and ``path`` from the publish asset's materialization in run ``run_id``, or None."""
+    records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+    for record in records:
+        materialization = record.event_log_entry.dagster_event.event_specific_data.materialization
+        metadata = {key: getattr(value, "value", value) for key, value in materialization.metadata.items()}
+        if "release_id" in metadata:
+            return {
+                "release_id": str(metadata["release_id"]),
+                "area": str(metadata.get("area", "releases")),
+                "path": str(metadata.get("path", "")),
+            }
+    return None
+
+
+def inbox_file_outcome(instance: dg.DagsterInstance, request: dg.RunRequest) -> InboxOutcome | None:
+    """Where the runs of an inbox file stand: the runs tagged with its content SHA-256 and settings digest (retries
+    carry their parent's tags), or None when there is none yet.
+
+    A run queued, running, or failed and waiting for Dagster's retry (``dagster/will_retry``, no retry launched yet)
+    keeps the file in place (the ingest step reads it, and its retry too). Once every run is over: processed when one
+    of them succeeded, else failed, with the newest run's reason.
+    """
+    tags = {key: request.tags[key] for key in (INPUT_SHA256_TAG, SETTINGS_SHA256_TAG)}
+    runs = instance.get_runs(filters=dg.RunsFilter(tags=tags))
+    if not runs:
+        return None
+    finished = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+    for run in runs:
+        if run.status not in finished:
+            return InboxOutcome(False, "running", run.run_id, run.status.value.lower().replace("_", " "))
+        if run.is_complete_and_waiting_to_retry:
+            return InboxOutcome(False, "running", run.run_id, "failed and waiting for its retry")
+    succeeded = [run for run in runs if run.status == dg.DagsterRunStatus.SUCCESS]
+    if succeeded:
+        release = _published_release(instance, succeeded[0].run_id)
+        where = (
+            f"published {'a comparison' if release['area'] == 'comparisons' else 'release'} {release['release_id']} "
+            f"({release['path']})"
+            if release
+            else "succeeded"
+        )
+        return InboxOutcome(True, PROCESSED, succeeded[0].run_id, where, release)
+    newest = runs[0]  # get_runs: newest first
+    return InboxOutcome(True, FAILED, newest.run_id, _failure_reason(instance, newest))
+
+
+def set_aside(inbox: Path, path: Path, outcome: InboxOutcome) -> Path:
+    """Move an inbox file whose runs are over to ``<inbox>/processed/`` or ``<inbox>/failed/`` (created 0700), with
+    its ``<name>.settings.json`` if it has one, and write ``<moved name>.result.json`` (0600) beside it: the original
+    name, the run id, the status, the reason and the release published. A name already taken there gets the run id's
+    first 8 hex digits (``a.<run>.csv``). The sensor never looks into those folders, so a moved file is not run again.
+
+    Returns
+    -------
+    Path
+        Where the file is now.
+
+    Raises
+    ------
+    OSError
+        The folder cannot be created or the file cannot be renamed (it then stays in the inbox, looked at again).
+    """
+    from datetime import UTC, datetime
+
+    folder = inbox / outcome.status
+    folder.mkdir(mode=0o700, exist_ok=True)
+    target = folder / path.name
+    if os.path.lexists(target) or os.path.lexists(target.with_name(target.name + RESULT_SUFFIX)):
+        target = folder / f"{path.stem}.{outcome.run_id[:8]}{path.suffix}"
+    counter = 1
+    while os.path.lexists(target):
+        target = folder / f"{path.stem}.{outcome.run_id[:8]}-{counter}{path.suffix}"
+        counter += 1
+    os.rename(path, target)
+    own_settings = path.with_name(path.name + FILE_SETTINGS_SUFFIX)
+    if own_settings.is_file() and not own_settings.is_symlink():
+        os.rename(own_settings, target.with_name(target.name + FILE_SETTINGS_SUFFIX))
+    sidecar = {
+        "file": path.name,
+        "moved_to": f"{outcome.status}/{target.name}",
+        "status": outcome.status,
+        "run_id": outcome.run_id,
+        "reason": outcome.reason,
+        "release": outcome.release,
+        "moved_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    descriptor = os.open(
+        target.with_name(target.name + RESULT_SUFFIX), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600
+    )
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(sidecar, indent=2, ensure_ascii=False) + "\n")
+    return target
+
+
 def build_inbox_sensor(jobs: list[dg.UnresolvedAssetJobDefinition]) -> dg.SensorDefinition:
     """The inbox sensor, able to start any of ``jobs`` (the publishing jobs of the registry); evaluated every
     ``$MSA_RELEASE_INBOX_INTERVAL_SECONDS`` (default 30) once started."""
@@ -664,8 +985,9 @@ def build_inbox_sensor(jobs: list[dg.UnresolvedAssetJobDefinition]) -> dg.Sensor
         jobs=jobs,
         minimum_interval_seconds=_interval_seconds(),
         default_status=dg.DefaultSensorStatus.STOPPED,
-        description="Watches $MSA_RELEASE_HOME/inbox/: a new or changed .csv/.parquet file triggers a release run with it "
-        "as input (run key = SHA-256 of the content and of the settings, so the same content with the same settings never "
+        description="Watches $MSA_RELEASE_HOME/inbox/ (created 0700 when missing): a new or changed .csv/.parquet file "
+        "triggers a release run with it as input; once its runs are over it moves to inbox/processed/ or "
+        "inbox/failed/ with a .result.json sidecar (run key = SHA-256 of the content and of the settings, so the same content with the same settings never "
         "runs twice). Write files as <name>.part (or .tmp, or a name starting with '.') and rename them when complete; "
         "symbolic links are refused. Settings: inbox/settings.json and <file>.settings.json.",
     )(evaluate_inbox)
@@ -688,6 +1010,14 @@ def _refusal(path: Path, inbox: Path) -> str | None:
     return None
 
 
+def _sensor_instance(context: dg.SensorEvaluationContext) -> dg.DagsterInstance | None:
+    """The tick's Dagster instance, or None when the context has none (a test's bare context)."""
+    try:
+        return context.instance
+    except dg.DagsterInvariantViolationError:
+        return None
+
+
 def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
     """Evaluate the inbox: one RunRequest per complete, readable data file (see the module docstring).
 
@@ -703,7 +1033,14 @@ def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
             context.log.warning(f"inbox: could not check for runs whose process died ({type(error).__name__}: {error})")
     inbox = Path(store.home) / INBOX
     if not inbox.is_dir():
-        return dg.SkipReason(f"no inbox directory {inbox}: create it and drop CSV (with a header row) or Parquet files in it")
+        try:
+            created = create_inbox(Path(store.home))
+        except OSError as error:
+            return dg.SkipReason(
+                f"no inbox directory {inbox}, and it cannot be created ({error.strerror or error}): create it (mode 0700) "
+                "and drop CSV (with a header row) or Parquet files in it"
+            )
+        return dg.SkipReason(f"created the inbox {created} (mode 0700): drop CSV (with a header row) or Parquet files in it")
     inbox = inbox.resolve()
     try:
         cursor = json.loads(context.cursor) if context.cursor else {}
@@ -715,6 +1052,7 @@ def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
     except ValueError as error:
         return dg.SkipReason(f"{error}; fix it to release the inbox files")
     requests, new_cursor = [], {}
+    instance = _sensor_instance(context)
     now = time.time()
     for path in sorted(inbox.iterdir()):
         name = path.name
@@ -747,12 +1085,31 @@ def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
         except OSError as error:
             skipped.append(f"{name}: unreadable ({error.strerror or error})")
             continue
-        new_cursor[name] = [*signature, sha256]
         try:
             settings = inbox_file_settings(shared, _read_settings(path.with_name(name + FILE_SETTINGS_SUFFIX)))
-            requests.append(inbox_run_request(path, settings, sha256=sha256))
+            request = inbox_run_request(path, settings, sha256=sha256)
         except ValueError as error:
+            new_cursor[name] = [*signature, sha256]
             skipped.append(f"{name}: unusable settings ({error})")
+            continue
+        outcome = inbox_file_outcome(instance, request) if instance is not None else None
+        if outcome is None:  # no run yet: request one (Dagster drops a run key it has already seen)
+            new_cursor[name] = [*signature, sha256]
+            requests.append(request)
+        elif outcome.finished:
+            try:
+                target = set_aside(inbox, path, outcome)
+            except OSError as error:
+                new_cursor[name] = [*signature, sha256]
+                skipped.append(
+                    f"{name}: its run {outcome.run_id} is over but the file could not be moved ({error.strerror or error})"
+                )
+                continue
+            log = context.log.info if outcome.status == PROCESSED else context.log.warning
+            log(f"inbox: {name} -> {target.parent.name}/{target.name} (run {outcome.run_id}: {outcome.reason})")
+        else:
+            new_cursor[name] = [*signature, sha256]
+            skipped.append(f"{name}: run {outcome.run_id} is {outcome.reason}; the file stays until it is over")
     for reason in skipped:
         context.log.warning(f"inbox: skipped {reason}")
     cursor_text = json.dumps(new_cursor, sort_keys=True)

@@ -363,7 +363,16 @@ class ReleaseSettings(dg.ConfigurableResource):
         default=0,
         ge=0,
         description="Retention: after a successful publish, remove the oldest release directories beyond the newest "
-        "keep_releases (never the one LATEST names); 0 (default) keeps every release.",
+        "keep_releases (never the one LATEST names) of the directory it was published to (releases/ or comparisons/, "
+        "each kept separately); 0 (default) keeps every release.",
+    )
+    promote: bool | None = Field(
+        default=None,
+        description="Shared release or comparison. Unset (default): shared (releases/<id>/, LATEST moves) unless the "
+        "model is a baseline (rating) or a gate failed and an override let it through (allow_disclosure, "
+        "posterior_gate 'warn'): those go to comparisons/<id>/, never LATEST, marked 'COMPARISON — not for sharing'. "
+        "false: always a comparison. true: shared when every applicable gate passed; a release above a bound stays "
+        "a comparison (pipeline/release/promotion.py).",
     )
 
     @field_validator("input_format")
@@ -546,13 +555,19 @@ class ReleaseSettings(dg.ConfigurableResource):
 
 
 class ReleaseStore(dg.ConfigurableResource):
-    """Where releases are published: ``<home>/releases/<release_id>/`` and ``<home>/releases/LATEST``."""
+    """Where releases are published: ``<home>/releases/<release_id>/`` and ``<home>/releases/LATEST`` (shared),
+    ``<home>/comparisons/<release_id>/`` (comparisons, :mod:`pipeline.release.promotion`)."""
 
     home: str = Field(description="Absolute path of $MSA_RELEASE_HOME.")
 
     @property
     def releases_dir(self) -> Path:
         return Path(self.home) / "releases"
+
+    @property
+    def comparisons_dir(self) -> Path:
+        """``<home>/comparisons``: releases published with ``promote`` off (never named by ``LATEST``)."""
+        return Path(self.home) / "comparisons"
 
     def home_secret(self) -> bytes:
         """This home's secret (``<home>/secret.key``, :mod:`pipeline.release.home_secret`), created 0600 on

@@ -121,6 +121,7 @@ def test_every_error_of_the_project_derives_from_the_base():
     from pipeline.core.hierarchies import HierarchyError
     from pipeline.core.kl_anonymity import InfeasibleError
     from pipeline.io.loading import InputError
+    from pipeline.jobs import ScheduleConfigError
     from pipeline.release.audit import AuditError
     from pipeline.release.home_secret import HomeSecretError
     from pipeline.release.locking import ReleaseLockBusy
@@ -136,6 +137,7 @@ def test_every_error_of_the_project_derives_from_the_base():
         HomeSecretError: 1,
         UnusableInput: 2,
         ReleaseLockBusyError: 3,
+        ScheduleConfigError: 2,
     }
     assert {cls: cls.exit_status for cls in expected} == expected
 

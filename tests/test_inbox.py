@@ -141,6 +141,107 @@ def test_inbox_runs_wait_for_the_lock_and_are_retried_after_a_crash_only(inbox, 
     assert _evaluate(home).run_requests[0].tags["dagster/max_retries"] == "1"
 
 
+def test_a_missing_inbox_is_created_private(tmp_path):
+    """Issue 15: the sensor creates the inbox (and the home) when it is missing, mode 0700 like the home's other
+    private directories, and says so; an existing inbox keeps its mode."""
+    home = tmp_path / "home"
+    data = _evaluate(home)
+    assert data.run_requests == [] and "created the inbox" in data.skip_message
+    assert (home / "inbox").is_dir() and (home / "inbox").stat().st_mode & 0o777 == 0o700
+    assert home.stat().st_mode & 0o777 == 0o700
+    (home / "inbox").chmod(0o750)
+    assert "no CSV or Parquet file" in _evaluate(home).skip_message
+    assert (home / "inbox").stat().st_mode & 0o777 == 0o750
+
+
+def _evaluate_with(instance: dg.DagsterInstance, home: Path, cursor: str | None = None):
+    context = dg.build_sensor_context(cursor=cursor, instance=instance, resources={"store": ReleaseStore(home=str(home))})
+    return jobs.inbox_sensor.evaluate_tick(context)
+
+
+def _run_request(home: Path, instance: dg.DagsterInstance, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
+    """Run what the sensor requested, as the daemon would (its job, run config and tags)."""
+    job = build_definitions(home).resolve_job_def(request.job_name)
+    return job.execute_in_process(run_config=request.run_config, instance=instance, tags=request.tags, raise_on_error=False)
+
+
+def test_files_are_moved_aside_once_their_runs_are_over_and_never_run_again(inbox, tmp_path):
+    """Issue 15: a file whose run published goes to <inbox>/processed/, one whose run failed on its data to
+    <inbox>/failed/ (with its own settings file), each with a <name>.result.json sidecar (0600) giving the run id, the
+    reason and the release; while its run is queued or running, or failed and waiting for Dagster's retry, the file
+    stays. A moved file is never requested again, and the same bytes dropped again are set aside at once, naming the
+    run that already published them."""
+    home, folder, text = inbox
+    _drop(folder, "good.csv", text)
+    header, *rows = text.splitlines()
+    columns = header.split(",")
+    dropped = columns.index(json.loads((folder / "settings.json").read_text())["sensitive_attributes"][-1])
+    _drop(
+        folder,
+        "bad.csv",
+        "\n".join(",".join(c for i, c in enumerate(line.split(",")) if i != dropped) for line in text.splitlines()) + "\n",
+    )
+    (folder / "bad.csv.settings.json").write_text(json.dumps({"seed": 3}))
+    (tmp_path / "dagster").mkdir()
+    with dg.DagsterInstance.local_temp(tempdir=str(tmp_path / "dagster")) as instance:
+        first = _evaluate_with(instance, home)
+        requests = {r.tags["msa_release/inbox_file"]: r for r in first.run_requests}
+        assert set(requests) == {"good.csv", "bad.csv"}
+        # a run still going: the file stays, and no second run is requested
+        waiting = instance.create_run_for_job(
+            build_definitions(home).resolve_job_def("release"),
+            run_config=requests["good.csv"].run_config,
+            tags=requests["good.csv"].tags,
+        )
+        second = _evaluate_with(instance, home, first.cursor)
+        assert {r.tags["msa_release/inbox_file"] for r in second.run_requests} == {"bad.csv"}
+        assert (folder / "good.csv").exists()
+        instance.delete_run(waiting.run_id)
+        assert _run_request(home, instance, requests["good.csv"]).success
+        assert not _run_request(home, instance, requests["bad.csv"]).success
+        third = _evaluate_with(instance, home, second.cursor)
+        assert third.run_requests == []
+        assert not (folder / "good.csv").exists() and not (folder / "bad.csv").exists()
+        assert (folder / "processed" / "good.csv").read_text() == text
+        assert (folder / "failed" / "bad.csv").is_file() and (folder / "failed" / "bad.csv.settings.json").is_file()
+        for sub in ("processed", "failed"):
+            assert (folder / sub).stat().st_mode & 0o777 == 0o700
+        good = json.loads((folder / "processed" / "good.csv.result.json").read_text())
+        assert (folder / "processed" / "good.csv.result.json").stat().st_mode & 0o777 == 0o600
+        release = next(p for p in (home / "releases").iterdir() if p.name != "LATEST")
+        assert good["status"] == "processed" and good["file"] == "good.csv" and good["release"]["release_id"] == release.name
+        assert good["run_id"] == instance.get_runs(filters=dg.RunsFilter(tags={"msa_release/inbox_file": "good.csv"}))[0].run_id
+        bad = json.loads((folder / "failed" / "bad.csv.result.json").read_text())
+        assert bad["status"] == "failed" and bad["release"] is None and bad["run_id"]
+        assert columns[dropped] in bad["reason"]  # the missing column is named (a column name, never a value)
+        # never looked at again; the same bytes dropped again under another name: set aside at once, not run
+        _drop(folder, "again.csv", text)
+        fourth = _evaluate_with(instance, home, third.cursor)
+        assert fourth.run_requests == [] and not (folder / "again.csv").exists()
+        assert json.loads((folder / "processed" / "again.csv.result.json").read_text())["run_id"] == good["run_id"]
+        _drop(folder, "good.csv", text)  # the same name again: kept apart from the first
+        _evaluate_with(instance, home, fourth.cursor)
+        assert (folder / "processed" / f"good.{good['run_id'][:8]}.csv").is_file()
+        assert (folder / "processed" / "good.csv").read_text() == text
+
+
+def test_a_failed_run_waiting_for_its_retry_keeps_its_file(inbox, tmp_path):
+    home, folder, text = inbox
+    _drop(folder, "a.csv", text)
+    (tmp_path / "dagster").mkdir()
+    with dg.DagsterInstance.local_temp(tempdir=str(tmp_path / "dagster")) as instance:
+        request = _evaluate_with(instance, home).run_requests[0]
+        job = build_definitions(home).resolve_job_def("release")
+        run = instance.create_run_for_job(job, run_config=request.run_config, tags={**request.tags, "dagster/will_retry": "true"})
+        instance.report_run_failed(run, "its process (pid 1) is gone")
+        data = _evaluate_with(instance, home)
+        assert (folder / "a.csv").exists() and "waiting for its retry" in data.skip_message
+        instance.add_run_tags(run.run_id, {"dagster/will_retry": "false"})
+        _evaluate_with(instance, home)
+        assert not (folder / "a.csv").exists()
+        assert "is gone" in json.loads((folder / "failed" / "a.csv.result.json").read_text())["reason"]
+
+
 def test_every_job_carries_the_release_lock_tag(tmp_path):
     """The run queue's tag concurrency limit applies to every job of the code location (all hold the release lock)."""
     definitions = build_definitions(tmp_path / "home")

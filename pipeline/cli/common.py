@@ -170,6 +170,7 @@ def build_settings_config(
     posterior_slack: float | None = None,
     posterior_gate: str | None = None,
     max_value_length: int | None = None,
+    promote: bool | None = None,
 ) -> dict:
     """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
 
@@ -219,6 +220,7 @@ def build_settings_config(
         ("posterior_slack", posterior_slack),
         ("posterior_gate", posterior_gate),
         ("max_value_length", max_value_length),
+        ("promote", promote),
     ):
         if value is not None:
             config[key] = value
@@ -419,6 +421,14 @@ def latest_release(home: Path) -> Path | None:
         raise UnusableInput(str(error)) from error
 
 
+def newest_comparison(home: Path) -> Path | None:
+    """The newest release of ``<home>/comparisons`` (:func:`pipeline.release.publish.list_releases`), or None."""
+    from pipeline.release.publish import list_releases
+
+    comparisons = list_releases(home / "comparisons")
+    return comparisons[-1] if comparisons else None
+
+
 def use_home(home_option: str | None) -> Path:
     """The release home: ``--home`` when given (exported as $MSA_RELEASE_HOME), else the default; created 0700 if
     absent, an existing directory's mode never changed (a warning on stderr when others can access it)."""
@@ -508,10 +518,11 @@ def execute_job(
     home = use_home(home_option)
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     dagster_home = prepare_dagster_home(home, explicit_home=bool(home_option))
-    from pipeline.jobs import schedule_cron_and_timezone
+    from pipeline.jobs import schedule_cron_and_timezone, schedule_run_config
 
     try:
         schedule_cron_and_timezone()  # the code location's schedule is built with the job: refuse bad variables first
+        schedule_run_config(home)  # and a bad schedule config file (it names the file and the key)
     except ValueError as error:
         raise UnusableInput(f"{error}; nothing was run") from error
 
@@ -664,6 +675,7 @@ def settings_from_options(options: dict) -> dict:
         posterior_slack=options.get("posterior_slack"),
         posterior_gate=options.get("posterior_gate"),
         max_value_length=options.get("max_value_length"),
+        promote=options.get("promote"),
     )
 
 

@@ -31,6 +31,7 @@ from pipeline.cli.common import (
     hold_release_lock,
     input_options,
     latest_release,
+    newest_comparison,
     machine_advice_after_publish,
     machine_errors,
     machine_failure_line,
@@ -143,7 +144,16 @@ from pipeline.cli.common import (
 @click.option(
     "--keep-releases",
     type=click.IntRange(min=0),
-    help="Retention: after publishing, remove the oldest releases beyond the newest N (never LATEST's); default 0 keeps all.",
+    help="Retention: after publishing, remove the oldest releases beyond the newest N of releases/ (or of comparisons/, "
+    "for a comparison; never LATEST's); default 0 keeps all.",
+)
+@click.option(
+    "--promote/--no-promote",
+    default=None,
+    help="--no-promote: publish a comparison under <home>/comparisons/<id>/ (never LATEST; marked 'COMPARISON - not "
+    "for sharing'). Default: shared, except --model rating and releases above a bound by an override "
+    "(--allow-disclosure, --posterior-gate warn), which are comparisons. --promote shares a rating release when "
+    "every gate passes; a release above a bound is never shared.",
 )
 @click.option(
     "--wait/--no-wait",
@@ -193,7 +203,10 @@ def run(**options) -> None:
     """Run the Dagster job of the chosen model (`release` for mixed, `rating_release` for rating, `kl_release` for
     kl) in-process and print a summary of the published release.
 
-    Exit status: 0 published, 1 refused by a gate or another failure (a failure after the publish, e.g. the audit, says the release IS published), 2 unusable input (a usage
+    A comparison (--no-promote; by default --model rating and a release above a bound by --allow-disclosure or
+    --posterior-gate warn) is published under <home>/comparisons/<release_id>/ and LATEST does not move.
+
+    Exit status: 0 published (shared or comparison), 1 refused by a gate or another failure (a failure after the publish, e.g. the audit, says the release IS published), 2 unusable input (a usage
     error, an unreadable table, a missing or incomplete hierarchy, a table that cannot be made
     (k, ℓ)-anonymous), 3 another run holds the release lock of this home (see --wait).
     """
@@ -253,6 +266,7 @@ def _run_and_summarize(options: dict, config: dict, job_name: str, started: floa
     home = use_home(options["home"])
     hold_release_lock(home, wait=options["wait"], wait_timeout=options["wait_timeout"])
     previous = state["previous"] = latest_release(home)
+    previous_comparison = newest_comparison(home)
     _check_warehouse(home, rebuild=options["rebuild_warehouse"])
     if options["profile"]:
         from pipeline.evaluation.profiling import ensure_sampler
@@ -301,6 +315,30 @@ def _run_and_summarize(options: dict, config: dict, job_name: str, started: floa
                 click.echo(f"  {line}", err=True)
             sys.exit(1)
         return
+    comparison = newest_comparison(home)
+    if comparison is not None and comparison != previous_comparison:
+        manifest = json.loads((comparison / "manifest.json").read_text(encoding="utf-8"))
+        reason = (manifest.get("promotion") or {}).get("reason", "")
+        click.echo("COMPARISON — not for sharing (published under comparisons/, never the shared release)")
+        click.echo(publication_model(manifest["model"]).summary(manifest, comparison, elapsed))
+        click.echo(f"  why            {reason}")
+        if (manifest.get("promotion") or {}).get("requested") is True:  # --promote was asked for and refused
+            click.echo(f"msa-release: {reason}", err=True)
+        click.echo(
+            f"  LATEST         unchanged: {previous.name if previous is not None else 'no shared release'} "
+            f"({home / 'releases' / 'LATEST'})"
+        )
+        if profile_error is not None:
+            click.echo(f"{profile_error}; the comparison above IS published", err=True)
+            sys.exit(1)
+        if not result.success:  # published, but a step after the publish failed (the audit)
+            click.echo(
+                f"msa-release: the comparison above IS published, but a later step of run {result.run_id} failed:",
+                err=True,
+            )
+            report_step_failures(result)
+            sys.exit(1)
+        return
     click.echo(f"msa-release: NO release published (run {result.run_id}, {elapsed:.1f} s)", err=True)
     if profile_error is not None:
         click.echo(f"  {profile_error.removeprefix('msa-release: ')}", err=True)
@@ -327,8 +365,9 @@ def _run_and_summarize(options: dict, config: dict, job_name: str, started: floa
         click.echo(f"  gate {evaluation.check_name}: {outcome} {json.dumps(figures, default=str)}", err=True)
         if evaluation.check_name == "disclosure_within_bound" and not evaluation.passed:
             click.echo(
-                "  the strong-rule adversary beats 1/ell on this release; use the mixed model, or pass "
-                "--allow-disclosure to publish anyway (recorded in the manifest)",
+                "  the strong-rule adversary beats 1/ell on this release; use the mixed model, or, to compare "
+                "privately, pass --allow-disclosure: the release is then a comparison under <home>/comparisons/ "
+                "(recorded in the manifest; never LATEST, never for sharing)",
                 err=True,
             )
     # a data-loss gate: why, and the options (issue 15)

@@ -71,6 +71,7 @@ COMMON_SETTINGS = (
     "ell",
     "allow_recomposition",
     "keep_releases",
+    "promote",
     "profile",
 )
 
@@ -167,6 +168,12 @@ class PublicationModel(Protocol[ParametersT]):
     def compared_with(self) -> str | None:
         """The model whose release of the same records report.html compares it with, when one is in the same
         ``releases/`` directory (P1's comparison: mixed with rating and back), or None."""
+        ...
+
+    @property
+    def baseline(self) -> bool:
+        """Whether it is a baseline to compare with (Rating): its releases are comparisons unless ``promote`` is set
+        and every gate passed (:mod:`pipeline.release.promotion`)."""
         ...
 
     @property

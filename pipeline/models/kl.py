@@ -107,6 +107,7 @@ class KLModel:
     guarantee: str = "(k, ℓ)-anonymous"
     label: str = "kl ((k, ℓ)-anonymity by generalisation, P2)"
     compared_with: str | None = None
+    baseline: bool = False
 
     def check_input(self, settings: Any, records: pd.DataFrame) -> None:
         """The hierarchies of ``hierarchies_dir`` cover every quasi-identifier value of the input (the run's

@@ -146,6 +146,7 @@ class MixedModel:
     guarantee: str = "ℓ-diverse"
     label: str = "mixed (SAC~ + improved Rating, P1)"
     compared_with: str | None = "rating"
+    baseline: bool = False
 
     def check_input(self, settings: Any, records: pd.DataFrame) -> None:
         """Nothing beyond the input's own checks: the hierarchies the qi_aware grouping reads are optional (a

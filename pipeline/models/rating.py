@@ -55,6 +55,7 @@ class RatingModel(MixedModel):
     name: str = "rating"
     label: str = "rating (plain Rating baseline, P1 §6)"
     compared_with: str | None = "mixed"
+    baseline: bool = True
     job: str = "rating_release"
     tables: tuple[str, ...] = ("attribute_table", "id_table")
     candidate_inputs: tuple[str, ...] = ("raw_records", "rating_records", "rating_attribute_sids", "rating_id_table")

@@ -235,6 +235,7 @@ def acquire_release_lock(
         from pipeline.release.publish import remove_stale_entries  # heavy imports only once locked
 
         remove_stale_entries(home / "releases")
+        remove_stale_entries(home / "comparisons")  # comparisons are published with the same protocol
     except BaseException:
         lock.release()
         raise

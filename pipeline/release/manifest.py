@@ -63,6 +63,8 @@ class Manifest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     # --------------------------------------------------------------- every model
+    notice: str | None = None
+    promotion: JsonObject | None = None
     release_id: str | None = None
     created_at: str | None = None
     input_hmac: str | None = None

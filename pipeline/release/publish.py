@@ -33,6 +33,7 @@ __all__ = [
     "InvalidLatest",
     "contract_schemas",
     "list_releases",
+    "manifest_json_text",
     "package_versions",
     "prune_releases",
     "publish_release",
@@ -43,6 +44,7 @@ __all__ = [
 
 #: Columns of ``release_manifest`` and their DuckDB types, in order.
 MANIFEST_COLUMNS = {
+    "notice": "VARCHAR",  # comparisons: "COMPARISON — not for sharing …" (pipeline/release/promotion.py); else NULL
     "release_id": "VARCHAR",
     "created_at": "VARCHAR",
     "input_hmac": "VARCHAR",
@@ -93,6 +95,8 @@ MANIFEST_COLUMNS = {
     "posterior_slack": "DOUBLE",
     "posterior_gate": "VARCHAR",
     "posterior_gate_warned": "BOOLEAN",
+    # shared release or comparison (pipeline/release/promotion.py): promoted, area, requested, reason, overrides_set
+    "promotion": "VARCHAR",
     # --profile (pipeline/evaluation/profiling.py): per-stage wall time and peak RSS; NULL without it
     "profile": "VARCHAR",
 }
@@ -111,6 +115,7 @@ MANIFEST_JSON_COLUMNS = (
     "hierarchies",
     "generalization_weights",
     "profile",
+    "promotion",
 )
 
 _PACKAGES = ("msa-release", "dagster", "pandas", "duckdb", "mlxtend", "great-expectations", "pyarrow", "numpy")
@@ -217,8 +222,9 @@ def publish_release(
     extra_files: Mapping[str, bytes] | None = None,
     *,
     keep_releases: int = 0,
+    update_latest: bool = True,
 ) -> Path:
-    """Write a release directory atomically and point ``LATEST`` at it.
+    """Write a release directory atomically and point ``LATEST`` at it (a shared release), or not (a comparison).
 
     Parameters
     ----------
@@ -240,6 +246,10 @@ def publish_release(
     keep_releases
         After ``LATEST`` names the new release, remove the oldest releases beyond the newest
         ``keep_releases`` (:func:`prune_releases`); 0 keeps every release.
+    update_latest
+        True (a shared release, ``<home>/releases``): ``LATEST`` names the new release last. False (a comparison,
+        ``<home>/comparisons``, :mod:`pipeline.release.promotion`): the same staging, fsync and rename, and no
+        ``LATEST`` is read or written in ``releases_dir``.
 
     Returns
     -------
@@ -266,9 +276,10 @@ def publish_release(
     releases_dir.mkdir(parents=True, exist_ok=True)
     # LATEST must be replaceable before the release is renamed into place: a LATEST directory made os.replace fail
     # after the rename, leaving a complete release that LATEST did not name (issue 14)
-    read_latest(releases_dir)
+    if update_latest:
+        read_latest(releases_dir)
     latest_tmp = releases_dir / LATEST_TMP_NAME
-    if latest_tmp.is_dir() and not latest_tmp.is_symlink():
+    if update_latest and latest_tmp.is_dir() and not latest_tmp.is_symlink():
         raise InvalidLatest(
             f"{latest_tmp} is a directory; msa-release writes a file of that name to replace LATEST atomically: "
             "remove the directory (it is not a release) and run again",
@@ -320,7 +331,7 @@ def publish_release(
             k: (json.loads(v) if k in MANIFEST_JSON_COLUMNS and isinstance(v, str) else v)
             for k, v in ((c, manifest_row.get(c)) for c in MANIFEST_COLUMNS)
         }
-        (staging / "manifest.json").write_text(json.dumps(readable, indent=2, sort_keys=True) + "\n")
+        (staging / "manifest.json").write_text(manifest_json_text(readable), encoding="utf-8")
         for name, content in extra_files.items():
             (staging / name).write_bytes(content)
         failpoint("publish.manifest_written")
@@ -330,11 +341,12 @@ def publish_release(
         renamed = True
         _fsync_directory(releases_dir)
         failpoint("publish.renamed")
-        latest_tmp.write_text(release_id + "\n")
-        with latest_tmp.open("rb") as handle:
-            os.fsync(handle.fileno())
-        failpoint("publish.latest_staged")
-        os.replace(latest_tmp, releases_dir / "LATEST")
+        if update_latest:
+            latest_tmp.write_text(release_id + "\n")
+            with latest_tmp.open("rb") as handle:
+                os.fsync(handle.fileno())
+            failpoint("publish.latest_staged")
+            os.replace(latest_tmp, releases_dir / "LATEST")
     except BaseException:
         # LATEST still names the previous release: withdraw the new one, so that an error (disk full, I/O error)
         # publishes nothing, not a complete release that LATEST does not name (a SIGKILL runs none of this: the
@@ -345,8 +357,9 @@ def publish_release(
                 _unmark_owned(releases_dir, staging.name)
         if renamed:
             _withdraw(releases_dir, final)
-        with contextlib.suppress(OSError):
-            latest_tmp.unlink(missing_ok=True)
+        if update_latest:
+            with contextlib.suppress(OSError):
+                latest_tmp.unlink(missing_ok=True)
         raise
     _unmark_owned(releases_dir, staging.name)
     _fsync_directory(releases_dir)
@@ -354,6 +367,15 @@ def publish_release(
     if keep_releases:
         prune_releases(releases_dir, keep_releases)
     return final
+
+
+def manifest_json_text(manifest: Mapping[str, object]) -> str:
+    """``manifest.json``'s text: ``notice`` first (a comparison's "COMPARISON — not for sharing", at the top of the
+    file), then every other key in sorted order, nested objects sorted too; two-space indent; UTF-8 text (not
+    ``\\u`` escapes), so that the notice reads as written."""
+    ordered = json.loads(json.dumps(dict(manifest), sort_keys=True))
+    first = {"notice": ordered.pop("notice")} if "notice" in ordered else {}
+    return json.dumps({**first, **ordered}, indent=2, ensure_ascii=False) + "\n"
 
 
 #: Name of a release directory: ``<UTC time>Z-<first 8 hex digits of the Dagster run id>``.

@@ -8,6 +8,12 @@ what an intersection with that release would pin, from its published files. Neve
 release. Entries are kept after retention removes a release (its files may still be out there).
 An entry is written just before the atomic publish, so every published release is registered; a
 publish that fails afterwards leaves an entry, which can only make later runs stricter.
+
+Each entry says in its metadata (``msa_release.area``) whether the release was shared (``releases``) or a comparison
+(``comparisons``, :mod:`pipeline.release.promotion`); entries written before issue 15 are shared. Only shared releases
+can refuse a new release (:func:`check_series`): a comparison is not published for others to intersect. A comparison
+is still checked against the shared releases, never refused: what it would compose with is recorded in its manifest
+(``recomposition``) and reported as a warning.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from pipeline.errors import ReleaseRefusedError
 __all__ = ["RecompositionRefused", "check_series", "estimate_pins", "read_registry", "registry_dir", "write_registry_entry"]
 
 _CONFIGURATION_KEY = b"msa_release.configuration"
+_AREA_KEY = b"msa_release.area"
 
 
 def registry_dir(home: str | Path) -> Path:
@@ -35,12 +42,18 @@ def registry_dir(home: str | Path) -> Path:
 
 
 def write_registry_entry(
-    home: str | Path, release_id: str, fingerprints: np.ndarray, configuration: Mapping, row_ids: np.ndarray | None = None
+    home: str | Path,
+    release_id: str,
+    fingerprints: np.ndarray,
+    configuration: Mapping,
+    row_ids: np.ndarray | None = None,
+    *,
+    area: str = "releases",
 ) -> Path:
     """Write (atomically, 0600) the registry entry of one release.
 
     ``row_ids`` (int64, aligned with ``fingerprints``): each record's row id in the release, 0 when
-    not published; all 0 when None.
+    not published; all 0 when None. ``area``: ``releases`` (shared) or ``comparisons``.
 
     Raises
     ------
@@ -52,7 +65,9 @@ def write_registry_entry(
     fingerprints = np.asarray(fingerprints, dtype=np.uint64)
     row_ids = np.zeros(len(fingerprints), np.int64) if row_ids is None else np.asarray(row_ids, dtype=np.int64)
     table = pa.table({"fingerprint": pa.array(fingerprints), "row_id": pa.array(row_ids)})
-    table = table.replace_schema_metadata({_CONFIGURATION_KEY: json.dumps(dict(configuration), sort_keys=True).encode()})
+    table = table.replace_schema_metadata(
+        {_CONFIGURATION_KEY: json.dumps(dict(configuration), sort_keys=True).encode(), _AREA_KEY: area.encode()}
+    )
     target = directory / f"{release_id}.parquet"
     temporary = directory / f".{release_id}.{os.getpid()}.tmp"
     old_umask = os.umask(0o077)
@@ -67,8 +82,9 @@ def write_registry_entry(
     return target
 
 
-def read_registry(home: str | Path) -> list[tuple[str, np.ndarray, dict]]:
-    """Every registered release of the home: ``(release_id, fingerprints, configuration)``, oldest first.
+def read_registry(home: str | Path, *, shared_only: bool = False) -> list[tuple[str, np.ndarray, dict]]:
+    """Every registered release of the home: ``(release_id, fingerprints, configuration)``, oldest first; with
+    ``shared_only``, the shared releases only (comparisons left out).
 
     Raises
     ------
@@ -81,7 +97,10 @@ def read_registry(home: str | Path) -> list[tuple[str, np.ndarray, dict]]:
     entries = []
     for path in sorted(directory.glob("*.parquet")):
         table = pq.read_table(path)
-        configuration = json.loads((table.schema.metadata or {}).get(_CONFIGURATION_KEY, b"{}"))
+        metadata = table.schema.metadata or {}
+        if shared_only and metadata.get(_AREA_KEY, b"releases") != b"releases":
+            continue
+        configuration = json.loads(metadata.get(_CONFIGURATION_KEY, b"{}"))
         entries.append((path.stem, table.column("fingerprint").to_numpy().astype(np.uint64), configuration))
     return entries
 
@@ -167,6 +186,7 @@ def check_series(
     release_row_ids: np.ndarray | None = None,
     candidate_sets_of=None,
     sensitive_attributes=None,
+    comparison: bool = False,
 ) -> tuple[np.ndarray, list[dict]]:
     """Fingerprint the new release's records and compare them with the registry.
 
@@ -189,6 +209,12 @@ def check_series(
         ``candidate_sets_of`` is called with a row map (``row_id``, ``input_row_number`` = record
         fingerprint) and returns the new release's candidate sets (computed only when a release is
         refused).
+    comparison
+        The new release is a comparison (:mod:`pipeline.release.promotion`): compared with the shared releases, never
+        refused; the caller records what it would compose with and warns.
+
+    Only the home's shared releases are compared with (``read_registry(shared_only=True)``): comparisons never
+    refuse a release.
 
     Returns
     -------
@@ -199,13 +225,14 @@ def check_series(
     Raises
     ------
     RecompositionRefused
-        Overlap with an earlier, different release and ``allow_recomposition`` is off.
+        Overlap with an earlier, different shared release, ``allow_recomposition`` is off and the new release is not
+        a comparison.
     """
     from pipeline.core.series import find_recompositions, record_fingerprints
 
     fingerprints = record_fingerprints(records, content_columns, secret)
-    found = find_recompositions(fingerprints, configuration, read_registry(home))
-    if found and not allow_recomposition:
+    found = find_recompositions(fingerprints, configuration, read_registry(home, shared_only=True))
+    if found and not allow_recomposition and not comparison:
         lines = "; ".join(r.describe() for r in found[:5]) + ("; …" if len(found) > 5 else "")
         pins = []
         if all(x is not None for x in (releases_dir, release_row_ids, candidate_sets_of, sensitive_attributes)):

@@ -50,6 +50,7 @@ import matplotlib
 
 from pipeline.errors import UnusableInputError
 from pipeline.reporting.formatting import format_count_share, format_figure, format_share
+from pipeline.release.promotion import is_comparison
 from pipeline.release.reports import validate_report_data
 
 if TYPE_CHECKING:
@@ -267,8 +268,18 @@ def _same_release_question(a: Mapping, b: Mapping) -> bool:
     return all(a.get(k) == b.get(k) for k in keys) and a.get("min_confidence") == b.get("min_confidence")
 
 
+def _baseline_directories(releases_dir: Path) -> list[Path]:
+    """Where a baseline is looked for: ``releases_dir`` and, for a home's ``releases/`` or ``comparisons/``, the other
+    one too (a Rating comparison is the baseline of the shared mixed release, and back)."""
+    directory = Path(releases_dir)
+    if directory.name in ("releases", "comparisons"):
+        return [directory.parent / "releases", directory.parent / "comparisons"]
+    return [directory]
+
+
 def find_baseline(releases_dir: Path, manifest: Mapping) -> dict | None:
-    """The newest release of the other model of the same comparison in ``releases_dir``.
+    """The newest release of the other model of the same comparison in ``releases_dir`` (and, for a home's
+    ``releases/`` or ``comparisons/``, in the other of the two: comparisons are how a baseline is published).
 
     The other model is the plug-in's ``compared_with``: for a mixed release, the newest Rating release of the same
     input (SHA-256), ℓ, min_confidence, quasi-identifiers and sensitive attributes; for a Rating release, the
@@ -281,10 +292,11 @@ def find_baseline(releases_dir: Path, manifest: Mapping) -> dict | None:
     """
     plugin = _plugin(manifest)
     other = plugin.compared_with if plugin is not None else None
-    if other is None or not Path(releases_dir).is_dir():
+    if other is None:
         return None
     found = []
-    for directory in Path(releases_dir).iterdir():
+    entries = [d for parent in _baseline_directories(releases_dir) if parent.is_dir() for d in parent.iterdir()]
+    for directory in entries:
         if directory.name.startswith(".") or directory.name == manifest.get("release_id") or not directory.is_dir():
             continue
         try:
@@ -836,7 +848,9 @@ def baseline_section(manifest: Mapping, data: Mapping | None, baseline: Mapping 
             f"<p>Not computed: the release covers {_e(_number(private.get('n_records')))} records, more than "
             f"<code>private_baseline_max_records</code> = {_e(_number(private.get('max_records')))} (P1's plain Rating "
             "of the same records is computed privately in the publish step, about 12 s per million records). Raise "
-            "that setting to see it; never publish a Rating release only to compare (docs/series.md).</p>"
+            "that setting to see it, or make a comparison, never a shared release: <code>msa-release run --model "
+            "rating --allow-disclosure</code> is published under <code>comparisons/</code> and never moves "
+            "<code>releases/LATEST</code> (docs/series.md).</p>"
         )
     if baseline is None and private is not None:
         ours = _comparison_row(manifest, data)
@@ -854,18 +868,33 @@ def baseline_section(manifest: Mapping, data: Mapping | None, baseline: Mapping 
             )
         )
     if baseline is None:
+        if model == "mixed":
+            advice = (
+                "To compare, make a <strong>comparison</strong>, never a shared release: <code>msa-release run --model "
+                "rating --allow-disclosure</code> with the same input and settings is published under "
+                "<code>comparisons/</code> (a Rating run is a comparison by default; <code>--no-promote</code> makes "
+                "any run one), marked “COMPARISON — not for sharing”, and never moves <code>releases/LATEST</code>; "
+                "then <code>msa-release report</code> on this release shows the comparison. Keep "
+                "<code>comparisons/</code> private: Rating discloses more to the strong-rule adversary, and two "
+                "releases of the same records can be intersected."
+            )
+        else:
+            advice = (
+                "<code>msa-release run --model mixed</code> with the same input and settings publishes the mixed model "
+                "(the shared release; add <code>--no-promote</code> to make it a comparison too); then "
+                "<code>msa-release report</code> on this comparison shows both."
+            )
         return text + (
             f"<p>Not available: no {other} release of the same input (same input HMAC), ℓ, min_confidence, "
-            "quasi-identifiers and sensitive attributes is in this <code>releases/</code> directory. Do not publish "
-            "one only to compare: a second release of the same records can be intersected with this one (the home's "
-            "registry refuses it unless <code>--allow-recomposition</code>), and Rating discloses more to the "
-            "strong-rule adversary. <code>make experiments</code> and <code>make privacy-report</code> compare the "
-            "models privately, without publishing anything.</p>"
+            "quasi-identifiers and sensitive attributes is in this home's <code>releases/</code> or "
+            f"<code>comparisons/</code>. {advice} <code>make experiments</code> and <code>make privacy-report</code> "
+            "compare the models without publishing anything.</p>"
         )
     ours = _comparison_row(manifest, data)
     theirs = _comparison_row(baseline["manifest"], baseline.get("data"))
     names = {"mixed": "mixed model", "rating": "Rating"}
-    header = ["figure", f"this release ({names[model]})", f"{names[baseline['model']]} (release {baseline['release_id']})"]
+    kind = "comparison" if is_comparison(baseline["manifest"]) else "release"
+    header = ["figure", f"this release ({names[model]})", f"{names[baseline['model']]} ({kind} {baseline['release_id']})"]
     rows = [(key, ours[key], theirs[key]) for key in ours]
     note = ""
     if baseline.get("data") is None:
@@ -1222,6 +1251,26 @@ def officer_section(manifest: Mapping, data: Mapping | None) -> str:
     )
 
 
+def _comparison_banner(manifest: Mapping) -> str:
+    """The first thing on a comparison's page (:data:`pipeline.release.promotion.COMPARISON_NOTICE` and why it is
+    one); for a shared release that set an override it did not need, which one; else nothing."""
+    promotion = manifest.get("promotion") if isinstance(manifest.get("promotion"), Mapping) else {}
+    if is_comparison(manifest):
+        return (
+            '<div class="banner banner-comparison" data-comparison="true"><strong>COMPARISON — not for sharing.</strong> '
+            "This release was published under <code>comparisons/</code> to compare models privately; "
+            "<code>releases/LATEST</code> does not name it. Do not copy or serve this directory. "
+            f"Why: {_e(promotion.get('reason', ''))}.</div>"
+        )
+    overrides = list(promotion.get("overrides_set") or [])
+    if overrides:
+        return (
+            '<div class="banner banner-warn" data-comparison="false"><strong>Shared release with override(s) set:</strong> '
+            f"{_e(', '.join(overrides))} (every applicable gate passed; see the gate table).</div>"
+        )
+    return ""
+
+
 def _banner(manifest: Mapping) -> str:
     gates = manifest.get("checks") or []
     statuses = [_gate_status(g) for g in gates]
@@ -1274,6 +1323,7 @@ def render_report(
     sections.append(_technical_appendix(manifest, data))  # last: auditors' details, collapsed
     template = string.Template(TEMPLATE.read_text(encoding="utf-8"))
     return template.substitute(
+        comparison=_comparison_banner(manifest),
         release_id=_e(manifest.get("release_id")),
         model_label=_e(_label(manifest)),
         created_at=_e(manifest.get("created_at")),

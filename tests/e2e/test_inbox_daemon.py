@@ -214,6 +214,12 @@ def test_the_daemon_queues_inbox_files_retries_a_killed_run_and_leaves_a_refused
                 return runs if len(runs) == 4 and len(done) == 4 and retried and explained else None
 
             runs = _wait_for(settled, timeout=240, what="three inbox runs and one retry to finish", log=log)
+
+            def set_aside():  # issue 15: the next ticks move every file whose runs are over
+                names = {p.name for p in inbox.iterdir() if p.is_file()}
+                return not names & {"a.csv", "b.csv", "bad.csv"} and (inbox / "failed" / "bad.csv").is_file()
+
+            _wait_for(set_aside, timeout=60, what="the inbox files to be moved to processed/ and failed/", log=log)
     finally:
         _stop_group(daemon)
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
@@ -243,3 +249,16 @@ def test_the_daemon_queues_inbox_files_retries_a_killed_run_and_leaves_a_refused
         for run in runs:
             assert "another release is running" not in _failure_message(instance, run.run_id)
         assert len([p for p in (home / "releases").iterdir() if not p.name.startswith(".") and p.is_dir()]) == 2
+        # the good files in processed/ (the killed one only after its retry published), the bad one in failed/
+        assert {p.name for p in (inbox / "processed").iterdir()} == {
+            "a.csv",
+            "a.csv.result.json",
+            "b.csv",
+            "b.csv.result.json",
+            "b.csv.settings.json",
+        }
+        killed_file = killed.tags["msa_release/inbox_file"]
+        result = json.loads((inbox / "processed" / f"{killed_file}.result.json").read_text())
+        assert result["run_id"] == retry.run_id and result["release"]["area"] == "releases"
+        failed = json.loads((inbox / "failed" / "bad.csv.result.json").read_text())
+        assert failed["run_id"] == bad[0].run_id and failed["status"] == "failed" and failed["reason"]

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.models import PUBLICATION_MODELS
-from pipeline.release.publish import MODEL_TABLES, contract_schemas, read_latest
+from pipeline.release.publish import MODEL_TABLES, contract_schemas, list_releases, read_latest
 from pipeline.resources import ADULT_COLUMNS
 from tests.jobs import run_job
 
@@ -283,7 +283,11 @@ def test_event_log_of_a_run_holds_no_raw_sensitive_value(tokenized, tmp_path, jo
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         result = run_job(home, job, settings(directory / "tokenized.csv", **overrides), instance=instance)
         assert result.success is should_publish
-        assert (read_latest(home / "releases") is not None) is should_publish
+        # Rating with allow_disclosure is published as a comparison (issue 15): comparisons/, never LATEST
+        published = (
+            list_releases(home / "comparisons") if overrides.get("model") == "rating" else [read_latest(home / "releases")]
+        )
+        assert (bool(published) and published[-1] is not None) is should_publish
         entries = instance.all_logs(result.run_id)
         kinds = {e.dagster_event.event_type_value for e in entries if e.dagster_event}
         assert {"ASSET_MATERIALIZATION", "ASSET_CHECK_EVALUATION", "STEP_OUTPUT"} <= kinds

@@ -217,9 +217,10 @@ def inbox(golden, tmp_path):
     return home, csv, example
 
 
-def test_sensor_without_inbox_skips(tmp_path):
+def test_sensor_without_inbox_creates_it_and_skips(tmp_path):
     data = _evaluate(tmp_path)
-    assert not data.run_requests and "no inbox directory" in data.skip_message
+    assert not data.run_requests and "created the inbox" in data.skip_message  # issue 15
+    assert (tmp_path / "inbox").is_dir()
 
 
 def test_sensor_requests_one_release_per_content(inbox):

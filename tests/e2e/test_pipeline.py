@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from pipeline.definitions import ASSETS, RELEASE_JOB_SELECTION, build_definitions
-from pipeline.release.publish import read_latest
+from pipeline.release.publish import list_releases, read_latest
 from pipeline.resources import ADULT_COLUMNS
 from pipeline.models import job_of_model
 from tests.jobs import run_job
@@ -306,13 +306,16 @@ def test_adult_rating_is_refused_unless_overridden_and_fails_the_audit(tmp_path,
         main, ["run", "--model", "rating", "--allow-disclosure", "--home", str(home)], catch_exceptions=False
     )
     assert published.exit_code == 0, published.output
-    manifest = json.loads((read_latest(home / "releases") / "manifest.json").read_text())
+    # a comparison (issue 15): comparisons/<id>/, and releases/LATEST still names nothing
+    assert read_latest(home / "releases") is None
+    (comparison,) = list_releases(home / "comparisons")
+    manifest = json.loads((comparison / "manifest.json").read_text())
     assert manifest["model"] == "rating" and manifest["disclosure_override_used"] is True
     statuses = {c["name"]: c["status"] for c in manifest["checks"]}
     assert statuses["disclosure_within_bound"] == "failed_overridden"
     assert statuses["attribute_table_is_l_diverse"] == statuses["records_accounted_for"] == "passed"
     adult = str(Path(__file__).resolve().parents[2] / "data" / "adult" / "adult.data")
-    audit = runner.invoke(main, ["audit", str(home / "releases"), "--raw", adult, "--output", "rating.json"])
+    audit = runner.invoke(main, ["audit", str(comparison), "--raw", adult, "--output", "rating.json"])
     assert audit.exit_code == 1, audit.output
     report = json.loads((tmp_path / "rating.json").read_text())
     assert report["verdict"] == "FAIL" and report["adversary"]["n_records_above_bound"] > 0
@@ -356,9 +359,14 @@ def test_order_gate_refuses_the_input_order_release_and_passes_the_keyed_one(adu
     gate = {e.check_name: e for e in keyed.get_asset_check_evaluations()}["release_carries_no_input_order"]
     figures = {k: v.value for k, v in gate.metadata.items()}
     assert gate.passed and figures["max_abs_spearman"] <= figures["spearman_limit"]
-    manifest = json.loads((read_latest(tmp_path / "keyed" / "releases") / "manifest.json").read_text())
+    # Rating with allow_disclosure is a comparison (issue 15)
+    release_dir = (
+        list_releases(tmp_path / "keyed" / "comparisons")[-1]
+        if model == "rating"
+        else read_latest(tmp_path / "keyed" / "releases")
+    )
+    manifest = json.loads((release_dir / "manifest.json").read_text())
     assert manifest["randomness"] == "home-secret"
     secret = tmp_path / "keyed" / "secret.key"
     assert secret.exists() and (secret.stat().st_mode & 0o777) == 0o600
-    release_dir = read_latest(tmp_path / "keyed" / "releases")
     assert secret.read_bytes() not in b"".join(p.read_bytes() for p in release_dir.iterdir())

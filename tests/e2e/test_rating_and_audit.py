@@ -23,7 +23,7 @@ from pipeline.cli import main
 from pipeline.core.adversary import adversary_view
 from pipeline.core.mixed_model import assemble_release_tables, run_mixed_model
 from pipeline.core.rating import rating_tables
-from pipeline.release.publish import read_latest
+from pipeline.release.publish import list_releases, read_latest
 from tests.conftest import FIXTURES, example_frame, example_quasi_identifiers
 
 ALL_GATES = {
@@ -92,7 +92,9 @@ class Published:
 
     @property
     def rating_release(self) -> Path:
-        return read_latest(self.rating_home / "releases")
+        """A Rating release with --allow-disclosure is a comparison (issue 15): the first of comparisons/ (the
+        second is the run with --promote, refused)."""
+        return list_releases(self.rating_home / "comparisons")[0]
 
 
 def _run_args(example: dict, csv: Path, home: Path, *extra: str) -> list[str]:
@@ -136,7 +138,9 @@ def published(tmp_path_factory) -> Published:
 
     * ``mixed_home``: the mixed model (must publish), then ``--model rating`` WITHOUT
       ``--allow-disclosure`` (must be refused and leave the mixed release as LATEST);
-    * ``rating_home``: ``--model rating --allow-disclosure`` (must publish).
+    * ``rating_home``: ``--model rating --allow-disclosure`` (must publish, as a comparison: issue 15);
+    * ``mixed_home`` again: ``--model rating --allow-disclosure`` and ``--model mixed --no-promote`` (comparisons: LATEST
+      must stay the mixed release).
     """
     example = _golden_a()
     base = tmp_path_factory.mktemp("rating_and_audit")
@@ -156,6 +160,17 @@ def published(tmp_path_factory) -> Published:
         after_refusal = _releases_snapshot(mixed_home)
         outcomes["rating_allowed"] = runner.invoke(
             main, _run_args(example, csv, rating_home, "--model", "rating", "--allow-disclosure")
+        )
+        outcomes["rating_comparison"] = runner.invoke(
+            main, _run_args(example, csv, mixed_home, "--model", "rating", "--allow-disclosure")
+        )
+        outcomes["after_rating_comparison"] = _releases_snapshot(mixed_home)
+        outcomes["mixed_no_promote"] = runner.invoke(
+            main, _run_args(example, csv, mixed_home, "--model", "mixed", "--no-promote")
+        )
+        outcomes["after_mixed_no_promote"] = _releases_snapshot(mixed_home)
+        outcomes["rating_promote_refused"] = runner.invoke(
+            main, _run_args(example, csv, rating_home, "--model", "rating", "--allow-disclosure", "--promote")
         )
     return Published(example, csv, mixed_home, rating_home, outcomes, (before_refusal, after_refusal))
 
@@ -252,6 +267,68 @@ def test_rating_with_allow_disclosure_publishes_and_records_the_override(publish
         assert statuses[name] == "not_applicable", name
     for name in ALL_GATES - NOT_APPLICABLE_TO_RATING - {"disclosure_within_bound"}:
         assert statuses[name] == "passed", name
+
+
+def test_rating_with_allow_disclosure_is_a_comparison_and_never_moves_latest(published):
+    """Issue 15: the advice "--model rating --allow-disclosure" once replaced releases/LATEST with a release of maximum
+    disclosure 1.0. Now it lands in comparisons/<id>/, marked "COMPARISON — not for sharing" at the top of its
+    manifest.json and report.html, LATEST still names the mixed release, and the series check does not refuse it."""
+    outcome = published.outcomes["rating_comparison"]
+    assert outcome.exit_code == 0, outcome.output
+    before = published.refused_snapshot[1]
+    after = published.outcomes["after_rating_comparison"]
+    assert after == before  # releases/: same LATEST, same entries
+    assert "COMPARISON — not for sharing" in outcome.output
+    assert f"LATEST         unchanged: {before[0].strip()}" in outcome.output
+    comparison = list_releases(published.mixed_home / "comparisons")[0]
+    assert comparison.name in outcome.output and str(comparison) in outcome.output
+    text = (comparison / "manifest.json").read_text(encoding="utf-8")
+    assert text.startswith('{\n  "notice": "COMPARISON — not for sharing'), text[:120]
+    manifest = json.loads(text)
+    assert manifest["model"] == "rating" and manifest["disclosure_override_used"] is True
+    assert manifest["promotion"]["promoted"] is False and manifest["promotion"]["area"] == "comparisons"
+    assert manifest["promotion"]["requested"] is None and "allow_disclosure" in manifest["promotion"]["overrides_set"]
+    # shares every record with the shared mixed release under other settings: recorded, not refused
+    assert manifest["recomposition"] and manifest["recomposition"][0]["release_id"] == before[0].strip()
+    page = (comparison / "report.html").read_text(encoding="utf-8")
+    assert page.index("COMPARISON — not for sharing") < page.index("<h1>")
+    # the comparison's page compares with the shared mixed release; the mixed page, regenerated, with the comparison
+    assert f"mixed model (release {before[0].strip()})" in page
+    from pipeline.reporting.release_report import regenerate_report
+
+    mixed_page = regenerate_report(published.mixed_release).read_text(encoding="utf-8")
+    assert f"Rating (comparison {comparison.name})" in mixed_page
+    assert "COMPARISON — not for sharing" not in mixed_page.split("<h1>")[0]
+
+
+def test_no_promote_publishes_a_mixed_release_as_a_comparison(published):
+    outcome = published.outcomes["mixed_no_promote"]
+    assert outcome.exit_code == 0, outcome.output
+    assert published.outcomes["after_mixed_no_promote"] == published.refused_snapshot[1]  # LATEST did not move
+    comparisons = list_releases(published.mixed_home / "comparisons")
+    assert len(comparisons) == 2
+    manifest = _manifest(comparisons[-1])
+    assert manifest["model"] == "mixed" and manifest["notice"].startswith("COMPARISON — not for sharing")
+    assert manifest["promotion"] == {
+        "promoted": False,
+        "area": "comparisons",
+        "requested": False,
+        "reason": "promote is off (--no-promote): published as a comparison",
+        "overrides_set": [],
+    }
+
+
+def test_promote_never_shares_a_release_above_its_bound(published):
+    """--promote with --allow-disclosure on a Rating release whose disclosure gate fails: still a comparison, the
+    refusal said on stderr and in the manifest; releases/ is not even created."""
+    outcome = published.outcomes["rating_promote_refused"]
+    assert outcome.exit_code == 0, outcome.output
+    assert "msa-release: --promote refused: gate(s) disclosure_within_bound failed" in outcome.output
+    assert not (published.rating_home / "releases" / "LATEST").exists()
+    first, refused = list_releases(published.rating_home / "comparisons")
+    assert first == published.rating_release
+    manifest = _manifest(refused)
+    assert manifest["promotion"]["requested"] is True and manifest["promotion"]["promoted"] is False
 
 
 def test_rating_release_holds_only_the_rating_tables(published):
@@ -371,8 +448,11 @@ def test_audit_json_keys(audits):
 
 
 def test_audit_accepts_a_releases_directory_with_latest(published, audits, tmp_path):
+    # the Rating comparison (issue 15) is not named by LATEST: a releases/ without LATEST is refused, its directory audited
+    refused = _audit(published.rating_home / "releases", published.csv, tmp_path / "none.json")
+    assert refused.exit_code == 2 and "not a release directory" in refused.output, refused.output
     target = tmp_path / "via_latest.json"
-    outcome = _audit(published.rating_home / "releases", published.csv, target)
+    outcome = _audit(published.rating_release, published.csv, target)
     assert outcome.exit_code == 1, outcome.output
     report = json.loads(target.read_text())
     _, direct, _ = audits["rating"]

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
-from pipeline.release.publish import contract_schemas, publish_release, read_latest
+from pipeline.release.publish import contract_schemas, list_releases, publish_release, read_latest
 from pipeline.reporting.release_report import REPORT_DATA, REPORT_HTML, render_report
 from pipeline.models import job_of_model
 from tests.jobs import run_job
@@ -116,12 +116,14 @@ def example_a_releases(golden, tmp_path_factory):
     }
     home = root / "home"
     releases = {}
-    # both models of one input in one home: a deliberate recomposition (the comparison in report.html)
-    for model, extra in (("rating", {"allow_disclosure": True}), ("mixed", {"allow_recomposition": True})):
+    # both models of one input in one home (the comparison in report.html): Rating is a comparison (issue 15), so the
+    # shared mixed release after it is no recomposition of a shared release
+    for model, extra in (("rating", {"allow_disclosure": True}), ("mixed", {})):
         config = {**settings, "model": model, **extra}
         result = run_job(home, job_of_model(model), config)
         assert result.success, model
-        releases[model] = read_latest(home / "releases")
+        releases[model] = read_latest(home / "releases") if model == "mixed" else list_releases(home / "comparisons")[-1]
+    assert read_latest(home / "releases") == releases["mixed"] and releases["rating"].parent.name == "comparisons"
     return {"example": example, "csv": csv, "home": home, **releases}
 
 
@@ -180,10 +182,12 @@ def test_report_shows_no_value_outside_the_rules(example_a_releases):
 def test_rating_comparison_in_the_mixed_report_and_after_regeneration(example_a_releases):
     mixed, rating = example_a_releases["mixed"], example_a_releases["rating"]
     mixed_text = text_without_images(mixed / REPORT_HTML)
-    assert "Comparison with the Rating baseline" in mixed_text and rating.name in mixed_text
+    assert "Comparison with the Rating baseline" in mixed_text and f"Rating (comparison {rating.name})" in mixed_text
     # the Rating release was published first: no mixed release to compare with yet
     rating_text = text_without_images(rating / REPORT_HTML)
     assert "Comparison with the mixed model" in rating_text and "Not available" in rating_text
+    assert "msa-release run --model mixed" in rating_text and "--allow-disclosure" not in rating_text
+    assert "COMPARISON — not for sharing" in rating_text.split("<h1>")[0]  # the banner, before the title
     outcome = CliRunner().invoke(main, ["report", str(rating)])
     assert outcome.exit_code == 0, outcome.output
     regenerated = text_without_images(rating / REPORT_HTML)

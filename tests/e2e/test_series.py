@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from pipeline.cli import main
 from pipeline.core.series import find_recompositions, record_fingerprints
-from pipeline.release.publish import read_latest
+from pipeline.release.publish import list_releases, read_latest
 from tests.conftest import example_frame, example_quasi_identifiers
 
 SECRET = bytes(range(32))
@@ -129,3 +129,26 @@ def test_a_second_release_with_another_ell_is_refused_unless_allowed(example_csv
     for release in (home / "releases").iterdir():
         if release.is_dir():
             assert not any(p.name.endswith(".parquet") and p.stem.startswith("2026") for p in release.iterdir())
+
+
+def test_a_comparison_is_neither_refused_by_nor_refusing_shared_releases(example_csv, tmp_path):
+    """Issue 15: the series check compares with the home's shared releases only. A shared release after a comparison
+    of the same records with another ℓ is not refused because of it; a comparison (--no-promote) with another ℓ than
+    the shared release is published (not refused: it is not shared), its overlap recorded in its manifest; LATEST
+    never names a comparison."""
+    example, path = example_csv
+    home = tmp_path / "home"
+    first = _run(example, path, home, "--ell", "3", "--no-promote")
+    assert first.exit_code == 0, first.output
+    assert read_latest(home / "releases") is None and len(list_releases(home / "comparisons")) == 1
+    shared_run = _run(example, path, home, "--ell", "2")
+    assert shared_run.exit_code == 0, shared_run.output  # the comparison does not refuse it
+    shared = read_latest(home / "releases")
+    assert json.loads((shared / "manifest.json").read_text())["recomposition"] == []
+    again = _run(example, path, home, "--ell", "3", "--no-promote")
+    assert again.exit_code == 0, again.output  # composes with the shared ℓ = 2 release: recorded, not refused
+    assert read_latest(home / "releases") == shared
+    comparison = list_releases(home / "comparisons")[-1]
+    manifest = json.loads((comparison / "manifest.json").read_text())
+    assert manifest["allow_recomposition"] is False and manifest["promotion"]["promoted"] is False
+    assert [(r["release_id"], r["changed_settings"]) for r in manifest["recomposition"]] == [(shared.name, ["ell"])]

@@ -67,6 +67,7 @@ class ToyModel:
     guarantee: str = "toy-released"
     label: str = "toy (teaching example)"
     compared_with: str | None = None
+    baseline: bool = False
     drop_one_record: bool = False  # a broken build, for the failing-gate test
 
     def parameters(self, settings: Any) -> ToyParameters:
