@@ -38,7 +38,7 @@ def test_a_utility_refusal_prints_the_diagnosis_and_writes_refusal_html(tmp_path
     home = tmp_path / "home"
     monkeypatch.setattr(run_command, "preflight", lambda config, home_option: home)
     monkeypatch.setattr(run_command, "hold_release_lock", lambda home, wait, wait_timeout: None)
-    monkeypatch.setattr(run_command, "execute_job", lambda job, config, home_option, verbose, progress=False: (result, home))
+    monkeypatch.setattr(run_command, "execute_job", lambda job, config, **options: (result, home))
     outcome = CliRunner().invoke(
         main,
         [
