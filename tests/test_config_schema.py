@@ -248,3 +248,23 @@ def test_the_inbox_s_shared_settings_serve_each_file_s_model():
     }
     assert inbox_file_settings({"colour": "red"}, {}) == {"colour": "red"}  # not a setting at all: refused later
     assert inbox_file_settings({}, {"model": "kl", "seed": 1}) == {"model": "kl", "seed": 1}  # refused later
+
+
+@pytest.mark.parametrize(
+    ("job_name", "settings", "expected"),
+    [
+        # issue 15: the Adult example (input_path left at Adult's) accepts 25 % deleted records explicitly ...
+        ("release", {}, 0.25),
+        ("rating_release", {"allow_disclosure": True}, 0.25),
+        # ... any other input keeps the default 10 %, a value the run sets is kept, and (k, ℓ) has no example value
+        ("release", {"input_path": "/data/patients.csv"}, 0.1),
+        ("release", {"max_deleted_share": 0.1}, 0.1),
+        ("release", {"input_path": "/data/patients.csv", "max_deleted_share": 0.3}, 0.3),
+        ("kl_release", {}, 0.1),
+    ],
+)
+def test_the_adult_example_sets_its_utility_override_and_nothing_else_does(tmp_path, job_name, settings, expected):
+    job = build_definitions(tmp_path / "home").resolve_job_def(job_name)
+    applied = dg.validate_run_config(job, _run_config(**settings))["resources"]["settings"]["config"]
+    assert applied.get("max_deleted_share", 0.1) == expected
+    assert applied.get("max_suppressed_share", 0.1) == 0.1

@@ -92,6 +92,9 @@ MANIFEST_COLUMNS = {
     "posterior_slack": "DOUBLE",
     "posterior_gate": "VARCHAR",
     "posterior_gate_warned": "BOOLEAN",
+    # utility gate (checks.gates.utility_within_thresholds, issue 15) and the settings that weaken a default (JSON)
+    "utility": "VARCHAR",
+    "overrides": "VARCHAR",
     # --profile (pipeline/evaluation/profiling.py): per-stage wall time and peak RSS; NULL without it
     "profile": "VARCHAR",
 }
@@ -108,6 +111,8 @@ MANIFEST_JSON_COLUMNS = (
     "stage_seconds",
     "hierarchies",
     "generalization_weights",
+    "utility",
+    "overrides",
     "profile",
 )
 
