@@ -4,10 +4,11 @@ derived frame from ``pipeline.core.verification``. Any failure stops ``release``
 ``GATES`` are the ten gates of the mixed model (on ``candidate/release_candidate``), which plain Rating's job runs
 on its own candidate (``candidate/rating_release_candidate``); ``KL_GATES`` the four of the (k, ℓ) model (on
 ``candidate/kl_release_candidate``), which stop ``kl_release`` the same way. The utility gate
-(``utility_within_thresholds``, issue 15) is written twice, for the mixed/Rating tables and for the (k, ℓ) table. ``GATE_CHECKS`` holds them by name:
-each plug-in's ``gates`` (:mod:`pipeline.models`) name the checks of its job, and :func:`gates_of` gives the code
-location its list, each gate attached to the candidate of every model that names it. A gate that does not apply to
-the run's model (its plug-in's ``not_applicable``) passes, reported as not applicable."""
+(``utility_within_thresholds``, issue 15) is written twice, for the mixed/Rating tables and for the (k, ℓ) table
+(``GATE_CHECKS_OF_CANDIDATE``). ``GATE_CHECKS`` holds them by name: each plug-in's ``gates``
+(:mod:`pipeline.models`) name the checks of its job, and :func:`gates_of` gives the code location its list, each gate
+attached to the candidate of every model that names it. A gate that does not apply to the run's model (its plug-in's
+``not_applicable``) passes, reported as not applicable."""
 
 import dagster as dg
 import numpy as np
