@@ -26,8 +26,10 @@ env: $(VENV)/.installed
 dagster-home: env
 	$(VENV)/bin/python -c 'import sys; from pathlib import Path; from pipeline.cli.common import write_dagster_yaml; write_dagster_yaml(Path(sys.argv[1]))' '$(DAGSTER_HOME)'
 
+# Adult's default release deletes about 19.8 % of its eligible records, above the utility gate's default of 10 %:
+# the example accepts up to 25 % explicitly (shown as an override in the summary, report.html and the manifest).
 release: env dagster-home
-	$(VENV)/bin/msa-release run
+	$(VENV)/bin/msa-release run --max-deleted-share 0.25
 
 experiments: env dagster-home
 	$(VENV)/bin/msa-release experiments --output reports/experiments

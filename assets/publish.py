@@ -42,10 +42,11 @@ from pipeline.asset_keys import (
 from pipeline.evaluation import profiling
 from pipeline.failures import with_structured_failures
 from pipeline.core.adversary import candidate_adversary, rule_holders
-from pipeline.models import CandidateRelease, PublicationModel
+from pipeline.models import CandidateRelease, PublicationModel, settings_of_job
 from pipeline.models.base import adversary_asset, runs_strong_rule_adversary
 from pipeline.release.audit import table_digests
 from pipeline.release.promotion import COMPARISON_NOTICE, decide_promotion
+from pipeline.release.manifest import release_overrides, utility_of_checks
 from pipeline.release.publish import contract_schemas, package_versions, publish_release
 from pipeline.release.registry import check_series, write_registry_entry
 from pipeline.reporting.release_report import REPORT_HTML, report_files
@@ -160,6 +161,29 @@ def gate_outcomes(context: dg.AssetExecutionContext) -> list[dict]:
             status = "failed"
         outcomes.append({"name": evaluation.check_name, "passed": bool(evaluation.passed), "status": status, "observed": figures})
     return sorted(outcomes, key=lambda o: o["name"])
+
+
+def settings_overrides(job: str, settings: ReleaseSettings) -> list[dict]:
+    """The manifest's ``overrides``: the settings of ``job`` whose value weakens a default protection or threshold
+    (:func:`pipeline.release.manifest.release_overrides`)."""
+    defaults = {name: field.default for name, field in ReleaseSettings.model_fields.items()}
+    values = {name: getattr(settings, name) for name in ReleaseSettings.model_fields}
+    return release_overrides(values, defaults, settings_of_job(job))
+
+
+def utility_metadata(manifest: dict) -> dict[str, float | int]:
+    """The publish asset's utility figures (stable names, percentages): ``deleted_percent``, ``max_deleted_percent``,
+    ``suppressed_percent_<attribute>`` per sensitive attribute, ``max_suppressed_percent`` and ``n_overrides``."""
+    utility = manifest.get("utility")
+    figures: dict[str, float | int] = {"n_overrides": len(manifest.get("overrides") or [])}
+    if utility is None:
+        return figures
+    figures["deleted_percent"] = round(100 * utility["deleted_share"], 2)
+    figures["max_deleted_percent"] = round(100 * utility["max_deleted_share"], 2)
+    for attribute, share in utility["suppressed_share"].items():
+        figures[f"suppressed_percent_{attribute}"] = round(100 * share, 2)
+    figures["max_suppressed_percent"] = round(100 * utility["max_suppressed_share"], 2)
+    return figures
 
 
 def release_row_ids_of(raw_records: pd.DataFrame, row_map: pd.DataFrame) -> np.ndarray:
@@ -363,6 +387,8 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
             "dropped_missing_by_attribute": dropped_missing_by_attribute(summary),
             **model.manifest_section(frames, parameters, verdict, settings),
             "checks": gates,
+            "utility": utility_of_checks(gates),
+            "overrides": settings_overrides(job, settings),
             "stage_seconds": stage_seconds(context),
             "package_versions": package_versions(),
             "profile": run_profile(context, settings),
@@ -401,6 +427,7 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
                 "promoted": promotion.promoted,
                 "area": promotion.area,
                 **model.publish_figures(frames, manifest, report_data),
+                **utility_metadata(manifest),
                 "n_gates_passed": sum(g["passed"] for g in gates),
                 "publish_seconds": round(time.monotonic() - started, 3),
                 **{f"seconds_{step}": value for step, value in manifest["stage_seconds"].items()},

@@ -1,12 +1,14 @@
 """Release gates: blocking Dagster asset checks on the candidate release, each a GX suite on a
 derived frame from ``pipeline.core.verification``. Any failure stops ``release`` in the same run.
 
-``GATES`` are the nine gates of the mixed model (on ``candidate/release_candidate``), which plain Rating's job runs
-on its own candidate (``candidate/rating_release_candidate``); ``KL_GATES`` the three of the (k, ℓ) model (on
-``candidate/kl_release_candidate``), which stop ``kl_release`` the same way. ``GATE_CHECKS`` holds them by name:
-each plug-in's ``gates`` (:mod:`pipeline.models`) name the checks of its job, and :func:`gates_of` gives the code
-location its list, each gate attached to the candidate of every model that names it. A gate that does not apply to
-the run's model (its plug-in's ``not_applicable``) passes, reported as not applicable."""
+``GATES`` are the ten gates of the mixed model (on ``candidate/release_candidate``), which plain Rating's job runs
+on its own candidate (``candidate/rating_release_candidate``); ``KL_GATES`` the four of the (k, ℓ) model (on
+``candidate/kl_release_candidate``), which stop ``kl_release`` the same way. The utility gate
+(``utility_within_thresholds``, issue 15) is written twice, for the mixed/Rating tables and for the (k, ℓ) table
+(``GATE_CHECKS_OF_CANDIDATE``). ``GATE_CHECKS`` holds them by name: each plug-in's ``gates``
+(:mod:`pipeline.models`) name the checks of its job, and :func:`gates_of` gives the code location its list, each gate
+attached to the candidate of every model that names it. A gate that does not apply to the run's model (its plug-in's
+``not_applicable``) passes, reported as not applicable."""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -471,6 +473,47 @@ def posterior_within_bound(
     return checked
 
 
+def _utility_result(figures: dict) -> dg.AssetCheckResult:
+    """The utility gate's result: its suite on :func:`pipeline.core.verification.utility_summary`, the figures of
+    the manifest's ``utility`` as metadata (per-attribute figures as JSON)."""
+    outcome = validate_frame(verification.utility_summary(figures), suites.utility_suite())
+    metadata = {key: dg.MetadataValue.json(value) if isinstance(value, dict) else value for key, value in figures.items()}
+    return _result(outcome, metadata)
+
+
+@dg.asset_check(
+    asset=GATED,
+    blocking=True,
+    compute_kind="great_expectations",
+    additional_ins=inputs(private=["input_summary", "deleted_records"], candidate=["sac_released", "attribute_table"]),
+    description="Utility gate: the share of eligible records deleted (deleted / (read − dropped for a missing value)) "
+    "is at most max_deleted_share, and for every sensitive attribute the share of its published cells that are "
+    "suppressed is at most max_suppressed_share (both 0.10 by default; raising one is recorded as an override).",
+)
+def utility_within_thresholds(
+    settings: ReleaseSettings,
+    input_summary: pd.DataFrame,
+    deleted_records: pd.DataFrame,
+    sac_released: pd.DataFrame,
+    attribute_table: pd.DataFrame,
+) -> dg.AssetCheckResult:
+    suppressed, cells = verification.suppressed_cells_per_attribute(
+        attribute_table, settings.sensitive_attributes, n_other_released=len(sac_released)
+    )
+    n_input = int(input_summary["n_input"].iloc[0])
+    n_dropped = int(input_summary["n_dropped_missing"].iloc[0])
+    return _utility_result(
+        verification.utility_figures(
+            records_eligible=n_input - n_dropped,
+            records_deleted=len(deleted_records),
+            suppressed_cells=suppressed,
+            attribute_cells=cells,
+            max_deleted_share=settings.max_deleted_share,
+            max_suppressed_share=settings.max_suppressed_share,
+        )
+    )
+
+
 GATES = [
     sac_released_is_l_diverse,
     attribute_table_is_l_diverse,
@@ -481,6 +524,7 @@ GATES = [
     release_carries_no_input_order,
     no_certain_attribute_table_cell,
     posterior_within_bound,
+    utility_within_thresholds,
 ]
 
 
@@ -597,15 +641,52 @@ def kl_records_accounted_for(
     )
 
 
+@dg.asset_check(
+    asset=GATED_KL,
+    name="utility_within_thresholds",
+    blocking=True,
+    compute_kind="great_expectations",
+    additional_ins=inputs(private=["input_summary", "kl_suppressed_records"], candidate=["kl_released"]),
+    description="Utility gate of the (k, ℓ) model: the share of eligible records suppressed (not released; counted as "
+    "deleted) is at most max_deleted_share; sensitive values are published unchanged, so no cell is suppressed.",
+)
+def kl_utility_within_thresholds(
+    settings: ReleaseSettings, input_summary: pd.DataFrame, kl_suppressed_records: pd.DataFrame, kl_released: pd.DataFrame
+) -> dg.AssetCheckResult:
+    sensitive = list(settings.sensitive_attributes)
+    n_input = int(input_summary["n_input"].iloc[0])
+    n_dropped = int(input_summary["n_dropped_missing"].iloc[0])
+    return _utility_result(
+        verification.utility_figures(
+            records_eligible=n_input - n_dropped,
+            records_deleted=len(kl_suppressed_records),
+            suppressed_cells={a: int(kl_released[a].isna().sum()) for a in sensitive},
+            attribute_cells={a: len(kl_released) for a in sensitive},
+            max_deleted_share=settings.max_deleted_share,
+            max_suppressed_share=settings.max_suppressed_share,
+        )
+    )
+
+
 KL_GATES = [
     kl_clusters_are_k_anonymous,
     kl_clusters_are_l_diverse,
     kl_records_accounted_for,
+    kl_utility_within_thresholds,
 ]
 
 
 #: Every gate check by name; a plug-in's ``gates`` name the checks its job runs (``register_gate`` adds a new one).
-GATE_CHECKS: dict[str, dg.AssetChecksDefinition] = {next(iter(check.check_keys)).name: check for check in (*GATES, *KL_GATES)}
+#: A gate written twice for differently shaped candidates (the utility gate: mixed/Rating tables, (k, ℓ) tables) is
+#: here under the mixed model's version; the other versions are in ``GATE_CHECKS_OF_CANDIDATE``.
+GATE_CHECKS: dict[str, dg.AssetChecksDefinition] = {
+    next(iter(check.check_keys)).name: check for check in (*GATES, *KL_GATES) if check is not kl_utility_within_thresholds
+}
+#: (candidate asset, gate name) -> the version of a gate written for that candidate's tables (:func:`gates_of` uses
+#: it before ``GATE_CHECKS``).
+GATE_CHECKS_OF_CANDIDATE: dict[tuple[str, str], dg.AssetChecksDefinition] = {
+    ("kl_release_candidate", "utility_within_thresholds"): kl_utility_within_thresholds,
+}
 
 
 def register_gate(check: dg.AssetChecksDefinition) -> dg.AssetChecksDefinition:
@@ -685,7 +766,7 @@ def gates_of(models) -> list[dg.AssetChecksDefinition]:
     for model in models:
         candidate = dg.AssetKey([CANDIDATE, model.candidate_asset])
         for name in model.gates:
-            check = GATE_CHECKS[name]
+            check = GATE_CHECKS_OF_CANDIDATE.get((model.candidate_asset, name), GATE_CHECKS[name])
             if candidate in {key.asset_key for key in check.check_keys}:
                 checks.setdefault((model.candidate_asset, name), check)
             elif name in model.not_applicable and name not in MEASURED_WHEN_NOT_APPLICABLE:

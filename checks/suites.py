@@ -22,6 +22,7 @@ __all__ = [
     "posterior_suite",
     "sac_diversity_suite",
     "sid_diversity_suite",
+    "utility_suite",
 ]
 
 
@@ -151,4 +152,16 @@ def kl_accounting_suite() -> gx.ExpectationSuite:
     return gx.ExpectationSuite(
         name="kl_records_accounted_for",
         expectations=[gxe.ExpectColumnValuesToBeBetween(column="n_places", min_value=1, max_value=1)],
+    )
+
+
+def utility_suite() -> gx.ExpectationSuite:
+    """The utility gate on ``utility_summary``: the share of deleted records and, per sensitive attribute, the share
+    of suppressed cells are each within their threshold (``max_deleted_share``, ``max_suppressed_share``)."""
+    return gx.ExpectationSuite(
+        name="utility_within_thresholds",
+        expectations=[
+            gxe.ExpectColumnValuesToBeBetween(column="share", min_value=0.0, max_value=1.0),
+            gxe.ExpectColumnValuesToBeInSet(column="within_limit", value_set=[True]),
+        ],
     )

@@ -95,6 +95,12 @@ def _format_of(path: Path) -> str:
     return "parquet" if path.suffix.lower() in (".parquet", ".pq") else "csv"
 
 
+#: Defaults of the utility gate's thresholds (issue 15): a release that deletes more than this share of its eligible
+#: records, or suppresses more than this share of a sensitive attribute's cells, is refused unless raised.
+DEFAULT_MAX_DELETED_SHARE = 0.10
+DEFAULT_MAX_SUPPRESSED_SHARE = 0.10
+
+
 def release_home() -> Path:
     """``$MSA_RELEASE_HOME`` (default ``./var``) as an absolute path; not created (no side effect at import:
     :func:`ensure_release_home` creates it when a run or command needs it)."""
@@ -288,6 +294,21 @@ class ReleaseSettings(dg.ConfigurableResource):
         ge=0.0,
         le=1.0,
         description="Largest accepted |recovered - raw| rule confidence when records were deleted or cells suppressed.",
+    )
+    max_deleted_share: float = Field(
+        default=DEFAULT_MAX_DELETED_SHARE,
+        ge=0.0,
+        le=1.0,
+        description="Utility gate: largest accepted share of eligible records (read minus those dropped for a missing "
+        "value) that the release deletes ((k, ℓ): suppresses); above it the release is refused. Raising it is "
+        "recorded as an override in the manifest, the summary and report.html.",
+    )
+    max_suppressed_share: float = Field(
+        default=DEFAULT_MAX_SUPPRESSED_SHARE,
+        ge=0.0,
+        le=1.0,
+        description="Utility gate: largest accepted share of a sensitive attribute's published cells that are "
+        "suppressed, per attribute; above it the release is refused. Raising it is recorded as an override.",
     )
     posterior_slack: float = Field(
         default=0.05,

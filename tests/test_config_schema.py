@@ -269,12 +269,13 @@ def test_the_launchpad_scaffold_shows_every_setting_of_the_job_with_its_default_
     root = schema.get_config_snap(snapshot.mode_def_snaps[0].root_config_key)
     scaffold = yaml.safe_load(default_values_yaml_from_type_snap(schema, root))
     settings = scaffold["resources"]["settings"]["config"]
-    # csv_header's and promote's defaults are "unset" (null: detected; the model's rule), and Dagster's scaffold leaves
-    # out null defaults: the config reference beside the editor describes them; every other setting is shown
+    # csv_header's, promote's and (mixed, Rating) max_deleted_share's defaults are "unset" (null: detected; the
+    # model's rule; the Adult example's 0.25 or else 0.10), and Dagster's scaffold leaves out null defaults: the config
+    # reference beside the editor describes them; every other setting is shown
     expected = set(settings_of_job(job_name)) | {"model"}
-    unset = {name for name in expected - {"model"} if getattr(ReleaseSettings(), name) is None}
-    assert "csv_header" in unset and unset <= {"csv_header", "promote"}
-    assert set(settings) == expected - unset
+    missing = expected - set(settings)
+    assert "csv_header" in missing and missing <= {"csv_header", "promote", "max_deleted_share"}, missing
+    assert set(settings) <= expected
     if job_name == "kl_release":
         assert {"k", "hierarchies_dir", "kl_method", "max_block_size", "generalization_weights", "posterior_slack"} <= set(
             settings
@@ -285,3 +286,23 @@ def test_the_launchpad_scaffold_shows_every_setting_of_the_job_with_its_default_
             assert value == getattr(defaults, name), name  # typed choices compare equal to their text
     resolved = dg.validate_run_config(job, scaffold)
     assert resolved["resources"]["settings"]["config"]["model"] == ("kl" if job_name == "kl_release" else "mixed")
+
+
+@pytest.mark.parametrize(
+    ("job_name", "settings", "expected"),
+    [
+        # issue 15: the Adult example (input_path left at Adult's) accepts 25 % deleted records explicitly ...
+        ("release", {}, 0.25),
+        ("rating_release", {"allow_disclosure": True}, 0.25),
+        # ... any other input keeps the default 10 %, a value the run sets is kept, and (k, ℓ) has no example value
+        ("release", {"input_path": "/data/patients.csv"}, 0.1),
+        ("release", {"max_deleted_share": 0.1}, 0.1),
+        ("release", {"input_path": "/data/patients.csv", "max_deleted_share": 0.3}, 0.3),
+        ("kl_release", {}, 0.1),
+    ],
+)
+def test_the_adult_example_sets_its_utility_override_and_nothing_else_does(tmp_path, job_name, settings, expected):
+    job = build_definitions(tmp_path / "home").resolve_job_def(job_name)
+    applied = dg.validate_run_config(job, _run_config(**settings))["resources"]["settings"]["config"]
+    assert applied.get("max_deleted_share", 0.1) == expected
+    assert applied.get("max_suppressed_share", 0.1) == 0.1

@@ -171,6 +171,8 @@ def build_settings_config(
     posterior_gate: str | None = None,
     max_value_length: int | None = None,
     promote: bool | None = None,
+    max_deleted_share: float | None = None,
+    max_suppressed_share: float | None = None,
 ) -> dict:
     """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
 
@@ -221,6 +223,8 @@ def build_settings_config(
         ("posterior_gate", posterior_gate),
         ("max_value_length", max_value_length),
         ("promote", promote),
+        ("max_deleted_share", max_deleted_share),
+        ("max_suppressed_share", max_suppressed_share),
     ):
         if value is not None:
             config[key] = value
@@ -676,6 +680,8 @@ def settings_from_options(options: dict) -> dict:
         posterior_gate=options.get("posterior_gate"),
         max_value_length=options.get("max_value_length"),
         promote=options.get("promote"),
+        max_deleted_share=options.get("max_deleted_share"),
+        max_suppressed_share=options.get("max_suppressed_share"),
     )
 
 
@@ -824,18 +830,64 @@ GATE_FAILURE_EXPLANATIONS = {
 }
 
 
+def _threshold_above(share: float) -> float:
+    """The smallest whole percentage at or above ``share`` (a fraction), as a fraction: the threshold to suggest."""
+    return math.ceil(round(share * 100, 9)) / 100
+
+
+def utility_failure_explanation(figures: dict) -> str:
+    """What the utility gate's refusal means and what to do, from its figures (counts and shares only): which share
+    is above which threshold, the option that accepts the loss, and what reduces it.
+
+    Parameters
+    ----------
+    figures
+        The gate's metadata values (``pipeline.core.verification.utility_figures``).
+    """
+    above = []
+    options = []
+    deleted, limit = float(figures["deleted_share"]), float(figures["max_deleted_share"])
+    if deleted > limit:
+        above.append(
+            f"{figures['records_deleted']} of {figures['records_eligible']} eligible records would be deleted "
+            f"({100 * deleted:.1f} %, above --max-deleted-share {limit:g})"
+        )
+        options.append(f"--max-deleted-share {_threshold_above(deleted):g}")
+    limit = float(figures["max_suppressed_share"])
+    cells = figures["attribute_cells"]
+    worst = 0.0
+    for attribute, share in figures["suppressed_share"].items():
+        if float(share) > limit:
+            above.append(
+                f"{figures['suppressed_cells'][attribute]} of {cells[attribute]} cells of {attribute} would be suppressed "
+                f"({100 * float(share):.1f} %, above --max-suppressed-share {limit:g})"
+            )
+            worst = max(worst, float(share))
+    if worst:
+        options.append(f"--max-suppressed-share {_threshold_above(worst):g}")
+    return (
+        f"utility_within_thresholds failed: {'; '.join(above)}. If this loss is acceptable, pass "
+        f"{' '.join(options)} (recorded in the manifest and report.html as an override); otherwise reduce it: lower "
+        "--ell, raise --min-confidence (fewer strong rules, fewer rule holders to group), or leave out the sensitive "
+        "attribute whose dominant values force the deletions"
+    )
+
+
 def gate_failure_explanations(gates, *, diagnosed: bool = False) -> list[str]:
-    """One explanation per failed gate that has one (``GATE_FAILURE_EXPLANATIONS``); with ``diagnosed`` (the refusal
-    diagnosis was printed: :func:`print_refusal_diagnosis`) none for the data-loss gates, whose diagnosis says it."""
+    """One explanation per failed gate that has one (``GATE_FAILURE_EXPLANATIONS``; the utility gate's from its
+    figures, :func:`utility_failure_explanation`); with ``diagnosed`` (the refusal diagnosis was printed:
+    :func:`print_refusal_diagnosis`) none for the data-loss gates, whose diagnosis says it."""
     from pipeline.core.diagnosis import DATA_LOSS_GATES
 
-    return [
-        GATE_FAILURE_EXPLANATIONS[evaluation.check_name]
-        for evaluation in gates
-        if not evaluation.passed
-        and evaluation.check_name in GATE_FAILURE_EXPLANATIONS
-        and not (diagnosed and evaluation.check_name in DATA_LOSS_GATES)
-    ]
+    explanations = []
+    for evaluation in gates:
+        if evaluation.passed or (diagnosed and evaluation.check_name in DATA_LOSS_GATES):
+            continue
+        if evaluation.check_name == "utility_within_thresholds":
+            explanations.append(utility_failure_explanation({k: v.value for k, v in evaluation.metadata.items()}))
+        elif evaluation.check_name in GATE_FAILURE_EXPLANATIONS:
+            explanations.append(GATE_FAILURE_EXPLANATIONS[evaluation.check_name])
+    return explanations
 
 
 #: Metadata of a gate that the CLI's gate line leaves out: GX's per-expectation details (report.html shows them), the

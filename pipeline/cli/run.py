@@ -65,6 +65,19 @@ from pipeline.cli.common import (
 )
 @click.option("--confidence-tolerance", type=FiniteFloatRange(0.0, 1.0), help="Gate 4 tolerance (default 0.05).")
 @click.option(
+    "--max-deleted-share",
+    type=FiniteFloatRange(0.0, 1.0),
+    help="Utility gate: largest share of eligible records the release may delete ((k, ℓ): suppress), in [0, 1] "
+    "(default 0.10; the Adult example without --input: 0.25); above it the release is refused. A value above the "
+    "default is recorded as an override (manifest, summary, report.html).",
+)
+@click.option(
+    "--max-suppressed-share",
+    type=FiniteFloatRange(0.0, 1.0),
+    help="Utility gate: largest share of a sensitive attribute's published cells that may be suppressed, in [0, 1] "
+    "(default 0.10); above it the release is refused. A value above the default is recorded as an override.",
+)
+@click.option(
     "--posterior-slack",
     type=FiniteFloatRange(0.0, 1.0),
     help="Posterior gate: tolerance above max(1/ell, population posterior) (default 0.05); --model kl: the same "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,7 +30,24 @@ __all__ = [
     "kl_equivalence_class_summary",
     "sid_diversity_summary",
     "strong_values_in_sids",
+    "UTILITY_KEYS",
+    "suppressed_cells_per_attribute",
+    "utility_figures",
+    "utility_summary",
 ]
+
+#: Keys of the utility figures (:func:`utility_figures`), as the gate reports them and the manifest's ``utility`` holds
+#: them (with ``passed``).
+UTILITY_KEYS = (
+    "records_eligible",
+    "records_deleted",
+    "deleted_share",
+    "suppressed_cells",
+    "attribute_cells",
+    "suppressed_share",
+    "max_deleted_share",
+    "max_suppressed_share",
+)
 
 
 def group_diversity_summary(
@@ -492,3 +510,112 @@ def kl_accounting_summary(
     return accounting_summary(
         input_row_ids, sac_row_ids=released_row_ids, attribute_table_row_ids=[], deleted_row_ids=suppressed_row_ids
     )
+
+
+# --------------------------------------------------------------------------- utility (issue 15)
+
+
+def _share(part: int, whole: int) -> float:
+    """``part / whole``, 0.0 when ``whole`` is 0."""
+    return part / whole if whole else 0.0
+
+
+def suppressed_cells_per_attribute(
+    attribute_table: pd.DataFrame, sensitive_attributes: Sequence[str], *, n_other_released: int = 0
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Suppressed and published cells of every sensitive attribute of a mixed or Rating release.
+
+    Parameters
+    ----------
+    attribute_table
+        The candidate attribute table: one SID column per sensitive attribute, NULL (``NA``/``NaN``) = suppressed.
+    sensitive_attributes
+        Attribute names, in schema order.
+    n_other_released
+        Records released elsewhere with a cell of every attribute (the SAC~ rows of the mixed model; 0 for Rating).
+
+    Returns
+    -------
+    tuple of dict
+        ``suppressed_cells`` (attribute -> NULL cells of the attribute table) and ``attribute_cells`` (attribute ->
+        cells of the attribute in the release, one per released record: SAC~ rows plus attribute-table rows,
+        suppressed ones included).
+    """
+    suppressed = {a: int(attribute_table[a].isna().sum()) for a in sensitive_attributes}
+    published = {a: int(n_other_released + len(attribute_table)) for a in sensitive_attributes}
+    return suppressed, published
+
+
+def utility_figures(
+    *,
+    records_eligible: int,
+    records_deleted: int,
+    suppressed_cells: Mapping[str, int],
+    attribute_cells: Mapping[str, int],
+    max_deleted_share: float,
+    max_suppressed_share: float,
+) -> dict[str, Any]:
+    """What a release loses, against the steward's thresholds (issue 15: heavy loss is refused unless accepted).
+
+    Parameters
+    ----------
+    records_eligible
+        Records that entered the model: read minus those dropped for a missing sensitive value.
+    records_deleted
+        Eligible records the release does not publish (mixed and Rating: deleted records; (k, ℓ): suppressed
+        records).
+    suppressed_cells, attribute_cells
+        Per sensitive attribute: suppressed cells and the attribute's cells in the release (suppressed included),
+        as :func:`suppressed_cells_per_attribute` gives them.
+    max_deleted_share, max_suppressed_share
+        Thresholds in [0, 1] (``ReleaseSettings``).
+
+    Returns
+    -------
+    dict
+        The keys of :data:`UTILITY_KEYS`: the counts (int), ``deleted_share`` = deleted / eligible and
+        ``suppressed_share`` (attribute -> suppressed / attribute cells), fractions in [0, 1] (0 when the
+        denominator is 0), and the two thresholds. Counts and column names only, never a value of a table.
+    """
+    return {
+        "records_eligible": int(records_eligible),
+        "records_deleted": int(records_deleted),
+        "deleted_share": _share(int(records_deleted), int(records_eligible)),
+        "suppressed_cells": {a: int(n) for a, n in suppressed_cells.items()},
+        "attribute_cells": {a: int(attribute_cells[a]) for a in suppressed_cells},
+        "suppressed_share": {a: _share(int(n), int(attribute_cells[a])) for a, n in suppressed_cells.items()},
+        "max_deleted_share": float(max_deleted_share),
+        "max_suppressed_share": float(max_suppressed_share),
+    }
+
+
+def utility_summary(figures: Mapping[str, Any]) -> pd.DataFrame:
+    """The utility gate's frame: one row for the deleted records, one per sensitive attribute for its suppressed cells.
+
+    Parameters
+    ----------
+    figures
+        :func:`utility_figures`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``measure`` (``deleted_records`` or ``suppressed_cells``), ``attribute`` ('' for the records row), ``count``
+        and ``total`` (int64), ``share`` and ``limit`` (float64), ``within_limit`` (bool: share <= limit).
+    """
+    suppressed, cells, shares = figures["suppressed_cells"], figures["attribute_cells"], figures["suppressed_share"]
+    rows = [
+        (
+            "deleted_records",
+            "",
+            figures["records_deleted"],
+            figures["records_eligible"],
+            figures["deleted_share"],
+            figures["max_deleted_share"],
+        ),
+        *(("suppressed_cells", a, suppressed[a], cells[a], shares[a], figures["max_suppressed_share"]) for a in suppressed),
+    ]
+    frame = pd.DataFrame(rows, columns=["measure", "attribute", "count", "total", "share", "limit"])
+    frame = frame.astype({"count": "int64", "total": "int64", "share": "float64", "limit": "float64"})
+    frame["within_limit"] = (frame["share"] <= frame["limit"]).astype(bool)
+    return frame

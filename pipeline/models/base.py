@@ -46,6 +46,7 @@ __all__ = [
     "adversary_asset",
     "gate_status_verdict",
     "runs_strong_rule_adversary",
+    "utility_lines",
 ]
 
 #: The gate that checks the strong-rule adversary's figures on the candidate (``checks/gates.py``).
@@ -54,8 +55,8 @@ DISCLOSURE_GATE = "disclosure_within_bound"
 ParametersT = TypeVar("ParametersT")
 
 #: Settings (fields of :class:`pipeline.resources.ReleaseSettings`) that every publishing job reads, whatever its
-#: model: how the input is read (ingest), its columns, ℓ (the ingest's early ℓ-diversity check), and the publish
-#: step's own settings. A model's ``settings_fields`` adds its own; ``model`` is set by the job.
+#: model: how the input is read (ingest), its columns, ℓ (the ingest's early ℓ-diversity check), the utility gate's
+#: thresholds (every model runs ``utility_within_thresholds``) and the publish step's own settings. A model's ``settings_fields`` adds its own; ``model`` is set by the job.
 COMMON_SETTINGS = (
     "input_path",
     "input_format",
@@ -69,6 +70,8 @@ COMMON_SETTINGS = (
     "quasi_identifiers",
     "sensitive_attributes",
     "ell",
+    "max_deleted_share",
+    "max_suppressed_share",
     "allow_recomposition",
     "keep_releases",
     "promote",
@@ -357,6 +360,35 @@ class PublicationModel(Protocol[ParametersT]):
     def table_schemas(self, quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str]) -> dict[str, dict[str, str]]:
         """Column -> DuckDB type of every published table (the release contract; ``release_manifest`` is added)."""
         ...
+
+
+def _percent(share: float) -> str:
+    return f"{100 * share:.1f} %"
+
+
+def utility_lines(manifest: Mapping[str, Any]) -> list[str]:
+    """The summary's lines about what the release loses and which settings weaken a default (issue 15): deleted
+    records out of the eligible ones, the suppressed share of every sensitive attribute's cells, each against its
+    threshold, then one ``override`` line per entry of the manifest's ``overrides``. Nothing when the manifest has
+    neither (a release made before the utility gate)."""
+    lines = []
+    utility = manifest.get("utility")
+    if utility:
+        lines.append(
+            f"  utility        deleted {utility['records_deleted']} of {utility['records_eligible']} eligible records "
+            f"({_percent(utility['deleted_share'])}; limit {_percent(utility['max_deleted_share'])})"
+        )
+        suppressed = utility["suppressed_share"]
+        order = [a for a in manifest.get("sensitive_attributes") or [] if a in suppressed]
+        shares = ", ".join(f"{a} {_percent(suppressed[a])}" for a in [*order, *(a for a in suppressed if a not in order)])
+        lines.append(
+            f"                 suppressed cells per attribute: {shares} (limit {_percent(utility['max_suppressed_share'])})"
+        )
+    for override in manifest.get("overrides") or []:
+        lines.append(
+            f"  override       {override['setting']} = {override['value']} (default {override['default']}): {override['effect']}"
+        )
+    return lines
 
 
 def runs_strong_rule_adversary(model: PublicationModel[Any]) -> bool:

@@ -17,13 +17,18 @@ from typing import Any
 
 import pandas as pd
 
-from pipeline.models.base import CandidateRelease, Frames, GateOutcome, GateVerdict, gate_status_verdict
+from pipeline.models.base import CandidateRelease, Frames, GateOutcome, GateVerdict, gate_status_verdict, utility_lines
 from pipeline.models.mixed import dropped_line, gate_lines
 
 __all__ = ["KL", "KLModel", "KLParameters", "discernibility", "render_kl_summary"]
 
 #: Gates of the (k, ℓ) model (``checks/gates.py``).
-KL_GATES = ("kl_clusters_are_k_anonymous", "kl_clusters_are_l_diverse", "kl_records_accounted_for")
+KL_GATES = (
+    "kl_clusters_are_k_anonymous",
+    "kl_clusters_are_l_diverse",
+    "kl_records_accounted_for",
+    "utility_within_thresholds",
+)
 #: Settings the ``kl_release`` job reads besides ``COMMON_SETTINGS`` (:mod:`pipeline.models.base`): k, the method,
 #: the hierarchies and their weights, and the slack of the adversaries measured on the release (the manifest's
 #: ``attacks``).
@@ -379,6 +384,7 @@ def render_kl_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -
         f"  report         {path / 'report.html'}",
         f"  records        {manifest['n_input']} read, {dropped_line(manifest)}",
         f"                 {n_released} released, {manifest['n_suppressed_records']} suppressed",
+        *utility_lines(manifest),
         f"  clusters       {n_clusters} equivalence classes, average size {n_released / n_clusters if n_clusters else 0:.2f} "
         f"(min {classes.get('min_cluster_size', '?')}, max {classes.get('max_cluster_size', '?')}); "
         f"min Diverse {diversity.get('min_diverse_observed', '?')}",

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from pipeline.models.base import CandidateRelease, Frames, GateOutcome, GateVerdict
+from pipeline.models.base import CandidateRelease, Frames, GateOutcome, GateVerdict, utility_lines
 
 if TYPE_CHECKING:
     from pipeline.core.mixed_model import ReleaseTables
@@ -36,6 +36,7 @@ MIXED_GATES = (
     "release_carries_no_input_order",
     "rule_confidence_preserved",
     "sac_released_is_l_diverse",
+    "utility_within_thresholds",
 )
 #: Settings the mixed and Rating jobs read besides ``COMMON_SETTINGS`` (:mod:`pipeline.models.base`): strong rules
 #: (mining), SAC~ and Rating (grouping, strata, residuals, randomness; ``hierarchies_dir`` for the qi_aware
@@ -534,6 +535,7 @@ def render_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -> s
         f"{manifest['n_deleted']} deleted",
         f"  suppressed     {manifest['n_suppressed_cells']} attribute-table cells",
         *hierarchies_line(manifest),
+        *utility_lines(manifest),
     ]
     observed = {g["name"]: g.get("observed", {}) for g in gates}
     rules = observed.get("rule_confidence_preserved", {})

@@ -11,13 +11,24 @@ No Dagster here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from enum import Enum
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-__all__ = ["InputReading", "Manifest", "validate_contract", "validate_input_reading", "validate_manifest"]
+__all__ = [
+    "InputReading",
+    "Manifest",
+    "Override",
+    "Utility",
+    "release_overrides",
+    "utility_of_checks",
+    "validate_contract",
+    "validate_input_reading",
+    "validate_manifest",
+]
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -55,6 +66,36 @@ class InputReading(BaseModel):
         for name, position in self.column_positions.items():
             names[position] = name
         return names
+
+
+class Utility(BaseModel):
+    """What the release loses and the utility gate's verdict (``checks.gates.utility_within_thresholds``, issue 15):
+    records deleted out of the eligible ones (read minus dropped for a missing value; for (k, ℓ) the suppressed
+    records) and, per sensitive attribute, suppressed cells out of its cells in the release; shares are fractions."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    records_eligible: int
+    records_deleted: int
+    deleted_share: float
+    suppressed_cells: dict[str, int]
+    attribute_cells: dict[str, int]
+    suppressed_share: dict[str, float]
+    max_deleted_share: float
+    max_suppressed_share: float
+    passed: StrictBool
+
+
+class Override(BaseModel):
+    """A setting of the release that weakens a default protection or threshold: its value, its default and what it
+    means for the release, in plain words (:func:`release_overrides`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    setting: str
+    value: Any
+    default: Any
+    effect: str
 
 
 class Manifest(BaseModel):
@@ -116,6 +157,9 @@ class Manifest(BaseModel):
     total_generalization_cost: float | None = None
     total_naive_cost: int | None = None
     attacks: JsonObject | None = None
+    # --------------------------------------------------------------- utility gate and overrides (issue 15)
+    utility: Utility | None = None
+    overrides: list[Override] | None = None
 
     @field_validator("model")
     @classmethod
@@ -174,3 +218,108 @@ def validate_contract(model: type[ModelT], data: dict[str, object], what: str) -
     except ValidationError as error:  # pydantic's own message quotes the values: name keys and error types only
         problems = sorted({f"{'.'.join(str(p) for p in e['loc'])} ({e['type']})" for e in error.errors()})
         raise ValueError(f"{what} does not match its contract: {', '.join(problems)}") from None
+
+
+#: The utility gate's name (``checks/gates.py``); its observed figures are the manifest's ``utility``.
+UTILITY_GATE = "utility_within_thresholds"
+#: Keys of the manifest's ``utility`` taken from the gate's figures (``pipeline.core.verification.UTILITY_KEYS``).
+_UTILITY_FIGURES = tuple(name for name in Utility.model_fields if name != "passed")
+
+
+def utility_of_checks(checks: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The manifest's ``utility`` from this run's gate outcomes: the utility gate's figures and whether it passed, or
+    None when the model runs no utility gate (a plug-in that names none)."""
+    for check in checks:
+        if check.get("name") == UTILITY_GATE:
+            observed = check.get("observed") or {}
+            return {**{key: observed[key] for key in _UTILITY_FIGURES}, "passed": bool(check.get("passed"))}
+    return None
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
+
+
+def _percent(share: float) -> str:
+    return f"{100 * share:.1f} %"
+
+
+def _above(value: Any, default: Any) -> bool:
+    return float(value) > float(default)
+
+
+#: Setting -> (whether its value weakens the default's protection, the effect in plain words given value and default).
+OVERRIDE_RULES: dict[str, tuple[Callable[[Any, Any], bool], Callable[[Any, Any], str]]] = {
+    "max_deleted_share": (
+        _above,
+        lambda v, d: f"up to {_percent(v)} of the eligible records may be deleted (default limit {_percent(d)})",
+    ),
+    "max_suppressed_share": (
+        _above,
+        lambda v, d: f"up to {_percent(v)} of a sensitive attribute's cells may be suppressed (default limit {_percent(d)})",
+    ),
+    "confidence_tolerance": (
+        _above,
+        lambda v, d: f"strong-rule confidences recovered from the release may differ from the true ones by up to {v:g} "
+        f"(default {d:g})",
+    ),
+    "allow_disclosure": (
+        lambda v, d: bool(v) and not bool(d),
+        lambda v, d: "published even if the strong-rule adversary learns a rule holder's value with probability above 1/ℓ",
+    ),
+    "posterior_gate": (
+        lambda v, d: v == "warn" and d != "warn",
+        lambda v, d: "the learned-model gate only warns: records the adversary guesses above its bound are published",
+    ),
+    "posterior_slack": (
+        _above,
+        lambda v, d: f"the learned-model adversary may guess a true value up to {v:g} above max(1/ℓ, population "
+        f"posterior) (default {d:g})",
+    ),
+    "allow_recomposition": (
+        lambda v, d: bool(v) and not bool(d),
+        lambda v, d: "may share records with an earlier, different release of this home; intersecting the two can pin values",
+    ),
+    "randomness": (
+        lambda v, d: v == "spec-reference" and v != d,
+        lambda v, d: "random choices follow the input order (SPEC's reference algorithms), which the release can leak",
+    ),
+    "residual_policy": (
+        lambda v, d: v == "suppress" and v != d,
+        lambda v, d: "Rating's residual cells are suppressed instead of deleting whole records; a suppressed cell can "
+        "name its value",
+    ),
+    "grouping": (
+        lambda v, d: v == "p1" and v != d,
+        lambda v, d: "P1's grouping with exact quasi-identifiers, which a learned-model adversary can use on correlated data",
+    ),
+}
+
+
+def release_overrides(values: Mapping[str, Any], defaults: Mapping[str, Any], names: Iterable[str]) -> list[dict[str, Any]]:
+    """The manifest's ``overrides``: every setting among ``names`` whose value weakens its default's protection or
+    threshold (:data:`OVERRIDE_RULES`), in the order of ``names``.
+
+    Parameters
+    ----------
+    values
+        The run's settings (``ReleaseSettings`` as a mapping; enum members allowed).
+    defaults
+        Each setting's default.
+    names
+        The settings the run's job reads (``pipeline.models.settings_of_job``); others do not apply.
+
+    Returns
+    -------
+    list of dict
+        ``setting``, ``value``, ``default`` (JSON values) and ``effect`` (plain words), as :class:`Override`.
+    """
+    overrides = []
+    for name in names:
+        if name not in OVERRIDE_RULES or name not in values:
+            continue
+        weakens, effect = OVERRIDE_RULES[name]
+        value, default = _plain(values[name]), _plain(defaults.get(name))
+        if weakens(value, default):
+            overrides.append({"setting": name, "value": value, "default": default, "effect": effect(value, default)})
+    return overrides

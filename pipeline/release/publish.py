@@ -97,6 +97,9 @@ MANIFEST_COLUMNS = {
     "posterior_gate_warned": "BOOLEAN",
     # shared release or comparison (pipeline/release/promotion.py): promoted, area, requested, reason, overrides_set
     "promotion": "VARCHAR",
+    # utility gate (checks.gates.utility_within_thresholds, issue 15) and the settings that weaken a default (JSON)
+    "utility": "VARCHAR",
+    "overrides": "VARCHAR",
     # --profile (pipeline/evaluation/profiling.py): per-stage wall time and peak RSS; NULL without it
     "profile": "VARCHAR",
 }
@@ -114,6 +117,8 @@ MANIFEST_JSON_COLUMNS = (
     "stage_seconds",
     "hierarchies",
     "generalization_weights",
+    "utility",
+    "overrides",
     "profile",
     "promotion",
 )

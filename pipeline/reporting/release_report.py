@@ -74,6 +74,7 @@ __all__ = [
     "regenerate_report",
     "render_report",
     "report_files",
+    "utility_banner",
 ]
 
 REPORT_HTML = "report.html"
@@ -110,6 +111,8 @@ GATE_DESCRIPTIONS = {
     "sensitive tuples), recomputed from the candidate table alone.",
     "kl_records_accounted_for": "Every input record is released exactly once or reported suppressed, and "
     "n_input − n_dropped_missing = n_released + n_suppressed_records.",
+    "utility_within_thresholds": "At most max_deleted_share of the eligible records are deleted ((k, ℓ): suppressed) "
+    "and, for every sensitive attribute, at most max_suppressed_share of its cells in the release are suppressed.",
 }
 #: Where each gate comes from (the technical appendix, for auditors).
 GATE_SOURCES = {
@@ -1289,6 +1292,40 @@ def _banner(manifest: Mapping) -> str:
     return '<div class="banner banner-warn">Not every gate passed: see the gate table.</div>'
 
 
+def _percent(share: float) -> str:
+    return f"{100 * float(share):.1f} %"
+
+
+def utility_banner(manifest: Mapping) -> str:
+    """The utility banner (issue 15): records deleted and cells suppressed per sensitive attribute, each against its
+    threshold, and every setting that weakens a default (the manifest's ``utility`` and ``overrides``). Green when
+    no setting is overridden, yellow otherwise; empty for a release made before the utility gate. The element has
+    ``data-utility`` = ``passed`` or ``failed`` and one ``li[data-override]`` per override."""
+    utility, overrides = manifest.get("utility"), manifest.get("overrides") or []
+    if not utility and not overrides:
+        return ""
+    parts = []
+    if utility:
+        order = [a for a in manifest.get("sensitive_attributes") or [] if a in utility["suppressed_share"]]
+        order += [a for a in utility["suppressed_share"] if a not in order]
+        shares = ", ".join(f"{_e(a)} {_percent(utility['suppressed_share'][a])}" for a in order)
+        parts.append(
+            f"<strong>Utility:</strong> {_number(utility['records_deleted'])} of {_number(utility['records_eligible'])} "
+            f"eligible records deleted ({_percent(utility['deleted_share'])}; limit {_percent(utility['max_deleted_share'])}); "
+            f"suppressed cells per sensitive attribute: {shares} (limit {_percent(utility['max_suppressed_share'])})."
+        )
+    if overrides:
+        items = "".join(
+            f'<li data-override="{_e(o["setting"])}"><code>{_e(o["setting"])}</code> = {_e(o["value"])} '
+            f"(default {_e(o['default'])}): {_e(o['effect'])}</li>"
+            for o in overrides
+        )
+        parts.append(f"<strong>Settings that weaken a default protection or threshold:</strong><ul>{items}</ul>")
+    status = "passed" if not utility or utility.get("passed") else "failed"
+    kind = "banner-ok" if not overrides and status == "passed" else "banner-warn"
+    return f'<div class="banner {kind}" data-utility="{status}">{" ".join(parts)}</div>'
+
+
 def render_report(
     manifest: Mapping, data: Mapping | None, *, baseline: Mapping | None = None, generated_by: str = "msa-release"
 ) -> str:
@@ -1329,7 +1366,7 @@ def render_report(
         created_at=_e(manifest.get("created_at")),
         version=_e(package_versions().get("msa-release", "")),
         generated_by=_e(generated_by),
-        banner=_banner(manifest),
+        banner=_banner(manifest) + utility_banner(manifest),
         sections="\n".join(sections),
     )
 

@@ -58,3 +58,22 @@ def test_a_gate_that_does_not_apply_and_measures_nothing_reads_no_table():
             result = rating_checks[name]()  # runs without any table
             assert result.passed and result.metadata["applicable"].value is False
             assert result.metadata["reason"].value == RATING.not_applicable[name]
+
+
+def test_the_utility_gate_is_attached_to_every_built_in_model_and_reads_its_own_tables():
+    from pipeline.models import PUBLICATION_MODELS
+
+    found = _by_candidate(gates_of(list(PUBLICATION_MODELS.values())))
+    assert {candidate for candidate, checks in found.items() if "utility_within_thresholds" in checks} == {
+        "release_candidate",
+        "rating_release_candidate",
+        "kl_release_candidate",
+    }
+
+    def read(candidate: str) -> set[str]:
+        check = found[candidate]["utility_within_thresholds"]
+        return {key.to_user_string() for key in check.node_keys_by_input_name.values()}
+
+    assert {"private/deleted_records", "candidate/attribute_table"} <= read("release_candidate")
+    assert {"private/rating_deleted_records", "candidate/rating_attribute_table"} <= read("rating_release_candidate")
+    assert {"private/kl_suppressed_records", "candidate/kl_released"} <= read("kl_release_candidate")

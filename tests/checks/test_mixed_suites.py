@@ -395,3 +395,43 @@ def test_posterior_suite_fails_when_a_posterior_exceeds_its_bound():
     outcome = validate_frame(frame, suites.posterior_suite())
     assert not outcome.success
     assert failed(outcome) == {(BETWEEN, "n_cells_above_bound")}
+
+
+# --------------------------------------------------------------------------- utility gate (every model)
+
+
+def utility_frame(rows) -> pd.DataFrame:
+    """``utility_summary``: (measure, attribute, count, total, limit) per row; share and within_limit derived as
+    the core function derives them (share = count / total, within_limit = share <= limit)."""
+    frame = pd.DataFrame(rows, columns=["measure", "attribute", "count", "total", "limit"])
+    frame = frame.astype({"count": "int64", "total": "int64", "limit": "float64"})
+    frame.insert(4, "share", frame["count"] / frame["total"])
+    frame["within_limit"] = frame["share"] <= frame["limit"]
+    return frame
+
+
+def test_utility_suite_passes_when_every_share_is_within_its_threshold():
+    frame = utility_frame(
+        [
+            ("deleted_records", "", 9, 100, 0.10),
+            ("suppressed_cells", "education", 10, 100, 0.10),
+            ("suppressed_cells", "age", 0, 100, 0.10),
+        ]
+    )
+    outcome = validate_frame(frame, suites.utility_suite())
+    assert outcome.success
+    assert outcome.failed_expectations == []
+
+
+def test_utility_suite_fails_when_too_many_records_are_deleted():
+    frame = utility_frame([("deleted_records", "", 20, 100, 0.10), ("suppressed_cells", "education", 0, 80, 0.10)])
+    outcome = validate_frame(frame, suites.utility_suite())
+    assert not outcome.success
+    assert failed(outcome) == {(IN_SET, "within_limit")}
+
+
+def test_utility_suite_fails_when_one_attribute_has_too_many_suppressed_cells():
+    frame = utility_frame([("deleted_records", "", 0, 100, 0.10), ("suppressed_cells", "occupation", 11, 100, 0.10)])
+    outcome = validate_frame(frame, suites.utility_suite())
+    assert not outcome.success
+    assert failed(outcome) == {(IN_SET, "within_limit")}

@@ -10,7 +10,8 @@ import inspect
 
 from checks import suites
 
-#: Suites of the nine gates of the mixed and Rating models (tested in test_mixed_suites.py).
+#: Suites of the ten gates of the mixed and Rating models (tested in test_mixed_suites.py; the utility suite serves
+#: the (k, ℓ) model's utility gate too).
 MIXED_MODEL_SUITES = {
     "sac_diversity_suite",
     "sid_diversity_suite",
@@ -21,6 +22,7 @@ MIXED_MODEL_SUITES = {
     "no_input_order_suite",
     "no_certain_cell_suite",
     "posterior_suite",
+    "utility_suite",
 }
 #: Suites of the three (k, ℓ) gates (tested in test_kl_suites.py).
 KL_SUITES = {"kl_equivalence_class_suite", "kl_diversity_suite", "kl_accounting_suite"}

@@ -47,6 +47,9 @@ def nothing_runs(monkeypatch):
         (["--posterior-slack", "NaN"], "'NaN' is not a finite number"),
         (["--stratum-deletion-budget", "nan"], "'nan' is not a finite number"),
         (["--confidence-tolerance", "-inf"], "--confidence-tolerance"),
+        # issue 15: the utility gate's thresholds are shares in [0, 1]
+        (["--max-deleted-share", "1.5"], "--max-deleted-share"),
+        (["--max-suppressed-share", "nan"], "'nan' is not a finite number"),
     ],
     ids=[
         "kl-seed",
@@ -67,6 +70,8 @@ def nothing_runs(monkeypatch):
         "posterior-slack-nan",
         "stratum-deletion-budget-nan",
         "confidence-tolerance-minus-inf",
+        "max-deleted-share-1.5",
+        "max-suppressed-share-nan",
     ],
 )
 def test_refused_options_exit_2_before_anything_runs(nothing_runs, tmp_path, arguments, expected):
@@ -114,3 +119,48 @@ def test_the_largest_seed_is_accepted_and_the_settings_bound_it_too():
     for field in ("seed", "min_support"):
         with pytest.raises(ValidationError, match=field):
             ReleaseSettings(**{field: 2**70})
+
+
+def test_the_utility_thresholds_reach_the_settings():
+    config = build_settings_config(
+        input_path=None,
+        input_format=None,
+        header=None,
+        column_names=None,
+        delimiter=None,
+        quasi_identifiers=None,
+        sensitive_attributes=None,
+        ell=None,
+        min_confidence=None,
+        seed=None,
+        missing_tokens=None,
+        confidence_tolerance=None,
+        max_deleted_share=0.25,
+        max_suppressed_share=0.05,
+    )
+    assert config == {"max_deleted_share": 0.25, "max_suppressed_share": 0.05}
+
+
+def test_the_utility_failure_text_names_the_shares_the_thresholds_and_what_to_do():
+    """Figures as the gate reports them (``utility_figures``): 6,084 of 30,718 records deleted (19.8 %) and 12 of 40
+    cells of education suppressed (30 %), both above 0.1."""
+    from pipeline.cli.common import utility_failure_explanation
+
+    text = utility_failure_explanation(
+        {
+            "records_eligible": 30718,
+            "records_deleted": 6084,
+            "deleted_share": 6084 / 30718,
+            "suppressed_cells": {"education": 12, "age": 0},
+            "attribute_cells": {"education": 40, "age": 40},
+            "suppressed_share": {"education": 0.3, "age": 0.0},
+            "max_deleted_share": 0.1,
+            "max_suppressed_share": 0.1,
+        }
+    )
+    assert "6084 of 30718 eligible records would be deleted (19.8 %, above --max-deleted-share 0.1)" in text
+    assert "12 of 40 cells of education would be suppressed (30.0 %, above --max-suppressed-share 0.1)" in text
+    assert "age" not in text  # within its threshold
+    # the thresholds that would accept this loss: the shares rounded up to a whole percent
+    assert "pass --max-deleted-share 0.2 --max-suppressed-share 0.3 (recorded" in text
+    assert "lower --ell" in text and "raise --min-confidence" in text

@@ -30,7 +30,12 @@ from tests.jobs import run_job
 
 QUASI_IDENTIFIERS = ["age", "sex", "zip"]
 SENSITIVE_ATTRIBUTES = ["disease", "allergy"]
-KL_GATE_NAMES = {"kl_clusters_are_k_anonymous", "kl_clusters_are_l_diverse", "kl_records_accounted_for"}
+KL_GATE_NAMES = {
+    "kl_clusters_are_k_anonymous",
+    "kl_clusters_are_l_diverse",
+    "kl_records_accounted_for",
+    "utility_within_thresholds",
+}
 DISEASES = ["flu", "asthma", "diabetes", "cancer", "gastritis", "migraine"]
 ALLERGIES = ["none", "penicillin", "pollen", "nuts", "latex", "dust"]
 #: Manifest fields of the mixed model that do not apply to the (k, ℓ) model (NULL in its manifest).
@@ -669,7 +674,10 @@ def test_adult_kl_release_end_to_end(tmp_path, monkeypatch):
     assert (manifest["model"], manifest["k"], manifest["ell"], manifest["kl_method"]) == ("kl", 3, 3, "blocked")
     assert manifest["n_input"] == 32561 and manifest["n_released"] == 30718 and manifest["n_suppressed_records"] == 0
     assert manifest["n_input"] - manifest["n_dropped_missing"] == manifest["n_released"]
-    assert len(manifest["checks"]) == 3 and all(c["status"] == "passed" for c in manifest["checks"])
+    assert len(manifest["checks"]) == 4 and all(c["status"] == "passed" for c in manifest["checks"])
+    # nothing suppressed on Adult: the utility gate passes at its default thresholds, no override
+    assert manifest["utility"]["records_deleted"] == 0 and manifest["utility"]["max_deleted_share"] == 0.1
+    assert manifest["overrides"] == []
     assert set(manifest["hierarchies"]["files"]) == set(manifest["quasi_identifiers"])
     released = read_parquet(release / "kl_released.parquet")
     assert len(released) == 30718 and released["row_id"].is_unique

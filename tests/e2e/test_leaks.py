@@ -21,7 +21,7 @@ import pytest
 from pipeline.models import PUBLICATION_MODELS
 from pipeline.release.publish import MODEL_TABLES, contract_schemas, list_releases, read_latest
 from pipeline.resources import ADULT_COLUMNS
-from tests.jobs import run_job
+from tests.jobs import ACCEPT_ANY_LOSS, run_job
 
 ROOT = Path(__file__).resolve().parents[2]
 QUASI_IDENTIFIERS = ["sex", "race", "marital-status", "native-country", "workclass"]
@@ -58,6 +58,7 @@ def settings(input_path: Path, **overrides) -> dict:
         "quasi_identifiers": QUASI_IDENTIFIERS,
         "sensitive_attributes": SENSITIVE_ATTRIBUTES,
         "hierarchies_dir": "data/adult/hierarchies",  # a copy of Adult is another file: named, never implied (issue 15)
+        **ACCEPT_ANY_LOSS,  # the sample deletes more than the utility gate's 10 %; these tests are about leaks
     }
     if overrides.get("model") != "kl":  # the (k, ℓ) job has no posterior gate and takes no posterior_gate setting
         # the 2,000-record Adult sample fails the posterior gate (P1 grouping; docs/posterior.md): warn, so the

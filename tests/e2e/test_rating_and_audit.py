@@ -36,6 +36,7 @@ ALL_GATES = {
     "release_carries_no_input_order",
     "no_certain_attribute_table_cell",
     "posterior_within_bound",
+    "utility_within_thresholds",
 }
 NOT_APPLICABLE_TO_RATING = {"sac_released_is_l_diverse", "rule_confidence_preserved", "no_probability_tilt"}
 MIXED_TABLES = {"sac_released", "attribute_table", "id_table", "attribute_clusters"}

@@ -30,8 +30,9 @@ MIXED_GATES = {
     "release_carries_no_input_order",
     "no_certain_attribute_table_cell",
     "posterior_within_bound",
+    "utility_within_thresholds",
 }
-KL_GATES = {"kl_clusters_are_k_anonymous", "kl_clusters_are_l_diverse", "kl_records_accounted_for"}
+KL_GATES = {"kl_clusters_are_k_anonymous", "kl_clusters_are_l_diverse", "kl_records_accounted_for", "utility_within_thresholds"}
 
 
 class Page(HTMLParser):

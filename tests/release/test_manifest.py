@@ -84,3 +84,76 @@ def test_a_manifest_whose_input_reading_has_a_wrong_type_is_refused():
         validate_manifest({"release_id": "r", "input_reading": {"column_positions": {"age": "first"}}})
     with pytest.raises(ValueError, match="input_reading.source_path"):
         validate_manifest({"release_id": "r", "input_reading": {"source_path": "/private/raw.csv"}})
+
+
+# --------------------------------------------------------------------------- utility and overrides (issue 15)
+
+
+def test_overrides_list_every_setting_that_weakens_a_default_and_only_those():
+    from pipeline.release.manifest import release_overrides
+
+    defaults = {
+        "max_deleted_share": 0.1,
+        "max_suppressed_share": 0.1,
+        "confidence_tolerance": 0.05,
+        "allow_disclosure": False,
+        "posterior_gate": "block",
+        "posterior_slack": 0.05,
+        "allow_recomposition": False,
+        "randomness": "home-secret",
+        "ell": 3,
+    }
+    weakened = {
+        **defaults,
+        "max_deleted_share": 0.25,
+        "confidence_tolerance": 0.3,
+        "allow_disclosure": True,
+        "posterior_gate": "warn",
+        "randomness": "spec-reference",
+        "max_suppressed_share": 0.05,  # stricter than the default: not an override
+        "ell": 5,  # not a protection threshold that this list covers
+    }
+    overrides = release_overrides(weakened, defaults, list(defaults))
+    assert [o["setting"] for o in overrides] == [
+        "max_deleted_share",
+        "confidence_tolerance",
+        "allow_disclosure",
+        "posterior_gate",
+        "randomness",
+    ]
+    first = overrides[0]
+    assert (first["value"], first["default"]) == (0.25, 0.1) and "25.0 %" in first["effect"]
+    assert release_overrides(defaults, defaults, list(defaults)) == []
+    # a setting the job does not read (allow_disclosure for a (k, ℓ) job) is never an override
+    assert "allow_disclosure" not in {o["setting"] for o in release_overrides(weakened, defaults, ["max_deleted_share"])}
+
+
+def test_the_utility_section_is_typed_and_read_from_the_gate():
+    from pipeline.release.manifest import utility_of_checks
+
+    figures = {
+        "records_eligible": 10,
+        "records_deleted": 2,
+        "deleted_share": 0.2,
+        "suppressed_cells": {"a": 0},
+        "attribute_cells": {"a": 8},
+        "suppressed_share": {"a": 0.0},
+        "max_deleted_share": 0.25,
+        "max_suppressed_share": 0.1,
+    }
+    checks = [
+        {
+            "name": "utility_within_thresholds",
+            "passed": True,
+            "status": "passed",
+            "observed": {**figures, "gx_success_percent": 100.0},
+        }
+    ]
+    utility = utility_of_checks(checks)
+    assert utility == {**figures, "passed": True}
+    assert validate_manifest({"release_id": "r", "utility": utility}).utility is not None
+    assert utility_of_checks([{"name": "records_accounted_for", "passed": True, "observed": {}}]) is None
+    with pytest.raises(ValueError, match="utility.records_deleted"):
+        validate_manifest({"release_id": "r", "utility": {**utility, "records_deleted": "two"}})
+    with pytest.raises(ValueError, match="overrides.0.effect"):
+        validate_manifest({"release_id": "r", "overrides": [{"setting": "x", "value": 1, "default": 0}]})
