@@ -31,6 +31,7 @@ from pipeline.models import publication_model
 from pipeline.models.base import adversary_asset
 from pipeline.resources import ReleaseSettings, ReleaseStore
 from checks.refusal import candidate_loss, refuse_for_data_loss
+from pipeline.core.diagnosis import CandidateLoss
 from pipeline.warehouse import read_warehouse_columns
 from pipeline.run_events import step_progress
 
@@ -481,22 +482,16 @@ def _utility_result(figures: dict) -> dg.AssetCheckResult:
     return _result(outcome, metadata)
 
 
-@dg.asset_check(
-    asset=GATED,
-    blocking=True,
-    compute_kind="great_expectations",
-    additional_ins=inputs(private=["input_summary", "deleted_records"], candidate=["sac_released", "attribute_table"]),
-    description="Utility gate: the share of eligible records deleted (deleted / (read − dropped for a missing value)) "
-    "is at most max_deleted_share, and for every sensitive attribute the share of its published cells that are "
-    "suppressed is at most max_suppressed_share (both 0.10 by default; raising one is recorded as an override).",
-)
-def utility_within_thresholds(
+def utility_result(
     settings: ReleaseSettings,
     input_summary: pd.DataFrame,
     deleted_records: pd.DataFrame,
     sac_released: pd.DataFrame,
     attribute_table: pd.DataFrame,
 ) -> dg.AssetCheckResult:
+    """The utility gate's verdict on a mixed or Rating candidate (:func:`utility_within_thresholds` without the
+    refusal): the shares of eligible records deleted and of each sensitive attribute's published cells suppressed,
+    against ``max_deleted_share`` and ``max_suppressed_share``; metadata the manifest's ``utility`` figures."""
     suppressed, cells = verification.suppressed_cells_per_attribute(
         attribute_table, settings.sensitive_attributes, n_other_released=len(sac_released)
     )
@@ -511,6 +506,54 @@ def utility_within_thresholds(
             max_deleted_share=settings.max_deleted_share,
             max_suppressed_share=settings.max_suppressed_share,
         )
+    )
+
+
+@dg.asset_check(
+    asset=GATED,
+    blocking=True,
+    compute_kind="great_expectations",
+    additional_ins=inputs(
+        private=["input_summary", "deleted_records", "strong_rules"], candidate=["sac_released", "attribute_table"]
+    ),
+    description="Utility gate: the share of eligible records deleted (deleted / (read − dropped for a missing value)) "
+    "is at most max_deleted_share, and for every sensitive attribute the share of its published cells that are "
+    "suppressed is at most max_suppressed_share (both 0.10 by default; raising one is recorded as an override). A "
+    "refusal says what would be lost, which rules and dominant values cause it, and what would work (refusal.html).",
+)
+def utility_within_thresholds(
+    context: dg.AssetCheckExecutionContext,
+    settings: ReleaseSettings,
+    store: ReleaseStore,
+    input_summary: pd.DataFrame,
+    deleted_records: pd.DataFrame,
+    strong_rules: pd.DataFrame,
+    sac_released: pd.DataFrame,
+    attribute_table: pd.DataFrame,
+) -> Iterator[dg.AssetCheckResult]:
+    result = utility_result(settings, input_summary, deleted_records, sac_released, attribute_table)
+    if result.passed:
+        yield result
+        return
+    # refused for data loss: the check's description and refusal.html say why and what would work (issue 15); the
+    # records' sensitive attributes are read from the warehouse only now, not in every run
+    raw_records = read_warehouse_columns(
+        Path(store.home) / "warehouse.duckdb", PRIVATE, "raw_records", settings.sensitive_attributes
+    )
+    yield from refuse_for_data_loss(
+        context,
+        result,
+        gate="utility_within_thresholds",
+        settings=settings,
+        store=store,
+        raw_records=raw_records,
+        strong_rules=strong_rules,
+        loss=CandidateLoss(
+            n_records=int(result.metadata["records_eligible"].value),
+            n_deleted=len(deleted_records),
+            suppressed_cells=dict(result.metadata["suppressed_cells"].value),
+            attribute_cells=dict(result.metadata["attribute_cells"].value),
+        ),
     )
 
 

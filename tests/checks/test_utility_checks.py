@@ -1,4 +1,5 @@
-"""The utility gate's two versions (``checks/gates.py``) called directly on small, deliberately lossy candidates
+"""The utility gate's two versions (``checks/gates.py``; the mixed/Rating one through ``utility_result``, its verdict
+without the refusal diagnosis, which tests/e2e/test_utility_gate.py runs end to end) called directly on small, deliberately lossy candidates
 (issue 15): each is refused at the default thresholds and passes once the threshold is raised. The shares are
 counted by hand in each test."""
 
@@ -6,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from checks.gates import kl_utility_within_thresholds, utility_within_thresholds
+from checks.gates import kl_utility_within_thresholds, utility_result
 from pipeline.resources import ReleaseSettings
 
 SUMMARY = pd.DataFrame({"n_input": [12], "n_dropped_missing": [2]})  # 10 eligible records
@@ -54,13 +55,7 @@ def test_a_mixed_candidate_with_a_third_of_one_attribute_suppressed_is_refused_u
 
     def gate(**thresholds):
         settings = ReleaseSettings(quasi_identifiers=["sex"], sensitive_attributes=["education", "age"], **thresholds)
-        return utility_within_thresholds(
-            settings=settings,
-            input_summary=SUMMARY,
-            deleted_records=deleted,
-            sac_released=sac_released,
-            attribute_table=attribute_table,
-        )
+        return utility_result(settings, SUMMARY, deleted, sac_released, attribute_table)
 
     refused = gate()
     figures = _figures(refused)

@@ -327,7 +327,8 @@ def test_the_event_log_walk_finds_a_planted_value(tokenized, tmp_path):
 def test_headerless_input_read_with_a_header_leaks_no_record(tokenized, tmp_path, monkeypatch):
     """The tokenized Adult sample written WITHOUT a header row, read with one: its first record would be the column
     names. The CLI refuses it (exit 2) and the job's ingest step fails with exit status 2; neither the message nor
-    anything stored in DAGSTER_HOME holds a value of that record, and the message suggests --no-header."""
+    anything stored in DAGSTER_HOME holds a value of that record, and the message suggests --no-header (the CLI) or
+    `csv_header: false` (the job)."""
     from click.testing import CliRunner
 
     from pipeline.cli import main
@@ -375,7 +376,7 @@ def test_headerless_input_read_with_a_header_leaks_no_record(tokenized, tmp_path
         assert not result.success
         failures = step_failures(result)
         assert [f.exit_status for f in failures] == [2], failures
-        assert "--no-header" in failures[0].message
+        assert "`csv_header: false`" in failures[0].message  # the job speaks run-config keys (issue 15)
         assert_no_value_of_the_record(failures[0].message)
         assert_no_value_of_the_record(failures[0].error_text)
         leaks, previewed = _leaks_in_event_log(instance, result.run_id)

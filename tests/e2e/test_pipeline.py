@@ -227,10 +227,13 @@ def test_refusal_for_data_loss_explains_itself_in_the_check_and_the_run_failure(
     assert "hobby ⇒ health (support 9 records, confidence 0.90): its value of health is 90.0 % of the table" in description
     assert "yes" not in description.split(" Details")[0] and "`min_confidence` ≥ 0.91" in description
     assert "ℓ is already the minimum (2)" in description and "--" not in description.split(" Details")[0]
+    # the utility gate refuses the same loss (80 % deleted, above max_deleted_share 0.10) with its own diagnosis
+    utility = {e.check_name: e for e in result.get_asset_check_evaluations()}["utility_within_thresholds"]
+    assert not utility.passed and (utility.description or "").startswith("Release refused: 16 of 20 records (80.0 %)")
     failures = [e.step_failure_data for e in result.all_events if e.is_step_failure]
-    assert len(failures) == 1 and failures[0].user_failure_data is not None
-    assert failures[0].user_failure_data.description == description
-    assert "DagsterAssetCheckFailedError" not in failures[0].error.to_string()
+    assert len(failures) == 2 and all(failure.user_failure_data is not None for failure in failures)
+    assert {failure.user_failure_data.description for failure in failures} == {description, utility.description}
+    assert not any("DagsterAssetCheckFailedError" in failure.error.to_string() for failure in failures)
     (page,) = (home / "refusals").glob("*/refusal.html")
     assert page.parent.name == result.run_id and str(page) in description
     text = page.read_text()

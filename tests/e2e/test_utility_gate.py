@@ -67,20 +67,18 @@ def test_a_lossy_release_is_refused_and_the_cli_says_what_to_do(example_b, tmp_p
     assert outcome.exit_code == 1, outcome.output
     assert "NO release published" in outcome.output
     assert read_latest(home / "releases") is None
-    found = re.search(
-        r"utility_within_thresholds failed: (\d+) of (\d+) eligible records would be deleted \(([\d.]+) %, above "
-        r"--max-deleted-share 0\.1\)",
-        outcome.output,
-    )
+    # the refusal diagnosis (issue 15): what would be lost, its cause, and computed options, the threshold last
+    found = re.search(r"why: (\d+) of (\d+) records \(([\d.]+) %\) would be deleted", outcome.output)
     assert found, outcome.output
     deleted, eligible, percent = int(found[1]), int(found[2]), float(found[3])
     assert eligible == len(example["input"]) == 18
     assert deleted >= len(example["deleted_ids"]) + 1
     assert percent == pytest.approx(round(100 * deleted / eligible, 1))
-    # the option that accepts this loss (the share rounded up to a whole percent), and what reduces it
-    suggested = re.search(r"pass --max-deleted-share ([\d.]+) \(recorded in the manifest", outcome.output)
+    suggested = re.search(r"last resort, --max-deleted-share ([\d.]+): publishes", outcome.output)
     assert suggested and deleted / eligible <= float(suggested[1]) < deleted / eligible + 0.01
-    assert "lower --ell" in outcome.output and "--min-confidence" in outcome.output
+    assert "--ell 2" in outcome.output and "drop sensitive attribute" in outcome.output
+    (page,) = (home / "refusals").glob("*/refusal.html")
+    assert f"refusal: {page}" in outcome.output
     # the gate's own line carries its figures
     assert re.search(r"gate utility_within_thresholds: FAILED \{.*\"deleted_share\"", outcome.output)
 
