@@ -598,3 +598,77 @@ def test_kl_release_launchpad_scaffolds_every_kl_setting(dagster_ui, browser):
     assert re.search(r"^\s*model: kl\s*$", text, re.MULTILINE) and re.search(r"^\s*k: 3\s*$", text, re.MULTILINE), text
     assert not re.search(r"^\s*(seed|min_confidence):", text, re.MULTILINE), text  # the mixed model's settings are not
     _screenshot(browser, "kl_release_launchpad_scaffold.png")
+
+
+# --------------------------------------------------------------------------------------------
+# The launchpad (issue 15): errors in config-key vocabulary before a run exists
+
+
+def _set_launchpad_config(driver, yaml_text: str) -> None:
+    """Replace the launchpad editor's text (Dagster's CodeMirror 5 editor) with ``yaml_text``."""
+    _wait_for(
+        driver,
+        lambda _lines: driver.execute_script("const e = document.querySelector('.CodeMirror'); return !!(e && e.CodeMirror)"),
+        "the launchpad's config editor",
+    )
+    driver.execute_script("document.querySelector('.CodeMirror').CodeMirror.setValue(arguments[0])", yaml_text)
+
+
+def _launchpad_errors(lines: list[str]) -> list[str] | None:
+    """The lines of the launchpad's ERRORS panel once it lists errors (None while it says "No errors")."""
+    for index, line in enumerate(lines):
+        if line.upper() == "ERRORS":
+            panel = []
+            for following in lines[index + 1 :]:
+                if following.upper().startswith("CONFIG ACTIONS"):
+                    break
+                panel.append(following)
+            return panel if panel and panel[0] != "No errors" else None
+    return None
+
+
+def test_launchpad_shows_config_errors_before_launch(dagster_ui, browser):
+    browser.get(dagster_ui + "/locations/msa_release/jobs/release/playground")
+    _wait_for(browser, lambda lines: any("Launch" in line for line in lines), "the release job's launchpad")
+    # An unknown setting and a value of the wrong type: the editor's validation names the config key.
+    _set_launchpad_config(
+        browser,
+        "resources:\n  settings:\n    config:\n      ell: three\n      min_confidense: 0.8\n",
+    )
+    errors = _wait_for(browser, _launchpad_errors, "the launchpad's validation errors")
+    text = "\n".join(errors)
+    assert "min_confidense" in text, f"the unknown setting is not named: {errors}"
+    assert "ell" in text, f"the setting of the wrong type is not named: {errors}"
+    assert "--ell" not in text and "--min-confidence" not in text, f"launchpad errors use CLI flag names: {errors}"
+    _screenshot(browser, "launchpad_config_errors.png")
+
+
+_RUN_COUNT_QUERY = "{ runsOrError { __typename ... on Runs { count } } }"
+
+
+def test_launchpad_refuses_out_of_bounds_settings_at_launch(dagster_ui, browser):
+    """A bound the editor cannot check live (ℓ >= 2) is refused when Launch is pressed, before a run exists, in
+    config-key vocabulary."""
+    from selenium.webdriver.common.by import By
+
+    runs_before = _graphql(dagster_ui, _RUN_COUNT_QUERY)["data"]["runsOrError"]["count"]
+    browser.get(dagster_ui + "/locations/msa_release/jobs/release/playground")
+    _wait_for(browser, lambda lines: any("Launch" in line for line in lines), "the release job's launchpad")
+    _set_launchpad_config(browser, "resources:\n  settings:\n    config:\n      ell: 1\n")
+    _wait_for(browser, lambda lines: _launchpad_errors(lines) is None and "No errors" in lines, "a config the editor accepts")
+
+    def launch_button():
+        buttons = [b for b in browser.find_elements(By.XPATH, "//button[contains(., 'Launch Run')]") if b.is_displayed()]
+        return buttons[0] if buttons and buttons[0].is_enabled() else None
+
+    _wait_for(browser, lambda _lines: launch_button(), "an enabled Launch Run button").click()
+    message = _wait_for(
+        browser,
+        lambda lines: [line for line in lines if "ell" in line and ("2" in line or "least" in line)] or None,
+        "the refusal of ell: 1 after Launch",
+    )
+    text = "\n".join(message)
+    assert "--ell" not in text, f"the refusal uses the CLI's flag name: {message}"
+    _screenshot(browser, "launchpad_refused_at_launch.png")
+    runs_after = _graphql(dagster_ui, _RUN_COUNT_QUERY)["data"]["runsOrError"]["count"]
+    assert runs_after == runs_before, f"a run was created for a refused config ({runs_before} -> {runs_after})"
