@@ -672,3 +672,99 @@ def test_launchpad_refuses_out_of_bounds_settings_at_launch(dagster_ui, browser)
     _screenshot(browser, "launchpad_refused_at_launch.png")
     runs_after = _graphql(dagster_ui, _RUN_COUNT_QUERY)["data"]["runsOrError"]["count"]
     assert runs_after == runs_before, f"a run was created for a refused config ({runs_before} -> {runs_after})"
+
+
+def test_report_html_shows_the_utility_banner_with_its_overrides(browser, published_release):
+    """Issue 15: report.html's utility banner gives the deleted and suppressed percentages against their thresholds,
+    and lists every override (the slice is published with both thresholds raised to 1: two overrides)."""
+    manifest = json.loads((published_release / "manifest.json").read_text())
+    browser.get((published_release / "report.html").as_uri())
+    banner = _wait_for(
+        browser,
+        lambda _lines: browser.execute_script(
+            "const b = document.querySelector('[data-utility]');"
+            "return b ? {status: b.getAttribute('data-utility'), text: b.innerText,"
+            " overrides: Array.from(b.querySelectorAll('li[data-override]')).map(l => l.getAttribute('data-override'))}"
+            " : null"
+        ),
+        "the utility banner",
+    )
+    assert banner["status"] == "passed", banner
+    deleted = manifest["utility"]["deleted_share"]
+    assert f"{100 * deleted:.1f} %" in banner["text"], (deleted, banner["text"])
+    assert set(banner["overrides"]) == {"max_deleted_share", "max_suppressed_share"}, banner
+    assert {o["setting"] for o in manifest["overrides"]} == set(banner["overrides"])
+    _screenshot(browser, "report_utility_banner.png")
+
+
+# --------------------------------------------------------------------------------------------
+# A refusal for data loss in the UI (issue 15). Last in the module: it adds a failed evaluation of the gates, which
+# the tests above read as passed.
+
+
+@pytest.fixture(scope="module")
+def refused_run(environment, published_release) -> str:
+    """The same Adult slice with --max-deleted-share 0.01: refused by the utility gate (the slice deletes more than
+    1 % of its records). Returns the run id the CLI printed."""
+    command = [
+        _executable("msa-release"),
+        "run",
+        "--input",
+        str(environment["base"] / "adult_slice.csv"),
+        "--no-header",
+        "--column-names",
+        ",".join(ADULT_COLUMNS),
+        "--quasi-identifiers",
+        "sex,race,marital-status,native-country,workclass",
+        "--sensitive-attributes",
+        "education,occupation,age,relationship",
+        "--hierarchies",
+        "data/adult/hierarchies",
+        "--max-deleted-share",
+        "0.01",
+    ]
+    log = environment["base"] / "msa-release-refused.log"
+    process = _spawn(command, env=environment["env"], log=log)
+    try:
+        returncode = process.wait(timeout=1800)
+    finally:
+        leftovers = _stop_group(process)
+    assert not leftovers, f"msa-release left processes behind: {leftovers}"
+    output = log.read_text()
+    assert returncode == 1 and "NO release published" in output, f"exit {returncode}:\n{_tail(log)}"
+    assert "why:" in output and "refusal: " in output, _tail(log)
+    found = re.search(r"NO release published \(run ([0-9a-f-]{36})", output)
+    assert found, _tail(log)
+    return found[1]
+
+
+def test_a_refusal_for_data_loss_explains_itself_in_the_failed_check(dagster_ui, browser, refused_run):
+    """The utility gate's failed check on the candidate's page carries the refusal diagnosis (what would be lost, the
+    cause, the options) in config-key vocabulary, and the run's page shows the same paragraph as its failure."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(dagster_ui + "/assets/candidate/release_candidate?view=checks")
+    name = "utility_within_thresholds"
+    _wait_for(browser, lambda lines: _line_after(lines, name) == "Failed", f"gate {name} listed as Failed")
+    items = [e for e in browser.find_elements(By.XPATH, f"//*[normalize-space(text())='{name}']") if e.is_displayed()]
+    assert items, f"gate {name} not clickable in the checks list"
+    items[0].click()
+    _wait_for(
+        browser,
+        lambda lines: any(line.startswith("Release refused:") for line in lines),
+        f"gate {name}'s refusal diagnosis in its detail panel",
+    )
+    text = "\n".join(_lines(browser))
+    paragraph = next(line for line in _lines(browser) if line.startswith("Release refused:"))
+    assert "would be deleted" in paragraph and "max_deleted_share" in paragraph, paragraph
+    assert "--max-deleted-share" not in paragraph and "--ell" not in paragraph, paragraph
+    _screenshot(browser, "refusal_in_failed_check.png")
+
+    browser.get(dagster_ui + f"/runs/{refused_run}")
+    _wait_for(
+        browser,
+        lambda lines: any("Release refused:" in line for line in lines),
+        "the run's failure naming the refusal",
+    )
+    assert "DagsterAssetCheckFailedError" not in text
+    _screenshot(browser, "refusal_run.png")
