@@ -19,8 +19,15 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
-from pipeline.core.diagnosis import REFUSAL_ERROR_CLASS, CandidateLoss, DiagnosisSettings, diagnose, diagnosis_paragraph
-from pipeline.reporting.refusal_report import write_refusal_report
+from pipeline.core.diagnosis import (
+    REFUSAL_ERROR_CLASS,
+    CandidateLoss,
+    DiagnosisSettings,
+    diagnose,
+    diagnosis_paragraph,
+    merge_diagnoses,
+)
+from pipeline.reporting.refusal_report import read_diagnosis, refusal_path, write_refusal_report
 from pipeline.resources import ReleaseSettings, ReleaseStore
 
 
@@ -89,6 +96,9 @@ def refuse_for_data_loss(
     metadata = dict(result.metadata or {})
     metadata["diagnosis"] = dg.MetadataValue.json(shown.to_dict())
     try:
+        earlier = read_diagnosis(refusal_path(Path(store.home), run_id))  # another data-loss gate of this run
+        if earlier is not None and gate not in earlier.gates:
+            diagnosis = merge_diagnoses(earlier, diagnosis)
         path = write_refusal_report(Path(store.home), run_id, diagnosis)
         metadata["refusal_report"] = dg.MetadataValue.path(str(path))
         paragraph += f" Details, with the rules' values: {path}."

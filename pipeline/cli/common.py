@@ -985,9 +985,10 @@ def diagnose_after_run(config: dict, gates, run_id: str, home: Path) -> tuple[ob
 def print_refusal_diagnosis(gates, fallback=None) -> bool:
     """Echo to stderr, after the gate lines, why a data-loss gate refused the release and the numbered options
     (:func:`pipeline.core.diagnosis.diagnosis_lines`, in command-line vocabulary), and the path of refusal.html;
-    True if a diagnosis was printed (one: the first failed data-loss gate's; the others name the same loss). Without
+    True if a diagnosis was printed (one: the first failed data-loss gate's, with the other gates' last-resort options,
+    :func:`pipeline.core.diagnosis.merge_diagnoses`). Without
     one in the metadata, ``fallback()`` (:func:`diagnose_after_run`) may compute it."""
-    from pipeline.core.diagnosis import diagnosis_lines
+    from pipeline.core.diagnosis import diagnosis_lines, merge_diagnoses
 
     diagnoses = refusal_diagnoses(gates)
     if not diagnoses and fallback is not None:
@@ -999,6 +1000,9 @@ def print_refusal_diagnosis(gates, fallback=None) -> bool:
     if not diagnoses:
         return False
     diagnosis, path = diagnoses[0]
+    for other, _ in diagnoses[1:]:  # the same loss refused by two gates: every threshold in the way is named
+        if not set(other.gates) <= set(diagnosis.gates):  # type: ignore[attr-defined]
+            diagnosis = merge_diagnoses(diagnosis, other)  # type: ignore[arg-type]
     for line in diagnosis_lines(diagnosis, "cli"):  # type: ignore[arg-type]
         click.echo(f"  {line}", err=True)
     if path is not None:

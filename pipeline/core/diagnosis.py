@@ -242,6 +242,25 @@ class Diagnosis:
         )
 
 
+def merge_diagnoses(first: Diagnosis, other: Diagnosis) -> Diagnosis:
+    """One diagnosis for a run refused by two data-loss gates (gate 4 and the utility gate name the same loss):
+    ``first``'s causes and options, the gates of both, the confidence deviation of whichever measured it, and
+    ``other``'s last-resort options whose setting ``first`` does not already offer (e.g. both
+    ``confidence_tolerance`` and ``max_deleted_share``), so the refusal names every threshold that stands in the way.
+    """
+    settings_offered = {option.setting for option in first.options}
+    extra = tuple(o for o in other.options if o.last_resort and o.setting not in settings_offered)
+    deviation = first.loss.max_confidence_deviation
+    if deviation is None:
+        deviation = other.loss.max_confidence_deviation
+    return replace(
+        first,
+        gates=tuple(dict.fromkeys((*first.gates, *other.gates))),
+        loss=replace(first.loss, max_confidence_deviation=deviation),
+        options=(*first.options, *extra),
+    )
+
+
 def forced_deletions(count: int, n: int, ell: int) -> int:
     """Fewest records to delete so that a value held by ``count`` of ``n`` records is held by at most 1/ℓ of the
     rest: ``max(0, ⌈(ℓ·count − n) / (ℓ − 1)⌉)`` (the module docstring's bound; Anatomy's eligibility, Xiao & Tao 2006)."""

@@ -29,6 +29,7 @@ from pipeline.core.diagnosis import (
     diagnosis_lines,
     diagnosis_paragraph,
     forced_deletions,
+    merge_diagnoses,
 )
 from pipeline.core.eligibility import eligibility_deletions
 from pipeline.core.rules import mine_strong_rules
@@ -208,3 +209,30 @@ def test_rating_has_no_grouping_clause():
     text = "\n".join(diagnosis_lines(diagnosis))
     assert "S_max" not in text and "partner" not in text and diagnosis.records_to_group == 0
     assert "at least 17 records must be deleted" in text  # health = yes at ℓ = 3: ⌈(54 − 20) / 2⌉
+
+
+def test_two_data_loss_gates_refusing_the_same_loss_name_every_threshold_in_the_way():
+    """Gate 4 (confidence off by 0.3) and the utility gate (16 of 20 deleted) refuse the same run: the merged
+    diagnosis keeps gate 4's causes and options and adds the utility gate's last resort, each threshold once."""
+    records = hand_table()
+    rules = mine_strong_rules(records, list(ATTRIBUTES), min_confidence=0.8, backend="counting", min_support=1)
+    settings_ = DiagnosisSettings(
+        ell=2,
+        min_confidence=0.8,
+        min_support=1,
+        sensitive_attributes=ATTRIBUTES,
+        confidence_tolerance=0.05,
+        max_deleted_share=0.10,
+    )
+    confidence = diagnose(records, rules, settings_, CandidateLoss(n_records=20, n_deleted=16, max_confidence_deviation=0.3))
+    utility = diagnose(records, rules, settings_, CandidateLoss(n_records=20, n_deleted=16), gates=("utility_within_thresholds",))
+    merged = merge_diagnoses(confidence, utility)
+    assert merged.gates == ("rule_confidence_preserved", "utility_within_thresholds")
+    last_resorts = [option.setting for option in merged.options if option.last_resort]
+    assert sorted(last_resorts) == ["confidence_tolerance", "max_deleted_share"]
+    assert merged.options[: len(confidence.options)] == confidence.options
+    assert merged.loss.max_confidence_deviation == 0.3
+    text = "\n".join(diagnosis_lines(merged))
+    assert "--confidence-tolerance 0.31" in text and "--max-deleted-share 0.80" in text, text
+    # the other order keeps the measured deviation too
+    assert merge_diagnoses(utility, confidence).loss.max_confidence_deviation == 0.3
