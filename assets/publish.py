@@ -356,6 +356,8 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
             "recomposition": recomposition,
             "input_reading": input_reading(settings),
             "ell": settings.ell,
+            # ℓ_i per sensitive attribute (SPEC §6.7): ell is then L = max ℓ_i; the (k, ℓ) model has one ℓ
+            "ell_per_attribute": settings.ell_by_attribute() if model.name != "kl" else None,
             "quasi_identifiers": quasi_identifiers,
             "sensitive_attributes": sensitive_attributes,
             "n_input": int(summary["n_input"]),

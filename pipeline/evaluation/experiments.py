@@ -15,9 +15,10 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -28,6 +29,7 @@ from pipeline.core.metrics import additional_information_loss, domain_sizes, rec
 from pipeline.core.mixed_model import assemble_release_tables, run_mixed_model
 from pipeline.core.rating import create_sids, rating_tables
 from pipeline.core.rules import mine_strong_rules
+from pipeline.core.sensitivity import EllRequirement, ell_by_attribute
 
 __all__ = [
     "ExperimentPlan",
@@ -109,10 +111,11 @@ def evaluate_release(
     sensitive_attributes: Sequence[str],
     *,
     model: str,
-    ell: int,
+    ell: EllRequirement,
     min_confidence: float,
     seed: int = 0,
     rules: pd.DataFrame | None = None,
+    by_attribute: bool = False,
 ) -> dict:
     """Build one release in memory and measure it: privacy, utility, confidences, time.
 
@@ -125,9 +128,13 @@ def evaluate_release(
     model
         ``"mixed"`` (P1) or ``"rating"`` (plain Rating on the whole table, SPEC §7).
     ell, min_confidence, seed
-        Model parameters.
+        Model parameters; ``ell`` may be a mapping attribute -> ℓ_i (SPEC §6.7: the bound of a rule is then 1/ℓ_j
+        of its consequent's attribute).
     rules
         Strong rules of ``records`` at ``min_confidence`` (mined when None).
+    by_attribute
+        Also return ``additional_information_loss_by_attribute`` and ``n_suppressed_cells_by_attribute``
+        (attribute -> figure, schema order).
 
     Returns
     -------
@@ -201,11 +208,36 @@ def evaluate_release(
         domain_sizes=domain_sizes(records, sensitive_attribute_columns),
         n_deleted=n_deleted,
     )
-    above = per_record["numerator"] * ell > per_record["denominator"]
+    if isinstance(ell, Mapping):
+        of_rule = rules["consequent_attribute"].astype(str).map(lambda a: int(ell[a]))
+        required = of_rule.reindex(per_record["rule"].to_numpy(np.int64)).to_numpy(np.int64)
+    else:
+        required = np.full(len(per_record), int(ell), dtype=np.int64)
+    above = per_record["numerator"].to_numpy(np.int64) * required > per_record["denominator"].to_numpy(np.int64)
     certain = per_record["numerator"] == per_record["denominator"]
+    extra: dict[str, Any] = {}
+    if by_attribute:
+        ells = ell_by_attribute(ell, sensitive_attribute_columns)
+        extra = {
+            "additional_information_loss_by_attribute": {
+                a: additional_information_loss(
+                    sac_released=tables.sac_released,
+                    attribute_table=tables.attribute_table,
+                    id_table=tables.id_table,
+                    sensitive_attributes=[a],
+                    ell=ells[a],
+                    n_deleted=n_deleted,
+                )
+                for a in sensitive_attribute_columns
+            },
+            "n_suppressed_cells_by_attribute": {
+                a: int(tables.attribute_table[a].isna().sum()) for a in sensitive_attribute_columns
+            },
+        }
     return {
+        **extra,
         "model": model,
-        "ell": ell,
+        "ell": dict(ell) if isinstance(ell, Mapping) else ell,
         "min_confidence": min_confidence,
         "m": len(sensitive_attribute_columns),
         "sensitive_attributes": sensitive_attribute_columns,

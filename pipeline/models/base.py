@@ -69,6 +69,7 @@ COMMON_SETTINGS = (
     "quasi_identifiers",
     "sensitive_attributes",
     "ell",
+    "ell_per_attribute",
     "allow_recomposition",
     "keep_releases",
     "promote",

@@ -81,6 +81,8 @@ class MixedParameters:
         Gate settings (disclosure override, rule-confidence tolerance, learned-model gate).
     private_baseline_max_records
         Largest table whose private Rating baseline report.html shows.
+    ell_per_attribute
+        ℓ_i per sensitive attribute when set (SPEC §6.7; ``ell`` is then L = max ℓ_i), else None.
     hierarchies_path
         The hierarchy folder, resolved (qi_aware generalization); None when there is none (a table other than
         Adult's adult.data without ``hierarchies_dir``): every quasi-identifier is then generalized to ``*`` only.
@@ -102,6 +104,7 @@ class MixedParameters:
     posterior_gate: str
     private_baseline_max_records: int
     hierarchies_path: Path | None
+    ell_per_attribute: Mapping[str, int] | None = None
 
     @property
     def qi_aware(self) -> bool:
@@ -172,6 +175,7 @@ class MixedModel:
             posterior_gate=str(settings.posterior_gate),
             private_baseline_max_records=int(settings.private_baseline_max_records),
             hierarchies_path=settings.hierarchies_path(),
+            ell_per_attribute=settings.ell_by_attribute() if getattr(settings, "ell_per_attribute", None) else None,
         )
 
     # ------------------------------------------------------------------ build
@@ -360,7 +364,7 @@ class MixedModel:
                 raw_records,
                 parameters.quasi_identifiers,
                 parameters.sensitive_attributes,
-                ell=parameters.ell,
+                ell=dict(parameters.ell_per_attribute) if parameters.ell_per_attribute else parameters.ell,
                 min_confidence=parameters.min_confidence,
                 rules=strong_rules,
             )
@@ -418,7 +422,8 @@ class MixedModel:
         """The settings that change what the release says about a record (never the seed); the (k, ℓ) keys None."""
         return {
             "model": self.name,
-            "ell": parameters.ell,
+            # ℓ_i per attribute change what the release says of a record as much as ℓ does
+            "ell": dict(parameters.ell_per_attribute) if parameters.ell_per_attribute else parameters.ell,
             "min_confidence": parameters.min_confidence,
             "min_support": parameters.min_support,
             "grouping": parameters.grouping,
@@ -528,6 +533,7 @@ def render_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -> s
         + f"seed={manifest['seed']}",
         f"  QIs            {', '.join(manifest['quasi_identifiers'])}",
         f"  sensitive      {', '.join(manifest['sensitive_attributes'])}",
+        *ell_per_attribute_line(manifest),
         f"  report         {path / 'report.html'}",
         f"  records        {manifest['n_input']} read, {dropped_line(manifest)}",
         f"                 {manifest['n_sac_released']} in SAC~, {manifest['n_attribute_table']} in the attribute table, "
@@ -563,6 +569,15 @@ def render_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -> s
     lines.extend(gate_lines(gates))
     lines.append(f"  time           {elapsed:.1f} s")
     return "\n".join(lines)
+
+
+def ell_per_attribute_line(manifest: Mapping[str, Any]) -> list[str]:
+    """The summary's line of the ℓ_i per sensitive attribute when they differ (SPEC §6.7), else none."""
+    per_attribute = manifest.get("ell_per_attribute") or {}
+    if len(set(per_attribute.values())) <= 1:
+        return []
+    listed = ", ".join(f"{attribute}={ell}" for attribute, ell in per_attribute.items())
+    return [f"  ell per attr   {listed} (SIDs of attribute i: >= ℓ_i values, bound 1/ℓ_i; SAC~ groups of L = {manifest['ell']})"]
 
 
 def disclosure_line(disclosure: Mapping[str, Any], ell: int) -> str:

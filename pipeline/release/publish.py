@@ -55,6 +55,7 @@ MANIFEST_COLUMNS = {
     "recomposition": "VARCHAR",
     "input_reading": "VARCHAR",
     "ell": "INTEGER",
+    "ell_per_attribute": "VARCHAR",
     "min_confidence": "DOUBLE",
     "min_support": "BIGINT",
     "seed": "BIGINT",

@@ -190,7 +190,13 @@ PRIVATE_BASELINE_FIGURES = (
 
 
 def private_rating_baseline(
-    records, quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str], *, ell: int, min_confidence: float, rules
+    records,
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+    *,
+    ell: int | Mapping[str, int],
+    min_confidence: float,
+    rules,
 ) -> dict:
     """P1's plain Rating (SPEC §7) on the same records, built in memory and measured, never published.
 
