@@ -556,12 +556,16 @@ def render_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -> s
         lines.append(f"  groups         {groups.get('n_groups', '?')} SAC~ groups of {manifest['ell']}")
     lines.append(disclosure_line(disclosure, int(manifest["ell"])))
     if manifest.get("disclosure_override_used"):
-        lines.append("  WARNING        published with --allow-disclosure: the disclosure bound 1/ell does NOT hold")
+        lines.append(
+            "  WARNING        published with --allow-disclosure: the disclosure bound "
+            f"{'1/ℓ_j' if disclosure.get('ell_per_attribute') else '1/ell'} does NOT hold"
+        )
     posterior = observed.get("posterior_within_bound", {})
     if posterior:
         lines.append(
             f"  posterior      {posterior.get('n_cells_above_bound', '?')} of {posterior.get('n_cells', '?')} (record, attribute) "
-            f"cells above max(1/ell, population) + {posterior.get('slack', '?')} (learned-model adversary)"
+            f"cells above max({'1/ℓ_i' if posterior.get('ell_per_attribute') else '1/ell'}, population) + "
+            f"{posterior.get('slack', '?')} (learned-model adversary)"
         )
     if manifest.get("posterior_gate_warned"):
         lines.append("  WARNING        published with --posterior-gate warn: the posterior bound does NOT hold")
@@ -576,7 +580,8 @@ def ell_per_attribute_line(manifest: Mapping[str, Any]) -> list[str]:
     per_attribute = manifest.get("ell_per_attribute") or {}
     if len(set(per_attribute.values())) <= 1:
         return []
-    listed = ", ".join(f"{attribute}={ell}" for attribute, ell in per_attribute.items())
+    order = [a for a in manifest.get("sensitive_attributes") or [] if a in per_attribute] or list(per_attribute)
+    listed = ", ".join(f"{attribute}={per_attribute[attribute]}" for attribute in order)
     return [f"  ell per attr   {listed} (SIDs of attribute i: >= ℓ_i values, bound 1/ℓ_i; SAC~ groups of L = {manifest['ell']})"]
 
 
@@ -588,10 +593,12 @@ def disclosure_line(disclosure: Mapping[str, Any], ell: int) -> str:
     def figure(key: str) -> str:
         return format_figure(disclosure[key]) if key in disclosure else "?"
 
+    per_attribute = disclosure.get("ell_per_attribute")
+    bound = f"1/ell = {format_figure(1 / ell)}" if not per_attribute else "of their rule, 1/ℓ_j of its consequent's attribute"
     return (
         f"  disclosure     max {figure('max_disclosure_probability')} over {figure('n_records_with_strong_rules')} rule "
         f"holders (records that hold a strong rule); {figure('n_records_above_bound')} rule holders above the bound "
-        f"1/ell = {format_figure(1 / ell)}, {figure('n_records_certain')} certain"
+        f"{bound}, {figure('n_records_certain')} certain"
     )
 
 

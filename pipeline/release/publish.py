@@ -105,6 +105,7 @@ MANIFEST_COLUMNS = {
 #: Manifest columns that hold JSON text in ``release_manifest`` (objects in ``manifest.json``).
 MANIFEST_JSON_COLUMNS = (
     "quasi_identifiers",
+    "ell_per_attribute",
     "dropped_missing_by_attribute",
     "sensitive_attributes",
     "checks",
