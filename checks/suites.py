@@ -21,6 +21,7 @@ __all__ = [
     "no_probability_tilt_suite",
     "posterior_suite",
     "sac_diversity_suite",
+    "sid_diversity_per_attribute_suite",
     "sid_diversity_suite",
 ]
 

@@ -91,12 +91,10 @@ class EllOption(click.ParamType):
         text = str(value).strip()
         if "=" not in text:
             try:
-                number = int(text)
+                int(text)
             except ValueError:
                 self.fail(f"{text!r} is neither an integer nor name=integer pairs (e.g. 3, or education=4,age=2)", param, ctx)
-            if number < 2:
-                self.fail(f"ℓ must be an integer >= 2, got {number}", param, ctx)
-            return number
+            return click.IntRange(min=2).convert(text, param, ctx)
         mapping: dict[str, int] = {}
         for item in (v.strip() for v in text.split(",")):
             if not item:
