@@ -11,7 +11,7 @@ Sources: P1 §3.3 (attack), Lemma 12, Lemma 22; SPEC §8, §10, §11 (average co
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -466,6 +466,7 @@ def candidate_adversary(
     attribute_table: pd.DataFrame,
     id_table: pd.DataFrame,
     attribute_clusters: pd.DataFrame,
+    ell_per_attribute: Mapping[str, int] | None = None,
 ) -> pd.DataFrame:
     """The strong-rule adversary run once on a release: what it believes of every released record (the audit's view,
     :func:`adversary_view`) and what it learns of the records that truly hold a rule (the disclosure gate's figures,
@@ -484,6 +485,11 @@ def candidate_adversary(
         record, rule it contains), as :func:`rule_holders` with the release's row map gives it.
     sac_released, attribute_table, id_table, attribute_clusters
         A release (``sac_released`` / ``attribute_clusters`` empty for a Rating release).
+    ell_per_attribute
+        Optional ℓ_j per sensitive attribute (SPEC §6.7): a rule's bound is then 1/ℓ_j of its consequent's attribute,
+        and the ``held_*`` rule of a record is the one it holds whose probability is largest **relative to its bound**
+        (``probability · ℓ_j``), so that the disclosure gate checks the rule nearest to, or furthest above, its own
+        bound. None: the most likely rule (every bound the same).
 
     Returns
     -------
@@ -509,6 +515,7 @@ def candidate_adversary(
     n = len(released)
     best = [np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64), np.zeros(n)]
     held = [np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64), np.full(n, -1.0)]
+    held_score = np.full(n, -1.0)  # the held rule's probability relative to its bound (times ℓ_j), or the probability
     holder_rows = holders["row_id"].to_numpy(np.int64)
     holder_rules = holders["rule"].to_numpy(np.int64)
     if len(rules) and n:
@@ -532,9 +539,15 @@ def candidate_adversary(
                 column[better] = values[better]
             # the holders: the rules each holds, the lowest rule number among ties (as per_record_disclosure)
             holds = np.isin(released, holder_rows[holder_rules == rule_index])
-            better = holds & ((probability > held[3]) | ((probability == held[3]) & (rule_index < held[0])))
+            score = (
+                probability
+                if ell_per_attribute is None
+                else probability * int(ell_per_attribute[str(rules.loc[rule_index, "consequent_attribute"])])
+            )
+            better = holds & ((score > held_score) | ((score == held_score) & (rule_index < held[0])))
             for column, values in zip(held, (np.full(n, rule_index), numerator, denominator, probability), strict=True):
                 column[better] = values[better]
+            held_score[better] = score[better]
     holds_rule = held[0] >= 0
     held[3][~holds_rule] = 0.0
     return pd.DataFrame(
