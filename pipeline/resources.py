@@ -460,6 +460,12 @@ class ReleaseSettings(dg.ConfigurableResource):
         ``ell_per_attribute`` is set."""
         return self.ell_by_attribute() if self.ell_per_attribute else int(self.ell)
 
+    def feasibility_ell(self) -> int | dict[str, int]:
+        """What the input's early ℓ check reads (:func:`pipeline.io.loading.check_ell_feasible`): ℓ_i per attribute for
+        Rating (its SIDs need ℓ_i values), else ℓ = L (SAC~ groups need L distinct values on every attribute; (k, ℓ)
+        classes Diverse >= ℓ)."""
+        return self.ell_requirement() if self.model == "rating" else int(self.ell)
+
     @model_validator(mode="after")
     def _columns_consistent(self) -> ReleaseSettings:
         from pipeline.vocabulary import setting, setting_example

@@ -791,7 +791,7 @@ def preflight(config: dict, *, home_option: str | None) -> Path:
         loaded = load_records(
             settings.input_path,
             **settings.reading_options(),
-            ell=settings.ell,
+            ell=settings.feasibility_ell(),
         )
         model.check_input(settings, loaded.records)
     except InfeasibleInput as error:

@@ -271,3 +271,17 @@ def test_the_command_line_refuses_a_bad_mapping_with_exit_2(nothing_runs, tmp_pa
     outcome = CliRunner().invoke(main, ["run", *arguments, "--home", str(tmp_path / "home")])
     assert outcome.exit_code == 2, outcome.output
     assert expected in outcome.output.replace("\n", " ").replace("  ", " ")
+
+
+def test_the_early_check_holds_each_attribute_to_its_own_ell_for_rating():
+    """B has 3 distinct values: enough for ℓ_B = 2 (Rating's SIDs of B), not for L = 4 on every attribute (SAC~)."""
+    from pipeline.io.loading import InfeasibleInput, check_ell_feasible
+
+    records = pd.DataFrame({"A": list("abcdabcd"), "B": list("xyzxyzxy")})
+    check_ell_feasible(records, ["A", "B"], ell={"A": 4, "B": 2}, source="t.csv", n_input=8)
+    with pytest.raises(InfeasibleInput, match=r"'B' \(3 distinct values, ℓ_i = 4\)"):
+        check_ell_feasible(records, ["A", "B"], ell={"A": 2, "B": 4}, source="t.csv", n_input=8)
+    with pytest.raises(InfeasibleInput, match="larger than the number of distinct values"):
+        check_ell_feasible(records, ["A", "B"], ell=4, source="t.csv", n_input=8)
+    assert ReleaseSettings(model="rating", ell_per_attribute=SENSITIVE).feasibility_ell() == SENSITIVE
+    assert ReleaseSettings(ell_per_attribute=SENSITIVE).feasibility_ell() == 4
