@@ -552,12 +552,14 @@ def audit_release_against(
         rules = mine_strong_rules(
             records, release.sensitive_attributes, min_confidence=threshold, backend=backend, min_support=min_support
         )
+    per_attribute = release.ell_by_attribute
     view = adversary_view(
         rules,
         sac_released=release.sac_released,
         attribute_table=release.attribute_table,
         id_table=release.id_table,
         attribute_clusters=release.attribute_clusters,
+        ell_per_attribute=per_attribute if release.manifest.get("ell_per_attribute") else None,
     )
     if is_release_input is not None:
         raw_matches = is_release_input

@@ -96,3 +96,8 @@ def test_with_ell_per_attribute_the_gate_refuses_a_record_iff_one_of_its_rules_i
     above = pairs.assign(above=pairs["numerator"].to_numpy() * pair_ell > pairs["denominator"].to_numpy())
     expected = set(above.loc[above["above"], "row_id"])
     assert set(gate.loc[~gate["within_bound"], "row_id"]) == expected
+    # the audit's view (every released record, every rule) weighs the rules the same way, in both implementations
+    view = released_records_view(once)
+    pdt.assert_frame_equal(view, adversary_view(rules, **tables_, ell_per_attribute=ells))
+    view_ell = bound_of_rule.reindex(view["rule"].to_numpy()).fillna(2).to_numpy()
+    assert expected <= set(view.loc[view["numerator"].to_numpy() * view_ell > view["denominator"].to_numpy(), "row_id"])
