@@ -17,7 +17,14 @@ from pipeline.resources import ExperimentSettings, ReleaseSettings
 
 EVALUATION = "evaluation"
 #: Columns holding lists/dicts, stored as JSON text in the warehouse.
-JSON_COLUMNS = ("seconds", "sensitive_attributes", "disclosure_counts")
+JSON_COLUMNS = (
+    "seconds",
+    "sensitive_attributes",
+    "disclosure_counts",
+    "ell_per_attribute",
+    "additional_information_loss_by_attribute",
+    "n_suppressed_cells_by_attribute",
+)
 
 
 def _to_frame(rows: list[dict]) -> pd.DataFrame:

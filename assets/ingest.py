@@ -41,7 +41,7 @@ def raw_records(context: dg.AssetExecutionContext, settings: ReleaseSettings, st
         loaded = load_records(
             settings.input_path,
             **settings.reading_options(),
-            ell=settings.ell,
+            ell=settings.feasibility_ell(),
         )
         if expected_sha256 is not None and loaded.input_sha256 != expected_sha256:
             raise InputError(

@@ -44,7 +44,7 @@ def rating_records_of(
         row_ids,
         settings.quasi_identifiers,
         settings.sensitive_attributes,
-        ell=settings.ell,
+        ell=settings.ell_requirement(),
         residual_policy=settings.residual_policy,
         grouping=settings.grouping,
         hierarchies=available_hierarchies(settings) if stratified else None,
@@ -319,7 +319,7 @@ def sid_tables(
     id_table, attribute_sids = rating_tables(
         records,
         settings.sensitive_attributes,
-        ell=settings.ell,
+        ell=settings.ell_requirement(),
         secret=release_secret(settings, store),
         content_columns=[*settings.quasi_identifiers, *settings.sensitive_attributes],
         strata=rating_records["stratum"].to_numpy(np.int64) if "stratum" in rating_records.columns else None,

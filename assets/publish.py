@@ -202,10 +202,15 @@ def parameters_of_run(model: PublicationModel, settings: ReleaseSettings):
 
 
 def adversary_on_candidate(
-    release: CandidateRelease, raw_records: pd.DataFrame, strong_rules: pd.DataFrame, sensitive_attributes
+    release: CandidateRelease,
+    raw_records: pd.DataFrame,
+    strong_rules: pd.DataFrame,
+    sensitive_attributes,
+    ell_per_attribute: dict[str, int] | None = None,
 ) -> pd.DataFrame:
     """The strong-rule adversary's one pass over the candidate (:func:`pipeline.core.adversary.candidate_adversary`),
-    the rule holders found in ``raw_records`` through the candidate's row map."""
+    the rule holders found in ``raw_records`` through the candidate's row map (``ell_per_attribute``: each rule's
+    bound 1/ℓ_j of its consequent's attribute, SPEC §6.7)."""
     tables = release.tables
     holders = rule_holders(raw_records, strong_rules, row_map=release.row_map)
     return candidate_adversary(
@@ -215,6 +220,7 @@ def adversary_on_candidate(
         attribute_table=tables["attribute_table"].astype({a: "Int32" for a in sensitive_attributes}),
         id_table=tables["id_table"],
         attribute_clusters=tables["attribute_clusters"],
+        ell_per_attribute=ell_per_attribute,
     )
 
 
@@ -282,7 +288,13 @@ def build_candidate_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinit
         outputs = (*(release.tables[name] for name in owner.candidate_tables), pd.DataFrame([release.figures]), release.row_map)
         if not adversary:
             return outputs
-        view = adversary_on_candidate(release, frames["raw_records"], frames["strong_rules"], settings.sensitive_attributes)
+        view = adversary_on_candidate(
+            release,
+            frames["raw_records"],
+            frames["strong_rules"],
+            settings.sensitive_attributes,
+            settings.ell_by_attribute() if settings.ell_per_attribute else None,
+        )
         context.add_output_metadata(table_metadata(view), output_name=adversary_asset(owner))
         return (*outputs, view)
 
@@ -380,6 +392,8 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
             "recomposition": recomposition,
             "input_reading": input_reading(settings),
             "ell": settings.ell,
+            # ℓ_i per sensitive attribute (SPEC §6.7): ell is then L = max ℓ_i; the (k, ℓ) model has one ℓ
+            "ell_per_attribute": settings.ell_by_attribute() if model.name != "kl" else None,
             "quasi_identifiers": quasi_identifiers,
             "sensitive_attributes": sensitive_attributes,
             "n_input": int(summary["n_input"]),

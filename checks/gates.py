@@ -122,15 +122,32 @@ def attribute_table_is_l_diverse(
 ) -> dg.AssetCheckResult:
     sensitive_attribute_columns = settings.sensitive_attributes
     summary = verification.sid_diversity_summary(attribute_table, id_table, sensitive_attribute_columns)
-    outcome = validate_frame(summary, suites.sid_diversity_suite(ell=settings.ell))
+    if not settings.ell_per_attribute:
+        outcome = validate_frame(summary, suites.sid_diversity_suite(ell=settings.ell))
+        return _result(
+            outcome,
+            {
+                "ell_required": settings.ell,
+                "n_sids": len(summary),
+                "min_distinct_values_observed": int(summary["n_distinct_values"].min()) if len(summary) else 0,
+                "n_suppressed_cells": int(attribute_table[sensitive_attribute_columns].isna().sum().sum()),
+                "n_attribute_table_rows": len(attribute_table),
+            },
+        )
+    # ℓ_i per attribute (SPEC §6.7): every SID of attribute i has >= ℓ_i distinct values, no value above 1/ℓ_i
+    ells = settings.ell_by_attribute()
+    summary = verification.sid_diversity_per_attribute(summary, ells)
+    outcome = validate_frame(summary, suites.sid_diversity_per_attribute_suite(ell=min(ells.values())))
+    per_attribute = verification.sid_diversity_by_attribute(summary, attribute_table, ells)
     return _result(
         outcome,
         {
-            "ell_required": settings.ell,
+            "ell_required": dg.MetadataValue.json(ells),
             "n_sids": len(summary),
             "min_distinct_values_observed": int(summary["n_distinct_values"].min()) if len(summary) else 0,
             "n_suppressed_cells": int(attribute_table[sensitive_attribute_columns].isna().sum().sum()),
             "n_attribute_table_rows": len(attribute_table),
+            "per_attribute": dg.MetadataValue.json(per_attribute),
         },
     )
 
@@ -139,12 +156,21 @@ def attribute_table_is_l_diverse(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
-    additional_ins=inputs(private=["release_candidate_adversary"]),
+    additional_ins=inputs(private=["release_candidate_adversary", "strong_rules"]),
     description="Gate 3: the strong-rule adversary (SPEC §10) run on the candidate gives every record a disclosure "
-    "probability ≤ 1/ℓ (its one pass over the candidate, `private/<candidate>_adversary`, also feeds the audit).",
+    "probability ≤ 1/ℓ (with ℓ_i per attribute: 1/ℓ_j of the consequent's attribute of the record's most likely rule; "
+    "its one pass over the candidate, `private/<candidate>_adversary`, also feeds the audit).",
 )
-def disclosure_within_bound(settings: ReleaseSettings, release_candidate_adversary: pd.DataFrame) -> dg.AssetCheckResult:
-    summary = verification.disclosure_summary(holders_disclosure(release_candidate_adversary), ell=settings.ell)
+def disclosure_within_bound(
+    settings: ReleaseSettings, release_candidate_adversary: pd.DataFrame, strong_rules: pd.DataFrame
+) -> dg.AssetCheckResult:
+    per_attribute = settings.ell_by_attribute() if settings.ell_per_attribute else None
+    summary = verification.disclosure_summary(
+        holders_disclosure(release_candidate_adversary),
+        ell=settings.ell,
+        rules=strong_rules if per_attribute else None,
+        ell_per_attribute=per_attribute,
+    )
     outcome = validate_frame(summary, suites.disclosure_suite(ell=settings.ell))
     edges = np.linspace(0.0, 1.0, 11)
     histogram, _ = np.histogram(summary["probability"].to_numpy(), bins=edges)
@@ -159,6 +185,16 @@ def disclosure_within_bound(settings: ReleaseSettings, release_candidate_adversa
             "n_records_certain": int((summary["numerator"] == summary["denominator"]).sum()),
             "histogram_bins_0_to_1_step_0.1": dg.MetadataValue.json([int(x) for x in histogram]),
             "overridden_by_allow_disclosure": bool(not outcome.success and settings.allow_disclosure),
+            **(
+                {
+                    "bound": 1.0 / min(per_attribute.values()),
+                    "ell_per_attribute": dg.MetadataValue.json(per_attribute),
+                    "bound_per_attribute": dg.MetadataValue.json({a: 1.0 / v for a, v in per_attribute.items()}),
+                    "per_rule": dg.MetadataValue.json(verification.disclosure_by_rule(summary, strong_rules)),
+                }
+                if per_attribute
+                else {}
+            ),
         },
     )
     if not outcome.success and settings.allow_disclosure:
@@ -410,7 +446,7 @@ def release_carries_no_input_order(
 def no_certain_attribute_table_cell(
     settings: ReleaseSettings, attribute_table: pd.DataFrame, id_table: pd.DataFrame
 ) -> dg.AssetCheckResult:
-    summary = suppressed_cell_certainty(attribute_table, id_table, settings.sensitive_attributes, settings.ell)
+    summary = suppressed_cell_certainty(attribute_table, id_table, settings.sensitive_attributes, settings.ell_requirement())
     outcome = validate_frame(summary, suites.no_certain_cell_suite())
     above = summary[~summary["within_bound"]]
     at_rows = int(attribute_table[list(settings.sensitive_attributes)].isna().any(axis=1).sum()) if len(attribute_table) else 0
@@ -461,10 +497,13 @@ def posterior_within_bound(
         id_table=id_table,
         attribute_clusters=attribute_clusters,
         slack=settings.posterior_slack,
+        ell_per_attribute=settings.ell_by_attribute() if settings.ell_per_attribute else None,
         progress=step_progress(dg.get_dagster_logger(), "EM rounds of the learned-model adversary"),
     )
     outcome = validate_frame(result.bound, suites.posterior_suite())
     figures = {key: value for key, value in result.summary.items()}
+    if "ell_per_attribute" in figures:
+        figures["ell_per_attribute"] = dg.MetadataValue.json(figures["ell_per_attribute"])
     figures["posterior_gate"] = settings.posterior_gate
     figures["histogram_bins_0_to_1_step_0.1"] = dg.MetadataValue.json([int(x) for x in result.histogram])
     checked = _result(outcome, figures)

@@ -21,6 +21,7 @@ __all__ = [
     "no_probability_tilt_suite",
     "posterior_suite",
     "sac_diversity_suite",
+    "sid_diversity_per_attribute_suite",
     "sid_diversity_suite",
     "utility_suite",
 ]
@@ -47,6 +48,20 @@ def sid_diversity_suite(*, ell: int) -> gx.ExpectationSuite:
         expectations=[
             gxe.ExpectColumnValuesToBeBetween(column="n_distinct_values", min_value=ell),
             gxe.ExpectColumnValuesToBeBetween(column="max_value_share", max_value=1.0 / ell + 1e-12),
+            gxe.ExpectColumnValuesToBeInSet(column="records_match_occurrences", value_set=[True]),
+        ],
+    )
+
+
+def sid_diversity_per_attribute_suite(*, ell: int) -> gx.ExpectationSuite:
+    """Gate 2 with ℓ_i per attribute (SPEC §6.7) on :func:`pipeline.core.verification.sid_diversity_per_attribute`:
+    every SID of attribute i has >= ℓ_i distinct values and no value above 1/ℓ_i of it (``meets_ell_required``),
+    every SID >= ``ell`` (the smallest ℓ_i) values, and one record per value occurrence."""
+    return gx.ExpectationSuite(
+        name="attribute_table_is_l_diverse",
+        expectations=[
+            gxe.ExpectColumnValuesToBeBetween(column="n_distinct_values", min_value=ell),
+            gxe.ExpectColumnValuesToBeInSet(column="meets_ell_required", value_set=[True]),
             gxe.ExpectColumnValuesToBeInSet(column="records_match_occurrences", value_set=[True]),
         ],
     )

@@ -213,7 +213,7 @@ def _run_one(home: Path, settings: dict, sensitive: list[str]) -> tuple[dict, di
                 attribute_table=attribute_table,
                 id_table=id_table,
                 sensitive_attributes=sensitive,
-                ell=int(settings.get("ell", 3)),
+                ell=settings.get("ell_per_attribute") or int(settings.get("ell", 3)),
                 n_deleted=len(deleted),
             ),
         }

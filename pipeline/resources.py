@@ -206,6 +206,14 @@ class ReleaseSettings(dg.ConfigurableResource):
         description="ℓ, an integer in [2, 1000]: size of every SAC~ group and minimum number "
         "of distinct values per SID (mixed, Rating; disclosure bound 1/ℓ); minimum Diverse of every equivalence class (kl).",
     )
+    ell_per_attribute: dict[str, int] = Field(
+        default={},
+        description="ℓ_i per sensitive attribute (P0's sensitivity coefficients, SPEC §6.7; mixed, Rating), e.g. "
+        "{education: 4, occupation: 3, age: 2, relationship: 2}: every sensitive attribute needs an integer ℓ_i in "
+        "[2, 1000]. The SIDs of attribute i get >= ℓ_i distinct values and its disclosure bound is 1/ℓ_i; SAC~ groups "
+        "have L = max ℓ_i members, and ell is then L (whatever value ell is given). Empty (default): ell for every "
+        "attribute. Not for the (k, ℓ) model. On the command line: --ell education=4,occupation=3,age=2,relationship=2.",
+    )
     min_confidence: float = Field(
         default=0.8,
         gt=0.0,
@@ -450,6 +458,35 @@ class ReleaseSettings(dg.ConfigurableResource):
             )
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _ell_is_largest_of_per_attribute(cls, data: Any) -> Any:
+        """With ``ell_per_attribute``, ``ell`` is L = max ℓ_i (SPEC §6.7); its entries are checked after."""
+        if isinstance(data, dict):
+            mapping = data.get("ell_per_attribute")
+            if isinstance(mapping, dict) and mapping:
+                values = list(mapping.values())
+                if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+                    data = {**data, "ell": max(values)}
+        return data
+
+    def ell_by_attribute(self) -> dict[str, int]:
+        """ℓ_i of every sensitive attribute (schema order): ``ell_per_attribute``, or ``ell`` for each when empty."""
+        if self.ell_per_attribute:
+            return {a: int(self.ell_per_attribute[a]) for a in self.sensitive_attributes}
+        return dict.fromkeys(self.sensitive_attributes, int(self.ell))
+
+    def ell_requirement(self) -> int | dict[str, int]:
+        """What the core takes as ``ell`` (:mod:`pipeline.core.sensitivity`): the integer ℓ, or the mapping when
+        ``ell_per_attribute`` is set."""
+        return self.ell_by_attribute() if self.ell_per_attribute else int(self.ell)
+
+    def feasibility_ell(self) -> int | dict[str, int]:
+        """What the input's early ℓ check reads (:func:`pipeline.io.loading.check_ell_feasible`): ℓ_i per attribute for
+        Rating (its SIDs need ℓ_i values), else ℓ = L (SAC~ groups need L distinct values on every attribute; (k, ℓ)
+        classes Diverse >= ℓ)."""
+        return self.ell_requirement() if self.model == "rating" else int(self.ell)
+
     @model_validator(mode="after")
     def _columns_consistent(self) -> ReleaseSettings:
         from pipeline.vocabulary import setting, setting_example
@@ -470,10 +507,36 @@ class ReleaseSettings(dg.ConfigurableResource):
                 f"column(s) {both} are both quasi-identifier and sensitive attribute; a column plays one role: remove "
                 f"it from {setting('quasi_identifiers')} or from {setting('sensitive_attributes')}"
             )
+        if self.ell_per_attribute:
+            self._check_ell_per_attribute()
         from pipeline.models import publication_model
 
         publication_model(self.model).parameters(self)  # the model's own checks (e.g. k >= ell for the (k, ℓ) model)
         return self
+
+    def _check_ell_per_attribute(self) -> None:
+        """Every sensitive attribute has an integer ℓ_i in [2, 1000] and no other name has one (names, never values
+        of the table, are quoted)."""
+        from pipeline.vocabulary import setting
+
+        missing = [a for a in self.sensitive_attributes if a not in self.ell_per_attribute]
+        if missing:
+            raise ValueError(
+                f"{setting('ell_per_attribute')} gives no ℓ for sensitive attribute(s) {missing}: give every sensitive "
+                f"attribute ({list(self.sensitive_attributes)}) its ℓ_i"
+            )
+        unknown = [a for a in self.ell_per_attribute if a not in self.sensitive_attributes]
+        if unknown:
+            raise ValueError(
+                f"{setting('ell_per_attribute')} gives an ℓ for {unknown}, which is not a sensitive attribute "
+                f"({list(self.sensitive_attributes)}); remove it or add it to {setting('sensitive_attributes')}"
+            )
+        wrong = [a for a, v in self.ell_per_attribute.items() if not 2 <= int(v) <= 1000]
+        if wrong:
+            raise ValueError(
+                f"{setting('ell_per_attribute')}: the ℓ of {wrong} must be an integer in [2, 1000] (a sensitive "
+                "attribute with ℓ_i < 2 is not protected)"
+            )
 
     def input_is_adult(self) -> bool:
         """Whether the input is the shipped UCI Adult file (``data/adult/adult.data``, the default input), whose

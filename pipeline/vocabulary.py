@@ -38,6 +38,7 @@ OPTION_OF_SETTING = {
     "csv_header": "--header",
     "missing_value_tokens": "--missing-tokens",
     "input_path": "--input",
+    "ell_per_attribute": "--ell",
 }
 
 _CURRENT: ContextVar[Vocabulary] = ContextVar("msa_release_vocabulary", default=RUN_CONFIG)

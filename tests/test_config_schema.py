@@ -11,6 +11,9 @@ import pytest
 
 from pipeline.definitions import build_definitions
 
+#: Issue 16's per-attribute ℓ on Adult's sensitive attributes.
+ELL_PER_ATTRIBUTE = {"education": 4, "occupation": 3, "age": 2, "relationship": 2}
+
 
 @pytest.mark.parametrize(
     "job_name,key,bad,good",
@@ -84,6 +87,11 @@ def test_each_publishing_job_s_schema_holds_the_settings_of_its_model_only(tmp_p
         ("kl_release", {"k": 1}, r"k: Input should be greater than or equal to 2"),
         ("kl_release", {"k": 200, "max_block_size": 256}, r"max_block_size=256 must be at least 2k=400"),
         ("kl_release", {"generalization_weights": {"education": 2.0}}, r"not quasi-identifiers"),
+        # issue 16: ℓ_i per sensitive attribute, every one of them, >= 2; not for the (k, ℓ) model
+        ("release", {"ell_per_attribute": {"education": 4}}, r"`ell_per_attribute` gives no ℓ for sensitive attribute"),
+        ("rating_release", {"ell_per_attribute": {**ELL_PER_ATTRIBUTE, "sex": 2}}, r"\['sex'\], which is not a sensitive"),
+        ("release", {"ell_per_attribute": {**ELL_PER_ATTRIBUTE, "age": 1}}, r"the ℓ of \['age'\] must be an integer"),
+        ("kl_release", {"ell_per_attribute": ELL_PER_ATTRIBUTE}, r"one ℓ for the whole sensitive tuple"),
     ],
 )
 def test_bad_values_are_config_errors_naming_the_setting_before_a_run_exists(tmp_path, job_name, settings, expected):
@@ -122,6 +130,8 @@ def test_a_setting_of_another_model_is_a_config_error_naming_its_model_and_job(t
         ("rating_release", {"allow_disclosure": True, "grouping": "p1"}, "rating"),
         ("kl_release", {"k": 5, "ell": 5, "kl_method": "greedy", "posterior_slack": 0.1}, "kl"),
         ("kl_release", {"model": "kl", "generalization_weights": {"sex": 2.0}}, "kl"),
+        ("release", {"ell_per_attribute": ELL_PER_ATTRIBUTE}, "mixed"),
+        ("rating_release", {"ell_per_attribute": ELL_PER_ATTRIBUTE}, "rating"),
     ],
 )
 def test_good_values_pass_and_the_job_sets_its_model(tmp_path, job_name, settings, model):

@@ -78,6 +78,45 @@ def _split(value: str | None) -> list[str] | None:
     return items
 
 
+class EllOption(click.ParamType):
+    """``--ell``: an integer ℓ >= 2 (every sensitive attribute) or ``name=ℓ_i,...`` (one ℓ_i >= 2 per sensitive
+    attribute, SPEC §6.7), e.g. ``education=4,occupation=3,age=2,relationship=2``. Which names are needed is checked
+    with the settings (every sensitive attribute, no other name)."""
+
+    name = "ell"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (int, dict)):
+            return value
+        text = str(value).strip()
+        if "=" not in text:
+            try:
+                int(text)
+            except ValueError:
+                self.fail(f"{text!r} is neither an integer nor name=integer pairs (e.g. 3, or education=4,age=2)", param, ctx)
+            return click.IntRange(min=2).convert(text, param, ctx)
+        mapping: dict[str, int] = {}
+        for item in (v.strip() for v in text.split(",")):
+            if not item:
+                continue
+            name, separator, number_text = item.rpartition("=")
+            name = name.strip()
+            try:
+                number = int(number_text)
+            except ValueError:
+                number = None
+            if not separator or not name or number is None:
+                self.fail(f"{item!r} is not name=integer (example: education=4,occupation=3,age=2,relationship=2)", param, ctx)
+            if name in mapping:
+                self.fail(f"{name!r} is given twice", param, ctx)
+            if number < 2:
+                self.fail(f"the ℓ of sensitive attribute {name!r} must be an integer >= 2, got {number}", param, ctx)
+            mapping[name] = number
+        if not mapping:
+            self.fail("give an integer or name=integer pairs", param, ctx)
+        return mapping
+
+
 def parse_weights(value: str | None) -> dict[str, float] | None:
     """``"a=1,b=2.5"`` -> ``{"a": 1.0, "b": 2.5}`` (``--generalization-weights``).
 
@@ -173,6 +212,7 @@ def build_settings_config(
     promote: bool | None = None,
     max_deleted_share: float | None = None,
     max_suppressed_share: float | None = None,
+    ell_per_attribute: dict[str, int] | None = None,
 ) -> dict:
     """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
 
@@ -198,6 +238,7 @@ def build_settings_config(
         ("quasi_identifiers", quasi_identifiers),
         ("sensitive_attributes", sensitive_attributes),
         ("ell", ell),
+        ("ell_per_attribute", ell_per_attribute),
         ("min_confidence", min_confidence),
         ("seed", seed),
         ("missing_value_tokens", missing_tokens),
@@ -654,7 +695,8 @@ def settings_from_options(options: dict) -> dict:
         delimiter=options["delimiter"],
         quasi_identifiers=_split(options["quasi_identifiers"]),
         sensitive_attributes=_split(options["sensitive_attributes"]),
-        ell=options.get("ell"),
+        ell=options.get("ell") if not isinstance(options.get("ell"), dict) else max(options["ell"].values()),
+        ell_per_attribute=options.get("ell") if isinstance(options.get("ell"), dict) else None,
         min_confidence=options.get("min_confidence"),
         seed=options.get("seed"),
         missing_tokens=(options["missing_tokens"].split(",") if options["missing_tokens"] is not None else None),
@@ -755,7 +797,7 @@ def preflight(config: dict, *, home_option: str | None) -> Path:
         loaded = load_records(
             settings.input_path,
             **settings.reading_options(),
-            ell=settings.ell,
+            ell=settings.feasibility_ell(),
         )
         model.check_input(settings, loaded.records)
     except InfeasibleInput as error:

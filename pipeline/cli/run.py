@@ -14,6 +14,7 @@ from pipeline.settings import MAX_SEED, Model
 
 from pipeline.cli.app import main
 from pipeline.cli.common import (
+    EllOption,
     FiniteFloatRange,
     report_run_failures,
     report_step_failures,
@@ -45,7 +46,12 @@ from pipeline.cli.common import (
 
 @main.command()
 @input_options
-@click.option("--ell", type=click.IntRange(min=2), help="ℓ (integer >= 2; default 3).")
+@click.option(
+    "--ell",
+    type=EllOption(),
+    help="ℓ (integer >= 2; default 3), or one ℓ_i per sensitive attribute (--model mixed, rating): "
+    "education=4,occupation=3,age=2,relationship=2 (SIDs of attribute i get >= ℓ_i values, SAC~ groups max ℓ_i).",
+)
 @click.option("--min-confidence", type=FiniteFloatRange(min=0.0, max=1.0, min_open=True), help="In (0, 1]; default 0.8.")
 @click.option(
     "--seed",

@@ -11,7 +11,7 @@ Sources: P1 §3.3 (attack), Lemma 12, Lemma 22; SPEC §8, §10, §11 (average co
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -364,6 +364,7 @@ def adversary_view(
     attribute_table: pd.DataFrame,
     id_table: pd.DataFrame,
     attribute_clusters: pd.DataFrame,
+    ell_per_attribute: Mapping[str, int] | None = None,
 ) -> pd.DataFrame:
     """The adversary's belief for every released record and every known rule (no ground truth).
 
@@ -378,6 +379,10 @@ def adversary_view(
         ``support_antecedent`` and ``support_both`` (index = rule number).
     sac_released, attribute_table, id_table, attribute_clusters
         A release (``sac_released`` / ``attribute_clusters`` empty for a Rating release).
+    ell_per_attribute
+        Optional ℓ_j per sensitive attribute (SPEC §6.7): the record's rule is then the one whose probability is
+        largest relative to its bound 1/ℓ_j of its consequent's attribute (``probability · ℓ_j``), so that the record
+        is above some rule's bound iff it is above this one's. None: the most likely rule.
 
     Returns
     -------
@@ -415,6 +420,7 @@ def adversary_view(
     best_numerator = np.zeros(len(released), dtype=np.int64)
     best_denominator = np.ones(len(released), dtype=np.int64)
     best_probability = np.zeros(len(released), dtype=np.float64)
+    best_score = np.zeros(len(released), dtype=np.float64)
     shares = _sid_value_shares(id_table, rules)  # once for every rule
     for rule_index in rules.index.to_numpy(np.int64):
         pairs = pd.DataFrame({"row_id": released, "rule": np.full(len(released), rule_index, dtype=np.int64)})
@@ -427,11 +433,13 @@ def adversary_view(
             attribute_clusters=attribute_clusters,
         )
         probability = result["probability"].to_numpy(np.float64)
-        better = probability > best_probability
+        score = probability * _rule_weight(rules, rule_index, ell_per_attribute)
+        better = score > best_score
         best_rule[better] = rule_index
         best_numerator[better] = result["numerator"].to_numpy(np.int64)[better]
         best_denominator[better] = result["denominator"].to_numpy(np.int64)[better]
         best_probability[better] = probability[better]
+        best_score[better] = score[better]
     return pd.DataFrame(
         {
             "row_id": released,
@@ -458,6 +466,14 @@ ADVERSARY_COLUMNS = {
 }
 
 
+def _rule_weight(rules: pd.DataFrame, rule_index: int, ell_per_attribute: Mapping[str, int] | None) -> int:
+    """ℓ_j of the consequent's attribute of rule ``rule_index`` (1 without per-attribute ℓ): a probability times it is
+    the probability relative to the rule's bound 1/ℓ_j."""
+    if ell_per_attribute is None:
+        return 1
+    return int(ell_per_attribute[str(rules.loc[rule_index, "consequent_attribute"])])
+
+
 def candidate_adversary(
     rules: pd.DataFrame,
     holders: pd.DataFrame,
@@ -466,6 +482,7 @@ def candidate_adversary(
     attribute_table: pd.DataFrame,
     id_table: pd.DataFrame,
     attribute_clusters: pd.DataFrame,
+    ell_per_attribute: Mapping[str, int] | None = None,
 ) -> pd.DataFrame:
     """The strong-rule adversary run once on a release: what it believes of every released record (the audit's view,
     :func:`adversary_view`) and what it learns of the records that truly hold a rule (the disclosure gate's figures,
@@ -484,6 +501,11 @@ def candidate_adversary(
         record, rule it contains), as :func:`rule_holders` with the release's row map gives it.
     sac_released, attribute_table, id_table, attribute_clusters
         A release (``sac_released`` / ``attribute_clusters`` empty for a Rating release).
+    ell_per_attribute
+        Optional ℓ_j per sensitive attribute (SPEC §6.7): a rule's bound is then 1/ℓ_j of its consequent's attribute,
+        and the view's rule and the ``held_*`` rule of a record are the ones whose probability is largest **relative
+        to their bound** (``probability · ℓ_j``), so that the disclosure gate and the audit check the rule nearest to,
+        or furthest above, its own bound. None: the most likely rule (every bound the same).
 
     Returns
     -------
@@ -509,6 +531,8 @@ def candidate_adversary(
     n = len(released)
     best = [np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64), np.zeros(n)]
     held = [np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64), np.full(n, -1.0)]
+    best_score = np.zeros(n)
+    held_score = np.full(n, -1.0)  # the held rule's probability relative to its bound (times ℓ_j), or the probability
     holder_rows = holders["row_id"].to_numpy(np.int64)
     holder_rules = holders["rule"].to_numpy(np.int64)
     if len(rules) and n:
@@ -527,14 +551,18 @@ def candidate_adversary(
             numerator = result["numerator"].to_numpy(np.int64)
             denominator = result["denominator"].to_numpy(np.int64)
             # the view: the first rule in index order wins ties (as adversary_view)
-            better = probability > best[3]
+            weight = _rule_weight(rules, rule_index, ell_per_attribute)
+            better = probability * weight > best_score
             for column, values in zip(best, (np.full(n, rule_index), numerator, denominator, probability), strict=True):
                 column[better] = values[better]
+            best_score[better] = (probability * weight)[better]
             # the holders: the rules each holds, the lowest rule number among ties (as per_record_disclosure)
             holds = np.isin(released, holder_rows[holder_rules == rule_index])
-            better = holds & ((probability > held[3]) | ((probability == held[3]) & (rule_index < held[0])))
+            score = probability * weight
+            better = holds & ((score > held_score) | ((score == held_score) & (rule_index < held[0])))
             for column, values in zip(held, (np.full(n, rule_index), numerator, denominator, probability), strict=True):
                 column[better] = values[better]
+            held_score[better] = score[better]
     holds_rule = held[0] >= 0
     held[3][~holds_rule] = 0.0
     return pd.DataFrame(

@@ -23,22 +23,25 @@ guarantee; ``residual_policy = 'suppress'`` keeps SPEC's reference behaviour.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from pipeline.core.columns import distinct_per_group, text_ranks, values_mask
 from pipeline.core.keyed import keyed_record_hashes
+from pipeline.core.sensitivity import EllRequirement, ell_by_attribute
 
 __all__ = ["eligibility_deletions", "is_ell_eligible", "suppressed_cell_certainty"]
 
 
-def is_ell_eligible(records: pd.DataFrame, sensitive_attributes: Sequence[str], ell: int) -> bool:
-    """True iff no value of any sensitive attribute occurs in more than 1/ℓ of ``records``."""
+def is_ell_eligible(records: pd.DataFrame, sensitive_attributes: Sequence[str], ell: EllRequirement) -> bool:
+    """True iff no value of any sensitive attribute occurs in more than 1/ℓ_i of ``records`` (``ell``: one ℓ, or
+    ℓ_i per attribute, :mod:`pipeline.core.sensitivity`)."""
     n = len(records)
+    per_attribute = ell_by_attribute(ell, sensitive_attributes)
     for attribute in sensitive_attributes:
-        if n and int(records[attribute].value_counts().max()) * ell > n:
+        if n and int(records[attribute].value_counts().max()) * per_attribute[attribute] > n:
             return False
     return True
 
@@ -47,7 +50,7 @@ def eligibility_deletions(
     records: pd.DataFrame,
     sensitive_attributes: Sequence[str],
     *,
-    ell: int,
+    ell: EllRequirement,
     secret: bytes | None = None,
     content_columns: Sequence[str] | None = None,
     row_id_column: str = "row_id",
@@ -63,7 +66,7 @@ def eligibility_deletions(
     sensitive_attributes
         The attributes to make eligible.
     ell
-        ℓ >= 2.
+        ℓ >= 2, or a mapping attribute -> ℓ_i >= 2 (each attribute made ℓ_i-eligible, SPEC §6.7).
     secret
         Home secret for the tie-break order among equally useful records (keyed hash of
         ``content_columns``, purpose ``"eligibility"``); ``None`` uses table order.
@@ -81,22 +84,25 @@ def eligibility_deletions(
     -------
     numpy.ndarray
         int64 row ids, in deletion order; empty when the table is already eligible. After
-        removing them, ``ℓ · count(v) ≤ n`` for every value ``v`` of every attribute. When an
-        attribute has fewer than ℓ distinct values, every record is returned (nothing can be
+        removing them, ``ℓ_i · count(v) ≤ n`` for every value ``v`` of every attribute i. When an
+        attribute has fewer than ℓ_i distinct values, every record is returned (nothing can be
         bucketized ℓ-diversely); the caller reports the loss.
 
     Raises
     ------
     ValueError
-        ``ell < 2`` or a missing column.
+        ``ell < 2`` (or an ℓ_i, or a mapping not naming exactly the attributes) or a missing column.
 
     References
     ----------
     Xiao & Tao, "Anatomy" (VLDB 2006), eligibility condition and Theorem 1; issue 12 ("no
     certain cell").
     """
-    if int(ell) != ell or ell < 2:
+    if not isinstance(ell, Mapping) and (int(ell) != ell or ell < 2):
         raise ValueError(f"ell (ℓ) must be an integer >= 2, got {ell!r}")
+    ells = np.asarray(
+        list(ell_by_attribute(ell if isinstance(ell, Mapping) else int(ell), sensitive_attributes).values()), dtype=np.int64
+    )
     missing = [c for c in [row_id_column, *sensitive_attributes] if c not in records.columns]
     if missing:
         raise ValueError(f"column(s) {missing} not in the table")
@@ -119,13 +125,13 @@ def eligibility_deletions(
     alive_n = n
     deleted: list[np.ndarray] = []
     while True:
-        excess = [ell * c - alive_n for c in counts]
+        excess = [int(ells[a]) * c - alive_n for a, c in enumerate(counts)]
         worst = max(range(len(excess)), key=lambda a: (int(excess[a].max()), -a))
         value = int(np.argmax(excess[worst]))
         top = int(excess[worst][value])
         if top <= 0:
             break
-        batch = -(-top // (ell - 1))
+        batch = -(-top // (int(ells[worst]) - 1))
         holders = np.flatnonzero(alive & (codes[:, worst] == value))
         # how many attributes each holder helps: its value is in excess on that attribute
         helps = np.zeros(len(holders), dtype=np.int64)
@@ -145,7 +151,7 @@ def eligibility_deletions(
 
 
 def suppressed_cell_certainty(
-    attribute_table: pd.DataFrame, id_table: pd.DataFrame, sensitive_attributes: Sequence[str], ell: int
+    attribute_table: pd.DataFrame, id_table: pd.DataFrame, sensitive_attributes: Sequence[str], ell: EllRequirement
 ) -> pd.DataFrame:
     """What an adversary who knows the placement rule learns from each attribute's suppressed cells.
 
@@ -165,7 +171,7 @@ def suppressed_cell_certainty(
     sensitive_attributes
         Attribute names.
     ell
-        ℓ: the bound is 1/ℓ.
+        ℓ, or ℓ_i per attribute: the bound of attribute i is 1/ℓ_i.
 
     Returns
     -------
@@ -173,13 +179,14 @@ def suppressed_cell_certainty(
         One row per attribute: ``attribute``, ``n_suppressed_cells`` (int), ``n_candidate_values``
         (values present in every SID), ``max_probability`` (float: 1 / candidates when a cell is
         suppressed, 1.0 if no candidate exists, 0 without suppressed cells), ``within_bound``
-        (bool: max_probability ≤ 1/ℓ). Numbers and attribute names only.
+        (bool: max_probability ≤ 1/ℓ_i), ``bound`` (float: 1/ℓ_i). Numbers and attribute names only.
 
     References
     ----------
     Issue 12, item 3; SPEC §6.4 and §10.
     """
     rows = []
+    per_attribute = ell_by_attribute(ell, sensitive_attributes)
     for attribute in sensitive_attributes:
         n_suppressed = int(attribute_table[attribute].isna().sum()) if attribute in attribute_table else 0
         entries = id_table[values_mask(id_table["attribute"], [attribute])]
@@ -203,9 +210,10 @@ def suppressed_cell_certainty(
                 "n_suppressed_cells": n_suppressed,
                 "n_candidate_values": candidates,
                 "max_probability": probability,
-                "within_bound": probability <= 1.0 / ell + 1e-12,
+                "within_bound": probability <= 1.0 / per_attribute[attribute] + 1e-12,
+                "bound": 1.0 / per_attribute[attribute],
             }
         )
     return pd.DataFrame(
-        rows, columns=["attribute", "n_suppressed_cells", "n_candidate_values", "max_probability", "within_bound"]
+        rows, columns=["attribute", "n_suppressed_cells", "n_candidate_values", "max_probability", "within_bound", "bound"]
     )

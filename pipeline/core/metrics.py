@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.core.columns import as_text, distinct_per_group, sorted_text_codes
+from pipeline.core.sensitivity import EllRequirement, ell_by_attribute
 
 __all__ = [
     "additional_information_loss",
@@ -102,7 +103,7 @@ def additional_information_loss(
     attribute_table: pd.DataFrame,
     id_table: pd.DataFrame,
     sensitive_attributes: Sequence[str],
-    ell: int,
+    ell: EllRequirement,
     n_deleted: int,
 ) -> float:
     """Additional information loss of a release, the mean loss per original cell beyond ℓ.
@@ -127,14 +128,16 @@ def additional_information_loss(
     sensitive_attributes
         The m attributes to score, m >= 1.
     ell
-        ℓ >= 2 of the release.
+        ℓ >= 2 of the release, or ℓ_i per sensitive attribute (SPEC §6.7: a cell of attribute i loses
+        ``(|G| − ℓ_i)/|G|``).
     n_deleted
         Records of the input that were deleted (not published), >= 0.
 
     Returns
     -------
     float
-        AIL in ``[0, 1]``; 0.0 when ``n == 0``.
+        AIL in ``[0, 1]``; 0.0 when ``n == 0``. With one attribute in ``sensitive_attributes``, that
+        attribute's AIL.
 
     Raises
     ------
@@ -147,11 +150,16 @@ def additional_information_loss(
     ----------
     P1 §6 (AIL after its ref. [12]); SPEC §11 and §15 row 22.
     """
-    _check_ell(ell)
     _check_n_deleted(n_deleted)
     sensitive_attribute_columns = list(sensitive_attributes)
     if not sensitive_attribute_columns:
         raise ValueError("at least one sensitive attribute is needed")
+    if isinstance(ell, Mapping):
+        per_attribute = ell_by_attribute(ell, sensitive_attribute_columns)
+        row_ell: int | np.ndarray = np.asarray(list(per_attribute.values()), dtype=np.int64)
+    else:
+        _check_ell(ell)
+        row_ell = ell
     _check_columns(attribute_table, sensitive_attribute_columns, "attribute_table")
     n_sac = len(sac_released)
     n = n_sac + len(attribute_table) + int(n_deleted)
@@ -163,11 +171,13 @@ def additional_information_loss(
         parts.append(_group_value_counts(sac_released, sensitive_attribute_columns).ravel())
     parts.append(_sid_sizes(attribute_table, id_table, sensitive_attribute_columns).ravel())
     sizes = np.concatenate(parts)
+    # parts are (rows × attributes) raveled row by row: ℓ_i repeats with period m
+    required = row_ell if not isinstance(row_ell, np.ndarray) else np.tile(row_ell, len(sizes) // len(row_ell))
     published = ~np.isnan(sizes)
-    if (sizes[published] < ell).any():
+    if (sizes < required)[published].any():
         raise ValueError(f"a published possible-value set has fewer than ℓ = {ell} values")
     safe = np.where(published, sizes, 1.0)
-    loss = np.where(published, (safe - ell) / safe, 1.0)
+    loss = np.where(published, (safe - required) / safe, 1.0)
     total = math.fsum(loss.tolist()) + int(n_deleted) * len(sensitive_attribute_columns)
     return total / (n * len(sensitive_attribute_columns))
 

@@ -21,6 +21,7 @@ from pipeline.core.keyed import keyed_order, keyed_record_hashes
 from pipeline.core.rating import rating_tables
 from pipeline.core.rules import mine_strong_rules
 from pipeline.core.sac_split import SacIrSplit, cluster_sensitive_attributes, split_sac_ir
+from pipeline.core.sensitivity import EllRequirement, group_size
 from pipeline.core.strata import stratify_for_rating
 
 __all__ = [
@@ -143,7 +144,7 @@ def records_for_rating(
     quasi_identifiers: Sequence[str],
     sensitive_attributes: Sequence[str],
     *,
-    ell: int,
+    ell: EllRequirement,
     residual_policy: str = "suppress",
     grouping: str = "p1",
     hierarchies: Mapping[str, Hierarchy] | None = None,
@@ -162,7 +163,7 @@ def records_for_rating(
     quasi_identifiers, sensitive_attributes
         Column names.
     ell
-        ℓ >= 2.
+        ℓ >= 2, or ℓ_i per sensitive attribute (:mod:`pipeline.core.sensitivity`, SPEC §6.7).
     residual_policy
         ``"suppress"``: SPEC §6's residual placement and suppression (nothing deleted here);
         ``"delete"``: no certain cell, whole records are deleted until every value is
@@ -245,7 +246,7 @@ def run_mixed_model(
     records: pd.DataFrame,
     sensitive_attributes: Sequence[str],
     *,
-    ell: int,
+    ell: EllRequirement,
     min_confidence: float,
     seed: int,
     rules: pd.DataFrame | None = None,
@@ -266,7 +267,8 @@ def run_mixed_model(
     sensitive_attributes
         At least 2, schema order.
     ell, min_confidence, seed
-        ℓ >= 2; threshold in (0, 1]; seed of the per-group permutation.
+        ℓ >= 2 (or ℓ_i per sensitive attribute: SIDs of attribute i get ℓ_i values, SAC~ groups have
+        L = max ℓ_i members, SPEC §6.7); threshold in (0, 1]; seed of the per-group permutation.
     rules
         Strong rules already mined on ``records`` (mined here when None).
     secret
@@ -314,7 +316,7 @@ def run_mixed_model(
         sensitive_attributes,
         split.sac_row_ids,
         split.ir_row_ids,
-        ell=ell,
+        ell=group_size(ell),
         quasi_identifiers=list(quasi_identifiers) if grouping == "qi_aware" else None,
     )
     sac_permuted = permute_within_groups(records, groups.members, clusters, seed=seed, secret=secret)

@@ -833,7 +833,9 @@ class PosteriorResult:
         n_records = len(self.row_ids)
         posterior = np.concatenate([self.posterior[a] for a in attributes]) if attributes else np.zeros(0)
         population = np.concatenate([self.population_posterior[a] for a in attributes]) if attributes else np.zeros(0)
-        bound = np.maximum(1.0 / self.ell, population) + self.slack
+        ells = self.summary.get("ell_per_attribute") or {}
+        inverse = np.repeat([1.0 / int(ells.get(a, self.ell)) for a in attributes], n_records) if attributes else np.zeros(0)
+        bound = np.maximum(inverse, population) + self.slack
         frame = pd.DataFrame(
             copy=False,
             data={  # the columns are fresh arrays: no copy into one 2-D block
@@ -950,6 +952,7 @@ def release_posteriors(
     id_table: pd.DataFrame,
     attribute_clusters: pd.DataFrame,
     slack: float = 0.05,
+    ell_per_attribute: Mapping[str, int] | None = None,
     n_iterations: int = 15,
     smoothing: float = 1.0,
     select_iterations: bool = True,
@@ -973,6 +976,9 @@ def release_posteriors(
         The candidate release (see :func:`fit_naive_bayes_on_release`).
     slack
         Tolerance added to the bound, in [0, 1].
+    ell_per_attribute
+        Optional ℓ_i per sensitive attribute (SPEC §6.7): the bound of attribute i is then max(1/ℓ_i, population
+        posterior) + slack (``summary`` gains ``ell_per_attribute``); None: 1/ℓ for every attribute.
     n_iterations, smoothing, select_iterations, fit_max_records, progress
         See :func:`fit_naive_bayes_on_release`.
 
@@ -1058,7 +1064,8 @@ def release_posteriors(
     sums = {"posterior": 0.0, "population": 0.0, "self_expected": 0.0}
     for attribute in sensitive_attribute_columns:
         values, prior = posterior[attribute], population[attribute]
-        excess = values - (np.maximum(1.0 / ell, prior) + slack)
+        attribute_ell = ell if ell_per_attribute is None else int(ell_per_attribute[attribute])
+        excess = values - (np.maximum(1.0 / attribute_ell, prior) + slack)
         above = excess > 1e-12
         record_above |= above
         histogram += np.histogram(np.clip(values, 0.0, 1.0), bins=HISTOGRAM_EDGES)[0]
@@ -1086,7 +1093,7 @@ def release_posteriors(
     bound = _bound_frame(bound_rows, sensitive_attribute_columns)
     tuple_frame = pd.DataFrame({"row_id": row_ids[:n_sac], "posterior": tuple_posterior})
     mean_posterior = sums["posterior"] / n_cells if n_cells else 0.0
-    summary = {
+    summary: dict[str, Any] = {
         "ell": int(ell),
         "slack": float(slack),
         "em_iterations_max": int(n_iterations),
@@ -1107,6 +1114,8 @@ def release_posteriors(
         "calibration_gap": float(sums["self_expected"] / n_cells - mean_posterior) if n_cells else 0.0,
         "share_sac_rows_tuple_above_half": float((tuple_posterior > 0.5).mean()) if n_sac else 0.0,
     }
+    if ell_per_attribute is not None:
+        summary["ell_per_attribute"] = {a: int(ell_per_attribute[a]) for a in sensitive_attribute_columns}
     return PosteriorResult(
         row_ids=row_ids,
         n_sac=n_sac,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.core.keyed import keyed_generator, keyed_order
+from pipeline.core.sensitivity import EllRequirement, ell_by_attribute
 
 __all__ = [
     "SidAssignment",
@@ -473,7 +474,7 @@ def rating_tables(
     records: pd.DataFrame,
     sensitive_attributes: Sequence[str],
     *,
-    ell: int,
+    ell: EllRequirement,
     method: Literal["improved", "plain"] = "improved",
     row_id_column: str = "row_id",
     secret: bytes | None = None,
@@ -491,7 +492,8 @@ def rating_tables(
     sensitive_attributes
         The attributes to bucketize, each processed independently.
     ell
-        ℓ >= 2.
+        ℓ >= 2, or a mapping attribute -> ℓ_i >= 2 naming every sensitive attribute (P0's per-attribute
+        sensitivity, SPEC §6.7): the SIDs of attribute i receive ℓ_i pairwise distinct values.
     method
         ``"improved"`` (default) or ``"plain"``; see :func:`create_sids`.
     secret
@@ -529,15 +531,16 @@ def rating_tables(
     Raises
     ------
     ValueError
-        If ``ell < 2`` or a column is missing.
+        If ``ell < 2`` (or an ℓ_i, or a mapping not naming exactly the attributes) or a column is missing.
 
     References
     ----------
-    P1 §5 (IDT/AT, Table 2-3); SPEC §6.6.
+    P1 §5 (IDT/AT, Table 2-3); SPEC §6.6, §6.7.
     """
     missing = [c for c in [row_id_column, *sensitive_attributes] if c not in records.columns]
     if missing:
         raise ValueError(f"column(s) {missing} not in the table")
+    ells = ell_by_attribute(ell, sensitive_attributes) if isinstance(ell, Mapping) else dict.fromkeys(sensitive_attributes, ell)
     record_ids = records[row_id_column].to_numpy(dtype=np.int64)
     attribute_sids = pd.DataFrame({row_id_column: record_ids})
     id_rows: list[pd.DataFrame] = []
@@ -552,14 +555,16 @@ def rating_tables(
         else:
             order = keyed_order(records, content, secret, "rating-order", attribute)
         if strata is None:
-            assignment = create_sids(record_ids[order], column.iloc[order].reset_index(drop=True), ell=ell, method=method)
+            assignment = create_sids(
+                record_ids[order], column.iloc[order].reset_index(drop=True), ell=ells[attribute], method=method
+            )
         else:
             order = order[np.argsort(np.asarray(strata, dtype=np.int64)[order], kind="stable")]
             assignment = _create_sids_per_stratum(
                 record_ids[order],
                 column.iloc[order].reset_index(drop=True),
                 np.asarray(strata, dtype=np.int64)[order],
-                ell=ell,
+                ell=ells[attribute],
                 method=method,
             )
         if secret is not None and assignment.n_sids:

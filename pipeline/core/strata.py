@@ -55,6 +55,7 @@ from pipeline.core.columns import combine_codes, sorted_text_codes
 from pipeline.core.eligibility import eligibility_deletions
 from pipeline.core.hierarchies import Hierarchy
 from pipeline.core.keyed import keyed_record_hashes
+from pipeline.core.sensitivity import EllRequirement, ell_by_attribute
 
 __all__ = ["SUPPRESSED_LABEL", "QuasiIdentifierStrata", "stratify_for_rating"]
 
@@ -123,7 +124,7 @@ def stratify_for_rating(
     quasi_identifiers: Sequence[str],
     sensitive_attributes: Sequence[str],
     *,
-    ell: int,
+    ell: EllRequirement,
     hierarchies: Mapping[str, Hierarchy] | None = None,
     secret: bytes | None = None,
     content_columns: Sequence[str] | None = None,
@@ -141,7 +142,8 @@ def stratify_for_rating(
     quasi_identifiers, sensitive_attributes
         Column names (schema order).
     ell
-        ℓ >= 2.
+        ℓ >= 2, or a mapping attribute -> ℓ_i >= 2 (SPEC §6.7: attribute i made ℓ_i-eligible; a stratum needs at
+        least L = max ℓ_i records).
     hierarchies
         Attribute -> :class:`pipeline.core.hierarchies.Hierarchy` (ARX format); columns without
         one go from their value straight to ``*``.
@@ -168,10 +170,12 @@ def stratify_for_rating(
     Kifer (SIGMOD 2009) for the attack; Xiao & Tao, Anatomy (VLDB 2006) for eligibility;
     Samarati & Sweeney (1998) for generalization hierarchies; issue 12.
     """
-    if int(ell) != ell or ell < 2:
+    if not isinstance(ell, Mapping) and (int(ell) != ell or ell < 2):
         raise ValueError(f"ell (ℓ) must be an integer >= 2, got {ell!r}")
     quasi = list(quasi_identifiers)
     sensitive = list(sensitive_attributes)
+    ells = list(ell_by_attribute(ell if isinstance(ell, Mapping) else int(ell), sensitive).values())
+    largest_ell = max(ells)
     missing = [c for c in [row_id_column, *quasi, *sensitive] if c not in records.columns]
     if missing:
         raise ValueError(f"column(s) {missing} not in the table")
@@ -198,10 +202,12 @@ def stratify_for_rating(
         """Lower bound on the records to delete for ℓ-eligibility (Anatomy): per attribute, the
         records of its most frequent value above ``1/ℓ``, ``⌈(ℓ·c − s)/(ℓ − 1)⌉``; a part smaller
         than ℓ is deleted whole."""
-        if size < ell:
+        if size < largest_ell:
             return size
-        need = max((ell * int(c.max(initial=0)) - size for c in value_counts), default=0)
-        return max(0, -(-need // (ell - 1)))
+        return max(
+            (max(0, -(-(e * int(c.max(initial=0)) - size) // (e - 1))) for e, c in zip(ells, value_counts, strict=True)),
+            default=0,
+        )
 
     def split(rows: np.ndarray, column: int, level: int, parent_cost: int) -> tuple[list[np.ndarray], np.ndarray, int] | None:
         """Children of ``rows`` one level below ``level`` on ``column``: those that become
@@ -274,7 +280,7 @@ def stratify_for_rating(
     deleted_parts = []
     hashes = None
     for rows in final:
-        if len(rows) < ell:
+        if len(rows) < largest_ell:
             deleted_parts.append(row_ids[rows])
         elif cost(len(rows), counts(rows)) > 0:
             if secret is not None and hashes is None:  # one hashing pass for every stratum

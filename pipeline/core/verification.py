@@ -10,8 +10,8 @@ Sources: P1 Lemmas 12 and 22; SPEC §8-§10; for the (k, ℓ)-anonymity model, S
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from fractions import Fraction
 from typing import Any
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -28,6 +28,9 @@ __all__ = [
     "kl_accounting_summary",
     "kl_diversity_summary",
     "kl_equivalence_class_summary",
+    "disclosure_by_rule",
+    "sid_diversity_by_attribute",
+    "sid_diversity_per_attribute",
     "sid_diversity_summary",
     "strong_values_in_sids",
     "UTILITY_KEYS",
@@ -214,24 +217,134 @@ def strong_values_in_sids(id_table: pd.DataFrame, strong_values: dict[str, set[s
     return frame.groupby(["attribute", "sid"], as_index=False, observed=True)["n_strong_values"].sum()
 
 
-def disclosure_summary(per_record: pd.DataFrame, *, ell: int) -> pd.DataFrame:
+def sid_diversity_per_attribute(summary: pd.DataFrame, ell_per_attribute: Mapping[str, int]) -> pd.DataFrame:
+    """:func:`sid_diversity_summary` checked against each attribute's own ℓ_i (SPEC §6.7).
+
+    Parameters
+    ----------
+    summary
+        Output of :func:`sid_diversity_summary`.
+    ell_per_attribute
+        Sensitive attribute -> ℓ_i >= 2 (every attribute of ``summary``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``summary`` plus ``ell_required`` (int64, ℓ_i of the row's attribute) and ``meets_ell_required`` (bool:
+        ``n_distinct_values >= ℓ_i`` and ``max_value_share · ℓ_i <= 1``).
+
+    Raises
+    ------
+    KeyError
+        An attribute of ``summary`` without ℓ_i.
+    """
+    required = np.asarray([int(ell_per_attribute[str(a)]) for a in summary["attribute"]], dtype=np.int64)
+    meets = (summary["n_distinct_values"].to_numpy(np.int64) >= required) & (
+        summary["max_value_share"].to_numpy(np.float64) * required <= 1.0 + 1e-12
+    )
+    return summary.assign(ell_required=required, meets_ell_required=meets)
+
+
+def sid_diversity_by_attribute(
+    summary: pd.DataFrame, attribute_table: pd.DataFrame, ell_per_attribute: Mapping[str, int]
+) -> dict[str, dict[str, Any]]:
+    """Per sensitive attribute (the gate's and report's rows): ``ell_required``, ``n_sids``,
+    ``min_distinct_values_observed``, ``max_value_share`` (float), ``n_sids_below_ell``, ``n_suppressed_cells``.
+
+    Parameters
+    ----------
+    summary
+        Output of :func:`sid_diversity_per_attribute`.
+    attribute_table
+        The candidate attribute table (one SID column per attribute, ``<NA>`` = suppressed).
+    ell_per_attribute
+        Sensitive attribute -> ℓ_i, in schema order (the result's order).
+    """
+    result: dict[str, dict[str, Any]] = {}
+    attributes = summary["attribute"].astype(str)
+    for attribute, ell in ell_per_attribute.items():
+        rows = summary[(attributes == attribute).to_numpy()]
+        result[attribute] = {
+            "ell_required": int(ell),
+            "n_sids": len(rows),
+            "min_distinct_values_observed": int(rows["n_distinct_values"].min()) if len(rows) else 0,
+            "max_value_share": float(rows["max_value_share"].max()) if len(rows) else 0.0,
+            "n_sids_below_ell": int((~rows["meets_ell_required"]).sum()),
+            "n_suppressed_cells": int(attribute_table[attribute].isna().sum()) if attribute in attribute_table else 0,
+        }
+    return result
+
+
+def disclosure_summary(
+    per_record: pd.DataFrame, *, ell: int, rules: pd.DataFrame | None = None, ell_per_attribute: Mapping[str, int] | None = None
+) -> pd.DataFrame:
     """Per-record disclosure with an exact ``within_bound`` flag (probability <= 1/ℓ).
 
     Parameters
     ----------
     per_record
-        Output of :func:`pipeline.core.adversary.per_record_disclosure`.
+        Output of :func:`pipeline.core.adversary.per_record_disclosure` (``rule``: index into ``rules``).
+    ell
+        ℓ: the bound 1/ℓ of every rule.
+    rules, ell_per_attribute
+        Optional, together (SPEC §6.7): the strong rules (``consequent_attribute``) and ℓ_j per sensitive attribute;
+        the bound of a rule is then 1/ℓ_j of its consequent's attribute (the adversary infers the consequent's value).
 
     Returns
     -------
     pandas.DataFrame
-        ``per_record`` plus ``within_bound`` (bool, ``numerator·ℓ <= denominator``).
+        ``per_record`` plus ``within_bound`` (bool, ``numerator·ℓ <= denominator``, exact), and with
+        ``ell_per_attribute`` ``ell_required`` (int64, ℓ_j of the record's rule).
 
     References
     ----------
-    P1 Lemma 12; SPEC §9.2 and §10.
+    P1 Lemma 12; SPEC §9.2, §10 and §6.7.
     """
-    return per_record.assign(within_bound=per_record["numerator"] * ell <= per_record["denominator"])
+    if rules is None or ell_per_attribute is None:
+        return per_record.assign(within_bound=per_record["numerator"] * ell <= per_record["denominator"])
+    of_rule = rules["consequent_attribute"].astype(str).map(lambda a: int(ell_per_attribute[a]))
+    required = (
+        of_rule.reindex(per_record["rule"].to_numpy(np.int64)).to_numpy(np.int64) if len(per_record) else np.zeros(0, np.int64)
+    )
+    return per_record.assign(
+        ell_required=required,
+        within_bound=per_record["numerator"].to_numpy(np.int64) * required <= per_record["denominator"].to_numpy(np.int64),
+    )
+
+
+def disclosure_by_rule(summary: pd.DataFrame, rules: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per strong rule held by a released record (SPEC §6.7): its consequent's attribute, its bound 1/ℓ_j and the
+    largest disclosure probability observed among the records whose most likely rule it is.
+
+    Parameters
+    ----------
+    summary
+        Output of :func:`disclosure_summary` with ``ell_per_attribute`` (``rule``, ``probability``, ``ell_required``,
+        ``within_bound``).
+    rules
+        The strong rules (``consequent_attribute``; index = rule number).
+
+    Returns
+    -------
+    list of dict
+        ``rule`` (int), ``consequent_attribute`` (str), ``bound`` (float), ``max_probability`` (float),
+        ``n_records`` (int), ``n_records_above_bound`` (int); ordered by rule number. Attribute names and numbers
+        only, never a value.
+    """
+    rows = []
+    for rule, part in summary.groupby("rule", sort=True):
+        ell = int(part["ell_required"].iloc[0])
+        rows.append(
+            {
+                "rule": int(rule),
+                "consequent_attribute": str(rules.loc[int(rule), "consequent_attribute"]),
+                "bound": 1.0 / ell,
+                "max_probability": float(part["probability"].max()),
+                "n_records": len(part),
+                "n_records_above_bound": int((~part["within_bound"]).sum()),
+            }
+        )
+    return rows
 
 
 def confidence_summary(recovered: pd.DataFrame) -> pd.DataFrame:

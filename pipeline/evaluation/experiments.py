@@ -15,9 +15,10 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -28,6 +29,7 @@ from pipeline.core.metrics import additional_information_loss, domain_sizes, rec
 from pipeline.core.mixed_model import assemble_release_tables, run_mixed_model
 from pipeline.core.rating import create_sids, rating_tables
 from pipeline.core.rules import mine_strong_rules
+from pipeline.core.sensitivity import EllRequirement, ell_by_attribute
 
 __all__ = [
     "ExperimentPlan",
@@ -58,6 +60,10 @@ class ExperimentPlan:
         The fixed parameters while another one varies.
     histogram_ells
         ℓ of Figures 10 and 11.
+    ell_per_attribute
+        Figure 12 (issue 16, SPEC §6.7): a per-attribute ℓ_i, compared with uniform ℓ = max ℓ_i and ℓ = min ℓ_i
+        (both models, all attributes, ``default_min_confidence``); pairs (attribute, ℓ_i). Skipped when it does not
+        name exactly the sensitive attributes of the run. Default: issue 16's setting on Adult.
     timing_repeats
         Timed runs per point; figures show the median (and min-max).
     seed
@@ -73,6 +79,7 @@ class ExperimentPlan:
     histogram_ells: tuple[int, ...] = (3, 2)
     timing_repeats: int = 5
     seed: int = 0
+    ell_per_attribute: tuple[tuple[str, int], ...] = (("education", 4), ("occupation", 3), ("age", 2), ("relationship", 2))
 
     def __post_init__(self) -> None:
         if any(ell < 2 for ell in (*self.ell_values, *self.histogram_ells, self.default_ell)):
@@ -83,6 +90,8 @@ class ExperimentPlan:
             raise ValueError("attribute_set_sizes must be >= 2 (the models need two sensitive attributes)")
         if self.timing_repeats < 1:
             raise ValueError("timing_repeats must be >= 1")
+        if any(ell < 2 for _, ell in self.ell_per_attribute):
+            raise ValueError("every ℓ_i of ell_per_attribute must be >= 2")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -109,10 +118,11 @@ def evaluate_release(
     sensitive_attributes: Sequence[str],
     *,
     model: str,
-    ell: int,
+    ell: EllRequirement,
     min_confidence: float,
     seed: int = 0,
     rules: pd.DataFrame | None = None,
+    by_attribute: bool = False,
 ) -> dict:
     """Build one release in memory and measure it: privacy, utility, confidences, time.
 
@@ -125,9 +135,13 @@ def evaluate_release(
     model
         ``"mixed"`` (P1) or ``"rating"`` (plain Rating on the whole table, SPEC §7).
     ell, min_confidence, seed
-        Model parameters.
+        Model parameters; ``ell`` may be a mapping attribute -> ℓ_i (SPEC §6.7: the bound of a rule is then 1/ℓ_j
+        of its consequent's attribute).
     rules
         Strong rules of ``records`` at ``min_confidence`` (mined when None).
+    by_attribute
+        Also return ``additional_information_loss_by_attribute`` and ``n_suppressed_cells_by_attribute``
+        (attribute -> figure, schema order).
 
     Returns
     -------
@@ -201,11 +215,36 @@ def evaluate_release(
         domain_sizes=domain_sizes(records, sensitive_attribute_columns),
         n_deleted=n_deleted,
     )
-    above = per_record["numerator"] * ell > per_record["denominator"]
+    if isinstance(ell, Mapping):
+        of_rule = rules["consequent_attribute"].astype(str).map(lambda a: int(ell[a]))
+        required = of_rule.reindex(per_record["rule"].to_numpy(np.int64)).to_numpy(np.int64)
+    else:
+        required = np.full(len(per_record), int(ell), dtype=np.int64)
+    above = per_record["numerator"].to_numpy(np.int64) * required > per_record["denominator"].to_numpy(np.int64)
     certain = per_record["numerator"] == per_record["denominator"]
+    extra: dict[str, Any] = {}
+    if by_attribute:
+        ells = ell_by_attribute(ell, sensitive_attribute_columns)
+        extra = {
+            "additional_information_loss_by_attribute": {
+                a: additional_information_loss(
+                    sac_released=tables.sac_released,
+                    attribute_table=tables.attribute_table,
+                    id_table=tables.id_table,
+                    sensitive_attributes=[a],
+                    ell=ells[a],
+                    n_deleted=n_deleted,
+                )
+                for a in sensitive_attribute_columns
+            },
+            "n_suppressed_cells_by_attribute": {
+                a: int(tables.attribute_table[a].isna().sum()) for a in sensitive_attribute_columns
+            },
+        }
     return {
+        **extra,
         "model": model,
-        "ell": ell,
+        "ell": dict(ell) if isinstance(ell, Mapping) else ell,
         "min_confidence": min_confidence,
         "m": len(sensitive_attribute_columns),
         "sensitive_attributes": sensitive_attribute_columns,
@@ -309,6 +348,60 @@ def run_model_sweeps(
                     rules=cache.rules[rules_key],
                 )
             points.append({"sweep": sweep, **cache.points[key]})
+    points += per_attribute_points(records, quasi_identifiers, sensitive_attribute_columns, plan, progress=progress)
+    return points
+
+
+def per_attribute_points(
+    records: pd.DataFrame,
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+    plan: ExperimentPlan,
+    *,
+    progress: Progress | None = None,
+) -> list[dict]:
+    """Figure 12 (issue 16): both models with ``plan.ell_per_attribute`` against uniform ℓ = max ℓ_i and ℓ = min ℓ_i.
+
+    Returns
+    -------
+    list[dict]
+        One :func:`evaluate_release` dict (``by_attribute``) per (setting, model), with ``sweep`` =
+        ``"ell_per_attribute"``, ``setting`` (``"per-attribute"``, ``"uniform max"``, ``"uniform min"``), ``ell``
+        (int: L for the per-attribute setting) and ``ell_per_attribute`` (attribute -> ℓ_i of the point). Empty when
+        the plan's mapping does not name exactly ``sensitive_attributes``.
+    """
+    mapping = dict(plan.ell_per_attribute)
+    if sorted(mapping) != sorted(sensitive_attributes):
+        return []
+    mapping = {a: int(mapping[a]) for a in sensitive_attributes}
+    largest, smallest = max(mapping.values()), min(mapping.values())
+    settings: list[tuple[str, EllRequirement]] = [("per-attribute", mapping), ("uniform max", largest), ("uniform min", smallest)]
+    rules = mine_strong_rules(records, list(sensitive_attributes), min_confidence=plan.default_min_confidence)
+    points = []
+    for label, ell in settings:
+        for model in MODELS:
+            if progress:
+                progress(f"{model} {label} ell={ell} min_confidence={plan.default_min_confidence}")
+            point = evaluate_release(
+                records,
+                quasi_identifiers,
+                sensitive_attributes,
+                model=model,
+                ell=ell,
+                min_confidence=plan.default_min_confidence,
+                seed=plan.seed,
+                rules=rules,
+                by_attribute=True,
+            )
+            points.append(
+                {
+                    **point,
+                    "sweep": "ell_per_attribute",
+                    "setting": label,
+                    "ell": largest if isinstance(ell, dict) else int(ell),
+                    "ell_per_attribute": ell_by_attribute(ell, sensitive_attributes),
+                }
+            )
     return points
 
 

@@ -14,7 +14,7 @@ import io
 import re
 import stat
 import string
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -749,7 +749,7 @@ def _clean_column(series: pd.Series, *, strip_whitespace: bool, tokens: set[str]
 
 
 def check_ell_feasible(
-    records: pd.DataFrame, sensitive_attributes: Sequence[str], *, ell: int, source: str, n_input: int
+    records: pd.DataFrame, sensitive_attributes: Sequence[str], *, ell: int | Mapping[str, int], source: str, n_input: int
 ) -> None:
     """Refuse a table that no model can make ℓ-diverse, naming the reason.
 
@@ -765,7 +765,8 @@ def check_ell_feasible(
     sensitive_attributes
         Columns of ``records``.
     ell
-        ℓ >= 2.
+        ℓ >= 2, or ℓ_i per sensitive attribute (SPEC §6.7; Rating: every SID of attribute i needs ℓ_i distinct
+        values, so an attribute is checked against its own ℓ_i and the table needs max ℓ_i records).
     source
         The input's name, for the message.
     n_input
@@ -779,6 +780,9 @@ def check_ell_feasible(
         attribute with fewer than ℓ distinct values (each named with its count). No value of
         the data is quoted.
     """
+    per_attribute = {a: int(ell[a]) for a in sensitive_attributes} if isinstance(ell, Mapping) else None
+    if per_attribute is not None:
+        ell = max(per_attribute.values())
     n = len(records)
     if n < ell:
         what_to_do = (
@@ -805,6 +809,17 @@ def check_ell_feasible(
             "and the column choice",
             column=constant[0],
         )
+    if per_attribute is not None:
+        short = {a: count for a, count in distinct.items() if count < per_attribute[a]}
+        if short:
+            listed = ", ".join(f"{a!r} ({count} distinct values, ℓ_i = {per_attribute[a]})" for a, count in short.items())
+            raise InfeasibleInput(
+                f"{source}: sensitive attribute(s) {listed} have fewer distinct values than their ℓ_i; every SID of an "
+                f"attribute needs ℓ_i distinct values. Options: (1) lower their ℓ_i in {setting('ell_per_attribute')}; "
+                f"(2) remove these attributes from {setting('sensitive_attributes')}",
+                column=next(iter(short)),
+            )
+        return
     short = {a: count for a, count in distinct.items() if count < ell}
     if short:
         listed = ", ".join(f"{a!r} ({count} distinct values)" for a, count in short.items())
@@ -827,7 +842,7 @@ def load_records(
     delimiter: str = ",",
     strip_whitespace: bool = True,
     missing_value_tokens: Sequence[str] = ("", "NULL", "?"),
-    ell: int | None = None,
+    ell: int | Mapping[str, int] | None = None,
     max_value_length: int | None = DEFAULT_MAX_VALUE_LENGTH,
     for_model: bool = True,
 ) -> LoadedRecords:

@@ -72,6 +72,7 @@ COMMON_SETTINGS = (
     "ell",
     "max_deleted_share",
     "max_suppressed_share",
+    "ell_per_attribute",
     "allow_recomposition",
     "keep_releases",
     "promote",

@@ -146,6 +146,14 @@ class KLModel:
         ValueError
             See :class:`KLParameters`.
         """
+        if getattr(settings, "ell_per_attribute", None):
+            from pipeline.vocabulary import setting
+
+            raise ValueError(
+                f"the (k, ℓ) model has one ℓ for the whole sensitive tuple (P2: Diverse counts pairwise totally different "
+                f"tuples), not one ℓ per attribute: give a single integer {setting('ell')} (e.g. the largest of your "
+                f"ℓ_i) instead of {setting('ell_per_attribute')}, or use --model rating / mixed for per-attribute ℓ"
+            )
         quasi_identifiers = tuple(settings.quasi_identifiers)
         configured = dict(settings.generalization_weights)
         parameters = KLParameters(

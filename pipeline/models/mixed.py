@@ -82,6 +82,8 @@ class MixedParameters:
         Gate settings (disclosure override, rule-confidence tolerance, learned-model gate).
     private_baseline_max_records
         Largest table whose private Rating baseline report.html shows.
+    ell_per_attribute
+        ℓ_i per sensitive attribute when set (SPEC §6.7; ``ell`` is then L = max ℓ_i), else None.
     hierarchies_path
         The hierarchy folder, resolved (qi_aware generalization); None when there is none (a table other than
         Adult's adult.data without ``hierarchies_dir``): every quasi-identifier is then generalized to ``*`` only.
@@ -103,6 +105,7 @@ class MixedParameters:
     posterior_gate: str
     private_baseline_max_records: int
     hierarchies_path: Path | None
+    ell_per_attribute: Mapping[str, int] | None = None
 
     @property
     def qi_aware(self) -> bool:
@@ -173,6 +176,7 @@ class MixedModel:
             posterior_gate=str(settings.posterior_gate),
             private_baseline_max_records=int(settings.private_baseline_max_records),
             hierarchies_path=settings.hierarchies_path(),
+            ell_per_attribute=settings.ell_by_attribute() if getattr(settings, "ell_per_attribute", None) else None,
         )
 
     # ------------------------------------------------------------------ build
@@ -361,7 +365,7 @@ class MixedModel:
                 raw_records,
                 parameters.quasi_identifiers,
                 parameters.sensitive_attributes,
-                ell=parameters.ell,
+                ell=dict(parameters.ell_per_attribute) if parameters.ell_per_attribute else parameters.ell,
                 min_confidence=parameters.min_confidence,
                 rules=strong_rules,
             )
@@ -419,7 +423,8 @@ class MixedModel:
         """The settings that change what the release says about a record (never the seed); the (k, ℓ) keys None."""
         return {
             "model": self.name,
-            "ell": parameters.ell,
+            # ℓ_i per attribute change what the release says of a record as much as ℓ does
+            "ell": dict(parameters.ell_per_attribute) if parameters.ell_per_attribute else parameters.ell,
             "min_confidence": parameters.min_confidence,
             "min_support": parameters.min_support,
             "grouping": parameters.grouping,
@@ -529,6 +534,7 @@ def render_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -> s
         + f"seed={manifest['seed']}",
         f"  QIs            {', '.join(manifest['quasi_identifiers'])}",
         f"  sensitive      {', '.join(manifest['sensitive_attributes'])}",
+        *ell_per_attribute_line(manifest),
         f"  report         {path / 'report.html'}",
         f"  records        {manifest['n_input']} read, {dropped_line(manifest)}",
         f"                 {manifest['n_sac_released']} in SAC~, {manifest['n_attribute_table']} in the attribute table, "
@@ -552,12 +558,16 @@ def render_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -> s
         lines.append(f"  groups         {groups.get('n_groups', '?')} SAC~ groups of {manifest['ell']}")
     lines.append(disclosure_line(disclosure, int(manifest["ell"])))
     if manifest.get("disclosure_override_used"):
-        lines.append("  WARNING        published with --allow-disclosure: the disclosure bound 1/ell does NOT hold")
+        lines.append(
+            "  WARNING        published with --allow-disclosure: the disclosure bound "
+            f"{'1/ℓ_j' if disclosure.get('ell_per_attribute') else '1/ell'} does NOT hold"
+        )
     posterior = observed.get("posterior_within_bound", {})
     if posterior:
         lines.append(
             f"  posterior      {posterior.get('n_cells_above_bound', '?')} of {posterior.get('n_cells', '?')} (record, attribute) "
-            f"cells above max(1/ell, population) + {posterior.get('slack', '?')} (learned-model adversary)"
+            f"cells above max({'1/ℓ_i' if posterior.get('ell_per_attribute') else '1/ell'}, population) + "
+            f"{posterior.get('slack', '?')} (learned-model adversary)"
         )
     if manifest.get("posterior_gate_warned"):
         lines.append("  WARNING        published with --posterior-gate warn: the posterior bound does NOT hold")
@@ -565,6 +575,16 @@ def render_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -> s
     lines.extend(gate_lines(gates))
     lines.append(f"  time           {elapsed:.1f} s")
     return "\n".join(lines)
+
+
+def ell_per_attribute_line(manifest: Mapping[str, Any]) -> list[str]:
+    """The summary's line of the ℓ_i per sensitive attribute when they differ (SPEC §6.7), else none."""
+    per_attribute = manifest.get("ell_per_attribute") or {}
+    if len(set(per_attribute.values())) <= 1:
+        return []
+    order = [a for a in manifest.get("sensitive_attributes") or [] if a in per_attribute] or list(per_attribute)
+    listed = ", ".join(f"{attribute}={per_attribute[attribute]}" for attribute in order)
+    return [f"  ell per attr   {listed} (SIDs of attribute i: >= ℓ_i values, bound 1/ℓ_i; SAC~ groups of L = {manifest['ell']})"]
 
 
 def disclosure_line(disclosure: Mapping[str, Any], ell: int) -> str:
@@ -575,10 +595,12 @@ def disclosure_line(disclosure: Mapping[str, Any], ell: int) -> str:
     def figure(key: str) -> str:
         return format_figure(disclosure[key]) if key in disclosure else "?"
 
+    per_attribute = disclosure.get("ell_per_attribute")
+    bound = f"1/ell = {format_figure(1 / ell)}" if not per_attribute else "of their rule, 1/ℓ_j of its consequent's attribute"
     return (
         f"  disclosure     max {figure('max_disclosure_probability')} over {figure('n_records_with_strong_rules')} rule "
         f"holders (records that hold a strong rule); {figure('n_records_above_bound')} rule holders above the bound "
-        f"1/ell = {format_figure(1 / ell)}, {figure('n_records_certain')} certain"
+        f"{bound}, {figure('n_records_certain')} certain"
     )
 
 

@@ -86,6 +86,12 @@ class PublishedRelease:
         return int(self.manifest["ell"])
 
     @property
+    def ell_by_attribute(self) -> dict[str, int]:
+        """ℓ_i per sensitive attribute (manifest ``ell_per_attribute``; ``ell`` for each in releases without it)."""
+        recorded = self.manifest.get("ell_per_attribute") or {}
+        return {a: int(recorded.get(a, self.ell)) for a in self.sensitive_attributes}
+
+    @property
     def sensitive_attributes(self) -> list[str]:
         return list(self.manifest["sensitive_attributes"])
 
@@ -312,7 +318,7 @@ def release_metrics(release: PublishedRelease, rules: pd.DataFrame, *, domain: M
             attribute_table=release.attribute_table,
             id_table=release.id_table,
             sensitive_attributes=sensitive_attribute_columns,
-            ell=release.ell,
+            ell=release.ell_by_attribute,
             n_deleted=n_deleted,
         ),
         "reconstruction_error": rce,
@@ -339,7 +345,10 @@ def _structure(release: PublishedRelease) -> AuditStructure:
     """ℓ-diversity of SIDs and groups, and record counts, checked on the files (SPEC §9.1, §9.3)."""
     ell, sensitive_attribute_columns = release.ell, release.sensitive_attributes
     per_sid = release.id_table.groupby(["attribute", "sid"], observed=True)["value"].nunique()
-    n_sids_below = int((per_sid < ell).sum())
+    # each attribute against its own ℓ_i (SPEC §6.7); SAC~ groups against L = ell
+    ells = release.ell_by_attribute
+    required = np.asarray([ells.get(str(a), ell) for a in per_sid.index.get_level_values(0)], dtype=np.int64)
+    n_sids_below = int((per_sid.to_numpy(np.int64) < required).sum())
     sac = release.sac_released
     if len(sac):
         groups = sac.groupby("group_id", observed=True)
@@ -543,12 +552,14 @@ def audit_release_against(
         rules = mine_strong_rules(
             records, release.sensitive_attributes, min_confidence=threshold, backend=backend, min_support=min_support
         )
+    per_attribute = release.ell_by_attribute
     view = adversary_view(
         rules,
         sac_released=release.sac_released,
         attribute_table=release.attribute_table,
         id_table=release.id_table,
         attribute_clusters=release.attribute_clusters,
+        ell_per_attribute=per_attribute if release.manifest.get("ell_per_attribute") else None,
     )
     if is_release_input is not None:
         raw_matches = is_release_input
@@ -611,7 +622,11 @@ def audit_report(
     """
     manifest = release.manifest
     ell = release.ell
-    above = view[view["numerator"] * ell > view["denominator"]]
+    # the bound of a rule is 1/ℓ_j of its consequent's attribute (SPEC §6.7; 1/ℓ for every rule without ℓ_i)
+    ells = release.ell_by_attribute
+    of_rule = {int(index): ells.get(str(attribute), ell) for index, attribute in rules["consequent_attribute"].items()}
+    required = np.asarray([of_rule.get(int(r), ell) for r in view["rule"]], dtype=np.int64)
+    above = view[view["numerator"].to_numpy(np.int64) * required > view["denominator"].to_numpy(np.int64)]
     max_row = view.loc[view["probability"].idxmax()] if len(view) else None
     max_probability = str(Fraction(int(max_row["numerator"]), int(max_row["denominator"]))) if max_row is not None else "0"
     per_rule = []
@@ -629,7 +644,8 @@ def audit_report(
     structure = _structure(release)
     reasons = []
     if len(above):
-        reasons.append(f"{len(above)} released record(s) above the bound 1/{ell} (max {max_probability})")
+        bound_text = f"1/{ell}" if len(set(ells.values())) <= 1 else "1/ℓ_j of the rule's consequent"
+        reasons.append(f"{len(above)} released record(s) above the bound {bound_text} (max {max_probability})")
     if not structure.passed:
         reasons.append("the release files break ℓ-diversity or the manifest's record counts")
     exposed = view["probability"] > 0

@@ -116,6 +116,7 @@ class Manifest(BaseModel):
     recomposition: list[JsonObject] | None = None
     input_reading: InputReading | None = None
     ell: int | None = None
+    ell_per_attribute: dict[str, int] | None = None
     quasi_identifiers: list[str] | None = None
     sensitive_attributes: list[str] | None = None
     n_input: int | None = None

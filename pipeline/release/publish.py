@@ -55,6 +55,7 @@ MANIFEST_COLUMNS = {
     "recomposition": "VARCHAR",
     "input_reading": "VARCHAR",
     "ell": "INTEGER",
+    "ell_per_attribute": "VARCHAR",
     "min_confidence": "DOUBLE",
     "min_support": "BIGINT",
     "seed": "BIGINT",
@@ -107,6 +108,7 @@ MANIFEST_COLUMNS = {
 #: Manifest columns that hold JSON text in ``release_manifest`` (objects in ``manifest.json``).
 MANIFEST_JSON_COLUMNS = (
     "quasi_identifiers",
+    "ell_per_attribute",
     "dropped_missing_by_attribute",
     "sensitive_attributes",
     "checks",

@@ -32,6 +32,8 @@ PAPER_CLAIMS = {
     9: "'Similar results' (varied parameter not stated; we vary m).",
     10: "Mixed model: every rule holder at exactly 1/ℓ; Rating: mostly above 0.8, some records at 1.",
     11: "As Figure 10 with ℓ = 2 (mixed capped at 1/2).",
+    12: "Not in P1. P0 (Rating, ICDMW 2011): a sensitivity coefficient per attribute protects each attribute as much "
+    "as it needs and keeps more utility than one ℓ for all (here: the largest ℓ_i everywhere).",
 }
 
 
@@ -258,7 +260,47 @@ def _model_verdicts(points, histogram_ells):
                 f"values {rating_counts}."
             ),
         )
+    verdicts.update(_per_attribute_verdict(points))
     return verdicts
+
+
+def _per_attribute_verdict(points) -> dict:
+    """Figure 12 (issue 16): per-attribute ℓ_i against uniform max and min, per model: "agrees" when the per-attribute
+    setting's total AIL and suppressed cells are at most those of uniform ℓ = max ℓ_i for both models, "partly
+    agrees" for one of them (naming it), else "differs"."""
+    chosen = {(p["model"], p["setting"]): p for p in points if p["sweep"] == "ell_per_attribute"}
+    if not chosen:
+        return {}
+    parts, agreeing, measured = [], [], []
+    for model in ("mixed", "rating"):
+        per, high, low = (chosen.get((model, s)) for s in ("per-attribute", "uniform max", "uniform min"))
+        if per is None or high is None or low is None:
+            continue
+        measured.append(model)
+        if (
+            per["additional_information_loss"] <= high["additional_information_loss"]
+            and per["n_suppressed_cells"] <= high["n_suppressed_cells"]
+        ):
+            agreeing.append(model)
+        by_attribute = ", ".join(
+            f"{a} (ℓ_i = {per['ell_per_attribute'][a]}): {_pct(per['additional_information_loss_by_attribute'][a])} / "
+            f"{_pct(high['additional_information_loss_by_attribute'][a])} / {_pct(low['additional_information_loss_by_attribute'][a])}"
+            for a in per["sensitive_attributes"]
+        )
+        parts.append(
+            f"{model}: AIL per-attribute {_pct(per['additional_information_loss'])}, uniform ℓ = {high['ell']} "
+            f"{_pct(high['additional_information_loss'])}, uniform ℓ = {low['ell']} {_pct(low['additional_information_loss'])}; "
+            f"suppressed cells {per['n_suppressed_cells']} / {high['n_suppressed_cells']} / {low['n_suppressed_cells']}; "
+            f"deleted records {per['n_deleted']} / {high['n_deleted']} / {low['n_deleted']}; per attribute (per-attribute / "
+            f"max / min): {by_attribute}"
+        )
+    if agreeing == measured:
+        verdict = "agrees"
+    elif agreeing:
+        verdict = f"partly agrees ({', '.join(agreeing)} only)"
+    else:
+        verdict = "differs"
+    return {12: (verdict, ". ".join(parts) + ".")}
 
 
 WHY = {
@@ -297,6 +339,10 @@ WHY = {
     "frequent values, so M_r is about twice N_r and most probabilities sit near 0.5 rather than above 0.8. The "
     "records at 1 belong to a rule whose antecedent is rare (|M_r| = N_r, P1's Alice case).",
     11: "As Figure 10; with ℓ = 2 the SIDs are smaller, so M_r shrinks and Rating's probabilities rise.",
+    12: "An attribute with a smaller ℓ_i gets smaller SIDs, hence less AIL, than under ℓ = max ℓ_i, and fewer "
+    "suppressed cells (a bucket above 1/ℓ_i is suppressed in part); the mixed model's SAC~ groups still have "
+    "max ℓ_i members, so SAC~ rows of a low-ℓ_i attribute lose (L − ℓ_i)/L each. Uniform ℓ = min ℓ_i is the cheapest "
+    "but protects the attributes with a larger ℓ_i less than they require.",
 }
 
 
@@ -338,11 +384,15 @@ def write_report(
         "| figure | what | P1's claim | ours |",
         "|---|---|---|---|",
     ]
-    for number in range(1, 12):
+    for number in range(1, 13):
+        if number == 12 and 12 not in verdicts:
+            continue
         title = _figure_title(number, plan)
         verdict = verdicts.get(number, ("not measured", ""))[0]
         lines.append(f"| {number} | {title} | {PAPER_CLAIMS[number]} | **{verdict}** |")
-    for number in range(1, 12):
+    for number in range(1, 13):
+        if number == 12 and 12 not in verdicts:
+            continue  # no per-attribute ℓ for this table
         title = _figure_title(number, plan)
         verdict, numbers = verdicts.get(number, ("not measured", "No data for this figure in this plan."))
         image = figure_path(out_dir, number).name

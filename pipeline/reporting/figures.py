@@ -15,7 +15,15 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-__all__ = ["FIGURE_TITLES", "figure_path", "plot_all", "plot_histogram_figures", "plot_model_figures", "plot_timing_figures"]
+__all__ = [
+    "FIGURE_TITLES",
+    "figure_path",
+    "plot_all",
+    "plot_histogram_figures",
+    "plot_model_figures",
+    "plot_per_attribute_figure",
+    "plot_timing_figures",
+]
 
 FIGURE_TITLES = {
     1: "SID creation time vs number of records",
@@ -29,7 +37,10 @@ FIGURE_TITLES = {
     9: "Average confidence of strong rules vs number of sensitive attributes",
     10: "Per-record disclosure probability, ℓ = {ell}",
     11: "Per-record disclosure probability, ℓ = {ell}",
+    12: "AIL and suppressed cells per attribute: per-attribute ℓ_i vs uniform ℓ = max ℓ_i and ℓ = min ℓ_i",
 }
+#: The settings of Figure 12 (issue 16) and their bar colours.
+SETTING_STYLE = {"per-attribute": "tab:green", "uniform max": "tab:red", "uniform min": "tab:gray"}
 MODEL_STYLE = {
     "mixed": {"label": "mixed model (SAC~ + improved Rating)", "marker": "o", "color": "tab:blue"},
     "rating": {"label": "Rating (baseline)", "marker": "s", "color": "tab:orange"},
@@ -166,7 +177,8 @@ def plot_timing_figures(timings: Sequence[dict], out_dir: Path) -> dict[int, Pat
 
 
 def plot_model_figures(points: Sequence[dict], out_dir: Path) -> dict[int, Path]:
-    """Figures 3-9 (AIL and average confidence); 6 and 7 use m = 2 and m = all of the ℓ sweep."""
+    """Figures 3-9 (AIL and average confidence; 6 and 7 use m = 2 and m = all of the ℓ sweep) and 12 (per-attribute ℓ,
+    when the points have it)."""
     out_dir = Path(out_dir)
     m_all = max((p["m"] for p in points), default=2)
     return {
@@ -177,7 +189,46 @@ def plot_model_figures(points: Sequence[dict], out_dir: Path) -> dict[int, Path]
         7: _confidence_figure(points, 7, "ell", "ell", "ℓ", figure_path(out_dir, 7), m=m_all),
         8: _confidence_figure(points, 8, "min_confidence", "min_confidence", "min_confidence", figure_path(out_dir, 8)),
         9: _confidence_figure(points, 9, "attributes", "m", "number of sensitive attributes m", figure_path(out_dir, 9)),
+        **plot_per_attribute_figure(points, out_dir),
     }
+
+
+def plot_per_attribute_figure(points: Sequence[dict], out_dir: Path) -> dict[int, Path]:
+    """Figure 12 (issue 16): per sensitive attribute, AIL (top) and suppressed attribute-table cells (bottom) of each
+    model, one bar per setting (``sweep == "ell_per_attribute"`` points); nothing when there is no such point."""
+    chosen = [p for p in points if p["sweep"] == "ell_per_attribute"]
+    if not chosen:
+        return {}
+    attributes = list(chosen[0]["sensitive_attributes"])
+    mapping = next(p["ell_per_attribute"] for p in chosen if p["setting"] == "per-attribute")
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
+    width = 0.8 / len(SETTING_STYLE)
+    for column, model in enumerate(MODEL_STYLE):
+        for offset, (setting, color) in enumerate(SETTING_STYLE.items()):
+            point = next((p for p in chosen if p["model"] == model and p["setting"] == setting), None)
+            if point is None:
+                continue
+            x = [k + (offset - 1) * width for k in range(len(attributes))]
+            label = setting if setting == "per-attribute" else f"{setting} (ℓ = {point['ell']})"
+            axes[0][column].bar(
+                x,
+                [100 * point["additional_information_loss_by_attribute"][a] for a in attributes],
+                width,
+                color=color,
+                label=label,
+            )
+            axes[1][column].bar(
+                x, [point["n_suppressed_cells_by_attribute"][a] for a in attributes], width, color=color, label=label
+            )
+        axes[0][column].set_title(MODEL_STYLE[model]["label"], fontsize=9)
+        axes[0][column].set_ylabel("AIL of the attribute (% of its cells)")
+        axes[1][column].set_ylabel("suppressed attribute-table cells")
+        axes[1][column].set_xticks(range(len(attributes)), [f"{a}\nℓ_i = {mapping[a]}" for a in attributes], fontsize=8)
+        for row in (0, 1):
+            axes[row][column].grid(alpha=0.3, axis="y")
+        axes[0][column].legend(fontsize=7)
+    fig.suptitle(f"Figure 12. {FIGURE_TITLES[12]}", fontsize=10)
+    return {12: _save(fig, figure_path(Path(out_dir), 12))}
 
 
 def plot_histogram_figures(points: Sequence[dict], out_dir: Path, histogram_ells: Sequence[int]) -> dict[int, Path]:
@@ -191,7 +242,8 @@ def plot_histogram_figures(points: Sequence[dict], out_dir: Path, histogram_ells
 def plot_all(
     timings: Sequence[dict], points: Sequence[dict], out_dir: Path, *, histogram_ells: Sequence[int] = (3, 2)
 ) -> dict[int, Path]:
-    """Write figure_01.png … figure_11.png into ``out_dir``; returns figure number -> path."""
+    """Write figure_01.png … figure_11.png (and figure_12.png with per-attribute points) into ``out_dir``; returns
+    figure number -> path."""
     return {
         **plot_timing_figures(timings, out_dir),
         **plot_model_figures(points, out_dir),

@@ -193,7 +193,13 @@ PRIVATE_BASELINE_FIGURES = (
 
 
 def private_rating_baseline(
-    records, quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str], *, ell: int, min_confidence: float, rules
+    records,
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+    *,
+    ell: int | Mapping[str, int],
+    min_confidence: float,
+    rules,
 ) -> dict:
     """P1's plain Rating (SPEC §7) on the same records, built in memory and measured, never published.
 
@@ -440,6 +446,68 @@ def _parameters(manifest: Mapping) -> str:
     if versions:
         rows.append(("package versions", ", ".join(f"{k} {v}" for k, v in versions.items())))
     return "<h2>Parameters</h2>" + _table(["parameter", "value"], rows)
+
+
+def ell_per_attribute_section(manifest: Mapping) -> str:
+    """One row per sensitive attribute when the release has its own ℓ_i per attribute (SPEC §6.7; the attribute-table
+    gate's ``per_attribute`` figures): ℓ_i, its bound 1/ℓ_i, the SIDs, the fewest distinct values and largest value
+    share observed in a SID, the SIDs below ℓ_i and the suppressed cells; then the disclosure bound and the observed
+    maximum of every strong rule (1/ℓ_j of its consequent's attribute). Empty for a release with one ℓ."""
+    observed = {g.get("name"): g.get("observed") or {} for g in manifest.get("checks") or []}
+    per_attribute = observed.get("attribute_table_is_l_diverse", {}).get("per_attribute")
+    if not per_attribute:
+        return ""
+    order = [a for a in manifest.get("sensitive_attributes") or [] if a in per_attribute]
+    rows = [
+        (
+            attribute,
+            per_attribute[attribute]["ell_required"],
+            format_figure(1 / per_attribute[attribute]["ell_required"]),
+            per_attribute[attribute]["n_sids"],
+            per_attribute[attribute]["min_distinct_values_observed"],
+            format_figure(per_attribute[attribute]["max_value_share"]),
+            per_attribute[attribute]["n_sids_below_ell"],
+            per_attribute[attribute]["n_suppressed_cells"],
+        )
+        for attribute in order
+    ]
+    html = (
+        "<h2>ℓ per sensitive attribute</h2>"
+        f"<p>Each sensitive attribute has its own ℓ_i (P0's sensitivity coefficients); SAC~ groups have L = max ℓ_i = "
+        f"{_e(manifest.get('ell'))} records with L distinct values on every attribute.</p>"
+        + _table(
+            [
+                "sensitive attribute",
+                "ℓ_i",
+                "bound 1/ℓ_i",
+                "SIDs",
+                "fewest distinct values in a SID",
+                "largest value share in a SID",
+                "SIDs below ℓ_i",
+                "suppressed cells",
+            ],
+            rows,
+            numeric=[False, True, True, True, True, True, True, True],
+        )
+    )
+    per_rule = observed.get("disclosure_within_bound", {}).get("per_rule") or []
+    if per_rule:
+        html += "<h3>Disclosure bound per strong rule</h3>" + _table(
+            ["rule", "consequent's attribute", "bound 1/ℓ_j", "observed maximum", "rule holders", "above the bound"],
+            [
+                (
+                    r["rule"],
+                    r["consequent_attribute"],
+                    format_figure(r["bound"]),
+                    format_figure(r["max_probability"]),
+                    r["n_records"],
+                    r["n_records_above_bound"],
+                )
+                for r in per_rule
+            ],
+            numeric=[True, False, True, True, True, True],
+        )
+    return html
 
 
 def _accounting(manifest: Mapping) -> str:
@@ -1351,6 +1419,9 @@ def render_report(
     from pipeline.release.publish import package_versions
 
     sections = [officer_section(manifest, data), _parameters(manifest), _accounting(manifest)]
+    per_attribute = ell_per_attribute_section(manifest)
+    if per_attribute:
+        sections.append(per_attribute)
     if _identity(data) is not None or str(manifest.get("model")) in ("mixed", "rating", "kl"):
         sections.append(identity_section(manifest, data))
     sections.append(_gates(manifest))

@@ -42,8 +42,12 @@ def test_rating_s_gates_read_rating_s_tables_only():
         read = {key.to_user_string() for key in check.node_keys_by_input_name.values()}
         assert not read & mixed_only, name
     disclosure = {key.to_user_string() for key in rating_checks["disclosure_within_bound"].node_keys_by_input_name.values()}
-    # the adversary's one pass over Rating's own candidate (issue 13: the adversary runs once per run)
-    assert disclosure - {"candidate/rating_release_candidate"} == {"private/rating_release_candidate_adversary"}
+    # the adversary's one pass over Rating's own candidate (issue 13: the adversary runs once per run), and the
+    # strong rules for each rule's consequent attribute (issue 16: its bound is 1/ℓ_j of that attribute)
+    assert disclosure - {"candidate/rating_release_candidate"} == {
+        "private/rating_release_candidate_adversary",
+        "private/strong_rules",
+    }
 
 
 def test_a_gate_that_does_not_apply_and_measures_nothing_reads_no_table():

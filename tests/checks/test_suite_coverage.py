@@ -11,10 +11,11 @@ import inspect
 from checks import suites
 
 #: Suites of the ten gates of the mixed and Rating models (tested in test_mixed_suites.py; the utility suite serves
-#: the (k, ℓ) model's utility gate too).
+#: the (k, ℓ) model's utility gate too; the per-attribute one of gate 2 in tests/core/test_per_attribute_ell.py).
 MIXED_MODEL_SUITES = {
     "sac_diversity_suite",
     "sid_diversity_suite",
+    "sid_diversity_per_attribute_suite",
     "disclosure_suite",
     "confidence_suite",
     "accounting_suite",

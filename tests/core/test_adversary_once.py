@@ -61,3 +61,43 @@ def test_one_pass_equals_the_gate_and_the_audit_computed_apart(frame, ell, min_c
     pdt.assert_frame_equal(holders_disclosure(once), gate.reset_index(drop=True), check_dtype=False)
     pdt.assert_frame_equal(released_records_view(once), adversary_view(rules, **tables_))
     assert set(once.loc[once["holds_rule"], "row_id"]) == set(holders["row_id"])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(frame=tables(), min_confidence=st.sampled_from([0.5, 0.75, 1.0]), data=st.data())
+def test_with_ell_per_attribute_the_gate_refuses_a_record_iff_one_of_its_rules_is_above_its_own_bound(
+    frame, min_confidence, data
+):
+    """Issue 16: the held rule is the one furthest above (or nearest to) its own bound 1/ℓ_j, so checking it alone
+    refuses a record exactly when some rule it holds is above that rule's bound, counted here over every
+    (record, rule) pair of :func:`disclosure_probabilities` (plain-Rating releases: the leaky ones)."""
+    from pipeline.core.verification import disclosure_summary
+
+    sensitive = [c for c in frame.columns if c.startswith("S")]
+    ells = {a: data.draw(st.integers(2, 3), label=a) for a in sensitive}
+    rules, release = _release(frame, sensitive, ell=2, min_confidence=min_confidence, rating=True)
+    id_table, attribute_sids = rating_tables(frame, sensitive, ell=ells)
+    empty = pd.DataFrame(columns=["group_id", "row_id", "qi", *sensitive])
+    release = assemble_release_tables(
+        frame, ["qi"], sensitive, sac_permuted=empty, attribute_sids=attribute_sids, id_table=id_table, clusters=[]
+    )
+    tables_ = {
+        "sac_released": release.sac_released,
+        "attribute_table": release.attribute_table,
+        "id_table": release.id_table,
+        "attribute_clusters": release.attribute_clusters,
+    }
+    holders = rule_holders(frame, rules, row_map=release.row_map)
+    once = candidate_adversary(rules, holders, **tables_, ell_per_attribute=ells)
+    gate = disclosure_summary(holders_disclosure(once), ell=2, rules=rules, ell_per_attribute=ells)
+    pairs = disclosure_probabilities(holders, rules, **tables_)
+    bound_of_rule = rules["consequent_attribute"].map(ells)
+    pair_ell = bound_of_rule.reindex(pairs["rule"].to_numpy()).to_numpy()
+    above = pairs.assign(above=pairs["numerator"].to_numpy() * pair_ell > pairs["denominator"].to_numpy())
+    expected = set(above.loc[above["above"], "row_id"])
+    assert set(gate.loc[~gate["within_bound"], "row_id"]) == expected
+    # the audit's view (every released record, every rule) weighs the rules the same way, in both implementations
+    view = released_records_view(once)
+    pdt.assert_frame_equal(view, adversary_view(rules, **tables_, ell_per_attribute=ells))
+    view_ell = bound_of_rule.reindex(view["rule"].to_numpy()).fillna(2).to_numpy()
+    assert expected <= set(view.loc[view["numerator"].to_numpy() * view_ell > view["denominator"].to_numpy(), "row_id"])

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipeline.reporting.experiments_report import _model_verdicts, _timing_verdicts
+from pipeline.reporting.experiments_report import _model_verdicts, _per_attribute_verdict, _timing_verdicts
 from pipeline.resources import ADULT_COLUMNS
 
 ADULT = Path(__file__).resolve().parents[2] / "data" / "adult" / "adult.data"
@@ -57,11 +57,11 @@ def experiment_run(tmp_path_factory):
 def test_every_figure_results_and_report_are_written(experiment_run):
     result, output = experiment_run
     assert result.success
-    for number in range(1, 12):
+    for number in range(1, 13):  # 12: per-attribute ℓ (issue 16; the plan's default names Adult's attributes)
         figure = output / f"figure_{number:02d}.png"
         assert figure.is_file() and figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", figure
     report = (output / "REPORT.md").read_text()
-    for number in range(1, 12):
+    for number in range(1, 13):
         assert f"## Figure {number}." in report and f"(figure_{number:02d}.png)" in report
     results = json.loads((output / "results.json").read_text())
     assert {"plan", "dataset", "machine", "figures", "model_points"} <= set(results)
@@ -167,3 +167,41 @@ def test_model_verdicts_follow_the_measurements():
     rating = [_point("min_confidence", "rating", confidence=c) for c in (0.6, 0.9)]
     assert _model_verdicts(rising + rating, [3])[4][0] == "agrees"
     assert _model_verdicts(falling + rating, [3])[4][0] == "differs"
+
+
+def _setting_point(model, setting, ell, ail, suppressed):
+    ells = {"A": 3, "B": 2} if setting == "per-attribute" else {"A": ell, "B": ell}
+    return _point(
+        "ell_per_attribute",
+        model,
+        ell=ell,
+        m=2,
+        setting=setting,
+        ell_per_attribute=ells,
+        sensitive_attributes=["A", "B"],
+        additional_information_loss=ail,
+        n_suppressed_cells=suppressed,
+        additional_information_loss_by_attribute={"A": ail, "B": ail},
+        n_suppressed_cells_by_attribute={"A": suppressed, "B": 0},
+    )
+
+
+def test_the_per_attribute_verdict_compares_with_uniform_max():
+    """Issue 16's Figure 12: "agrees" when per-attribute ℓ_i costs no more AIL and suppression than ℓ = max ℓ_i."""
+
+    def points(mixed_ail):
+        return [
+            _setting_point("mixed", "per-attribute", 3, mixed_ail, 5),
+            _setting_point("mixed", "uniform max", 3, 0.2, 9),
+            _setting_point("mixed", "uniform min", 2, 0.0, 0),
+            _setting_point("rating", "per-attribute", 3, 0.05, 2),
+            _setting_point("rating", "uniform max", 3, 0.1, 4),
+            _setting_point("rating", "uniform min", 2, 0.0, 0),
+        ]
+
+    verdict, numbers = _per_attribute_verdict(points(0.1))[12]
+    assert verdict == "agrees"
+    assert "suppressed cells 5 / 9 / 0" in numbers
+    verdict, _ = _per_attribute_verdict(points(0.3))[12]
+    assert verdict == "partly agrees (rating only)"
+    assert _per_attribute_verdict([_point("ell", "mixed")]) == {}
