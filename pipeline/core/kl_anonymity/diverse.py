@@ -138,3 +138,66 @@ def diverse_witness(sensitive_codes: np.ndarray) -> np.ndarray:
 
 #: Partners tested exactly for ``Diverse(C ∪ D) > Diverse(C)`` when none extends C's witness set.
 EXACT_PARTNER_CHECKS = 32
+
+
+def _has_totally_different_set(tuples: np.ndarray, candidates: np.ndarray, needed: int) -> bool:
+    """Whether ``needed`` pairwise totally different rows exist among ``tuples[candidates]`` (distinct rows):
+    depth-first search that extends a partial set only with rows totally different from every chosen one,
+    pruned by the number of candidates and by each attribute's distinct values among them."""
+    if needed <= 0:
+        return True
+    if len(candidates) < needed:
+        return False
+    rows = tuples[candidates]
+    if needed == 1:
+        return True
+    if any(len(np.unique(rows[:, j])) < needed for j in range(rows.shape[1])):
+        return False
+    # rarest values first: a row sharing few values with the others has the most partners
+    for position in range(len(candidates) - needed + 1):
+        later = rows[position + 1 :]
+        partners = candidates[position + 1 :][(later != rows[position]).all(axis=1)]
+        if _has_totally_different_set(tuples, partners, needed - 1):
+            return True
+    return False
+
+
+def diverse_at_least_exact(sensitive_codes: np.ndarray, ell: int) -> bool:
+    """Whether ``Diverse ≥ ell`` (SPEC §14.1), decided exactly whatever the number of distinct tuples.
+
+    A greedy certificate (:func:`diverse_greedy`) settles most sets at once; when it is inconclusive (a greedy pass
+    in the wrong order can miss a set that exists), a depth-first search over the distinct tuples decides: it
+    extends a partial set of pairwise totally different tuples only with tuples totally different from all of it,
+    and prunes a branch once the candidates left, or the distinct values of one attribute among them, number fewer
+    than the tuples still needed. Exponential in ``ell`` in the worst case (``O(n^(ell-1))`` candidate filters of
+    ``n`` distinct tuples), polynomial for a fixed ``ell``; unlike :func:`diverse_at_least` it never answers
+    ``False`` for want of a proof.
+
+    Parameters
+    ----------
+    sensitive_codes
+        ``(n_records, n_attributes)`` array of value codes (any comparable dtype), or ``(n_records,)`` for one
+        attribute.
+    ell
+        The required number of pairwise totally different tuples (``≥ 1``).
+
+    Returns
+    -------
+    bool
+    """
+    codes = np.asarray(sensitive_codes)
+    codes = codes.reshape(len(codes), -1)
+    if ell <= 0:
+        return True
+    if len(codes) < ell or any(len(np.unique(codes[:, j])) < ell for j in range(codes.shape[1])):
+        return False
+    if diverse_greedy(codes, stop_at=ell) >= ell:
+        return True
+    tuples, counts = np.unique(codes, axis=0, return_counts=True)
+    # tuples whose values are rare come first (they conflict with few others)
+    rarity = np.zeros(len(tuples))
+    for j in range(tuples.shape[1]):
+        _, inverse, value_counts = np.unique(tuples[:, j], return_inverse=True, return_counts=True)
+        rarity += value_counts[inverse]
+    order = np.argsort(rarity, kind="stable")
+    return _has_totally_different_set(tuples[order], np.arange(len(tuples)), ell)
