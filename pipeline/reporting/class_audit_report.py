@@ -70,10 +70,11 @@ def _lines(result: Mapping[str, Any]) -> list[tuple[str, str]]:
                 f"{adversary['n_records_above_bound']} records above 1/ell, {adversary['n_records_certain']} certain",
             )
         )
+    labels = {"join": "join attack", "one_known_value": "known value"}
     for name, summary in (result.get("attacks") or {}).items():
         rows.append(
             (
-                name.replace("_", " "),
+                labels.get(name, name),
                 f"{summary['n_victims']} raw records: max {summary['max']:.3f}, mean {summary['mean']:.3f}, "
                 f"{summary['share_above_one_over_ell']:.1%} above 1/ell, {summary['n_certain']} certain",
             )
