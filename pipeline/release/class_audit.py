@@ -285,7 +285,8 @@ def audit_generalized_table(
     Returns
     -------
     dict
-        ``verdict`` ("PASS"/"FAIL"), ``reasons``, ``warnings``, ``table`` (path, sha256, quasi-identifiers,
+        ``verdict`` ("PASS"/"FAIL"), ``reasons``, ``warnings``, ``identity_risk`` (records unique on their
+        published quasi-identifiers and class sizes, :func:`pipeline.core.identity_risk.identity_risk`), ``table`` (path, sha256, quasi-identifiers,
         sensitive attributes, k and ℓ required), ``raw`` (path, sha256, n_records; None without ``--raw``),
         ``classes`` (:func:`pipeline.core.class_audit.class_audit`), ``hierarchies`` (None without them) and
         ``strong_rule_adversary`` (None without ``--raw``).
@@ -316,10 +317,13 @@ def audit_generalized_table(
             min_confidence=min_confidence,
         )
     verdict, reasons = _verdict(classes, k=k, ell=ell)
+    from pipeline.core.identity_risk import identity_risk
+
     return {
         "verdict": verdict,
         "reasons": reasons,
         "warnings": _warnings(classes, ell=ell),
+        "identity_risk": identity_risk([table], list(quasi_identifiers)) if quasi_identifiers else None,
         "table": {
             "path": str(path),
             "sha256": _sha256(path),
@@ -446,10 +450,13 @@ def audit_kl_release(
         else [f"kl_released holds {len(released)} records, the manifest says {n_released}"]
     )
     verdict, reasons = _verdict(classes, k=k, ell=ell, extra=extra)
+    from pipeline.release.audit import identity_risk_from_files
+
     return {
         "verdict": verdict,
         "reasons": reasons,
         "warnings": _warnings(classes, ell=ell),
+        "identity_risk": identity_risk_from_files(directory, manifest),
         "release": {
             "release_id": manifest.get("release_id"),
             "directory": str(directory),

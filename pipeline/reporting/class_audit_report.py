@@ -60,6 +60,17 @@ def _lines(result: Mapping[str, Any]) -> list[tuple[str, str]]:
             f"{learned['slack']}",
         ),
     ]
+    risk = result.get("identity_risk")
+    if risk:
+        rows.append(
+            (
+                "identity",
+                f"{risk['n_unique']} records unique on their published quasi-identifiers; "
+                + ", ".join(
+                    f"{n} in classes of fewer than {size}" for size, n in risk["records_in_classes_smaller_than"].items()
+                ),
+            )
+        )
     adversary = result.get("strong_rule_adversary")
     if adversary is not None:
         rows.append(

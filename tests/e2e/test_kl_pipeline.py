@@ -454,7 +454,9 @@ def test_audit_of_a_kl_release_passes_with_its_figures(published, tmp_path):
     assert "PASS" in outcome.output.splitlines()[0]
     report = json.loads(target.read_text())
     assert (target.parent / "report.html").is_file()
+    assert report["identity_risk"]["smallest_class"] == report["classes"]["k"]
     assert set(report) >= {
+        "identity_risk",
         "verdict",
         "reasons",
         "warnings",

@@ -62,7 +62,11 @@ def test_adult_audit_writes_json_and_page_under_the_home(adult_release):
     assert len(targets) == 1, outcome.output
     assert (targets[0].parent / "report.html").is_file()
     report = json.loads(targets[0].read_text())
-    assert set(report) == {"verdict", "reasons", "warnings", "table", "raw", "classes", "hierarchies", "strong_rule_adversary"}
+    assert set(report) == {
+        "verdict", "reasons", "warnings", "identity_risk", "table", "raw", "classes", "hierarchies", "strong_rule_adversary"
+    }  # fmt: skip
+    assert report["identity_risk"]["smallest_class"] == report["classes"]["k"] >= 5
+    assert report["identity_risk"]["n_unique"] == 0
     assert str(targets[0]) in outcome.output
     page = (targets[0].parent / "report.html").read_text()
     assert "Diverse" in page and report["verdict"] in page
