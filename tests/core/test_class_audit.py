@@ -65,6 +65,21 @@ def test_greedy_misses_a_diverse_set_the_exact_search_finds():
     assert not diverse_at_least_exact(GREEDY_MISSES, 6)  # 5 values per attribute at most
 
 
+def test_a_large_class_without_a_diverse_set_is_decided():
+    """600 tuples over 4 attributes with 60 values each, but every tuple holds 0 or 1 on the third or on the fourth
+    attribute: pairwise totally different tuples take at most two of those values on each, so Diverse ≤ 4 (a
+    search without a bound explores millions of branches here)."""
+    rng = np.random.default_rng(5)
+    n = 600
+    third = np.where(rng.random(n) < 0.5, rng.integers(0, 2, n), rng.integers(0, 60, n))
+    fourth = np.where(third >= 2, rng.integers(0, 2, n), rng.integers(0, 60, n))
+    tuples = np.stack([rng.integers(0, 60, n), rng.integers(0, 60, n), third, fourth], axis=1)
+    assert len(np.unique(tuples, axis=0)) > DIVERSE_EXACT_LIMIT
+    assert all(len(np.unique(tuples[:, j])) >= 5 for j in range(4))
+    assert not diverse_at_least_exact(tuples, 5)
+    assert diverse_at_least_exact(tuples, 4)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.integers(1, 4).flatmap(lambda m: st.lists(st.lists(st.integers(0, 3), min_size=m, max_size=m), min_size=1, max_size=9)),
