@@ -172,3 +172,14 @@ def test_unusable_tables_exit_2_naming_the_column_never_a_value(tmp_path):
     assert unknown.exit_code == 2 and "'s1'" in unknown.output and "secret-value" not in unknown.output
     neither = audit(home=tmp_path / "h")
     assert neither.exit_code == 2 and "--table" in neither.output
+
+
+def test_the_page_escapes_every_text(tmp_path):
+    from pipeline.release.class_audit import audit_generalized_table
+    from pipeline.reporting.class_audit_report import class_audit_html
+
+    table = pd.DataFrame({"zip": ["*"] * 3, "<s1>": ["a", "b", "c"], "s2": ["x", "y", "z"]})
+    table.to_csv(tmp_path / "t.csv", index=False)
+    page = class_audit_html(audit_generalized_table(tmp_path / "t.csv", ["zip"], ["<s1>", "s2"], k=3, ell=3))
+    assert "<s1>" not in page and "&lt;s1&gt;" in page
+    assert "<script" not in page
