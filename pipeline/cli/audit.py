@@ -14,37 +14,97 @@ from pipeline.release.reports import AuditReport
 
 
 @main.command()
-@click.argument("release_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("release_dir", required=False, type=click.Path(exists=True, file_okay=False))
 @click.option(
     "--raw",
     "raw_path",
-    required=True,
     type=click.Path(exists=True, dir_okay=False),
-    help="Raw table to mine the adversary's strong rules from (read as the release read its input).",
+    help="Raw table to mine the adversary's strong rules from (a release: read as the release read its input; "
+    "required for a mixed/Rating release). With --table: a CSV with a header or a Parquet file.",
 )
 @click.option(
     "--min-confidence",
     type=FiniteFloatRange(min=0.0, max=1.0, min_open=True),
-    help="Threshold of the adversary's rules (default: the release's).",
+    help="Threshold of the adversary's rules (default: the release's; --table: 0.8).",
 )
+@click.option(
+    "--table",
+    "table_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Audit another tool's generalized or suppressed table (ARX, anjana, sdcMicro: labels from the hierarchies, "
+    "'*' for a suppressed value), .csv or .parquet, instead of a release.",
+)
+@click.option("--quasi-identifiers", help="With --table: its quasi-identifier columns, comma-separated.")
+@click.option("--sensitive-attributes", help="With --table: its sensitive attribute columns, comma-separated.")
+@click.option(
+    "--hierarchies",
+    "hierarchies_dir",
+    type=click.Path(exists=True, file_okay=False),
+    help="ARX hierarchies: with --table, labels are checked and generalization measured; with a (k, ℓ) release and "
+    "--raw, the join and one-known-value attacks run for every raw record.",
+)
+@click.option("--k", "k", type=click.IntRange(min=1), default=2, show_default=True, help="With --table: the k required.")
+@click.option("--ell", type=click.IntRange(min=1), default=2, show_default=True, help="With --table: the ℓ required.")
 @click.option(
     "--output",
     type=click.Path(dir_okay=False),
-    help="Where to write the JSON report (default: <home>/audits/<release_id>/audit.json).",
+    help="Where to write the JSON report (default: <home>/audits/<release_id>/audit.json; --table: "
+    "<home>/audits/table-<sha256 prefix>/audit.json, with report.html beside it).",
 )
 @click.option(
     "--home",
     type=click.Path(file_okay=False),
     help="Release home whose audits/ gets the report when --output is not given (default $MSA_RELEASE_HOME or ./var).",
 )
-def audit(release_dir: str, raw_path: str, min_confidence: float | None, output: str | None, home: str | None) -> None:
-    """Audit RELEASE_DIR (a release directory, or a releases directory with LATEST) from its files.
+def audit(
+    release_dir: str | None,
+    raw_path: str | None,
+    min_confidence: float | None,
+    table_path: str | None,
+    quasi_identifiers: str | None,
+    sensitive_attributes: str | None,
+    hierarchies_dir: str | None,
+    k: int,
+    ell: int,
+    output: str | None,
+    home: str | None,
+) -> None:
+    """Audit RELEASE_DIR (a release directory, or a releases directory with LATEST) from its files, or another tool's
+    table (--table).
 
-    Runs the strong-rule adversary (SPEC §10) on every released record, re-checks ℓ-diversity
-    on the files, and computes AIL, RCE and rule confidences. Writes the JSON report to
-    <home>/audits/<release_id>/audit.json (or --output). Exit status: 0 PASS, 1 FAIL,
-    2 unusable input.
+    A mixed/Rating release: runs the strong-rule adversary (SPEC §10) on every released record, re-checks
+    ℓ-diversity on the files, and computes AIL, RCE and rule confidences (--raw required). A (k, ℓ) release, or a
+    --table: k, distinct and entropy ℓ per sensitive attribute, Diverse ≥ ℓ over whole sensitive tuples (exact),
+    the share of records pinned by one known value and the learned-model posterior against the population
+    baseline; with --raw the strong-rule adversary (and, for a release with --hierarchies, the join and
+    one-known-value attacks). Writes the JSON report to <home>/audits/<id>/audit.json (or --output).
+    Exit status: 0 PASS, 1 FAIL, 2 unusable input.
     """
+    from pipeline.release.class_audit import ClassAuditError, release_model
+
+    if table_path is not None:
+        if release_dir is not None:
+            raise UnusableInput("pass either RELEASE_DIR or --table, not both")
+        _audit_table(
+            table_path, quasi_identifiers, sensitive_attributes, hierarchies_dir, raw_path, k, ell, min_confidence, output, home
+        )
+        return
+    if release_dir is None:
+        raise UnusableInput("pass RELEASE_DIR (a release directory) or --table FILE")
+    if release_model(release_dir) == "kl":
+        from pipeline.release.class_audit import audit_kl_release
+
+        try:
+            result = audit_kl_release(
+                release_dir, raw_path=raw_path, hierarchies_dir=hierarchies_dir, min_confidence=min_confidence
+            )
+        except ClassAuditError as error:
+            raise UnusableInput(str(error)) from error
+        target = Path(output) if output else use_home(home) / "audits" / str(result["release"]["release_id"]) / "audit.json"
+        _write_class_audit(result, target)
+        return
+    if raw_path is None:
+        raise UnusableInput("a mixed or Rating release is audited against its raw table: pass --raw RAW")
     from pipeline.release.audit import AuditError, audit_release
 
     try:
@@ -59,6 +119,57 @@ def audit(release_dir: str, raw_path: str, min_confidence: float | None, output:
     target.write_text(json.dumps(report.as_json(), indent=2) + "\n")
     click.echo(render_audit(report, target))
     if not report.passed:
+        sys.exit(1)
+
+
+def _columns(option: str, value: str | None) -> list[str]:
+    columns = [c.strip() for c in (value or "").split(",") if c.strip()]
+    if not columns:
+        raise UnusableInput(f"--table needs {option} (comma-separated column names of the table)")
+    return columns
+
+
+def _audit_table(
+    table_path: str,
+    quasi_identifiers: str | None,
+    sensitive_attributes: str | None,
+    hierarchies_dir: str | None,
+    raw_path: str | None,
+    k: int,
+    ell: int,
+    min_confidence: float | None,
+    output: str | None,
+    home: str | None,
+) -> None:
+    from pipeline.release.class_audit import ClassAuditError, audit_generalized_table
+
+    try:
+        result = audit_generalized_table(
+            table_path,
+            _columns("--quasi-identifiers", quasi_identifiers),
+            _columns("--sensitive-attributes", sensitive_attributes),
+            k=k,
+            ell=ell,
+            hierarchies_dir=hierarchies_dir,
+            raw_path=raw_path,
+            min_confidence=0.8 if min_confidence is None else min_confidence,
+        )
+    except ClassAuditError as error:
+        raise UnusableInput(str(error)) from error
+    target = Path(output) if output else use_home(home) / "audits" / f"table-{result['table']['sha256'][:12]}" / "audit.json"
+    _write_class_audit(result, target)
+
+
+def _write_class_audit(result: dict, target: Path) -> None:
+    """Write the JSON and report.html of a class audit beside it, print the summary, exit 1 on FAIL."""
+    from pipeline.reporting.class_audit_report import class_audit_html, render_class_audit
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(result, indent=2) + "\n")
+    page = target.parent / "report.html"
+    page.write_text(class_audit_html(result))
+    click.echo(render_class_audit(result, target, page))
+    if result["verdict"] != "PASS":
         sys.exit(1)
 
 

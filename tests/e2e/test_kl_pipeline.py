@@ -426,13 +426,89 @@ def test_kl_job_with_small_blocks_and_greedy_through_the_cli(published, tmp_path
     assert (released.groupby("cluster_id").size() >= 4).all()
 
 
-def test_audit_refuses_a_kl_release_with_status_2(published, tmp_path):
+def _largest_totally_different(tuples: list[tuple[str, ...]]) -> int:
+    """Diverse by brute force over every subset of the distinct tuples (test oracle; small classes only)."""
+    import itertools
+
+    distinct = sorted(set(tuples))
+    for size in range(len(distinct), 0, -1):
+        for chosen in itertools.combinations(distinct, size):
+            if all(all(x != y for x, y in zip(a, b, strict=True)) for a, b in itertools.combinations(chosen, 2)):
+                return size
+    return 0
+
+
+def test_audit_of_a_kl_release_passes_with_its_figures(published, tmp_path):
+    """Issue 16: `msa-release audit` accepts a (k, ℓ) release: k, Diverse >= ℓ per class, accounting, the rule,
+    join and one-known-value adversaries and the learned model; exit 0 on PASS, JSON and report.html written."""
+    target = tmp_path / "a.json"
     outcome = CliRunner().invoke(
-        main, ["audit", str(published.release), "--raw", str(published.csv), "--output", str(tmp_path / "a.json")]
+        main,
+        [
+            "audit",
+            str(published.release),
+            "--raw",
+            str(published.csv),
+            "--hierarchies",
+            str(published.hierarchies),
+            "--output",
+            str(target),
+        ],
     )
-    assert outcome.exit_code == 2, outcome.output
-    assert "(k, ℓ)-anonymity" in outcome.output and "has no SIDs or SAC~ groups" in outcome.output
-    assert not (tmp_path / "a.json").exists()
+    assert outcome.exit_code == 0, outcome.output
+    assert "PASS" in outcome.output.splitlines()[0]
+    report = json.loads(target.read_text())
+    assert (target.parent / "report.html").is_file()
+    assert report["identity_risk"]["smallest_class"] == report["classes"]["k"]
+    assert set(report) >= {
+        "identity_risk",
+        "verdict",
+        "reasons",
+        "warnings",
+        "release",
+        "raw",
+        "structure",
+        "classes",
+        "strong_rule_adversary",
+        "attacks",
+    }
+    released = read_parquet(published.release / "kl_released.parquet")
+    sizes = released.groupby("cluster_id").size()
+    classes = report["classes"]
+    assert (classes["k"], classes["n_classes"], classes["n_records"]) == (int(sizes.min()), len(sizes), len(released))
+    assert classes["k"] >= 3
+    smallest = min(
+        _largest_totally_different(list(zip(*(group[a].astype(str) for a in SENSITIVE_ATTRIBUTES), strict=True)))
+        for _, group in released.groupby("cluster_id")
+    )
+    assert classes["diverse"]["smallest"] == smallest >= 2
+    assert classes["diverse"]["n_classes_below_ell"] == 0
+    assert report["structure"]["record_count_matches_manifest"] is True
+    assert report["attacks"]["join"]["n_victims"] == len(loaded_records(published.csv))
+    assert set(report["attacks"]) == {"join", "one_known_value"}
+    assert report["raw"]["n_records"] == len(loaded_records(published.csv))
+
+
+def test_audit_of_a_tampered_kl_release_fails(published, tmp_path):
+    """A copy of the release whose first class holds one sensitive tuple only: Diverse 1 < ℓ = 2, exit status 1."""
+    import shutil
+
+    copy = tmp_path / "release"
+    shutil.copytree(published.release, copy)
+    released = read_parquet(copy / "kl_released.parquet")
+    first = released["cluster_id"] == released["cluster_id"].min()
+    for attribute in SENSITIVE_ATTRIBUTES:
+        released.loc[first, attribute] = released.loc[first, attribute].iloc[0]
+    released.to_parquet(copy / "kl_released.parquet", index=False)
+    target = tmp_path / "a.json"
+    outcome = CliRunner().invoke(main, ["audit", str(copy), "--output", str(target)])
+    assert outcome.exit_code == 1, outcome.output
+    report = json.loads(target.read_text())
+    assert report["verdict"] == "FAIL"
+    assert report["classes"]["diverse"]["n_classes_below_ell"] == 1
+    assert report["classes"]["diverse"]["smallest"] == 1
+    assert report["classes"]["one_known_value"]["share_records_pinning_another_value"] > 0
+    assert report["raw"] is None and report["attacks"] is None
 
 
 def test_publish_leaves_kl_columns_null_for_other_models(tmp_path):

@@ -27,7 +27,14 @@ from __future__ import annotations
 
 from pipeline.core.kl_anonymity.blocks import blocked_clusters, partition_blocks, refine_clusters
 from pipeline.core.kl_anonymity.costs import cluster_cost, cluster_generalization, cluster_naive_cost, edge_weights
-from pipeline.core.kl_anonymity.diverse import diverse, diverse_at_least, diverse_exact, diverse_greedy, diverse_witness
+from pipeline.core.kl_anonymity.diverse import (
+    diverse,
+    diverse_at_least,
+    diverse_at_least_exact,
+    diverse_exact,
+    diverse_greedy,
+    diverse_witness,
+)
 from pipeline.core.kl_anonymity.exact import exact_clusters
 from pipeline.core.kl_anonymity.greedy import greedy_clusters
 from pipeline.core.kl_anonymity.model import KLAnonymization, kl_anonymize, kl_release_table
@@ -53,6 +60,7 @@ __all__ = [
     "cluster_naive_cost",
     "diverse",
     "diverse_at_least",
+    "diverse_at_least_exact",
     "diverse_exact",
     "diverse_greedy",
     "diverse_witness",
