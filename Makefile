@@ -42,7 +42,7 @@ privacy-report: env
 	$(VENV)/bin/msa-release privacy-report --output reports/attacks
 
 kl-quality: env
-	$(VENV)/bin/msa-release kl-quality
+	$(VENV)/bin/msa-release kl-quality --output reports/kl_quality
 
 # release benchmark (issue 5): make bench [SIZES=adult,kdd,1m,3m,10m] [RUNS=3] [RUNS_LARGE=1] -> reports/bench/
 bench: env

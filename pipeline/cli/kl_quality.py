@@ -1,4 +1,4 @@
-"""msa-release kl-quality: the (k, ℓ) approximation against the exact optimum (reports/kl_quality/)."""
+"""msa-release kl-quality: the (k, ℓ) approximation against the exact optimum (<home>/kl_quality/, or --output)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,12 @@ from pipeline.cli.common import UnusableInput, settings_from_options, input_opti
     type=click.Path(file_okay=False),
     help="Hierarchy directory (default: Adult's, for Adult only; msa-release hierarchies makes one).",
 )
-@click.option("--output", type=click.Path(file_okay=False), help="Output directory (default: reports/kl_quality).")
+@click.option(
+    "--output",
+    type=click.Path(file_okay=False),
+    help="Output directory (default: $MSA_RELEASE_HOME/kl_quality; `make kl-quality` names reports/kl_quality, the "
+    "committed report).",
+)
 @click.option("--quick", is_flag=True, help="A few small tables and one medium point (seconds instead of minutes).")
 def kl_quality(**options) -> None:
     """Measure the (k, ℓ) approximation: greedy and blocked vs the exact optimum on small random
@@ -58,9 +63,12 @@ def kl_quality(**options) -> None:
         if options["quick"]
         else quality.QualityPlan()
     )
-    out_dir = (
-        Path(options["output"]).resolve() if options["output"] else Path(__file__).resolve().parents[2] / "reports" / "kl_quality"
-    )
+    if options["output"]:
+        out_dir = Path(options["output"]).resolve()
+    else:  # under the home, never into the committed reports/ (issue 15)
+        from pipeline.cli.common import use_home
+
+        out_dir = use_home(None) / "kl_quality"
     report = quality.main(
         records=loaded.records,
         quasi_identifiers=settings.quasi_identifiers,

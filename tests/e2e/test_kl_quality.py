@@ -11,9 +11,13 @@ from pipeline.cli import main
 
 @pytest.fixture(scope="module")
 def quick_report(tmp_path_factory):
-    out = tmp_path_factory.mktemp("kl_quality")
-    result = CliRunner().invoke(main, ["kl-quality", "--quick", "--output", str(out)])
+    """The quick plan, written where the command writes without --output: under the home (issue 15: never into the
+    committed reports/)."""
+    home = tmp_path_factory.mktemp("kl_quality") / "home"
+    result = CliRunner().invoke(main, ["kl-quality", "--quick"], env={"MSA_RELEASE_HOME": str(home)})
     assert result.exit_code == 0, result.output
+    out = home / "kl_quality"
+    assert (out / "results.json").is_file(), sorted(p.name for p in home.rglob("*"))
     return out
 
 
