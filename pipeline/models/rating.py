@@ -53,7 +53,7 @@ class RatingModel(MixedModel):
     """Plain Rating on the whole table: the mixed model's contract, gates, manifest and report without SAC~."""
 
     name: str = "rating"
-    label: str = "rating (plain Rating baseline, P1 §6)"
+    label: str = "rating (plain Rating baseline of P1)"
     compared_with: str | None = "mixed"
     baseline: bool = True
     job: str = "rating_release"
