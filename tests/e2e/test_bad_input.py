@@ -93,6 +93,7 @@ from __future__ import annotations
 import csv
 import errno
 import json
+import re
 import os
 import shutil
 from collections import Counter
@@ -931,5 +932,7 @@ def test_every_seed_deleted(seeded_home):
     assert "Traceback" not in outcome.output and "DagsterAssetCheckFailedError" not in outcome.output
     (page,) = (seeded_home / "refusals").glob("*/refusal.html")
     assert f"refusal: {page}" in outcome.output
-    assert "gate(s): rule_confidence_preserved" in page.read_text()
+    # both data-loss gates refuse this loss (gate 4 and the utility gate): one page names both
+    failed = re.search(r"failed gate\(s\): ([^<]*)\.</p>", page.read_text())
+    assert failed and set(failed[1].split(", ")) == {"rule_confidence_preserved", "utility_within_thresholds"}
     assert snapshot(seeded_home) == before

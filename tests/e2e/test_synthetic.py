@@ -21,13 +21,7 @@ RULE_KEY = ["antecedent_attribute", "antecedent_value", "consequent_attribute", 
 @pytest.fixture(scope="module")
 def adult() -> pd.DataFrame:
     settings = ReleaseSettings()
-    loaded = load_records(
-        settings.input_path,
-        quasi_identifiers=settings.quasi_identifiers,
-        sensitive_attributes=settings.sensitive_attributes,
-        column_names=settings.column_names,
-        csv_header=False,
-    )
+    loaded = load_records(settings.input_path, **settings.reading_options())  # Adult's file: Adult's names, no header
     return loaded.records.drop(columns="row_id")
 
 
