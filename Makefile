@@ -66,7 +66,7 @@ typecheck: env
 
 # the fast loop for development: everything but the end-to-end, browser and full-Adult tests (CI runs `make test`)
 test-fast: env
-	$(VENV)/bin/python -m pytest -q -m "not e2e and not browser and not slow"
+	$(VENV)/bin/python -m pytest -q -n 2 -m "not e2e and not browser and not slow"
 
 ui: env dagster-home
 	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p $${PORT:-3000}
