@@ -37,7 +37,7 @@ column_both_qi_and_sa          same column in both roles -> exit 2 (usage error)
 sensitive_attribute_twice      --sensitive-attributes a,a -> exit 2 "more than once"
 fewer_than_two_sensitive       one sensitive attribute -> exit 2 "at least 2", suggests plain ℓ-diversity
 ell_below_two                  --ell 1 -> exit 2 (click range error naming --ell)
-ell_not_an_integer             --ell 2.5 -> exit 2 "'2.5' is not a valid integer"
+ell_not_an_integer             --ell 2.5 -> exit 2 "'2.5' is neither an integer nor name=integer pairs"
 ell_above_distinct_values      ℓ = 3 but 'b' has 2 distinct values -> exit 2, names 'b' and its count, "at most 2"
 min_confidence_zero            --min-confidence 0 -> exit 2 (range (0, 1])
 min_confidence_above_one       --min-confidence 1.5 -> exit 2
@@ -468,7 +468,7 @@ CLI_CASES = [
         DIVERSE,
         ["q", "a", "b"],
         arguments=(*STANDARD, "--ell", "2.5"),
-        expected=("--ell", "'2.5' is not a valid integer"),
+        expected=("--ell", "'2.5' is neither an integer nor name=integer pairs"),
     ),
     Case(
         "ell_above_distinct_values",
