@@ -11,7 +11,9 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import click
 
@@ -78,6 +80,29 @@ def _split(value: str | None) -> list[str] | None:
     return items
 
 
+#: The value type of :func:`name_value_pairs` (int for --ell, float for --generalization-weights).
+T = TypeVar("T")
+
+
+def name_value_pairs(text: str, convert: Callable[[str], T]) -> list[tuple[str, str, T | None]]:
+    """``"a=1,b=2.5"`` split into ``(item, name, value)``: ``value`` is ``convert(number)``, or None when the item has
+    no ``=``, no name, or a number ``convert`` refuses (``ValueError``). Empty items are skipped. The callers word
+    the errors (``--ell``, ``--generalization-weights``)."""
+    pairs: list[tuple[str, str, T | None]] = []
+    for item in (v.strip() for v in text.split(",")):
+        if not item:
+            continue
+        name, separator, number = item.rpartition("=")
+        name = name.strip()
+        value: T | None
+        try:
+            value = convert(number)
+        except ValueError:
+            value = None
+        pairs.append((item, name, value if separator and name else None))
+    return pairs
+
+
 class EllOption(click.ParamType):
     """``--ell``: an integer ℓ >= 2 (every sensitive attribute) or ``name=ℓ_i,...`` (one ℓ_i >= 2 per sensitive
     attribute, SPEC §6.7), e.g. ``education=4,occupation=3,age=2,relationship=2``. Which names are needed is checked
@@ -96,16 +121,8 @@ class EllOption(click.ParamType):
                 self.fail(f"{text!r} is neither an integer nor name=integer pairs (e.g. 3, or education=4,age=2)", param, ctx)
             return click.IntRange(min=2).convert(text, param, ctx)
         mapping: dict[str, int] = {}
-        for item in (v.strip() for v in text.split(",")):
-            if not item:
-                continue
-            name, separator, number_text = item.rpartition("=")
-            name = name.strip()
-            try:
-                number = int(number_text)
-            except ValueError:
-                number = None
-            if not separator or not name or number is None:
+        for item, name, number in name_value_pairs(text, int):
+            if number is None:
                 self.fail(f"{item!r} is not name=integer (example: education=4,occupation=3,age=2,relationship=2)", param, ctx)
             if name in mapping:
                 self.fail(f"{name!r} is given twice", param, ctx)
@@ -128,16 +145,8 @@ def parse_weights(value: str | None) -> dict[str, float] | None:
     if value is None:
         return None
     weights: dict[str, float] = {}
-    for item in (v.strip() for v in value.split(",")):
-        if not item:
-            continue
-        name, separator, number = item.rpartition("=")
-        name = name.strip()
-        try:
-            weight = float(number)
-        except ValueError:
-            weight = None
-        if not separator or not name or weight is None:
+    for item, name, weight in name_value_pairs(value, float):
+        if weight is None:
             raise click.BadParameter(
                 f"{item!r} is not name=number (example: sex=2,race=0.5)", param_hint="--generalization-weights"
             )

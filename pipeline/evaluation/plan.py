@@ -311,6 +311,21 @@ def _refused_row(
         certain_cells_pass=None,
         ell=ell,
     )
+    return _unpredicted_row(model, ell, min_confidence, min_support, configured=configured, gates=gates, refusal=refusal)
+
+
+def _unpredicted_row(
+    model: str,
+    ell: int,
+    min_confidence: float | None,
+    min_support: int | None,
+    *,
+    configured: bool,
+    gates: dict[str, str],
+    refusal: str | None,
+    notes: tuple[str, ...] = (),
+) -> PlanRow:
+    """A row whose figures are not predicted (``None``): a setting refused before any stage runs, or a (k, ℓ) row."""
     return PlanRow(
         model=model,
         ell=ell,
@@ -331,6 +346,7 @@ def _refused_row(
         gates=gates,
         refusal=refusal,
         seconds=0.0,
+        notes=notes,
     )
 
 
@@ -354,28 +370,7 @@ def _kl_row(ell: int, k: int, *, configured: bool) -> PlanRow:
             _refused_row("kl", ell, None, None, configured=configured, reason=f"k = {k} < ℓ = {ell}: raise --k to at least ℓ"),
             notes=(KL_NOT_PREDICTED,),
         )
-    return PlanRow(
-        model="kl",
-        ell=ell,
-        min_confidence=None,
-        min_support=None,
-        configured=configured,
-        n_strong_rules=None,
-        n_rule_holders=None,
-        n_rule_holders_released=None,
-        n_sac_released=None,
-        n_attribute_table=None,
-        n_deleted=None,
-        deleted_share=None,
-        suppressed_cells=None,
-        suppressed_share=None,
-        max_confidence_deviation=None,
-        max_disclosure=None,
-        gates=gates,
-        refusal=None,
-        seconds=0.0,
-        notes=(KL_NOT_PREDICTED,),
-    )
+    return _unpredicted_row("kl", ell, None, None, configured=configured, gates=gates, refusal=None, notes=(KL_NOT_PREDICTED,))
 
 
 def _values(given: Sequence[Any] | None, default: Sequence[Any], configured: Any) -> list[Any]:
