@@ -1,0 +1,154 @@
+"""The driver's view of a sharded release (issue 17): the shards' JSON summaries turned into the S-row summary frame
+that the gates' Great Expectations suites read, the totals of the release, and the manifest's ``sharding`` section.
+
+Nothing record-level here: a summary holds counts, gate partials and part-file checksums only
+(:data:`pipeline.engines.base.ShardSummary`). Framework-free (no Dagster, no Great Expectations).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+__all__ = [
+    "COUNT_COLUMNS",
+    "SEPARATOR",
+    "accounting_frame",
+    "flatten",
+    "release_totals",
+    "sharding_section",
+    "summary_frame",
+]
+
+#: Joins the levels of a flattened name: ``n_sids__education``, ``records_accounted_for__n_deleted``.
+SEPARATOR = "__"
+
+#: Scalar counts of every shard (``ShardRelease.counts``), in the summary frame's order.
+COUNT_COLUMNS = ("n_records", "n_sac_released", "n_attribute_table", "n_deleted", "n_groups")
+
+
+def flatten(figures: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested figures as one level of scalar columns: a mapping's keys joined with :data:`SEPARATOR`; a list or any
+    other non-scalar as its JSON text (so that every value fits one cell of a frame).
+
+    Returns
+    -------
+    dict
+        Column name -> bool, int, float, str or None.
+    """
+    flat: dict[str, Any] = {}
+    for key, value in figures.items():
+        name = f"{prefix}{SEPARATOR}{key}" if prefix else str(key)
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, name))
+        elif value is None or isinstance(value, bool | int | float | str):
+            flat[name] = value
+        elif hasattr(value, "item"):  # numpy scalars
+            flat[name] = value.item()
+        else:
+            flat[name] = json.dumps(value, default=str, sort_keys=True)
+    return flat
+
+
+def summary_frame(summaries: Sequence[Mapping[str, Any]], sensitive_attributes: Sequence[str]) -> pd.DataFrame:
+    """The S-row summary frame: one row per shard (in shard order), scalar columns only.
+
+    Parameters
+    ----------
+    summaries
+        The shards' summaries (``shard``, ``counts``, ``partials``, ``parts``).
+    sensitive_attributes
+        Schema order of the per-attribute columns.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``shard`` (int64), :data:`COUNT_COLUMNS` (int64), ``n_sids__<attribute>`` and ``n_suppressed_cells__<attribute>``
+        (int64, one per sensitive attribute), ``n_suppressed_cells`` (int64, their sum), and the flattened gate
+        partials ``<gate>__<figure>`` (:func:`flatten`). Never a value of the input.
+
+    Raises
+    ------
+    ValueError
+        A summary lacks a count (the message names the shard and the count).
+    """
+    rows = []
+    for summary in sorted(summaries, key=lambda s: int(s["shard"])):
+        counts = summary.get("counts") or {}
+        row: dict[str, Any] = {"shard": int(summary["shard"])}
+        for name in COUNT_COLUMNS:
+            if name not in counts:
+                raise ValueError(f"the summary of shard {row['shard']} has no count {name!r}")
+            row[name] = int(counts[name])
+        for name in ("n_sids", "n_suppressed_cells"):
+            per_attribute = counts.get(name) or {}
+            for attribute in sensitive_attributes:
+                row[f"{name}{SEPARATOR}{attribute}"] = int(per_attribute.get(attribute, 0))
+        row["n_suppressed_cells"] = sum(row[f"n_suppressed_cells{SEPARATOR}{a}"] for a in sensitive_attributes)
+        row.update(flatten(summary.get("partials") or {}))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def release_totals(frame: pd.DataFrame, sensitive_attributes: Sequence[str]) -> dict[str, Any]:
+    """The united release's counts from the summary frame (sums over the shards).
+
+    Returns
+    -------
+    dict
+        ``n_shards`` and the sums of :data:`COUNT_COLUMNS` (int), ``n_suppressed_cells`` (int), and
+        ``suppressed_cells`` / ``n_sids`` (attribute -> int).
+    """
+    totals: dict[str, Any] = {"n_shards": len(frame)}
+    for name in (*COUNT_COLUMNS, "n_suppressed_cells"):
+        totals[name] = int(frame[name].sum()) if len(frame) else 0
+    for name, key in (("n_suppressed_cells", "suppressed_cells"), ("n_sids", "n_sids")):
+        totals[key] = {a: int(frame[f"{name}{SEPARATOR}{a}"].sum()) if len(frame) else 0 for a in sensitive_attributes}
+    return totals
+
+
+def accounting_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """Gate 5 per shard: every record of a shard is in exactly one of SAC~, the attribute table or the deleted list.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``shard`` (int64), ``n_records`` and ``n_placed`` (int64: SAC~ + attribute table + deleted), ``accounted``
+        (bool: equal).
+    """
+    placed = frame["n_sac_released"] + frame["n_attribute_table"] + frame["n_deleted"]
+    return pd.DataFrame(
+        {
+            "shard": frame["shard"].astype("int64"),
+            "n_records": frame["n_records"].astype("int64"),
+            "n_placed": placed.astype("int64"),
+            "accounted": (placed == frame["n_records"]).astype(bool),
+        }
+    )
+
+
+def _spread(frame: pd.DataFrame, column: str) -> list[int]:
+    return [int(frame[column].min()), int(frame[column].max())] if len(frame) else [0, 0]
+
+
+def sharding_section(frame: pd.DataFrame, *, shard_rows: int, engine: str, workers: int | None) -> dict[str, Any]:
+    """The manifest's ``sharding`` section (issue 17): S, the shard size asked for, the engine, the workers, and the
+    per-shard spread (``[min, max]``) of records, deletions and suppressed cells. The shard key's salt is never
+    recorded (it derives from the home secret).
+
+    Returns
+    -------
+    dict
+        ``n_shards``, ``shard_rows``, ``engine``, ``workers`` (None for Spark: the cluster decides), ``per_shard``:
+        ``{"n_records": [min, max], "n_deleted": [min, max], "n_suppressed_cells": [min, max]}``.
+    """
+    return {
+        "n_shards": len(frame),
+        "shard_rows": int(shard_rows),
+        "engine": str(engine),
+        "workers": int(workers) if workers is not None else None,
+        "per_shard": {name: _spread(frame, name) for name in ("n_records", "n_deleted", "n_suppressed_cells")},
+    }
