@@ -119,16 +119,6 @@ def executor_of(settings: ReleaseSettings):
     raise ShardingUnavailable(f"{setting_example('engine', engine)} is not a sharded engine: use local or spark")
 
 
-def _plan(n_records: int, settings: ReleaseSettings):
-    """:func:`pipeline.core.sharding.plan_shards`, its refusal (shards below ``min_shard_rows``) as an unusable input."""
-    from pipeline.core.sharding import plan_shards
-
-    try:
-        return plan_shards(n_records, shard_rows=int(settings.shard_rows), min_shard_rows=int(settings.min_shard_rows))
-    except ValueError as error:
-        raise ShardingUnavailable(f"{error}; nothing is published") from None
-
-
 # --------------------------------------------------------------------------- input manifest and shard plan
 
 
@@ -153,21 +143,28 @@ def _plan(n_records: int, settings: ReleaseSettings):
 def sharded_input(context: dg.AssetExecutionContext, settings: ReleaseSettings, store: ReleaseStore):
     """Read the input once (DuckDB), apply the missing-value policy and stage it shard by shard into the run's
     PRIVATE staging directory (:func:`pipeline.engines.staging.stage_input`); the plan S = ceil(n / shard_rows) is
-    refused below ``min_shard_rows`` (exit status 2)."""
+    refused below ``min_shard_rows`` (exit status 2). The records' row ids and shard key are private."""
     from pipeline.core.keyed import input_hmac
     from pipeline.engines import staging
 
     started = time.monotonic()
+    from pipeline.core.sharding import shard_salt
+
     staging_dir = staging_dir_of(store, context.run.run_id)
     with structured_failures(file=settings.input_path):
-        staged = staging.stage_input(
-            settings.input_path,
-            staging_dir,
-            reading_options=settings.reading_options(),
-            ell=settings.feasibility_ell(),
-            secret=store.home_secret(),
-            plan=lambda n_records: _plan(n_records, settings),
-        )
+        try:
+            staged = staging.stage_input(
+                settings.input_path,
+                staging_dir,
+                salt=shard_salt(store.home_secret()),
+                shard_rows=int(settings.shard_rows),
+                min_shard_rows=int(settings.min_shard_rows),
+                **settings.reading_options(),
+            )
+        except ValueError as error:
+            if isinstance(error, UnusableInputError):
+                raise
+            raise ShardingUnavailable(f"{error}; nothing is published") from None  # the shard plan's refusal
     plan = staged.plan
     shard_records = [int(n) for n in staged.shard_records]
     summary = pd.DataFrame(
@@ -219,10 +216,23 @@ def sharded_input(context: dg.AssetExecutionContext, settings: ReleaseSettings, 
 )
 @with_structured_failures
 def sensitive_tuple_counts(settings: ReleaseSettings, sharded_input_summary: pd.DataFrame) -> pd.DataFrame:
+    """One DuckDB ``GROUP BY`` over the staged shards (:func:`pipeline.engines.staging.sensitive_tuple_counts`); a
+    table that cannot be ℓ-diverse is refused here as the in-memory job refuses it when reading (exit status 2): every
+    sensitive attribute needs ℓ distinct values, which the distinct tuples hold exactly when the records do."""
     from pipeline.engines.staging import sensitive_tuple_counts as count_tuples
+    from pipeline.io.loading import check_ell_feasible
 
-    staging_dir = Path(str(sharded_input_summary["staging_dir"].iloc[0]))
-    return count_tuples(staging_dir, list(settings.sensitive_attributes))
+    first = sharded_input_summary.iloc[0]
+    counts = count_tuples(Path(str(first["staging_dir"])), list(settings.sensitive_attributes))
+    with structured_failures(file=settings.input_path):
+        check_ell_feasible(
+            counts,
+            list(settings.sensitive_attributes),
+            ell=settings.feasibility_ell(),
+            source=Path(settings.input_path).name,
+            n_input=int(first["n_input"]),
+        )
+    return counts
 
 
 @dg.multi_asset(
@@ -380,6 +390,8 @@ def sharded_release_candidate(
         [s.get("partials") or {} for s in summaries],
         global_model_of(sharded_strong_rules, sharded_global_model),
         shard_parameters(settings),
+        n_input=int(first["n_input"]),
+        n_dropped_missing=int(first["n_dropped_missing"]),
     )
     totals = release_totals(shard_summaries, settings.sensitive_attributes)
     row = {
@@ -430,17 +442,17 @@ def sharded_manifest(
     promotion,
     input_summary: pd.Series,
     candidate: pd.Series,
-    shard_frame: pd.DataFrame,
     summaries: list[dict[str, Any]],
     gates: list[dict],
 ) -> dict[str, Any]:
     """The manifest of a sharded release: today's keys of a mixed release (settings, counts, checks, utility,
-    overrides, timings) and its ``sharding`` section (:func:`pipeline.engines.summaries.sharding_section`)."""
-    from pipeline.engines.summaries import sharding_section
+    overrides, timings) and its ``sharding`` section (:func:`pipeline.release.sharded_publish.sharding_manifest`; the
+    ``workers`` setting is recorded for Spark too, where the cluster's executors decide the parallelism)."""
     from pipeline.models.mixed import quasi_identifier_hierarchies
     from pipeline.release.manifest import utility_of_checks
     from pipeline.release.promotion import COMPARISON_NOTICE
     from pipeline.release.publish import package_versions
+    from pipeline.release.sharded_publish import sharding_manifest
     from pipeline.models import publication_model
 
     model = publication_model("mixed")
@@ -482,11 +494,9 @@ def sharded_manifest(
         "stage_seconds": stage_seconds(context),
         "package_versions": package_versions(),
         "profile": run_profile(context, settings),
-        "sharding": sharding_section(
-            shard_frame,
-            shard_rows=int(input_summary["shard_rows"]),
-            engine=str(settings.engine),
-            workers=int(settings.workers) if str(settings.engine) == "local" else None,
+        # S, shard_rows, engine, workers and the per-shard spread; publish_sharded_release adds the parts
+        "sharding": sharding_manifest(
+            summaries, shard_rows=int(input_summary["shard_rows"]), engine=str(settings.engine), workers=int(settings.workers)
         ),
     }
 
@@ -565,7 +575,6 @@ def publish_sharded(
         promotion=promotion,
         input_summary=input_summary,
         candidate=sharded_release_candidate.iloc[0],
-        shard_frame=shard_summaries,
         summaries=summaries,
         gates=gates,
     )
@@ -580,7 +589,7 @@ def publish_sharded(
         offsets=shard_offsets([s["counts"] for s in summaries]),
         schemas=schemas,
         manifest=manifest,
-        extra_files={ATTRIBUTE_CLUSTERS_FILE: clusters_parquet(clusters)},
+        attribute_clusters=clusters_frame(clusters),
         keep_releases=int(settings.keep_releases),
         update_latest=promotion.promoted,
     )
@@ -603,22 +612,13 @@ def publish_sharded(
     )
 
 
-#: The published attribute clusters (``attribute_clusters`` of the release contract).
-ATTRIBUTE_CLUSTERS_FILE = "attribute_clusters.parquet"
-
-
-def clusters_parquet(clusters: list[list[str]]) -> bytes:
-    """The attribute clusters as Parquet bytes: ``cluster_id`` (int32, 1-based) and ``attribute`` (text), one row per
-    attribute, as :func:`pipeline.core.mixed_model` publishes them."""
-    import io
-
-    frame = pd.DataFrame(
+def clusters_frame(clusters: list[list[str]]) -> pd.DataFrame:
+    """The global attribute clusters as the release contract publishes them: ``cluster_id`` (int32, 1-based, in the
+    clusters' order) and ``attribute`` (text), one row per attribute."""
+    return pd.DataFrame(
         [(cluster_id, attribute) for cluster_id, cluster in enumerate(clusters, start=1) for attribute in cluster],
         columns=["cluster_id", "attribute"],
-    ).astype({"cluster_id": "int32", "attribute": "string"})
-    buffer = io.BytesIO()
-    frame.to_parquet(buffer, index=False)
-    return buffer.getvalue()
+    ).astype({"cluster_id": "int32"})
 
 
 #: Every asset of the ``sharded_release`` job.

@@ -1,5 +1,6 @@
 """The driver's view of a sharded release (issue 17): the shards' JSON summaries turned into the S-row summary frame
-that the gates' Great Expectations suites read, the totals of the release, and the manifest's ``sharding`` section.
+that the gates' Great Expectations suites read, and the totals of the release (the manifest's ``sharding`` section is
+:func:`pipeline.release.sharded_publish.sharding_manifest`).
 
 Nothing record-level here: a summary holds counts, gate partials and part-file checksums only
 (:data:`pipeline.engines.base.ShardSummary`). Framework-free (no Dagster, no Great Expectations).
@@ -19,7 +20,6 @@ __all__ = [
     "accounting_frame",
     "flatten",
     "release_totals",
-    "sharding_section",
     "summary_frame",
 ]
 
@@ -128,27 +128,3 @@ def accounting_frame(frame: pd.DataFrame) -> pd.DataFrame:
             "accounted": (placed == frame["n_records"]).astype(bool),
         }
     )
-
-
-def _spread(frame: pd.DataFrame, column: str) -> list[int]:
-    return [int(frame[column].min()), int(frame[column].max())] if len(frame) else [0, 0]
-
-
-def sharding_section(frame: pd.DataFrame, *, shard_rows: int, engine: str, workers: int | None) -> dict[str, Any]:
-    """The manifest's ``sharding`` section (issue 17): S, the shard size asked for, the engine, the workers, and the
-    per-shard spread (``[min, max]``) of records, deletions and suppressed cells. The shard key's salt is never
-    recorded (it derives from the home secret).
-
-    Returns
-    -------
-    dict
-        ``n_shards``, ``shard_rows``, ``engine``, ``workers`` (None for Spark: the cluster decides), ``per_shard``:
-        ``{"n_records": [min, max], "n_deleted": [min, max], "n_suppressed_cells": [min, max]}``.
-    """
-    return {
-        "n_shards": len(frame),
-        "shard_rows": int(shard_rows),
-        "engine": str(engine),
-        "workers": int(workers) if workers is not None else None,
-        "per_shard": {name: _spread(frame, name) for name in ("n_records", "n_deleted", "n_suppressed_cells")},
-    }

@@ -1,5 +1,5 @@
-"""The driver's view of a sharded release (pipeline/engines/summaries.py): the S-row summary frame, the totals and the
-manifest's ``sharding`` section from hand-written shard summaries (expected figures worked out by hand)."""
+"""The driver's view of a sharded release (pipeline/engines/summaries.py): the S-row summary frame and the totals from
+hand-written shard summaries (expected figures worked out by hand)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pipeline.engines.summaries import accounting_frame, flatten, release_totals, sharding_section, summary_frame
+from pipeline.engines.summaries import accounting_frame, flatten, release_totals, summary_frame
 
 ATTRIBUTES = ["education", "occupation"]
 
@@ -72,18 +72,6 @@ def test_accounting_flags_the_shard_whose_records_do_not_add_up():
     accounting = accounting_frame(frame)
     assert accounting["accounted"].tolist() == [True, False]
     assert accounting["n_placed"].tolist() == [120, 99]
-
-
-def test_sharding_section_records_the_spread_and_never_the_salt():
-    section = sharding_section(summary_frame(SUMMARIES, ATTRIBUTES), shard_rows=110, engine="local", workers=2)
-    assert section == {
-        "n_shards": 2,
-        "shard_rows": 110,
-        "engine": "local",
-        "workers": 2,
-        "per_shard": {"n_records": [100, 120], "n_deleted": [7, 10], "n_suppressed_cells": [1, 2]},
-    }
-    assert sharding_section(summary_frame(SUMMARIES, ATTRIBUTES), shard_rows=110, engine="spark", workers=None)["workers"] is None
 
 
 def test_flatten_joins_levels_and_keeps_scalars():
