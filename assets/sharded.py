@@ -415,10 +415,14 @@ def sharded_release_candidate(
 
 
 def _published_counts(candidate: pd.Series, summaries: list[dict[str, Any]]) -> dict[str, Any]:
-    """The manifest's counts of the mixed model (``Manifest``'s mixed part) from the united release's counts."""
+    """The manifest's counts of the mixed model (``Manifest``'s mixed part) from the united release's counts; a count
+    the shards do not report is None (unknown), never 0."""
 
-    def total(name: str) -> int:
-        return sum(int((s.get("counts") or {}).get(name, 0) or 0) for s in summaries)
+    def total(name: str) -> int | None:
+        reported = [(s.get("counts") or {}).get(name) for s in summaries]
+        if any(value is None for value in reported):
+            return None
+        return sum(int(value) for value in reported)
 
     return {
         "n_sac_released": int(candidate["n_sac_released"]),
