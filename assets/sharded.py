@@ -85,6 +85,8 @@ def shard_parameters(settings: ReleaseSettings):
         stratum_deletion_budget=float(settings.stratum_deletion_budget),
         hierarchies=available_hierarchies(settings) if qi_aware else None,
         confidence_tolerance=float(settings.confidence_tolerance),
+        max_deleted_share=float(settings.max_deleted_share),
+        max_suppressed_share=float(settings.max_suppressed_share),
     )
 
 
@@ -519,10 +521,14 @@ def sharded_manifest(
                 dg.AssetKey([PRIVATE, "shard_summaries"]),
                 dg.AssetKey([CANDIDATE, "sharded_release_candidate"]),
                 dg.AssetKey([PRIVATE, "sharded_global_model"]),
+                dg.AssetKey([PRIVATE, "sharded_strong_rules"]),
+                dg.AssetKey([PRIVATE, "sensitive_tuple_counts"]),
             ],
         )
     ],
     ins={
+        "sharded_strong_rules": dg.AssetIn(key=[PRIVATE, "sharded_strong_rules"]),
+        "sensitive_tuple_counts": dg.AssetIn(key=[PRIVATE, "sensitive_tuple_counts"]),
         "sharded_input_summary": dg.AssetIn(key=[PRIVATE, "sharded_input_summary"]),
         "shard_summaries": dg.AssetIn(key=[PRIVATE, "shard_summaries"]),
         "sharded_release_candidate": dg.AssetIn(key=[CANDIDATE, "sharded_release_candidate"]),
@@ -539,6 +545,8 @@ def publish_sharded(
     shard_summaries: pd.DataFrame,
     sharded_release_candidate: pd.DataFrame,
     sharded_global_model: pd.DataFrame,
+    sharded_strong_rules: pd.DataFrame,
+    sensitive_tuple_counts: pd.DataFrame,
 ) -> dg.MaterializeResult:
     """Publish the sharded release (:func:`pipeline.release.sharded_publish.publish_sharded_release`): its part files
     checked against the shards' summaries (rows, SHA-256), ids offset (:func:`pipeline.core.sharding.shard_offsets`),
@@ -583,17 +591,39 @@ def publish_sharded(
         gates=gates,
     )
     schemas = contract_schemas(list(settings.quasi_identifiers), list(settings.sensitive_attributes), model="mixed")
-    clusters = json.loads(str(sharded_global_model["clusters"].iloc[0]))
+    clusters = clusters_frame(json.loads(str(sharded_global_model["clusters"].iloc[0])))
     target_dir = store.releases_dir if promotion.promoted else store.comparisons_dir
+    offsets = shard_offsets([s["counts"] for s in summaries])
+    n_records = int(sharded_release_candidate["n_records"].iloc[0])
+    extra_files: dict[str, bytes] = {}
+    if n_records <= REPORT_MAX_RECORDS:
+        extra_files = sharded_report_files(
+            settings,
+            manifest,
+            summaries=summaries,
+            offsets=offsets,
+            output_dir=staging_dir / "output",
+            attribute_clusters=clusters,
+            strong_rules=sharded_strong_rules,
+            tuple_counts=sensitive_tuple_counts,
+            release_path=target_dir / release_id,
+            releases_dir=store.releases_dir,
+        )
+    else:
+        context.log.warning(
+            f"report.html is not written for a sharded release of more than {REPORT_MAX_RECORDS} records "
+            f"({n_records}): the out-of-core report is not implemented yet; the release and its manifest are complete"
+        )
     path = publish_sharded_release(
         target_dir,
         release_id,
         output_dir=staging_dir / "output",
         summaries=summaries,
-        offsets=shard_offsets([s["counts"] for s in summaries]),
+        offsets=offsets,
         schemas=schemas,
         manifest=manifest,
-        attribute_clusters=clusters_frame(clusters),
+        attribute_clusters=clusters,
+        extra_files=extra_files,
         keep_releases=int(settings.keep_releases),
         update_latest=promotion.promoted,
     )
@@ -612,8 +642,59 @@ def publish_sharded(
             "n_gates_passed": sum(g["passed"] for g in gates),
             "publish_seconds": round(time.monotonic() - started, 3),
             "gates": dg.MetadataValue.json([{k: g[k] for k in ("name", "status")} for g in gates]),
+            **({"report": dg.MetadataValue.path(str(path / "report.html"))} if extra_files else {}),
         },
     )
+
+
+#: report.html of a sharded release is made from its tables held in memory up to this many records (the out-of-core
+#: report is not written yet: above it, the release is published without report.html and the step says so).
+REPORT_MAX_RECORDS = 1_000_000
+
+
+def sharded_report_files(
+    settings: ReleaseSettings,
+    manifest: dict[str, Any],
+    *,
+    summaries: list[dict[str, Any]],
+    offsets: list,
+    output_dir: Path,
+    attribute_clusters: pd.DataFrame,
+    strong_rules: pd.DataFrame,
+    tuple_counts: pd.DataFrame,
+    release_path: Path,
+    releases_dir: Path,
+) -> dict[str, bytes]:
+    """``report.html`` and ``report.json`` of a sharded release (aggregate figures only, as the ``release`` job's):
+    AIL/RCE, rule confidences and supports, identity risk, from the united tables read back from the private parts
+    (:func:`pipeline.engines.summaries.united_tables`); the private Rating baseline is not computed for a sharded
+    release (the report says so)."""
+    from pipeline.core.identity_risk import identity_risk
+    from pipeline.core.metrics import domain_sizes
+    from pipeline.engines.summaries import united_tables
+    from pipeline.release.audit import PublishedRelease
+    from pipeline.reporting.release_report import mixed_report_data, report_files
+
+    attributes = list(settings.sensitive_attributes)
+    tables = united_tables(output_dir, summaries, offsets, attributes)
+    in_memory = PublishedRelease(
+        path=release_path,
+        manifest=dict(manifest),
+        sac_released=tables["sac_released"],
+        attribute_table=tables["attribute_table"].astype({a: "Int32" for a in attributes}),
+        id_table=tables["id_table"],
+        attribute_clusters=attribute_clusters,
+    )
+    data: dict[str, Any] = mixed_report_data(in_memory, strong_rules, domain=domain_sizes(tuple_counts, attributes))
+    data["identity_risk"] = identity_risk([in_memory.sac_released, in_memory.attribute_table], settings.quasi_identifiers)
+    data["private_rating_baseline"] = {
+        "model": "rating",
+        "published": False,
+        "not_computed": True,
+        "n_records": int(manifest["n_input"]) - int(manifest["n_dropped_missing"]),
+        "max_records": 0,
+    }
+    return report_files(manifest, data, releases_dir=releases_dir)
 
 
 def clusters_frame(clusters: list[list[str]]) -> pd.DataFrame:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -21,6 +22,7 @@ __all__ = [
     "flatten",
     "release_totals",
     "summary_frame",
+    "united_tables",
 ]
 
 #: Joins the levels of a flattened name: ``n_sids__education``, ``records_accounted_for__n_deleted``.
@@ -128,3 +130,47 @@ def accounting_frame(frame: pd.DataFrame) -> pd.DataFrame:
             "accounted": (placed == frame["n_records"]).astype(bool),
         }
     )
+
+
+def united_tables(
+    output_dir: Path,
+    summaries: Sequence[Mapping[str, Any]],
+    offsets: Sequence[Any],
+    sensitive_attributes: Sequence[str],
+) -> dict[str, pd.DataFrame]:
+    """The shards' private parts read back and united in memory, ids offset as the published release has them
+    (``sac_released``: row and group ids; ``attribute_table``: row ids and every SID column; ``id_table``: SIDs of each
+    attribute), shards in order. For the report of a release small enough to hold in memory (the publish step's
+    ``report.html``); the published files are written out of core by :mod:`pipeline.release.sharded_publish`.
+
+    Parameters
+    ----------
+    output_dir
+        The run's PRIVATE ``<staging>/output``; the summaries' part paths are relative to it.
+    summaries
+        The shards' summaries, in shard order (``parts``: table -> ``path``).
+    offsets
+        :func:`pipeline.core.sharding.shard_offsets` of their counts (``sac_row_id``, ``group_id``,
+        ``attribute_table_row_id``, ``sid``: attribute -> int).
+
+    Returns
+    -------
+    dict
+        ``sac_released``, ``attribute_table`` (SID columns nullable ``Int64``), ``id_table``.
+    """
+    tables: dict[str, list[pd.DataFrame]] = {"sac_released": [], "attribute_table": [], "id_table": []}
+    for summary, offset in zip(summaries, offsets, strict=True):
+        for table, frames in tables.items():
+            part = pd.read_parquet(output_dir / summary["parts"][table]["path"])
+            if table == "sac_released":
+                part["row_id"] = part["row_id"].astype("int64") + int(offset.sac_row_id)
+                part["group_id"] = part["group_id"].astype("int64") + int(offset.group_id)
+            elif table == "attribute_table":
+                part["row_id"] = part["row_id"].astype("int64") + int(offset.attribute_table_row_id)
+                for attribute in sensitive_attributes:
+                    part[attribute] = part[attribute].astype("Int64") + int(offset.sid[attribute])
+            else:
+                shift = part["attribute"].astype(str).map({a: int(offset.sid[a]) for a in sensitive_attributes})
+                part["sid"] = part["sid"].astype("int64") + shift.astype("int64")
+            frames.append(part)
+    return {table: pd.concat(frames, ignore_index=True) for table, frames in tables.items()}

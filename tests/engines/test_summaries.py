@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
-from pipeline.engines.summaries import accounting_frame, flatten, release_totals, summary_frame
+from pipeline.engines.summaries import accounting_frame, flatten, release_totals, summary_frame, united_tables
 
 ATTRIBUTES = ["education", "occupation"]
 
@@ -76,3 +77,47 @@ def test_accounting_flags_the_shard_whose_records_do_not_add_up():
 
 def test_flatten_joins_levels_and_keeps_scalars():
     assert flatten({"a": {"b": 1, "c": {"d": True}}, "e": None, "f": [1]}) == {"a__b": 1, "a__c__d": True, "e": None, "f": "[1]"}
+
+
+def test_united_tables_offset_every_id_as_the_published_release_has_them(tmp_path):
+    """Two shards' private parts with local ids: the second shard's SAC~ rows, groups, attribute-table rows and SIDs
+    come after the first's (offsets worked out by hand: 2 SAC~ rows and 1 group in shard 0, 3 SAC~ rows in all)."""
+    from types import SimpleNamespace
+
+    output = tmp_path / "output"
+    parts = {
+        0: {
+            "sac_released": pd.DataFrame({"row_id": [1, 2], "group_id": [1, 1], "sex": ["F", "M"]}),
+            "attribute_table": pd.DataFrame({"row_id": [3], "sex": ["F"], "education": [1], "occupation": [pd.NA]}),
+            "id_table": pd.DataFrame(
+                {"attribute": ["education", "occupation"], "sid": [1, 1], "value": ["a", "b"], "count": [1, 1]}
+            ),
+        },
+        1: {
+            "sac_released": pd.DataFrame({"row_id": [1], "group_id": [1], "sex": ["M"]}),
+            "attribute_table": pd.DataFrame({"row_id": [2, 3], "sex": ["M", "F"], "education": [1, 2], "occupation": [1, 1]}),
+            "id_table": pd.DataFrame(
+                {"attribute": ["education", "occupation"], "sid": [2, 1], "value": ["c", "d"], "count": [1, 2]}
+            ),
+        },
+    }
+    summaries = []
+    for shard, tables in parts.items():
+        entry: dict = {"shard": shard, "parts": {}}
+        for table, frame in tables.items():
+            path = output / table / f"part-{shard:05d}.parquet"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            frame.astype({"occupation": "Int32"} if "occupation" in frame and table == "attribute_table" else {}).to_parquet(path)
+            entry["parts"][table] = {"path": f"{table}/part-{shard:05d}.parquet"}
+        summaries.append(entry)
+    offsets = [
+        SimpleNamespace(sac_row_id=0, group_id=0, attribute_table_row_id=1, sid={"education": 0, "occupation": 0}),
+        SimpleNamespace(sac_row_id=2, group_id=1, attribute_table_row_id=3, sid={"education": 1, "occupation": 1}),
+    ]
+    united = united_tables(output, summaries, offsets, ATTRIBUTES)
+    assert united["sac_released"]["row_id"].tolist() == [1, 2, 3]
+    assert united["sac_released"]["group_id"].tolist() == [1, 1, 2]
+    assert united["attribute_table"]["row_id"].tolist() == [4, 5, 6]  # local ids 3 | 2, 3 -> after the 3 SAC~ rows
+    assert united["attribute_table"]["education"].tolist() == [1, 2, 3]
+    assert united["attribute_table"]["occupation"].isna().tolist() == [True, False, False]  # suppressed stays NULL
+    assert united["id_table"]["sid"].tolist() == [1, 1, 3, 2]
