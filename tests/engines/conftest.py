@@ -9,8 +9,9 @@ import pytest
 from pipeline.core import sharding
 from tests.engines import shard_fakes
 
-QUASI_IDENTIFIERS = ("sex", "zip")
-SENSITIVE_ATTRIBUTES = ("disease", "job")
+from tests.engines.shard_fakes import QUASI_IDENTIFIERS, SENSITIVE_ATTRIBUTES
+
+__all__ = ["QUASI_IDENTIFIERS", "SENSITIVE_ATTRIBUTES"]
 
 #: a.csv (3 rows read, the 2nd misses a sensitive value), b.csv (4 rows), in that record order
 CSV_A = "sex,zip,disease,job\nF,100,flu,nurse\nM,101,,clerk\nF,?,HIV,nurse\n"

@@ -6,6 +6,7 @@ Module-level functions: the ``local`` executor's worker processes import them by
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,19 @@ from pipeline.engines.base import ShardJob, ShardSummary
 from pipeline.engines.worker import run_staged_shard
 
 MASK64 = (1 << 64) - 1
+#: a shard salt for the tests
+SALT = 0x0123456789ABCDEF
+QUASI_IDENTIFIERS = ("sex", "zip")
+SENSITIVE_ATTRIBUTES = ("disease", "job")
+
+
+def make_job(staging_dir: Path, n_shards: int) -> ShardJob:
+    """A shard job over the test tables' columns (the stand-ins ignore the model)."""
+    model = sharding.GlobalModel(rules=pd.DataFrame(), s_max=None, strong_value_occurrences={}, clusters=[], n_records=0)
+    parameters = sharding.ShardParameters(
+        quasi_identifiers=QUASI_IDENTIFIERS, sensitive_attributes=SENSITIVE_ATTRIBUTES, ell=2, seed=0
+    )
+    return ShardJob(staging_dir=staging_dir, model=model, parameters=parameters, secret=None, n_shards=n_shards)
 
 
 def splitmix64_reference(x: int) -> int:

@@ -12,21 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.core.sharding import GlobalModel, ShardParameters
-from pipeline.engines.base import ShardJob
 from pipeline.engines.staging import input_files, sensitive_tuple_counts, shard_key_sql, stage_input, staged_shard_files
 from pipeline.engines.worker import read_staged_shard
 from pipeline.io.loading import InputError, load_records
-from tests.engines.conftest import QUASI_IDENTIFIERS, SENSITIVE_ATTRIBUTES
-from tests.engines.shard_fakes import MASK64, splitmix64_reference
-
-SALT = 0x0123456789ABCDEF
-
-
-def _job(staging_dir: Path, n_shards: int) -> ShardJob:
-    model = GlobalModel(rules=pd.DataFrame(), s_max=None, strong_value_occurrences={}, clusters=[], n_records=0)
-    parameters = ShardParameters(quasi_identifiers=QUASI_IDENTIFIERS, sensitive_attributes=SENSITIVE_ATTRIBUTES, ell=2, seed=0)
-    return ShardJob(staging_dir=staging_dir, model=model, parameters=parameters, secret=None, n_shards=n_shards)
+from tests.engines.shard_fakes import QUASI_IDENTIFIERS, SENSITIVE_ATTRIBUTES
+from tests.engines.shard_fakes import MASK64, SALT, make_job, splitmix64_reference
 
 
 def _stage(paths: object, staging_dir: Path, *, shard_rows: int = 1000) -> object:
@@ -98,7 +88,7 @@ def test_one_file_stages_exactly_load_records(two_files: Path, tmp_path: Path) -
     expected = load_records(path, quasi_identifiers=QUASI_IDENTIFIERS, sensitive_attributes=SENSITIVE_ATTRIBUTES).records
     assert staged.n_shards == 1 and staged.shard_records == (4,)  # type: ignore[attr-defined]
     assert staged.input_sha256 == hashlib.sha256(path.read_bytes()).hexdigest()  # type: ignore[attr-defined]
-    pd.testing.assert_frame_equal(read_staged_shard(_job(tmp_path / "run", 1), 0), expected)
+    pd.testing.assert_frame_equal(read_staged_shard(make_job(tmp_path / "run", 1), 0), expected)
 
 
 @pytest.mark.usefixtures("fake_key")
@@ -117,7 +107,7 @@ def test_several_files_row_ids_manifest_and_look_alikes_across_files(two_files: 
         manifest["input_sha256"]
         == hashlib.sha256("".join(f"{f['name']}\t{f['sha256']}\n" for f in manifest["files"]).encode()).hexdigest()
     )
-    records = read_staged_shard(_job(tmp_path / "run", 1), 0)
+    records = read_staged_shard(make_job(tmp_path / "run", 1), 0)
     # row 2 of a.csv is dropped (missing disease); b.csv's rows are 4..7
     assert records["row_id"].tolist() == [1, 3, 4, 5, 6, 7]
     assert records["zip"].tolist() == ["100", "?", "100", "102", "101", "100"]
@@ -138,7 +128,7 @@ def test_shards_follow_the_key_and_keep_row_order(two_files: Path, tmp_path: Pat
             schema = pq.read_schema(part)
             assert schema.field("row_id").type == pa.int64()
             assert all(pa.types.is_dictionary(schema.field(c).type) for c in (*QUASI_IDENTIFIERS, *SENSITIVE_ATTRIBUTES))
-        row_ids = read_staged_shard(_job(tmp_path / "run", 3), shard)["row_id"].tolist() if parts else []
+        row_ids = read_staged_shard(make_job(tmp_path / "run", 3), shard)["row_id"].tolist() if parts else []
         assert row_ids == sorted(row_ids)
         assert all(splitmix64_reference((r + SALT) & MASK64) % 3 == shard for r in row_ids)
         assert len(row_ids) == staged.shard_records[shard]  # type: ignore[attr-defined]
@@ -159,7 +149,7 @@ def test_restaging_replaces_the_previous_input(two_files: Path, tmp_path: Path) 
     _stage(two_files, tmp_path / "run", shard_rows=2)
     _stage(two_files / "a.csv", tmp_path / "run")
     assert sorted(p.name for p in (tmp_path / "run" / "input").iterdir()) == ["shard=0"]
-    assert read_staged_shard(_job(tmp_path / "run", 1), 0)["row_id"].tolist() == [1, 3]
+    assert read_staged_shard(make_job(tmp_path / "run", 1), 0)["row_id"].tolist() == [1, 3]
 
 
 @pytest.mark.usefixtures("fake_key")
@@ -191,4 +181,4 @@ def test_parquet_input_files(two_files: Path, tmp_path: Path) -> None:
         frame.to_parquet(parquet_dir / f"{name}.parquet", index=False)
     staged = _stage(parquet_dir, tmp_path / "run")
     assert staged.input_format == "parquet" and staged.n_records == 6  # type: ignore[attr-defined]
-    assert read_staged_shard(_job(tmp_path / "run", 1), 0)["row_id"].tolist() == [1, 3, 4, 5, 6, 7]
+    assert read_staged_shard(make_job(tmp_path / "run", 1), 0)["row_id"].tolist() == [1, 3, 4, 5, 6, 7]
