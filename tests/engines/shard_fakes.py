@@ -23,11 +23,16 @@ QUASI_IDENTIFIERS = ("sex", "zip")
 SENSITIVE_ATTRIBUTES = ("disease", "job")
 
 
-def make_job(staging_dir: Path, n_shards: int) -> ShardJob:
-    """A shard job over the test tables' columns (the stand-ins ignore the model)."""
+def make_job(
+    staging_dir: Path,
+    n_shards: int,
+    quasi_identifiers: tuple[str, ...] = QUASI_IDENTIFIERS,
+    sensitive_attributes: tuple[str, ...] = SENSITIVE_ATTRIBUTES,
+) -> ShardJob:
+    """A shard job over the given columns (the stand-ins ignore the model)."""
     model = sharding.GlobalModel(rules=pd.DataFrame(), s_max=None, strong_value_occurrences={}, clusters=[], n_records=0)
     parameters = sharding.ShardParameters(
-        quasi_identifiers=QUASI_IDENTIFIERS, sensitive_attributes=SENSITIVE_ATTRIBUTES, ell=2, seed=0
+        quasi_identifiers=quasi_identifiers, sensitive_attributes=sensitive_attributes, ell=2, seed=0
     )
     return ShardJob(staging_dir=staging_dir, model=model, parameters=parameters, secret=None, n_shards=n_shards)
 

@@ -16,6 +16,7 @@ from pipeline.engines.staging import input_files, sensitive_tuple_counts, shard_
 from pipeline.engines.worker import read_staged_shard
 from pipeline.io.loading import InputError, load_records
 from tests.engines.shard_fakes import QUASI_IDENTIFIERS, SENSITIVE_ATTRIBUTES
+from tests.conftest import ADULT_COLUMNS
 from tests.engines.shard_fakes import MASK64, SALT, make_job, splitmix64_reference
 
 
@@ -182,3 +183,34 @@ def test_parquet_input_files(two_files: Path, tmp_path: Path) -> None:
     staged = _stage(parquet_dir, tmp_path / "run")
     assert staged.input_format == "parquet" and staged.n_records == 6  # type: ignore[attr-defined]
     assert read_staged_shard(make_job(tmp_path / "run", 1), 0)["row_id"].tolist() == [1, 3, 4, 5, 6, 7]
+
+
+ADULT_QUASI_IDENTIFIERS = ("sex", "race", "marital-status", "native-country", "workclass")
+ADULT_SENSITIVE_ATTRIBUTES = ("education", "occupation", "age", "relationship")
+
+
+@pytest.mark.usefixtures("fake_key")
+@pytest.mark.parametrize("shard_rows", [40_000, 11_000])
+def test_adult_staged_in_shards_is_todays_records(adult_records: pd.DataFrame, tmp_path: Path, shard_rows: int) -> None:
+    adult = Path(__file__).resolve().parents[2] / "data" / "adult" / "adult.data"
+    staged = stage_input(
+        adult,
+        tmp_path / "run",
+        quasi_identifiers=ADULT_QUASI_IDENTIFIERS,
+        sensitive_attributes=ADULT_SENSITIVE_ATTRIBUTES,
+        salt=SALT,
+        shard_rows=shard_rows,
+        min_shard_rows=1,
+        csv_header=False,
+        column_names=ADULT_COLUMNS,
+    )
+    assert staged.n_records == 30718 and sum(staged.shard_records) == 30718
+    job = make_job(tmp_path / "run", staged.n_shards, ADULT_QUASI_IDENTIFIERS, ADULT_SENSITIVE_ATTRIBUTES)
+    shards = [read_staged_shard(job, s) for s in range(staged.n_shards)]
+    if staged.n_shards == 1:
+        pd.testing.assert_frame_equal(shards[0], adult_records)
+    else:
+        assert staged.n_shards == 3
+        united = pd.concat([s.astype({c: object for c in s.columns[1:]}) for s in shards]).sort_values("row_id")
+        expected = adult_records.astype({c: object for c in adult_records.columns[1:]})
+        pd.testing.assert_frame_equal(united.reset_index(drop=True), expected)
