@@ -46,6 +46,7 @@ __all__ = [
     "shard_key_sql",
     "stage_input",
     "staged_shard_files",
+    "staging_dir_for",
 ]
 
 #: file-name endings read from an input directory, by format (anything else in the directory is ignored)
@@ -56,6 +57,22 @@ _MASK64 = (1 << 64) - 1
 _GOLDEN_GAMMA = 0x9E3779B97F4A7C15
 _MIX1 = 0xBF58476D1CE4E5B9
 _MIX2 = 0x94D049BB133111EB
+
+
+def staging_dir_for(home: Path, run_id: str) -> Path:
+    """The PRIVATE staging directory of a run: ``<home>/private/shards/<run_id>`` (not created here).
+
+    It holds every input record (``input/``) and the shards' private tables (``output/``): it stays under the home,
+    is never published, and is removed once the run is over.
+
+    Raises
+    ------
+    ValueError
+        A run id that is empty, ``.``/``..`` or holds a path separator (it must name one directory).
+    """
+    if run_id in ("", ".", "..") or "/" in run_id or "\\" in run_id or "\0" in run_id:
+        raise ValueError("a run id used as the staging directory's name must be one directory name (no '/', not '..')")
+    return home / "private" / "shards" / run_id
 
 
 def _format_of(path: Path) -> str | None:

@@ -12,7 +12,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.engines.staging import input_files, sensitive_tuple_counts, shard_key_sql, stage_input, staged_shard_files
+from pipeline.engines.staging import (
+    input_files,
+    sensitive_tuple_counts,
+    shard_key_sql,
+    stage_input,
+    staged_shard_files,
+    staging_dir_for,
+)
 from pipeline.engines.worker import read_staged_shard
 from pipeline.io.loading import InputError, load_records
 from tests.engines.shard_fakes import QUASI_IDENTIFIERS, SENSITIVE_ATTRIBUTES
@@ -214,3 +221,10 @@ def test_adult_staged_in_shards_is_todays_records(adult_records: pd.DataFrame, t
         united = pd.concat([s.astype({c: object for c in s.columns[1:]}) for s in shards]).sort_values("row_id")
         expected = adult_records.astype({c: object for c in adult_records.columns[1:]})
         pd.testing.assert_frame_equal(united.reset_index(drop=True), expected)
+
+
+def test_staging_dir_for_a_run(tmp_path: Path) -> None:
+    assert staging_dir_for(tmp_path, "abc-123") == tmp_path / "private" / "shards" / "abc-123"
+    for bad in ("", "..", "a/b"):
+        with pytest.raises(ValueError, match="one directory name"):
+            staging_dir_for(tmp_path, bad)
