@@ -167,6 +167,8 @@ MEMORY_ENGINE_BASE_GIB, MEMORY_ENGINE_GIB_PER_MILLION = 0.47, 0.72
 #: Records up to which the published tables' content digests are computed (a separate process reads the release
 #: back; it is what `spark` = `local` is checked on).
 DEFAULT_DIGEST_MAX_RECORDS = 10_000_000
+#: The sharded job's private staging under the home (shared decisions of issue 17), sized during a run.
+STAGING_DIRECTORY = Path("private") / "shards"
 #: Tables whose content digests (``pipeline.release.audit.table_digests``) are compared across engines.
 DIGEST_TABLES = ("sac_released", "attribute_table", "id_table", "attribute_clusters")
 #: Issue 14's data sets (``--sizes`` tokens): Adult's rows made into a stress case, written as CSV by
@@ -507,23 +509,42 @@ def tree_resident_bytes(root: int, table: dict[int, tuple[int, int]]) -> tuple[i
     return total, count
 
 
+def directory_bytes(path: Path) -> int:
+    """Total size in bytes of the regular files under ``path`` (0 when it does not exist; files that vanish while
+    it is walked are skipped)."""
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
 class ProcessTreeSampler:
     """Samples the summed resident set of a process and its descendants every ``interval`` seconds (a thread).
 
     ``peak_bytes``: the largest sum seen; ``peak_processes``: the most processes seen at once. Linux only (/proc);
-    elsewhere both stay 0 and ``available`` is False.
+    elsewhere both stay 0 and ``available`` is False. With ``watch``, every ``watch_every``-th sample also sizes
+    that directory (``peak_watch_bytes``: the sharded job's private staging on disk).
     """
 
-    def __init__(self, pid: int, interval: float = 0.1, proc: Path = Path("/proc")) -> None:
+    def __init__(
+        self, pid: int, interval: float = 0.1, proc: Path = Path("/proc"), watch: Path | None = None, watch_every: int = 10
+    ) -> None:
         self.pid, self.interval, self.proc = pid, interval, proc
+        self.watch, self.watch_every = watch, watch_every
         self.available = (proc / str(pid) / "stat").exists()
-        self.peak_bytes = self.peak_processes = self.samples = 0
+        self.peak_bytes = self.peak_processes = self.samples = self.peak_watch_bytes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="process-tree-sampler", daemon=True)
 
     def sample(self) -> None:
         total, count = tree_resident_bytes(self.pid, process_table(self.proc))
         self.peak_bytes, self.peak_processes = max(self.peak_bytes, total), max(self.peak_processes, count)
+        if self.watch is not None and self.samples % self.watch_every == 0:
+            self.peak_watch_bytes = max(self.peak_watch_bytes, directory_bytes(self.watch))
         self.samples += 1
 
     def _run(self) -> None:
@@ -603,14 +624,14 @@ def _run_with_timeout(command: list[str], *, timeout: float | None, **kwargs) ->
 
 
 def _run_sampled(
-    command: list[str], *, timeout: float | None, interval: float, **kwargs
+    command: list[str], *, timeout: float | None, interval: float, watch: Path | None = None, **kwargs
 ) -> tuple[subprocess.CompletedProcess, ProcessTreeSampler]:
     """Run ``command`` in its own session while a :class:`ProcessTreeSampler` watches its process tree; a timeout
     kills the whole session (workers and JVM included) and gives exit status -9 with a message."""
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs
     )
-    with ProcessTreeSampler(process.pid, interval) as sampler:
+    with ProcessTreeSampler(process.pid, interval, watch=watch) as sampler:
         try:
             stdout, stderr = process.communicate(timeout=timeout)
             status = process.returncode
@@ -660,7 +681,9 @@ def measure_run(
     ]
     profile_path.unlink(missing_ok=True)
     started = time.perf_counter()
-    completed, sampler = _run_sampled(command, timeout=timeout, interval=tree_interval, cwd=PROJECT_ROOT, env=_environment(home))
+    completed, sampler = _run_sampled(
+        command, timeout=timeout, interval=tree_interval, watch=home / STAGING_DIRECTORY, cwd=PROJECT_ROOT, env=_environment(home)
+    )
     wall = time.perf_counter() - started
     outcome: dict = {"exit_status": completed.returncode, "wall_seconds": round(wall, 3), "engine": engine.label()}
     if sampler.available:
@@ -669,6 +692,7 @@ def measure_run(
                 "tree_peak_rss_mb": round(sampler.peak_bytes / 1024**2, 1),
                 "tree_peak_processes": sampler.peak_processes,
                 "tree_samples": sampler.samples,
+                "staging_peak_mb": round(sampler.peak_watch_bytes / 1024**2, 1),
             }
         )
     if profile_path.exists():
@@ -735,6 +759,7 @@ def summarize_runs(runs: list[dict]) -> dict:
     walls = [r["wall_seconds"] for r in ok]
     peaks = [r["process_peak_rss_mb"] for r in ok if r.get("process_peak_rss_mb") is not None]
     tree_peaks = [r["tree_peak_rss_mb"] for r in ok if r.get("tree_peak_rss_mb") is not None]
+    staging = [r["staging_peak_mb"] for r in ok if r.get("staging_peak_mb") is not None]
     # until published: the whole command minus the audit step that follows the publish, when the profile has one
     published = [r["wall_seconds"] - ((r["stages"].get("audit") or {}).get("seconds") or 0.0) for r in ok]
     algorithms = [sum(r["stages"].get(s, {}).get("seconds", 0.0) for s in ALGORITHM_STAGES) for r in ok]
@@ -746,6 +771,7 @@ def summarize_runs(runs: list[dict]) -> dict:
         "max_wall_seconds": max(walls),
         "peak_rss_mb": max(peaks) if peaks else None,
         "tree_peak_rss_mb": max(tree_peaks) if tree_peaks else None,
+        "staging_peak_mb": max(staging) if staging else None,
         "median_until_published_seconds": round(statistics.median(published), 3),
         "median_algorithm_stage_seconds": round(statistics.median(algorithms), 3),
         "median_seconds_in_steps": round(statistics.median(in_steps), 3),
@@ -1084,7 +1110,7 @@ def evaluate_sharded_targets(results: dict) -> list[dict]:
             SHARDED_TARGETS[f"local_{size}_seconds"],
             "s",
             "median wall time of `msa-release run` until published (an audit step after the publish, when the profile "
-            f"times one, excluded; whole command {whole} s)",
+            f"times one, excluded; whole command {_format(whole)} s)",
         )
         add(
             f"local_{size}_tree_peak_rss_mb",
@@ -1343,8 +1369,8 @@ def render_markdown(results: dict) -> str:
         "## End to end (`msa-release run --profile`, one fresh process per run)",
         "",
         "| data set | engine | records | ℓ | runs | median wall (s) | min–max (s) | until published (s) | in steps (s) "
-        "| µs per record | peak RSS (MiB) | process tree peak (MiB) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| µs per record | peak RSS (MiB) | process tree peak (MiB) | staging peak (MiB) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for dataset in results["datasets"]:
         s = dataset.get("summary") or {}
@@ -1355,7 +1381,8 @@ def render_markdown(results: dict) -> str:
             f"| {_format(s.get('median_wall_seconds'))} | {_format(s.get('min_wall_seconds'))}–{_format(s.get('max_wall_seconds'))} "
             f"| {_format(s.get('median_until_published_seconds'))} "
             f"| {_format(s.get('median_seconds_in_steps'))} | {_format(s.get('microseconds_per_record'), 1)} "
-            f"| {_format(s.get('peak_rss_mb'), 0)} | {_format(s.get('tree_peak_rss_mb'), 0)} |"
+            f"| {_format(s.get('peak_rss_mb'), 0)} | {_format(s.get('tree_peak_rss_mb'), 0)} "
+            f"| {_format(s.get('staging_peak_mb'), 1)} |"
         )
     skipped_runs = [d for d in results["datasets"] if d.get("skipped")]
     if skipped_runs:
@@ -1367,7 +1394,9 @@ def render_markdown(results: dict) -> str:
         "Until published = the wall time minus the audit step that follows the publish (when the profile times it). "
         "Process tree peak = the largest sum of VmRSS over the run's process and its descendants (worker processes, "
         f"Spark's JVM), sampled every {results.get('limits', {}).get('tree_interval_seconds', 0.1)} s from /proc "
-        "(pages shared between processes counted once per process; the main process's exact peak when larger).",
+        "(pages shared between processes counted once per process; the main process's exact peak when larger). "
+        f"Staging peak = the largest size of the sharded job's private staging (`<home>/{STAGING_DIRECTORY}`), "
+        "sized every 10 samples (0 for the in-memory job).",
         "",
         "## Per stage: median seconds / peak RSS (MiB)",
         "",

@@ -128,6 +128,14 @@ def test_tree_sum_counts_the_root_and_every_descendant_only():
     assert bench.tree_resident_bytes(99, table) == (0, 0)  # gone
 
 
+def test_directory_size_counts_every_file_below(tmp_path):
+    assert bench.directory_bytes(tmp_path / "missing") == 0
+    (tmp_path / "output" / "sac_released").mkdir(parents=True)
+    (tmp_path / "output" / "sac_released" / "part-00000.parquet").write_bytes(b"x" * 300)
+    (tmp_path / "input.parquet").write_bytes(b"y" * 45)
+    assert bench.directory_bytes(tmp_path) == 345
+
+
 def test_runs_without_a_profile_still_count_and_published_time_excludes_the_audit():
     runs = [
         {
@@ -136,7 +144,7 @@ def test_runs_without_a_profile_still_count_and_published_time_excludes_the_audi
             "tree_peak_rss_mb": 900.0,
             "stages": {"audit": {"seconds": 30.0, "peak_rss_mb": 700.0}},
         },
-        {"exit_status": 0, "wall_seconds": 80.0, "tree_peak_rss_mb": 1200.0},  # no profile sidecar
+        {"exit_status": 0, "wall_seconds": 80.0, "tree_peak_rss_mb": 1200.0, "staging_peak_mb": 12.5},  # no profile
         {"exit_status": 1, "wall_seconds": 5.0, "tree_peak_rss_mb": 5000.0},
     ]
     summary = bench.summarize_runs(runs)
@@ -144,6 +152,7 @@ def test_runs_without_a_profile_still_count_and_published_time_excludes_the_audi
     assert summary["median_wall_seconds"] == 90.0
     assert summary["median_until_published_seconds"] == 75.0  # median of 70 and 80
     assert summary["tree_peak_rss_mb"] == 1200.0  # the failed run's figure is not a measurement of a release
+    assert summary["staging_peak_mb"] == 12.5
 
 
 # targets of issue 17 ---------------------------------------------------------------------------

@@ -101,16 +101,23 @@ def test_smoke_benchmark_writes_every_output(tmp_path):
     assert (output / "scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_process_tree_sampler_counts_a_child_s_memory():
-    # a parent (small) whose child holds 200 MiB for a second: the tree's peak includes the child
-    child = "import time; b = bytearray(200 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]); time.sleep(1.5)"
+def test_process_tree_sampler_counts_a_child_s_memory_and_the_watched_directory(tmp_path):
+    # a parent (small) whose child holds 200 MiB for a second and writes 3 MB into the watched directory (then
+    # removes it): the tree's peak includes the child, the directory's peak the file
+    staged = tmp_path / "shards" / "part.bin"
+    child = (
+        "import os, time; b = bytearray(200 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]); "
+        f"os.makedirs({str(staged.parent)!r}); open({str(staged)!r}, 'wb').write(b'z' * 3_000_000); time.sleep(1.5); "
+        f"os.remove({str(staged)!r})"
+    )
     parent = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}])"
     process = subprocess.Popen([sys.executable, "-c", parent])
-    with bench.ProcessTreeSampler(process.pid, interval=0.05) as sampler:
+    with bench.ProcessTreeSampler(process.pid, interval=0.05, watch=tmp_path / "shards", watch_every=2) as sampler:
         process.wait(timeout=60)
     assert sampler.available and sampler.samples > 0
     assert sampler.peak_processes >= 2
     assert sampler.peak_bytes >= 200 * 1024 * 1024
+    assert sampler.peak_watch_bytes == 3_000_000 and not staged.exists()
 
 
 def test_a_timed_out_run_is_killed_with_its_whole_process_tree():
