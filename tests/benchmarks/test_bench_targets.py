@@ -98,8 +98,10 @@ def test_bad_worker_count_and_tree_interval_are_usage_errors(capsys):
 
 def test_memory_runs_beyond_the_machine_are_skipped_with_the_estimate():
     assert bench.memory_engine_skip_reason(10_000_000, 23.5) is None  # 7.67 GiB estimated
+    assert bench.memory_engine_skip_reason(20_000_000, 23.5) is None  # 14.87 GiB <= 75 % of 23.5 (17.6)
+    assert "22.1 GiB" in bench.memory_engine_skip_reason(30_000_000, 23.5)  # fits the RAM, not its 75 %
     reason = bench.memory_engine_skip_reason(100_000_000, 23.5)  # 0.47 + 72 = 72.47 GiB
-    assert "72.5 GiB" in reason and "100,000,000" in reason and "--engine local" in reason
+    assert "72.5 GiB" in reason and "100,000,000" in reason and "75% of 23.5 GiB" in reason and "--engine local" in reason
     assert bench.memory_engine_skip_reason(None, 23.5) is None and bench.memory_engine_skip_reason(5, None) is None
 
 
