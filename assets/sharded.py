@@ -42,6 +42,8 @@ __all__ = [
     "SHARDED_GROUP",
     "ShardingUnavailable",
     "executor_of",
+    "remove_staging",
+    "remove_staging_on_failure",
     "shard_parameters",
     "staging_dir_of",
 ]
@@ -62,12 +64,38 @@ class ShardingUnavailable(UnusableInputError):
 
 
 def staging_dir_of(store: ReleaseStore, run_id: str) -> Path:
-    """The run's PRIVATE staging directory, ``<home>/private/shards/<run_id>`` (created 0700 with its parents)."""
-    path = Path(store.home) / "private" / "shards" / run_id
+    """The run's PRIVATE staging directory, ``<home>/private/shards/<run_id>``
+    (:func:`pipeline.engines.staging.staging_dir_for`), created 0700 with its missing parents."""
+    from pipeline.engines.staging import staging_dir_for
+
+    path = staging_dir_for(Path(store.home), run_id)
     for directory in [*reversed(path.parents), path]:
         if not directory.exists():
             directory.mkdir(mode=0o700, exist_ok=True)
     return path
+
+
+def remove_staging(home: Path, *, keep: str | None = None) -> list[Path]:
+    """Remove the PRIVATE staging directories of sharded runs under ``<home>/private/shards`` (every input record of
+    those runs), all but ``keep``'s (a run id). Runs of a home hold its release lock one at a time, so another run's
+    directory is a finished (published, refused or killed) run's. Returns what was removed."""
+    import shutil
+
+    root = Path(home) / "private" / "shards"
+    removed = []
+    if root.is_dir():
+        for entry in root.iterdir():
+            if entry.name != keep and entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+                removed.append(entry)
+    return removed
+
+
+@dg.failure_hook(required_resource_keys={"store"})
+def remove_staging_on_failure(context: dg.HookContext) -> None:
+    """A step of ``sharded_release`` failed (a gate refused the release, unusable input, a shard failed): the run is
+    over, its private staging (every input record) is removed."""
+    remove_staging(Path(context.resources.store.home))
 
 
 def shard_parameters(settings: ReleaseSettings):
@@ -152,6 +180,7 @@ def sharded_input(context: dg.AssetExecutionContext, settings: ReleaseSettings, 
     started = time.monotonic()
     from pipeline.core.sharding import shard_salt
 
+    remove_staging(Path(store.home), keep=context.run.run_id)  # a killed run's records do not outlive the next run
     staging_dir = staging_dir_of(store, context.run.run_id)
     with structured_failures(file=settings.input_path):
         try:
@@ -627,6 +656,7 @@ def publish_sharded(
         keep_releases=int(settings.keep_releases),
         update_latest=promotion.promoted,
     )
+    remove_staging(Path(store.home))  # the run is over: its private staging (every input record) goes
     context.log.info(f"published sharded release {release_id} ({len(summaries)} shards, engine {settings.engine}) at {path}")
     return dg.MaterializeResult(
         asset_key=SHARDED_RELEASE_JOB,

@@ -71,7 +71,7 @@ import dagster as dg
 from pydantic import ValidationError
 
 from assets.publish import job_assets
-from assets.sharded import SHARDED_GROUP
+from assets.sharded import SHARDED_GROUP, remove_staging_on_failure
 from pipeline.errors import UnusableInputError
 from pipeline.models import (
     PUBLICATION_MODELS,
@@ -446,6 +446,7 @@ def build_sharded_release_job() -> dg.UnresolvedAssetJobDefinition:
         tags=RELEASE_LOCK_TAGS,
         config=job_settings_mapping(SHARDED_RELEASE_JOB, models_of_job(SHARDED_RELEASE_JOB)),
         description=JOB_DESCRIPTIONS[SHARDED_RELEASE_JOB],
+        hooks={remove_staging_on_failure},  # a refused or failed run's private staging is removed
     )
 
 

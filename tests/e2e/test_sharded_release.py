@@ -152,7 +152,9 @@ def test_local_engine_with_two_workers_publishes_what_the_pure_loop_releases(tmp
     }
     assert all(check["passed"] for check in manifest["checks"]), manifest["checks"]
     assert "S = 4 (engine local, 2 workers" in outcome.output
+    assert (release / "report.html").is_file()
     assert _published_digests(release) == expected
+    assert not any((home / "private" / "shards").iterdir())  # the run's private staging is removed once it is over
 
 
 @pytest.mark.slow
@@ -229,3 +231,29 @@ def test_the_summary_frame_is_all_dagster_sees(tmp_path):
     assert ("private", "shard_plan") in tables and ("candidate", "sharded_release_candidate") in tables
     assert ("private", "raw_records") not in tables  # the in-memory job's record-level table is never made here
     assert not any(schema == "candidate" and name in PUBLISHED_TABLES for schema, name in tables)
+
+
+@pytest.mark.slow
+def test_a_failed_gate_publishes_nothing_and_removes_the_staging(tmp_path):
+    """Adult deletes about 20 % of its eligible records: at --max-deleted-share 0.05 the utility gate refuses the
+    release (exit 1), its gate line says FAILED, nothing is published and the run's private staging is removed."""
+    _require_sharding_pieces()
+    home = tmp_path / "home"
+    outcome = _run(
+        home,
+        "--engine",
+        "local",
+        "--workers",
+        "2",
+        "--shard-rows",
+        "8000",
+        "--min-shard-rows",
+        "1000",
+        "--max-deleted-share",
+        "0.05",
+    )
+    assert outcome.exit_code == 1, outcome.output
+    assert "gate utility_within_thresholds: FAILED" in outcome.output
+    assert "NO release published" in outcome.output
+    assert not (home / "releases" / "LATEST").exists()
+    assert not any((home / "private" / "shards").iterdir())
