@@ -845,7 +845,8 @@ def preflight(config: dict, *, home_option: str | None) -> Path:
     """Check everything that can be checked before Dagster starts; return the release home.
 
     Reads the input as the job will (:func:`pipeline.io.loading.load_records` with ``ell``, so a
-    table that cannot be ℓ-diverse is refused), validates the hierarchies of the (k, ℓ) model,
+    table that cannot be ℓ-diverse is refused; a sharded release (engine local or spark) only lists its files, its
+    staging step reads them once), validates the hierarchies of the (k, ℓ) model,
     and checks that ``<home>/releases`` is a writable directory. Nothing is written but the
     home and ``releases/`` directories (and a probe file, removed at once).
 
@@ -863,14 +864,19 @@ def preflight(config: dict, *, home_option: str | None) -> Path:
     settings = ReleaseSettings(**config)
     model = publication_model(settings.model)
     try:
-        loaded = load_records(
-            settings.input_path,
-            **settings.reading_options(),
-            ell=settings.feasibility_ell(),
-        )
-        model.check_input(settings, loaded.records)
         if settings.engine != "memory":
-            check_shard_plan(len(loaded.records), settings.shard_rows, settings.min_shard_rows)
+            # a sharded release reads its input once, file by file, in its staging step (which refuses what
+            # load_records refuses, the shard plan and an infeasible ℓ with exit status 2): here only the files
+            from pipeline.engines.staging import input_files
+
+            input_files(settings.input_path, input_format=settings.input_format)
+        else:
+            loaded = load_records(
+                settings.input_path,
+                **settings.reading_options(),
+                ell=settings.feasibility_ell(),
+            )
+            model.check_input(settings, loaded.records)
     except InfeasibleInput as error:
         refuse_before_running(f"the table cannot be made {model.guarantee}, nothing is published: {error}")
     except (InputError, HierarchyError) as error:
@@ -878,25 +884,6 @@ def preflight(config: dict, *, home_option: str | None) -> Path:
     home = use_home(home_option)
     check_releases_writable(home / "releases")
     return home
-
-
-def check_shard_plan(n_records: int, shard_rows: int, min_shard_rows: int) -> None:
-    """Refuse, before anything runs, a shard plan whose shards would be smaller than ``--min-shard-rows``
-    (:func:`pipeline.core.sharding.plan_shards`; exit status 2, naming both options). Skipped while the plan is not
-    implemented."""
-    from pipeline.core.sharding import plan_shards
-
-    try:
-        plan_shards(n_records, shard_rows=shard_rows, min_shard_rows=min_shard_rows)
-    except NotImplementedError:
-        return
-    except ValueError as error:
-        message = str(error)
-        if "--min-shard-rows" not in message:
-            message += (
-                f" (--shard-rows {shard_rows} makes shards of {n_records} records smaller than --min-shard-rows {min_shard_rows})"
-            )
-        refuse_before_running(f"{message}; raise --shard-rows, or lower --min-shard-rows if small shards are meant")
 
 
 def refuse_before_running(message: str) -> None:
