@@ -106,3 +106,27 @@ def test_a_summary_frame_with_a_missing_shard_fails_every_gate():
     candidate = _candidate(FRAME, PASSING, n_input=200)
     candidate["n_shards"] = 3  # the plan said three shards, two came back
     assert not evaluate_sharded_gate("sac_released_is_l_diverse", SETTINGS, FRAME, candidate).passed
+
+
+def test_the_shard_summary_suite_wants_every_shard_once():
+    from checks import suites
+    from checks.gx_runner import validate_frame
+
+    good = pd.DataFrame({"shard": [0, 1, 2], "n_records": [5, 6, 7], "n_deleted": [0, 1, 0]})
+    assert validate_frame(good, suites.shard_summary_suite(n_shards=3)).success
+    repeated = good.assign(shard=[0, 1, 1])
+    assert not validate_frame(repeated, suites.shard_summary_suite(n_shards=3)).success
+    assert not validate_frame(good, suites.shard_summary_suite(n_shards=4)).success  # a shard missing
+    negative = good.assign(n_deleted=[0, -1, 0])
+    assert not validate_frame(negative, suites.shard_summary_suite(n_shards=3)).success
+
+
+def test_the_shard_accounting_and_reduced_suites_pass_and_fail():
+    from checks import suites
+    from checks.gx_runner import validate_frame
+
+    assert validate_frame(pd.DataFrame({"accounted": [True, True]}), suites.shard_accounting_suite()).success
+    assert not validate_frame(pd.DataFrame({"accounted": [True, False]}), suites.shard_accounting_suite()).success
+    assert validate_frame(pd.DataFrame({"passed": [True]}), suites.reduced_gate_suite("g")).success
+    assert not validate_frame(pd.DataFrame({"passed": [False]}), suites.reduced_gate_suite("g")).success
+    assert not validate_frame(pd.DataFrame({"passed": [True, True]}), suites.reduced_gate_suite("g")).success
