@@ -260,3 +260,20 @@ def test_the_audit_and_the_report_work_on_a_sharded_release(tmp_path):
     assert outcome.exit_code == 0, outcome.output
     page = (release / "report.html").read_text()
     assert "Sharding" in page and "2 shards" in page
+
+
+def test_the_report_section_shows_the_shards_and_their_spread_and_nothing_when_unsharded():
+    from pipeline.reporting.release_report import sharding_section
+
+    sharding = {
+        "n_shards": 12,
+        "shard_rows": 1_000_000,
+        "engine": "spark",
+        "workers": 4,
+        "per_shard": {"n_records": [999_871, 1_000_000], "n_deleted": [0, 1_234], "n_suppressed_cells": [17, 20_480]},
+    }
+    page = sharding_section({"sharding": sharding})
+    assert "12 shards" in page and "up to 1,000,000 records each" in page and "engine spark" in page and "4 workers" in page
+    assert '<td>deleted records</td><td class="number">0</td><td class="number">1,234</td>' in page
+    assert "999,871" in page and "20,480" in page
+    assert sharding_section({"sharding": None}) == "" and sharding_section({}) == ""
