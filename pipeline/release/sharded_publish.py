@@ -133,7 +133,7 @@ def _private_part(output_dir: Path, summary: Mapping[str, Any], table: str, shar
     Raises
     ------
     ShardPartError
-        The summary lacks the part, its path leaves ``output_dir``, the file is missing or unreadable, or its rows or
+        The summary lacks the part, its path leaves ``output_dir``, the file is missing or not Parquet, or its rows or
         SHA-256 differ from the summary's.
     """
     label = f"shard {shard}, table {table}"
@@ -146,9 +146,14 @@ def _private_part(output_dir: Path, summary: Mapping[str, Any], table: str, shar
     try:
         rows = pq.ParquetFile(path).metadata.num_rows
         sha256 = file_sha256(path)
-    except (OSError, ValueError) as error:  # pyarrow raises ArrowInvalid (a ValueError) on a damaged file
+    except FileNotFoundError:
         raise ShardPartError(
-            f"{path}: cannot read the private part of {label} ({type(error).__name__}); release the shard again"
+            f"{path}: the private part of {label} is missing; release the shard again; nothing was published"
+        ) from None
+    except ValueError as error:  # pyarrow's ArrowInvalid: not a Parquet file (an I/O error stays an OSError)
+        raise ShardPartError(
+            f"{path}: the private part of {label} is not a readable Parquet file ({type(error).__name__}); release the "
+            "shard again; nothing was published"
         ) from None
     if rows != int(entry["rows"]):
         raise ShardPartError(
@@ -273,7 +278,7 @@ def publish_sharded_release(
     Raises
     ------
     ShardPartError
-        Summaries, offsets and manifest that do not fit together, or a private part that is missing, unreadable, or
+        Summaries, offsets and manifest that do not fit together, or a private part that is missing, not Parquet, or
         whose rows or SHA-256 differ from its summary (the message names the part); raised before anything is
         written. A part whose columns differ from the contract, or a written part whose row count differs, is
         raised during the copy: the staging directory is removed, nothing published.

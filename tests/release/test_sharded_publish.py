@@ -145,7 +145,7 @@ def test_a_part_that_differs_from_its_summary_is_refused_and_nothing_is_publishe
         match = "holds 3 rows, its shard summary says 8"
     else:
         part.unlink()
-        match = "cannot read the private part of shard 1, table attribute_table"
+        match = "the private part of shard 1, table attribute_table is missing"
     with pytest.raises(ShardPartError, match=match) as raised:
         publish(releases, R1, output_dir, summaries, offsets, shards)
     assert "part-00001.parquet" in str(raised.value)
