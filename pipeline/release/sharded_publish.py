@@ -43,6 +43,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from pipeline.core.sharding import ShardOffsets
+from pipeline.errors import MsaReleaseError
 from pipeline.release.failpoints import failpoint
 from pipeline.release.manifest import validate_manifest
 from pipeline.release.publish import (
@@ -71,9 +72,10 @@ PART_TABLES = ("sac_released", "attribute_table", "id_table")
 FAILPOINT_PREFIX = "sharded_publish"
 
 
-class ShardPartError(ValueError):
+class ShardPartError(MsaReleaseError, ValueError):
     """A shard's private part file does not match its summary (missing, other rows, other bytes, other columns) or
-    the summaries, offsets and manifest do not fit together; the message names the part and what to do."""
+    the summaries, offsets and manifest do not fit together (exit 1: the run's own staging is inconsistent); the
+    message names the part and what to do, ``file`` the part's path when there is one."""
 
 
 def part_name(shard: int) -> str:
@@ -148,22 +150,26 @@ def _private_part(output_dir: Path, summary: Mapping[str, Any], table: str, shar
         sha256 = file_sha256(path)
     except FileNotFoundError:
         raise ShardPartError(
-            f"{path}: the private part of {label} is missing; release the shard again; nothing was published"
+            f"{path}: the private part of {label} is missing; release the shard again; nothing was published",
+            file=str(path),
         ) from None
     except ValueError as error:  # pyarrow's ArrowInvalid: not a Parquet file (an I/O error stays an OSError)
         raise ShardPartError(
             f"{path}: the private part of {label} is not a readable Parquet file ({type(error).__name__}); release the "
-            "shard again; nothing was published"
+            "shard again; nothing was published",
+            file=str(path),
         ) from None
     if rows != int(entry["rows"]):
         raise ShardPartError(
             f"{path}: the private part of {label} holds {rows} rows, its shard summary says {int(entry['rows'])}; the "
-            "part was changed or the run mixed two attempts: release the shard again; nothing was published"
+            "part was changed or the run mixed two attempts: release the shard again; nothing was published",
+            file=str(path),
         )
     if sha256 != str(entry["sha256"]):
         raise ShardPartError(
             f"{path}: the SHA-256 of the private part of {label} differs from its shard summary; the part was changed "
-            "after the shard was released: release the shard again; nothing was published"
+            "after the shard was released: release the shard again; nothing was published",
+            file=str(path),
         )
     return path, rows
 
@@ -319,7 +325,8 @@ def publish_sharded_release(
                     if columns != list(schema):
                         raise ShardPartError(
                             f"{source}: the private part of shard {position}, table {table}, has the columns {columns}, "
-                            f"not the contract's {list(schema)}; nothing was published"
+                            f"not the contract's {list(schema)}; nothing was published",
+                            file=str(source),
                         )
                     target = staging / table / part_name(position)
                     select = _select(table, source, schema, offsets[position], sensitive_attributes)

@@ -149,6 +149,7 @@ def test_a_part_that_differs_from_its_summary_is_refused_and_nothing_is_publishe
     with pytest.raises(ShardPartError, match=match) as raised:
         publish(releases, R1, output_dir, summaries, offsets, shards)
     assert "part-00001.parquet" in str(raised.value)
+    assert str(raised.value.file).endswith("attribute_table/part-00001.parquet") and raised.value.exit_status == 1
     assert read_latest(releases) == previous and list_releases(releases) == [previous]
     assert sorted(p.name for p in releases.iterdir()) == sorted(["LATEST", R0])
 
