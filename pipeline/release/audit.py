@@ -218,7 +218,8 @@ def table_files(directory: Path, name: str, manifest: Mapping) -> list[Path]:
 def table_digests(tables: Mapping[str, pd.DataFrame]) -> dict[str, str]:
     """SHA-256 of every table's content: column names, then each column's values in row order (NULL as NULL), so
     that a table held in memory and the same table read back from its Parquet file (categorical text, nullable
-    ``Int32`` SIDs) have the same digest. Text and integer columns are hashed by value as they are (pandas hashes
+    ``Int32`` SIDs) have the same digest, and so does a sharded release's table read from its part files
+    (:func:`read_release`: the parts in shard order ARE the table). Text and integer columns are hashed by value as they are (pandas hashes
     object, string and categorical text alike, whatever the categories' order, and every integer width, nullable
     or not, alike): no per-cell text is made, so 10M-row tables cost well under a second per column; other
     columns (floating point, dates) are hashed as text.
