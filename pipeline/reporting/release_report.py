@@ -528,7 +528,7 @@ def sharding_section(manifest: Mapping) -> str:
         f"{_e(format_figure(sharding.get('workers')))} worker{'s' if sharding.get('workers') != 1 else ''}). The records "
         "were split by a keyed hash of their private row id (never a data column); the strong rules, S_max and the "
         "attribute clusters were computed once over all records and every shard was released with them, so the "
-        "guarantees and the gates above hold for the whole release. Group ids, SIDs and row ids run on across the "
+        "guarantees and the release gates (below) hold for the whole release. Group ids, SIDs and row ids run on across the "
         "shards.</p>" + _table(["per shard", "fewest", "most"], rows, numeric=[False, True, True])
     )
 
