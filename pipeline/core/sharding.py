@@ -8,6 +8,12 @@ are sums over shards (gate 4, exact while nothing is deleted), and every gate fi
 partials. Rules mined per shard, or S_max chosen per shard, BREAK them (tests/core/test_sharding.py keeps both
 counterexamples).
 
+Gates reduced here (:data:`GATE_PARTIALS`): 1, 2, 3 (against the GLOBAL-rule adversary: the SAC~ holders' probabilities
+are local to their group, the attribute-table holders' need the per-rule counts of every shard), 4, 5, 6, 8 and the
+utility gate. Not yet: gate 7 (no input order: Spearman ρ and the order-replay adversary) and gate 9 (the learned-model
+posterior), whose whole-release statistics are not sums; the sharded job must evaluate them per shard (their maximum
+over shards) or refuse to claim them.
+
 Pure: no Dagster, no Great Expectations, no file IO (the executors in :mod:`pipeline.engines` read and write).
 """
 
@@ -51,10 +57,12 @@ __all__ = [
     "ShardParameters",
     "ShardPlan",
     "ShardRelease",
+    "attribute_clusters_frame",
     "global_model_from_tuple_counts",
     "plan_shards",
     "reduce_gates",
     "release_shard",
+    "shard_partials",
     "shard_of",
     "shard_offsets",
     "shard_salt",
@@ -356,7 +364,7 @@ class ShardRelease:
     partials: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def _clusters_frame(clusters: Sequence[Sequence[str]]) -> pd.DataFrame:
+def attribute_clusters_frame(clusters: Sequence[Sequence[str]]) -> pd.DataFrame:
     """``cluster_id`` (int32, 1-based), ``attribute``: as :func:`pipeline.core.mixed_model.assemble_release_tables`."""
     return pd.DataFrame(
         [(k + 1, attribute) for k, cluster in enumerate(clusters) for attribute in cluster],
@@ -1163,7 +1171,7 @@ def union_releases(releases: Sequence[ShardRelease], clusters: Sequence[Sequence
         "sac_released": united(sac),
         "attribute_table": united(attribute_tables),
         "id_table": united(id_tables),
-        "attribute_clusters": _clusters_frame(clusters),
+        "attribute_clusters": attribute_clusters_frame(clusters),
         "row_map": united(row_maps).sort_values("row_id", kind="stable").reset_index(drop=True),
         "deleted": deleted,
     }
