@@ -10,9 +10,11 @@ counterexamples).
 
 Gates reduced here (:data:`GATE_PARTIALS`): 1, 2, 3 (against the GLOBAL-rule adversary: the SAC~ holders' probabilities
 are local to their group, the attribute-table holders' need the per-rule counts of every shard), 4, 5, 6, 8 and the
-utility gate. Not yet: gate 7 (no input order: Spearman ρ and the order-replay adversary) and gate 9 (the learned-model
-posterior), whose whole-release statistics are not sums; the sharded job must evaluate them per shard (their maximum
-over shards) or refuse to claim them.
+utility gate, each equal to the gate evaluated on the union. Gate 7 (no input order) is evaluated PER SHARD: Spearman ρ
+of each shard's ids against its records' input positions (the maximum |ρ| and every shard's own limit), and the
+order-replay adversary attacking each shard on its own (the part files show where a shard's SIDs start), whose counts
+add up; for S = 1 that is the whole gate, for S > 1 it is not the union's statistic. Not yet: gate 9 (the learned-model
+posterior; EM over the whole release, not a sum): the sharded job must evaluate it per shard or refuse to claim it.
 
 Pure: no Dagster, no Great Expectations, no file IO (the executors in :mod:`pipeline.engines` read and write).
 """
@@ -43,6 +45,7 @@ from pipeline.core.grouping import group_sac, permute_within_groups
 from pipeline.core.hierarchies import Hierarchy
 from pipeline.core.keyed import keyed_digest
 from pipeline.core.mixed_model import assemble_release_tables, in_table_order, records_for_rating
+from pipeline.core.order_attack import input_order_correlations, order_replay_attack
 from pipeline.core.rating import rating_tables
 from pipeline.core.rules import strong_rules_from_tuple_counts, strong_values
 from pipeline.core.sac_split import choose_s_max, cluster_sensitive_attributes, split_sac_ir
@@ -84,8 +87,8 @@ _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
 
 #: The gates whose partials :func:`release_shard` returns and :func:`reduce_gates` reduces (names as in
-#: ``pipeline.models.mixed.MIXED_GATES``). Gate 7 (``release_carries_no_input_order``) and gate 9
-#: (``posterior_within_bound``) are not reduced here (see the module's notes).
+#: ``pipeline.models.mixed.MIXED_GATES``). Gate 7 (``release_carries_no_input_order``) is evaluated per shard (see the
+#: module's notes); gate 9 (``posterior_within_bound``) is not reduced here.
 GATE_PARTIALS = (
     "sac_released_is_l_diverse",
     "attribute_table_is_l_diverse",
@@ -95,6 +98,7 @@ GATE_PARTIALS = (
     "no_probability_tilt",
     "no_certain_attribute_table_cell",
     "utility_within_thresholds",
+    "release_carries_no_input_order",
 )
 
 
@@ -615,6 +619,9 @@ def shard_partials(
           values every SID of the shard holds)}).
         - ``utility_within_thresholds``: ``n_deleted``, ``n_sac_released``, ``n_attribute_table``,
           ``suppressed_cells`` ({attribute: int}).
+        - ``release_carries_no_input_order``: ``spearman`` (a list of {``column`` ("table.column"),
+          ``abs_spearman``, ``limit``, ``passed``}) and ``order_replay`` ({attribute: ``cells``, ``correct``,
+          ``expected_correct``, ``variance_correct``}).
 
     References
     ----------
@@ -774,6 +781,35 @@ def shard_partials(
         },
     }
 
+    # gate 7, per shard: Spearman ρ of the published ids against the input positions, the order-replay adversary
+    order_map = row_map.assign(input_row_number=row_map["source_row_id"])
+    correlations = input_order_correlations(
+        {"sac_released": sac_released, "attribute_table": attribute_table},
+        order_map,
+        {"sac_released": ["row_id", "group_id"], "attribute_table": ["row_id", *sensitive]},
+    )
+    replay = order_replay_attack(attribute_table, id_table, sensitive, original).per_attribute
+    partials["release_carries_no_input_order"] = {
+        "spearman": [
+            {
+                "column": f"{row.table}.{row.column}",
+                "abs_spearman": abs(float(row.spearman)),
+                "limit": float(row.limit),
+                "passed": bool(row.passed),
+            }
+            for row in correlations.itertuples(index=False)
+        ],
+        "order_replay": {
+            str(row.attribute): {
+                "cells": int(row.cells),
+                "correct": int(row.correct),
+                "expected_correct": float(row.expected_correct),
+                "variance_correct": float(row.variance_correct),
+            }
+            for row in replay.itertuples(index=False)
+        },
+    }
+
     # utility gate: deleted records and suppressed cells per attribute
     suppressed, _ = verification.suppressed_cells_per_attribute(attribute_table, sensitive, n_other_released=len(sac_released))
     partials["utility_within_thresholds"] = {
@@ -880,6 +916,10 @@ def reduce_gates(
           ``n_attribute_table_rows_with_a_suppressed_cell``, ``max_cell_probability``, ``bound``,
           ``residual_policy``.
         - ``utility_within_thresholds``: :data:`pipeline.core.verification.UTILITY_KEYS`.
+        - ``release_carries_no_input_order`` (per shard, see the module's notes): ``max_abs_spearman``,
+          ``spearman_limit``, ``n_columns_checked``, ``n_columns_above_limit``, ``max_order_replay_excess``,
+          ``n_attributes_above_chance``, ``order_replay_accuracy_<attribute>``, ``order_replay_chance_<attribute>``,
+          ``n_shards_evaluated``.
 
     Raises
     ------
@@ -1068,6 +1108,35 @@ def reduce_gates(
         **figures,
         "passed": bool(utility["within_limit"].all() and utility["share"].between(0.0, 1.0).all()),
     }
+
+    gate = [p["release_carries_no_input_order"] for p in partials]
+    columns = [c for g in gate for c in g["spearman"]]
+    order: dict[str, Any] = {
+        "max_abs_spearman": max((float(c["abs_spearman"]) for c in columns), default=0.0),
+        "spearman_limit": min((float(c["limit"]) for c in columns), default=1.0),
+        "n_columns_checked": len(columns),
+        "n_columns_above_limit": sum(1 for c in columns if not c["passed"]),
+    }
+    excess, n_attributes_above = [], 0
+    for attribute in sensitive:
+        parts = [g["order_replay"][attribute] for g in gate if attribute in g["order_replay"]]
+        cells, correct = _sum(parts, "cells"), _sum(parts, "correct")
+        expected = float(sum(float(q["expected_correct"]) for q in parts))
+        variance = float(sum(float(q["variance_correct"]) for q in parts))
+        if cells:
+            accuracy, chance = correct / cells, expected / cells
+            limit = min(1.0, (expected + 4 * float(np.sqrt(variance))) / cells)
+        else:
+            accuracy, chance, limit = 0.0, 0.0, 1.0
+        excess.append(accuracy - chance)
+        n_attributes_above += int(not accuracy <= limit)
+        order[f"order_replay_accuracy_{attribute}"] = round(accuracy, 4)
+        order[f"order_replay_chance_{attribute}"] = round(chance, 4)
+    order["max_order_replay_excess"] = float(max(excess)) if excess else 0.0
+    order["n_attributes_above_chance"] = n_attributes_above
+    order["n_shards_evaluated"] = len(gate)
+    order["passed"] = order["n_columns_above_limit"] == 0 and n_attributes_above == 0
+    result["release_carries_no_input_order"] = order
     return result
 
 

@@ -14,6 +14,7 @@ import pytest
 from pipeline.core import sharding, verification
 from pipeline.core.adversary import candidate_adversary, holders_disclosure, recover_rule_confidences, rule_holders
 from pipeline.core.eligibility import suppressed_cell_certainty
+from pipeline.core.order_attack import input_order_correlations, order_replay_attack
 from pipeline.core.rules import strong_values
 from pipeline.core.sensitivity import ell_by_attribute, group_size
 
@@ -49,8 +50,11 @@ def whole_release_gates(
     records: pd.DataFrame,
     model: sharding.GlobalModel,
     parameters: sharding.ShardParameters,
+    *,
+    include_order: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """The figures of ``checks/gates.py`` (gates 1-6, 8 and the utility gate) on a whole release, with ``passed``."""
+    """The figures of ``checks/gates.py`` (gates 1-6, 8 and the utility gate; with ``include_order`` gate 7, whose
+    sharded figures are per shard and so equal these for one shard only) on a whole release, with ``passed``."""
     sensitive = list(parameters.sensitive_attributes)
     ell = group_size(parameters.ell)
     per_attribute = ell_by_attribute(parameters.ell, sensitive) if isinstance(parameters.ell, Mapping) else None
@@ -194,7 +198,39 @@ def whole_release_gates(
     )
     frame = verification.utility_summary(figures)
     gates["utility_within_thresholds"] = {**figures, "passed": bool(frame["within_limit"].all())}
+    if include_order:
+        gates["release_carries_no_input_order"] = order_gate(sac, attribute_table, id_table, row_map, original, sensitive)
     return gates
+
+
+def order_gate(
+    sac: pd.DataFrame,
+    attribute_table: pd.DataFrame,
+    id_table: pd.DataFrame,
+    row_map: pd.DataFrame,
+    original: pd.DataFrame,
+    sensitive: list[str],
+) -> dict[str, Any]:
+    """Gate 7's figures as ``checks/gates.py`` (``order_frame`` and ``release_carries_no_input_order``) makes them."""
+    correlations = input_order_correlations(
+        {"sac_released": sac, "attribute_table": attribute_table},
+        row_map.assign(input_row_number=row_map["source_row_id"]),
+        {"sac_released": ["row_id", "group_id"], "attribute_table": ["row_id", *sensitive]},
+    )
+    replay = order_replay_attack(attribute_table, id_table, sensitive, original).per_attribute
+    figures: dict[str, Any] = {
+        "max_abs_spearman": float(correlations["spearman"].abs().max()) if len(correlations) else 0.0,
+        "spearman_limit": float(correlations["limit"].min()) if len(correlations) else 1.0,
+        "n_columns_checked": len(correlations),
+        "n_columns_above_limit": int((~correlations["passed"].astype(bool)).sum()),
+        "max_order_replay_excess": float((replay["accuracy"] - replay["chance"]).max()) if len(replay) else 0.0,
+        "n_attributes_above_chance": int((~replay["passed"].astype(bool)).sum()),
+    }
+    for _, row in replay.iterrows():
+        figures[f"order_replay_accuracy_{row['attribute']}"] = round(float(row["accuracy"]), 4)
+        figures[f"order_replay_chance_{row['attribute']}"] = round(float(row["chance"]), 4)
+    figures["passed"] = figures["n_columns_above_limit"] == 0 and figures["n_attributes_above_chance"] == 0
+    return figures
 
 
 #: Figures that are float sums or means: the reduce divides once, the whole evaluation averages a column.
