@@ -13,8 +13,10 @@ are local to their group, the attribute-table holders' need the per-rule counts 
 utility gate, each equal to the gate evaluated on the union. Gate 7 (no input order) is evaluated PER SHARD: Spearman ρ
 of each shard's ids against its records' input positions (the maximum |ρ| and every shard's own limit), and the
 order-replay adversary attacking each shard on its own (the part files show where a shard's SIDs start), whose counts
-add up; for S = 1 that is the whole gate, for S > 1 it is not the union's statistic. Not yet: gate 9 (the learned-model
-posterior; EM over the whole release, not a sum): the sharded job must evaluate it per shard or refuse to claim it.
+add up; for S = 1 that is the whole gate, for S > 1 it is not the union's statistic. Gate 9 (the learned-model adversary) is
+also evaluated PER SHARD: the model is fitted by EM on each shard's release and population (an adversary who attacks
+one shard, which the part files allow); counts and sums add up, maxima are maxima. For S = 1 it is the whole gate; for
+S > 1 it is not the adversary fitted on the union.
 
 Pure: no Dagster, no Great Expectations, no file IO (the executors in :mod:`pipeline.engines` read and write).
 """
@@ -46,6 +48,7 @@ from pipeline.core.hierarchies import Hierarchy
 from pipeline.core.keyed import keyed_digest
 from pipeline.core.mixed_model import assemble_release_tables, in_table_order, records_for_rating
 from pipeline.core.order_attack import input_order_correlations, order_replay_attack
+from pipeline.core.posterior import release_posteriors
 from pipeline.core.rating import rating_tables
 from pipeline.core.rules import strong_rules_from_tuple_counts, strong_values
 from pipeline.core.sac_split import choose_s_max, cluster_sensitive_attributes, split_sac_ir
@@ -87,8 +90,8 @@ _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
 
 #: The gates whose partials :func:`release_shard` returns and :func:`reduce_gates` reduces (names as in
-#: ``pipeline.models.mixed.MIXED_GATES``). Gate 7 (``release_carries_no_input_order``) is evaluated per shard (see the
-#: module's notes); gate 9 (``posterior_within_bound``) is not reduced here.
+#: ``pipeline.models.mixed.MIXED_GATES``). Gates 7 (``release_carries_no_input_order``) and 9 (``posterior_within_bound``,
+#: only with ``ShardParameters.evaluate_posterior``) are evaluated per shard (see the module's notes).
 GATE_PARTIALS = (
     "sac_released_is_l_diverse",
     "attribute_table_is_l_diverse",
@@ -99,6 +102,7 @@ GATE_PARTIALS = (
     "no_certain_attribute_table_cell",
     "utility_within_thresholds",
     "release_carries_no_input_order",
+    "posterior_within_bound",
 )
 
 
@@ -296,7 +300,8 @@ class ShardParameters:
     """The mixed model's parameters as a shard needs them (pure; built from the run settings by the caller).
 
     Defaults are the release job's (``pipeline.resources.ReleaseSettings``): qi_aware grouping, residual_policy
-    delete, stratum_deletion_budget 0.02, confidence_tolerance 0.05, max_deleted_share and max_suppressed_share 0.10.
+    delete, stratum_deletion_budget 0.02, confidence_tolerance 0.05, max_deleted_share and max_suppressed_share 0.10,
+    posterior_slack 0.05. ``evaluate_posterior`` False leaves gate 9's partial out (its EM is the costliest partial).
     ``ell`` is ℓ (int) or ℓ_i per sensitive attribute (a mapping: SAC~ groups of L = max ℓ_i, SPEC §6.7).
     ``hierarchies``: the quasi-identifier hierarchies the qi_aware grouping generalizes along (None: none, every
     differing quasi-identifier becomes ``*``).
@@ -313,6 +318,8 @@ class ShardParameters:
     confidence_tolerance: float = 0.05
     max_deleted_share: float = 0.10
     max_suppressed_share: float = 0.10
+    posterior_slack: float = 0.05
+    evaluate_posterior: bool = True
 
 
 def shard_secret(secret: bytes | None, shard: int, n_shards: int) -> bytes | None:
@@ -564,6 +571,62 @@ def _optional_max(values: Sequence[Any]) -> Any:
     return max(present) if present else None
 
 
+def _posterior_partial(
+    records: pd.DataFrame,
+    row_map: pd.DataFrame,
+    parameters: ShardParameters,
+    sac_released: pd.DataFrame,
+    attribute_table: pd.DataFrame,
+    id_table: pd.DataFrame,
+    attribute_clusters: pd.DataFrame,
+) -> dict[str, Any]:
+    """Gate 9's partial: :func:`pipeline.core.posterior.release_posteriors` on one shard, as counts, sums and maxima."""
+    sensitive = list(parameters.sensitive_attributes)
+    result = release_posteriors(
+        records,
+        row_map,
+        list(parameters.quasi_identifiers),
+        sensitive,
+        ell=group_size(parameters.ell),
+        sac_released=sac_released,
+        attribute_table=attribute_table,
+        id_table=id_table,
+        attribute_clusters=attribute_clusters,
+        slack=parameters.posterior_slack,
+        ell_per_attribute=_ell_per_attribute(parameters),
+    )
+    summary = result.summary
+    sums = {"posterior": 0.0, "population": 0.0, "self_expected": 0.0}
+    for attribute in sensitive:  # in the order release_posteriors adds them up
+        sums["posterior"] += float(result.posterior[attribute].sum())
+        sums["population"] += float(result.population_posterior[attribute].sum())
+        sums["self_expected"] += float(result.self_expected_posterior[attribute].sum())
+    has_cells = int(summary["n_cells"]) > 0
+    return {
+        **{
+            key: int(summary[key])
+            for key in (
+                "n_records",
+                "n_cells",
+                "n_cells_above_bound",
+                "n_records_above_bound",
+                "n_sac_cells_above_bound",
+                "n_attribute_table_cells_above_bound",
+                "em_iterations_max",
+                "em_iterations_selected",
+            )
+        },
+        "max_excess": float(summary["max_excess"]) if has_cells else None,
+        "max_posterior": float(summary["max_posterior"]) if has_cells else None,
+        "sum_posterior": sums["posterior"],
+        "sum_population_posterior": sums["population"],
+        "sum_self_expected_posterior": sums["self_expected"],
+        "n_sac_rows": int(result.n_sac),
+        "n_sac_rows_tuple_above_half": int((result.tuple_posterior["posterior"].to_numpy() > 0.5).sum()),
+        "histogram": [int(x) for x in result.histogram],
+    }
+
+
 def shard_partials(
     records: pd.DataFrame,
     model: GlobalModel,
@@ -622,6 +685,11 @@ def shard_partials(
         - ``release_carries_no_input_order``: ``spearman`` (a list of {``column`` ("table.column"),
           ``abs_spearman``, ``limit``, ``passed``}) and ``order_replay`` ({attribute: ``cells``, ``correct``,
           ``expected_correct``, ``variance_correct``}).
+        - ``posterior_within_bound`` (with ``parameters.evaluate_posterior``): ``n_records``, ``n_cells``,
+          ``n_cells_above_bound``, ``n_records_above_bound``, ``n_sac_cells_above_bound``,
+          ``n_attribute_table_cells_above_bound``, ``em_iterations_max``, ``em_iterations_selected``, ``max_excess``,
+          ``max_posterior`` (None without cells), ``sum_posterior``, ``sum_population_posterior``,
+          ``sum_self_expected_posterior``, ``n_sac_rows``, ``n_sac_rows_tuple_above_half``, ``histogram`` (10 bins).
 
     References
     ----------
@@ -810,6 +878,12 @@ def shard_partials(
         },
     }
 
+    # gate 9, per shard: the learned-model adversary fitted on the shard's release
+    if parameters.evaluate_posterior:
+        partials["posterior_within_bound"] = _posterior_partial(
+            records, row_map, parameters, sac_released, attribute_table, id_table, attribute_clusters
+        )
+
     # utility gate: deleted records and suppressed cells per attribute
     suppressed, _ = verification.suppressed_cells_per_attribute(attribute_table, sensitive, n_other_released=len(sac_released))
     partials["utility_within_thresholds"] = {
@@ -920,6 +994,9 @@ def reduce_gates(
           ``spearman_limit``, ``n_columns_checked``, ``n_columns_above_limit``, ``max_order_replay_excess``,
           ``n_attributes_above_chance``, ``order_replay_accuracy_<attribute>``, ``order_replay_chance_<attribute>``,
           ``n_shards_evaluated``.
+        - ``posterior_within_bound`` (per shard; only when every partial has it): the keys of
+          :func:`pipeline.core.posterior.release_posteriors`' ``summary`` (means weighted by cells, maxima of maxima,
+          ``em_iterations_selected`` the largest), ``histogram_bins_0_to_1_step_0.1`` and ``n_shards_evaluated``.
 
     Raises
     ------
@@ -1137,7 +1214,58 @@ def reduce_gates(
     order["n_shards_evaluated"] = len(gate)
     order["passed"] = order["n_columns_above_limit"] == 0 and n_attributes_above == 0
     result["release_carries_no_input_order"] = order
+
+    if all("posterior_within_bound" in p for p in partials) and partials:
+        result["posterior_within_bound"] = _reduce_posterior(
+            [p["posterior_within_bound"] for p in partials], parameters, per_attribute_ell
+        )
     return result
+
+
+def _reduce_posterior(
+    gate: Sequence[Mapping[str, Any]], parameters: ShardParameters, per_attribute_ell: Mapping[str, int] | None
+) -> dict[str, Any]:
+    """Gate 9's figures (``pipeline.core.posterior.release_posteriors``'s ``summary`` and histogram) from the shards'
+    partials."""
+    n_cells = _sum(gate, "n_cells")
+    n_sac_rows = _sum(gate, "n_sac_rows")
+
+    def total(key: str) -> float:
+        return float(sum(float(g[key]) for g in gate))
+
+    mean_posterior = total("sum_posterior") / n_cells if n_cells else 0.0
+    figures: dict[str, Any] = {
+        "ell": group_size(parameters.ell),
+        "slack": float(parameters.posterior_slack),
+        "em_iterations_max": max(int(g["em_iterations_max"]) for g in gate),
+        "em_iterations_selected": max(int(g["em_iterations_selected"]) for g in gate),
+        **{
+            key: _sum(gate, key)
+            for key in (
+                "n_records",
+                "n_cells",
+                "n_cells_above_bound",
+                "n_records_above_bound",
+                "n_sac_cells_above_bound",
+                "n_attribute_table_cells_above_bound",
+            )
+        },
+        "max_excess": float(_optional_max([g["max_excess"] for g in gate]) or 0.0),
+        "max_posterior": float(_optional_max([g["max_posterior"] for g in gate]) or 0.0),
+        "mean_posterior": float(mean_posterior),
+        "mean_population_posterior": total("sum_population_posterior") / n_cells if n_cells else 0.0,
+        "mean_self_expected_posterior": total("sum_self_expected_posterior") / n_cells if n_cells else 0.0,
+        "calibration_gap": total("sum_self_expected_posterior") / n_cells - mean_posterior if n_cells else 0.0,
+        "share_sac_rows_tuple_above_half": _sum(gate, "n_sac_rows_tuple_above_half") / n_sac_rows if n_sac_rows else 0.0,
+    }
+    if per_attribute_ell is not None:
+        figures["ell_per_attribute"] = dict(per_attribute_ell)
+    figures["histogram_bins_0_to_1_step_0.1"] = [
+        int(sum(int(g["histogram"][k]) for g in gate)) for k in range(len(gate[0]["histogram"]))
+    ]
+    figures["n_shards_evaluated"] = len(gate)
+    figures["passed"] = figures["n_cells_above_bound"] == 0
+    return figures
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from pipeline.core import sharding, verification
 from pipeline.core.adversary import candidate_adversary, holders_disclosure, recover_rule_confidences, rule_holders
 from pipeline.core.eligibility import suppressed_cell_certainty
 from pipeline.core.order_attack import input_order_correlations, order_replay_attack
+from pipeline.core.posterior import release_posteriors
 from pipeline.core.rules import strong_values
 from pipeline.core.sensitivity import ell_by_attribute, group_size
 
@@ -51,10 +52,11 @@ def whole_release_gates(
     model: sharding.GlobalModel,
     parameters: sharding.ShardParameters,
     *,
-    include_order: bool = False,
+    include_per_shard_gates: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """The figures of ``checks/gates.py`` (gates 1-6, 8 and the utility gate; with ``include_order`` gate 7, whose
-    sharded figures are per shard and so equal these for one shard only) on a whole release, with ``passed``."""
+    """The figures of ``checks/gates.py`` (gates 1-6, 8 and the utility gate; with ``include_per_shard_gates`` gates 7
+    and 9, whose sharded figures are per shard and so equal these for one shard only) on a whole release, with
+    ``passed``."""
     sensitive = list(parameters.sensitive_attributes)
     ell = group_size(parameters.ell)
     per_attribute = ell_by_attribute(parameters.ell, sensitive) if isinstance(parameters.ell, Mapping) else None
@@ -198,8 +200,26 @@ def whole_release_gates(
     )
     frame = verification.utility_summary(figures)
     gates["utility_within_thresholds"] = {**figures, "passed": bool(frame["within_limit"].all())}
-    if include_order:
+    if include_per_shard_gates:
         gates["release_carries_no_input_order"] = order_gate(sac, attribute_table, id_table, row_map, original, sensitive)
+        result = release_posteriors(
+            records,
+            row_map,
+            list(parameters.quasi_identifiers),
+            sensitive,
+            ell=ell,
+            sac_released=sac,
+            attribute_table=attribute_table,
+            id_table=id_table,
+            attribute_clusters=clusters,
+            slack=parameters.posterior_slack,
+            ell_per_attribute=per_attribute,
+        )
+        gates["posterior_within_bound"] = {
+            **result.summary,
+            "histogram_bins_0_to_1_step_0.1": [int(x) for x in result.histogram],
+            "passed": bool((result.bound["n_cells_above_bound"] == 0).all()),
+        }
     return gates
 
 
