@@ -279,6 +279,11 @@ def test_one_shard_of_adult_reduces_to_the_committed_gate_figures(adult_records,
                 assert value == expected, (gate, key)
                 compared += 1
     assert compared >= 40
+    # the summary a worker writes is JSON: plain Python numbers, lists and dicts only
+    assert json.loads(json.dumps({"counts": release.counts, "partials": release.partials})) == {
+        "counts": release.counts,
+        "partials": release.partials,
+    }
     assert reduced["disclosure_within_bound"]["n_records_with_strong_rules"] == 1450
     assert reduced["sac_released_is_l_diverse"]["n_groups"] == 4140
     whole = whole_release_gates(
