@@ -320,6 +320,7 @@ def release_tables(draw):
     return records, list(columns)
 
 
+@pytest.mark.slow  # ~20-30 s on the loaded 2-core machine; test_per_attribute_ell_reduces_to_the_whole_figures is the fast check
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     table=release_tables(),
