@@ -257,3 +257,32 @@ def test_a_failed_gate_publishes_nothing_and_removes_the_staging(tmp_path):
     assert "NO release published" in outcome.output
     assert not (home / "releases" / "LATEST").exists()
     assert not any((home / "private" / "shards").iterdir())
+
+
+@pytest.mark.slow
+def test_spark_on_local_2_publishes_what_the_local_engine_publishes(tmp_path):
+    """``--engine spark --spark-master local[2]`` and ``--engine local`` on the same home (same secret, same S = 4):
+    the same table digests, the manifest naming the engine."""
+    _require_sharding_pieces()
+    for module, piece in (("pyspark", "the spark extra (uv sync --extra spark)"), ("pipeline.engines.spark", "helper 'spark'")):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pytest.skip(f"{module} is not installed or merged yet ({piece})")
+    import shutil
+
+    if shutil.which("java") is None:
+        pytest.skip("Java 17 is not installed (Spark needs it; .ci/run installs it)")
+    home = tmp_path / "home"
+    shards = ("--shard-rows", "8000", "--min-shard-rows", "1000")
+    local = _run(home, "--engine", "local", "--workers", "2", *shards)
+    assert local.exit_code == 0, local.output
+    by_local = _latest(home)
+    spark = _run(home, "--engine", "spark", "--spark-master", "local[2]", *shards)
+    assert spark.exit_code == 0, spark.output
+    by_spark = _latest(home)
+    assert by_spark != by_local
+    sharding = json.loads((by_spark / "manifest.json").read_text())["sharding"]
+    assert (sharding["n_shards"], sharding["engine"]) == (4, "spark")
+    assert "engine spark" in spark.output
+    assert _published_digests(by_spark) == _published_digests(by_local)
