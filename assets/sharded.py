@@ -736,6 +736,79 @@ def clusters_frame(clusters: list[list[str]]) -> pd.DataFrame:
     ).astype({"cluster_id": "int32"})
 
 
+def published_part_problems(path: Path, manifest: dict[str, Any]) -> tuple[list[str], dict[str, int]]:
+    """What differs between a published sharded release's part files and its manifest (``sharding.parts``): a part
+    missing, a SHA-256 or a row count (Parquet metadata) not the manifest's, a table's rows not the manifest's
+    ``n_sac_released`` / ``n_attribute_table``. Returns the problems (paths relative to the release) and the rows per
+    table."""
+    import pyarrow.parquet as pq
+
+    from pipeline.release.sharded_publish import file_sha256
+
+    parts = (manifest.get("sharding") or {}).get("parts") or {}
+    problems: list[str] = []
+    rows: dict[str, int] = {}
+    for table, entries in parts.items():
+        rows[table] = 0
+        for entry in entries:
+            file = path / entry["path"]
+            if not file.is_file():
+                problems.append(f"{entry['path']} is missing")
+                continue
+            if file_sha256(file) != entry["sha256"]:
+                problems.append(f"{entry['path']}: SHA-256 differs from the manifest's")
+            try:
+                n_rows = pq.ParquetFile(file).metadata.num_rows
+            except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError
+                problems.append(f"{entry['path']}: not a readable Parquet file")
+                continue
+            if n_rows != int(entry["rows"]):
+                problems.append(f"{entry['path']}: {n_rows} rows, the manifest says {entry['rows']}")
+            rows[table] += n_rows
+    for key, table in (("n_sac_released", "sac_released"), ("n_attribute_table", "attribute_table")):
+        if manifest.get(key) is not None and rows.get(table) != int(manifest[key]):
+            problems.append(f"{table}: {rows.get(table)} rows in its parts, the manifest says {manifest[key]}")
+    return problems, rows
+
+
+@dg.asset(
+    key=["audit", "sharded_release_files"],
+    group_name=SHARDED_GROUP,
+    deps=[dg.AssetKey(SHARDED_RELEASE_JOB)],
+    kinds={"parquet"},
+    description="Audit of the sharded release this run published (found by the release id its publish step recorded, "
+    "never by LATEST): every part file listed in the manifest exists with its SHA-256 and row count, and the parts "
+    "add up to the manifest's SAC~ and attribute-table counts. File checksums only (no table is read into memory).",
+)
+@with_structured_failures
+def sharded_release_files(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    """Check the published part files against the manifest (:func:`published_part_problems`)."""
+    from assets.audit import publish_metadata_in_run
+
+    published = publish_metadata_in_run(context, SHARDED_RELEASE_JOB)
+    if published is None:
+        raise dg.Failure(
+            "audit/sharded_release_files audits the release its own run published; materialize it with the "
+            "publish_sharded_release step of the same run (sharded_release job)"
+        )
+    path = Path(str(published["path"]))
+    manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    problems, rows = published_part_problems(path, manifest)
+    if problems:
+        raise dg.Failure(
+            f"release {manifest.get('release_id')} IS published, but its files differ from its manifest: "
+            + "; ".join(problems[:10])
+        )
+    return dg.MaterializeResult(
+        metadata={
+            "release_id": str(manifest.get("release_id")),
+            "n_shards": int((manifest.get("sharding") or {}).get("n_shards") or 0),
+            "n_parts_verified": sum(len(entries) for entries in ((manifest.get("sharding") or {}).get("parts") or {}).values()),
+            **{f"n_rows_{table}": int(n) for table, n in rows.items()},
+        }
+    )
+
+
 #: Every asset of the ``sharded_release`` job.
 SHARDED_ASSETS = [
     sharded_input,
@@ -744,4 +817,5 @@ SHARDED_ASSETS = [
     shard_summaries,
     sharded_release_candidate,
     publish_sharded,
+    sharded_release_files,
 ]

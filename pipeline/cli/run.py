@@ -432,7 +432,8 @@ def sharding_lines(manifest: dict) -> list[str]:
     sharding = manifest.get("sharding")
     if not isinstance(sharding, dict):
         return []
-    workers = f", {sharding['workers']} workers" if sharding.get("workers") is not None else ""
+    # the workers setting is the local engine's processes; on Spark the cluster's executors decide
+    workers = f", {sharding['workers']} workers" if sharding.get("engine") == "local" and sharding.get("workers") else ""
     spread = sharding.get("per_shard") or {}
 
     def span(name: str) -> str:

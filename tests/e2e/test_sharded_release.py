@@ -155,6 +155,22 @@ def test_local_engine_with_two_workers_publishes_what_the_pure_loop_releases(tmp
     assert (release / "report.html").is_file()
     assert _published_digests(release) == expected
     assert not any((home / "private" / "shards").iterdir())  # the run's private staging is removed once it is over
+    # the run's audit step (exit 0: it passed) checks the parts against the manifest; a damaged part is named
+    from assets.sharded import published_part_problems
+
+    assert published_part_problems(release, manifest) == (
+        [],
+        {
+            "sac_released": manifest["n_sac_released"],
+            "attribute_table": manifest["n_attribute_table"],
+            "id_table": sum(p["rows"] for p in manifest["sharding"]["parts"]["id_table"]),
+        },
+    )
+    damaged = release / manifest["sharding"]["parts"]["id_table"][2]["path"]
+    damaged.write_bytes(damaged.read_bytes()[:-1] + b"\0")
+    problems, _ = published_part_problems(release, manifest)
+    named = manifest["sharding"]["parts"]["id_table"][2]["path"]
+    assert problems[:2] == [f"{named}: SHA-256 differs from the manifest's", f"{named}: not a readable Parquet file"]
 
 
 @pytest.mark.slow
