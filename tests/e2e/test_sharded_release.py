@@ -302,3 +302,39 @@ def test_spark_on_local_2_publishes_what_the_local_engine_publishes(tmp_path):
     assert (sharding["n_shards"], sharding["engine"]) == (4, "spark")
     assert "engine spark" in spark.output
     assert _published_digests(by_spark) == _published_digests(by_local)
+
+
+@pytest.mark.slow
+def test_the_job_run_from_dagster_reports_todays_gates_on_the_summary(tmp_path):
+    """``sharded_release`` run as the launchpad runs it (run config, no CLI): every gate is a blocking check of the
+    candidate with today's figure names, computed from S = 2 shard summaries; the metadata holds figures only."""
+    _require_sharding_pieces()
+    import dagster as dg
+
+    from tests.jobs import run_job
+
+    settings = {"engine": "local", "workers": 1, "shard_rows": 16000, "min_shard_rows": 1000}
+    with dg.instance_for_test() as instance:
+        result = run_job(tmp_path / "home", "sharded_release", settings, instance=instance)
+        assert result.success
+        checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert set(checks) == {
+        "sac_released_is_l_diverse",
+        "attribute_table_is_l_diverse",
+        "disclosure_within_bound",
+        "rule_confidence_preserved",
+        "records_accounted_for",
+        "no_probability_tilt",
+        "no_certain_attribute_table_cell",
+        "utility_within_thresholds",
+    }
+    assert all(check.passed for check in checks.values())
+    assert all(check.metadata["n_shards"].value == 2 for check in checks.values())
+    disclosure = {k: v.value for k, v in checks["disclosure_within_bound"].metadata.items()}
+    assert disclosure["max_disclosure_probability"] <= 1 / 3 + 1e-12 and disclosure["n_records_above_bound"] == 0
+    groups = {k: v.value for k, v in checks["sac_released_is_l_diverse"].metadata.items()}
+    assert groups["min_group_size"] == groups["max_group_size"] == 3
+    # no value of the table in any check's metadata (Adult's sensitive and quasi-identifier values)
+    text = json.dumps([{k: str(getattr(v, "value", v)) for k, v in c.metadata.items()} for c in checks.values()])
+    for value in ("Bachelors", "Prof-specialty", "Husband", "Not-in-family", "Married-civ-spouse", "United-States"):
+        assert value not in text
