@@ -2,7 +2,8 @@
 
 input (staged in shards, private) -> sensitive tuple counts -> global model (strong rules, S_max, attribute clusters;
 the rules a private warehouse table) -> shard releases on the executor of the ``engine`` setting (``local`` or
-``spark``) -> candidate summary (the gates of ``checks/sharded_gates.py`` attach here) -> publish.
+``spark``) -> candidate summary (the gates of ``checks/sharded_gates.py`` attach here) -> publish -> audit of the
+published files.
 
 Shards are not Dagster partitions (S depends on the number of records; SCALE.md §5): every step handles all of them.
 Nothing record-level passes through Dagster: the records and the shards' release tables stay in the run's PRIVATE
@@ -40,8 +41,9 @@ __all__ = [
     "PUBLISH_POOL",
     "SHARDED_ASSETS",
     "SHARDED_GROUP",
-    "ShardingUnavailable",
+    "ShardingSettingsError",
     "executor_of",
+    "published_part_problems",
     "remove_staging",
     "remove_staging_on_failure",
     "shard_parameters",
@@ -58,9 +60,9 @@ PUBLISH_POOL = "msa_release_publish"
 SUMMARIES_FILE = "summaries.json"
 
 
-class ShardingUnavailable(UnusableInputError):
-    """The engine asked for is not installed or its settings cannot be used (exit status 2), e.g. ``engine: spark``
-    without pyspark (install the ``spark`` extra)."""
+class ShardingSettingsError(UnusableInputError):
+    """The sharding settings cannot be used (exit status 2): the engine asked for is not installed (``engine: spark``
+    without the ``spark`` extra), or the shard plan refuses shards below ``min_shard_rows``."""
 
 
 def staging_dir_of(store: ReleaseStore, run_id: str) -> Path:
@@ -124,7 +126,7 @@ def executor_of(settings: ReleaseSettings):
 
     Raises
     ------
-    ShardingUnavailable
+    ShardingSettingsError
         The engine's module is not installed (Spark: the ``spark`` extra), naming the setting and what to install.
     """
     from pipeline.vocabulary import setting_example
@@ -143,10 +145,10 @@ def executor_of(settings: ReleaseSettings):
         extra = (
             " (install the spark extra: uv sync --extra spark, or pip install 'msa-release[spark]')" if engine == "spark" else ""
         )
-        raise ShardingUnavailable(
+        raise ShardingSettingsError(
             f"{setting_example('engine', engine)} is not available in this installation{extra}: {error}"
         ) from None
-    raise ShardingUnavailable(f"{setting_example('engine', engine)} is not a sharded engine: use local or spark")
+    raise ShardingSettingsError(f"{setting_example('engine', engine)} is not a sharded engine: use local or spark")
 
 
 # --------------------------------------------------------------------------- input manifest and shard plan
@@ -195,7 +197,7 @@ def sharded_input(context: dg.AssetExecutionContext, settings: ReleaseSettings, 
         except ValueError as error:
             if isinstance(error, UnusableInputError):
                 raise
-            raise ShardingUnavailable(f"{error}; nothing is published") from None  # the shard plan's refusal
+            raise ShardingSettingsError(f"{error}; nothing is published") from None  # the shard plan's refusal
     plan = staged.plan
     shard_records = [int(n) for n in staged.shard_records]
     summary = pd.DataFrame(
