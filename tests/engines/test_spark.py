@@ -1,0 +1,136 @@
+"""The Spark engine (issue 17): SparkExecutor on staged toy shards gives the same summaries and the same part-file
+bytes as a plain loop over the shards; a failing shard is named; pyspark or Java missing is a clear error.
+
+The toy shard functions (tests/engines/toy_shards.py) stand in for ``pipeline.engines.worker.release_and_write_shard``;
+the tests that start Spark are marked ``slow`` (one session-scoped SparkSession, tests/engines/conftest.py)."""
+
+import shutil
+import sys
+
+import pandas as pd
+import pytest
+
+from pipeline.engines.spark import (
+    DEFAULT_SHARD_FUNCTION,
+    ShardFailedError,
+    SparkExecutor,
+    SparkUnavailableError,
+    records_of_staged_shard,
+    resolve_shard_function,
+)
+from tests.engines.toy_shards import (
+    COLUMNS,
+    fail_on_shard_one,
+    fail_with_a_value,
+    stage_toy_input,
+    toy_job,
+    write_toy_parts,
+)
+
+N_RECORDS = 600
+N_SHARDS = 3
+
+
+def plain_loop(job, shard_function):
+    """The reference: each shard read with pandas, sorted by row id, text as categorical, the function called."""
+    summaries = []
+    for shard in range(job.n_shards):
+        records = pd.read_parquet(job.input_dir / f"shard={shard}").sort_values("row_id").reset_index(drop=True)
+        for column in COLUMNS:
+            records[column] = pd.Categorical(records[column], categories=sorted(set(records[column])))
+        summaries.append(shard_function(records, job, shard))
+    return summaries
+
+
+def part_bytes(job):
+    return {path.relative_to(job.output_dir).as_posix(): path.read_bytes() for path in sorted(job.output_dir.rglob("*.parquet"))}
+
+
+@pytest.mark.slow
+def test_spark_gives_the_summaries_and_part_files_of_a_plain_loop(spark, tmp_path):
+    table = stage_toy_input(tmp_path / "spark", n_records=N_RECORDS, n_shards=N_SHARDS)
+    shutil.copytree(tmp_path / "spark" / "input", tmp_path / "loop" / "input")
+    on_spark, in_a_loop = toy_job(tmp_path / "spark", n_shards=N_SHARDS), toy_job(tmp_path / "loop", n_shards=N_SHARDS)
+
+    summaries = SparkExecutor(session=spark, shard_function=write_toy_parts).release_shards(on_spark)
+
+    assert summaries == plain_loop(in_a_loop, write_toy_parts)
+    assert part_bytes(on_spark) == part_bytes(in_a_loop)
+    assert sorted(part_bytes(on_spark)) == [f"toy/part-{shard:05d}.parquet" for shard in range(N_SHARDS)]
+    # and what the loop agrees on is right: shard order, the shard's records, sorted row ids, categorical text
+    by_shard = table.groupby("shard")
+    assert [s["shard"] for s in summaries] == list(range(N_SHARDS))
+    assert [s["counts"]["n_records"] for s in summaries] == [len(by_shard.get_group(s)) for s in range(N_SHARDS)]
+    assert [s["counts"]["first_row_id"] for s in summaries] == [by_shard.get_group(s)["row_id"].min() for s in range(N_SHARDS)]
+    assert all(s["partials"]["dtypes"] == {"row_id": "int64", "age": "category", "disease": "category"} for s in summaries)
+    assert summaries[0]["partials"]["age_categories"] == ["10", "100", "27", "9"]
+    # the session's own settings are back
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "4"
+
+
+@pytest.mark.slow
+def test_a_failing_shard_is_named_with_its_error(spark, tmp_path):
+    stage_toy_input(tmp_path, n_records=N_RECORDS, n_shards=N_SHARDS)
+    with pytest.raises(ShardFailedError) as raised:
+        SparkExecutor(session=spark, shard_function=fail_on_shard_one).release_shards(toy_job(tmp_path, n_shards=N_SHARDS))
+    error = raised.value
+    assert (error.shard, error.error_class, error.exit_status, error.column) == (1, "UnusableInputError", 2, "disease")
+    assert str(error).startswith("shard 1 failed on Spark: UnusableInputError")
+
+
+@pytest.mark.slow
+def test_a_foreign_error_names_the_shard_but_not_the_value(spark, tmp_path):
+    stage_toy_input(tmp_path, n_records=N_RECORDS, n_shards=N_SHARDS)
+    with pytest.raises(ShardFailedError) as raised:
+        SparkExecutor(session=spark, shard_function=fail_with_a_value).release_shards(toy_job(tmp_path, n_shards=N_SHARDS))
+    error = raised.value
+    assert error.shard in range(N_SHARDS) and error.error_class == "ValueError" and error.exit_status == 1
+    assert str(error) == f"shard {error.shard} failed on Spark: ValueError"
+    assert not any(value in str(error) for value in ("flu", "Flu", "asthma", "ulcer", "cold"))
+
+
+@pytest.mark.slow
+def test_a_shard_without_staged_records_is_refused(spark, tmp_path):
+    stage_toy_input(tmp_path, n_records=N_RECORDS, n_shards=N_SHARDS)
+    with pytest.raises(ValueError, match=r"missing \[3\]"):
+        SparkExecutor(session=spark, shard_function=write_toy_parts).release_shards(toy_job(tmp_path, n_shards=N_SHARDS + 1))
+
+
+def test_without_pyspark_the_error_names_the_extra_and_the_local_engine(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "pyspark.sql", None)
+    with pytest.raises(SparkUnavailableError) as raised:
+        SparkExecutor(master="local[1]").release_shards(toy_job(tmp_path, n_shards=1))
+    assert "pip install 'msa-release[spark]'" in str(raised.value) and "--engine local" in str(raised.value)
+    assert raised.value.exit_status == 2
+
+
+def test_without_java_the_error_says_what_to_install(monkeypatch, tmp_path):
+    pytest.importorskip("pyspark")
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SparkUnavailableError) as raised:
+        SparkExecutor(master="local[1]").release_shards(toy_job(tmp_path, n_shards=1))
+    assert "Java 17" in str(raised.value) and "openjdk-17-jre-headless" in str(raised.value)
+    assert "--engine local" in str(raised.value) and "--spark-remote" in str(raised.value)
+
+
+def test_master_and_remote_are_exclusive():
+    with pytest.raises(ValueError, match="either"):
+        SparkExecutor(master="local[2]", remote="sc://localhost:15002")
+
+
+def test_the_default_shard_function_is_the_workers_by_import_path():
+    assert SparkExecutor().shard_function == DEFAULT_SHARD_FUNCTION == "pipeline.engines.worker:release_and_write_shard"
+    assert resolve_shard_function("tests.engines.toy_shards:write_toy_parts") is write_toy_parts
+    with pytest.raises(ValueError, match="module:attribute"):
+        resolve_shard_function("pipeline.engines.worker")
+
+
+def test_staged_rows_become_the_records_a_shard_function_takes():
+    frame = pd.DataFrame({"row_id": [5, 2, 9], "age": ["9", "10", "9"], "disease": ["flu", None, "asthma"], "shard": [1, 1, 1]})
+    records = records_of_staged_shard(frame)
+    assert list(records.columns) == ["row_id", "age", "disease"]
+    assert records["row_id"].tolist() == [2, 5, 9] and str(records["row_id"].dtype) == "int64"
+    assert list(records["age"].cat.categories) == ["10", "9"] and records["age"].tolist() == ["10", "9", "9"]
+    assert records["disease"].isna().tolist() == [True, False, False]
+    assert records.index.tolist() == [0, 1, 2]
