@@ -1,0 +1,163 @@
+"""The standalone Spark job (issue 17): the private job file, summaries and reduced gates written next to it, the
+gates reported to Dagster Pipes as asset checks; and a Dagster ``materialize`` of the Pipes asset launching it."""
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from pipeline.engines.spark import SparkExecutor
+from pipeline.engines.spark_job import GATES_FILE_NAME, SUMMARIES_FILE_NAME, read_job, run_job, write_job
+from pipeline.errors import UnusableInputError
+from tests.engines.toy_shards import stage_toy_input, toy_job, toy_reduce, write_toy_parts
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class CannedExecutor:
+    """An executor returning fixed summaries (the job file's staging directory is not read)."""
+
+    name = "canned"
+
+    def __init__(self, summaries):
+        self.summaries = summaries
+        self.jobs = []
+
+    def release_shards(self, job):
+        self.jobs.append(job)
+        return self.summaries
+
+
+class RecordingPipes:
+    def __init__(self):
+        self.checks, self.materializations = [], []
+
+    def report_asset_check(self, check_name, passed, metadata=None):
+        self.checks.append((check_name, passed, metadata))
+
+    def report_asset_materialization(self, metadata=None):
+        self.materializations.append(metadata)
+
+
+def canned_summary(shard, n_records, largest):
+    return {
+        "shard": shard,
+        "counts": {"n_records": n_records},
+        "partials": {"toy_gate": {"n_records": n_records, "max_per_disease": largest}},
+        "parts": {},
+    }
+
+
+def test_the_job_file_is_private_and_round_trips(tmp_path):
+    job = toy_job(tmp_path / "staging", n_shards=3)
+    path = write_job(job)
+    assert path == tmp_path / "staging" / "shard_job.pickle"
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    loaded = read_job(path)
+    assert (loaded.staging_dir, loaded.n_shards, loaded.secret, loaded.parameters) == (
+        job.staging_dir,
+        3,
+        job.secret,
+        job.parameters,
+    )
+    assert loaded.model.clusters == [["disease"]]
+
+
+@pytest.mark.parametrize("content", [b"not a pickle", None])
+def test_a_file_that_is_not_a_job_is_refused_naming_it(tmp_path, content):
+    path = tmp_path / "shard_job.pickle"
+    if content is None:
+        import pickle
+
+        path.write_bytes(pickle.dumps({"format": "something else", "job": 1}))
+    else:
+        path.write_bytes(content)
+    with pytest.raises(UnusableInputError, match="shard job file .*shard_job.pickle") as raised:
+        read_job(path)
+    assert raised.value.file == str(path)
+    with pytest.raises(UnusableInputError, match="cannot be read"):
+        read_job(tmp_path / "missing.pickle")
+
+
+def test_run_job_writes_the_summaries_and_the_reduced_gates_and_reports_them(tmp_path):
+    job = toy_job(tmp_path, n_shards=2)
+    path = write_job(job)
+    summaries = [canned_summary(0, 40, 12), canned_summary(1, 35, 15)]
+    executor, pipes = CannedExecutor(summaries), RecordingPipes()
+
+    returned, gates = run_job(path, executor=executor, reduce=toy_reduce, pipes=pipes)
+
+    assert executor.jobs[0].n_shards == 2 and returned == summaries
+    assert json.loads((tmp_path / SUMMARIES_FILE_NAME).read_text()) == summaries
+    expected_gates = {
+        "toy_gate": {"passed": True, "n_records": 75, "max_per_disease": 15},
+        "toy_refused": {"passed": False, "n_shards": 2},
+    }
+    assert gates == expected_gates and json.loads((tmp_path / GATES_FILE_NAME).read_text()) == expected_gates
+    assert pipes.checks == [
+        ("toy_gate", True, {"n_records": 75, "max_per_disease": 15}),
+        ("toy_refused", False, {"n_shards": 2}),
+    ]
+    assert pipes.materializations == [
+        {
+            "engine": "spark",
+            "n_shards": 2,
+            "n_records": 75,
+            "shard_records_min": 35,
+            "shard_records_max": 40,
+            "gates_failed": ["toy_refused"],
+        }
+    ]
+
+
+def test_the_reduce_is_taken_by_import_path(tmp_path):
+    path = write_job(toy_job(tmp_path, n_shards=1))
+    _, gates = run_job(path, executor=CannedExecutor([canned_summary(0, 9, 4)]), reduce="tests.engines.toy_shards:toy_reduce")
+    assert gates["toy_gate"] == {"passed": True, "n_records": 9, "max_per_disease": 4}
+
+
+@pytest.mark.slow
+def test_run_job_on_spark_releases_the_staged_shards(spark, tmp_path):
+    stage_toy_input(tmp_path, n_records=300, n_shards=2)
+    path = write_job(toy_job(tmp_path, n_shards=2))
+    summaries, gates = run_job(path, executor=SparkExecutor(session=spark, shard_function=write_toy_parts), reduce=toy_reduce)
+    assert [summary["shard"] for summary in summaries] == [0, 1]
+    assert gates["toy_gate"]["n_records"] == 300
+    assert sorted(p.name for p in (tmp_path / "output" / "toy").iterdir()) == ["part-00000.parquet", "part-00001.parquet"]
+
+
+@pytest.mark.slow
+def test_a_pipes_launch_reports_the_gates_as_asset_checks(tmp_path):
+    """dg.materialize of the Pipes asset: a subprocess runs the job on its own local[1] Spark and reports back."""
+    from assets.sharded_pipes import spark_shard_release_asset
+
+    stage_toy_input(tmp_path, n_records=300, n_shards=2)
+    job_file = write_job(toy_job(tmp_path, n_shards=2))
+    asset = spark_shard_release_asset(
+        gates=("toy_gate", "toy_refused"),
+        extra_arguments=[
+            "--shard-function",
+            "tests.engines.toy_shards:write_toy_parts",
+            "--reduce",
+            "tests.engines.toy_shards:toy_reduce",
+        ],
+    )
+    client = dg.PipesSubprocessClient(cwd=str(ROOT), env={"PYTHONPATH": str(ROOT)})
+
+    result = dg.materialize(
+        [asset],
+        resources={"pipes_subprocess_client": client},
+        run_config={"ops": {"spark_shard_release": {"config": {"job_file": str(job_file), "spark_master": "local[1]"}}}},
+        raise_on_error=False,
+    )
+
+    evaluations = {evaluation.check_name: evaluation for evaluation in result.get_asset_check_evaluations()}
+    assert set(evaluations) == {"toy_gate", "toy_refused"}
+    assert evaluations["toy_gate"].passed and not evaluations["toy_refused"].passed
+    assert evaluations["toy_gate"].metadata["n_records"].value == 300
+    materialization = result.asset_materializations_for_node("spark_shard_release")[0]
+    assert materialization.metadata["n_shards"].value == 2
+    assert json.loads((tmp_path / SUMMARIES_FILE_NAME).read_text())[1]["shard"] == 1
