@@ -404,8 +404,8 @@ def _shuffle_settings(session: SparkSession, n_shards: int) -> Iterator[None]:
     try:
         yield
     finally:
-        for key, value in previous.items():
-            if value is None:
+        for key, earlier in previous.items():
+            if earlier is None:
                 session.conf.unset(key)
             else:
-                session.conf.set(key, value)
+                session.conf.set(key, earlier)

@@ -219,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pyspark_memory=arguments.pyspark_memory,
     )
     try:
-        if PipesEnvVarParamsLoader().is_dagster_pipes_process():
+        if PipesEnvVarParamsLoader().is_dagster_pipes_process():  # type: ignore[no-untyped-call]
             with open_dagster_pipes() as pipes:
                 job_path = arguments.job or pipes.get_extra("job")
                 run_job(Path(job_path), executor=executor, reduce=arguments.reduce, pipes=pipes)

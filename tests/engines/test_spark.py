@@ -134,3 +134,40 @@ def test_staged_rows_become_the_records_a_shard_function_takes():
     assert list(records["age"].cat.categories) == ["10", "9"] and records["age"].tolist() == ["10", "9", "9"]
     assert records["disease"].isna().tolist() == [True, False, False]
     assert records.index.tolist() == [0, 1, 2]
+
+
+CONNECT_SCRIPT = """
+import sys
+from pathlib import Path
+from pipeline.engines.spark import SparkExecutor
+from tests.engines.toy_shards import toy_job
+job = toy_job(Path(sys.argv[1]), n_shards=2)
+summaries = SparkExecutor(remote="local[1]", shard_function="tests.engines.toy_shards:write_toy_parts").release_shards(job)
+print([summary["counts"]["n_records"] for summary in summaries])
+"""
+
+
+@pytest.mark.slow
+def test_spark_connect_releases_the_same_shards(tmp_path):
+    """--spark-remote: the same job through Spark Connect (pyspark's local Connect server, in a subprocess so that
+    its JVM is not the session fixture's), part files byte for byte those of a plain loop."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    table = stage_toy_input(tmp_path / "connect", n_records=300, n_shards=2)
+    shutil.copytree(tmp_path / "connect" / "input", tmp_path / "loop" / "input")
+    environment = {**os.environ, "PYTHONPATH": str(root), "PYSPARK_PYTHON": sys.executable}
+    completed = subprocess.run(
+        [sys.executable, "-c", CONNECT_SCRIPT, str(tmp_path / "connect")],
+        cwd=root,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.stdout.strip().splitlines()[-1] == str(table.groupby("shard").size().tolist())
+    plain_loop(toy_job(tmp_path / "loop", n_shards=2), write_toy_parts)
+    assert part_bytes(toy_job(tmp_path / "connect", n_shards=2)) == part_bytes(toy_job(tmp_path / "loop", n_shards=2))
