@@ -216,8 +216,9 @@ class SparkExecutor:
     Parameters
     ----------
     master
-        Client mode: the Spark master (``local[2]``, ``yarn``, ``k8s://https://…``, ``spark://…``); ``local[2]`` when
-        neither ``master`` nor ``remote`` nor ``session`` is given.
+        Client mode: the Spark master (``local[2]``, ``yarn``, ``k8s://https://…``, ``spark://…``); when neither
+        ``master`` nor ``remote`` nor ``session`` is given: the master ``spark-submit`` was given when it launched
+        this process, else ``local[2]``.
     remote
         Spark Connect: the server's address (``sc://host:15002``); no local Java needed.
     session
@@ -270,12 +271,16 @@ class SparkExecutor:
 
         builder = SparkSession.builder.appName("msa-release")
         settings = dict(self.config)
+        master: str | None = None
         if self.remote is not None:
             builder = builder.remote(self.remote)
         else:
-            _require_java()
-            master = self.master or "local[2]"
-            builder = builder.master(master)
+            launched_by_spark_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # its JVM and master are already there
+            if not launched_by_spark_submit:
+                _require_java()
+            master = self.master or (None if launched_by_spark_submit else "local[2]")
+            if master is not None:
+                builder = builder.master(master)
             settings.setdefault("spark.ui.enabled", "false")
             if self.pyspark_memory is not None:
                 settings["spark.executor.pyspark.memory"] = self.pyspark_memory
@@ -283,7 +288,7 @@ class SparkExecutor:
             builder = builder.config(key, value)
         active = SparkSession.getActiveSession()
         try:
-            with _python_of_local_workers(None if self.remote is not None else (self.master or "local[2]")):
+            with _python_of_local_workers(None if self.remote is not None else master):
                 session = builder.getOrCreate()
         except Exception as error:
             if self.remote is None and "JAVA_GATEWAY_EXITED" in str(error):

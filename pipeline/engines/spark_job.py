@@ -9,9 +9,9 @@ reports each reduced gate as an asset check (``passed`` and the gate's figures: 
 
 Launch it
 
-- from a shell or ``spark-submit`` (client or cluster deploy mode; the path of this file, or ``-m`` with msa-release
-  installed): ``spark-submit --master yarn pipeline/engines/spark_job.py --job /shared/…/shard_job.pickle``
-  (``--spark-master`` is then not needed: the session spark-submit made is used);
+- from a shell, or by ``spark-submit`` given the path of this file (client or cluster deploy mode; msa-release
+  installed on the driver and the executors): ``spark-submit --master yarn pipeline/engines/spark_job.py --job /shared/…/shard_job.pickle``
+  (without ``--spark-master`` the job uses the master spark-submit was given);
 - from Dagster with ``dg.PipesSubprocessClient`` (``assets/sharded_pipes.py``). On EMR, Databricks or Dataproc the
   Pipes client of ``dagster-aws`` / ``dagster-databricks`` / ``dagster-gcp`` launches the same module; there the
   context and messages travel through S3 / DBFS / GCS, so the entry script opens Pipes with that cloud's loaders
@@ -187,7 +187,7 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
         "--spark-master",
-        help="client mode: local[2], yarn, k8s://https://…, spark://… (default: the active session, else local[2])",
+        help="client mode: local[2], yarn, k8s://https://…, spark://… (default: spark-submit's master, else local[2])",
     )
     where.add_argument("--spark-remote", help="Spark Connect: sc://host:15002")
     parser.add_argument("--pyspark-memory", help="spark.executor.pyspark.memory, e.g. 2g (client mode)")
@@ -203,18 +203,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pipeline.engines.spark import SparkExecutor
 
     arguments = _arguments(argv)
-    session = None
-    if arguments.spark_master is None and arguments.spark_remote is None:
-        try:  # under spark-submit, the session it prepared
-            from pyspark.sql import SparkSession
-
-            session = SparkSession.getActiveSession()
-        except ImportError:
-            session = None
-    executor = SparkExecutor(
+    executor = SparkExecutor(  # without --spark-master: spark-submit's master when it launched us, else local[2]
         master=arguments.spark_master,
         remote=arguments.spark_remote,
-        session=session,
         shard_function=arguments.shard_function,
         pyspark_memory=arguments.pyspark_memory,
     )
