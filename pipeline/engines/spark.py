@@ -2,7 +2,8 @@
 
 :class:`SparkExecutor` releases every staged shard of a :class:`~pipeline.engines.base.ShardJob` with
 ``groupBy("shard").applyInPandas``: Spark reads the PRIVATE staged input (``input/shard=<s>/*.parquet``, the
-partition column ``shard``), hands each shard's records to one Python worker as a pandas frame, and the worker calls
+partition column ``shard``), hands each shard's records to one Python worker as a pandas frame (one task per
+shard: the grouping key is one number per shard, chosen so that hash partitioning sends shard s to partition s), and the worker calls
 the per-shard function (by default :func:`pipeline.engines.worker.release_and_write_shard`), which writes the
 shard's part files under ``output/`` and returns the shard's JSON-able summary. Only the S summaries (one row per
 shard: ``shard`` int, ``summary`` JSON text) come back to the driver: nothing record-level.
@@ -63,6 +64,8 @@ ShardFunction = Callable[[pd.DataFrame, ShardJob, int], ShardSummary]
 #: error's class, exit status, message, file and column: no record value, as the project's errors never echo one)
 _SHARD_FAILED = "msa-release shard failed: "
 _SHARD_FAILED_PATTERN = re.compile(re.escape(_SHARD_FAILED) + r"(\{[^\n]*\})")
+#: the grouping column: one key per shard, chosen so that each shard is its own task (:func:`_task_keys`)
+_TASK_KEY = "__msa_release_task"
 #: the schema of the grouped map's output: one row per shard
 _OUTPUT_SCHEMA = "shard int, summary string"
 _INSTALL_HINT = "install the Spark engine with `pip install 'msa-release[spark]'`, or run with `--engine local`"
@@ -148,13 +151,32 @@ def records_of_staged_shard(frame: pd.DataFrame) -> pd.DataFrame:
     return records
 
 
+def _task_keys(session: SparkSession, n_shards: int) -> list[int]:
+    """For each shard s (0..n_shards-1), an int key k_s that Spark's hash partitioning sends to partition s among
+    ``n_shards`` partitions: a grouping key k goes to ``pmod(hash(k), n)`` (Murmur3, seed 42: SQL's ``hash``). Found by
+    one small query over 64·S candidates (a shard with no candidate, probability e^-64, keeps its own number)."""
+    from pyspark.sql import functions
+
+    candidates = (
+        session.range(0, 64 * max(1, n_shards))
+        .select(functions.col("id").cast("int").alias("id"))
+        .select("id", functions.expr(f"pmod(hash(id), {max(1, n_shards)})").alias("partition"))
+    )
+    found = {
+        int(row["partition"]): int(row["key"])
+        for row in candidates.groupBy("partition").agg(functions.min("id").alias("key")).collect()
+    }
+    return [found.get(shard, shard) for shard in range(n_shards)]
+
+
 def _release_group(shard_function: ShardFunction | str, job: ShardJob) -> Callable[[pd.DataFrame], pd.DataFrame]:
     """The grouped-map function run on the executors: one shard's rows in, one row (shard, summary JSON) out."""
 
     def release(frame: pd.DataFrame) -> pd.DataFrame:
         shard = int(frame["shard"].iloc[0])
         try:
-            summary = resolve_shard_function(shard_function)(records_of_staged_shard(frame), job, shard)
+            records = records_of_staged_shard(frame.drop(columns=[_TASK_KEY], errors="ignore"))
+            summary = resolve_shard_function(shard_function)(records, job, shard)
             text = json.dumps(summary)
         except Exception as error:  # named for the driver: the shard, the class, the project's fields
             details = {
@@ -325,8 +347,12 @@ class SparkExecutor:
         from pyspark.sql import functions
 
         staged = session.read.parquet(str(job.input_dir)).withColumn("shard", functions.col("shard").cast("int"))
-        released = staged.groupBy("shard").applyInPandas(_release_group(self.shard_function, job), schema=_OUTPUT_SCHEMA)
         with _shuffle_settings(session, job.n_shards):
+            # group by a key that hash-partitions shard s into partition s: one shard per task (grouping by the shard
+            # number itself would put two shards in one task and leave another task idle)
+            keys = functions.array(*[functions.lit(key).cast("int") for key in _task_keys(session, job.n_shards)])
+            by_task = staged.withColumn(_TASK_KEY, functions.element_at(keys, functions.col("shard") + 1))
+            released = by_task.groupBy(_TASK_KEY).applyInPandas(_release_group(self.shard_function, job), schema=_OUTPUT_SCHEMA)
             try:
                 rows = released.collect()
             except Exception as error:
@@ -398,7 +424,7 @@ def stop_spark(session: SparkSession, *, timeout: float = 60.0) -> None:
 @contextmanager
 def _shuffle_settings(session: SparkSession, n_shards: int) -> Iterator[None]:
     """One shuffle partition per shard and no coalescing of partitions (so that adaptive execution never puts two
-    shards in one task) while the job runs; the session's own settings restored afterwards."""
+    shards in one task) while the job runs; the session's own settings restored afterwards (also after an error)."""
     settings = {
         "spark.sql.shuffle.partitions": str(max(1, n_shards)),
         "spark.sql.adaptive.coalescePartitions.enabled": "false",

@@ -22,6 +22,7 @@ from tests.engines.toy_shards import (
     COLUMNS,
     fail_on_shard_one,
     fail_with_a_value,
+    report_task,
     stage_toy_input,
     toy_job,
     write_toy_parts,
@@ -66,6 +67,14 @@ def test_spark_gives_the_summaries_and_part_files_of_a_plain_loop(spark, tmp_pat
     assert summaries[0]["partials"]["age_categories"] == ["10", "100", "27", "9"]
     # the session's own settings are back
     assert spark.conf.get("spark.sql.shuffle.partitions") == "4"
+
+
+@pytest.mark.slow
+def test_every_shard_is_released_by_its_own_task(spark, tmp_path):
+    table = stage_toy_input(tmp_path, n_records=500, n_shards=5)
+    summaries = SparkExecutor(session=spark, shard_function=report_task).release_shards(toy_job(tmp_path, n_shards=5))
+    assert [summary["n_records"] for summary in summaries] == table.groupby("shard").size().tolist()
+    assert len({summary["partition"] for summary in summaries}) == 5
 
 
 @pytest.mark.slow

@@ -94,3 +94,10 @@ def toy_reduce(partials, model, parameters) -> dict:
         "toy_gate": {"passed": largest <= n_records, "n_records": n_records, "max_per_disease": largest},
         "toy_refused": {"passed": False, "n_shards": len(partials)},
     }
+
+
+def report_task(records: pd.DataFrame, job: ShardJob, shard: int) -> dict:
+    """The Spark partition (task) that released the shard, and its number of records."""
+    from pyspark import TaskContext
+
+    return {"shard": shard, "partition": TaskContext.get().partitionId(), "n_records": len(records)}
