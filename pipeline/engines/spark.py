@@ -179,13 +179,14 @@ def _release_group(shard_function: ShardFunction | str, job: ShardJob) -> Callab
             summary = resolve_shard_function(shard_function)(records, job, shard)
             text = json.dumps(summary)
         except Exception as error:  # named for the driver: the shard, the class, the project's fields
+            ours = error if isinstance(error, MsaReleaseError) else None  # a foreign error's message may hold a value
             details = {
                 "shard": shard,
                 "error_class": type(error).__name__,
-                "exit_status": error.exit_status if isinstance(error, MsaReleaseError) else 1,
-                "file": getattr(error, "file", None) if isinstance(error, MsaReleaseError) else None,
-                "column": getattr(error, "column", None) if isinstance(error, MsaReleaseError) else None,
-                "message": str(error) if isinstance(error, MsaReleaseError) else "",
+                "exit_status": ours.exit_status if ours else 1,
+                "file": ours.file if ours else None,
+                "column": ours.column if ours else None,
+                "message": str(ours) if ours else "",
             }
             raise RuntimeError(_SHARD_FAILED + json.dumps(details)) from None
         return pd.DataFrame({"shard": pd.Series([shard], dtype="int32"), "summary": [text]})

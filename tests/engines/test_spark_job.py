@@ -154,6 +154,7 @@ def test_a_pipes_launch_reports_the_gates_as_asset_checks(tmp_path):
         raise_on_error=False,
     )
 
+    assert not result.success  # the toy reduce fails one gate, and the checks are blocking
     evaluations = {evaluation.check_name: evaluation for evaluation in result.get_asset_check_evaluations()}
     assert set(evaluations) == {"toy_gate", "toy_refused"}
     assert evaluations["toy_gate"].passed and not evaluations["toy_refused"].passed
