@@ -284,6 +284,8 @@ class SparkExecutor:
         self.shard_function: ShardFunction | str = shard_function if shard_function is not None else DEFAULT_SHARD_FUNCTION
         self.pyspark_memory = pyspark_memory
         self.config = dict(config or {})
+        #: the master the last :meth:`release_shards` ran on (``spark.master``; None over Spark Connect or before a run)
+        self.master_used: str | None = None
 
     def _session(self) -> tuple[SparkSession, bool]:
         """(session, created here)."""
@@ -347,6 +349,7 @@ class SparkExecutor:
     def _release_shards(self, session: SparkSession, job: ShardJob) -> list[ShardSummary]:
         from pyspark.sql import functions
 
+        self.master_used = None if self.remote is not None else session.conf.get("spark.master", None)
         staged = session.read.parquet(str(job.input_dir)).withColumn("shard", functions.col("shard").cast("int"))
         with _shuffle_settings(session, job.n_shards):
             # group by a key that hash-partitions shard s into partition s: one shard per task (grouping by the shard

@@ -218,10 +218,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if arguments.job is None:
             print("spark_job: --job is required outside Dagster Pipes", file=sys.stderr)
             return 2
-        _, gates = run_job(arguments.job, executor=executor, reduce=arguments.reduce)
+        summaries, gates = run_job(arguments.job, executor=executor, reduce=arguments.reduce)
     except MsaReleaseError as error:
         print(f"spark_job: {error}", file=sys.stderr)
         return error.exit_status
+    where = executor.remote or executor.master_used
+    print(f"spark_job: {len(summaries)} shards released on Spark ({where})", file=sys.stderr)
     failed = sorted(gate for gate, figures in gates.items() if not figures["passed"])
     if failed:
         print(f"spark_job: gates failed: {', '.join(failed)}", file=sys.stderr)

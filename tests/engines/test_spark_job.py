@@ -162,3 +162,30 @@ def test_a_pipes_launch_reports_the_gates_as_asset_checks(tmp_path):
     materialization = result.asset_materializations_for_node("spark_shard_release")[0]
     assert materialization.metadata["n_shards"].value == 2
     assert json.loads((tmp_path / SUMMARIES_FILE_NAME).read_text())[1]["shard"] == 1
+
+
+@pytest.mark.slow
+def test_spark_submit_runs_the_job_on_its_own_master(tmp_path):
+    """spark-submit given the file of the job: no --spark-master, so the job takes spark-submit's master (a cluster's
+    yarn or k8s://… in real use) instead of its local[2] default; a failed gate outside Pipes exits 1."""
+    import subprocess
+    import sys
+
+    stage_toy_input(tmp_path, n_records=300, n_shards=2)
+    job_file = write_job(toy_job(tmp_path, n_shards=2))
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    completed = subprocess.run(
+        [str(spark_submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false"]
+        + [str(ROOT / "pipeline" / "engines" / "spark_job.py"), "--job", str(job_file)]
+        + ["--shard-function", "tests.engines.toy_shards:write_toy_parts", "--reduce", "tests.engines.toy_shards:toy_reduce"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # spark-submit sends the Python program's stderr to its stdout anyway
+        text=True,
+        timeout=600,
+    )
+    lines = [line for line in completed.stdout.splitlines() if line.startswith("spark_job:")]
+    assert completed.returncode == 1, completed.stdout[-3000:]
+    assert lines == ["spark_job: 2 shards released on Spark (local[1])", "spark_job: gates failed: toy_refused"]
+    assert [summary["shard"] for summary in json.loads((tmp_path / SUMMARIES_FILE_NAME).read_text())] == [0, 1]
