@@ -24,7 +24,7 @@ from pipeline.asset_keys import RELEASE
 from pipeline.models import publication_model
 
 #: the gates a sharded mixed-model release reduces (``pipeline.core.sharding.reduce_gates`` reports them by these
-#: names): the mixed model's gates
+#: names, ``GATE_PARTIALS``): the mixed model's gates
 SHARDED_GATES: tuple[str, ...] = tuple(publication_model("mixed").gates)
 #: the module the asset launches
 SPARK_JOB_MODULE = "pipeline.engines.spark_job"
@@ -55,7 +55,8 @@ def spark_shard_release_asset(
     *, name: str = "spark_shard_release", gates: Sequence[str] = SHARDED_GATES, extra_arguments: Sequence[str] = ()
 ) -> dg.AssetsDefinition:
     """The asset launching the Spark job through ``dg.PipesSubprocessClient`` (resource ``pipes_subprocess_client``),
-    with one blocking check per gate in ``gates``; ``extra_arguments`` are appended to the job's command line (tests
+    with one blocking check per gate in ``gates`` (passed to the job as the Pipes extra ``gates``, so that a gate the
+    run does not reduce is reported as not evaluated); ``extra_arguments`` are appended to the job's command line (tests
     give a toy shard function and reduce)."""
 
     @dg.asset(
@@ -71,7 +72,7 @@ def spark_shard_release_asset(
     ) -> dg.MaterializeResult:
         """Launch the job and return its materialization with the gates' check results."""
         return pipes_subprocess_client.run(
-            command=spark_job_command(config, extra_arguments), context=context
+            command=spark_job_command(config, extra_arguments), context=context, extras={"gates": list(gates)}
         ).get_materialize_result()
 
     return spark_shard_release

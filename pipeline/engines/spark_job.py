@@ -52,6 +52,7 @@ __all__ = [
     "ReduceGates",
     "main",
     "read_job",
+    "read_job_file",
     "report_gates",
     "run_job",
     "write_job",
@@ -68,8 +69,11 @@ DEFAULT_REDUCE = "pipeline.core.sharding:reduce_gates"
 ReduceGates = Callable[[Sequence[Mapping[str, Mapping[str, Any]]], GlobalModel, ShardParameters], dict[str, dict[str, Any]]]
 
 
-def write_job(job: ShardJob, path: Path | None = None) -> Path:
+def write_job(job: ShardJob, path: Path | None = None, *, reduce_arguments: Mapping[str, Any] | None = None) -> Path:
     """Write ``job`` for :func:`run_job` (PRIVATE: mode 0600, written whole then renamed into place).
+
+    ``reduce_arguments`` are the keyword arguments the gates' reduce gets besides the partials, model and parameters
+    (``reduce_gates``' ``n_input`` and ``n_dropped_missing``, from the input summary, for the accounting gate).
 
     Returns the path: ``path``, or ``<job.staging_dir>/shard_job.pickle``."""
     target = Path(path) if path is not None else job.staging_dir / JOB_FILE_NAME
@@ -77,19 +81,25 @@ def write_job(job: ShardJob, path: Path | None = None) -> Path:
     partial = target.with_name(f".{target.name}.partial")
     descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "wb") as stream:
-        pickle.dump({"format": JOB_FORMAT, "job": job}, stream, protocol=pickle.HIGHEST_PROTOCOL)
+        content = {"format": JOB_FORMAT, "job": job, "reduce_arguments": dict(reduce_arguments or {})}
+        pickle.dump(content, stream, protocol=pickle.HIGHEST_PROTOCOL)
     os.replace(partial, target)
     return target
 
 
 def read_job(path: Path) -> ShardJob:
-    """The job :func:`write_job` wrote.
+    """The job :func:`write_job` wrote (:func:`read_job_file` gives the reduce's arguments too).
 
     Raises
     ------
     UnusableInputError
         The file is missing or unreadable, or is not a job file of this format (names the file).
     """
+    return read_job_file(path)[0]
+
+
+def read_job_file(path: Path) -> tuple[ShardJob, dict[str, Any]]:
+    """(job, the reduce's keyword arguments) as :func:`write_job` wrote them; errors as :func:`read_job`."""
     try:
         with open(path, "rb") as stream:
             content = pickle.load(stream)
@@ -108,7 +118,7 @@ def read_job(path: Path) -> ShardJob:
             f"shard job file {path}: not a shard job of format {JOB_FORMAT!r}; stage the run again", file=str(path)
         )
     job: ShardJob = content["job"]
-    return job
+    return job, dict(content.get("reduce_arguments") or {})
 
 
 def _resolve(reference: ReduceGates | str) -> ReduceGates:
@@ -128,15 +138,29 @@ def _write_json(path: Path, content: Any) -> None:
     os.replace(partial, path)
 
 
-def report_gates(pipes: Any, gates: Mapping[str, Mapping[str, Any]], summaries: Sequence[ShardSummary]) -> None:
+def report_gates(
+    pipes: Any, gates: Mapping[str, Mapping[str, Any]], summaries: Sequence[ShardSummary], declared: Sequence[str] = ()
+) -> None:
     """Report the reduced gates to Dagster through an open Pipes context: one asset check per gate (``passed`` and
-    the gate's other figures as metadata), then the materialization (S and the records per shard: counts only)."""
+    the gate's other figures as metadata), then the materialization (S and the records per shard: counts only).
+
+    A gate the asset declares (``declared``) that the reduce did not compute (``posterior_within_bound`` when the run
+    does not evaluate the posterior) is reported as not evaluated (passed, ``evaluated`` False, never blocking), as
+    ``checks/gates.py`` reports a gate that does not apply: Dagster requires a result for every declared check."""
     for gate, figures in gates.items():
         pipes.report_asset_check(
             check_name=gate,
             passed=bool(figures["passed"]),
             metadata={key: value for key, value in figures.items() if key != "passed"},
         )
+    for gate in declared:
+        if gate not in gates:
+            pipes.report_asset_check(
+                check_name=gate,
+                passed=True,
+                severity="WARN",
+                metadata={"evaluated": False, "reason": "not reduced by this sharded run"},
+            )
     records = [summary.get("counts", {}).get("n_records") for summary in summaries]
     metadata: dict[str, Any] = {"engine": "spark", "n_shards": len(summaries)}
     if records and all(isinstance(n, int) for n in records):
@@ -151,9 +175,12 @@ def run_job(
     executor: Executor,
     reduce: ReduceGates | str = DEFAULT_REDUCE,
     pipes: Any = None,
+    declared: Sequence[str] = (),
 ) -> tuple[list[ShardSummary], dict[str, dict[str, Any]]]:
     """Release the shards of the job at ``job_path`` on ``executor``, write the summaries and the reduced gates next
-    to the job file, report them to ``pipes`` (an open Dagster Pipes context) if given.
+    to the job file, report them to ``pipes`` (an open Dagster Pipes context) if given, with the gates the launching
+    asset ``declared`` (see :func:`report_gates`). The reduce gets the partials, the model, the parameters and the
+    keyword arguments :func:`write_job` stored.
 
     Returns
     -------
@@ -168,13 +195,14 @@ def run_job(
         From the Spark executor.
     """
     job_path = Path(job_path)
-    job = read_job(job_path)
+    job, reduce_arguments = read_job_file(job_path)
     summaries = executor.release_shards(job)
     _write_json(job_path.with_name(SUMMARIES_FILE_NAME), summaries)
-    gates = _resolve(reduce)([summary["partials"] for summary in summaries], job.model, job.parameters)
+    partials = [summary["partials"] for summary in summaries]
+    gates = _resolve(reduce)(partials, job.model, job.parameters, **reduce_arguments)
     _write_json(job_path.with_name(GATES_FILE_NAME), gates)
     if pipes is not None:
-        report_gates(pipes, gates, summaries)
+        report_gates(pipes, gates, summaries, declared)
     return summaries, gates
 
 
@@ -213,7 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if PipesEnvVarParamsLoader().is_dagster_pipes_process():  # type: ignore[no-untyped-call]
             with open_dagster_pipes() as pipes:
                 job_path = arguments.job or pipes.get_extra("job")
-                run_job(Path(job_path), executor=executor, reduce=arguments.reduce, pipes=pipes)
+                declared = list(pipes.extras.get("gates") or [])  # the checks the launching asset declares
+                run_job(Path(job_path), executor=executor, reduce=arguments.reduce, pipes=pipes, declared=declared)
             return 0
         if arguments.job is None:
             print("spark_job: --job is required outside Dagster Pipes", file=sys.stderr)

@@ -35,8 +35,8 @@ class RecordingPipes:
     def __init__(self):
         self.checks, self.materializations = [], []
 
-    def report_asset_check(self, check_name, passed, metadata=None):
-        self.checks.append((check_name, passed, metadata))
+    def report_asset_check(self, check_name, passed, metadata=None, severity="ERROR"):
+        self.checks.append((check_name, passed, metadata) if severity == "ERROR" else (check_name, passed, metadata, severity))
 
     def report_asset_materialization(self, metadata=None):
         self.materializations.append(metadata)
@@ -113,6 +113,37 @@ def test_run_job_writes_the_summaries_and_the_reduced_gates_and_reports_them(tmp
     ]
 
 
+def test_a_declared_gate_the_reduce_did_not_compute_is_reported_not_evaluated(tmp_path):
+    path = write_job(toy_job(tmp_path, n_shards=1))
+    pipes = RecordingPipes()
+    run_job(
+        path,
+        executor=CannedExecutor([canned_summary(0, 9, 4)]),
+        reduce=toy_reduce,
+        pipes=pipes,
+        declared=["toy_gate", "posterior_within_bound", "toy_refused"],
+    )
+    assert [check[0] for check in pipes.checks] == ["toy_gate", "toy_refused", "posterior_within_bound"]
+    assert pipes.checks[-1] == (
+        "posterior_within_bound",
+        True,
+        {"evaluated": False, "reason": "not reduced by this sharded run"},
+        "WARN",
+    )
+
+
+def test_the_reduce_gets_the_arguments_stored_with_the_job(tmp_path):
+    seen = {}
+
+    def reduce(partials, model, parameters, **arguments):
+        seen.update(arguments, n_partials=len(partials))
+        return {}
+
+    path = write_job(toy_job(tmp_path, n_shards=2), reduce_arguments={"n_input": 80, "n_dropped_missing": 5})
+    run_job(path, executor=CannedExecutor([canned_summary(0, 40, 12), canned_summary(1, 35, 15)]), reduce=reduce)
+    assert seen == {"n_input": 80, "n_dropped_missing": 5, "n_partials": 2}
+
+
 def test_the_reduce_is_taken_by_import_path(tmp_path):
     path = write_job(toy_job(tmp_path, n_shards=1))
     _, gates = run_job(path, executor=CannedExecutor([canned_summary(0, 9, 4)]), reduce="tests.engines.toy_shards:toy_reduce")
@@ -137,7 +168,7 @@ def test_a_pipes_launch_reports_the_gates_as_asset_checks(tmp_path):
     stage_toy_input(tmp_path, n_records=300, n_shards=2)
     job_file = write_job(toy_job(tmp_path, n_shards=2))
     asset = spark_shard_release_asset(
-        gates=("toy_gate", "toy_refused"),
+        gates=("toy_gate", "toy_refused", "toy_not_reduced"),
         extra_arguments=[
             "--shard-function",
             "tests.engines.toy_shards:write_toy_parts",
@@ -156,8 +187,9 @@ def test_a_pipes_launch_reports_the_gates_as_asset_checks(tmp_path):
 
     assert not result.success  # the toy reduce fails one gate, and the checks are blocking
     evaluations = {evaluation.check_name: evaluation for evaluation in result.get_asset_check_evaluations()}
-    assert set(evaluations) == {"toy_gate", "toy_refused"}
+    assert set(evaluations) == {"toy_gate", "toy_refused", "toy_not_reduced"}
     assert evaluations["toy_gate"].passed and not evaluations["toy_refused"].passed
+    assert evaluations["toy_not_reduced"].passed and evaluations["toy_not_reduced"].metadata["evaluated"].value is False
     assert evaluations["toy_gate"].metadata["n_records"].value == 300
     materialization = result.asset_materializations_for_node("spark_shard_release")[0]
     assert materialization.metadata["n_shards"].value == 2
