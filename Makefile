@@ -44,9 +44,11 @@ privacy-report: env
 kl-quality: env
 	$(VENV)/bin/msa-release kl-quality --output reports/kl_quality
 
-# release benchmark (issue 5): make bench [SIZES=adult,kdd,1m,3m,10m] [RUNS=3] [RUNS_LARGE=1] -> reports/bench/
+# release benchmark (issues 5 and 17): make bench [SIZES=adult,kdd,1m,3m,10m,30m,100m] [RUNS=3] [RUNS_LARGE=1]
+#   [ENGINE=memory|local|spark, or a comma-separated list; default memory = today's job] [WORKERS=2]
+#   [SPARK_MASTER=local[2]] [SPARK_REMOTE=sc://host:15002] [OUTPUT=reports/bench] -> reports/bench/
 bench: env
-	$(VENV)/bin/python benchmarks/bench_release.py $(if $(SIZES),--sizes $(SIZES)) $(if $(RUNS),--runs $(RUNS)) $(if $(RUNS_LARGE),--runs-large $(RUNS_LARGE))
+	$(VENV)/bin/python benchmarks/bench_release.py $(if $(SIZES),--sizes $(SIZES)) $(if $(RUNS),--runs $(RUNS)) $(if $(RUNS_LARGE),--runs-large $(RUNS_LARGE)) $(if $(ENGINE),--engine $(ENGINE)) $(if $(WORKERS),--workers $(WORKERS)) $(if $(SPARK_MASTER),--spark-master '$(SPARK_MASTER)') $(if $(SPARK_REMOTE),--spark-remote '$(SPARK_REMOTE)') $(if $(OUTPUT),--output $(OUTPUT))
 
 # (k, ℓ) blocked method on all of Adult: time and memory targets
 bench-kl: env

@@ -1,7 +1,7 @@
 """Import directions between the layers (issue 13), and no side effect at import.
 
 ``pipeline/core`` (the algorithms) and the framework-free layers ``pipeline/io``, ``pipeline/release``,
-``pipeline/reporting``, ``pipeline/evaluation`` and ``pipeline/models`` (the publication-model plug-ins) import neither Dagster nor Great Expectations nor the Dagster
+``pipeline/reporting``, ``pipeline/evaluation``, ``pipeline/models`` (the publication-model plug-ins) and ``pipeline/engines`` (the executors of sharded releases) import neither Dagster nor Great Expectations nor the Dagster
 wiring (``assets``, ``checks``, ``pipeline.jobs`` …), at module level or inside a function; ``checks`` never
 imports ``assets``."""
 
@@ -31,7 +31,7 @@ WIRING = (
     "pipeline.failures",
     "pipeline.cli",
 )
-FRAMEWORK_FREE = ("core", "io", "release", "reporting", "evaluation", "models")
+FRAMEWORK_FREE = ("core", "io", "release", "reporting", "evaluation", "models", "engines")
 
 
 def _imported_modules(path: Path) -> list[str]:

@@ -23,7 +23,11 @@ from pipeline.cli.common import FiniteFloatRange, UnusableInput, settings_from_o
     "replacement: N independent draws.",
 )
 @click.option(
-    "--chunk-rows", type=click.IntRange(min=1), default=1_000_000, show_default=True, help="Rows per Parquet row group."
+    "--chunk-rows",
+    type=click.IntRange(min=1),
+    default=1_000_000,
+    show_default=True,
+    help="Rows drawn and written at a time, one Parquet row group each (memory: the source plus one chunk, whatever --rows).",
 )
 @click.option("--input", "input_path", type=click.Path(dir_okay=False), help="Source CSV or Parquet file (default: UCI Adult).")
 @click.option("--input-format", type=click.Choice(["auto", "csv", "parquet"]), help="Default: by extension.")

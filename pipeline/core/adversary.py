@@ -21,6 +21,7 @@ from pipeline.core.columns import sorted_text_codes, values_mask
 __all__ = [
     "ADVERSARY_COLUMNS",
     "adversary_view",
+    "attribute_table_disclosure",
     "candidate_adversary",
     "holders_disclosure",
     "released_records_view",
@@ -28,6 +29,7 @@ __all__ = [
     "per_record_disclosure",
     "recover_rule_confidences",
     "rule_holders",
+    "rule_release_counts",
     "with_released_confidence",
 ]
 
@@ -300,24 +302,121 @@ def _disclosure_probabilities(
             b_sids = shares.loc[b_rows, "sid"].to_numpy(np.int64)
             n_a = int(shares.loc[a_rows, "count"].sum())
             n_a += sac_support_a
-            both, antecedent = int(rule["support_both"]), int(rule["support_antecedent"])
-            required = -(-both * n_a // antecedent)  # ⌈conf · n_a⌉ with conf = both / antecedent
-            required = max(0, required - visible)
-            a_column = attribute_table[a_attr].to_numpy(dtype=np.float64, na_value=np.nan)
-            b_column = attribute_table[b_attr].to_numpy(dtype=np.float64, na_value=np.nan)
-            in_m = np.isin(a_column, a_sids) & np.isin(b_column, b_sids)
+            in_m = _in_candidates(attribute_table, a_attr, a_sids, b_attr, b_sids)
             size_m = int(in_m.sum())
             at_place = at_position.get_indexer(rows[at_mask])
             member = np.where(at_place >= 0, in_m[np.clip(at_place, 0, None)], False)
             target = select[at_mask]
             if size_m > 0:
-                numerators[target] = np.where(member, min(required, size_m), 0)
-                denominators[target] = size_m
+                numerator, denominator = attribute_table_disclosure(
+                    support_both=int(rule["support_both"]),
+                    support_antecedent=int(rule["support_antecedent"]),
+                    n_antecedent=n_a,
+                    n_visible=visible,
+                    n_candidates=size_m,
+                )
+                numerators[target] = np.where(member, numerator, 0)
+                denominators[target] = denominator
     result = holders.copy()
     result["numerator"] = numerators
     result["denominator"] = denominators
     result["probability"] = numerators / denominators
     return result
+
+
+def _in_candidates(attribute_table: pd.DataFrame, a_attr: str, a_sids: np.ndarray, b_attr: str, b_sids: np.ndarray) -> np.ndarray:
+    """Attribute-table rows whose SID of ``a_attr`` is one of ``a_sids`` and whose SID of ``b_attr`` one of ``b_sids``
+    (the set ``M_r`` of a rule; a suppressed cell is in neither)."""
+    a_column = attribute_table[a_attr].to_numpy(dtype=np.float64, na_value=np.nan)
+    b_column = attribute_table[b_attr].to_numpy(dtype=np.float64, na_value=np.nan)
+    return np.asarray(np.isin(a_column, a_sids) & np.isin(b_column, b_sids), dtype=bool)
+
+
+def attribute_table_disclosure(
+    *, support_both: int, support_antecedent: int, n_antecedent: int, n_visible: int, n_candidates: int
+) -> tuple[int, int]:
+    """The strong-rule adversary's probability, as ``(numerator, denominator)``, that an attribute-table record of
+    ``M_r`` (its SIDs contain both sides of rule r) holds r: ``min(N_r, |M_r|) / |M_r|`` with
+    ``N_r = max(0, ⌈conf · n_a⌉ − visible)`` and ``conf = support_both / support_antecedent`` exactly.
+
+    Parameters
+    ----------
+    support_both, support_antecedent
+        The rule's raw supports (records; ``support_antecedent`` >= 1).
+    n_antecedent
+        ``n_a``: occurrences of the antecedent value in its attribute's SIDs plus SAC~ rows holding it (the whole
+        release: a sharded release sums them over shards).
+    n_visible
+        SAC~ rows visibly holding both sides (attributes in one cluster), else 0.
+    n_candidates
+        ``|M_r|`` (>= 1; (0, 1) is returned for 0).
+
+    References
+    ----------
+    P1 §3.3; SPEC §10.
+    """
+    if n_candidates <= 0:
+        return 0, 1
+    required = -(-int(support_both) * int(n_antecedent) // int(support_antecedent))  # ⌈conf · n_a⌉
+    required = max(0, required - int(n_visible))
+    return min(required, int(n_candidates)), int(n_candidates)
+
+
+def rule_release_counts(
+    rules: pd.DataFrame,
+    *,
+    sac_released: pd.DataFrame,
+    attribute_table: pd.DataFrame,
+    id_table: pd.DataFrame,
+    attribute_clusters: pd.DataFrame,
+) -> tuple[pd.DataFrame, dict[int, np.ndarray]]:
+    """What the strong-rule adversary counts in a release for every rule, before dividing: the parts of
+    :func:`attribute_table_disclosure` that add up over the shards of a sharded release (SCALE.md §1).
+
+    Parameters
+    ----------
+    rules
+        Strong rules (index = rule number), with ``antecedent_*`` and ``consequent_*``.
+    sac_released, attribute_table, id_table, attribute_clusters
+        A release (or one shard of it).
+
+    Returns
+    -------
+    (counts, members)
+        ``counts``: one row per rule (index = rule number) with ``n_antecedent``, ``n_visible`` and
+        ``n_candidates`` (int64, see :func:`attribute_table_disclosure`). ``members``: rule number -> bool array over
+        the rows of ``attribute_table`` (in its order): the row is in ``M_r``.
+    """
+    cluster_of = _cluster_of(attribute_clusters) if len(attribute_clusters) else {}
+    shares = _sid_value_shares(id_table, rules)
+    rows: list[tuple[int, int, int]] = []
+    members: dict[int, np.ndarray] = {}
+    for rule_index, rule in zip(rules.index.to_numpy(np.int64), rules.itertuples(index=False), strict=True):
+        a_attr, a_val = str(rule.antecedent_attribute), str(rule.antecedent_value)
+        b_attr, b_val = str(rule.consequent_attribute), str(rule.consequent_value)
+        a_rows = (shares["attribute"] == a_attr) & (shares["value"] == a_val)
+        b_rows = (shares["attribute"] == b_attr) & (shares["value"] == b_val)
+        n_a = int(shares.loc[a_rows, "count"].sum())
+        visible = 0
+        if len(sac_released):
+            has_a = value_mask(sac_released[a_attr], a_val)
+            n_a += int(has_a.sum())
+            if cluster_of.get(a_attr) is not None and cluster_of.get(a_attr) == cluster_of.get(b_attr):
+                visible = int((has_a & value_mask(sac_released[b_attr], b_val)).sum())
+        if len(attribute_table):
+            in_m = _in_candidates(
+                attribute_table,
+                a_attr,
+                shares.loc[a_rows, "sid"].to_numpy(np.int64),
+                b_attr,
+                shares.loc[b_rows, "sid"].to_numpy(np.int64),
+            )
+        else:
+            in_m = np.zeros(0, dtype=bool)
+        members[int(rule_index)] = in_m
+        rows.append((n_a, visible, int(in_m.sum())))
+    counts = pd.DataFrame(rows, columns=["n_antecedent", "n_visible", "n_candidates"], index=rules.index, dtype="int64")
+    return counts, members
 
 
 def per_record_disclosure(probabilities: pd.DataFrame) -> pd.DataFrame:

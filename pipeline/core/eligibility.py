@@ -28,11 +28,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from pipeline.core.columns import distinct_per_group, text_ranks, values_mask
+from pipeline.core.columns import distinct_per_group, sorted_text_codes, text_ranks, values_mask
 from pipeline.core.keyed import keyed_record_hashes
 from pipeline.core.sensitivity import EllRequirement, ell_by_attribute
 
-__all__ = ["eligibility_deletions", "is_ell_eligible", "suppressed_cell_certainty"]
+__all__ = ["eligibility_deletions", "is_ell_eligible", "suppressed_cell_certainty", "values_in_every_sid"]
 
 
 def is_ell_eligible(records: pd.DataFrame, sensitive_attributes: Sequence[str], ell: EllRequirement) -> bool:
@@ -148,6 +148,28 @@ def eligibility_deletions(
             break
     positions = np.concatenate(deleted) if deleted else np.zeros(0, dtype=np.int64)
     return records[row_id_column].to_numpy(np.int64)[positions]
+
+
+def values_in_every_sid(id_table: pd.DataFrame, attribute: str) -> list[str]:
+    """The values (as text, sorted) that every SID of ``attribute`` holds: the candidates of a suppressed cell of
+    ``attribute`` (:func:`suppressed_cell_certainty` counts them). A sharded release intersects the shards' lists
+    (SCALE.md §1). Empty when the attribute has no SID.
+
+    Parameters
+    ----------
+    id_table
+        Published: ``attribute``, ``sid``, ``value``.
+    attribute
+        A sensitive attribute's name.
+    """
+    entries = id_table[values_mask(id_table["attribute"], [attribute])]
+    sids = entries["sid"].to_numpy(np.int64)
+    n_sids = int(pd.unique(sids).size)
+    if not n_sids:
+        return []
+    codes, texts = sorted_text_codes(entries["value"])
+    per_value = distinct_per_group(codes.astype(np.int64) + 1, sids, len(texts) + 1)
+    return [str(texts[k]) for k in np.flatnonzero(per_value[1:] == n_sids)]
 
 
 def suppressed_cell_certainty(

@@ -44,7 +44,9 @@ class OrderReplayResult:
     ≥ 2 values), ``correct`` (guesses equal to the true value), ``accuracy`` (correct / cells),
     ``chance`` (expected accuracy of a guess that does not depend on which row holds which value:
     the mean of 1 / SID size), ``limit`` (chance + 4 standard deviations of the number correct
-    under that null, divided by cells) and ``passed`` (accuracy ≤ limit).
+    under that null, divided by cells) and ``passed`` (accuracy ≤ limit); ``expected_correct`` and
+    ``variance_correct`` (the null's mean and variance of the number correct: sums over cells, which a sharded release
+    adds up over its shards).
     """
 
     per_attribute: pd.DataFrame
@@ -219,7 +221,17 @@ def order_replay_attack(
         cells, first, size = cells[keep], first[keep], size[keep]
         if not len(cells):
             rows.append(
-                {"attribute": attribute, "cells": 0, "correct": 0, "accuracy": 0.0, "chance": 0.0, "limit": 1.0, "passed": True}
+                {
+                    "attribute": attribute,
+                    "cells": 0,
+                    "correct": 0,
+                    "accuracy": 0.0,
+                    "chance": 0.0,
+                    "limit": 1.0,
+                    "passed": True,
+                    "expected_correct": 0.0,
+                    "variance_correct": 0.0,
+                }
             )
             continue
         starts = np.cumsum(size) - size
@@ -235,7 +247,8 @@ def order_replay_attack(
         p = 1.0 / size.astype(np.float64)
         n_cells = len(cells)
         expected = float(p.sum())
-        deviation = float(np.sqrt((p * (1 - p)).sum()))
+        variance = float((p * (1 - p)).sum())
+        deviation = float(np.sqrt(variance))
         limit = min(1.0, (expected + 4 * deviation) / n_cells)
         rows.append(
             {
@@ -246,8 +259,23 @@ def order_replay_attack(
                 "chance": expected / n_cells,
                 "limit": limit,
                 "passed": correct / n_cells <= limit,
+                "expected_correct": expected,
+                "variance_correct": variance,
             }
         )
     return OrderReplayResult(
-        pd.DataFrame(rows, columns=["attribute", "cells", "correct", "accuracy", "chance", "limit", "passed"])
+        pd.DataFrame(
+            rows,
+            columns=[
+                "attribute",
+                "cells",
+                "correct",
+                "accuracy",
+                "chance",
+                "limit",
+                "passed",
+                "expected_correct",
+                "variance_correct",
+            ],
+        )
     )

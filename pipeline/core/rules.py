@@ -25,6 +25,7 @@ __all__ = [
     "exact_fraction",
     "mine_strong_rules",
     "resolve_mining_backend",
+    "strong_rules_from_tuple_counts",
     "strong_values",
 ]
 
@@ -296,6 +297,75 @@ def mine_strong_rules(
     else:
         counts = _pair_counts_counting(items, len(labels))
     return _strong_rules_from_counts(counts, labels, sensitive_attributes, threshold, int(min_support))
+
+
+def strong_rules_from_tuple_counts(
+    tuple_counts: pd.DataFrame,
+    sensitive_attributes: Sequence[str],
+    *,
+    min_confidence: float,
+    min_support: int = 1,
+    count_column: str = "n_records",
+) -> pd.DataFrame:
+    """The strong rules of a table from the counts of its distinct sensitive tuples (a ``GROUP BY`` over all records,
+    e.g. summed over shards): exactly :func:`mine_strong_rules` on the table those counts describe.
+
+    Parameters
+    ----------
+    tuple_counts
+        One row per distinct tuple of ``sensitive_attributes`` (text, object or categorical; no missing value) and
+        ``count_column`` (integer > 0: records holding the tuple). A tuple may appear on several rows (their counts
+        add up).
+    sensitive_attributes
+        The sensitive attribute columns, in schema order (at least 2).
+    min_confidence, min_support
+        As :func:`mine_strong_rules`.
+    count_column
+        Name of the count column.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``RULE_COLUMNS``, sorted as :func:`mine_strong_rules` sorts them; supports are record counts (int64).
+
+    Raises
+    ------
+    ValueError
+        As :func:`mine_strong_rules`; a count that is not a positive integer; ``count_column`` missing.
+
+    References
+    ----------
+    P1 §3; SPEC §2; design note SCALE.md §1 (item and pair counts add up over shards).
+    """
+    threshold = _validate(tuple_counts, sensitive_attributes, min_confidence)
+    if int(min_support) != min_support or min_support < 1:
+        raise ValueError(f"min_support must be an integer number of records >= 1, got {min_support!r}")
+    if count_column not in tuple_counts.columns:
+        raise ValueError(f"the tuple counts have no {count_column!r} column (columns: {list(tuple_counts.columns)})")
+    weights = tuple_counts[count_column].to_numpy()
+    if len(weights) and (not np.issubdtype(weights.dtype, np.integer) or int(weights.min()) < 1):
+        raise ValueError(f"column {count_column!r} of the tuple counts must hold integers >= 1 (records per tuple)")
+    weights = weights.astype(np.int64)
+    if len(tuple_counts) == 0:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in _RULE_DTYPES.items()})
+    items, labels = _item_table(tuple_counts, sensitive_attributes)
+    n_items = len(labels)
+    item_counts = np.bincount(items.ravel(), weights=np.repeat(weights, items.shape[1]), minlength=n_items)
+    firsts, seconds, counts = [], [], []
+    for i in range(items.shape[1]):
+        for j in range(i + 1, items.shape[1]):
+            key = items[:, i].astype(np.int64) * n_items + items[:, j]
+            uniques, inverse = np.unique(key, return_inverse=True)
+            firsts.append(uniques // n_items)
+            seconds.append(uniques % n_items)
+            counts.append(np.bincount(inverse.reshape(-1), weights=weights, minlength=len(uniques)))
+    pair_counts: PairCounts = (
+        np.rint(item_counts).astype(np.int64),
+        np.concatenate(firsts),
+        np.concatenate(seconds),
+        np.rint(np.concatenate(counts)).astype(np.int64),
+    )
+    return _strong_rules_from_counts(pair_counts, labels, sensitive_attributes, threshold, int(min_support))
 
 
 def _strong_rules_from_counts(

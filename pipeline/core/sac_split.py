@@ -14,7 +14,7 @@ import pandas as pd
 from pipeline.core.columns import values_mask
 from pipeline.core.rules import strong_values
 
-__all__ = ["SacIrSplit", "cluster_sensitive_attributes", "split_sac_ir"]
+__all__ = ["SacIrSplit", "choose_s_max", "cluster_sensitive_attributes", "split_sac_ir"]
 
 
 @dataclass(frozen=True)
@@ -38,12 +38,30 @@ class SacIrSplit:
     ir_row_ids: np.ndarray
 
 
+def choose_s_max(occurrences: dict[str, int], sensitive_attributes: Sequence[str]) -> str:
+    """``S_max`` of Algorithm 7: the attribute with the most strong-value occurrences (records), ties to the first in
+    schema order.
+
+    Raises
+    ------
+    KeyError
+        An attribute without an entry in ``occurrences``. ``ValueError``: no sensitive attribute.
+
+    References
+    ----------
+    P1 Algorithm 7; SPEC §3.
+    """
+    attributes = list(sensitive_attributes)
+    return max(attributes, key=lambda a: (occurrences[a], -attributes.index(a)))
+
+
 def split_sac_ir(
     records: pd.DataFrame,
     sensitive_attributes: Sequence[str],
     rules: pd.DataFrame,
     *,
     row_id_column: str = "row_id",
+    s_max: str | None = None,
 ) -> SacIrSplit:
     """Split a table into SAC (records holding a strong value off ``S_max``) and IR (the rest).
 
@@ -55,7 +73,10 @@ def split_sac_ir(
     sensitive_attributes
         Sensitive attribute columns in schema order.
     rules
-        Strong rules (``pipeline.core.rules.RULE_COLUMNS``) mined on ``records``.
+        Strong rules (``pipeline.core.rules.RULE_COLUMNS``) mined on ``records`` (a shard: on the whole table).
+    s_max
+        ``S_max`` chosen elsewhere: a shard of a sharded release takes the whole table's (SCALE.md §1; choosing it
+        per shard tilts SIDs). None (default): chosen here from ``records``' occurrences.
 
     Returns
     -------
@@ -68,7 +89,7 @@ def split_sac_ir(
     Raises
     ------
     ValueError
-        If a column is missing.
+        If a column is missing, or ``s_max`` is not one of ``sensitive_attributes``.
 
     References
     ----------
@@ -77,13 +98,16 @@ def split_sac_ir(
     missing = [c for c in [row_id_column, *sensitive_attributes] if c not in records.columns]
     if missing:
         raise ValueError(f"column(s) {missing} not in the table")
+    if s_max is not None and s_max not in sensitive_attributes:
+        raise ValueError(f"s_max {s_max!r} is not a sensitive attribute ({list(sensitive_attributes)})")
     values = strong_values(rules, sensitive_attributes)
     holds = {a: values_mask(records[a], values[a]) for a in sensitive_attributes}
     occurrences = {a: int(holds[a].sum()) for a in sensitive_attributes}
     row_ids = records[row_id_column].to_numpy(dtype=np.int64)
     if len(rules) == 0:
         return SacIrSplit(None, occurrences, row_ids[:0].copy(), row_ids.copy())
-    s_max = max(sensitive_attributes, key=lambda a: (occurrences[a], -sensitive_attributes.index(a)))
+    if s_max is None:
+        s_max = choose_s_max(occurrences, sensitive_attributes)
     in_sac = np.zeros(len(records), dtype=bool)
     for attribute in sensitive_attributes:
         if attribute != s_max:

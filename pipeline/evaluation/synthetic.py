@@ -24,16 +24,18 @@ Two sampling designs (``sampling``):
 :func:`synthesize` reports whether the sample's strong rules equal the source's, computed
 exactly from the multiplicities (no second pass over the written file).
 
-Written with pyarrow in row groups of ``chunk_rows`` rows, dictionary-encoded, so 10M rows
-need about 40 MB of row indices plus one chunk in memory. The same source, ``rows``, ``seed``,
-``sampling`` and ``chunk_rows`` give the same file bytes (with the same pyarrow version).
+Out of core: the row positions are drawn ``chunk_rows`` at a time (:func:`iter_row_index_chunks`) and
+written with pyarrow as one dictionary-encoded row group per chunk, so memory is the source table plus one
+chunk whatever the number of rows (30M and 100M records for the scale benchmark of issue 17; the full
+index alone would be 4 bytes per record). The same source, ``rows``, ``seed``, ``sampling`` and
+``chunk_rows`` give the same file bytes (with the same pyarrow version).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,7 +48,14 @@ import pyarrow.parquet as pq
 from pipeline.core.columns import as_text
 from pipeline.core.rules import exact_fraction, mine_strong_rules
 
-__all__ = ["SAMPLING_DESIGNS", "SynthesisResult", "sample_row_indices", "synthesize", "weighted_rule_set"]
+__all__ = [
+    "SAMPLING_DESIGNS",
+    "SynthesisResult",
+    "iter_row_index_chunks",
+    "sample_row_indices",
+    "synthesize",
+    "weighted_rule_set",
+]
 
 #: Sampling designs of :func:`sample_row_indices`.
 SAMPLING_DESIGNS = ("balanced", "replacement")
@@ -84,8 +93,21 @@ class SynthesisResult:
     rules_equal_source: bool
 
 
-def sample_row_indices(n_source: int, rows: int, *, seed: int, sampling: str = "balanced") -> np.ndarray:
-    """Source row positions of a synthetic table, in output order.
+def iter_row_index_chunks(
+    n_source: int, rows: int, *, seed: int, sampling: str = "balanced", chunk_rows: int = 1_000_000
+) -> Iterator[np.ndarray]:
+    """Source row positions of a synthetic table, in output order, ``chunk_rows`` at a time (out of core).
+
+    Memory is O(``n_source`` + ``chunk_rows``) whatever ``rows`` is: the full index (4 bytes per record, 400 MB
+    at 100M records) is never held.
+
+    * ``"balanced"``: the multiplicities are fixed first (every source row ``q = ⌊rows/n_source⌋`` times, plus
+      ``rows mod n_source`` distinct rows drawn without replacement once more); then each chunk draws how many
+      copies of every row it takes from the copies not yet written (multivariate hypergeometric,
+      ``numpy.random.Generator.multivariate_hypergeometric``, method "marginals") and shuffles them. Drawing
+      without replacement chunk by chunk and shuffling inside the chunk is a uniformly random order of the whole
+      multiset, the same distribution as shuffling the full index at once.
+    * ``"replacement"``: ``chunk_rows`` independent uniform draws per chunk.
 
     Parameters
     ----------
@@ -94,35 +116,76 @@ def sample_row_indices(n_source: int, rows: int, *, seed: int, sampling: str = "
     rows
         Rows to draw (≥ 1).
     seed
-        Seed of ``numpy.random.default_rng``.
+        Seed of ``numpy.random.default_rng`` (same ``seed`` and ``chunk_rows``, same chunks).
     sampling
         ``"balanced"`` or ``"replacement"`` (module docstring).
+    chunk_rows
+        Rows per chunk (≥ 1); the last chunk holds the rest.
 
-    Returns
-    -------
+    Yields
+    ------
     numpy.ndarray
-        int32 (int64 above 2^31 - 1 source rows), length ``rows``, values in ``[0, n_source)``.
+        int32 (int64 from 2^31 source rows), length ``chunk_rows`` (the last: the rest), values in
+        ``[0, n_source)``; ``ceil(rows / chunk_rows)`` chunks.
 
     Raises
     ------
     ValueError
-        ``n_source`` or ``rows`` below 1, or an unknown ``sampling``.
+        ``n_source``, ``rows`` or ``chunk_rows`` below 1, or an unknown ``sampling`` (raised before the first
+        chunk).
     """
     if n_source < 1 or rows < 1:
         raise ValueError(f"need at least one source row and one row to draw, got n_source={n_source}, rows={rows}")
     if sampling not in SAMPLING_DESIGNS:
         raise ValueError(f"unknown sampling design {sampling!r}; use one of {list(SAMPLING_DESIGNS)}")
+    if chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
+    return _row_index_chunks(n_source, rows, seed=seed, sampling=sampling, chunk_rows=chunk_rows)
+
+
+def _row_index_chunks(n_source: int, rows: int, *, seed: int, sampling: str, chunk_rows: int) -> Iterator[np.ndarray]:
     dtype = np.int32 if n_source < 2**31 else np.int64
     rng = np.random.default_rng(seed)
     if sampling == "replacement":
-        return rng.integers(0, n_source, size=rows, dtype=dtype)
+        for start in range(0, rows, chunk_rows):
+            yield rng.integers(0, n_source, size=min(chunk_rows, rows - start), dtype=dtype)
+        return
     copies, remainder = divmod(rows, n_source)
-    indices = np.empty(rows, dtype=dtype)
-    if copies:
-        indices[: copies * n_source] = np.tile(np.arange(n_source, dtype=dtype), copies)
-    indices[copies * n_source :] = np.sort(rng.choice(n_source, size=remainder, replace=False)).astype(dtype)
-    rng.shuffle(indices)
-    return indices
+    left = np.full(n_source, copies, dtype=np.int64)  # copies of every source row not yet written
+    left[rng.choice(n_source, size=remainder, replace=False)] += 1
+    positions = np.arange(n_source, dtype=dtype)
+    for start in range(0, rows, chunk_rows):
+        size = min(chunk_rows, rows - start)
+        taken = left if size == int(left.sum()) else rng.multivariate_hypergeometric(left, size, method="marginals")
+        chunk = np.repeat(positions, taken)
+        rng.shuffle(chunk)
+        left = left - taken
+        yield chunk
+
+
+def sample_row_indices(
+    n_source: int, rows: int, *, seed: int, sampling: str = "balanced", chunk_rows: int = 1_000_000
+) -> np.ndarray:
+    """Source row positions of a synthetic table, in output order: the chunks of :func:`iter_row_index_chunks`
+    concatenated (what :func:`synthesize` writes with the same arguments). Holds all ``rows`` positions: for
+    tests and small tables; :func:`synthesize` streams the chunks.
+
+    Parameters
+    ----------
+    n_source, rows, seed, sampling, chunk_rows
+        As :func:`iter_row_index_chunks`.
+
+    Returns
+    -------
+    numpy.ndarray
+        int32 (int64 from 2^31 source rows), length ``rows``, values in ``[0, n_source)``.
+
+    Raises
+    ------
+    ValueError
+        ``n_source``, ``rows`` or ``chunk_rows`` below 1, or an unknown ``sampling``.
+    """
+    return np.concatenate(list(iter_row_index_chunks(n_source, rows, seed=seed, sampling=sampling, chunk_rows=chunk_rows)))
 
 
 def weighted_rule_set(
@@ -223,7 +286,7 @@ def synthesize(
     min_confidence
         Threshold of the rule comparison.
     chunk_rows
-        Rows per Parquet row group (memory: one chunk at a time).
+        Rows per chunk of drawn positions and per Parquet row group (memory: the source plus one chunk).
     provenance
         Extra JSON-able facts stored in the file's key-value metadata (e.g. the source hash).
 
@@ -245,10 +308,8 @@ def synthesize(
     if missing:
         raise ValueError(f"sensitive attribute(s) {missing} not in the source columns {list(source.columns)}")
     source = source.reset_index(drop=True)
-    indices = sample_row_indices(len(source), rows, seed=seed, sampling=sampling)
-    multiplicities = np.bincount(indices, minlength=len(source))
-    source_rules = _rule_set(mine_strong_rules(source, sensitive_attributes, min_confidence=min_confidence, backend="counting"))
-    sample_rules = weighted_rule_set(source, sensitive_attributes, multiplicities, min_confidence=min_confidence)
+    chunks = iter_row_index_chunks(len(source), rows, seed=seed, sampling=sampling, chunk_rows=chunk_rows)
+    multiplicities = np.zeros(len(source), dtype=np.int64)
 
     table = pa.Table.from_pandas(as_text(source).astype("category"), preserve_index=False)
     facts = {
@@ -265,13 +326,16 @@ def synthesize(
     partial = target.with_name(f".{target.name}.partial")
     try:
         with pq.ParquetWriter(partial, schema, compression="zstd") as writer:
-            for start in range(0, rows, chunk_rows):
-                chunk = table.take(pa.array(indices[start : start + chunk_rows]))
+            for indices in chunks:  # one chunk of row positions and its rows in memory at a time
+                multiplicities += np.bincount(indices, minlength=len(source))
+                chunk = table.take(pa.array(indices))
                 writer.write_table(chunk.replace_schema_metadata(schema.metadata), row_group_size=chunk_rows)
         os.replace(partial, target)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
+    source_rules = _rule_set(mine_strong_rules(source, sensitive_attributes, min_confidence=min_confidence, backend="counting"))
+    sample_rules = weighted_rule_set(source, sensitive_attributes, multiplicities, min_confidence=min_confidence)
     return SynthesisResult(
         path=target,
         rows=rows,

@@ -542,57 +542,102 @@ def _read_csv(
         connection.close()
 
 
+#: records per Arrow batch fetched from DuckDB (each batch is dictionary-encoded before the next is read)
+_BATCH_ROWS = 1 << 18
+
+
 def _to_categorical_frame(relation, *, path: Path, max_value_length: int | None, first_line: int | None) -> pd.DataFrame:
     """A DuckDB relation of text columns as a pandas frame of categorical columns, through Arrow
-    (dictionary-encoded: millions of records never hold one Python string per cell), after
-    :func:`_check_value_lengths` on the Arrow table."""
-    table = relation.to_arrow_table()
-    _check_value_lengths(table, path, max_value_length=max_value_length, first_line=first_line)
-    return table.to_pandas(strings_to_categorical=True, self_destruct=True)
+    (dictionary-encoded: millions of records never hold one Python string per cell), after the value-length check
+    (:class:`_ValueLengths`) over all rows.
+
+    Read in batches of :data:`_BATCH_ROWS` records, each dictionary-encoded at once, so the peak holds the codes of
+    the whole table and the text of one batch, not the text of every cell."""
+    reader = relation.to_arrow_reader(_BATCH_ROWS)
+    encoded: list[pa.Table] = []
+    lengths = _ValueLengths(reader.schema.names, max_value_length)
+    for batch in reader:
+        lengths.add(batch)
+        encoded.append(pa.Table.from_arrays([pc.dictionary_encode(column) for column in batch.columns], names=batch.schema.names))
+    lengths.check(path, first_line=first_line)
+    if not encoded:
+        return reader.schema.empty_table().to_pandas(strings_to_categorical=True)
+    table = pa.concat_tables(encoded).unify_dictionaries()
+    del encoded
+    return table.to_pandas(self_destruct=True)
 
 
-def _check_value_lengths(table: pa.Table, path: Path, *, max_value_length: int | None, first_line: int | None) -> None:
-    """Refuse a value longer than ``max_value_length`` bytes (UTF-8) in any column of ``table``.
+class _ValueLengths:
+    """Refuse a value longer than ``max_value_length`` bytes (UTF-8) in any column, batch by batch.
 
-    Vectorised (Arrow's byte length of every value, one pass per column). The message names the
-    file, the column, where the first such value is and the longest length, never the value.
+    Vectorised (Arrow's byte length of every value, one pass per column and batch), accumulated over the batches:
+    per column, how many values are longer, the longest length and the first row holding one. :meth:`check` names
+    the file, the first column (in table order) that holds a longer value, where the first such value is and the
+    longest length, never the value.
 
     Parameters
     ----------
-    table
-        The configured columns as text, one row per record in file order.
-    path
-        The input, for the message.
+    names
+        The columns, in table order (the configured columns as text, one row per record in file order).
     max_value_length
         Largest accepted length in bytes; None accepts any length.
-    first_line
-        Line of the file that holds the first record (CSV: 2 after a header row, else 1); None for a
-        file without lines (Parquet: the message gives the row number).
-
-    Raises
-    ------
-    ValueTooLong
-        Naming the first column (in configured order) that holds a longer value.
     """
-    if max_value_length is None:
-        return
-    for name in table.column_names:
-        lengths = pc.binary_length(table.column(name))  # bytes per value; null for SQL NULL
-        longest = pc.max(lengths).as_py()
-        if longest is None or longest <= max_value_length:
-            continue
-        too_long = pc.fill_null(pc.greater(lengths, max_value_length), False)
-        count = int(pc.sum(too_long).as_py())
-        index = int(pc.index(too_long, True).as_py())
-        where = f"{path}, line {first_line + index}" if first_line is not None else f"{path}, row {index + 1}"
-        raise ValueTooLong(
-            f"{where}: column {name!r} holds a value longer than max_value_length = {max_value_length} bytes (UTF-8) "
-            f"({count} such value(s) in the column, the longest {longest} bytes); values this long are refused when "
-            f"the input is read: shorten or remove them, leave the column out, or raise the limit "
-            f"({setting_example('max_value_length', str(longest))})",
-            file=str(path),
-            column=name,
-        )
+
+    def __init__(self, names: Sequence[str], max_value_length: int | None) -> None:
+        self.names = list(names)
+        self.limit = max_value_length
+        self.rows = 0
+        self.found: dict[str, list[int]] = {}  # column -> [count, longest, first row (0-based)]
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Count the longer values of the next batch of rows."""
+        if self.limit is not None:
+            for name, column in zip(batch.schema.names, batch.columns):
+                lengths = pc.binary_length(column)  # bytes per value; null for SQL NULL
+                longest = pc.max(lengths).as_py()
+                if longest is None or longest <= self.limit:
+                    continue
+                too_long = pc.fill_null(pc.greater(lengths, self.limit), False)
+                seen = self.found.setdefault(name, [0, 0, self.rows + int(pc.index(too_long, True).as_py())])
+                seen[0] += int(pc.sum(too_long).as_py())
+                seen[1] = max(seen[1], int(longest))
+        self.rows += batch.num_rows
+
+    def check(self, path: Path, *, first_line: int | None) -> None:
+        """Raise for the first column holding a longer value.
+
+        Parameters
+        ----------
+        path
+            The input, for the message.
+        first_line
+            Line of the file that holds the first record (CSV: 2 after a header row, else 1); None for a
+            file without lines (Parquet: the message gives the row number).
+
+        Raises
+        ------
+        ValueTooLong
+            Naming the first column (in table order) that holds a longer value.
+        """
+        for name in self.names:
+            if name in self.found:
+                count, longest, index = self.found[name]
+                _raise_value_too_long(path, name, self.limit, count=count, longest=longest, index=index, first_line=first_line)
+
+
+def _raise_value_too_long(
+    path: Path, name: str, max_value_length: int | None, *, count: int, longest: int, index: int, first_line: int | None
+) -> None:
+    """Raise :class:`ValueTooLong` for column ``name`` (first such value at 0-based row ``index``); never the value."""
+    where = f"{path}, line {first_line + index}" if first_line is not None else f"{path}, row {index + 1}"
+    raise ValueTooLong(
+        f"{where}: column {name!r} holds a value longer than max_value_length = {max_value_length} bytes (UTF-8) "
+        f"({count} such value(s) in the column, the longest {longest} bytes); values this long are refused when "
+        f"the input is read: shorten or remove them, leave the column out, or raise the limit "
+        f"({setting_example('max_value_length', str(longest))})",
+        file=str(path),
+        column=name,
+    )
 
 
 #: DuckDB type ids whose cells are not one categorical value each (refused in a configured column).

@@ -56,6 +56,7 @@ __all__ = [
     "release_metrics",
     "run_audit",
     "table_digests",
+    "table_files",
 ]
 
 #: Right edges of the disclosure histogram bins (left-open except the first): 0, (0, 0.1], …, (0.9, 1].
@@ -120,7 +121,9 @@ def _resolve_release_dir(path: Path) -> Path:
 
 
 def read_release(path: str | Path) -> PublishedRelease:
-    """Read a published release directory (its Parquet files and ``manifest.json``).
+    """Read a published release directory (its Parquet files and ``manifest.json``): one file per table, or the part
+    files of a sharded release (``<table>/part-*.parquet``, read in name order by DuckDB's ``read_parquet``;
+    :func:`table_files`).
 
     Parameters
     ----------
@@ -161,12 +164,16 @@ def read_release(path: str | Path) -> PublishedRelease:
     }
     tables: dict[str, pd.DataFrame] = {}
     for name in ("sac_released", "attribute_table", "id_table", "attribute_clusters"):
-        file = directory / f"{name}.parquet"
         if name in MODEL_TABLES[model]:
-            if not file.is_file():
-                raise AuditError(f"{file} is missing: a {model} release must contain {list(MODEL_TABLES[model])}")
-            # text columns as categoricals (one string per distinct value, not per cell)
-            arrow = duckdb.sql(f"SELECT * FROM read_parquet('{str(file).replace(chr(39), chr(39) * 2)}')").to_arrow_table()
+            files = table_files(directory, name, manifest)
+            if not files:
+                raise AuditError(
+                    f"{directory / (name + '.parquet')} is missing (nor {directory / name}/part-*.parquet): a {model} "
+                    f"release must contain {list(MODEL_TABLES[model])}"
+                )
+            # text columns as categoricals (one string per distinct value, not per cell); parts in name order
+            listed = ", ".join("'" + str(file).replace("'", "''") + "'" for file in files)
+            arrow = duckdb.sql(f"SELECT * FROM read_parquet([{listed}])").to_arrow_table()
             tables[name] = arrow.to_pandas(strings_to_categorical=name in ("sac_released", "attribute_table", "id_table"))
         else:
             tables[name] = pd.DataFrame({c: pd.Series(dtype=object) for c in empty_columns[name]})
@@ -178,10 +185,41 @@ def read_release(path: str | Path) -> PublishedRelease:
     return PublishedRelease(path=directory, manifest=manifest, **tables)
 
 
+def table_files(directory: Path, name: str, manifest: Mapping) -> list[Path]:
+    """The Parquet files of a published table: ``<name>.parquet``, or the part files ``<name>/part-*.parquet`` of a
+    sharded release in name order (which is shard order; :mod:`pipeline.release.sharded_publish`); empty when neither
+    is there.
+
+    Raises
+    ------
+    AuditError
+        A sharded release whose part files differ from those its manifest lists (``sharding.parts``): a part missing
+        or one not listed.
+    """
+    single = directory / f"{name}.parquet"
+    if single.is_file():
+        return [single]
+    parts_dir = directory / name
+    if not parts_dir.is_dir():
+        return []
+    files = sorted(parts_dir.glob("part-*.parquet"))
+    listed = ((manifest.get("sharding") or {}).get("parts") or {}).get(name)
+    if listed is not None:
+        expected = sorted(str(part["path"]) for part in listed)
+        found = [f"{name}/{file.name}" for file in files]
+        if found != expected:
+            raise AuditError(
+                f"{parts_dir}: the part files {found[:5]}{' …' if len(found) > 5 else ''} differ from those "
+                f"manifest.json lists ({len(expected)} parts); the release is damaged: publish it again"
+            )
+    return files
+
+
 def table_digests(tables: Mapping[str, pd.DataFrame]) -> dict[str, str]:
     """SHA-256 of every table's content: column names, then each column's values in row order (NULL as NULL), so
     that a table held in memory and the same table read back from its Parquet file (categorical text, nullable
-    ``Int32`` SIDs) have the same digest. Text and integer columns are hashed by value as they are (pandas hashes
+    ``Int32`` SIDs) have the same digest, and so does a sharded release's table read from its part files
+    (:func:`read_release`: the parts in shard order ARE the table). Text and integer columns are hashed by value as they are (pandas hashes
     object, string and categorical text alike, whatever the categories' order, and every integer width, nullable
     or not, alike): no per-cell text is made, so 10M-row tables cost well under a second per column; other
     columns (floating point, dates) are hashed as text.
@@ -246,14 +284,16 @@ def identity_risk_from_files(directory: str | Path, manifest: Mapping) -> dict |
     OSError, ValueError
         A table file is unreadable.
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     quasi_identifiers = list(manifest.get("quasi_identifiers") or [])
     tables = []
     for name in MODEL_TABLES.get(str(manifest.get("model")), ()):
-        file = Path(directory) / f"{name}.parquet"
-        if quasi_identifiers and file.is_file() and set(quasi_identifiers) <= set(pq.read_schema(file).names):
-            tables.append(pq.read_table(file, columns=quasi_identifiers).to_pandas(strings_to_categorical=True))
+        files = table_files(Path(directory), name, manifest)
+        if quasi_identifiers and files and set(quasi_identifiers) <= set(pq.read_schema(files[0]).names):
+            parts = [pq.read_table(file, columns=quasi_identifiers) for file in files]
+            tables.append(pa.concat_tables(parts).to_pandas(strings_to_categorical=True))
     return identity_risk(tables, quasi_identifiers) if tables else None
 
 

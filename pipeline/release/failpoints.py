@@ -19,6 +19,11 @@ Names in use (``<schema>.<table>`` is a warehouse asset key such as ``private.ra
   ``publish.manifest_written``, ``publish.fsynced`` (before the rename), ``publish.renamed``
   (before LATEST), ``publish.latest_staged`` (``.LATEST.tmp`` written, not yet renamed),
   ``publish.latest_replaced`` (LATEST names the new release).
+- ``sharded_publish.staging_created``, ``sharded_publish.part_written.<table>.<s:05d>`` (after each part file of a
+  sharded release: between parts), ``sharded_publish.parts_written`` (before the manifest files),
+  ``sharded_publish.manifest_written`` (after ``manifest.json`` and the extra files), ``sharded_publish.fsynced``,
+  ``sharded_publish.renamed`` (before LATEST), ``sharded_publish.latest_staged``, ``sharded_publish.latest_replaced``
+  (after LATEST) (:mod:`pipeline.release.sharded_publish`).
 - ``retention.renamed`` (an old release renamed to ``.deleting-<id>``), ``retention.deleting``
   (after its first file is removed), ``retention.done``.
 

@@ -15,13 +15,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveInt, StrictBool, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
 __all__ = [
     "InputReading",
     "Manifest",
     "Override",
+    "Sharding",
+    "ShardPart",
+    "ShardSpread",
     "Utility",
     "release_overrides",
     "utility_of_checks",
@@ -98,6 +101,43 @@ class Override(BaseModel):
     effect: str
 
 
+class ShardSpread(BaseModel):
+    """The per-shard spread of a sharded release: ``[min, max]`` over the shards of each count."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    n_records: tuple[NonNegativeInt, NonNegativeInt]
+    n_deleted: tuple[NonNegativeInt, NonNegativeInt]
+    n_suppressed_cells: tuple[NonNegativeInt, NonNegativeInt]
+
+
+class ShardPart(BaseModel):
+    """One published part file: ``path`` relative to the release directory (``<table>/part-<s:05d>.parquet``), its
+    row count and the SHA-256 of its bytes (hex)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    rows: NonNegativeInt
+    sha256: str
+
+
+class Sharding(BaseModel):
+    """The manifest's ``sharding`` of a sharded release (issue 17; ``null`` in an unsharded one): S, the records per
+    shard asked for, the engine and its workers, the per-shard spread of records, deletions and suppressed cells, and
+    the published part files per table (written by :func:`pipeline.release.sharded_publish.publish_sharded_release`).
+    The shard key's salt is never recorded."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    n_shards: PositiveInt
+    shard_rows: PositiveInt
+    engine: str
+    workers: PositiveInt
+    per_shard: ShardSpread
+    parts: dict[str, list[ShardPart]] | None = None
+
+
 class Manifest(BaseModel):
     """Every key of a release manifest and its type; a key left out is ``null`` (SPEC: README "Release contract")."""
 
@@ -161,6 +201,8 @@ class Manifest(BaseModel):
     # --------------------------------------------------------------- utility gate and overrides (issue 15)
     utility: Utility | None = None
     overrides: list[Override] | None = None
+    # --------------------------------------------------------------- sharded releases (issue 17)
+    sharding: Sharding | None = None
 
     @field_validator("model")
     @classmethod

@@ -14,7 +14,7 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 
@@ -31,15 +31,23 @@ __all__ = [
     "MANIFEST_JSON_COLUMNS",
     "MODEL_TABLES",
     "InvalidLatest",
+    "check_extra_files",
+    "check_publish_request",
     "contract_schemas",
     "list_releases",
+    "manifest_frame",
     "manifest_json_text",
+    "manifest_row",
     "package_versions",
     "prune_releases",
+    "publish_directory",
     "publish_release",
     "read_latest",
     "remove_stale_entries",
+    "sql_text",
     "standard_table_schemas",
+    "write_manifest_and_extra_files",
+    "write_table",
 ]
 
 #: Columns of ``release_manifest`` and their DuckDB types, in order.
@@ -101,6 +109,9 @@ MANIFEST_COLUMNS = {
     # utility gate (checks.gates.utility_within_thresholds, issue 15) and the settings that weaken a default (JSON)
     "utility": "VARCHAR",
     "overrides": "VARCHAR",
+    # sharded releases (issue 17, pipeline/release/sharded_publish.py): S, shard_rows, engine, workers, the per-shard
+    # spread and the part files (JSON); NULL in an unsharded release
+    "sharding": "VARCHAR",
     # --profile (pipeline/evaluation/profiling.py): per-stage wall time and peak RSS; NULL without it
     "profile": "VARCHAR",
 }
@@ -123,6 +134,7 @@ MANIFEST_JSON_COLUMNS = (
     "overrides",
     "profile",
     "promotion",
+    "sharding",
 )
 
 _PACKAGES = ("msa-release", "dagster", "pandas", "duckdb", "mlxtend", "great-expectations", "pyarrow", "numpy")
@@ -193,6 +205,8 @@ def _fsync_tree(directory: Path) -> None:
         if path.is_file():
             with path.open("rb") as handle:
                 os.fsync(handle.fileno())
+        elif path.is_dir():  # a sharded release's <table>/ directories: their entries (the parts) too
+            _fsync_directory(path)
     _fsync_directory(directory)
 
 
@@ -278,6 +292,49 @@ def publish_release(
         which ``LATEST`` never named) is removed and ``LATEST`` is unchanged. After it (the fsync of
         ``releases/``, retention) the new release is published and complete.
     """
+    manifest_row = check_publish_request(releases_dir, release_id, manifest, update_latest=update_latest)
+    extra_files = dict(extra_files or {})
+    check_extra_files(
+        extra_files, {"release.duckdb", "manifest.json", *(f"{name}.parquet" for name in [*tables, "release_manifest"])}
+    )
+    all_tables = dict(tables)
+    all_tables["release_manifest"] = manifest_frame(manifest_row)
+
+    def write(staging: Path) -> None:
+        connection = duckdb.connect(str(staging / "release.duckdb"))
+        try:
+            for name, frame in all_tables.items():
+                write_table(connection, name, frame, schemas[name], staging / f"{name}.parquet")
+                failpoint(f"publish.table_written.{name}")
+            connection.execute("CHECKPOINT")
+        finally:
+            connection.close()
+        failpoint("publish.database_closed")
+        write_manifest_and_extra_files(staging, manifest_row, extra_files)
+        failpoint("publish.manifest_written")
+
+    return publish_directory(
+        releases_dir, release_id, write, update_latest=update_latest, keep_releases=keep_releases, failpoint_prefix="publish"
+    )
+
+
+def check_publish_request(
+    releases_dir: Path, release_id: str, manifest: Mapping[str, object], *, update_latest: bool
+) -> dict[str, object]:
+    """What every publish checks before writing anything (:func:`publish_release`,
+    :func:`pipeline.release.sharded_publish.publish_sharded_release`); creates ``releases_dir``.
+
+    Returns
+    -------
+    dict
+        The ``release_manifest`` row: the manifest with lists and dicts as JSON text.
+
+    Raises
+    ------
+    InvalidLatest, ValueError
+        As :func:`publish_release` (``release_id``, ``LATEST``, ``.LATEST.tmp``, an existing release, the manifest's
+        keys, types and integer widths).
+    """
     if not _is_plain_release_id(release_id):
         raise ValueError(f"release id {release_id[:80]!r} is not a plain directory name (no '/', no leading dot)")
     releases_dir.mkdir(parents=True, exist_ok=True)
@@ -303,56 +360,113 @@ def publish_release(
         bits = {"INTEGER": 32, "BIGINT": 64}.get(MANIFEST_COLUMNS[key])
         if bits and isinstance(value, int) and not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
             raise ValueError(f"manifest key {key!r} = {value} does not fit the {bits}-bit column {MANIFEST_COLUMNS[key]}")
-    manifest_row = {k: (json.dumps(v, sort_keys=True) if isinstance(v, (list, dict, tuple)) else v) for k, v in manifest.items()}
-    extra_files = dict(extra_files or {})
-    reserved = {"release.duckdb", "manifest.json", *(f"{name}.parquet" for name in [*tables, "release_manifest"])}
+    return manifest_row(manifest)
+
+
+def manifest_row(manifest: Mapping[str, object]) -> dict[str, object]:
+    """The ``release_manifest`` row of a manifest: lists and dicts as JSON text (sorted keys), other values as given."""
+    return {k: (json.dumps(v, sort_keys=True) if isinstance(v, (list, dict, tuple)) else v) for k, v in manifest.items()}
+
+
+def check_extra_files(extra_files: Mapping[str, bytes], reserved: set[str]) -> None:
+    """Refuse an extra file name that is not a plain file name or collides with a contract file (``reserved``).
+
+    Raises
+    ------
+    ValueError
+        Naming the file name and the reserved names.
+    """
     for name in extra_files:
         if Path(name).name != name or name.startswith(".") or name in reserved:
             raise ValueError(f"extra file name {name!r} must be a plain file name other than {sorted(reserved)}")
-    all_tables = dict(tables)
-    all_tables["release_manifest"] = pd.DataFrame([{c: manifest_row.get(c) for c in MANIFEST_COLUMNS}])
+
+
+def manifest_frame(manifest_row: Mapping[str, object]) -> pd.DataFrame:
+    """The one-row ``release_manifest`` frame: every column of :data:`MANIFEST_COLUMNS`, NULL where left out."""
+    return pd.DataFrame([{c: manifest_row.get(c) for c in MANIFEST_COLUMNS}])
+
+
+def write_table(
+    connection: duckdb.DuckDBPyConnection, name: str, frame: pd.DataFrame, schema: Mapping[str, str], target: Path
+) -> None:
+    """Create table ``name`` with exactly ``schema``'s types in ``connection``, fill it from ``frame`` and copy it to
+    the Parquet file ``target``.
+
+    Raises
+    ------
+    ValueError
+        ``frame``'s columns differ from ``schema``'s (names both lists).
+    """
+    if list(frame.columns) != list(schema):
+        raise ValueError(f"table {name}: columns {list(frame.columns)} differ from the contract {list(schema)}")
+    columns = ", ".join(f"{_quote(c)} {t}" for c, t in schema.items())
+    connection.execute(f"CREATE TABLE {_quote(name)} ({columns})")
+    connection.register("frame_to_publish", frame)
+    connection.execute(f"INSERT INTO {_quote(name)} SELECT * FROM frame_to_publish")
+    connection.unregister("frame_to_publish")
+    connection.execute(f"COPY {_quote(name)} TO {sql_text(str(target))} (FORMAT parquet)")
+
+
+def sql_text(text: str) -> str:
+    """``text`` as a SQL string literal (single quotes doubled)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def write_manifest_and_extra_files(staging: Path, manifest_row: Mapping[str, object], extra_files: Mapping[str, bytes]) -> None:
+    """Write ``manifest.json`` (:func:`manifest_json_text` of the row, JSON columns as objects), then the extra files."""
+    readable = {
+        k: (json.loads(v) if k in MANIFEST_JSON_COLUMNS and isinstance(v, str) else v)
+        for k, v in ((c, manifest_row.get(c)) for c in MANIFEST_COLUMNS)
+    }
+    (staging / "manifest.json").write_text(manifest_json_text(readable), encoding="utf-8")
+    for name, content in extra_files.items():
+        (staging / name).write_bytes(content)
+
+
+def publish_directory(
+    releases_dir: Path,
+    release_id: str,
+    write: Callable[[Path], None],
+    *,
+    update_latest: bool,
+    keep_releases: int,
+    failpoint_prefix: str,
+) -> Path:
+    """The atomic publish every release layout shares: a hidden staging directory (owner mark first), ``write`` fills
+    it, fsync, rename to ``release_id``, ``LATEST`` replaced last (when ``update_latest``), retention.
+
+    Call :func:`check_publish_request` first. Failpoints: ``<prefix>.staging_created``, ``<prefix>.fsynced``,
+    ``<prefix>.renamed``, ``<prefix>.latest_staged``, ``<prefix>.latest_replaced`` (``write`` has its own).
+
+    Returns
+    -------
+    Path
+        The published directory.
+
+    Raises
+    ------
+    OSError, duckdb.Error, ValueError
+        Whatever ``write`` or the file system raises: until ``LATEST`` names the new release nothing is published
+        (the staging directory, or the renamed release, is removed; ``LATEST`` unchanged).
+    """
+    final = releases_dir / release_id
     staging, latest_tmp, renamed = releases_dir / f"{STAGING_PREFIX}{release_id}", releases_dir / LATEST_TMP_NAME, False
     _mark_owned(releases_dir, staging.name)  # before the directory exists, removed after it is gone (renamed)
     staging.mkdir(mode=0o755)
-    failpoint("publish.staging_created")
+    failpoint(f"{failpoint_prefix}.staging_created")
     try:
-        connection = duckdb.connect(str(staging / "release.duckdb"))
-        try:
-            for name, frame in all_tables.items():
-                schema = schemas[name]
-                if list(frame.columns) != list(schema):
-                    raise ValueError(f"table {name}: columns {list(frame.columns)} differ from the contract {list(schema)}")
-                columns = ", ".join(f"{_quote(c)} {t}" for c, t in schema.items())
-                connection.execute(f"CREATE TABLE {_quote(name)} ({columns})")
-                connection.register("frame_to_publish", frame)
-                connection.execute(f"INSERT INTO {_quote(name)} SELECT * FROM frame_to_publish")
-                connection.unregister("frame_to_publish")
-                target = str(staging / f"{name}.parquet").replace("'", "''")
-                connection.execute(f"COPY {_quote(name)} TO '{target}' (FORMAT parquet)")
-                failpoint(f"publish.table_written.{name}")
-            connection.execute("CHECKPOINT")
-        finally:
-            connection.close()
-        failpoint("publish.database_closed")
-        readable = {
-            k: (json.loads(v) if k in MANIFEST_JSON_COLUMNS and isinstance(v, str) else v)
-            for k, v in ((c, manifest_row.get(c)) for c in MANIFEST_COLUMNS)
-        }
-        (staging / "manifest.json").write_text(manifest_json_text(readable), encoding="utf-8")
-        for name, content in extra_files.items():
-            (staging / name).write_bytes(content)
-        failpoint("publish.manifest_written")
+        write(staging)
         _fsync_tree(staging)
-        failpoint("publish.fsynced")
+        failpoint(f"{failpoint_prefix}.fsynced")
         os.rename(staging, final)
         renamed = True
         _fsync_directory(releases_dir)
-        failpoint("publish.renamed")
+        failpoint(f"{failpoint_prefix}.renamed")
         if update_latest:
             latest_tmp.write_text(release_id + "\n")
             with latest_tmp.open("rb") as handle:
                 os.fsync(handle.fileno())
-            failpoint("publish.latest_staged")
+            failpoint(f"{failpoint_prefix}.latest_staged")
             os.replace(latest_tmp, releases_dir / "LATEST")
     except BaseException:
         # LATEST still names the previous release: withdraw the new one, so that an error (disk full, I/O error)
@@ -370,7 +484,7 @@ def publish_release(
         raise
     _unmark_owned(releases_dir, staging.name)
     _fsync_directory(releases_dir)
-    failpoint("publish.latest_replaced")
+    failpoint(f"{failpoint_prefix}.latest_replaced")
     if keep_releases:
         prune_releases(releases_dir, keep_releases)
     return final
@@ -536,7 +650,12 @@ def prune_releases(releases_dir: Path, keep: int) -> list[str]:
         _fsync_directory(releases_dir)
         failpoint("retention.renamed")
         for position, child in enumerate(sorted(doomed.iterdir())):
-            child.unlink()
+            if child.is_dir() and not child.is_symlink():  # the part files of a sharded release (<table>/part-*)
+                for part in sorted(child.iterdir()):
+                    part.unlink()
+                child.rmdir()
+            else:
+                child.unlink()
             if position == 0:
                 failpoint("retention.deleting")
         doomed.rmdir()

@@ -3,6 +3,10 @@
 back ends and SID methods agree."""
 
 import json
+import os
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -83,9 +87,58 @@ def test_smoke_benchmark_writes_every_output(tmp_path):
         assert "algorithms_seconds" not in comparisons  # above algorithms_max_records
         for attribute in bench.ADULT_SENSITIVE_ATTRIBUTES:
             assert comparisons["sid_creation"][attribute]["identical"] is True
-    assert {t["target"] for t in written["targets"]} == set(bench.TARGETS)
+    assert set(bench.TARGETS) | set(bench.SHARDED_TARGETS) <= {t["target"] for t in written["targets"]}
+    for dataset in written["datasets"]:
+        summary = dataset["summary"]
+        assert dataset["engine"] == "memory"
+        assert summary["tree_peak_rss_mb"] >= summary["peak_rss_mb"]  # the tree includes the main process
+        assert summary["microseconds_per_record"] > 0
+        assert set(dataset["table_digests"]) == set(bench.DIGEST_TABLES)
     assert written["machine"]["python"] and written["machine"]["packages"]["duckdb"]
 
     markdown = (output / "README.md").read_text()
     assert "| load |" in markdown and "| 32k |" in markdown and "## Targets" in markdown
     assert (output / "scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_process_tree_sampler_counts_a_child_s_memory_and_the_watched_directory(tmp_path):
+    # a parent (small) whose child holds 200 MiB for a second and writes 3 MB into the watched directory (then
+    # removes it): the tree's peak includes the child, the directory's peak the file
+    staged = tmp_path / "shards" / "part.bin"
+    child = (
+        "import os, time; b = bytearray(200 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]); "
+        f"os.makedirs({str(staged.parent)!r}); open({str(staged)!r}, 'wb').write(b'z' * 3_000_000); time.sleep(1.5); "
+        f"os.remove({str(staged)!r})"
+    )
+    parent = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}])"
+    process = subprocess.Popen([sys.executable, "-c", parent])
+    with bench.ProcessTreeSampler(process.pid, interval=0.05, watch=tmp_path / "shards", watch_every=2) as sampler:
+        process.wait(timeout=60)
+    assert sampler.available and sampler.samples > 0
+    assert sampler.peak_processes >= 2
+    assert sampler.peak_bytes >= 200 * 1024 * 1024
+    assert sampler.peak_watch_bytes == 3_000_000 and not staged.exists()
+
+
+def test_a_timed_out_run_is_killed_with_its_whole_process_tree():
+    grandchild = "import time; time.sleep(120)"
+    parent = (
+        f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', {grandchild!r}]); "
+        "print(p.pid, flush=True); time.sleep(120)"
+    )
+    completed, sampler = bench._run_sampled([sys.executable, "-c", parent], timeout=3.0, interval=0.05)
+    assert completed.returncode == -9 and "timed out after 3 s" in completed.stderr
+    pid = int(completed.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}") and _state(pid) != "Z":
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{pid}") or _state(pid) == "Z"  # gone (or a zombie awaiting its reaper)
+    assert sampler.peak_processes >= 2
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return ""

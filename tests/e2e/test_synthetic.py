@@ -13,7 +13,15 @@ from click.testing import CliRunner
 from pipeline.core.rules import mine_strong_rules
 from pipeline.io.loading import load_records
 from pipeline.resources import ReleaseSettings
-from pipeline.evaluation.synthetic import PARQUET_METADATA_KEY, sample_row_indices, synthesize, weighted_rule_set
+import tracemalloc
+
+from pipeline.evaluation.synthetic import (
+    PARQUET_METADATA_KEY,
+    iter_row_index_chunks,
+    sample_row_indices,
+    synthesize,
+    weighted_rule_set,
+)
 
 RULE_KEY = ["antecedent_attribute", "antecedent_value", "consequent_attribute", "consequent_value"]
 
@@ -46,6 +54,65 @@ def test_balanced_sampling_gives_every_row_floor_or_ceiling_copies():
     assert set(np.unique(counts)) == {2, 3}
     assert (counts == 3).sum() == 137
     assert not np.array_equal(indices[:n], np.arange(n))  # shuffled, not blocks of copies
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 7, 250, 2137, 10_000])
+def test_balanced_chunks_keep_floor_or_ceiling_copies_whatever_the_chunk_size(chunk_rows):
+    n, rows = 250, 8 * 250 + 137
+    chunks = list(iter_row_index_chunks(n, rows, seed=4, chunk_rows=chunk_rows))
+    assert [len(c) for c in chunks[:-1]] == [chunk_rows] * (len(chunks) - 1)
+    assert len(chunks) == -(-rows // chunk_rows) and 1 <= len(chunks[-1]) <= chunk_rows
+    counts = np.bincount(np.concatenate(chunks), minlength=n)
+    assert set(np.unique(counts)) == {8, 9} and (counts == 9).sum() == 137
+    again = list(iter_row_index_chunks(n, rows, seed=4, chunk_rows=chunk_rows))
+    assert all(np.array_equal(a, b) for a, b in zip(chunks, again, strict=True))
+
+
+def test_balanced_chunks_are_a_uniform_shuffle():
+    # where the copies of one source row land: with a uniform order of the multiset every output position is
+    # equally likely; a chunk-wise design that filled chunks source row by source row would not be
+    n, rows, chunk_rows, draws = 4, 40, 8, 400
+    first_chunk_share = np.zeros(n)
+    for seed in range(draws):
+        chunk = next(iter_row_index_chunks(n, rows, seed=seed, chunk_rows=chunk_rows))
+        first_chunk_share += np.bincount(chunk, minlength=n) / chunk_rows
+    share = first_chunk_share / draws
+    assert np.allclose(share, 1 / n, atol=0.03)  # each row holds 1/4 of the first chunk on average
+
+
+def test_replacement_chunks_draw_every_row_independently():
+    chunks = list(iter_row_index_chunks(50, 1000, seed=2, sampling="replacement", chunk_rows=300))
+    assert [len(c) for c in chunks] == [300, 300, 300, 100]
+    assert np.concatenate(chunks).min() >= 0 and np.concatenate(chunks).max() < 50
+    assert np.array_equal(np.concatenate(chunks), sample_row_indices(50, 1000, seed=2, sampling="replacement", chunk_rows=300))
+
+
+def test_synthesize_writes_the_streamed_rows(adult, tmp_path):
+    sensitive = ReleaseSettings().sensitive_attributes
+    result = synthesize(adult, sensitive, rows=4000, seed=9, output=tmp_path / "s.parquet", chunk_rows=333)
+    expected = adult.iloc[sample_row_indices(len(adult), 4000, seed=9, chunk_rows=333)].reset_index(drop=True)
+    written = _read(result.path)
+    assert written.astype(str).equals(expected.astype(str))
+    assert pq.ParquetFile(result.path).metadata.num_row_groups == 13  # 12 x 333 + 4
+
+
+def test_synthesize_memory_does_not_grow_with_rows(adult, tmp_path):
+    # the bounded path: with a small chunk, 50 times more rows must not cost the 4 bytes per record of a full
+    # index (1M rows: 3.8 MiB of int32 positions, plus the same again for its shuffle and multiplicities)
+    sensitive = ReleaseSettings().sensitive_attributes
+    source = adult.head(3000)
+
+    def traced_peak(rows: int) -> int:
+        tracemalloc.start()
+        try:
+            synthesize(source, sensitive, rows=rows, seed=0, output=tmp_path / f"m{rows}.parquet", chunk_rows=5000)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    small, large = traced_peak(20_000), traced_peak(1_000_000)
+    assert large - small < 1024 * 1024, (small, large)
+    assert len(_read(tmp_path / "m1000000.parquet")) == 1_000_000
 
 
 def test_sampling_rejects_bad_arguments():

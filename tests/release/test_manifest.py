@@ -157,3 +157,26 @@ def test_the_utility_section_is_typed_and_read_from_the_gate():
         validate_manifest({"release_id": "r", "utility": {**utility, "records_deleted": "two"}})
     with pytest.raises(ValueError, match="overrides.0.effect"):
         validate_manifest({"release_id": "r", "overrides": [{"setting": "x", "value": 1, "default": 0}]})
+
+
+def test_sharding_is_optional_typed_and_never_carries_a_salt():
+    sharding = {
+        "n_shards": 3,
+        "shard_rows": 100_000,
+        "engine": "local",
+        "workers": 2,
+        "per_shard": {"n_records": [99_000, 100_000], "n_deleted": [0, 4], "n_suppressed_cells": [0, 12]},
+    }
+    assert validate_manifest({"release_id": "r"}).sharding is None  # an unsharded release (and every older one)
+    typed = validate_manifest({"release_id": "r", "sharding": sharding})
+    assert typed.sharding is not None and typed.sharding.n_shards == 3 and typed.sharding.per_shard.n_deleted == (0, 4)
+    for key, value, kind in [
+        ("salt", 12345, "extra_forbidden"),
+        ("n_shards", 0, "greater_than"),
+        ("engine", None, "string_type"),
+    ]:
+        with pytest.raises(ValueError, match=f"sharding.{key} \\({kind}\\)") as raised:
+            validate_manifest({"release_id": "r", "sharding": {**sharding, key: value}})
+        assert "12345" not in str(raised.value)
+    with pytest.raises(ValueError, match="sharding.per_shard.n_records"):
+        validate_manifest({"release_id": "r", "sharding": {**sharding, "per_shard": {**sharding["per_shard"], "n_records": [1]}}})

@@ -1,0 +1,132 @@
+"""The ``local`` executor: a process pool over the staged shards of one machine (issue 17; SCALE.md §3-§4).
+
+Each worker process reads one shard's staged records, releases them and writes the part files
+(:func:`pipeline.engines.worker.run_staged_shard`); only the JSON-able summaries come back, so the parent (the
+Dagster step) never holds a record-level table. Worker processes are started with ``forkserver`` (or ``spawn``),
+never ``fork``: Dagster runs threads in the parent, and forking a threaded process can deadlock.
+
+Framework-free: no Dagster, no Great Expectations.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+
+from pipeline.engines.base import ShardJob, ShardSummary
+from pipeline.engines.worker import run_staged_shard
+from pipeline.errors import MsaReleaseError
+
+__all__ = ["LocalExecutor", "ShardFailed"]
+
+#: what a worker runs for one shard: (job, shard) -> summary; a module-level function (it is pickled by reference)
+ShardFunction = Callable[[ShardJob, int], ShardSummary]
+
+
+class ShardFailed(MsaReleaseError):
+    """A shard could not be released; names the shard and the error (its class and message).
+
+    ``shard`` and ``n_shards`` are attributes; ``exit_status``, ``file`` and ``column`` are the cause's when it is an
+    :class:`pipeline.errors.MsaReleaseError` (exit 1 otherwise). The cause is chained (``__cause__``)."""
+
+    def __init__(self, shard: int, n_shards: int, cause: BaseException) -> None:
+        super().__init__(
+            f"shard {shard} of {n_shards} (0-based) failed: {type(cause).__name__}: {cause}",
+            file=getattr(cause, "file", None),
+            column=getattr(cause, "column", None),
+        )
+        self.shard = shard
+        self.n_shards = n_shards
+        if isinstance(cause, MsaReleaseError):
+            self.exit_status = cause.exit_status
+
+
+def _in_worker(function: ShardFunction, job: ShardJob, shard: int) -> ShardSummary:
+    """Run ``function`` in a worker; an error the parent could not unpickle is replaced by a RuntimeError naming its
+    class and message (an unpicklable error would break the pool instead of naming the shard)."""
+    try:
+        return function(job, shard)
+    except Exception as error:
+        try:
+            pickle.loads(pickle.dumps(error))
+        except Exception:
+            raise RuntimeError(f"{type(error).__name__}: {error}") from None
+        raise
+
+
+class LocalExecutor:
+    """Releases the shards of a job on this machine, ``workers`` shards at a time.
+
+    Parameters
+    ----------
+    workers
+        Worker processes (>= 1). With ``workers == 1``, or a single shard, the shards are released in this process,
+        one after the other (no process start-up; a single shard is today's release).
+    shard_function
+        What a worker runs per shard (default :func:`pipeline.engines.worker.run_staged_shard`); a module-level
+        function, since it is pickled by reference to reach the workers.
+    start_method
+        ``"forkserver"`` (default) or ``"spawn"``; ``"fork"`` is refused.
+
+    Raises
+    ------
+    ValueError
+        ``workers`` < 1 or a start method other than forkserver / spawn.
+    """
+
+    name = "local"
+
+    def __init__(
+        self, workers: int = 2, *, shard_function: ShardFunction = run_staged_shard, start_method: str = "forkserver"
+    ) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, not {workers}")
+        if start_method not in ("forkserver", "spawn"):
+            raise ValueError(
+                f"start_method must be 'forkserver' or 'spawn', not {start_method!r} (never fork a threaded process)"
+            )
+        self.workers = workers
+        self.shard_function = shard_function
+        self.start_method = start_method
+
+    def release_shards(self, job: ShardJob) -> list[ShardSummary]:
+        """Release shards ``0 .. job.n_shards - 1``; return their summaries in shard order.
+
+        Raises
+        ------
+        ShardFailed
+            A shard failed (the lowest-numbered failed shard when several did; the others are cancelled or left to
+            finish, and their summaries are dropped). The failed shard leaves no part file
+            (:func:`pipeline.engines.worker.release_and_write_shard`); a worker process that died (killed, out of
+            memory) breaks the pool: reported as the lowest-numbered shard left unfinished, with a hint.
+        """
+        processes = min(self.workers, job.n_shards)
+        if processes <= 1:
+            summaries = []
+            for shard in range(job.n_shards):
+                try:
+                    summaries.append(self.shard_function(job, shard))
+                except Exception as error:
+                    raise ShardFailed(shard, job.n_shards, error) from error
+            return summaries
+        context = multiprocessing.get_context(self.start_method)
+        with ProcessPoolExecutor(max_workers=processes, mp_context=context) as pool:
+            futures = [pool.submit(_in_worker, self.shard_function, job, shard) for shard in range(job.n_shards)]
+            wait(futures, return_when=FIRST_EXCEPTION)
+            failed = [shard for shard, f in enumerate(futures) if f.done() and f.exception() is not None]
+            if not failed:
+                return [future.result() for future in futures]
+            for future in futures:
+                future.cancel()
+            cause = futures[failed[0]].exception()
+            assert cause is not None
+            reported: BaseException = cause
+            if isinstance(cause, BrokenProcessPool):
+                reported = RuntimeError(
+                    f"a worker process died while releasing shards (killed, or out of memory?): {cause}; lower "
+                    "--workers or --shard-rows"
+                )
+            raise ShardFailed(failed[0], job.n_shards, reported) from cause

@@ -1,0 +1,187 @@
+"""The per-shard work every engine runs: release one shard and write its part files (issue 17; SCALE.md §5).
+
+:func:`release_and_write_shard` calls :func:`pipeline.core.sharding.release_shard` and writes the shard's tables as
+``output/<table>/part-<s:05d>.parquet`` under the run's PRIVATE staging directory; :func:`run_staged_shard` first
+reads the shard's staged records (``input/shard=<s>``). Both return the shard's JSON-able summary
+(:data:`pipeline.engines.base.ShardSummary`); nothing record-level goes back to the caller, so an executor's driver
+(the Dagster step, the Spark driver) only ever holds S summaries.
+
+Part files have deterministic bytes for a given shard release and environment: fixed pyarrow writer options, no
+pandas metadata, no timestamps (Parquet has none); each is written under a temporary name and renamed, and a shard
+that fails while writing removes the parts it wrote, so no part of a failed shard is left behind.
+
+Framework-free: no Dagster, no Great Expectations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pandas.api.types import union_categoricals
+
+from pipeline.core import sharding
+from pipeline.engines.base import ShardJob, ShardSummary
+from pipeline.engines.staging import staged_shard_files
+from pipeline.io.loading import file_sha256
+
+__all__ = ["SHARD_TABLES", "part_path", "read_staged_shard", "release_and_write_shard", "run_staged_shard"]
+
+#: the tables a shard writes, in this order: the release contract's (shard-local ids), then the private ones
+SHARD_TABLES = ("sac_released", "attribute_table", "id_table", "row_map", "deleted")
+
+#: pyarrow writer options of every part file (fixed, so that equal tables give equal bytes)
+_WRITER_OPTIONS: dict[str, Any] = {
+    "version": "2.6",
+    "compression": "zstd",
+    "compression_level": 3,
+    "use_dictionary": True,
+    "write_statistics": True,
+    "data_page_version": "1.0",
+    "row_group_size": 1 << 20,
+}
+
+
+def part_path(table: str, shard: int) -> str:
+    """A part's path relative to ``output/``: ``<table>/part-<s:05d>.parquet``."""
+    return f"{table}/part-{shard:05d}.parquet"
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` with numpy scalars and arrays, tuples and non-text keys turned into JSON types (recursively)."""
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [_jsonable(v) for v in value.tolist()]
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
+
+
+def _arrow_table(frame: pd.DataFrame) -> pa.Table:
+    """``frame`` as an Arrow table without its index or pandas metadata (categoricals stay dictionary-encoded)."""
+    return pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None)
+
+
+def release_and_write_shard(records: pd.DataFrame, job: ShardJob, shard: int) -> ShardSummary:
+    """Release one shard and write its part files; return its summary.
+
+    Parameters
+    ----------
+    records
+        The shard's records as :func:`pipeline.core.sharding.release_shard` takes them: ``row_id`` (int64, input row
+        id, ascending) and the configured columns (categorical text).
+    job
+        The run's shard job (staging directory, global model, parameters, secret, S).
+    shard
+        0-based shard number.
+
+    Returns
+    -------
+    ShardSummary
+        ``shard``; ``counts`` and ``partials`` of the :class:`pipeline.core.sharding.ShardRelease` (numpy numbers
+        turned into JSON numbers); ``parts``: for each table of :data:`SHARD_TABLES`, ``path`` (relative to
+        ``output/``), ``rows`` (int) and ``sha256`` (hex digest of the file's bytes).
+
+    Raises
+    ------
+    Exception
+        Whatever :func:`pipeline.core.sharding.release_shard` raises (nothing written then); an error while writing
+        (the parts this call wrote are removed first). The caller names the shard.
+    """
+    released = sharding.release_shard(
+        records,
+        job.model,
+        job.parameters,
+        secret=job.secret,
+        shard=shard,
+        n_shards=job.n_shards,
+    )
+    written: list[Path] = []
+    parts: dict[str, dict[str, Any]] = {}
+    try:
+        for table in SHARD_TABLES:
+            frame: pd.DataFrame = getattr(released, table)
+            relative = part_path(table, shard)
+            target = job.output_dir / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            temporary = target.with_name(f".{target.name}.tmp")
+            try:
+                pq.write_table(_arrow_table(frame), temporary, **_WRITER_OPTIONS)
+                temporary.replace(target)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    temporary.unlink()
+            written.append(target)
+            parts[table] = {"path": relative, "rows": len(frame), "sha256": file_sha256(target)}
+    except BaseException:
+        for target in written:
+            with contextlib.suppress(FileNotFoundError):
+                target.unlink()
+        raise
+    return {
+        "shard": shard,
+        "counts": _jsonable(released.counts),
+        "partials": _jsonable(released.partials),
+        "parts": parts,
+    }
+
+
+def read_staged_shard(job: ShardJob, shard: int) -> pd.DataFrame:
+    """The staged records of one shard (``input/shard=<s>/part-*.parquet``), as the release job holds them.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``row_id`` (int64, ascending; index 0..n-1) and the configured columns (quasi-identifiers, then sensitive
+        attributes) as categoricals whose categories are exactly the values present, sorted (as
+        :func:`pipeline.io.loading.load_records` gives them).
+
+    Raises
+    ------
+    FileNotFoundError
+        The shard has no staged part (it is empty, or the input was not staged).
+    """
+    files = staged_shard_files(job.staging_dir, shard)
+    if not files:
+        raise FileNotFoundError(
+            f"{job.input_dir / f'shard={shard}'}: no staged records for shard {shard}; stage the input first, or lower "
+            "the number of shards"
+        )
+    columns = ["row_id", *job.parameters.quasi_identifiers, *job.parameters.sensitive_attributes]
+    frames = [pq.read_table(path, columns=columns).to_pandas() for path in files]
+    united = {"row_id": np.concatenate([f["row_id"].to_numpy(dtype=np.int64) for f in frames])}
+    records = pd.DataFrame(united)
+    for column in columns[1:]:
+        pieces = [f[column] if isinstance(f[column].dtype, pd.CategoricalDtype) else f[column].astype("category") for f in frames]
+        merged = union_categoricals(pieces, ignore_order=True).remove_unused_categories()
+        records[column] = merged.reorder_categories(sorted(merged.categories.tolist()))
+    del frames
+    order = np.argsort(records["row_id"].to_numpy(), kind="stable")
+    if not np.array_equal(order, np.arange(len(order))):
+        records = records.iloc[order].reset_index(drop=True)
+    return records
+
+
+def run_staged_shard(job: ShardJob, shard: int) -> ShardSummary:
+    """Read shard ``shard``'s staged records (:func:`read_staged_shard`) and release them
+    (:func:`release_and_write_shard`); the function every executor maps over the shards.
+
+    Raises
+    ------
+    FileNotFoundError
+        As :func:`read_staged_shard`; and whatever :func:`release_and_write_shard` raises.
+    """
+    return release_and_write_shard(read_staged_shard(job, shard), job, shard)

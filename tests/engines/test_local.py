@@ -1,0 +1,76 @@
+"""The ``local`` executor (pipeline/engines/local.py): a process pool over the staged shards.
+
+The workers are separate processes (forkserver): they run tests/engines/shard_fakes.py's shard functions, which put a
+deterministic stand-in in place of the core's release_shard inside the worker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.engines.local import LocalExecutor, ShardFailed
+from pipeline.engines.staging import stage_input
+from pipeline.errors import MsaReleaseError
+from tests.engines import shard_fakes
+from tests.engines.shard_fakes import QUASI_IDENTIFIERS, SALT, SENSITIVE_ATTRIBUTES, make_job
+
+
+@pytest.fixture
+def staged(two_files: Path, tmp_path: Path, fake_key: None) -> Path:
+    """The two test files staged in 3 shards (2, 2 and 2 records)."""
+    staging_dir = tmp_path / "run"
+    result = stage_input(
+        two_files,
+        staging_dir,
+        quasi_identifiers=QUASI_IDENTIFIERS,
+        sensitive_attributes=SENSITIVE_ATTRIBUTES,
+        salt=SALT,
+        shard_rows=2,
+        min_shard_rows=1,
+    )
+    assert result.n_shards == 3 and min(result.shard_records) > 0
+    return staging_dir
+
+
+def _output_bytes(staging_dir: Path) -> dict[str, bytes]:
+    output = staging_dir / "output"
+    return {str(p.relative_to(output)): p.read_bytes() for p in sorted(output.rglob("*")) if p.is_file()}
+
+
+def test_two_workers_equal_the_in_process_loop(staged: Path) -> None:
+    job = make_job(staged, 3)
+    in_process = LocalExecutor(1, shard_function=shard_fakes.fake_staged_shard).release_shards(job)
+    in_process_bytes = _output_bytes(staged)
+    for path in (staged / "output").rglob("*.parquet"):
+        path.unlink()
+    pooled = LocalExecutor(2, shard_function=shard_fakes.fake_staged_shard).release_shards(job)
+    assert [s["shard"] for s in in_process] == [0, 1, 2]
+    assert pooled == in_process
+    assert _output_bytes(staged) == in_process_bytes
+    assert len(in_process_bytes) == 3 * 5  # five tables per shard
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_failing_shard_is_named_and_leaves_no_part(staged: Path, workers: int) -> None:
+    job = make_job(staged, 3)
+    with pytest.raises(ShardFailed, match=r"shard 1 of 3 \(0-based\) failed: ValueError: no SAC~ group") as raised:
+        LocalExecutor(workers, shard_function=shard_fakes.failing_staged_shard).release_shards(job)
+    assert raised.value.shard == 1 and isinstance(raised.value, MsaReleaseError)
+    assert not list((staged / "output").rglob("part-00001.parquet"))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_shard_failing_while_writing_leaves_no_part(staged: Path, workers: int) -> None:
+    job = make_job(staged, 3)
+    with pytest.raises(ShardFailed, match="shard 1 of 3") as raised:
+        LocalExecutor(workers, shard_function=shard_fakes.unwritable_staged_shard).release_shards(job)
+    assert raised.value.shard == 1
+    assert not list((staged / "output").rglob("part-00001.parquet")) and not list((staged / "output").rglob("*.tmp"))
+
+
+def test_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        LocalExecutor(0)
+    with pytest.raises(ValueError, match="never fork"):
+        LocalExecutor(2, start_method="fork")
