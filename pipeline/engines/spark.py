@@ -31,7 +31,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from pipeline.engines.base import ShardJob, ShardSummary
+from pipeline.engines.local import ShardFailed
 from pipeline.errors import MsaReleaseError, UnusableInputError
 
 if TYPE_CHECKING:  # pyspark is an optional extra: imported only when a Spark executor runs
@@ -77,19 +78,20 @@ class SparkUnavailableError(UnusableInputError):
     The message says what to install (``pip install 'msa-release[spark]'``, Java 17) or to use ``--engine local``."""
 
 
-class ShardFailedError(MsaReleaseError):
-    """One shard's release failed on a Spark executor.
+class ShardFailedError(ShardFailed):
+    """One shard's release failed on a Spark executor: a :class:`pipeline.engines.local.ShardFailed` (the same
+    ``shard``, ``n_shards``, ``exit_status``, ``file``, ``column``), whose cause stayed on the executor.
 
     Attributes
     ----------
-    shard
-        The failing shard (0-based).
+    shard, n_shards
+        The failing shard (0-based) and S.
     error_class
         The class name of the error the shard function raised.
     exit_status
         That error's exit status when it was one of the project's errors (:mod:`pipeline.errors`), else 1.
     file, column
-        As named by that error, else None.
+        As named by that error, else None. A foreign error's message is not carried (it may hold a value).
     """
 
     def __init__(
@@ -97,13 +99,15 @@ class ShardFailedError(MsaReleaseError):
         message: str,
         *,
         shard: int,
+        n_shards: int,
         error_class: str,
         exit_status: int = 1,
         file: str | None = None,
         column: str | None = None,
     ) -> None:
-        super().__init__(message, file=file, column=column)
+        MsaReleaseError.__init__(self, message, file=file, column=column)
         self.shard = shard
+        self.n_shards = n_shards
         self.error_class = error_class
         self.exit_status = exit_status
 
@@ -127,7 +131,7 @@ def resolve_shard_function(shard_function: ShardFunction | str) -> ShardFunction
     return function
 
 
-def records_of_staged_shard(frame: pd.DataFrame) -> pd.DataFrame:
+def records_of_staged_shard(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """A shard's records as the per-shard function takes them, from the rows Spark hands to the grouped map.
 
     Parameters
@@ -135,6 +139,9 @@ def records_of_staged_shard(frame: pd.DataFrame) -> pd.DataFrame:
     frame
         One shard's staged rows: ``row_id`` (integer), the configured columns (text, None for a missing value) and
         the partition column ``shard``, in any order of rows.
+    columns
+        The columns to keep, in this order (``row_id``, the quasi-identifiers, the sensitive attributes, as
+        :func:`pipeline.engines.worker.read_staged_shard` gives them); None: every column but ``shard``.
 
     Returns
     -------
@@ -144,6 +151,8 @@ def records_of_staged_shard(frame: pd.DataFrame) -> pd.DataFrame:
         ``row_id`` with a fresh RangeIndex; the ``shard`` column dropped.
     """
     records = frame.drop(columns=["shard"], errors="ignore").sort_values("row_id", kind="stable").reset_index(drop=True)
+    if columns is not None:
+        records = records[list(columns)]
     records["row_id"] = records["row_id"].astype("int64")
     for column in records.columns:
         if column != "row_id" and not isinstance(records[column].dtype, pd.CategoricalDtype):
@@ -172,10 +181,12 @@ def _task_keys(session: SparkSession, n_shards: int) -> list[int]:
 def _release_group(shard_function: ShardFunction | str, job: ShardJob) -> Callable[[pd.DataFrame], pd.DataFrame]:
     """The grouped-map function run on the executors: one shard's rows in, one row (shard, summary JSON) out."""
 
+    columns = ["row_id", *job.parameters.quasi_identifiers, *job.parameters.sensitive_attributes]
+
     def release(frame: pd.DataFrame) -> pd.DataFrame:
         shard = int(frame["shard"].iloc[0])
         try:
-            records = records_of_staged_shard(frame.drop(columns=[_TASK_KEY], errors="ignore"))
+            records = records_of_staged_shard(frame, columns)
             summary = resolve_shard_function(shard_function)(records, job, shard)
             text = json.dumps(summary)
         except Exception as error:  # named for the driver: the shard, the class, the project's fields
@@ -194,19 +205,20 @@ def _release_group(shard_function: ShardFunction | str, job: ShardJob) -> Callab
     return release
 
 
-def _shard_failure(error: BaseException) -> ShardFailedError | None:
+def _shard_failure(error: BaseException, n_shards: int) -> ShardFailedError | None:
     """The :class:`ShardFailedError` a Spark error carries (the worker's marker in its text), else None."""
     match = _SHARD_FAILED_PATTERN.search(str(error))
     if match is None:
         return None
     details = json.loads(match.group(1))
     shard, error_class = int(details["shard"]), str(details["error_class"])
-    message = f"shard {shard} failed on Spark: {error_class}"
+    message = f"shard {shard} of {n_shards} (0-based) failed on Spark: {error_class}"
     if details.get("message"):
         message += f": {details['message']}"
     return ShardFailedError(
         message,
         shard=shard,
+        n_shards=n_shards,
         error_class=error_class,
         exit_status=int(details.get("exit_status") or 1),
         file=details.get("file"),
@@ -360,7 +372,7 @@ class SparkExecutor:
             try:
                 rows = released.collect()
             except Exception as error:
-                failure = _shard_failure(error)
+                failure = _shard_failure(error, job.n_shards)
                 if failure is not None:
                     raise failure from None
                 raise

@@ -10,6 +10,7 @@ import sys
 import pandas as pd
 import pytest
 
+from pipeline.engines.local import ShardFailed
 from pipeline.engines.spark import (
     DEFAULT_SHARD_FUNCTION,
     ShardFailedError,
@@ -84,7 +85,8 @@ def test_a_failing_shard_is_named_with_its_error(spark, tmp_path):
         SparkExecutor(session=spark, shard_function=fail_on_shard_one).release_shards(toy_job(tmp_path, n_shards=N_SHARDS))
     error = raised.value
     assert (error.shard, error.error_class, error.exit_status, error.column) == (1, "UnusableInputError", 2, "disease")
-    assert str(error).startswith("shard 1 failed on Spark: UnusableInputError")
+    assert str(error).startswith("shard 1 of 3 (0-based) failed on Spark: UnusableInputError: toy failure")
+    assert isinstance(error, ShardFailed)  # what the local executor raises too
 
 
 @pytest.mark.slow
@@ -94,7 +96,7 @@ def test_a_foreign_error_names_the_shard_but_not_the_value(spark, tmp_path):
         SparkExecutor(session=spark, shard_function=fail_with_a_value).release_shards(toy_job(tmp_path, n_shards=N_SHARDS))
     error = raised.value
     assert error.shard in range(N_SHARDS) and error.error_class == "ValueError" and error.exit_status == 1
-    assert str(error) == f"shard {error.shard} failed on Spark: ValueError"
+    assert str(error) == f"shard {error.shard} of 3 (0-based) failed on Spark: ValueError"
     assert not any(value in str(error) for value in ("flu", "Flu", "asthma", "ulcer", "cold"))
 
 
@@ -137,7 +139,8 @@ def test_the_default_shard_function_is_the_workers_by_import_path():
 
 def test_staged_rows_become_the_records_a_shard_function_takes():
     frame = pd.DataFrame({"row_id": [5, 2, 9], "age": ["9", "10", "9"], "disease": ["flu", None, "asthma"], "shard": [1, 1, 1]})
-    records = records_of_staged_shard(frame)
+    records = records_of_staged_shard(frame, ["row_id", "age", "disease"])
+    assert list(records_of_staged_shard(frame[["disease", "shard", "row_id", "age"]]).columns) == ["disease", "row_id", "age"]
     assert list(records.columns) == ["row_id", "age", "disease"]
     assert records["row_id"].tolist() == [2, 5, 9] and str(records["row_id"].dtype) == "int64"
     assert list(records["age"].cat.categories) == ["10", "9"] and records["age"].tolist() == ["10", "9", "9"]
@@ -180,3 +183,55 @@ def test_spark_connect_releases_the_same_shards(tmp_path):
     assert completed.stdout.strip().splitlines()[-1] == str(table.groupby("shard").size().tolist())
     plain_loop(toy_job(tmp_path / "loop", n_shards=2), write_toy_parts)
     assert part_bytes(toy_job(tmp_path / "connect", n_shards=2)) == part_bytes(toy_job(tmp_path / "loop", n_shards=2))
+
+
+@pytest.mark.slow
+def test_spark_equals_the_local_engine_on_adult_in_four_shards(spark, tmp_path):
+    """The real per-shard function (pipeline.engines.worker) on Adult staged in four shards: Spark local[2] gives the
+    summaries and the part files, byte for byte, of the local engine's in-process loop (issue 17's CI item)."""
+    from pathlib import Path
+
+    from pipeline.core import sharding
+    from pipeline.core.hierarchies import load_available_hierarchies
+    from pipeline.engines.base import ShardJob
+    from pipeline.engines.local import LocalExecutor
+    from pipeline.engines.staging import sensitive_tuple_counts, stage_input
+    from tests.conftest import ADULT_COLUMNS, TEST_HOME_SECRET
+
+    root = Path(__file__).resolve().parents[2]
+    quasi_identifiers = ("sex", "race", "marital-status", "native-country", "workclass")
+    sensitive = ("education", "occupation", "age", "relationship")
+    staging_dir = tmp_path / "run"
+    staged = stage_input(
+        root / "data" / "adult" / "adult.data",
+        staging_dir,
+        quasi_identifiers=quasi_identifiers,
+        sensitive_attributes=sensitive,
+        salt=sharding.shard_salt(TEST_HOME_SECRET),
+        shard_rows=8_000,
+        min_shard_rows=5_000,
+        csv_header=False,
+        column_names=ADULT_COLUMNS,
+    )
+    assert staged.n_records == 30718 and staged.plan.n_shards == 4
+    model = sharding.global_model_from_tuple_counts(
+        sensitive_tuple_counts(staging_dir, sensitive), sensitive, min_confidence=0.8, min_support=5
+    )
+    parameters = sharding.ShardParameters(
+        quasi_identifiers=quasi_identifiers,
+        sensitive_attributes=sensitive,
+        ell=3,
+        seed=0,
+        hierarchies=load_available_hierarchies(root / "data" / "adult" / "hierarchies", quasi_identifiers),
+        evaluate_posterior=False,
+    )
+    job = ShardJob(staging_dir=staging_dir, model=model, parameters=parameters, secret=TEST_HOME_SECRET, n_shards=4)
+
+    on_spark = SparkExecutor(session=spark).release_shards(job)
+    spark_parts = part_bytes(job)
+    shutil.rmtree(job.output_dir)
+    in_a_loop = LocalExecutor(1).release_shards(job)
+
+    assert on_spark == in_a_loop
+    assert spark_parts == part_bytes(job) and len(spark_parts) == 4 * 5
+    assert [summary["counts"]["n_records"] for summary in on_spark] == list(staged.shard_records)
