@@ -185,28 +185,27 @@ def test_spark_connect_releases_the_same_shards(tmp_path):
     assert part_bytes(toy_job(tmp_path / "connect", n_shards=2)) == part_bytes(toy_job(tmp_path / "loop", n_shards=2))
 
 
-@pytest.mark.slow
-def test_spark_equals_the_local_engine_on_adult_in_four_shards(spark, tmp_path):
-    """The real per-shard function (pipeline.engines.worker) on Adult staged in four shards: Spark local[2] gives the
-    summaries and the part files, byte for byte, of the local engine's in-process loop (issue 17's CI item)."""
+ADULT_QUASI_IDENTIFIERS = ("sex", "race", "marital-status", "native-country", "workclass")
+ADULT_SENSITIVE = ("education", "occupation", "age", "relationship")
+
+
+def stage_adult_in_four_shards(staging_dir):
+    """Adult staged in four shards (shard_rows 8,000), the global model and the release job's default parameters
+    (ℓ = 3, min_confidence 0.8, min_support 5, Adult's hierarchies; no posterior gate, to save time): (staged, job)."""
     from pathlib import Path
 
     from pipeline.core import sharding
     from pipeline.core.hierarchies import load_available_hierarchies
     from pipeline.engines.base import ShardJob
-    from pipeline.engines.local import LocalExecutor
     from pipeline.engines.staging import sensitive_tuple_counts, stage_input
     from tests.conftest import ADULT_COLUMNS, TEST_HOME_SECRET
 
     root = Path(__file__).resolve().parents[2]
-    quasi_identifiers = ("sex", "race", "marital-status", "native-country", "workclass")
-    sensitive = ("education", "occupation", "age", "relationship")
-    staging_dir = tmp_path / "run"
     staged = stage_input(
         root / "data" / "adult" / "adult.data",
         staging_dir,
-        quasi_identifiers=quasi_identifiers,
-        sensitive_attributes=sensitive,
+        quasi_identifiers=ADULT_QUASI_IDENTIFIERS,
+        sensitive_attributes=ADULT_SENSITIVE,
         salt=sharding.shard_salt(TEST_HOME_SECRET),
         shard_rows=8_000,
         min_shard_rows=5_000,
@@ -215,17 +214,27 @@ def test_spark_equals_the_local_engine_on_adult_in_four_shards(spark, tmp_path):
     )
     assert staged.n_records == 30718 and staged.plan.n_shards == 4
     model = sharding.global_model_from_tuple_counts(
-        sensitive_tuple_counts(staging_dir, sensitive), sensitive, min_confidence=0.8, min_support=5
+        sensitive_tuple_counts(staging_dir, ADULT_SENSITIVE), ADULT_SENSITIVE, min_confidence=0.8, min_support=5
     )
     parameters = sharding.ShardParameters(
-        quasi_identifiers=quasi_identifiers,
-        sensitive_attributes=sensitive,
+        quasi_identifiers=ADULT_QUASI_IDENTIFIERS,
+        sensitive_attributes=ADULT_SENSITIVE,
         ell=3,
         seed=0,
-        hierarchies=load_available_hierarchies(root / "data" / "adult" / "hierarchies", quasi_identifiers),
+        hierarchies=load_available_hierarchies(root / "data" / "adult" / "hierarchies", ADULT_QUASI_IDENTIFIERS),
         evaluate_posterior=False,
     )
     job = ShardJob(staging_dir=staging_dir, model=model, parameters=parameters, secret=TEST_HOME_SECRET, n_shards=4)
+    return staged, job
+
+
+@pytest.mark.slow
+def test_spark_equals_the_local_engine_on_adult_in_four_shards(spark, tmp_path):
+    """The real per-shard function (pipeline.engines.worker) on Adult staged in four shards: Spark local[2] gives the
+    summaries and the part files, byte for byte, of the local engine's in-process loop (issue 17's CI item)."""
+    from pipeline.engines.local import LocalExecutor
+
+    staged, job = stage_adult_in_four_shards(tmp_path / "run")
 
     on_spark = SparkExecutor(session=spark).release_shards(job)
     spark_parts = part_bytes(job)
@@ -235,3 +244,33 @@ def test_spark_equals_the_local_engine_on_adult_in_four_shards(spark, tmp_path):
     assert on_spark == in_a_loop
     assert spark_parts == part_bytes(job) and len(spark_parts) == 4 * 5
     assert [summary["counts"]["n_records"] for summary in on_spark] == list(staged.shard_records)
+
+
+@pytest.mark.slow
+def test_the_spark_job_reduces_adults_gates_with_the_real_reduce(spark, tmp_path):
+    """run_job on Adult in four shards with pipeline.core.sharding.reduce_gates and the input summary stored with
+    the job: every reduced gate is one the Pipes asset declares, and gates 1-6 and 8 pass (Adult's default release
+    deletes ~20 % of its records, over the utility gate's 10 %: that gate refuses, as in the unsharded job)."""
+    from assets.sharded_pipes import SHARDED_GATES
+    from pipeline.engines.spark_job import run_job, write_job
+
+    staged, job = stage_adult_in_four_shards(tmp_path / "run")
+    path = write_job(job, reduce_arguments={"n_input": staged.n_input, "n_dropped_missing": staged.n_dropped_missing})
+
+    summaries, gates = run_job(path, executor=SparkExecutor(session=spark))
+
+    assert len(summaries) == 4 and set(gates) <= set(SHARDED_GATES)
+    assert set(SHARDED_GATES) - set(gates) == {"posterior_within_bound"}  # evaluate_posterior=False
+    for gate in (
+        "sac_released_is_l_diverse",
+        "attribute_table_is_l_diverse",
+        "disclosure_within_bound",
+        "rule_confidence_preserved",
+        "records_accounted_for",
+        "no_probability_tilt",
+        "no_certain_attribute_table_cell",
+    ):
+        assert gates[gate]["passed"], gate
+    assert gates["records_accounted_for"]["n_input"] == staged.n_input
+    assert gates["disclosure_within_bound"]["max_disclosure_probability"] == pytest.approx(1 / 3)
+    assert not gates["utility_within_thresholds"]["passed"]
