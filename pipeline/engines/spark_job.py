@@ -51,6 +51,7 @@ __all__ = [
     "SUMMARIES_FILE_NAME",
     "ReduceGates",
     "main",
+    "pipes_metadata",
     "read_job",
     "read_job_file",
     "report_gates",
@@ -138,6 +139,12 @@ def _write_json(path: Path, content: Any) -> None:
     os.replace(partial, path)
 
 
+def pipes_metadata(figures: Mapping[str, Any]) -> dict[str, Any]:
+    """Gate figures as Dagster Pipes metadata: a mapping value (figures per attribute, per rule) marked as JSON, since
+    Pipes reads a bare mapping as a ``{raw_value, type}`` pair; other values as they are (Dagster infers the type)."""
+    return {key: {"raw_value": value, "type": "json"} if isinstance(value, Mapping) else value for key, value in figures.items()}
+
+
 def report_gates(
     pipes: Any, gates: Mapping[str, Mapping[str, Any]], summaries: Sequence[ShardSummary], declared: Sequence[str] = ()
 ) -> None:
@@ -151,7 +158,7 @@ def report_gates(
         pipes.report_asset_check(
             check_name=gate,
             passed=bool(figures["passed"]),
-            metadata={key: value for key, value in figures.items() if key != "passed"},
+            metadata=pipes_metadata({key: value for key, value in figures.items() if key != "passed"}),
         )
     for gate in declared:
         if gate not in gates:

@@ -92,13 +92,11 @@ def test_run_job_writes_the_summaries_and_the_reduced_gates_and_reports_them(tmp
 
     assert executor.jobs[0].n_shards == 2 and returned == summaries
     assert json.loads((tmp_path / SUMMARIES_FILE_NAME).read_text()) == summaries
-    expected_gates = {
-        "toy_gate": {"passed": True, "n_records": 75, "max_per_disease": 15},
-        "toy_refused": {"passed": False, "n_shards": 2},
-    }
+    toy_gate = {"n_records": 75, "max_per_disease": 15, "per_shard": {"0": 40, "1": 35}, "histogram": [12, 15]}
+    expected_gates = {"toy_gate": {"passed": True, **toy_gate}, "toy_refused": {"passed": False, "n_shards": 2}}
     assert gates == expected_gates and json.loads((tmp_path / GATES_FILE_NAME).read_text()) == expected_gates
     assert pipes.checks == [
-        ("toy_gate", True, {"n_records": 75, "max_per_disease": 15}),
+        ("toy_gate", True, {**toy_gate, "per_shard": {"raw_value": {"0": 40, "1": 35}, "type": "json"}}),
         ("toy_refused", False, {"n_shards": 2}),
     ]
     assert pipes.materializations == [
@@ -147,7 +145,7 @@ def test_the_reduce_gets_the_arguments_stored_with_the_job(tmp_path):
 def test_the_reduce_is_taken_by_import_path(tmp_path):
     path = write_job(toy_job(tmp_path, n_shards=1))
     _, gates = run_job(path, executor=CannedExecutor([canned_summary(0, 9, 4)]), reduce="tests.engines.toy_shards:toy_reduce")
-    assert gates["toy_gate"] == {"passed": True, "n_records": 9, "max_per_disease": 4}
+    assert gates["toy_gate"] == {"passed": True, "n_records": 9, "max_per_disease": 4, "per_shard": {"0": 9}, "histogram": [4]}
 
 
 @pytest.mark.slow
@@ -186,11 +184,16 @@ def test_a_pipes_launch_reports_the_gates_as_asset_checks(tmp_path):
     )
 
     assert not result.success  # the toy reduce fails one gate, and the checks are blocking
+    summaries_on_disk = json.loads((tmp_path / SUMMARIES_FILE_NAME).read_text())
     evaluations = {evaluation.check_name: evaluation for evaluation in result.get_asset_check_evaluations()}
     assert set(evaluations) == {"toy_gate", "toy_refused", "toy_not_reduced"}
     assert evaluations["toy_gate"].passed and not evaluations["toy_refused"].passed
     assert evaluations["toy_not_reduced"].passed and evaluations["toy_not_reduced"].metadata["evaluated"].value is False
     assert evaluations["toy_gate"].metadata["n_records"].value == 300
+    assert evaluations["toy_gate"].metadata["per_shard"].value == {
+        "0": summaries_on_disk[0]["counts"]["n_records"],
+        "1": summaries_on_disk[1]["counts"]["n_records"],
+    }
     materialization = result.asset_materializations_for_node("spark_shard_release")[0]
     assert materialization.metadata["n_shards"].value == 2
     assert json.loads((tmp_path / SUMMARIES_FILE_NAME).read_text())[1]["shard"] == 1

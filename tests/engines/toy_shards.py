@@ -91,7 +91,13 @@ def toy_reduce(partials, model, parameters) -> dict:
     n_records = sum(p["toy_gate"]["n_records"] for p in partials)
     largest = max(p["toy_gate"]["max_per_disease"] for p in partials)
     return {
-        "toy_gate": {"passed": largest <= n_records, "n_records": n_records, "max_per_disease": largest},
+        "toy_gate": {
+            "passed": largest <= n_records,
+            "n_records": n_records,
+            "max_per_disease": largest,
+            "per_shard": {str(shard): p["toy_gate"]["n_records"] for shard, p in enumerate(partials)},
+            "histogram": [p["toy_gate"]["max_per_disease"] for p in partials],
+        },
         "toy_refused": {"passed": False, "n_shards": len(partials)},
     }
 
