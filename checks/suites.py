@@ -20,6 +20,9 @@ __all__ = [
     "no_input_order_suite",
     "no_probability_tilt_suite",
     "posterior_suite",
+    "reduced_gate_suite",
+    "shard_accounting_suite",
+    "shard_summary_suite",
     "sac_diversity_suite",
     "sid_diversity_per_attribute_suite",
     "sid_diversity_suite",
@@ -178,5 +181,41 @@ def utility_suite() -> gx.ExpectationSuite:
         expectations=[
             gxe.ExpectColumnValuesToBeBetween(column="share", min_value=0.0, max_value=1.0),
             gxe.ExpectColumnValuesToBeInSet(column="within_limit", value_set=[True]),
+        ],
+    )
+
+
+def shard_summary_suite(*, n_shards: int) -> gx.ExpectationSuite:
+    """A sharded release's S-row summary frame (:func:`pipeline.engines.summaries.summary_frame`): one row per shard
+    0..S-1, each shard's counts non-negative (the frame every sharded gate reads)."""
+    return gx.ExpectationSuite(
+        name="shard_summary",
+        expectations=[
+            gxe.ExpectTableRowCountToEqual(value=n_shards),
+            gxe.ExpectColumnValuesToBeUnique(column="shard"),
+            gxe.ExpectColumnValuesToBeBetween(column="shard", min_value=0, max_value=max(n_shards - 1, 0)),
+            gxe.ExpectColumnValuesToBeBetween(column="n_records", min_value=0),
+            gxe.ExpectColumnValuesToBeBetween(column="n_deleted", min_value=0),
+        ],
+    )
+
+
+def shard_accounting_suite() -> gx.ExpectationSuite:
+    """Gate 5 per shard on :func:`pipeline.engines.summaries.accounting_frame`: every record of every shard is in
+    exactly one of SAC~, the attribute table or the deleted list."""
+    return gx.ExpectationSuite(
+        name="records_accounted_for",
+        expectations=[gxe.ExpectColumnValuesToBeInSet(column="accounted", value_set=[True])],
+    )
+
+
+def reduced_gate_suite(name: str) -> gx.ExpectationSuite:
+    """A gate of a sharded release on its reduced figures (one row: the sums and maxima of the shards' partials,
+    ``pipeline.core.sharding.reduce_gates``): the reduce's verdict ``passed`` holds."""
+    return gx.ExpectationSuite(
+        name=name,
+        expectations=[
+            gxe.ExpectTableRowCountToEqual(value=1),
+            gxe.ExpectColumnValuesToBeInSet(column="passed", value_set=[True]),
         ],
     )

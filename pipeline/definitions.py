@@ -14,7 +14,9 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 import dagster as dg  # noqa: E402
 
 from assets import attacks, evaluation, ingest, kl_model, mining, mixed_model, plan, rating_model  # noqa: E402
+from assets.sharded import SHARDED_ASSETS  # noqa: E402
 from checks.gates import GATES, KL_GATES, gates_of  # noqa: E402
+from checks.sharded_gates import SHARDED_GATE_CHECKS  # noqa: E402
 from pipeline.jobs import (  # noqa: E402
     ATTACKS_JOB_SELECTION,
     EVALUATION_JOB_SELECTION,
@@ -25,6 +27,7 @@ from pipeline.jobs import (  # noqa: E402
     build_inbox_sensor,
     build_release_schedule,
     build_release_wiring,
+    build_sharded_release_job,
     evaluation_job,
     plan_job,
     schedule_run_config,
@@ -55,7 +58,7 @@ JOB_OF_MODEL = {name: model.job for name, model in PUBLICATION_MODELS.items()}
 STAGE_MODULES = [ingest, mining, mixed_model, rating_model, kl_model, evaluation, attacks, plan]
 
 #: Every asset of the built-in models' code location.
-ASSETS = [*dg.load_assets_from_modules(STAGE_MODULES), *RELEASE_WIRING.all_assets()]
+ASSETS = [*dg.load_assets_from_modules(STAGE_MODULES), *RELEASE_WIRING.all_assets(), *SHARDED_ASSETS]
 
 
 def build_definitions(home: Path) -> dg.Definitions:
@@ -74,16 +77,17 @@ def build_definitions(home: Path) -> dg.Definitions:
     """
     home = Path(home).resolve()
     wiring = build_release_wiring()
-    publishing_jobs = list(wiring.jobs.values())
+    publishing_jobs = [*wiring.jobs.values(), build_sharded_release_job()]
+    by_name = {job.name: job for job in publishing_jobs}
     configured = schedule_run_config(home)  # ScheduleConfigError (a ValueError) names the file and the key
     if configured is None:
         schedule = build_release_schedule(job=wiring.jobs["release"])
     else:
         job_name, run_config, config_file = configured
-        schedule = build_release_schedule(job=wiring.jobs[job_name], run_config=run_config, config_file=config_file)
+        schedule = build_release_schedule(job=by_name[job_name], run_config=run_config, config_file=config_file)
     return dg.Definitions(
-        assets=[*dg.load_assets_from_modules(STAGE_MODULES), *wiring.all_assets()],
-        asset_checks=gates_of(PUBLICATION_MODELS.values()),
+        assets=[*dg.load_assets_from_modules(STAGE_MODULES), *wiring.all_assets(), *SHARDED_ASSETS],
+        asset_checks=[*gates_of(PUBLICATION_MODELS.values()), *SHARDED_GATE_CHECKS],
         jobs=[*publishing_jobs, evaluation_job, attacks_job, plan_job],
         schedules=[schedule],
         sensors=[build_inbox_sensor(publishing_jobs)],

@@ -71,11 +71,13 @@ import dagster as dg
 from pydantic import ValidationError
 
 from assets.publish import job_assets
+from assets.sharded import SHARDED_GROUP, remove_staging_on_failure
 from pipeline.errors import UnusableInputError
 from pipeline.models import (
     PUBLICATION_MODELS,
     PublicationModel,
-    job_of_model,
+    SHARDED_RELEASE_JOB,
+    job_of_settings,
     models_of_job,
     settings_not_of_job,
     settings_of_job,
@@ -119,6 +121,8 @@ __all__ = [
     "inbox_sensor",
     "job_settings_mapping",
     "kl_release_job",
+    "SHARDED_RELEASE_JOB_SELECTION",
+    "sharded_release_job",
     "settings_digest",
     "rating_release_job",
     "release_job",
@@ -129,6 +133,9 @@ JOB_DESCRIPTIONS = {
     "release": "Raw table -> strong rules -> SAC/IR -> SAC~ + IDT/AT -> gates -> published release -> audit.",
     "rating_release": "Plain Rating baseline (P1 §6, SPEC §7): raw table -> strong rules (for the gates) -> SIDs of "
     "every record -> IDT/AT -> gates -> published release -> audit.",
+    SHARDED_RELEASE_JOB: "The mixed model released shard by shard (engine local or spark; issue 17): input staged in "
+    "private shards -> global strong rules, S_max, clusters -> shard releases -> gates on the per-shard summary -> "
+    "published part files.",
     "kl_release": "(k, ℓ)-anonymity (P2): raw table -> hierarchies -> equivalence classes of >= k records with "
     "Diverse >= ℓ -> gates -> published release.",
 }
@@ -424,6 +431,27 @@ release_job = RELEASE_WIRING.jobs["release"]
 rating_release_job = RELEASE_WIRING.jobs["rating_release"]
 kl_release_job = RELEASE_WIRING.jobs["kl_release"]
 
+#: The ``sharded_release`` job (issue 17): the mixed model shard by shard, its gates on the S-row summary, publish.
+SHARDED_RELEASE_JOB_SELECTION = dg.AssetSelection.groups(SHARDED_GROUP)
+
+
+def build_sharded_release_job() -> dg.UnresolvedAssetJobDefinition:
+    """The ``sharded_release`` job: in-process executor (DuckDB has one writer; the engine parallelises the shards
+    itself), the release lock's tag, and a run config of the mixed model's settings plus the sharding settings
+    (:func:`job_settings_mapping`)."""
+    return dg.define_asset_job(
+        name=SHARDED_RELEASE_JOB,
+        selection=SHARDED_RELEASE_JOB_SELECTION,
+        executor_def=dg.in_process_executor,
+        tags=RELEASE_LOCK_TAGS,
+        config=job_settings_mapping(SHARDED_RELEASE_JOB, models_of_job(SHARDED_RELEASE_JOB)),
+        description=JOB_DESCRIPTIONS[SHARDED_RELEASE_JOB],
+        hooks={remove_staging_on_failure},  # a refused or failed run's private staging is removed
+    )
+
+
+sharded_release_job = build_sharded_release_job()
+
 attacks_job = dg.define_asset_job(
     name="attacks",
     selection=ATTACKS_JOB_SELECTION,
@@ -548,7 +576,7 @@ def validate_schedule_config(config: object, *, source: str) -> tuple[str, dict[
         )
     settings = _settings_of(config) or {}
     try:
-        job_name = job_of_model(settings.get("model"))
+        job_name = job_of_settings(settings.get("model"), settings.get("engine"))
     except KeyError as error:
         raise ScheduleConfigError(f"{source}: resources.settings.config.model: {error.args[0]}") from None
     mapping = job_settings_mapping(job_name, models_of_job(job_name))
@@ -771,7 +799,7 @@ def inbox_file_settings(shared: dict, own: dict) -> dict:
         The file's ``<name>.settings.json`` (``{}`` when it has none).
     """
     try:
-        job = job_of_model(own.get("model", shared.get("model")))
+        job = job_of_settings(own.get("model", shared.get("model")), own.get("engine", shared.get("engine")))
     except KeyError:
         return {**shared, **own}  # inbox_run_request names the unknown model
     accepted = set(settings_of_job(job))
@@ -833,7 +861,7 @@ def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.Ru
     config["input_path"] = str(path.resolve())
     config["input_format"] = DATA_SUFFIXES[path.suffix.lower()]
     try:
-        job_name = job_of_model(config.get("model"))
+        job_name = job_of_settings(config.get("model"), config.get("engine"))
     except KeyError as error:
         raise ValueError(f"model: {error.args[0]}") from None
     run_config = {"resources": {"settings": {"config": config}}}

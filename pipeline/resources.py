@@ -12,10 +12,13 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from pipeline.settings import MAX_SEED, Grouping, KLMethod, Model, PosteriorGate, ResidualPolicy
+from pipeline.core.sharding import DEFAULT_MIN_SHARD_ROWS, DEFAULT_SHARD_ROWS
+from pipeline.settings import MAX_SEED, SHARDING_SETTINGS, Engine, Grouping, KLMethod, Model, PosteriorGate, ResidualPolicy
 
 __all__ = [
     "ADULT_COLUMNS",
+    "ENGINES",
+    "SHARDING_SETTINGS",
     "ADULT_HIERARCHIES",
     "ADULT_INPUT",
     "ExperimentSettings",
@@ -55,6 +58,10 @@ ADULT_COLUMNS = [
 #: Publication models: the mixed model of P1, the plain Rating baseline (SPEC §7) and the
 #: (k, ℓ)-anonymity model of P2 (SPEC §14).
 MODELS = tuple(Model)
+
+#: Where a release runs (``ReleaseSettings.engine``): ``memory`` (the ``release`` job), ``local`` or ``spark`` (the
+#: ``sharded_release`` job, issue 17).
+ENGINES = tuple(Engine)
 
 #: What the posterior gate does when a record is above its bound (``posterior_gate``).
 POSTERIOR_GATE_MODES = tuple(PosteriorGate)
@@ -404,6 +411,37 @@ class ReleaseSettings(dg.ConfigurableResource):
         "a comparison (pipeline/release/promotion.py).",
     )
 
+    engine: Engine = Field(
+        default=Engine.memory,
+        description="Where the release runs (issue 17): 'memory' (default: the `release` job, the whole table in "
+        "memory), 'local' (the `sharded_release` job: DuckDB stages the input in shards of shard_rows records, a pool "
+        "of `workers` processes releases them) or 'spark' (the `sharded_release` job on Apache Spark: spark_master or "
+        "spark_remote). Sharded releases publish the mixed model only.",
+    )
+    workers: int = Field(
+        default=2, ge=1, le=1024, description="engine 'local': processes that release shards in parallel (>= 1)."
+    )
+    shard_rows: int = Field(
+        default=DEFAULT_SHARD_ROWS,
+        ge=1,
+        description="Sharded release: records per shard; S = ceil(records / shard_rows) shards (a table of up to "
+        "shard_rows records is one shard, i.e. the same release as engine 'memory').",
+    )
+    min_shard_rows: int = Field(
+        default=DEFAULT_MIN_SHARD_ROWS,
+        ge=1,
+        description="Sharded release: smallest accepted mean shard size when there is more than one shard; below "
+        "~50,000 records a random split costs more than 1 % extra suppressed cells and AIL (lower it for tests).",
+    )
+    spark_master: str | None = Field(
+        default=None,
+        description="engine 'spark': the Spark master in client mode, e.g. 'local[2]', 'yarn', 'k8s://https://host:443' "
+        "(or spark_remote for Spark Connect).",
+    )
+    spark_remote: str | None = Field(
+        default=None, description="engine 'spark': a Spark Connect URL 'sc://host:15002' (instead of spark_master)."
+    )
+
     @field_validator("input_format")
     @classmethod
     def _known_format(cls, value: str) -> str:
@@ -411,7 +449,7 @@ class ReleaseSettings(dg.ConfigurableResource):
             raise ValueError(f"input_format must be 'auto', 'csv' or 'parquet', got {value!r}")
         return value
 
-    @field_validator("model", "posterior_gate", "grouping", "residual_policy", "kl_method")
+    @field_validator("model", "posterior_gate", "grouping", "residual_policy", "kl_method", "engine")
     @classmethod
     def _plain_text(cls, value) -> str:
         """The typed choices (:mod:`pipeline.settings`) are checked by their enum (in the Dagster config schema too)
@@ -509,10 +547,32 @@ class ReleaseSettings(dg.ConfigurableResource):
             )
         if self.ell_per_attribute:
             self._check_ell_per_attribute()
+        self._check_engine()
         from pipeline.models import publication_model
 
         publication_model(self.model).parameters(self)  # the model's own checks (e.g. k >= ell for the (k, ℓ) model)
         return self
+
+    def _check_engine(self) -> None:
+        """A sharded engine publishes the mixed model; the Spark settings go with engine 'spark', one of them."""
+        from pipeline.vocabulary import setting, setting_example
+
+        if self.engine != Engine.memory and self.model != Model.mixed:
+            raise ValueError(
+                f"{setting_example('engine', str(self.engine))} runs sharded releases of the mixed model only, not "
+                f"{setting_example('model', str(self.model))}: leave {setting('engine')} at memory (the default) for "
+                f"the {self.model} model"
+            )
+        for name in ("spark_master", "spark_remote"):
+            if getattr(self, name) is not None and self.engine != Engine.spark:
+                raise ValueError(
+                    f"{setting(name)} is for {setting_example('engine', 'spark')} only (the engine is "
+                    f"{self.engine}): add {setting_example('engine', 'spark')} or leave {setting(name)} out"
+                )
+        if self.spark_master is not None and self.spark_remote is not None:
+            raise ValueError(
+                f"give one of {setting('spark_master')} (client mode) and {setting('spark_remote')} (Spark Connect), not both"
+            )
 
     def _check_ell_per_attribute(self) -> None:
         """Every sensitive attribute has an integer ℓ_i in [2, 1000] and no other name has one (names, never values

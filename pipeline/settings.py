@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["MAX_SEED", "Grouping", "KLMethod", "Model", "PosteriorGate", "ResidualPolicy"]
+__all__ = ["MAX_SEED", "SHARDING_SETTINGS", "Engine", "Grouping", "KLMethod", "Model", "PosteriorGate", "ResidualPolicy"]
 
 #: Largest seed (and min_support) accepted: the manifest stores them as signed 64-bit integers (DuckDB BIGINT), so a
 #: larger one is refused when the settings are read instead of failing at publish (issue 14).
@@ -55,3 +55,16 @@ class KLMethod(enum.StrEnum):
     blocked = "blocked"
     greedy = "greedy"
     exact = "exact"
+
+
+class Engine(enum.StrEnum):
+    """Where a release runs (issue 17): ``memory`` (today's ``release`` job, the whole table in pandas), or the sharded
+    release job ``sharded_release`` on ``local`` (DuckDB staging and a process pool) or ``spark`` (pyspark)."""
+
+    memory = "memory"
+    local = "local"
+    spark = "spark"
+
+
+#: The settings of a sharded release (read by the ``sharded_release`` job only; ``engine`` picks the job).
+SHARDING_SETTINGS = ("engine", "workers", "shard_rows", "min_shard_rows", "spark_master", "spark_remote")

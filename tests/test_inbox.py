@@ -13,7 +13,7 @@ import dagster as dg
 import pytest
 
 from pipeline import jobs
-from pipeline.cli.common import DAGSTER_YAML, LEGACY_DAGSTER_YAML, write_dagster_yaml
+from pipeline.cli.common import DAGSTER_YAML, LEGACY_DAGSTER_YAML, RUN_QUEUE_DAGSTER_YAML, write_dagster_yaml
 from pipeline.definitions import build_definitions
 from pipeline.resources import ReleaseStore
 from pipeline.run_events import process_alive_since
@@ -259,16 +259,24 @@ def test_the_dagster_yaml_queues_release_runs_and_enables_monitoring_and_retries
     custom.mkdir()
     (custom / "dagster.yaml").write_text("telemetry:\n  enabled: true\n")
     fresh = tmp_path / "fresh"
-    for home in (legacy, custom, fresh):
+    before_pools = tmp_path / "before_pools"  # written by the version before the publish pool: replaced too
+    before_pools.mkdir()
+    (before_pools / "dagster.yaml").write_text(RUN_QUEUE_DAGSTER_YAML)
+    for home in (legacy, custom, fresh, before_pools):
         write_dagster_yaml(home)
     assert (legacy / "dagster.yaml").read_text() == DAGSTER_YAML == (fresh / "dagster.yaml").read_text()
+    assert (before_pools / "dagster.yaml").read_text() == DAGSTER_YAML
     assert (custom / "dagster.yaml").read_text() == "telemetry:\n  enabled: true\n"  # the steward's own: kept
     monkeypatch.setenv("DAGSTER_HOME", str(fresh))
     with dg.DagsterInstance.get() as instance:
         assert instance.run_monitoring_enabled and instance.run_retries_enabled
         assert instance.run_retries_max_retries == 0  # only runs tagged dagster/max_retries
-        limits = instance.run_coordinator.get_run_queue_config().tag_concurrency_limits
-        assert {"key": jobs.RELEASE_LOCK_TAG, "limit": 1} in limits
+        concurrency = instance.get_concurrency_config()  # the queue's settings as the daemon applies them
+        assert concurrency.run_queue_config is not None
+        assert {"key": jobs.RELEASE_LOCK_TAG, "limit": 1} in concurrency.run_queue_config.tag_concurrency_limits
+        # sharded_release's publish step is in a pool of one (issue 17), enforced per run (no in-process waiting)
+        assert concurrency.pool_config.default_pool_limit == 1
+        assert str(concurrency.pool_config.pool_granularity.value) == "run"
 
 
 def test_the_dagster_yaml_creates_private_directories_and_keeps_an_existing_mode(tmp_path):

@@ -25,10 +25,8 @@ telemetry:
   enabled: false
 """
 
-#: The Dagster instance configuration this project writes (``msa-release``, ``make ui``/``release``): the run queue
-#: starts one run tagged ``msa_release/release_lock`` (every job of the code location) at a time, run monitoring
-#: fails runs stuck starting or cancelling, and run retries re-run the runs tagged ``dagster/max_retries`` (the inbox's).
-DAGSTER_YAML = """\
+#: The configuration written before the publish pool (issue 17): replaced by ``DAGSTER_YAML`` when found unchanged.
+RUN_QUEUE_DAGSTER_YAML = """\
 telemetry:
   enabled: false
 # msa-release: runs of this home hold its release lock; the queue keeps the others QUEUED (not failed on the lock)
@@ -36,6 +34,37 @@ run_queue:
   tag_concurrency_limits:
     - key: msa_release/release_lock
       limit: 1
+# runs stuck STARTING or CANCELING are failed; a run whose process died is failed by the inbox sensor's next tick
+# and by the next msa-release command (pipeline.run_events.fail_orphaned_runs)
+run_monitoring:
+  enabled: true
+  start_timeout_seconds: 300
+  cancel_timeout_seconds: 300
+  poll_interval_seconds: 30
+# only runs tagged dagster/max_retries are retried (the inbox sensor's: worker died, not a gate's refusal)
+run_retries:
+  enabled: true
+  max_retries: 0
+"""
+
+#: The Dagster instance configuration this project writes (``msa-release``, ``make ui``/``release``): the run queue
+#: starts one run tagged ``msa_release/release_lock`` (every job of the code location) at a time, and one run at a
+#: time using a concurrency pool (``sharded_release``'s publish step is in pool ``msa_release_publish``; limit 1,
+#: enforced per run by the queue, so an in-process step never waits on a slot); run monitoring fails runs stuck
+#: starting or cancelling, and run retries re-run the runs tagged ``dagster/max_retries`` (the inbox's).
+DAGSTER_YAML = """\
+telemetry:
+  enabled: false
+# msa-release: runs of this home hold its release lock; the queue keeps the others QUEUED (not failed on the lock);
+# runs with a step in a pool (sharded_release's publish step: msa_release_publish) start one at a time
+concurrency:
+  runs:
+    tag_concurrency_limits:
+      - key: msa_release/release_lock
+        limit: 1
+  pools:
+    default_limit: 1
+    granularity: run
 # runs stuck STARTING or CANCELING are failed; a run whose process died is failed by the inbox sensor's next tick
 # and by the next msa-release command (pipeline.run_events.fail_orphaned_runs)
 run_monitoring:
@@ -66,7 +95,7 @@ def write_dagster_yaml(dagster_home: Path) -> Path:
         current = config.read_text()
     except FileNotFoundError:
         current = None
-    if current is None or current == LEGACY_DAGSTER_YAML:
+    if current is None or current in (LEGACY_DAGSTER_YAML, RUN_QUEUE_DAGSTER_YAML):
         staged = config.with_name(".dagster.yaml.tmp")
         staged.write_text(DAGSTER_YAML)
         staged.replace(config)
@@ -222,6 +251,12 @@ def build_settings_config(
     max_deleted_share: float | None = None,
     max_suppressed_share: float | None = None,
     ell_per_attribute: dict[str, int] | None = None,
+    engine: str | None = None,
+    workers: int | None = None,
+    shard_rows: int | None = None,
+    min_shard_rows: int | None = None,
+    spark_master: str | None = None,
+    spark_remote: str | None = None,
 ) -> dict:
     """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
 
@@ -275,6 +310,12 @@ def build_settings_config(
         ("promote", promote),
         ("max_deleted_share", max_deleted_share),
         ("max_suppressed_share", max_suppressed_share),
+        ("engine", engine if engine != "memory" else None),  # memory: the release job, which takes no engine
+        ("workers", workers),
+        ("shard_rows", shard_rows),
+        ("min_shard_rows", min_shard_rows),
+        ("spark_master", spark_master),
+        ("spark_remote", spark_remote),
     ):
         if value is not None:
             config[key] = value
@@ -315,11 +356,24 @@ def check_model_options(options: dict) -> None:
     click.UsageError
         Naming each option, the chosen model and the model(s) whose setting it is.
     """
-    from pipeline.models import DEFAULT_MODEL, PUBLICATION_MODELS, publication_model, settings_of_job
+    from pipeline.models import DEFAULT_MODEL, PUBLICATION_MODELS, job_of_settings, publication_model, settings_of_job
+    from pipeline.resources import SHARDING_SETTINGS
 
     model = publication_model(options.get("model") or DEFAULT_MODEL)
-    accepted = set(settings_of_job(model.job))
+    engine = options.get("engine") or "memory"
+    if engine != "memory" and model.name != DEFAULT_MODEL:
+        raise click.UsageError(
+            f"--engine {engine} publishes sharded releases of the mixed model only, not --model {model.name}: leave "
+            f"--engine out (memory, the default) for --model {model.name}"
+        )
+    accepted = set(settings_of_job(job_of_settings(model.name, engine)))
     given = [name for name in settings_from_options(options) if name not in accepted and name != "model"]
+    sharding = [_option_flag(name) for name in given if name in SHARDING_SETTINGS]
+    if sharding:
+        raise click.UsageError(
+            f"{', '.join(sharding)}: not used by --engine {engine} (the in-memory release); add --engine local or "
+            "--engine spark for a sharded release, or leave it out"
+        )
     by_owners: dict[str, list[str]] = {}
     for name in given:
         owners = ", ".join(m.name for m in PUBLICATION_MODELS.values() if name in m.settings_fields)
@@ -733,6 +787,12 @@ def settings_from_options(options: dict) -> dict:
         promote=options.get("promote"),
         max_deleted_share=options.get("max_deleted_share"),
         max_suppressed_share=options.get("max_suppressed_share"),
+        engine=options.get("engine"),
+        workers=options.get("workers"),
+        shard_rows=options.get("shard_rows"),
+        min_shard_rows=options.get("min_shard_rows"),
+        spark_master=options.get("spark_master"),
+        spark_remote=options.get("spark_remote"),
     )
 
 
@@ -785,7 +845,8 @@ def preflight(config: dict, *, home_option: str | None) -> Path:
     """Check everything that can be checked before Dagster starts; return the release home.
 
     Reads the input as the job will (:func:`pipeline.io.loading.load_records` with ``ell``, so a
-    table that cannot be ℓ-diverse is refused), validates the hierarchies of the (k, ℓ) model,
+    table that cannot be ℓ-diverse is refused; a sharded release (engine local or spark) only lists its files, its
+    staging step reads them once), validates the hierarchies of the (k, ℓ) model,
     and checks that ``<home>/releases`` is a writable directory. Nothing is written but the
     home and ``releases/`` directories (and a probe file, removed at once).
 
@@ -803,12 +864,19 @@ def preflight(config: dict, *, home_option: str | None) -> Path:
     settings = ReleaseSettings(**config)
     model = publication_model(settings.model)
     try:
-        loaded = load_records(
-            settings.input_path,
-            **settings.reading_options(),
-            ell=settings.feasibility_ell(),
-        )
-        model.check_input(settings, loaded.records)
+        if settings.engine != "memory":
+            # a sharded release reads its input once, file by file, in its staging step (which refuses what
+            # load_records refuses, the shard plan and an infeasible ℓ with exit status 2): here only the files
+            from pipeline.engines.staging import input_files
+
+            input_files(settings.input_path, input_format=settings.input_format)
+        else:
+            loaded = load_records(
+                settings.input_path,
+                **settings.reading_options(),
+                ell=settings.feasibility_ell(),
+            )
+            model.check_input(settings, loaded.records)
     except InfeasibleInput as error:
         refuse_before_running(f"the table cannot be made {model.guarantee}, nothing is published: {error}")
     except (InputError, HierarchyError) as error:

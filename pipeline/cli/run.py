@@ -161,6 +161,29 @@ from pipeline.cli.common import (
     help="With --mining-backend auto: mine with DuckDB from this many records on (default 100000).",
 )
 @click.option(
+    "--engine",
+    type=click.Choice(["memory", "local", "spark"]),
+    help="Where the release runs: memory (default: the whole table in memory, the `release` job); local (the "
+    "`sharded_release` job: DuckDB stages the input in shards of --shard-rows records, --workers processes release "
+    "them) or spark (the same on Apache Spark: --spark-master or --spark-remote). Sharded releases publish the mixed "
+    "model only.",
+)
+@click.option("--workers", type=click.IntRange(min=1, max=1024), help="--engine local: processes releasing shards (default 2).")
+@click.option(
+    "--shard-rows",
+    type=click.IntRange(min=1),
+    help="--engine local/spark: records per shard (default 1000000; S = ceil(records / shard-rows); a table of up to "
+    "--shard-rows records is one shard, the same release as --engine memory).",
+)
+@click.option(
+    "--min-shard-rows",
+    type=click.IntRange(min=1),
+    help="--engine local/spark: smallest accepted mean shard size when there are several shards (default 100000; "
+    "smaller shards cost utility; lower it for tests).",
+)
+@click.option("--spark-master", help="--engine spark: the master in client mode, e.g. local[2], yarn, k8s://https://host:443.")
+@click.option("--spark-remote", help="--engine spark: a Spark Connect URL, sc://host:15002 (instead of --spark-master).")
+@click.option(
     "--keep-releases",
     type=click.IntRange(min=0),
     help="Retention: after publishing, remove the oldest releases beyond the newest N of releases/ (or of comparisons/, "
@@ -220,7 +243,7 @@ from pipeline.cli.common import (
 )
 def run(**options) -> None:
     """Run the Dagster job of the chosen model (`release` for mixed, `rating_release` for rating, `kl_release` for
-    kl) in-process and print a summary of the published release.
+    kl; `sharded_release` with --engine local or spark) in-process and print a summary of the published release.
 
     A comparison (--no-promote; by default --model rating and a release above a bound by --allow-disclosure or
     --posterior-gate warn) is published under <home>/comparisons/<release_id>/ and LATEST does not move.
@@ -236,9 +259,9 @@ def run(**options) -> None:
     config = settings_from_options(options)
     validate_settings(config)
     preflight(config, home_option=options["home"])
-    from pipeline.models import job_of_model
+    from pipeline.models import job_of_settings
 
-    job_name = job_of_model(config.get("model"))
+    job_name = job_of_settings(config.get("model"), config.get("engine"))
     if options["profile_output"] and not options["profile"]:
         raise click.UsageError("--profile-output needs --profile")
     if options["profile_output"]:
@@ -320,6 +343,8 @@ def _run_and_summarize(options: dict, config: dict, job_name: str, started: floa
     if latest is not None and latest != previous:
         manifest = json.loads((latest / "manifest.json").read_text())
         click.echo(publication_model(manifest["model"]).summary(manifest, latest, elapsed))
+        for line in sharding_lines(manifest):
+            click.echo(line)
         if profile_error is not None:
             click.echo(f"{profile_error}; the release above IS published", err=True)
             sys.exit(1)
@@ -340,6 +365,8 @@ def _run_and_summarize(options: dict, config: dict, job_name: str, started: floa
         reason = (manifest.get("promotion") or {}).get("reason", "")
         click.echo("COMPARISON — not for sharing (published under comparisons/, never the shared release)")
         click.echo(publication_model(manifest["model"]).summary(manifest, comparison, elapsed))
+        for line in sharding_lines(manifest):
+            click.echo(line)
         click.echo(f"  why            {reason}")
         if (manifest.get("promotion") or {}).get("requested") is True:  # --promote was asked for and refused
             click.echo(f"msa-release: {reason}", err=True)
@@ -397,6 +424,27 @@ def _run_and_summarize(options: dict, config: dict, job_name: str, started: floa
     if previous is not None:
         click.echo(f"  the previous release is untouched: {previous}", err=True)
     sys.exit(status)
+
+
+def sharding_lines(manifest: dict) -> list[str]:
+    """The summary's lines about a sharded release (its manifest's ``sharding``): S, the engine and its workers, the
+    shard size, and the per-shard spread of records, deletions and suppressed cells; none for an in-memory release."""
+    sharding = manifest.get("sharding")
+    if not isinstance(sharding, dict):
+        return []
+    # the workers setting is the local engine's processes; on Spark the cluster's executors decide
+    workers = f", {sharding['workers']} workers" if sharding.get("engine") == "local" and sharding.get("workers") else ""
+    spread = sharding.get("per_shard") or {}
+
+    def span(name: str) -> str:
+        low, high = (spread.get(name) or [0, 0])[:2]
+        return f"{low}" if low == high else f"{low}-{high}"
+
+    return [
+        f"  shards         S = {sharding['n_shards']} (engine {sharding['engine']}{workers}; shard_rows {sharding['shard_rows']})",
+        f"                 per shard: {span('n_records')} records, {span('n_deleted')} deleted, "
+        f"{span('n_suppressed_cells')} suppressed cells",
+    ]
 
 
 def _check_profile_output(output: str) -> None:

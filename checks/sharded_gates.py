@@ -1,0 +1,186 @@
+"""The gates of a sharded release (issue 17): blocking asset checks on ``candidate/sharded_release_candidate``.
+
+Nothing record-level reaches them: each runs Great Expectations suites on the S-row summary frame
+(``private/shard_summaries``, one row per shard: counts and the flattened gate partials) and on the release's figures
+reduced from the partials (:func:`pipeline.core.sharding.reduce_gates`, stored in the candidate's one row). The gates
+are today's, by name and figures (``checks/gates.py``): 1-6, 8 and the utility gate; the order gate (7) and the
+learned-model gate (9) need the whole table and do not run on a sharded release (README, "Scaling out"). Any failure
+stops ``sharded_release`` before its publish step, as in the ``release`` job.
+"""
+
+import json
+from typing import Any
+
+import dagster as dg
+import pandas as pd
+
+from checks import suites
+from checks.gx_runner import SuiteOutcome, validate_frame
+from pipeline.asset_keys import CANDIDATE, PRIVATE
+from pipeline.core import verification
+from pipeline.engines.summaries import accounting_frame
+from pipeline.resources import ReleaseSettings
+
+__all__ = ["SHARDED_GATED", "SHARDED_GATES", "SHARDED_GATE_CHECKS", "evaluate_sharded_gate"]
+
+#: The candidate of a sharded release, where its gates attach (the publish step depends on it).
+SHARDED_GATED = dg.AssetKey([CANDIDATE, "sharded_release_candidate"])
+
+#: Gate name -> what it certifies (today's descriptions, reduced over the shards).
+SHARDED_GATES: dict[str, str] = {
+    "sac_released_is_l_diverse": "Gate 1: every SAC~ group of every shard has exactly ℓ rows and ℓ distinct values on "
+    "every sensitive attribute; cluster tuples are a permutation of the original.",
+    "attribute_table_is_l_diverse": "Gate 2: every SID of every shard has at least ℓ distinct values (no value above "
+    "1/ℓ); suppressed cells are counted.",
+    "disclosure_within_bound": "Gate 3: the strong-rule adversary with the GLOBAL rules gives every rule holder of "
+    "every shard a disclosure probability ≤ 1/ℓ (maximum over the shards).",
+    "rule_confidence_preserved": "Gate 4: every strong rule's confidence recovered from the united release (supports "
+    "summed over the shards, Lemma 22) equals the raw one, or stays within the tolerance when records were deleted.",
+    "records_accounted_for": "Gate 5: every record of every shard is in exactly one of SAC~, the attribute table or "
+    "the deleted list, and the shards' counts add up to the records read minus those dropped for a missing value.",
+    "no_probability_tilt": "Gate 6: no SID of an attribute other than the global S_max holds a strong value, in any shard.",
+    "no_certain_attribute_table_cell": "Gate 8: no attribute-table cell of any shard is disclosed with probability "
+    "above 1/ℓ by an adversary who knows how Rating places residuals.",
+    "utility_within_thresholds": "Utility gate: the share of eligible records deleted (summed over the shards) is at "
+    "most max_deleted_share, and every sensitive attribute's share of suppressed cells at most max_suppressed_share.",
+}
+
+
+def _metadata(figures: dict[str, Any]) -> dict[str, Any]:
+    """Figures as check metadata: numbers, text and flags as they are, mappings and lists as JSON."""
+    metadata: dict[str, Any] = {}
+    for key, value in figures.items():
+        if isinstance(value, dict | list | tuple):
+            metadata[key] = dg.MetadataValue.json(json.loads(json.dumps(value, default=str)))
+        elif value is None:
+            metadata[key] = dg.MetadataValue.null()
+        else:
+            metadata[key] = value
+    return metadata
+
+
+def _merge(outcomes: list[SuiteOutcome]) -> SuiteOutcome:
+    """Several suites' outcomes as one (success iff all succeed; expectations listed in order)."""
+    expectations = [e for outcome in outcomes for e in outcome.expectations]
+    evaluated = len(expectations)
+    successful = sum(bool(e["success"]) for e in expectations)
+    return SuiteOutcome(
+        success=all(o.success for o in outcomes),
+        statistics={
+            "evaluated_expectations": evaluated,
+            "successful_expectations": successful,
+            "success_percent": 100.0 * successful / evaluated if evaluated else 100.0,
+        },
+        expectations=expectations,
+    )
+
+
+def _result(outcome: SuiteOutcome, figures: dict[str, Any]) -> dg.AssetCheckResult:
+    """Check result with the figures, GX statistics and failed expectation types (as ``checks/gates.py``)."""
+    metadata = _metadata(figures)
+    metadata["gx_success_percent"] = float(outcome.statistics.get("success_percent") or 0.0)
+    metadata["gx_evaluated_expectations"] = int(outcome.statistics.get("evaluated_expectations", 0))
+    metadata["failed_expectations"] = ", ".join(outcome.failed_expectations) or "none"
+    metadata["gx_expectations"] = dg.MetadataValue.json([dict(e) for e in outcome.expectations])
+    return dg.AssetCheckResult(passed=outcome.success, metadata=metadata)
+
+
+def utility_figures_of(settings: ReleaseSettings, candidate: pd.Series) -> dict[str, Any]:
+    """The utility gate's figures (the manifest's ``utility``) from the united release's counts: records eligible
+    (read minus dropped for a missing value) and deleted, per sensitive attribute its suppressed cells out of one cell
+    per released record (SAC~ rows and attribute-table rows)."""
+    suppressed = {a: int(n) for a, n in json.loads(str(candidate["suppressed_cells"])).items()}
+    released = int(candidate["n_sac_released"]) + int(candidate["n_attribute_table"])
+    return verification.utility_figures(
+        records_eligible=int(candidate["n_input"]) - int(candidate["n_dropped_missing"]),
+        records_deleted=int(candidate["n_deleted"]),
+        suppressed_cells={a: suppressed.get(a, 0) for a in settings.sensitive_attributes},
+        attribute_cells=dict.fromkeys(settings.sensitive_attributes, released),
+        max_deleted_share=settings.max_deleted_share,
+        max_suppressed_share=settings.max_suppressed_share,
+    )
+
+
+def evaluate_sharded_gate(
+    name: str, settings: ReleaseSettings, shard_summaries: pd.DataFrame, candidate_frame: pd.DataFrame
+) -> dg.AssetCheckResult:
+    """Gate ``name`` of a sharded release.
+
+    Parameters
+    ----------
+    name
+        A key of :data:`SHARDED_GATES`.
+    shard_summaries
+        The S-row summary frame (:func:`pipeline.engines.summaries.summary_frame`).
+    candidate_frame
+        The candidate's one row: ``n_input``, ``n_dropped_missing``, ``n_shards``, the totals
+        (:func:`pipeline.engines.summaries.release_totals`; ``suppressed_cells`` as JSON text) and ``reduced_gates``
+        (JSON text: gate -> figures with ``passed``, from :func:`pipeline.core.sharding.reduce_gates`).
+
+    Returns
+    -------
+    dagster.AssetCheckResult
+        Passed iff every suite holds; metadata the reduced figures under today's names, ``n_shards`` and the GX
+        statistics. A gate the reduce gave no figures for fails, saying so.
+    """
+    candidate = candidate_frame.iloc[0]
+    n_shards = int(candidate["n_shards"])
+    outcomes = [validate_frame(shard_summaries, suites.shard_summary_suite(n_shards=n_shards))]
+    if name == "utility_within_thresholds":
+        figures = utility_figures_of(settings, candidate)
+        outcomes.append(validate_frame(verification.utility_summary(figures), suites.utility_suite()))
+        return _result(_merge(outcomes), {**figures, "n_shards": n_shards})
+    reduced = json.loads(str(candidate["reduced_gates"])).get(name)
+    if reduced is None:
+        figures: dict[str, Any] = {
+            "n_shards": n_shards,
+            "reason": f"the reduce of the shards' partials gave no figures for {name}",
+        }
+        outcomes.append(validate_frame(pd.DataFrame({"passed": [False]}), suites.reduced_gate_suite(name)))
+        return _result(_merge(outcomes), figures)
+    figures = {key: value for key, value in reduced.items() if key != "passed"}
+    outcomes.append(validate_frame(pd.DataFrame({"passed": [bool(reduced.get("passed"))]}), suites.reduced_gate_suite(name)))
+    if name == "records_accounted_for":
+        eligible = int(candidate["n_input"]) - int(candidate["n_dropped_missing"])
+        placed = int(candidate["n_sac_released"]) + int(candidate["n_attribute_table"]) + int(candidate["n_deleted"])
+        accounting = validate_frame(accounting_frame(shard_summaries), suites.shard_accounting_suite())
+        totals_add_up = eligible == placed
+        outcomes.append(
+            SuiteOutcome(
+                success=accounting.success and totals_add_up,
+                statistics=accounting.statistics,
+                expectations=accounting.expectations + [{"type": "totals_add_up", "success": totals_add_up}],
+            )
+        )
+        figures = {
+            "n_input": int(candidate["n_input"]),
+            "n_dropped_missing": int(candidate["n_dropped_missing"]),
+            "n_sac_released": int(candidate["n_sac_released"]),
+            "n_attribute_table": int(candidate["n_attribute_table"]),
+            "n_deleted": int(candidate["n_deleted"]),
+            **figures,
+        }
+    return _result(_merge(outcomes), {**figures, "n_shards": n_shards})
+
+
+def build_sharded_gate(name: str) -> dg.AssetChecksDefinition:
+    """The blocking check ``name`` on :data:`SHARDED_GATED` (see :func:`evaluate_sharded_gate`)."""
+
+    @dg.asset_check(
+        asset=SHARDED_GATED,
+        name=name,
+        blocking=True,
+        compute_kind="great_expectations",
+        additional_ins={"shard_summaries": dg.AssetIn(key=[PRIVATE, "shard_summaries"])},
+        description=SHARDED_GATES[name],
+    )
+    def gate(
+        settings: ReleaseSettings, sharded_release_candidate: pd.DataFrame, shard_summaries: pd.DataFrame
+    ) -> dg.AssetCheckResult:
+        return evaluate_sharded_gate(name, settings, shard_summaries, sharded_release_candidate)
+
+    return gate
+
+
+#: Every gate of ``sharded_release``, in gate order.
+SHARDED_GATE_CHECKS = [build_sharded_gate(name) for name in SHARDED_GATES]

@@ -1,0 +1,176 @@
+"""The driver's view of a sharded release (issue 17): the shards' JSON summaries turned into the S-row summary frame
+that the gates' Great Expectations suites read, and the totals of the release (the manifest's ``sharding`` section is
+:func:`pipeline.release.sharded_publish.sharding_manifest`).
+
+Nothing record-level here: a summary holds counts, gate partials and part-file checksums only
+(:data:`pipeline.engines.base.ShardSummary`). Framework-free (no Dagster, no Great Expectations).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+__all__ = [
+    "COUNT_COLUMNS",
+    "SEPARATOR",
+    "accounting_frame",
+    "flatten",
+    "release_totals",
+    "summary_frame",
+    "united_tables",
+]
+
+#: Joins the levels of a flattened name: ``n_sids__education``, ``records_accounted_for__n_deleted``.
+SEPARATOR = "__"
+
+#: Scalar counts of every shard (``ShardRelease.counts``), in the summary frame's order.
+COUNT_COLUMNS = ("n_records", "n_sac_released", "n_attribute_table", "n_deleted", "n_groups")
+
+
+def flatten(figures: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested figures as one level of scalar columns: a mapping's keys joined with :data:`SEPARATOR`; a list or any
+    other non-scalar as its JSON text (so that every value fits one cell of a frame).
+
+    Returns
+    -------
+    dict
+        Column name -> bool, int, float, str or None.
+    """
+    flat: dict[str, Any] = {}
+    for key, value in figures.items():
+        name = f"{prefix}{SEPARATOR}{key}" if prefix else str(key)
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, name))
+        elif value is None or isinstance(value, bool | int | float | str):
+            flat[name] = value
+        elif hasattr(value, "item"):  # numpy scalars
+            flat[name] = value.item()
+        else:
+            flat[name] = json.dumps(value, default=str, sort_keys=True)
+    return flat
+
+
+def summary_frame(summaries: Sequence[Mapping[str, Any]], sensitive_attributes: Sequence[str]) -> pd.DataFrame:
+    """The S-row summary frame: one row per shard (in shard order), scalar columns only.
+
+    Parameters
+    ----------
+    summaries
+        The shards' summaries (``shard``, ``counts``, ``partials``, ``parts``).
+    sensitive_attributes
+        Schema order of the per-attribute columns.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``shard`` (int64), :data:`COUNT_COLUMNS` (int64), ``n_sids__<attribute>`` and ``n_suppressed_cells__<attribute>``
+        (int64, one per sensitive attribute), ``n_suppressed_cells`` (int64, their sum), and the flattened gate
+        partials ``<gate>__<figure>`` (:func:`flatten`). Never a value of the input.
+
+    Raises
+    ------
+    ValueError
+        A summary lacks a count (the message names the shard and the count).
+    """
+    rows = []
+    for summary in sorted(summaries, key=lambda s: int(s["shard"])):
+        counts = summary.get("counts") or {}
+        row: dict[str, Any] = {"shard": int(summary["shard"])}
+        for name in COUNT_COLUMNS:
+            if name not in counts:
+                raise ValueError(f"the summary of shard {row['shard']} has no count {name!r}")
+            row[name] = int(counts[name])
+        for name in ("n_sids", "n_suppressed_cells"):
+            per_attribute = counts.get(name) or {}
+            for attribute in sensitive_attributes:
+                row[f"{name}{SEPARATOR}{attribute}"] = int(per_attribute.get(attribute, 0))
+        row["n_suppressed_cells"] = sum(row[f"n_suppressed_cells{SEPARATOR}{a}"] for a in sensitive_attributes)
+        row.update(flatten(summary.get("partials") or {}))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def release_totals(frame: pd.DataFrame, sensitive_attributes: Sequence[str]) -> dict[str, Any]:
+    """The united release's counts from the summary frame (sums over the shards).
+
+    Returns
+    -------
+    dict
+        ``n_shards`` and the sums of :data:`COUNT_COLUMNS` (int), ``n_suppressed_cells`` (int), and
+        ``suppressed_cells`` / ``n_sids`` (attribute -> int).
+    """
+    totals: dict[str, Any] = {"n_shards": len(frame)}
+    for name in (*COUNT_COLUMNS, "n_suppressed_cells"):
+        totals[name] = int(frame[name].sum()) if len(frame) else 0
+    for name, key in (("n_suppressed_cells", "suppressed_cells"), ("n_sids", "n_sids")):
+        totals[key] = {a: int(frame[f"{name}{SEPARATOR}{a}"].sum()) if len(frame) else 0 for a in sensitive_attributes}
+    return totals
+
+
+def accounting_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """Gate 5 per shard: every record of a shard is in exactly one of SAC~, the attribute table or the deleted list.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``shard`` (int64), ``n_records`` and ``n_placed`` (int64: SAC~ + attribute table + deleted), ``accounted``
+        (bool: equal).
+    """
+    placed = frame["n_sac_released"] + frame["n_attribute_table"] + frame["n_deleted"]
+    return pd.DataFrame(
+        {
+            "shard": frame["shard"].astype("int64"),
+            "n_records": frame["n_records"].astype("int64"),
+            "n_placed": placed.astype("int64"),
+            "accounted": (placed == frame["n_records"]).astype(bool),
+        }
+    )
+
+
+def united_tables(
+    output_dir: Path,
+    summaries: Sequence[Mapping[str, Any]],
+    offsets: Sequence[Any],
+    sensitive_attributes: Sequence[str],
+) -> dict[str, pd.DataFrame]:
+    """The shards' private parts read back and united in memory, ids offset as the published release has them
+    (``sac_released``: row and group ids; ``attribute_table``: row ids and every SID column; ``id_table``: SIDs of each
+    attribute), shards in order. For the report of a release small enough to hold in memory (the publish step's
+    ``report.html``); the published files are written out of core by :mod:`pipeline.release.sharded_publish`.
+
+    Parameters
+    ----------
+    output_dir
+        The run's PRIVATE ``<staging>/output``; the summaries' part paths are relative to it.
+    summaries
+        The shards' summaries, in shard order (``parts``: table -> ``path``).
+    offsets
+        :func:`pipeline.core.sharding.shard_offsets` of their counts (``sac_row_id``, ``group_id``,
+        ``attribute_table_row_id``, ``sid``: attribute -> int).
+
+    Returns
+    -------
+    dict
+        ``sac_released``, ``attribute_table`` (SID columns nullable ``Int64``), ``id_table``.
+    """
+    tables: dict[str, list[pd.DataFrame]] = {"sac_released": [], "attribute_table": [], "id_table": []}
+    for summary, offset in zip(summaries, offsets, strict=True):
+        for table, frames in tables.items():
+            part = pd.read_parquet(output_dir / summary["parts"][table]["path"])
+            if table == "sac_released":
+                part["row_id"] = part["row_id"].astype("int64") + int(offset.sac_row_id)
+                part["group_id"] = part["group_id"].astype("int64") + int(offset.group_id)
+            elif table == "attribute_table":
+                part["row_id"] = part["row_id"].astype("int64") + int(offset.attribute_table_row_id)
+                for attribute in sensitive_attributes:
+                    part[attribute] = part[attribute].astype("Int64") + int(offset.sid[attribute])
+            else:
+                shift = part["attribute"].astype(str).map({a: int(offset.sid[a]) for a in sensitive_attributes})
+                part["sid"] = part["sid"].astype("int64") + shift.astype("int64")
+            frames.append(part)
+    return {table: pd.concat(frames, ignore_index=True) for table, frames in tables.items()}

@@ -1,0 +1,95 @@
+"""``msa-release run``'s options of sharded releases (issue 17): which job a run starts, and the usage errors (exit
+status 2, naming the option) refused before anything runs."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+import pipeline.cli.run as run_command
+from pipeline.cli import main
+from pipeline.models import SHARDED_RELEASE_JOB, job_of_settings, settings_not_of_job, settings_of_job
+
+
+@pytest.fixture
+def nothing_runs(monkeypatch):
+    """Fail the test if the command gets as far as reading the input."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the command read its input although its options were refused")
+
+    monkeypatch.setattr(run_command, "preflight", refuse)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        (
+            ["--engine", "local", "--model", "kl"],
+            "--engine local publishes sharded releases of the mixed model only, not --model kl",
+        ),
+        (["--engine", "spark", "--model", "rating"], "--engine spark publishes sharded releases of the mixed model only"),
+        (["--workers", "3"], "--workers: not used by --engine memory"),
+        (["--engine", "memory", "--shard-rows", "10"], "--shard-rows: not used by --engine memory"),
+        (["--engine", "local", "--spark-master", "local[2]"], "--spark-master is for --engine spark only"),
+        (
+            ["--engine", "spark", "--spark-master", "local[2]", "--spark-remote", "sc://localhost"],
+            "give one of --spark-master (client mode) and --spark-remote (Spark Connect), not both",
+        ),
+        (["--engine", "local", "--workers", "0"], "--workers"),
+        (["--engine", "local", "--shard-rows", "0"], "--shard-rows"),
+        (["--engine", "local", "--min-shard-rows", "-5"], "--min-shard-rows"),
+        (["--engine", "dask"], "'dask' is not one of 'memory', 'local', 'spark'"),
+    ],
+    ids=[
+        "local-kl",
+        "spark-rating",
+        "workers-in-memory",
+        "shard-rows-in-memory",
+        "spark-master-on-local",
+        "both-spark-options",
+        "workers-0",
+        "shard-rows-0",
+        "min-shard-rows-negative",
+        "unknown-engine",
+    ],
+)
+def test_sharding_options_refused_exit_2_before_anything_runs(nothing_runs, tmp_path, arguments, expected):
+    outcome = CliRunner().invoke(main, ["run", *arguments, "--home", str(tmp_path / "home")])
+    assert outcome.exit_code == 2, outcome.output
+    assert expected in outcome.output
+
+
+def test_the_engine_picks_the_job():
+    assert job_of_settings(None, None) == "release"
+    assert job_of_settings("mixed", "memory") == "release"
+    assert job_of_settings("kl", None) == "kl_release"
+    assert job_of_settings("mixed", "local") == SHARDED_RELEASE_JOB
+    assert job_of_settings(None, "spark") == SHARDED_RELEASE_JOB
+
+
+def test_only_the_sharded_job_reads_the_sharding_settings():
+    sharding = {"engine", "workers", "shard_rows", "min_shard_rows", "spark_master", "spark_remote"}
+    assert sharding <= set(settings_of_job(SHARDED_RELEASE_JOB))
+    assert set(settings_of_job("release")) <= set(settings_of_job(SHARDED_RELEASE_JOB))  # the mixed model's settings
+    for job in ("release", "rating_release", "kl_release"):
+        refused = settings_not_of_job(job, sorted(sharding))
+        assert set(refused) == sharding
+        assert all(SHARDED_RELEASE_JOB in message for message in refused.values())
+    assert "k" in settings_not_of_job(SHARDED_RELEASE_JOB, ["k"])
+
+
+def test_the_sharded_job_refuses_a_bad_setting_before_a_run_exists():
+    """The launchpad's run config of sharded_release: its schema has the sharding settings; a value out of range and
+    another model's setting are config errors."""
+    import dagster as dg
+
+    from pipeline.jobs import sharded_release_job
+    from pipeline.definitions import defs
+
+    job = defs.resolve_job_def(sharded_release_job.name)
+    good = {"resources": {"settings": {"config": {"engine": "local", "workers": 2, "shard_rows": 8000}}}}
+    assert dg.validate_run_config(job, good)
+    for settings, named in (({"engine": "local", "workers": 0}, "workers"), ({"engine": "local", "k": 3}, "k")):
+        with pytest.raises(dg.DagsterInvalidConfigError, match=named):
+            dg.validate_run_config(job, {"resources": {"settings": {"config": settings}}})
