@@ -442,6 +442,18 @@ def release_shard(
     if len(row_ids) > 1 and (np.diff(row_ids) < 0).any():
         records = records.sort_values("row_id", kind="stable")
     records = records.reset_index(drop=True)
+    # a shard's categorical columns carry exactly the values present in the shard, sorted (what load_records gives a
+    # whole table): the stages' codes and ranks must not depend on values the shard does not hold (a frame cut from
+    # the whole table keeps the whole table's categories)
+    records = records.assign(
+        **{
+            column: records[column]
+            .cat.remove_unused_categories()
+            .cat.reorder_categories(sorted(records[column].cat.remove_unused_categories().cat.categories))
+            for column in content
+            if isinstance(records[column].dtype, pd.CategoricalDtype)
+        }
+    )
     local_secret = shard_secret(secret, shard, n_shards)
     seed = shard_seed(parameters.seed, shard, n_shards)
     qi_aware = parameters.grouping == "qi_aware"
