@@ -62,7 +62,7 @@ lint: env
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# mypy (pyproject.toml [tool.mypy]): strict on pipeline/core and pipeline/models, zero findings; part of make test
+# mypy (pyproject.toml [tool.mypy]): strict on pipeline/core, pipeline/models and pipeline/engines, zero findings; part of make test
 typecheck: env
 	$(VENV)/bin/mypy
 
