@@ -231,3 +231,12 @@ def test_staging_dir_for_a_run(tmp_path: Path) -> None:
     for bad in ("", "..", "a/b"):
         with pytest.raises(ValueError, match="one directory name"):
             staging_dir_for(tmp_path, bad)
+
+
+def test_sql_shard_key_agrees_with_splitmix64_on_a_run_of_row_ids() -> None:
+    salt = 0xF00DFACE12345678
+    with duckdb.connect() as connection:
+        got = connection.execute(
+            f"SELECT {shard_key_sql('row_id', salt=salt, n_shards=7)} FROM range(1, 20001) t(row_id) ORDER BY row_id"
+        ).fetchall()
+    assert [g for (g,) in got] == [splitmix64_reference((r + salt) & MASK64) % 7 for r in range(1, 20001)]
