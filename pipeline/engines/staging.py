@@ -203,8 +203,8 @@ class StagedInput:
     shard_records
         Records per shard, in shard order (``len == plan.n_shards``).
     look_alike_values, dropped_missing_by_attribute, missing_quasi_identifier_by_column
-        As :class:`pipeline.io.loading.LoadedRecords`, summed over the files; ``look_alike_values`` also counts the
-        spellings merged across files.
+        As :class:`pipeline.io.loading.LoadedRecords`, summed over the files; ``look_alike_values`` is counted once
+        over the whole input (the spellings are merged by the records of all files, :func:`stage_input` step 2).
     """
 
     staging_dir: Path
@@ -286,11 +286,16 @@ def _staging_connection(temporary: Path) -> duckdb.DuckDBPyConnection:
     return connection
 
 
-def _source_sql(copy: Path, input_format: str) -> str:
-    """A file's private copy with its 0-based row position as ``file_row_number`` (see :func:`stage_input`)."""
-    if input_format == "parquet":  # the copy carries the input's own file_row_number
-        return f"read_parquet({_sql_string(str(copy))})"
-    return f"read_parquet({_sql_string(str(copy))}, file_row_number = true)"
+def _source_sql(copy: Path, n_columns: int) -> str:
+    """A file's private copy as a subquery: ``position`` (0-based row position: the copy's ``file_row_number``) and
+    the configured columns as ``c0 … c<n-1>`` (positional names: no configured name collides with an internal one)."""
+    text = ", ".join(f"c{k}" for k in range(n_columns))
+    return f"(SELECT file_row_number AS position, {text} FROM read_parquet({_sql_string(str(copy))}, file_row_number = true))"
+
+
+def _copy_sql(scan_sql: str, n_columns: int) -> str:
+    """The SELECT of a file's private copy: the scan's columns renamed by position (``c0`` …), rows in scan order."""
+    return f"SELECT {', '.join(f'#{k + 1} AS c{k}' for k in range(n_columns))} FROM ({scan_sql})"
 
 
 def stage_input(
@@ -314,10 +319,10 @@ def stage_input(
     1. Each file is checked as :func:`pipeline.io.loading.load_records` checks it before reading
        (:func:`pipeline.io.loading.open_input_scan`: same refusals, same messages), then read ONCE by DuckDB into a
        private Parquet copy ``input.tmp/raw/raw-<f:05d>.parquet`` (the configured columns as raw text). Row
-       position: Parquet input carries DuckDB's ``file_row_number``; a CSV copy is written with
-       ``preserve_insertion_order`` on, under which DuckDB guarantees that ``COPY (SELECT … FROM read_csv(…))``
-       writes the rows in the order read (DuckDB "Order Preservation": COPY, a single-table FROM and a projection
-       preserve order), so the copy's ``file_row_number`` is the CSV record's position: the same guarantee the
+       position: the copy is written with ``preserve_insertion_order`` on, under which DuckDB guarantees that
+       ``COPY (SELECT … FROM read_csv(…) | read_parquet(…))`` writes the rows in the order read (DuckDB "Order
+       Preservation": COPY, a single-table FROM and a projection preserve order, also when the reader runs in
+       parallel), so the copy's ``file_row_number`` is the record's position in the input: the guarantee the
        in-memory reader numbers rows by. The file's size, modification time and SHA-256 are compared before and
        after the read (a file that changed is refused).
     2. One ``GROUP BY`` per configured column over the copy gives its DISTINCT raw values with their record counts
@@ -370,7 +375,8 @@ def stage_input(
     Raises
     ------
     InputError
-        Anything :func:`input_files` or :func:`pipeline.io.loading.load_records` refuses (naming the file, with
+        A configured column named ``shard`` (the partition column); anything :func:`input_files` or
+        :func:`pipeline.io.loading.load_records` refuses (naming the file, with
         ``load_records``'s message); a file in which every record misses a sensitive value is refused as it is
         alone. With several bad files the files are checked in order by steps 1-2 (every file), then 3.
     ValueError
@@ -385,6 +391,13 @@ def stage_input(
         raise TypeError(f"stage_input got unexpected option(s) {unknown}")
     options = {**_LOAD_OPTIONS, **load_options}
     files, fmt = input_files(paths, input_format=input_format)
+    clashing = [c for c in (*quasi_identifiers, *sensitive_attributes) if c.casefold() == "shard"]
+    if clashing:
+        raise InputError(
+            f"configured column {clashing[0]!r} has the name of the sharded staging's partition column 'shard' "
+            f"(compared ignoring case); rename it in the input (or with {setting('column_names')})",
+            column=clashing[0],
+        )
     staging_dir.mkdir(parents=True, exist_ok=True)
     building = staging_dir / "input.tmp"
     if building.exists():
@@ -445,15 +458,13 @@ def _stage(
             before = file_state(path)
             copy = building / "raw" / f"raw-{index:05d}.parquet"
             try:
-                connection.execute(
-                    f"COPY ({scan.row_position_sql or scan.sql}) TO {_sql_string(str(copy))} (FORMAT parquet, COMPRESSION zstd)",
-                    scan.params,
-                )
+                copied = _copy_sql(scan.sql, len(columns))
+                connection.execute(f"COPY ({copied}) TO {_sql_string(str(copy))} (FORMAT parquet, COMPRESSION zstd)", scan.params)
                 per_column = {}
-                for column in columns:
+                for k, column in enumerate(columns):
                     rows = connection.execute(
-                        f"SELECT {_quote(column)}, count(*), min(file_row_number) FROM {_source_sql(copy, fmt)} "
-                        f"WHERE {_quote(column)} IS NOT NULL GROUP BY {_quote(column)}"
+                        f"SELECT c{k}, count(*), min(position) FROM {_source_sql(copy, len(columns))} "
+                        f"WHERE c{k} IS NOT NULL GROUP BY c{k}"
                     ).fetchall()
                     per_column[column] = ([r[0] for r in rows], [int(r[1]) for r in rows], [int(r[2]) for r in rows])
             except duckdb.Error as error:
@@ -494,7 +505,7 @@ def _stage(
             connection.execute(f"CREATE TEMP TABLE mapping_{position} AS SELECT * FROM mapping_input")
             connection.unregister("mapping_input")
         del distinct
-        joins = " ".join(f"LEFT JOIN mapping_{k} AS m{k} ON src.{_quote(column)} = m{k}.raw" for k, column in enumerate(columns))
+        joins = " ".join(f"LEFT JOIN mapping_{k} AS m{k} ON src.c{k} = m{k}.raw" for k in range(len(columns)))
         quasi_missing = [f"(m{k}.raw IS NULL OR m{k}.missing)" for k, c in enumerate(columns) if c in quasi_identifiers]
         sensitive_value = {c: f"m{k}.value" for k, c in enumerate(columns) if c in sensitive_attributes}
         kept = " AND ".join(f"{v} IS NOT NULL" for v in sensitive_value.values())
@@ -513,7 +524,9 @@ def _stage(
             ]
         )
         for index, path in enumerate(files):
-            row = connection.execute(f"SELECT {counting} FROM {_source_sql(copies[index], fmt)} AS src {joins}").fetchone()
+            row = connection.execute(
+                f"SELECT {counting} FROM {_source_sql(copies[index], len(columns))} AS src {joins}"
+            ).fetchone()
             assert row is not None
             n_kept, n_quasi = int(row[0]), int(row[1])
             by_quasi = dict(zip(quasi_identifiers, (int(n) for n in row[2 : 2 + len(quasi_identifiers)])))
@@ -556,8 +569,8 @@ def _stage(
         for index, file in enumerate(read):
             written = building / f"file-{index:05d}"
             records = (
-                f"SELECT CAST(src.file_row_number AS BIGINT) + {file.first_row_id} AS row_id, {staged_values} "
-                f"FROM {_source_sql(copies[index], fmt)} AS src {joins} WHERE {kept}"
+                f"SELECT CAST(src.position AS BIGINT) + {file.first_row_id} AS row_id, {staged_values} "
+                f"FROM {_source_sql(copies[index], len(columns))} AS src {joins} WHERE {kept}"
             )
             key = shard_key_sql("row_id", salt=salt, n_shards=plan.n_shards)
             connection.execute(

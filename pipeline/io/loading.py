@@ -35,7 +35,6 @@ __all__ = [
     "InputError",
     "InputScan",
     "LoadedRecords",
-    "ROW_POSITION_COLUMN",
     "ValueTooLong",
     "check_ell_feasible",
     "check_value_lengths",
@@ -532,10 +531,6 @@ def _connection() -> duckdb.DuckDBPyConnection:
     return connection
 
 
-#: the 0-based row position column of :attr:`InputScan.row_position_sql` (DuckDB's Parquet ``file_row_number``)
-ROW_POSITION_COLUMN = "file_row_number"
-
-
 @dataclass(frozen=True)
 class InputScan:
     """How DuckDB reads one input file's configured columns as text, after the checks that need no record.
@@ -550,8 +545,6 @@ class InputScan:
         numbers records in); run it as ``connection.sql(sql, params=params)``.
     first_line
         Line of the file holding the first record (CSV: 2 after a header row, else 1); None for Parquet.
-    row_position_sql
-        Parquet only: the same columns after :data:`ROW_POSITION_COLUMN` (BIGINT, 0-based row position).
     """
 
     path: Path
@@ -559,7 +552,6 @@ class InputScan:
     sql: str
     params: dict[str, object]
     first_line: int | None
-    row_position_sql: str | None = None
 
     def error(self, error: duckdb.Error) -> InputError:
         """The :class:`InputError` :func:`load_records` raises for a DuckDB error while reading this file (the
@@ -921,8 +913,8 @@ def _parquet_scan(
     """The checks of a Parquet file before any record is read (schema, columns, nested types) and the DuckDB query
     that reads its configured columns as text, cast by DuckDB (an integer column with NULLs stays ``"39"``, not
     ``"39.0"``; a floating-point NaN is missing, like a NULL, not the text ``"nan"``; a timestamp with time zone is
-    written in UTC, whatever the machine's time zone, when ``connection`` is :func:`_connection`'s), plus the column
-    ``file_row_number`` (0-based row position in the file). Nested and binary columns are refused."""
+    written in UTC, whatever the machine's time zone, when ``connection`` is :func:`_connection`'s). Nested and
+    binary columns are refused."""
     try:
         relation = connection.read_parquet(str(path))
     except duckdb.Error as error:
@@ -964,10 +956,6 @@ def _parquet_scan(
         sql=f"SELECT {selected} FROM read_parquet($path)",
         params={"path": str(path)},
         first_line=None,
-        row_position_sql=(
-            f"SELECT file_row_number AS {_quote(ROW_POSITION_COLUMN)}, {selected} "
-            "FROM read_parquet($path, file_row_number = true)"
-        ),
     )
 
 

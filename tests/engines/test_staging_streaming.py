@@ -265,6 +265,35 @@ def test_csv_row_ids_follow_the_file_order_across_parallel_chunks(tmp_path: Path
     assert (mismatched, total) == (0, n)
 
 
+@pytest.mark.usefixtures("fake_key")
+def test_parquet_row_ids_follow_the_file_order_across_row_groups(tmp_path: Path) -> None:
+    # 300,000 rows in 150 row groups (read in parallel by DuckDB); zip is the row's number in a known order
+    n = 300_000
+    numbers = (np.arange(n, dtype=np.int64) * 7919) % n
+    k = np.arange(n)
+    table = pa.table(
+        {
+            "sex": pa.array(np.full(n, "F")),
+            "zip": pa.array(numbers.astype(str)),
+            "disease": pa.array(np.char.add("d", (k % 5).astype(str))),
+            "job": pa.array(np.char.add("j", (k % 3).astype(str))),
+        }
+    )
+    path = tmp_path / "ordered.parquet"
+    pq.write_table(table, path, row_group_size=2_000)
+    staged = _stage(path, tmp_path / "run", shard_rows=100_000)
+    assert staged.n_shards == 3
+    pattern = str(tmp_path / "run" / "input" / "shard=*" / "*.parquet")
+    import duckdb
+
+    with duckdb.connect() as connection:
+        mismatched, total = connection.execute(
+            f"SELECT count(*) FILTER (WHERE CAST(zip AS BIGINT) <> (row_id - 1) * 7919 % {n}), count(*) "
+            f"FROM read_parquet('{pattern}')"
+        ).fetchone()  # type: ignore[misc]
+    assert (mismatched, total) == (0, n)
+
+
 def _bad_inputs(tmp_path: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
     good = "sex,zip,disease,job\nF,100,flu,nurse\nM,101,hiv,cook\n"
     cases: dict[str, tuple[str | bytes, dict[str, Any]]] = {
@@ -323,3 +352,20 @@ def test_a_bad_file_among_several_is_named(tmp_path: Path) -> None:
     (delivery / "b.csv").write_text("sex,zip,disease,job\nF,100,flu,nurse\nM,101\n")
     with pytest.raises(InputError, match=r"b\.csv, line 3: the row has 2 fields"):
         _stage(delivery, tmp_path / "run", shard_rows=100_000)
+
+
+@pytest.mark.usefixtures("fake_key")
+def test_columns_named_like_internal_ones(tmp_path: Path) -> None:
+    # 'file_row_number' and 'position' are ordinary names for the staging (its internal columns are positional)
+    path = tmp_path / "names.parquet"
+    pq.write_table(
+        pa.table({"file_row_number": ["9", "8", "7"], "position": ["a", "b", "a"], "d": ["x", "y", "z"], "j": ["p", "q", "p"]}),
+        path,
+    )
+    columns: dict[str, Any] = {"quasi_identifiers": ("file_row_number", "position"), "sensitive_attributes": ("d", "j")}
+    expected = load_records(path, **columns).records
+    stage_input(path, tmp_path / "run", salt=SALT, shard_rows=10, min_shard_rows=1, **columns)
+    job = make_job(tmp_path / "run", 1, ("file_row_number", "position"), ("d", "j"))
+    pd.testing.assert_frame_equal(read_staged_shard(job, 0), expected)
+    with pytest.raises(InputError, match="partition column 'shard'"):
+        stage_input(path, tmp_path / "run", quasi_identifiers=("Shard",), sensitive_attributes=("d", "j"), salt=SALT)
