@@ -1253,13 +1253,7 @@ def load_records(
         max_value_length=max_value_length,
         for_model=for_model,
     )
-    after = _file_state(resolved)
-    if after != before:
-        changed = [what for what, b, a in zip(("size", "modification time", "content (SHA-256)"), before, after) if a != b]
-        raise InputError(
-            f"{resolved}: the file changed while it was being read ({', '.join(changed)} differ before and after); "
-            "it is probably still being written or copied: wait until it is complete and stable, then retry"
-        )
+    input_sha256 = check_file_unchanged(resolved, before)
     n_input = len(frame)
     if n_input == 0:
         raise InputError(
@@ -1318,7 +1312,7 @@ def load_records(
         n_input=n_input,
         n_dropped_missing=int(sensitive_missing.sum()),
         n_missing_quasi_identifier=int((quasi_missing & keep).sum()),
-        input_sha256=after[2],
+        input_sha256=input_sha256,
         look_alike_values=look_alikes,
         dropped_missing_by_attribute={
             attribute: int(missing[attribute].sum()) for attribute in sensitive_attributes if missing[attribute].any()

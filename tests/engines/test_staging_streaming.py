@@ -369,3 +369,21 @@ def test_columns_named_like_internal_ones(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(read_staged_shard(job, 0), expected)
     with pytest.raises(InputError, match="partition column 'shard'"):
         stage_input(path, tmp_path / "run", quasi_identifiers=("Shard",), sensitive_attributes=("d", "j"), salt=SALT)
+
+
+@pytest.mark.usefixtures("fake_key")
+def test_a_file_that_changes_while_it_is_read_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import itertools
+
+    from pipeline.io import loading
+
+    path = _write_csv(tmp_path / "records.csv", _random_rows(6, 50))
+    digests = (f"{k:064x}" for k in itertools.count())  # a new SHA-256 at every read: the file "changes"
+    monkeypatch.setattr(loading, "file_sha256", lambda _: next(digests))
+    with pytest.raises(InputError) as expected:
+        load_records(path, quasi_identifiers=QUASI, sensitive_attributes=SENSITIVE)
+    with pytest.raises(InputError) as got:
+        _stage(path, tmp_path / "run", shard_rows=100_000)
+    assert "the file changed while it was being read (content (SHA-256) differ" in str(got.value)
+    assert str(got.value) == str(expected.value)
+    assert not (tmp_path / "run" / "input.tmp").exists()
