@@ -25,7 +25,7 @@ import unicodedata
 
 import numpy as np
 
-__all__ = ["merge_look_alike_values", "value_key"]
+__all__ = ["canonical_spellings", "merge_look_alike_values", "value_key"]
 
 
 def value_key(value: str) -> str:
@@ -70,10 +70,45 @@ def merge_look_alike_values(codes: np.ndarray, categories: np.ndarray) -> tuple[
         raise ValueError("a code is outside the categories")
     if len(categories) < 2:
         return codes, categories, {"n_values_merged": 0, "n_records_respelled": 0}
+    sizes = np.bincount(codes[codes >= 0], minlength=len(categories))
+    target, counts = canonical_spellings(categories, sizes)
+    if not counts["n_values_merged"]:
+        return codes, categories, counts
+    merged_text = categories[target]
+    new_categories = np.asarray(sorted(set(merged_text.tolist())), dtype=object)
+    position = {value: k for k, value in enumerate(new_categories.tolist())}
+    remap = np.asarray([position[v] for v in merged_text.tolist()], dtype=np.int64)
+    new_codes = np.where(codes >= 0, remap[np.where(codes >= 0, codes, 0)], -1)
+    return new_codes, new_categories, counts
+
+
+def canonical_spellings(categories: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
+    """The canonical spelling of every distinct value of one column, from the records holding each (the rule of
+    :func:`merge_look_alike_values`, on a table of distinct values instead of one code per record).
+
+    Parameters
+    ----------
+    categories
+        Object array of distinct text values.
+    sizes
+        int64, records holding each value (same length).
+
+    Returns
+    -------
+    (target, counts)
+        ``target`` (int64, same length): the index in ``categories`` of each value's canonical spelling (the
+        spelling of its :func:`value_key` held by the most records, ties by code-point order; itself when it has no
+        look-alike); ``counts``: ``n_values_merged`` and ``n_records_respelled``, as
+        :func:`merge_look_alike_values` (numbers only).
+    """
+    categories = np.asarray(categories, dtype=object)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    identity = np.arange(len(categories), dtype=np.int64)
+    if len(categories) < 2:
+        return identity, {"n_values_merged": 0, "n_records_respelled": 0}
     keys = [value_key(v) for v in categories.tolist()]
     if len(set(keys)) == len(keys):
-        return codes, categories, {"n_values_merged": 0, "n_records_respelled": 0}
-    sizes = np.bincount(codes[codes >= 0], minlength=len(categories))
+        return identity, {"n_values_merged": 0, "n_records_respelled": 0}
     canonical: dict[str, int] = {}
     for index, key in enumerate(keys):
         best = canonical.get(key)
@@ -84,11 +119,5 @@ def merge_look_alike_values(codes: np.ndarray, categories: np.ndarray) -> tuple[
         ):
             canonical[key] = index
     target = np.asarray([canonical[k] for k in keys], dtype=np.int64)
-    merged_text = categories[target]
-    new_categories = np.asarray(sorted(set(merged_text.tolist())), dtype=object)
-    position = {value: k for k, value in enumerate(new_categories.tolist())}
-    remap = np.asarray([position[v] for v in merged_text.tolist()], dtype=np.int64)
-    new_codes = np.where(codes >= 0, remap[np.where(codes >= 0, codes, 0)], -1)
-    changed = target != np.arange(len(categories))
-    counts = {"n_values_merged": int(changed.sum()), "n_records_respelled": int(sizes[changed].sum())}
-    return new_codes, new_categories, counts
+    changed = target != identity
+    return target, {"n_values_merged": int(changed.sum()), "n_records_respelled": int(sizes[changed].sum())}

@@ -2,17 +2,19 @@
 
 The input is one CSV or Parquet file, or a directory or a list of files of ONE format. Record order is defined the
 same way on every engine: the files sorted by file name, then the row position inside each file; the private row
-ids are 1-based across the files (exactly ``raw_records.row_id`` for a single file). Every file is read by
-:func:`pipeline.io.loading.load_records`, so the validation, the missing-value policy and the look-alike merging are
-today's (S = 1 stages exactly today's records); look-alike spellings are then merged ACROSS files too (see
-:func:`stage_input`), so that ℓ-diversity counts values as a reader sees them in the whole table.
+ids are 1-based across the files (exactly ``raw_records.row_id`` for a single file). DuckDB reads every file once,
+out of core (:func:`stage_input`): the checks and messages are :func:`pipeline.io.loading.load_records`'s, and its
+per-value rules (stripping, missing-value tokens, ``?`` for a missing quasi-identifier, look-alike merging) are
+applied to the DISTINCT raw values of each column over all files (:func:`pipeline.io.loading.clean_value_table`), so
+S = 1 stages exactly today's records for one file and look-alike spellings are merged across files by the records
+of the whole input.
 
 Each record goes to shard :func:`pipeline.core.sharding.shard_of` of its row id, and the shards are written as
 ``input/shard=<s>/part-<f:05d>.parquet`` (one part per input file ``f`` holding records of shard ``s``; ``row_id``
 int64, the configured columns dictionary-encoded text) under the run's staging directory
 (:class:`pipeline.engines.base.ShardJob`). The global phase then reads the staged Parquet with one DuckDB
-``GROUP BY`` (:func:`sensitive_tuple_counts`); :func:`shard_key_sql` is the shard key as a DuckDB SQL expression,
-for a DuckDB-only (out-of-core) staging path.
+``GROUP BY`` (:func:`sensitive_tuple_counts`); :func:`shard_key_sql` is the shard key as the DuckDB SQL expression
+the staging partitions by.
 
 Framework-free: no Dagster, no Great Expectations.
 """
@@ -33,8 +35,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.core import sharding
-from pipeline.core.values import value_key
-from pipeline.io.loading import InputError, LoadedRecords, load_records, resolve_input_path
+from pipeline.io.loading import (
+    DEFAULT_MAX_VALUE_LENGTH,
+    MISSING_QUASI_IDENTIFIER,
+    InputError,
+    check_file_unchanged,
+    check_value_lengths,
+    clean_value_table,
+    file_state,
+    input_connection,
+    open_input_scan,
+    resolve_input_path,
+)
 from pipeline.vocabulary import setting
 
 __all__ = [
@@ -191,8 +203,8 @@ class StagedInput:
     shard_records
         Records per shard, in shard order (``len == plan.n_shards``).
     look_alike_values, dropped_missing_by_attribute, missing_quasi_identifier_by_column
-        As :class:`pipeline.io.loading.LoadedRecords`, summed over the files; ``look_alike_values`` also counts the
-        spellings merged across files.
+        As :class:`pipeline.io.loading.LoadedRecords`, summed over the files; ``look_alike_values`` is counted once
+        over the whole input (the spellings are merged by the records of all files, :func:`stage_input` step 2).
     """
 
     staging_dir: Path
@@ -245,35 +257,45 @@ def _add_counts(total: dict[str, int], more: Mapping[str, int]) -> None:
         total[key] = total.get(key, 0) + int(value)
 
 
-def _cross_file_spellings(value_counts: Mapping[str, int]) -> dict[str, str]:
-    """Spelling -> canonical spelling for the look-alike values that remain across files (empty when none).
-
-    The rule of :func:`pipeline.core.values.merge_look_alike_values`: per :func:`value_key`, the spelling held by
-    the most records, ties by code-point order."""
-    canonical: dict[str, str] = {}
-    for value, count in value_counts.items():
-        key = value_key(value)
-        best = canonical.get(key)
-        if best is None or count > value_counts[best] or (count == value_counts[best] and value < best):
-            canonical[key] = value
-    return {value: canonical[value_key(value)] for value in value_counts if canonical[value_key(value)] != value}
-
-
-def _respell(series: pd.Series, spellings: Mapping[str, str]) -> pd.Series:
-    """A categorical column with its categories respelled (categories sorted, exactly the values present)."""
-    categories = [spellings.get(v, v) for v in series.cat.categories.tolist()]
-    merged = sorted(set(categories))
-    position = {value: k for k, value in enumerate(merged)}
-    remap = np.asarray([position[v] for v in categories], dtype=np.int64)
-    codes = series.cat.codes.to_numpy()
-    return pd.Series(pd.Categorical.from_codes(remap[codes], categories=pd.Index(merged, dtype=object)), name=series.name)
+#: DuckDB's memory limit while staging (it spills to ``input.tmp/duckdb.tmp`` above it) and its threads
+STAGING_MEMORY_LIMIT = "512MB"
+STAGING_THREADS = 2
+#: rows DuckDB buffers per shard before writing them out (its default, 524,288, holds ~100 MB per shard)
+_PARTITION_FLUSH_ROWS = 65_536
+#: the ``load_records`` options ``stage_input`` passes through, with ``load_records``'s defaults
+_LOAD_OPTIONS: dict[str, Any] = {
+    "csv_header": True,
+    "column_names": (),
+    "delimiter": ",",
+    "strip_whitespace": True,
+    "missing_value_tokens": ("", "NULL", "?"),
+    "max_value_length": DEFAULT_MAX_VALUE_LENGTH,
+}
 
 
-def _write_parquet(table: pa.Table, path: Path) -> None:
-    """Write a staged part (temporary name, then rename), zstd, no statistics needed beyond the defaults."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, temporary, compression="zstd")
-    temporary.replace(path)
+def _staging_connection(temporary: Path) -> duckdb.DuckDBPyConnection:
+    """The staging's DuckDB connection: :func:`pipeline.io.loading.input_connection` (UTC) with a memory limit, a
+    spill directory inside the PRIVATE staging, and insertion order preserved (the CSV copy relies on it)."""
+    connection = input_connection()
+    connection.execute(f"SET memory_limit = '{STAGING_MEMORY_LIMIT}'")
+    connection.execute(f"SET temp_directory = {_sql_string(str(temporary))}")
+    connection.execute(f"SET threads = {STAGING_THREADS}")
+    connection.execute("SET preserve_insertion_order = true")
+    connection.execute("SET enable_progress_bar = false")
+    connection.execute(f"SET partitioned_write_flush_threshold = {_PARTITION_FLUSH_ROWS}")
+    return connection
+
+
+def _source_sql(copy: Path, n_columns: int) -> str:
+    """A file's private copy as a subquery: ``position`` (0-based row position: the copy's ``file_row_number``) and
+    the configured columns as ``c0 … c<n-1>`` (positional names: no configured name collides with an internal one)."""
+    text = ", ".join(f"c{k}" for k in range(n_columns))
+    return f"(SELECT file_row_number AS position, {text} FROM read_parquet({_sql_string(str(copy))}, file_row_number = true))"
+
+
+def _copy_sql(scan_sql: str, n_columns: int) -> str:
+    """The SELECT of a file's private copy: the scan's columns renamed by position (``c0`` …), rows in scan order."""
+    return f"SELECT {', '.join(f'#{k + 1} AS c{k}' for k in range(n_columns))} FROM ({scan_sql})"
 
 
 def stage_input(
@@ -288,21 +310,43 @@ def stage_input(
     input_format: str = "auto",
     **load_options: Any,
 ) -> StagedInput:
-    """Read the input files and write the shard-partitioned PRIVATE staging ``staging_dir / "input"``.
+    """Read the input files with DuckDB, out of core, and write the shard-partitioned PRIVATE staging
+    ``staging_dir / "input"``: the records :func:`pipeline.io.loading.load_records` gives, file by file.
 
-    Every file is read by :func:`pipeline.io.loading.load_records` (validation, missing-value policy, look-alike
-    merging inside the file); its row ids are offset by the rows read from the files before it (sorted file names,
-    then row position; 1-based). Look-alike spellings that remain ACROSS files (``HIV`` most frequent in one file,
-    ``hiv`` in another) are then merged by the same rule over the files' record counts (the spelling held by the
-    most records, ties by code-point order), so the staged table never counts one value twice. Then
-    S = :func:`pipeline.core.sharding.plan_shards` of the records kept, and each record goes to shard
-    :func:`pipeline.core.sharding.shard_of` ``(row_id, salt, S)``. Files: ``input/shard=<s>/part-<f:05d>.parquet``
-    (``f`` = the file's 0-based position; ``row_id`` int64 ascending, then the configured columns as dictionary-
-    encoded text), a directory for every shard. The staging is written under ``input.tmp`` and renamed to
-    ``input`` last (an existing ``input`` is replaced), so an interrupted staging leaves no partial input.
+    Steps (every query under ``SET memory_limit`` = :data:`STAGING_MEMORY_LIMIT`, spilling to
+    ``input.tmp/duckdb.tmp``; nothing record-level passes through Python):
 
-    Memory: one file's records at a time (about today's ``load_records`` peak for the largest file); several files
-    go through a per-file Parquet copy under ``input.tmp/files`` (removed at the end).
+    1. Each file is checked as :func:`pipeline.io.loading.load_records` checks it before reading
+       (:func:`pipeline.io.loading.open_input_scan`: same refusals, same messages), then read ONCE by DuckDB into a
+       private Parquet copy ``input.tmp/raw/raw-<f:05d>.parquet`` (the configured columns as raw text). Row
+       position: the copy is written with ``preserve_insertion_order`` on, under which DuckDB guarantees that
+       ``COPY (SELECT … FROM read_csv(…) | read_parquet(…))`` writes the rows in the order read (DuckDB "Order
+       Preservation": COPY, a single-table FROM and a projection preserve order, also when the reader runs in
+       parallel), so the copy's ``file_row_number`` is the record's position in the input: the guarantee the
+       in-memory reader numbers rows by. The file's size, modification time and SHA-256 are compared before and
+       after the read (a file that changed is refused).
+    2. One ``GROUP BY`` per configured column over the copy gives its DISTINCT raw values with their record counts
+       (and first row): the value-length limit is checked there (same message), and the per-value rules of
+       :func:`pipeline.io.loading.clean_value_table` (stripping, missing-value tokens, ``?`` for a missing
+       quasi-identifier, look-alike merging) are applied ONCE to the distinct values of ALL files together, giving
+       a small mapping table raw → staged value per column. Look-alike spellings are therefore merged across files
+       by the records of the whole input (for one file: exactly ``load_records``'s merge).
+    3. A counting query per file joins the copy to the mapping tables: records kept (no missing sensitive value),
+       dropped per attribute, missing quasi-identifiers; a file in which every record misses a sensitive value is
+       refused as ``load_records`` refuses it. S = :func:`pipeline.core.sharding.plan_shards` of the records kept.
+    4. One ``COPY … TO … (FORMAT parquet, PARTITION_BY (shard))`` per file writes its kept records, ``row_id`` =
+       the 1-based position across the files (sorted file names, then row position; dropped rows counted), shard
+       = :func:`shard_key_sql` of the row id (= :func:`pipeline.core.sharding.shard_of`), as
+       ``input/shard=<s>/part-<f:05d>.parquet`` (``row_id`` int64, then the configured columns as text, Parquet
+       dictionary-encoded; row order inside a part is not defined: :func:`pipeline.engines.worker.read_staged_shard`
+       sorts by ``row_id``), a directory for every shard.
+
+    The staging is written under ``input.tmp`` and renamed to ``input`` last (an existing ``input`` is replaced);
+    on an error ``input.tmp`` is removed, so an interrupted staging leaves no partial input.
+
+    Memory: bounded by DuckDB's limit plus the distinct values of the configured columns (held in Python as the
+    mapping tables), whatever the number of records. Disk: one Parquet copy of the configured columns per file
+    while staging.
 
     Parameters
     ----------
@@ -319,9 +363,9 @@ def stage_input(
     input_format
         ``"csv"``, ``"parquet"`` or ``"auto"``.
     load_options
-        Passed to :func:`pipeline.io.loading.load_records` (``csv_header``, ``column_names``, ``delimiter``,
-        ``strip_whitespace``, ``missing_value_tokens``, ``max_value_length``); not ``ell``: ℓ-feasibility is a
-        property of the whole table, checked by the caller on the global counts.
+        :func:`pipeline.io.loading.load_records`'s ``csv_header``, ``column_names``, ``delimiter``,
+        ``strip_whitespace``, ``missing_value_tokens``, ``max_value_length`` (same defaults); not ``ell``:
+        ℓ-feasibility is a property of the whole table, checked by the caller on the global counts.
 
     Returns
     -------
@@ -331,102 +375,222 @@ def stage_input(
     Raises
     ------
     InputError
-        Anything :func:`input_files` or :func:`pipeline.io.loading.load_records` refuses (naming the file); a file
-        in which every record misses a sensitive value is refused as it is alone.
+        A configured column named ``shard`` (the partition column); anything :func:`input_files` or
+        :func:`pipeline.io.loading.load_records` refuses (naming the file, with
+        ``load_records``'s message); a file in which every record misses a sensitive value is refused as it is
+        alone. With several bad files the files are checked in order by steps 1-2 (every file), then 3.
     ValueError
         The shard plan's refusals (:func:`pipeline.core.sharding.plan_shards`).
+    TypeError
+        ``ell`` or an option ``load_records`` does not take.
     """
     if "ell" in load_options:
         raise TypeError("stage_input does not take ell: check ℓ-feasibility on the whole table's counts")
+    unknown = sorted(set(load_options) - set(_LOAD_OPTIONS))
+    if unknown:
+        raise TypeError(f"stage_input got unexpected option(s) {unknown}")
+    options = {**_LOAD_OPTIONS, **load_options}
     files, fmt = input_files(paths, input_format=input_format)
+    clashing = [c for c in (*quasi_identifiers, *sensitive_attributes) if c.casefold() == "shard"]
+    if clashing:
+        raise InputError(
+            f"configured column {clashing[0]!r} has the name of the sharded staging's partition column 'shard' "
+            f"(compared ignoring case); rename it in the input (or with {setting('column_names')})",
+            column=clashing[0],
+        )
     staging_dir.mkdir(parents=True, exist_ok=True)
     building = staging_dir / "input.tmp"
     if building.exists():
         shutil.rmtree(building)
-    (building / "files").mkdir(parents=True)
-    columns = [*quasi_identifiers, *sensitive_attributes]
-    read: list[InputFile] = []
-    kept_frames: list[pd.DataFrame | Path] = []
-    value_counts: dict[str, dict[str, int]] = {column: {} for column in columns}
-    look_alikes: dict[str, dict[str, int]] = {}
-    dropped_by_attribute: dict[str, int] = {}
-    missing_by_column: dict[str, int] = {}
-    n_missing_quasi_identifier = 0
-    offset = 0
-    for index, path in enumerate(files):
-        loaded: LoadedRecords = load_records(
-            path,
+    (building / "raw").mkdir(parents=True)
+    try:
+        return _stage(
+            files,
+            fmt,
+            staging_dir,
+            building,
             quasi_identifiers=quasi_identifiers,
             sensitive_attributes=sensitive_attributes,
-            input_format=fmt,
-            **load_options,
+            salt=salt,
+            shard_rows=shard_rows,
+            min_shard_rows=min_shard_rows,
+            options=options,
         )
-        records = loaded.records
-        records["row_id"] += offset
-        read.append(
-            InputFile(
-                path=path,
-                sha256=loaded.input_sha256,
-                first_row_id=offset + 1,
-                n_input=loaded.n_input,
-                n_dropped_missing=loaded.n_dropped_missing,
-                n_records=len(records),
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+
+
+def _stage(
+    files: list[Path],
+    fmt: str,
+    staging_dir: Path,
+    building: Path,
+    *,
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+    salt: int,
+    shard_rows: int,
+    min_shard_rows: int,
+    options: Mapping[str, Any],
+) -> StagedInput:
+    """:func:`stage_input`'s steps 1-4 (``building`` = ``input.tmp``, created and empty but for ``raw``)."""
+    columns = [*quasi_identifiers, *sensitive_attributes]
+    tokens = list(options["missing_value_tokens"])
+    connection = _staging_connection(building / "duckdb.tmp")
+    try:
+        # 1-2: one read of every file into its private copy; distinct raw values per column
+        copies: list[Path] = []
+        digests: list[str] = []
+        n_inputs: list[int] = []
+        distinct: dict[str, dict[str, int]] = {column: {} for column in columns}
+        for index, path in enumerate(files):
+            scan = open_input_scan(
+                path,
+                connection=connection,
+                quasi_identifiers=quasi_identifiers,
+                sensitive_attributes=sensitive_attributes,
+                input_format=fmt,
+                csv_header=options["csv_header"],
+                column_names=options["column_names"],
+                delimiter=options["delimiter"],
             )
-        )
-        offset += loaded.n_input
-        for column in columns:
-            counts = records[column].value_counts(sort=False)
-            _add_counts(value_counts[column], {str(v): int(n) for v, n in counts.items() if n})
-        for column, merged in loaded.look_alike_values.items():
-            look_alikes.setdefault(column, {})
-            _add_counts(look_alikes[column], merged)
-        _add_counts(dropped_by_attribute, loaded.dropped_missing_by_attribute)
-        _add_counts(missing_by_column, loaded.missing_quasi_identifier_by_column)
-        n_missing_quasi_identifier += loaded.n_missing_quasi_identifier
-        if len(files) == 1:
-            kept_frames.append(records)
-        else:
-            copy = building / "files" / f"file-{index:05d}.parquet"
-            _write_parquet(pa.Table.from_pandas(records, preserve_index=False), copy)
-            kept_frames.append(copy)
-        del loaded, records
-    spellings: dict[str, dict[str, str]] = {}
-    if len(files) > 1:
-        for column in columns:
-            spellings[column] = _cross_file_spellings(value_counts[column])
-            if spellings[column]:
-                merged_counts = {
-                    "n_values_merged": len(spellings[column]),
-                    "n_records_respelled": sum(value_counts[column][v] for v in spellings[column]),
+            before = file_state(path)
+            copy = building / "raw" / f"raw-{index:05d}.parquet"
+            try:
+                copied = _copy_sql(scan.sql, len(columns))
+                connection.execute(f"COPY ({copied}) TO {_sql_string(str(copy))} (FORMAT parquet, COMPRESSION zstd)", scan.params)
+                per_column = {}
+                for k, column in enumerate(columns):
+                    rows = connection.execute(
+                        f"SELECT c{k}, count(*), min(position) FROM {_source_sql(copy, len(columns))} "
+                        f"WHERE c{k} IS NOT NULL GROUP BY c{k}"
+                    ).fetchall()
+                    per_column[column] = ([r[0] for r in rows], [int(r[1]) for r in rows], [int(r[2]) for r in rows])
+            except duckdb.Error as error:
+                raise scan.error(error) from error
+            check_value_lengths(path, per_column, max_value_length=options["max_value_length"], first_line=scan.first_line)
+            digests.append(check_file_unchanged(path, before))
+            n_input = pq.read_metadata(copy).num_rows
+            if n_input == 0:
+                raise InputError(
+                    f"{path}: the table has no records (only a header row, or blank lines); pass a file with at least one record"
+                )
+            for column, (values, counts, _) in per_column.items():
+                seen = distinct[column]
+                for value, count in zip(values, counts):
+                    seen[value] = seen.get(value, 0) + count
+            copies.append(copy)
+            n_inputs.append(n_input)
+        look_alikes: dict[str, dict[str, int]] = {}
+        for position, column in enumerate(columns):
+            values = list(distinct[column])
+            staged, missing, merged = clean_value_table(
+                values,
+                [distinct[column][v] for v in values],
+                quasi_identifier=column in quasi_identifiers,
+                strip_whitespace=options["strip_whitespace"],
+                missing_value_tokens=tokens,
+            )
+            if merged["n_values_merged"]:
+                look_alikes[column] = merged
+            mapping = pa.table(
+                {
+                    "raw": pa.array(values, type=pa.string()),
+                    "value": pa.array(staged, type=pa.string()),
+                    "missing": pa.array(missing, type=pa.bool_()),
                 }
-                look_alikes.setdefault(column, {})
-                _add_counts(look_alikes[column], merged_counts)
-    n_records = sum(f.n_records for f in read)
-    plan = sharding.plan_shards(n_records, shard_rows=shard_rows, min_shard_rows=min_shard_rows)
-    shard_records = np.zeros(plan.n_shards, dtype=np.int64)
-    for s in range(plan.n_shards):
-        (building / f"shard={s}").mkdir()
-    for index, kept in enumerate(kept_frames):
-        frame = kept if isinstance(kept, pd.DataFrame) else pq.read_table(kept).to_pandas()
-        for column, respelled in spellings.items():
-            if respelled:
-                frame[column] = _respell(frame[column], respelled)
-        shards = np.asarray(
-            sharding.shard_of(frame["row_id"].to_numpy(dtype=np.int64), salt=salt, n_shards=plan.n_shards),
-            dtype=np.int64,
+            )
+            connection.register("mapping_input", mapping)
+            connection.execute(f"CREATE TEMP TABLE mapping_{position} AS SELECT * FROM mapping_input")
+            connection.unregister("mapping_input")
+        del distinct
+        joins = " ".join(f"LEFT JOIN mapping_{k} AS m{k} ON src.c{k} = m{k}.raw" for k in range(len(columns)))
+        quasi_missing = [f"(m{k}.raw IS NULL OR m{k}.missing)" for k, c in enumerate(columns) if c in quasi_identifiers]
+        sensitive_value = {c: f"m{k}.value" for k, c in enumerate(columns) if c in sensitive_attributes}
+        kept = " AND ".join(f"{v} IS NOT NULL" for v in sensitive_value.values())
+        # 3: counts per file
+        read: list[InputFile] = []
+        dropped_by_attribute: dict[str, int] = {}
+        missing_by_column: dict[str, int] = {}
+        n_missing_quasi_identifier = 0
+        offset = 0
+        counting = ", ".join(
+            [
+                f"count(*) FILTER (WHERE {kept})",
+                f"count(*) FILTER (WHERE {kept} AND ({' OR '.join(quasi_missing) or 'false'}))",
+                *(f"count(*) FILTER (WHERE {kept} AND {m})" for m in quasi_missing),
+                *(f"count(*) FILTER (WHERE {v} IS NULL)" for v in sensitive_value.values()),
+            ]
         )
-        order = np.argsort(shards, kind="stable")  # row order kept inside a shard
-        bounds = np.searchsorted(shards[order], np.arange(plan.n_shards + 1))
-        shard_records += np.diff(bounds)
-        table = pa.Table.from_pandas(frame[["row_id", *columns]], preserve_index=False)
+        for index, path in enumerate(files):
+            row = connection.execute(
+                f"SELECT {counting} FROM {_source_sql(copies[index], len(columns))} AS src {joins}"
+            ).fetchone()
+            assert row is not None
+            n_kept, n_quasi = int(row[0]), int(row[1])
+            by_quasi = dict(zip(quasi_identifiers, (int(n) for n in row[2 : 2 + len(quasi_identifiers)])))
+            by_sensitive = dict(zip(sensitive_attributes, (int(n) for n in row[2 + len(quasi_identifiers) :])))
+            if n_kept == 0:
+                raise InputError(
+                    f"{path}: all {n_inputs[index]} records have a missing value in a sensitive attribute (missing values "
+                    f"per attribute: {by_sensitive}; missing-value tokens {sorted(set(tokens))} and SQL NULL), so the "
+                    "missing-value policy drops every record and nothing can be published; check the "
+                    f"{setting('sensitive_attributes')} columns and {setting('missing_value_tokens')} (a token may "
+                    "match real values)"
+                )
+            read.append(
+                InputFile(
+                    path=path,
+                    sha256=digests[index],
+                    first_row_id=offset + 1,
+                    n_input=n_inputs[index],
+                    n_dropped_missing=n_inputs[index] - n_kept,
+                    n_records=n_kept,
+                )
+            )
+            offset += n_inputs[index]
+            _add_counts(dropped_by_attribute, {a: n for a, n in by_sensitive.items() if n})
+            _add_counts(missing_by_column, {c: n for c, n in by_quasi.items() if n})
+            n_missing_quasi_identifier += n_quasi
+        n_records = sum(f.n_records for f in read)
+        plan = sharding.plan_shards(n_records, shard_rows=shard_rows, min_shard_rows=min_shard_rows)
+        # 4: the shard-partitioned copy of the kept records
+        connection.execute("SET preserve_insertion_order = false")  # read_staged_shard sorts by row_id
         for s in range(plan.n_shards):
-            if bounds[s + 1] > bounds[s]:
-                part = table.take(pa.array(order[bounds[s] : bounds[s + 1]]))
-                _write_parquet(part, building / f"shard={s}" / f"part-{index:05d}.parquet")
-        del frame, table
-        if isinstance(kept, Path):
-            kept.unlink()
-    shutil.rmtree(building / "files")
+            (building / f"shard={s}").mkdir()
+        shard_records = np.zeros(plan.n_shards, dtype=np.int64)
+        staged_values = ", ".join(
+            (f"COALESCE(m{k}.value, {_sql_string(MISSING_QUASI_IDENTIFIER)})" if column in quasi_identifiers else f"m{k}.value")
+            + f" AS {_quote(column)}"
+            for k, column in enumerate(columns)
+        )
+        selected = ", ".join(_quote(c) for c in columns)
+        for index, file in enumerate(read):
+            written = building / f"file-{index:05d}"
+            records = (
+                f"SELECT CAST(src.position AS BIGINT) + {file.first_row_id} AS row_id, {staged_values} "
+                f"FROM {_source_sql(copies[index], len(columns))} AS src {joins} WHERE {kept}"
+            )
+            key = shard_key_sql("row_id", salt=salt, n_shards=plan.n_shards)
+            connection.execute(
+                f"COPY (SELECT row_id, {selected}, {key} AS shard FROM ({records})) TO {_sql_string(str(written))} "
+                "(FORMAT parquet, COMPRESSION zstd, PARTITION_BY (shard))"
+            )
+            copies[index].unlink()
+            for s in range(plan.n_shards):
+                parts = sorted((written / f"shard={s}").glob("*.parquet"))
+                for k, part in enumerate(parts):
+                    name = f"part-{index:05d}.parquet" if len(parts) == 1 else f"part-{index:05d}-{k:05d}.parquet"
+                    shard_records[s] += pq.read_metadata(part).num_rows
+                    part.replace(building / f"shard={s}" / name)
+            shutil.rmtree(written)
+    finally:
+        connection.close()
+    if int(shard_records.sum()) != n_records:
+        raise RuntimeError(f"staging wrote {int(shard_records.sum())} records for {n_records} kept; stage again")
+    for leftover in ("raw", "duckdb.tmp"):
+        shutil.rmtree(building / leftover, ignore_errors=True)
     final = staging_dir / "input"
     if final.exists():
         shutil.rmtree(final)
@@ -498,9 +662,10 @@ def sensitive_tuple_counts(staging_dir: Path, sensitive_attributes: Sequence[str
 def shard_key_sql(row_id: str, *, salt: int, n_shards: int) -> str:
     """The shard key :func:`pipeline.core.sharding.shard_of` as a DuckDB SQL expression (value in ``[0, n_shards)``).
 
-    ``splitmix64((row_id + salt) mod 2**64) mod n_shards``, computed in ``UHUGEINT`` (128 bits): the product of two
-    64-bit numbers fits there, whereas ``UBIGINT`` multiplication raises on overflow; every step is reduced
-    mod 2**64, as in the uint64 arithmetic of :func:`pipeline.core.sharding.splitmix64`.
+    ``splitmix64((row_id + salt) mod 2**64) mod n_shards``: the state is a ``UBIGINT``; each sum and product is
+    taken in ``UHUGEINT`` (128 bits: the product of two 64-bit numbers fits there, whereas ``UBIGINT`` arithmetic
+    raises on overflow) and reduced mod 2**64 by a bit mask, as in the uint64 arithmetic of
+    :func:`pipeline.core.sharding.splitmix64`; shifts and xors stay in 64 bits (about 30 ns per row on one core).
 
     Parameters
     ----------
@@ -529,9 +694,12 @@ def shard_key_sql(row_id: str, *, salt: int, n_shards: int) -> str:
     def u(value: int) -> str:
         return f"CAST('{value}' AS UHUGEINT)"
 
-    modulus = u(_MASK64 + 1)
-    z = f"((CAST({row_id} AS UHUGEINT) + {u(salt)}) % {modulus} + {u(_GOLDEN_GAMMA)}) % {modulus}"
-    z = f"((xor({z}, {z} >> 30) * {u(_MIX1)}) % {modulus})"
-    z = f"((xor({z}, {z} >> 27) * {u(_MIX2)}) % {modulus})"
-    z = f"xor({z}, {z} >> 31)"
-    return f"CAST({z} % {u(n_shards)} AS BIGINT)"
+    mask = u(_MASK64)
+
+    def wrap(expression: str) -> str:  # a UHUGEINT below 2**128 reduced mod 2**64, as UBIGINT
+        return f"CAST(({expression}) & {mask} AS UBIGINT)"
+
+    z = wrap(f"CAST({row_id} AS UHUGEINT) + {u(salt)} + {u(_GOLDEN_GAMMA)}")
+    z = wrap(f"CAST(xor({z}, {z} >> 30) AS UHUGEINT) * {u(_MIX1)}")
+    z = wrap(f"CAST(xor({z}, {z} >> 27) AS UHUGEINT) * {u(_MIX2)}")
+    return f"CAST(xor({z}, {z} >> 31) % CAST('{n_shards}' AS UBIGINT) AS BIGINT)"

@@ -161,7 +161,8 @@ def read_staged_shard(job: ShardJob, shard: int) -> pd.DataFrame:
             "the number of shards"
         )
     columns = ["row_id", *job.parameters.quasi_identifiers, *job.parameters.sensitive_attributes]
-    frames = [pq.read_table(path, columns=columns).to_pandas() for path in files]
+    # the text columns read as Arrow dictionaries: pandas categoricals, never one Python string per cell
+    frames = [pq.read_table(path, columns=columns, read_dictionary=columns[1:]).to_pandas() for path in files]
     united = {"row_id": np.concatenate([f["row_id"].to_numpy(dtype=np.int64) for f in frames])}
     records = pd.DataFrame(united)
     for column in columns[1:]:

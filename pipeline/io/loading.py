@@ -24,7 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.core.values import merge_look_alike_values
+from pipeline.core.values import canonical_spellings, merge_look_alike_values
 from pipeline.core.mixed_model import RESERVED_COLUMNS, validate_model_columns
 from pipeline.errors import UnusableInputError
 from pipeline.vocabulary import setting, setting_example
@@ -33,12 +33,19 @@ __all__ = [
     "DEFAULT_MAX_VALUE_LENGTH",
     "InfeasibleInput",
     "InputError",
+    "InputScan",
     "LoadedRecords",
     "ValueTooLong",
     "check_ell_feasible",
+    "check_value_lengths",
+    "clean_value_table",
     "detect_csv_header",
+    "check_file_unchanged",
     "file_sha256",
+    "file_state",
+    "input_connection",
     "load_records",
+    "open_input_scan",
     "resolve_input_path",
 ]
 
@@ -158,6 +165,36 @@ def _file_state(path: Path) -> tuple[int, int, str]:
     """(size in bytes, modification time in ns, SHA-256) of a file: compared before and after reading."""
     status = path.stat()
     return status.st_size, status.st_mtime_ns, file_sha256(path)
+
+
+def check_file_unchanged(path: Path, before: tuple[int, int, str]) -> str:
+    """Refuse a file that changed while it was read, as :func:`load_records` does; its SHA-256 when unchanged.
+
+    Parameters
+    ----------
+    path
+        The input file.
+    before
+        :func:`file_state` taken before the first read.
+
+    Raises
+    ------
+    InputError
+        Size, modification time or SHA-256 differ (naming which, and what to do).
+    """
+    after = _file_state(path)
+    if after != before:
+        changed = [what for what, b, a in zip(("size", "modification time", "content (SHA-256)"), before, after) if a != b]
+        raise InputError(
+            f"{path}: the file changed while it was being read ({', '.join(changed)} differ before and after); "
+            "it is probably still being written or copied: wait until it is complete and stable, then retry"
+        )
+    return after[2]
+
+
+def file_state(path: Path) -> tuple[int, int, str]:
+    """(size in bytes, modification time in ns, SHA-256) of a file, for :func:`check_file_unchanged`."""
+    return _file_state(path)
 
 
 def _detect_format(path: Path, input_format: str) -> str:
@@ -494,7 +531,197 @@ def _connection() -> duckdb.DuckDBPyConnection:
     return connection
 
 
-def _read_csv(
+@dataclass(frozen=True)
+class InputScan:
+    """How DuckDB reads one input file's configured columns as text, after the checks that need no record.
+
+    Attributes
+    ----------
+    path, input_format
+        The file (resolved) and ``"csv"`` or ``"parquet"``.
+    sql, params
+        ``SELECT <quasi-identifiers, sensitive attributes as VARCHAR, in that order> FROM read_…($path, …)``: one
+        row per record, in file order under DuckDB's ``preserve_insertion_order`` (the order :func:`load_records`
+        numbers records in); run it as ``connection.sql(sql, params=params)``.
+    first_line
+        Line of the file holding the first record (CSV: 2 after a header row, else 1); None for Parquet.
+    """
+
+    path: Path
+    input_format: str
+    sql: str
+    params: dict[str, object]
+    first_line: int | None
+
+    def error(self, error: duckdb.Error) -> InputError:
+        """The :class:`InputError` :func:`load_records` raises for a DuckDB error while reading this file (the
+        offending line is never quoted)."""
+        if self.input_format == "csv":
+            return _csv_error(self.path, error)
+        return InputError(f"{self.path}: cannot be read as Parquet ({str(error).strip().splitlines()[0]})")
+
+
+def open_input_scan(
+    path: Path,
+    *,
+    connection: duckdb.DuckDBPyConnection,
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+    input_format: str = "auto",
+    csv_header: bool = True,
+    column_names: Sequence[str] = (),
+    delimiter: str = ",",
+    for_model: bool = True,
+) -> InputScan:
+    """The checks :func:`load_records` makes before reading any record, and the query that reads the records.
+
+    For a reader that does not hold the table in memory (the sharded staging, :mod:`pipeline.engines.staging`):
+    the same refusals, with the same messages, as :func:`load_records` up to the reading itself.
+
+    Parameters
+    ----------
+    path
+        A resolved input file (:func:`resolve_input_path`).
+    connection
+        The DuckDB connection the query will run on (its time zone must be UTC, as :func:`_connection` sets it).
+    quasi_identifiers, sensitive_attributes, input_format, csv_header, column_names, delimiter, for_model
+        As :func:`load_records`.
+
+    Raises
+    ------
+    InputError
+        An empty file (0 bytes), an unknown format, and what :func:`load_records` raises for the file's encoding,
+        compression, header or columns (CSV) or its schema (Parquet), before a record is read.
+    """
+    fmt = _detect_format(path, input_format)
+    if path.stat().st_size == 0:
+        raise InputError(f"{path}: the file is empty (0 bytes); pass the file that holds the table")
+    if fmt == "parquet":
+        try:
+            return _parquet_scan(
+                connection,
+                path,
+                column_names=column_names,
+                quasi_identifiers=quasi_identifiers,
+                sensitive_attributes=sensitive_attributes,
+                for_model=for_model,
+            )
+        except duckdb.Error as error:
+            raise InputError(f"{path}: cannot be read as Parquet ({str(error).strip().splitlines()[0]})") from error
+    if fmt != "csv":
+        raise InputError(f"unknown input format {input_format!r}; use 'csv', 'parquet' or 'auto'")
+    return _csv_scan(
+        path,
+        csv_header=csv_header,
+        column_names=column_names,
+        delimiter=delimiter,
+        quasi_identifiers=quasi_identifiers,
+        sensitive_attributes=sensitive_attributes,
+        for_model=for_model,
+    )
+
+
+def input_connection() -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection as :func:`load_records` reads with (in memory; session time zone UTC)."""
+    return _connection()
+
+
+def check_value_lengths(
+    path: Path,
+    distinct_values: Mapping[str, tuple[Sequence[str], Sequence[int], Sequence[int]]],
+    *,
+    max_value_length: int | None,
+    first_line: int | None,
+) -> None:
+    """Refuse a value longer than ``max_value_length`` bytes (UTF-8), from tables of DISTINCT values per column,
+    with :func:`load_records`'s message (first column in the mapping's order, number of records holding a longer
+    value, the longest length, the first such row), never the value.
+
+    Parameters
+    ----------
+    path
+        The input, for the message.
+    distinct_values
+        Column -> (distinct non-NULL raw values, records holding each, 0-based row of the first record holding each),
+        in table order.
+    max_value_length
+        Largest accepted length in bytes; None accepts any length.
+    first_line
+        As :attr:`InputScan.first_line`.
+
+    Raises
+    ------
+    ValueTooLong
+        Naming the first column that holds a longer value.
+    """
+    if max_value_length is None:
+        return
+    for name, (values, counts, first_rows) in distinct_values.items():
+        lengths = np.fromiter((len(str(v).encode("utf-8")) for v in values), dtype=np.int64, count=len(values))
+        long = lengths > max_value_length
+        if long.any():
+            _raise_value_too_long(
+                path,
+                name,
+                max_value_length,
+                count=int(np.asarray(counts, dtype=np.int64)[long].sum()),
+                longest=int(lengths.max()),
+                index=int(np.asarray(first_rows, dtype=np.int64)[long].min()),
+                first_line=first_line,
+            )
+
+
+def clean_value_table(
+    values: Sequence[str],
+    counts: Sequence[int],
+    *,
+    quasi_identifier: bool,
+    strip_whitespace: bool = True,
+    missing_value_tokens: Sequence[str] = ("", "NULL", "?"),
+) -> tuple[list[str | None], list[bool], dict[str, int]]:
+    """:func:`load_records`'s per-value rules on a table of DISTINCT raw values of one column.
+
+    Stripping, missing-value tokens and look-alike merging (:func:`pipeline.core.values.canonical_spellings`, the
+    canonical spelling chosen by the records holding each cleaned value, dropped records and missing-value tokens
+    included, exactly as :func:`load_records` counts them); a missing quasi-identifier becomes
+    :data:`MISSING_QUASI_IDENTIFIER`. SQL NULL is not in the table: it is always missing.
+
+    Parameters
+    ----------
+    values
+        The distinct non-NULL raw values (text as read).
+    counts
+        Records holding each (int64 > 0).
+    quasi_identifier
+        Whether the column is a quasi-identifier (missing → ``"?"``) or a sensitive attribute (missing → None: the
+        record is dropped).
+    strip_whitespace, missing_value_tokens
+        As :func:`load_records`.
+
+    Returns
+    -------
+    (staged, missing, look_alikes)
+        ``staged[i]``: the value a record holding ``values[i]`` is staged with (None: missing sensitive value);
+        ``missing[i]``: whether ``values[i]`` is a missing value (a missing-value token after stripping);
+        ``look_alikes``: ``n_values_merged``, ``n_records_respelled`` (counts only).
+    """
+    if not len(values):
+        return [], [], {"n_values_merged": 0, "n_records_respelled": 0}
+    raw = pd.Index(np.asarray(values, dtype=object).astype(str), dtype=object)
+    cleaned = raw.str.strip() if strip_whitespace else raw
+    categories, inverse = np.unique(np.asarray(cleaned, dtype=object), return_inverse=True)
+    inverse = inverse.reshape(-1)
+    category_missing = np.isin(categories, list(set(missing_value_tokens)))
+    sizes = np.zeros(len(categories), dtype=np.int64)
+    np.add.at(sizes, inverse, np.asarray(counts, dtype=np.int64))
+    target, look_alikes = canonical_spellings(categories, sizes)
+    canonical = categories[target]
+    missing_value = MISSING_QUASI_IDENTIFIER if quasi_identifier else None
+    staged = [missing_value if category_missing[k] else str(canonical[k]) for k in inverse.tolist()]
+    return staged, [bool(category_missing[k]) for k in inverse.tolist()], look_alikes
+
+
+def _csv_scan(
     path: Path,
     *,
     csv_header: bool,
@@ -502,12 +729,12 @@ def _read_csv(
     delimiter: str,
     quasi_identifiers: Sequence[str],
     sensitive_attributes: Sequence[str],
-    max_value_length: int | None,
     for_model: bool = True,
-) -> pd.DataFrame:
-    """The configured columns of a CSV file as categorical text (NaN = SQL NULL), read with the
-    dialect given, not sniffed: DuckDB's sniffer can take a ragged file's last row for its header
-    and return no record. Every row is still parsed, so a ragged row anywhere is refused."""
+) -> InputScan:
+    """The checks of a CSV file before any record is read (encoding, compression, header, columns) and the DuckDB
+    query that reads its configured columns as text, with the dialect given, not sniffed: DuckDB's sniffer can take
+    a ragged file's last row for its header and return no record. Every row is still parsed, so a ragged row
+    anywhere is refused (map a DuckDB error of the query with :func:`_csv_error`)."""
     compression = _csv_compression(path)
     if column_names:
         names, origin = list(column_names), setting("column_names")
@@ -532,10 +759,40 @@ def _read_csv(
     }
     arguments = ", ".join(f"{k} := ${k}" for k in options)
     wanted = ", ".join(_quote(c) for c in [*quasi_identifiers, *sensitive_attributes])
+    return InputScan(
+        path=path,
+        input_format="csv",
+        sql=f"SELECT {wanted} FROM read_csv($path, {arguments})",
+        params={"path": str(path), **options},
+        first_line=2 if csv_header else 1,
+    )
+
+
+def _read_csv(
+    path: Path,
+    *,
+    csv_header: bool,
+    column_names: Sequence[str],
+    delimiter: str,
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+    max_value_length: int | None,
+    for_model: bool = True,
+) -> pd.DataFrame:
+    """The configured columns of a CSV file as categorical text (NaN = SQL NULL), read by :func:`_csv_scan`'s query."""
+    scan = _csv_scan(
+        path,
+        csv_header=csv_header,
+        column_names=column_names,
+        delimiter=delimiter,
+        quasi_identifiers=quasi_identifiers,
+        sensitive_attributes=sensitive_attributes,
+        for_model=for_model,
+    )
     connection = _connection()
     try:
-        relation = connection.sql(f"SELECT {wanted} FROM read_csv($path, {arguments})", params={"path": str(path), **options})
-        return _to_categorical_frame(relation, path=path, max_value_length=max_value_length, first_line=2 if csv_header else 1)
+        relation = connection.sql(scan.sql, params=scan.params)
+        return _to_categorical_frame(relation, path=path, max_value_length=max_value_length, first_line=scan.first_line)
     except duckdb.Error as error:
         raise _csv_error(path, error) from error
     finally:
@@ -644,6 +901,64 @@ def _raise_value_too_long(
 NESTED_TYPE_IDS = ("list", "struct", "map", "union", "array", "blob", "bit")
 
 
+def _parquet_scan(
+    connection: duckdb.DuckDBPyConnection,
+    path: Path,
+    *,
+    column_names: Sequence[str],
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+    for_model: bool = True,
+) -> InputScan:
+    """The checks of a Parquet file before any record is read (schema, columns, nested types) and the DuckDB query
+    that reads its configured columns as text, cast by DuckDB (an integer column with NULLs stays ``"39"``, not
+    ``"39.0"``; a floating-point NaN is missing, like a NULL, not the text ``"nan"``; a timestamp with time zone is
+    written in UTC, whatever the machine's time zone, when ``connection`` is :func:`_connection`'s). Nested and
+    binary columns are refused."""
+    try:
+        relation = connection.read_parquet(str(path))
+    except duckdb.Error as error:
+        first = str(error).strip().splitlines()[0]
+        raise InputError(
+            f"{path}: cannot be read as Parquet ({first}); pass a valid Parquet file, or {setting_example('input_format', 'csv')} "
+            "if it is a CSV file"
+        ) from error
+    stored = list(relation.columns)
+    # the names as written: DuckDB renames a repeated or case-variant name ('A' after 'a' becomes 'A_1')
+    written = _parquet_schema_names(path, fallback=stored)
+    if column_names:
+        if len(column_names) != len(stored):
+            raise InputError(
+                f"{path}: {len(column_names)} column names given but the Parquet file has {len(stored)} columns "
+                f"({written}); give one name per column, or leave {setting('column_names')} out to use the file's names"
+            )
+        names, origin = list(column_names), setting("column_names")
+    else:
+        names, origin = written, "the Parquet schema"
+    _check_columns(path, names, quasi_identifiers, sensitive_attributes, origin=origin, for_model=for_model)
+    configured = {*quasi_identifiers, *sensitive_attributes}
+    nested = [(n, str(t)) for n, t in zip(names, relation.types) if n in configured and t.id in NESTED_TYPE_IDS]
+    if nested:
+        described = ", ".join(f"{n!r} ({t})" for n, t in nested)
+        raise InputError(
+            f"{path}: column(s) {described} hold nested or binary values, not one value per cell; flatten them "
+            "into text or number columns (e.g. one column per field) before publishing"
+        )
+    source_of = dict(zip(names, stored))
+    floating = {n for n, t in zip(names, relation.types) if t.id in FLOATING_TYPE_IDS}
+    selected = ", ".join(
+        _as_text(_quote(source_of[n]), floating=n in floating) + f" AS {_quote(n)}"
+        for n in [*quasi_identifiers, *sensitive_attributes]
+    )
+    return InputScan(
+        path=path,
+        input_format="parquet",
+        sql=f"SELECT {selected} FROM read_parquet($path)",
+        params={"path": str(path)},
+        first_line=None,
+    )
+
+
 def _read_parquet(
     path: Path,
     *,
@@ -653,49 +968,19 @@ def _read_parquet(
     max_value_length: int | None,
     for_model: bool = True,
 ) -> pd.DataFrame:
-    """The configured columns of a Parquet file as categorical text, cast by DuckDB (an integer
-    column with NULLs stays ``"39"``, not ``"39.0"``; a floating-point NaN is missing, like a NULL, not the text
-    ``"nan"``; a timestamp with time zone is written in UTC, whatever the machine's time zone). Nested and binary
-    columns are refused."""
+    """The configured columns of a Parquet file as categorical text, read by :func:`_parquet_scan`'s query."""
     connection = _connection()
     try:
-        try:
-            relation = connection.read_parquet(str(path))
-        except duckdb.Error as error:
-            first = str(error).strip().splitlines()[0]
-            raise InputError(
-                f"{path}: cannot be read as Parquet ({first}); pass a valid Parquet file, or {setting_example('input_format', 'csv')} "
-                "if it is a CSV file"
-            ) from error
-        stored = list(relation.columns)
-        # the names as written: DuckDB renames a repeated or case-variant name ('A' after 'a' becomes 'A_1')
-        written = _parquet_schema_names(path, fallback=stored)
-        if column_names:
-            if len(column_names) != len(stored):
-                raise InputError(
-                    f"{path}: {len(column_names)} column names given but the Parquet file has {len(stored)} columns "
-                    f"({written}); give one name per column, or leave {setting('column_names')} out to use the file's names"
-                )
-            names, origin = list(column_names), setting("column_names")
-        else:
-            names, origin = written, "the Parquet schema"
-        _check_columns(path, names, quasi_identifiers, sensitive_attributes, origin=origin, for_model=for_model)
-        configured = {*quasi_identifiers, *sensitive_attributes}
-        nested = [(n, str(t)) for n, t in zip(names, relation.types) if n in configured and t.id in NESTED_TYPE_IDS]
-        if nested:
-            described = ", ".join(f"{n!r} ({t})" for n, t in nested)
-            raise InputError(
-                f"{path}: column(s) {described} hold nested or binary values, not one value per cell; flatten them "
-                "into text or number columns (e.g. one column per field) before publishing"
-            )
-        source_of = dict(zip(names, stored))
-        floating = {n for n, t in zip(names, relation.types) if t.id in FLOATING_TYPE_IDS}
-        selected = ", ".join(
-            _as_text(_quote(source_of[n]), floating=n in floating) + f" AS {_quote(n)}"
-            for n in [*quasi_identifiers, *sensitive_attributes]
+        scan = _parquet_scan(
+            connection,
+            path,
+            column_names=column_names,
+            quasi_identifiers=quasi_identifiers,
+            sensitive_attributes=sensitive_attributes,
+            for_model=for_model,
         )
         return _to_categorical_frame(
-            connection.sql(f"SELECT {selected} FROM read_parquet($path)", params={"path": str(path)}),
+            connection.sql(scan.sql, params=scan.params),
             path=path,
             max_value_length=max_value_length,
             first_line=None,
@@ -968,13 +1253,7 @@ def load_records(
         max_value_length=max_value_length,
         for_model=for_model,
     )
-    after = _file_state(resolved)
-    if after != before:
-        changed = [what for what, b, a in zip(("size", "modification time", "content (SHA-256)"), before, after) if a != b]
-        raise InputError(
-            f"{resolved}: the file changed while it was being read ({', '.join(changed)} differ before and after); "
-            "it is probably still being written or copied: wait until it is complete and stable, then retry"
-        )
+    input_sha256 = check_file_unchanged(resolved, before)
     n_input = len(frame)
     if n_input == 0:
         raise InputError(
@@ -1033,7 +1312,7 @@ def load_records(
         n_input=n_input,
         n_dropped_missing=int(sensitive_missing.sum()),
         n_missing_quasi_identifier=int((quasi_missing & keep).sum()),
-        input_sha256=after[2],
+        input_sha256=input_sha256,
         look_alike_values=look_alikes,
         dropped_missing_by_attribute={
             attribute: int(missing[attribute].sum()) for attribute in sensitive_attributes if missing[attribute].any()
