@@ -120,6 +120,32 @@ class KlSection(_Contract):
     average_generalization_level: dict[str, float] | None
 
 
+class WorkloadErrors(_Contract):
+    """Relative errors of one workload's COUNT queries (:mod:`pipeline.core.query_workload`): median, mean and 90th
+    percentile of ``|estimate - exact| / max(exact, floor)`` over ``n_queries`` queries."""
+
+    n_queries: int
+    median: float
+    mean: float
+    p90: float
+
+
+class QueryWorkload(_Contract):
+    """The query-workload utility of Xiao & Tao (Anatomy, VLDB 2006 §6) measured on the release against the private
+    table (:func:`pipeline.core.query_workload.release_workload_utility`), or why it was not computed (a table of
+    more than ``max_records`` records)."""
+
+    W1: WorkloadErrors | None = None
+    W2: WorkloadErrors | None = None
+    floor: float | None = None
+    floor_share: float | None = None
+    n_records: int | None = None
+    selectivity: float | None = None
+    seed: int | None = None
+    not_computed: StrictBool | None = None
+    max_records: int | None = None
+
+
 class ReportData(_Contract):
     """The common part of ``report.json`` (every model); the sections of the built-in models are optional here and
     required by :class:`MixedReportData` and :class:`KlReportData`."""
@@ -131,6 +157,7 @@ class ReportData(_Contract):
     private_rating_baseline: PrivateRatingBaseline | None = None
     kl: KlSection | None = None
     identity_risk: IdentityRisk | None = None  # None in releases made before it was recorded
+    query_workload: QueryWorkload | None = None  # None in releases made before it was measured
 
     @field_validator("model")
     @classmethod
