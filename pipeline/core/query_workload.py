@@ -425,26 +425,37 @@ def mixed_release_estimator(
     # attribute table: quasi-identifier labels and, per sensitive attribute, a SID x value share matrix
     table_labels = _label_columns(attribute_table, quasi_identifiers, workload, hierarchies)
     sid_rows: dict[str, np.ndarray] = {}
-    sid_shares: dict[str, np.ndarray] = {}
+    # per attribute, the ID table as sparse triples (SID index, value code, share of the SID); index len(SIDs) is the
+    # suppressed cells' overall released distribution
+    sid_entries: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, int]] = {}
     for attribute in sensitive_attributes:
         domain = workload.domains[attribute]
         rows = id_table[id_table["attribute"].astype(str) == attribute]
-        sids = rows["sid"].to_numpy(np.int64)
-        distinct_sids, sid_code = np.unique(sids, return_inverse=True)
-        counts = np.zeros((len(distinct_sids) + 1, len(domain) + 1))
-        np.add.at(counts, (sid_code, _encode(_text(rows["value"]), domain)), rows["count"].to_numpy(float))
-        overall = counts[:-1].sum(axis=0)
+        distinct_sids, sid_code = np.unique(rows["sid"].to_numpy(np.int64), return_inverse=True)
+        value_code = _encode(_text(rows["value"]), domain)
+        counts = rows["count"].to_numpy(float)
+        overall = np.bincount(value_code, weights=counts, minlength=len(domain) + 1)
         if len(sac) and attribute in sac:
             overall += np.bincount(_encode(_text(sac[attribute]), domain), minlength=len(domain) + 1)
-        counts[-1] = overall
-        totals = counts.sum(axis=1, keepdims=True)
-        sid_shares[attribute] = np.divide(counts, totals, out=np.zeros_like(counts), where=totals > 0)
+        sid_totals = np.bincount(sid_code, weights=counts, minlength=len(distinct_sids))
+        overall_codes = np.flatnonzero(overall)
+        sid_entries[attribute] = (
+            np.concatenate([sid_code, np.full(len(overall_codes), len(distinct_sids))]).astype(np.int64),
+            np.concatenate([value_code, overall_codes]).astype(np.int64),
+            np.concatenate(
+                [
+                    np.divide(counts, sid_totals[sid_code], out=np.zeros_like(counts), where=sid_totals[sid_code] > 0),
+                    overall[overall_codes] / overall.sum(),
+                ]
+            ),
+            len(distinct_sids) + 1,
+        )
         column = attribute_table[attribute]
         published = column.notna().to_numpy()
-        index = np.full(len(attribute_table), len(distinct_sids), dtype=np.int64)  # suppressed: the overall row
-        found = np.searchsorted(distinct_sids, column[published].astype(np.int64).to_numpy())
-        found_ok = found < len(distinct_sids)
-        if not (found_ok.all() and np.array_equal(distinct_sids[found], column[published].astype(np.int64).to_numpy())):
+        published_sids = column[published].astype(np.int64).to_numpy()
+        index = np.full(len(attribute_table), len(distinct_sids), dtype=np.int64)  # suppressed: the overall entry
+        found = np.searchsorted(distinct_sids, published_sids)
+        if not (found < len(distinct_sids)).all() or not np.array_equal(distinct_sids[found], published_sids):
             raise ValueError(f"attribute {attribute!r}: a SID of the attribute table is not in the ID table")
         index[published] = found
         sid_rows[attribute] = index
@@ -471,7 +482,9 @@ def mixed_release_estimator(
                 if attribute in table_labels:
                     probability *= table_labels[attribute].probability(indicators[attribute])
             for attribute in query.sensitive:
-                probability *= (sid_shares[attribute] @ indicators[attribute])[sid_rows[attribute]]
+                sid_code, value_code, share, n_sids = sid_entries[attribute]
+                per_sid = np.bincount(sid_code, weights=share * indicators[attribute][value_code], minlength=n_sids)
+                probability *= per_sid[sid_rows[attribute]]
             total += float(probability.sum())
         if len(sac):
             quasi_probability = np.ones(len(sac))
