@@ -10,7 +10,9 @@ size of ``b`` follows Anatomy's expected selectivity ``s``: ``|b| = max(1, round
 number of predicates of the query and ``|A|`` the attribute's number of distinct values in the private table (so
 every predicate keeps about the ``p``-th root of ``s`` and the whole query about ``s`` of the records when the
 attributes are independent). Default ``s = 0.05``, 1,000 queries per workload, seed 0: the same seed gives the same
-workload. The values come from the private table, so the workload itself is private; only the error figures are
+workload. (The same construction, ``s^(1/p)`` of each domain, is anonypyx's ``CountingQueryGenerator``,
+github.com/questforwisdom/anonypyx, after Xiao & Tao, m-invariance, SIGMOD 2007; the Anatomy paper itself could not
+be consulted here, so the definition follows these two secondary sources.) The values come from the private table, so the workload itself is private; only the error figures are
 reported.
 
 The exact answer is counted on the private table (the eligible records: every record the release stands for,
