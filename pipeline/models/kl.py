@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from pipeline.models.base import CandidateRelease, Frames, GateOutcome, GateVerdict, gate_status_verdict, utility_lines
-from pipeline.models.mixed import dropped_line, gate_lines
+from pipeline.models.mixed import dropped_line, gate_lines, query_workload_figures
 
 __all__ = ["KL", "KLModel", "KLParameters", "discernibility", "render_kl_summary"]
 
@@ -312,6 +312,7 @@ class KLModel:
             "n_rows_in": manifest["n_input"],
             "n_rows_out": manifest["n_released"],
             "min_diverse": int(clusters["diverse"].min()) if len(clusters) else 0,
+            **query_workload_figures(report_data),
         }
 
     def series_configuration(self, parameters: KLParameters) -> dict[str, Any]:

@@ -431,6 +431,7 @@ class MixedModel:
             "reconstruction_error_per_record": float(metrics.reconstruction_error_per_record),
             "average_raw_confidence": float(metrics.average_raw_confidence or 0.0),
             "average_released_confidence": float(metrics.average_released_confidence or 0.0),
+            **query_workload_figures(report_data),
         }
 
     def series_configuration(self, parameters: MixedParameters) -> dict[str, Any]:
@@ -501,6 +502,18 @@ class MixedModel:
     def summary(self, manifest: Mapping[str, Any], path: Path, elapsed: float) -> str:
         """One screen of text about a published mixed or Rating release (:func:`render_summary`)."""
         return render_summary(manifest, path, elapsed)
+
+
+def query_workload_figures(report_data: Mapping[str, Any]) -> dict[str, float]:
+    """The query workload's W1/W2 median and 90th-percentile relative errors as numeric metadata
+    (``query_workload_w1_median``, …; none when report.json holds no workload)."""
+    workload = report_data.get("query_workload") or {}
+    return {
+        f"query_workload_{name.lower()}_{figure}": float(workload[name][figure])
+        for name in ("W1", "W2")
+        if workload.get(name)
+        for figure in ("median", "p90")
+    }
 
 
 def quasi_identifier_hierarchies(parameters: MixedParameters) -> dict[str, Any]:
