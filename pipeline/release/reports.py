@@ -299,6 +299,7 @@ class AuditReport(_Contract):
     metrics: AuditMetrics
     identity_risk: IdentityRisk
     warnings: list[str] | None = None
+    query_workload: QueryWorkload | None = None  # with --hierarchies (pipeline.core.query_workload)
 
     @property
     def passed(self) -> bool:
@@ -306,8 +307,10 @@ class AuditReport(_Contract):
         return self.verdict == "PASS"
 
     def as_json(self) -> dict[str, Any]:
-        """The JSON object of ``msa-release audit`` (``warnings`` only when there are some)."""
-        return self.model_dump(mode="json", exclude_none=False, exclude={"warnings"} if self.warnings is None else set())
+        """The JSON object of ``msa-release audit`` (``warnings`` only when there are some, ``query_workload`` only
+        when measured)."""
+        left_out = {name for name in ("warnings", "query_workload") if getattr(self, name) is None}
+        return self.model_dump(mode="json", exclude_none=False, exclude=left_out)
 
 
 def validate_audit_report(report: Mapping[str, object]) -> AuditReport:
