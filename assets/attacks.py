@@ -179,6 +179,10 @@ def attack_evaluation(
         metadata[f"{model}_share_suppressed_cells"] = float(utility["share_suppressed_cells"])
         confidence = utility["rule_confidence"]["average_released_confidence"]
         metadata[f"{model}_average_rule_confidence"] = float(confidence) if confidence is not None else 0.0
+        for name, figures in utility["query_workload"].items():
+            if name in ("W1", "W2"):  # the COUNT-query workload's relative errors (pipeline/core/query_workload.py)
+                metadata[f"{model}_query_workload_{name.lower()}_median"] = float(figures["median"])
+                metadata[f"{model}_query_workload_{name.lower()}_p90"] = float(figures["p90"])
     verdicts = results["verdicts"]
     metadata["verdicts"] = dg.MetadataValue.md(  # sentences escaped: they name configured columns (escape_markdown)
         "\n".join(

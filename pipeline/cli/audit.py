@@ -41,7 +41,8 @@ from pipeline.release.reports import AuditReport
     "hierarchies_dir",
     type=click.Path(exists=True, file_okay=False),
     help="ARX hierarchies: with --table, labels are checked and generalization measured; with a (k, ℓ) release and "
-    "--raw, the join and one-known-value attacks run for every raw record.",
+    "--raw, the join and one-known-value attacks run for every raw record; with --raw, any release or table also gets "
+    "the COUNT-query workload's errors (generalized labels spread over the values they cover).",
 )
 @click.option("--k", "k", type=click.IntRange(min=1), default=2, show_default=True, help="With --table: the k required.")
 @click.option("--ell", type=click.IntRange(min=1), default=2, show_default=True, help="With --table: the ℓ required.")
@@ -108,7 +109,7 @@ def audit(
     from pipeline.release.audit import AuditError, audit_release
 
     try:
-        report = audit_release(release_dir, raw_path, min_confidence=min_confidence)
+        report = audit_release(release_dir, raw_path, min_confidence=min_confidence, hierarchies_dir=hierarchies_dir)
     except AuditError as error:
         raise UnusableInput(str(error)) from error
     if output:
@@ -239,6 +240,16 @@ def render_audit(report: AuditReport, target: Path) -> str:
         lines.append(
             f"  confidences    average raw {format_figure(metrics.average_raw_confidence)}, "
             f"recovered from the release {format_figure(metrics.average_released_confidence)}"
+        )
+    workload = report.query_workload
+    if workload is not None and workload.W1 is not None:
+        lines.append(
+            f"  workload       {workload.W1.n_queries} COUNT queries per workload: median relative error W1 "
+            f"{workload.W1.median:.3f}"
+            + (f", W2 {workload.W2.median:.3f}" if workload.W2 is not None else "")
+            + f" (90th percentile W1 {workload.W1.p90:.3f}"
+            + (f", W2 {workload.W2.p90:.3f}" if workload.W2 is not None else "")
+            + f"; floor {format_figure(workload.floor)} records)"
         )
     lines.append(f"  report         {target}")
     return "\n".join(lines)

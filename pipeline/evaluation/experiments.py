@@ -27,6 +27,7 @@ from pipeline.core.adversary import disclosure_probabilities, per_record_disclos
 from pipeline.core.columns import as_text
 from pipeline.core.metrics import additional_information_loss, domain_sizes, reconstruction_error
 from pipeline.core.mixed_model import assemble_release_tables, run_mixed_model
+from pipeline.core.query_workload import release_workload_utility
 from pipeline.core.rating import create_sids, rating_tables
 from pipeline.core.rules import mine_strong_rules
 from pipeline.core.sensitivity import EllRequirement, ell_by_attribute
@@ -123,6 +124,7 @@ def evaluate_release(
     seed: int = 0,
     rules: pd.DataFrame | None = None,
     by_attribute: bool = False,
+    query_workload: bool = False,
 ) -> dict:
     """Build one release in memory and measure it: privacy, utility, confidences, time.
 
@@ -142,6 +144,9 @@ def evaluate_release(
     by_attribute
         Also return ``additional_information_loss_by_attribute`` and ``n_suppressed_cells_by_attribute``
         (attribute -> figure, schema order).
+    query_workload
+        Also return ``query_workload``: the COUNT-query workload's relative errors (Xiao & Tao;
+        :func:`pipeline.core.query_workload.release_workload_utility`, default workload).
 
     Returns
     -------
@@ -241,6 +246,10 @@ def evaluate_release(
                 a: int(tables.attribute_table[a].isna().sum()) for a in sensitive_attribute_columns
             },
         }
+    if query_workload:
+        extra["query_workload"] = release_workload_utility(
+            records, quasi_identifier_columns, sensitive_attribute_columns, model=model, tables=release
+        )
     return {
         **extra,
         "model": model,
@@ -346,6 +355,8 @@ def run_model_sweeps(
                     min_confidence=confidence,
                     seed=plan.seed,
                     rules=cache.rules[rules_key],
+                    # the query workload at the default point only (one table per model in REPORT.md)
+                    query_workload=(ell, confidence, m) == (plan.default_ell, plan.default_min_confidence, m_all),
                 )
             points.append({"sweep": sweep, **cache.points[key]})
     points += per_attribute_points(records, quasi_identifiers, sensitive_attribute_columns, plan, progress=progress)

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from pipeline.models.base import CandidateRelease, Frames, GateOutcome, GateVerdict, gate_status_verdict, utility_lines
-from pipeline.models.mixed import dropped_line, gate_lines
+from pipeline.models.mixed import dropped_line, gate_lines, query_workload_figures
 
 __all__ = ["KL", "KLModel", "KLParameters", "discernibility", "render_kl_summary"]
 
@@ -275,12 +275,21 @@ class KLModel:
     ) -> dict[str, Any]:
         """``report.json``: class sizes, average generalization levels and the identity risk on the published
         (generalised) quasi-identifiers."""
-        from pipeline.reporting.release_report import kl_report_data
+        from pipeline.reporting.release_report import kl_report_data, query_workload_data
 
         from pipeline.core.identity_risk import identity_risk
 
         data: dict[str, Any] = kl_report_data(frames["kl_released"], frames["kl_clusters"], parameters.quasi_identifiers)
         data["identity_risk"] = identity_risk([frames["kl_released"]], parameters.quasi_identifiers)
+        # the COUNT-query workload of Xiao & Tao answered from the release, against the private records (aggregates)
+        data["query_workload"] = query_workload_data(
+            frames["raw_records"],
+            parameters.quasi_identifiers,
+            parameters.sensitive_attributes,
+            model="kl",
+            tables={"table": frames["kl_released"]},
+            hierarchies_dir=Path(parameters.hierarchies_dir),
+        )
         return data
 
     def publish_figures(self, frames: Frames, manifest: Mapping[str, Any], report_data: Mapping[str, Any]) -> dict[str, Any]:
@@ -303,6 +312,7 @@ class KLModel:
             "n_rows_in": manifest["n_input"],
             "n_rows_out": manifest["n_released"],
             "min_diverse": int(clusters["diverse"].min()) if len(clusters) else 0,
+            **query_workload_figures(report_data),
         }
 
     def series_configuration(self, parameters: KLParameters) -> dict[str, Any]:

@@ -341,7 +341,7 @@ class MixedModel:
         from pipeline.core.identity_risk import identity_risk
         from pipeline.core.metrics import domain_sizes
         from pipeline.release.audit import PublishedRelease
-        from pipeline.reporting.release_report import mixed_report_data, private_rating_baseline
+        from pipeline.reporting.release_report import mixed_report_data, private_rating_baseline, query_workload_data
 
         raw_records, strong_rules = frames["raw_records"], frames["strong_rules"]
         in_memory = PublishedRelease(
@@ -357,6 +357,20 @@ class MixedModel:
         )
         # who can be singled out by the published quasi-identifiers (both tables: an adversary looks in each)
         data["identity_risk"] = identity_risk([in_memory.sac_released, in_memory.attribute_table], parameters.quasi_identifiers)
+        # the COUNT-query workload of Xiao & Tao answered from the release, against the private records (aggregates)
+        data["query_workload"] = query_workload_data(
+            raw_records,
+            parameters.quasi_identifiers,
+            parameters.sensitive_attributes,
+            model=self.name,
+            tables={
+                "sac_released": in_memory.sac_released,
+                "attribute_table": in_memory.attribute_table,
+                "id_table": in_memory.id_table,
+                "attribute_clusters": in_memory.attribute_clusters,
+            },
+            hierarchies_dir=parameters.hierarchies_path,
+        )
         if not self.publishes_sac:
             return data
         if len(raw_records) <= parameters.private_baseline_max_records:
@@ -417,6 +431,7 @@ class MixedModel:
             "reconstruction_error_per_record": float(metrics.reconstruction_error_per_record),
             "average_raw_confidence": float(metrics.average_raw_confidence or 0.0),
             "average_released_confidence": float(metrics.average_released_confidence or 0.0),
+            **query_workload_figures(report_data),
         }
 
     def series_configuration(self, parameters: MixedParameters) -> dict[str, Any]:
@@ -487,6 +502,18 @@ class MixedModel:
     def summary(self, manifest: Mapping[str, Any], path: Path, elapsed: float) -> str:
         """One screen of text about a published mixed or Rating release (:func:`render_summary`)."""
         return render_summary(manifest, path, elapsed)
+
+
+def query_workload_figures(report_data: Mapping[str, Any]) -> dict[str, float]:
+    """The query workload's W1/W2 median and 90th-percentile relative errors as numeric metadata
+    (``query_workload_w1_median``, …; none when report.json holds no workload)."""
+    workload = report_data.get("query_workload") or {}
+    return {
+        f"query_workload_{name.lower()}_{figure}": float(workload[name][figure])
+        for name in ("W1", "W2")
+        if workload.get(name)
+        for figure in ("median", "p90")
+    }
 
 
 def quasi_identifier_hierarchies(parameters: MixedParameters) -> dict[str, Any]:

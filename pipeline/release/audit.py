@@ -40,6 +40,7 @@ from pipeline.release.reports import (
     AuditReport,
     AuditStructure,
     IdentityRisk,
+    QueryWorkload,
     RuleExposure,
 )
 
@@ -448,12 +449,19 @@ def audit_release(
     *,
     min_confidence: float | None = None,
     max_listed_records: int = 1000,
+    hierarchies_dir: str | Path | None = None,
 ) -> AuditReport:
     """Audit a release directory against the strong rules of a raw table (the report only).
 
     See :func:`run_audit` for parameters, result and errors.
     """
-    return run_audit(release_dir, raw_path, min_confidence=min_confidence, max_listed_records=max_listed_records).report
+    return run_audit(
+        release_dir,
+        raw_path,
+        min_confidence=min_confidence,
+        max_listed_records=max_listed_records,
+        hierarchies_dir=hierarchies_dir,
+    ).report
 
 
 def run_audit(
@@ -464,6 +472,7 @@ def run_audit(
     max_listed_records: int = 1000,
     mining_backend: str = "auto",
     duckdb_mining_threshold: int = 100_000,
+    hierarchies_dir: str | Path | None = None,
 ) -> AuditResult:
     """Audit a release directory against the strong rules of a raw table.
 
@@ -481,6 +490,10 @@ def run_audit(
     mining_backend, duckdb_mining_threshold
         How the adversary mines the rules (:func:`pipeline.core.rules.resolve_mining_backend`;
         every back end gives the same rules).
+    hierarchies_dir
+        The hierarchies the release generalized its quasi-identifiers along: when given, the report also holds the
+        COUNT-query workload's errors (``query_workload``, :mod:`pipeline.core.query_workload`) measured on the raw
+        records (up to :data:`~pipeline.core.query_workload.MAX_REPORT_RECORDS`).
 
     Returns
     -------
@@ -527,7 +540,7 @@ def run_audit(
     except InputError as error:
         message = str(error)
         raise AuditError(message if str(raw_path) in message else f"raw table {raw_path}: {message}") from error
-    return audit_release_against(
+    result = audit_release_against(
         release,
         loaded.records,
         raw_label=str(raw_path),
@@ -537,6 +550,44 @@ def run_audit(
         mining_backend=mining_backend,
         duckdb_mining_threshold=duckdb_mining_threshold,
     )
+    if hierarchies_dir is None:
+        return result
+    workload = _query_workload(release, loaded.records, Path(hierarchies_dir))
+    report = result.report.model_copy(update={"query_workload": workload})
+    return AuditResult(report=report, per_record=result.per_record)
+
+
+def _query_workload(release: PublishedRelease, records: pd.DataFrame, hierarchies_dir: Path) -> QueryWorkload | None:
+    """The COUNT-query workload's errors of a mixed or Rating release against its raw records (None above
+    :data:`~pipeline.core.query_workload.MAX_REPORT_RECORDS` records).
+
+    Raises
+    ------
+    AuditError
+        Unreadable hierarchies, or a published label that is neither a value nor a node of its hierarchy.
+    """
+    from pipeline.core.hierarchies import HierarchyError
+    from pipeline.reporting.release_report import query_workload_data
+
+    if not hierarchies_dir.is_dir():
+        raise AuditError(f"{hierarchies_dir}: not a directory of hierarchies; pass the release's --hierarchies folder")
+    try:
+        data = query_workload_data(
+            records,
+            release.quasi_identifiers,
+            release.sensitive_attributes,
+            model=str(release.manifest.get("model")),
+            tables={
+                "sac_released": release.sac_released,
+                "attribute_table": release.attribute_table,
+                "id_table": release.id_table,
+                "attribute_clusters": release.attribute_clusters,
+            },
+            hierarchies_dir=hierarchies_dir,
+        )
+    except (HierarchyError, ValueError) as error:
+        raise AuditError(f"query workload: {error}") from None
+    return None if data.get("not_computed") else QueryWorkload.model_validate(data)
 
 
 def audit_release_against(

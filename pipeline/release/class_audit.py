@@ -302,7 +302,7 @@ def audit_generalized_table(
     table = read_generalized_table(path, [*quasi_identifiers, *sensitive_attributes])
     classes = class_audit(table, quasi_identifiers, sensitive_attributes, ell=ell, slack=slack)
     levels = hierarchy_levels(table, hierarchies_dir, quasi_identifiers) if hierarchies_dir is not None else None
-    raw_section, adversary = None, None
+    raw_section, adversary, workload = None, None, None
     if raw_path is not None:
         if len(sensitive_attributes) < 2:
             raise ClassAuditError("--raw needs at least two sensitive attributes (a strong rule links two of them)")
@@ -316,6 +316,7 @@ def audit_generalized_table(
             ell=ell,
             min_confidence=min_confidence,
         )
+        workload = _query_workload(table, raw, quasi_identifiers, sensitive_attributes, hierarchies_dir)
     verdict, reasons = _verdict(classes, k=k, ell=ell)
     from pipeline.core.identity_risk import identity_risk
 
@@ -336,7 +337,35 @@ def audit_generalized_table(
         "classes": classes,
         "hierarchies": levels,
         "strong_rule_adversary": adversary,
+        "query_workload": workload,
     }
+
+
+def _query_workload(
+    table: pd.DataFrame,
+    raw: pd.DataFrame,
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+    hierarchies_dir: str | Path | None,
+) -> dict[str, Any] | None:
+    """The COUNT-query workload's relative errors of a generalized table against the raw table
+    (:func:`pipeline.core.query_workload.release_workload_utility`; labels spread over the hierarchies' base values,
+    ``*`` over every value of an attribute without one); None without hierarchies (a generalized label could not be
+    spread), when the raw table holds more than :data:`~pipeline.core.query_workload.MAX_REPORT_RECORDS` records or
+    when no quasi-identifier is named."""
+    from pipeline.core.hierarchies import HierarchyError, load_available_hierarchies
+    from pipeline.core.query_workload import MAX_REPORT_RECORDS, release_workload_utility
+
+    if hierarchies_dir is None or len(raw) > MAX_REPORT_RECORDS or not quasi_identifiers:
+        return None
+    columns = [*quasi_identifiers, *sensitive_attributes]
+    try:
+        hierarchies = load_available_hierarchies(hierarchies_dir, columns)
+        return release_workload_utility(
+            raw, quasi_identifiers, sensitive_attributes, model="table", tables={"table": table}, hierarchies=hierarchies
+        )
+    except (HierarchyError, ValueError) as error:
+        raise ClassAuditError(f"query workload: {error}") from None
 
 
 def _kl_attacks(
@@ -433,10 +462,11 @@ def audit_kl_release(
     classes = class_audit(released, quasi_identifiers, sensitive_attributes, ell=ell, class_column="cluster_id", slack=slack)
     n_released = int(manifest.get("n_released", len(released)))
     structure = {"n_released": len(released), "record_count_matches_manifest": n_released == len(released)}
-    raw_section = adversary = attacks = None
+    raw_section = adversary = attacks = workload = None
     if raw_path is not None:
         raw, raw_sha256 = _raw_records(raw_path, quasi_identifiers, sensitive_attributes, manifest.get("input_reading"))
         raw_section = {"path": str(raw_path), "sha256": raw_sha256, "n_records": int(len(raw))}
+        workload = _query_workload(released, raw, quasi_identifiers, sensitive_attributes, hierarchies_dir)
         threshold = float(min_confidence if min_confidence is not None else manifest.get("min_confidence") or 0.8)
         if len(sensitive_attributes) >= 2:
             cluster_codes = pd.factorize(released["cluster_id"])[0].astype(np.int64)
@@ -469,6 +499,7 @@ def audit_kl_release(
         "classes": classes,
         "strong_rule_adversary": adversary,
         "attacks": attacks,
+        "query_workload": workload,
     }
 
 

@@ -120,6 +120,32 @@ class KlSection(_Contract):
     average_generalization_level: dict[str, float] | None
 
 
+class WorkloadErrors(_Contract):
+    """Relative errors of one workload's COUNT queries (:mod:`pipeline.core.query_workload`): median, mean and 90th
+    percentile of ``|estimate - exact| / max(exact, floor)`` over ``n_queries`` queries."""
+
+    n_queries: int
+    median: float
+    mean: float
+    p90: float
+
+
+class QueryWorkload(_Contract):
+    """The query-workload utility of Xiao & Tao (Anatomy, VLDB 2006 §6) measured on the release against the private
+    table (:func:`pipeline.core.query_workload.release_workload_utility`), or why it was not computed (a table of
+    more than ``max_records`` records)."""
+
+    W1: WorkloadErrors | None = None
+    W2: WorkloadErrors | None = None
+    floor: float | None = None
+    floor_share: float | None = None
+    n_records: int | None = None
+    selectivity: float | None = None
+    seed: int | None = None
+    not_computed: StrictBool | None = None
+    max_records: int | None = None
+
+
 class ReportData(_Contract):
     """The common part of ``report.json`` (every model); the sections of the built-in models are optional here and
     required by :class:`MixedReportData` and :class:`KlReportData`."""
@@ -131,6 +157,7 @@ class ReportData(_Contract):
     private_rating_baseline: PrivateRatingBaseline | None = None
     kl: KlSection | None = None
     identity_risk: IdentityRisk | None = None  # None in releases made before it was recorded
+    query_workload: QueryWorkload | None = None  # None in releases made before it was measured
 
     @field_validator("model")
     @classmethod
@@ -272,6 +299,7 @@ class AuditReport(_Contract):
     metrics: AuditMetrics
     identity_risk: IdentityRisk
     warnings: list[str] | None = None
+    query_workload: QueryWorkload | None = None  # with --hierarchies (pipeline.core.query_workload)
 
     @property
     def passed(self) -> bool:
@@ -279,8 +307,10 @@ class AuditReport(_Contract):
         return self.verdict == "PASS"
 
     def as_json(self) -> dict[str, Any]:
-        """The JSON object of ``msa-release audit`` (``warnings`` only when there are some)."""
-        return self.model_dump(mode="json", exclude_none=False, exclude={"warnings"} if self.warnings is None else set())
+        """The JSON object of ``msa-release audit`` (``warnings`` only when there are some, ``query_workload`` only
+        when measured)."""
+        left_out = {name for name in ("warnings", "query_workload") if getattr(self, name) is None}
+        return self.model_dump(mode="json", exclude_none=False, exclude=left_out)
 
 
 def validate_audit_report(report: Mapping[str, object]) -> AuditReport:

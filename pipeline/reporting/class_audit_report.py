@@ -81,6 +81,19 @@ def _lines(result: Mapping[str, Any]) -> list[tuple[str, str]]:
                 f"{adversary['n_records_above_bound']} records above 1/ell, {adversary['n_records_certain']} certain",
             )
         )
+    workload = result.get("query_workload")
+    if workload and workload.get("W1"):
+        rows.append(
+            (
+                "workload",
+                f"{workload['W1']['n_queries']} COUNT queries per workload: median relative error W1 "
+                f"{workload['W1']['median']:.3f}"
+                + (f", W2 {workload['W2']['median']:.3f}" if workload.get("W2") else "")
+                + f" (90th percentile W1 {workload['W1']['p90']:.3f}"
+                + (f", W2 {workload['W2']['p90']:.3f}" if workload.get("W2") else "")
+                + f"; floor {workload['floor']:.1f} records)",
+            )
+        )
     labels = {"join": "join attack", "one_known_value": "known value"}
     for name, summary in (result.get("attacks") or {}).items():
         rows.append(

@@ -54,6 +54,8 @@ from pipeline.release.promotion import is_comparison
 from pipeline.release.reports import validate_report_data
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from pipeline.models.base import PublicationModel
 
 matplotlib.use("Agg")
@@ -70,6 +72,8 @@ __all__ = [
     "find_baseline",
     "private_rating_baseline",
     "kl_report_data",
+    "query_workload_data",
+    "query_workload_section",
     "mixed_report_data",
     "regenerate_report",
     "render_report",
@@ -1154,6 +1158,101 @@ def identity_section(manifest: Mapping, data: Mapping | None) -> str:
     )
 
 
+def query_workload_data(
+    records: pd.DataFrame,
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+    *,
+    model: str,
+    tables: Mapping[str, pd.DataFrame],
+    hierarchies_dir: Path | None,
+) -> dict[str, object]:
+    """``report.json``'s ``query_workload``: the COUNT-query workload's relative errors of a release measured against
+    the private table (:func:`pipeline.core.query_workload.release_workload_utility`, default workload), or
+    ``{"not_computed": True, "max_records", "n_records"}`` above :data:`~pipeline.core.query_workload.MAX_REPORT_RECORDS`.
+
+    Parameters
+    ----------
+    records
+        PRIVATE: the eligible records the release stands for (``raw_records``).
+    model, tables
+        As :func:`~pipeline.core.query_workload.release_workload_utility`.
+    hierarchies_dir
+        The release's hierarchy folder (generalized labels spread over the values they cover), or None.
+
+    Returns
+    -------
+    dict
+        Aggregates only (medians, percentiles, counts), never a query or a value.
+    """
+    from pipeline.core.hierarchies import load_available_hierarchies
+    from pipeline.core.query_workload import MAX_REPORT_RECORDS, release_workload_utility
+
+    if len(records) > MAX_REPORT_RECORDS:
+        return {"not_computed": True, "max_records": MAX_REPORT_RECORDS, "n_records": len(records)}
+    columns = [*quasi_identifiers, *sensitive_attributes]
+    hierarchies = (
+        load_available_hierarchies(hierarchies_dir, columns) if hierarchies_dir is not None and hierarchies_dir.is_dir() else {}
+    )
+    return release_workload_utility(
+        records, quasi_identifiers, sensitive_attributes, model=model, tables=tables, hierarchies=hierarchies
+    )
+
+
+def query_workload_section(manifest: Mapping, data: Mapping | None) -> str:
+    """The "Query workload" section: W1/W2 median and 90th-percentile relative error, the query count and the floor,
+    with a sentence saying what they mean to an analyst."""
+    figures = (data or {}).get("query_workload")
+    text = "<h2>Query workload</h2>"
+    if not figures:
+        return text + (
+            "<p>Not recorded in this release (it needs the private table: made before it was measured, or regenerated "
+            "from the release's files alone).</p>"
+        )
+    if figures.get("not_computed"):
+        return text + (
+            f"<p>Not computed: the table holds {_e(format_figure(figures.get('n_records')))} records, more than the "
+            f"{_e(format_figure(figures.get('max_records')))} the report measures the workload on.</p>"
+        )
+    rows: list[tuple[object, ...]] = []
+    for name, what in (
+        ("W1", "1–2 quasi-identifiers and 1 sensitive attribute"),
+        ("W2", "1–2 quasi-identifiers and 2 sensitive attributes"),
+    ):
+        errors = figures.get(name)
+        if errors:
+            rows.append(
+                (
+                    f"{name}: {what}",
+                    errors.get("n_queries"),
+                    format_share(errors.get("median")),
+                    format_share(errors.get("p90")),
+                    format_share(errors.get("mean")),
+                )
+            )
+    first = figures.get("W1") or figures.get("W2") or {}
+    return text + (
+        "<p>An analyst counts records with random COUNT queries (Xiao &amp; Tao, Anatomy, VLDB 2006): "
+        "<code>WHERE</code> 1–2 quasi-identifiers and 1 sensitive attribute (W1) or 2 (W2), each condition a random set "
+        f"or range of values (expected selectivity {_e(format_share(figures.get('selectivity')))}, seed "
+        f"{_e(format_figure(figures.get('seed')))}). Each query is answered from this release as an analyst would "
+        "(generalised values spread evenly over the values they stand for; a SAC~ group's or SID's values shared by its "
+        "records; scaled to the records the release stands for) and compared with the true count on the private table. "
+        f"Relative error = |estimate − true| / max(true, {_e(format_figure(figures.get('floor')))} records, 0.1 % of "
+        "the table).</p>"
+        + _table(
+            ["workload", "queries", "median error", "90th percentile", "mean"], rows, numeric=[False, True, True, True, True]
+        )
+        + (
+            f"<p>Half of the W1 queries are off by at most {_e(format_share(first.get('median')))} of their true "
+            f"count, nine in ten by at most {_e(format_share(first.get('p90')))}. Lower is better; 0 would be the "
+            "private table itself. Measured, not gated.</p>"
+            if first
+            else ""
+        )
+    )
+
+
 def _not_protected(manifest: Mapping, data: Mapping | None) -> list[str]:
     """The items of the "does not protect against" box: each names the adversary, the measured figure where there is
     one, and what is not covered (HTML, escaped)."""
@@ -1450,6 +1549,8 @@ def render_report(
         sections.append(per_attribute)
     if _identity(data) is not None or str(manifest.get("model")) in ("mixed", "rating", "kl"):
         sections.append(identity_section(manifest, data))
+    if (data or {}).get("query_workload") is not None or str(manifest.get("model")) in ("mixed", "rating", "kl"):
+        sections.append(query_workload_section(manifest, data))
     sections.append(_gates(manifest))
     plugin = _plugin(manifest)
     if plugin is not None:  # its own sections (a model the registry does not know: parameters, accounting, gates)

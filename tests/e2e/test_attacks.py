@@ -602,6 +602,15 @@ def test_reduced_adult_evaluation_structure_and_sanity(adult_evaluation):
     assert utility["mixed"]["generalization_cost"] == 0 and utility["kl"]["generalization_cost"] > 0
     assert utility["kl"]["average_cluster_size"] >= 3 and utility["naive"]["average_cluster_size"] >= 3
     assert utility["kl"]["share_suppressed_cells"] == 0
+    # the query workload (issue 18): one workload for the four releases, both workloads measured on each
+    for model in ("naive", "kl", "mixed", "rating"):
+        workload = utility[model]["query_workload"]
+        assert workload["n_records"] == n and workload["floor"] == max(1.0, 0.001 * n)
+        for name in ("W1", "W2"):
+            assert workload[name]["n_queries"] == 1000
+            assert 0 <= workload[name]["median"] <= workload[name]["p90"]
+    # (k, ℓ) keeps whole sensitive tuples: W2 is answered better than from Rating's independent SIDs
+    assert utility["kl"]["query_workload"]["W2"]["median"] < utility["rating"]["query_workload"]["W2"]["median"]
     # files
     for name in ("join", "one_known", "utility"):
         assert paths[name].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -613,6 +622,7 @@ def test_reduced_adult_evaluation_structure_and_sanity(adult_evaluation):
         "## One-known-value attack",
         "## Where our models leak",
         "## Utility",
+        "### Query workload",
         "## Modelling choices",
     ):
         assert heading in report

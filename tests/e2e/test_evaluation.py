@@ -66,6 +66,14 @@ def test_every_figure_results_and_report_are_written(experiment_run):
     results = json.loads((output / "results.json").read_text())
     assert {"plan", "dataset", "machine", "figures", "model_points"} <= set(results)
     assert results["dataset"]["n_input"] == 6000
+    # the query workload at the default point (ℓ 3, min_confidence 0.8, all attributes), both models (issue 18)
+    measured = [p for p in results["model_points"] if p.get("query_workload")]
+    assert {p["model"] for p in measured} == {"mixed", "rating"}
+    assert all(p["ell"] == 3 and p["min_confidence"] == 0.8 and p["m"] == 4 for p in measured)
+    for point in measured:
+        for name in ("W1", "W2"):
+            assert point["query_workload"][name]["n_queries"] == 1000
+    assert "## Query workload" in report and "| mixed |" in report and "| rating |" in report
 
 
 def test_results_respect_the_privacy_claims(experiment_run):

@@ -35,6 +35,11 @@ RELEASE_NUMERIC_KEYS = {
     "additional_information_loss",
     "reconstruction_error",
     "publish_seconds",
+    # the COUNT-query workload (issue 18): median and 90th percentile of W1 and W2
+    "query_workload_w1_median",
+    "query_workload_w1_p90",
+    "query_workload_w2_median",
+    "query_workload_w2_p90",
 }
 
 

@@ -448,6 +448,24 @@ def test_audit_json_keys(audits):
         Fraction(report["adversary"]["max_probability"])  # an exact fraction string
 
 
+def test_audit_with_hierarchies_measures_the_query_workload_of_report_json(published, audits, tmp_path):
+    """Issue 18: with --hierarchies the audit answers the COUNT-query workload from the release's files against the
+    raw table; Example A publishes its quasi-identifiers unchanged, so an empty hierarchy folder serves, and the
+    figures equal the ones the publish step wrote into report.json (same workload, same records, same tables)."""
+    hierarchies = tmp_path / "no-hierarchies"
+    hierarchies.mkdir()
+    for name, release in (("mixed", published.mixed_release), ("rating", published.rating_release)):
+        assert "query_workload" not in audits[name][1]  # without --hierarchies: not measured
+        target = tmp_path / f"{name}.json"
+        outcome = _audit(release, published.csv, target, "--hierarchies", str(hierarchies))
+        assert outcome.exit_code in (0, 1), outcome.output
+        workload = json.loads(target.read_text())["query_workload"]
+        measured = {key: value for key, value in workload.items() if value is not None}  # the contract's unset keys
+        assert measured == json.loads((release / "report.json").read_text())["query_workload"]
+        assert workload["W1"]["n_queries"] == workload["W2"]["n_queries"] == 1000
+        assert "workload       1000 COUNT queries per workload" in outcome.output
+
+
 def test_audit_accepts_a_releases_directory_with_latest(published, audits, tmp_path):
     # the Rating comparison (issue 15) is not named by LATEST: a releases/ without LATEST is refused, its directory audited
     refused = _audit(published.rating_home / "releases", published.csv, tmp_path / "none.json")

@@ -370,3 +370,17 @@ def test_report_shows_every_rule_s_support_and_the_identity_risk_of_the_publishe
         assert "What this release does not protect against" in text
         assert "single out 16 (100 %) released records" in text
         assert "3 (18.8 %)" in text  # each rule's support: 3 of the 16 records
+
+
+def test_every_report_carries_the_query_workload(example_a_releases, kl_release):
+    """Issue 18: the publish step measures the COUNT-query workload against the private records (16 in Example A):
+    report.json holds W1/W2 figures, report.html the section; the kl release's report too."""
+    for release, n_records in ((example_a_releases["mixed"], 16), (example_a_releases["rating"], 16), (kl_release, None)):
+        data = json.loads((release / REPORT_DATA).read_text())["query_workload"]
+        manifest = json.loads((release / "manifest.json").read_text())
+        expected = n_records if n_records is not None else manifest["n_input"] - manifest["n_dropped_missing"]
+        assert data["n_records"] == expected and data["floor"] == max(1.0, 0.001 * expected)
+        for name in ("W1", "W2"):
+            assert data[name]["n_queries"] == 1000 and 0 <= data[name]["median"] <= data[name]["p90"]
+        text = text_without_images(release / REPORT_HTML)
+        assert "Query workload" in text and "Half of the W1 queries are off by at most" in text

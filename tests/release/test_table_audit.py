@@ -63,8 +63,15 @@ def test_adult_audit_writes_json_and_page_under_the_home(adult_release):
     assert (targets[0].parent / "report.html").is_file()
     report = json.loads(targets[0].read_text())
     assert set(report) == {
-        "verdict", "reasons", "warnings", "identity_risk", "table", "raw", "classes", "hierarchies", "strong_rule_adversary"
+        "verdict", "reasons", "warnings", "identity_risk", "table", "raw", "classes", "hierarchies", "strong_rule_adversary",
+        "query_workload",
     }  # fmt: skip
+    # the COUNT-query workload (issue 18), with --raw and --hierarchies: both workloads, errors ordered
+    workload = report["query_workload"]
+    assert workload["n_records"] == report["raw"]["n_records"]
+    for name in ("W1", "W2"):
+        assert workload[name]["n_queries"] == 1000 and 0 <= workload[name]["median"] <= workload[name]["p90"]
+    assert "workload" in outcome.output and "COUNT queries per workload" in outcome.output
     assert report["identity_risk"]["smallest_class"] == report["classes"]["k"] >= 5
     assert report["identity_risk"]["n_unique"] == 0
     assert str(targets[0]) in outcome.output
