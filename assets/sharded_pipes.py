@@ -121,6 +121,8 @@ def launch_shard_release(
     dagster.Failure
         The job exited with a non-zero status (its error, naming the shard or the file, is on the step's stderr).
     """
+    from dagster._core.errors import DagsterPipesExecutionError  # raised by PipesSubprocessClient; not exported
+
     from pipeline.engines.spark_job import SUMMARIES_FILE_NAME
 
     config = SparkShardReleaseConfig(job_file=str(job_file), spark_master=spark_master, spark_remote=spark_remote)
@@ -128,7 +130,7 @@ def launch_shard_release(
         invocation = client.run(
             command=spark_job_command(config), context=context, extras={"job": str(job_file), "gates_as": "metadata"}
         )
-    except dg.DagsterPipesExecutionError as error:
+    except DagsterPipesExecutionError as error:
         raise dg.Failure(
             f"the Spark job launched through Dagster Pipes ({SPARK_JOB_MODULE}) failed: {error}; its error (the shard, "
             "the file) is on this step's stderr; nothing is published"

@@ -275,3 +275,28 @@ def test_the_code_location_registers_the_pipes_client_and_the_standalone_job(tmp
     assert dg.validate_run_config(job, config)
     with pytest.raises(dg.DagsterInvalidConfigError, match="job_file"):
         dg.validate_run_config(job, {"ops": {"spark_shard_release": {"config": {}}}})
+
+
+def test_a_failed_pipes_launch_fails_the_step_saying_nothing_is_published(tmp_path):
+    """launch_shard_release (sharded_release's spark_launch: pipes step) on a file that is not a shard job: the job
+    exits 2 (its error on stderr) and the step fails with a dagster.Failure naming the module."""
+    from assets.sharded_pipes import launch_shard_release
+
+    not_a_job = tmp_path / "shard_job.pickle"
+    not_a_job.write_bytes(b"not a pickle")
+    failures = []
+
+    @dg.asset
+    def launching(context: dg.AssetExecutionContext, pipes_subprocess_client: dg.PipesSubprocessClient) -> None:
+        try:
+            launch_shard_release(context, pipes_subprocess_client, not_a_job, spark_master="local[1]", spark_remote=None)
+        except dg.Failure as failure:
+            failures.append(failure.description)
+            raise
+
+    client = dg.PipesSubprocessClient(cwd=str(ROOT), env={"PYTHONPATH": str(ROOT)})
+    result = dg.materialize([launching], resources={"pipes_subprocess_client": client}, raise_on_error=False)
+    assert not result.success
+    assert len(failures) == 1
+    assert "pipeline.engines.spark_job" in failures[0] and "failed with code 2" in failures[0]
+    assert "nothing is published" in failures[0]
