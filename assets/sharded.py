@@ -353,9 +353,15 @@ def shard_summaries(
     sharded_input_summary: pd.DataFrame,
     sharded_strong_rules: pd.DataFrame,
     sharded_global_model: pd.DataFrame,
-) -> pd.DataFrame:
+    pipes_subprocess_client: dg.PipesSubprocessClient,
+) -> dg.Output[pd.DataFrame]:
     """Release every staged shard with the executor of ``engine`` (:meth:`pipeline.engines.base.Executor.release_shards`);
-    the summaries are kept as JSON in the staging directory for the reduce and the publish step."""
+    the summaries are kept as JSON in the staging directory for the reduce and the publish step.
+
+    With ``engine: spark`` and ``spark_launch: pipes`` the step writes the PRIVATE shard job
+    (:func:`pipeline.engines.spark_job.write_job`, beside the staged shards) and launches the standalone Spark job
+    through the Pipes client ``pipes_subprocess_client`` (:func:`assets.sharded_pipes.launch_shard_release`), then
+    reads the summaries it wrote; the gates stay the blocking checks of the candidate summary."""
     from pipeline.engines.base import ShardJob
     from pipeline.engines.summaries import summary_frame
 
@@ -369,8 +375,24 @@ def shard_summaries(
         secret=release_secret(settings, store),
         n_shards=int(first["n_shards"]),
     )
-    executor = executor_of(settings)
-    summaries = executor.release_shards(job)
+    launched: dict[str, Any] = {}
+    if str(settings.engine) == "spark" and str(settings.spark_launch) == "pipes":
+        from assets.sharded_pipes import launch_shard_release
+        from pipeline.engines.spark_job import write_job
+
+        job_file = write_job(
+            job, reduce_arguments={"n_input": int(first["n_input"]), "n_dropped_missing": int(first["n_dropped_missing"])}
+        )
+        summaries, reported = launch_shard_release(
+            context,
+            pipes_subprocess_client,
+            job_file,
+            spark_master=settings.spark_master,
+            spark_remote=settings.spark_remote,
+        )
+        launched = {f"spark_job_{key}": value for key, value in reported.items()}
+    else:
+        summaries = executor_of(settings).release_shards(job)
     (staging_dir / SUMMARIES_FILE).write_text(json.dumps(summaries, sort_keys=True, default=str), encoding="utf-8")
     frame = summary_frame(summaries, settings.sensitive_attributes)
     context.add_output_metadata(
@@ -378,11 +400,13 @@ def shard_summaries(
             "n_shards": len(frame),
             "engine": str(settings.engine),
             "workers": int(settings.workers) if str(settings.engine) == "local" else 0,
+            **({"spark_launch": str(settings.spark_launch)} if str(settings.engine) == "spark" else {}),
             "n_records": int(frame["n_records"].sum()) if len(frame) else 0,
             "seconds": round(time.monotonic() - started, 3),
+            **launched,
         }
     )
-    return frame
+    return dg.Output(frame)  # an Output: a Pipes session makes Dagster require typed results
 
 
 def read_summaries(staging_dir: Path) -> list[dict[str, Any]]:

@@ -1,5 +1,7 @@
 """The Dagster code location: assets, release gates, the publishing jobs generated from the model registry
-(``release``, ``rating_release``, ``kl_release``, and any plug-in's), the ``evaluation``, ``attacks`` and ``plan`` jobs, the weekly release schedule, the inbox sensor, and resources.
+(``release``, ``rating_release``, ``kl_release``, and any plug-in's), ``sharded_release``, the ``evaluation``,
+``attacks``, ``plan`` and ``spark_pipes_launch`` (the standalone Spark job through Dagster Pipes) jobs, the weekly
+release schedule, the inbox sensor, and resources (``pipes_subprocess_client``: the Pipes client of the Spark job).
 
 Asset groups: ``ingest``, ``mining``, ``mixed_model``, ``rating``, ``rating_model``, ``kl_model``, ``release`` and
 ``evaluation`` (see ``pipeline.jobs`` for which job runs which assets)."""
@@ -15,6 +17,7 @@ import dagster as dg  # noqa: E402
 
 from assets import attacks, evaluation, ingest, kl_model, mining, mixed_model, plan, rating_model  # noqa: E402
 from assets.sharded import SHARDED_ASSETS  # noqa: E402
+from assets.sharded_pipes import PIPES_CLIENT_RESOURCE, spark_shard_release  # noqa: E402
 from checks.gates import GATES, KL_GATES, gates_of  # noqa: E402
 from checks.sharded_gates import SHARDED_GATE_CHECKS  # noqa: E402
 from pipeline.jobs import (  # noqa: E402
@@ -31,6 +34,7 @@ from pipeline.jobs import (  # noqa: E402
     evaluation_job,
     plan_job,
     schedule_run_config,
+    spark_pipes_job,
 )
 from pipeline.models import PUBLICATION_MODELS  # noqa: E402
 from pipeline.resources import ExperimentSettings, ReleaseSettings, ReleaseStore, release_home  # noqa: E402
@@ -58,7 +62,7 @@ JOB_OF_MODEL = {name: model.job for name, model in PUBLICATION_MODELS.items()}
 STAGE_MODULES = [ingest, mining, mixed_model, rating_model, kl_model, evaluation, attacks, plan]
 
 #: Every asset of the built-in models' code location.
-ASSETS = [*dg.load_assets_from_modules(STAGE_MODULES), *RELEASE_WIRING.all_assets(), *SHARDED_ASSETS]
+ASSETS = [*dg.load_assets_from_modules(STAGE_MODULES), *RELEASE_WIRING.all_assets(), *SHARDED_ASSETS, spark_shard_release]
 
 
 def build_definitions(home: Path) -> dg.Definitions:
@@ -86,9 +90,9 @@ def build_definitions(home: Path) -> dg.Definitions:
         job_name, run_config, config_file = configured
         schedule = build_release_schedule(job=by_name[job_name], run_config=run_config, config_file=config_file)
     return dg.Definitions(
-        assets=[*dg.load_assets_from_modules(STAGE_MODULES), *wiring.all_assets(), *SHARDED_ASSETS],
+        assets=[*dg.load_assets_from_modules(STAGE_MODULES), *wiring.all_assets(), *SHARDED_ASSETS, spark_shard_release],
         asset_checks=[*gates_of(PUBLICATION_MODELS.values()), *SHARDED_GATE_CHECKS],
-        jobs=[*publishing_jobs, evaluation_job, attacks_job, plan_job],
+        jobs=[*publishing_jobs, evaluation_job, attacks_job, plan_job, spark_pipes_job],
         schedules=[schedule],
         sensors=[build_inbox_sensor(publishing_jobs)],
         # ad-hoc materializations from the UI too: one process holds the release lock for the run
@@ -98,6 +102,10 @@ def build_definitions(home: Path) -> dg.Definitions:
             "settings": ReleaseSettings(),
             "store": ReleaseStore(home=str(home)),
             "experiments": ExperimentSettings(),
+            # sharded_release with engine spark and spark_launch pipes, and the spark_shard_release job, launch the
+            # standalone Spark job through it (swap in PipesEMRClient, PipesDatabricksClient, … in a code location of
+            # your own: README "Scaling out")
+            PIPES_CLIENT_RESOURCE: dg.PipesSubprocessClient(),
         },
     )
 

@@ -72,6 +72,7 @@ from pydantic import ValidationError
 
 from assets.publish import job_assets
 from assets.sharded import SHARDED_GROUP, remove_staging_on_failure
+from assets.sharded_pipes import SPARK_PIPES_JOB, spark_shard_release
 from pipeline.errors import UnusableInputError
 from pipeline.models import (
     PUBLICATION_MODELS,
@@ -123,6 +124,7 @@ __all__ = [
     "kl_release_job",
     "SHARDED_RELEASE_JOB_SELECTION",
     "sharded_release_job",
+    "spark_pipes_job",
     "settings_digest",
     "rating_release_job",
     "release_job",
@@ -451,6 +453,19 @@ def build_sharded_release_job() -> dg.UnresolvedAssetJobDefinition:
 
 
 sharded_release_job = build_sharded_release_job()
+
+#: The standalone Spark job launched through Dagster Pipes (``assets/sharded_pipes.py``): the asset
+#: ``spark_shard_release`` and its blocking gate checks, on a PRIVATE shard job file someone staged (run config
+#: ``ops.spark_shard_release.config.job_file``). Publishes nothing; holds the release lock like every job.
+spark_pipes_job = dg.define_asset_job(
+    name=SPARK_PIPES_JOB,
+    selection=dg.AssetSelection.assets(spark_shard_release),
+    executor_def=dg.in_process_executor,
+    tags=RELEASE_LOCK_TAGS,
+    description="Release the shards of a staged sharded run (its PRIVATE shard job file, written by "
+    "pipeline.engines.spark_job.write_job) on Apache Spark through Dagster Pipes (resource pipes_subprocess_client); "
+    "the reduced gates come back as blocking asset checks. Publishes nothing: sharded_release publishes.",
+)
 
 attacks_job = dg.define_asset_job(
     name="attacks",

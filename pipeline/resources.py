@@ -13,7 +13,17 @@ import dagster as dg
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from pipeline.core.sharding import DEFAULT_MIN_SHARD_ROWS, DEFAULT_SHARD_ROWS
-from pipeline.settings import MAX_SEED, SHARDING_SETTINGS, Engine, Grouping, KLMethod, Model, PosteriorGate, ResidualPolicy
+from pipeline.settings import (
+    MAX_SEED,
+    SHARDING_SETTINGS,
+    Engine,
+    Grouping,
+    KLMethod,
+    Model,
+    PosteriorGate,
+    ResidualPolicy,
+    SparkLaunch,
+)
 
 __all__ = [
     "ADULT_COLUMNS",
@@ -441,6 +451,13 @@ class ReleaseSettings(dg.ConfigurableResource):
     spark_remote: str | None = Field(
         default=None, description="engine 'spark': a Spark Connect URL 'sc://host:15002' (instead of spark_master)."
     )
+    spark_launch: SparkLaunch = Field(
+        default=SparkLaunch.client,
+        description="engine 'spark': 'client' (default: the release step runs the shards on its own SparkSession) or "
+        "'pipes' (the release step launches the standalone job `python -m pipeline.engines.spark_job` through the "
+        "Dagster Pipes client of the resource pipes_subprocess_client, with spark_master or spark_remote, and reads "
+        "the shards' summaries it writes; the gates stay this job's blocking checks).",
+    )
 
     @field_validator("input_format")
     @classmethod
@@ -449,7 +466,7 @@ class ReleaseSettings(dg.ConfigurableResource):
             raise ValueError(f"input_format must be 'auto', 'csv' or 'parquet', got {value!r}")
         return value
 
-    @field_validator("model", "posterior_gate", "grouping", "residual_policy", "kl_method", "engine")
+    @field_validator("model", "posterior_gate", "grouping", "residual_policy", "kl_method", "engine", "spark_launch")
     @classmethod
     def _plain_text(cls, value) -> str:
         """The typed choices (:mod:`pipeline.settings`) are checked by their enum (in the Dagster config schema too)
@@ -572,6 +589,12 @@ class ReleaseSettings(dg.ConfigurableResource):
         if self.spark_master is not None and self.spark_remote is not None:
             raise ValueError(
                 f"give one of {setting('spark_master')} (client mode) and {setting('spark_remote')} (Spark Connect), not both"
+            )
+        if self.spark_launch != SparkLaunch.client and self.engine != Engine.spark:
+            raise ValueError(
+                f"{setting_example('spark_launch', str(self.spark_launch))} is for {setting_example('engine', 'spark')} "
+                f"only (the engine is {self.engine}): add {setting_example('engine', 'spark')} or leave "
+                f"{setting('spark_launch')} out"
             )
 
     def _check_ell_per_attribute(self) -> None:

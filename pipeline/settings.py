@@ -13,7 +13,17 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["MAX_SEED", "SHARDING_SETTINGS", "Engine", "Grouping", "KLMethod", "Model", "PosteriorGate", "ResidualPolicy"]
+__all__ = [
+    "MAX_SEED",
+    "SHARDING_SETTINGS",
+    "Engine",
+    "SparkLaunch",
+    "Grouping",
+    "KLMethod",
+    "Model",
+    "PosteriorGate",
+    "ResidualPolicy",
+]
 
 #: Largest seed (and min_support) accepted: the manifest stores them as signed 64-bit integers (DuckDB BIGINT), so a
 #: larger one is refused when the settings are read instead of failing at publish (issue 14).
@@ -66,5 +76,14 @@ class Engine(enum.StrEnum):
     spark = "spark"
 
 
+class SparkLaunch(enum.StrEnum):
+    """How engine ``spark`` runs the shards (issue 17): ``client`` (the release step's own SparkSession, client mode or
+    Spark Connect) or ``pipes`` (the release step launches the standalone job ``python -m pipeline.engines.spark_job``
+    through the Dagster Pipes client of the resource ``pipes_subprocess_client``)."""
+
+    client = "client"
+    pipes = "pipes"
+
+
 #: The settings of a sharded release (read by the ``sharded_release`` job only; ``engine`` picks the job).
-SHARDING_SETTINGS = ("engine", "workers", "shard_rows", "min_shard_rows", "spark_master", "spark_remote")
+SHARDING_SETTINGS = ("engine", "workers", "shard_rows", "min_shard_rows", "spark_master", "spark_remote", "spark_launch")

@@ -257,6 +257,7 @@ def build_settings_config(
     min_shard_rows: int | None = None,
     spark_master: str | None = None,
     spark_remote: str | None = None,
+    spark_launch: str | None = None,
 ) -> dict:
     """Run config for the ``settings`` resource; only what the user gave overrides the defaults.
 
@@ -316,6 +317,7 @@ def build_settings_config(
         ("min_shard_rows", min_shard_rows),
         ("spark_master", spark_master),
         ("spark_remote", spark_remote),
+        ("spark_launch", spark_launch),
     ):
         if value is not None:
             config[key] = value
@@ -373,6 +375,11 @@ def check_model_options(options: dict) -> None:
         raise click.UsageError(
             f"{', '.join(sharding)}: not used by --engine {engine} (the in-memory release); add --engine local or "
             "--engine spark for a sharded release, or leave it out"
+        )
+    if options.get("spark_launch") is not None and engine != "spark":
+        raise click.UsageError(
+            f"--spark-launch {options['spark_launch']}: not used by --engine {engine}; it chooses how --engine spark "
+            "runs its shards (client or pipes): add --engine spark or leave --spark-launch out"
         )
     by_owners: dict[str, list[str]] = {}
     for name in given:
@@ -793,6 +800,7 @@ def settings_from_options(options: dict) -> dict:
         min_shard_rows=options.get("min_shard_rows"),
         spark_master=options.get("spark_master"),
         spark_remote=options.get("spark_remote"),
+        spark_launch=options.get("spark_launch"),
     )
 
 

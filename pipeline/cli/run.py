@@ -184,6 +184,13 @@ from pipeline.cli.common import (
 @click.option("--spark-master", help="--engine spark: the master in client mode, e.g. local[2], yarn, k8s://https://host:443.")
 @click.option("--spark-remote", help="--engine spark: a Spark Connect URL, sc://host:15002 (instead of --spark-master).")
 @click.option(
+    "--spark-launch",
+    type=click.Choice(["client", "pipes"]),
+    help="--engine spark: client (default: the release step runs the shards on its own SparkSession) or pipes (the "
+    "release step launches `python -m pipeline.engines.spark_job` through Dagster Pipes, PipesSubprocessClient, with "
+    "--spark-master or --spark-remote).",
+)
+@click.option(
     "--keep-releases",
     type=click.IntRange(min=0),
     help="Retention: after publishing, remove the oldest releases beyond the newest N of releases/ (or of comparisons/, "

@@ -5,7 +5,10 @@ The driver (the ``sharded_release`` job, or anyone with the staged input and the
 loads it, releases every staged shard with :class:`~pipeline.engines.spark.SparkExecutor`, writes the S summaries
 next to the job file (``shard_summaries.json``), reduces the gates from the shards' partials
 (``pipeline.core.sharding.reduce_gates``; ``shard_gates.json``), and, when a Dagster Pipes client launched it,
-reports each reduced gate as an asset check (``passed`` and the gate's figures: sums and maxima, never a record).
+reports each reduced gate as an asset check (``passed`` and the gate's figures: sums and maxima, never a record), or,
+when the launching step declares no such checks (the ``sharded_release`` job's shard releases with ``spark_launch:
+pipes``; Pipes extra ``gates_as: metadata``), as the materialization's metadata (``gates``: {gate: passed}) and a
+Pipes log line.
 
 Launch it
 
@@ -46,6 +49,7 @@ from pipeline.errors import MsaReleaseError, UnusableInputError
 
 __all__ = [
     "DEFAULT_REDUCE",
+    "GATES_AS",
     "GATES_FILE_NAME",
     "JOB_FILE_NAME",
     "SUMMARIES_FILE_NAME",
@@ -145,34 +149,63 @@ def pipes_metadata(figures: Mapping[str, Any]) -> dict[str, Any]:
     return {key: {"raw_value": value, "type": "json"} if isinstance(value, Mapping) else value for key, value in figures.items()}
 
 
-def report_gates(
-    pipes: Any, gates: Mapping[str, Mapping[str, Any]], summaries: Sequence[ShardSummary], declared: Sequence[str] = ()
-) -> None:
-    """Report the reduced gates to Dagster through an open Pipes context: one asset check per gate (``passed`` and
-    the gate's other figures as metadata), then the materialization (S and the records per shard: counts only).
+#: How the job reports the reduced gates to Pipes (the launching step's extra ``gates_as``): ``checks`` (default; the
+#: launching asset declares one check per gate, :mod:`assets.sharded_pipes`) or ``metadata`` (the launching step is
+#: ``sharded_release``'s shard releases, whose gates are the blocking checks of its candidate summary: a check the
+#: step does not declare would be refused by Dagster, so the gates' verdicts travel as the materialization's metadata)
+GATES_AS = ("checks", "metadata")
 
-    A gate the asset declares (``declared``) that the reduce did not compute (``posterior_within_bound`` when the run
-    does not evaluate the posterior) is reported as not evaluated (passed, ``evaluated`` False, never blocking), as
-    ``checks/gates.py`` reports a gate that does not apply: Dagster requires a result for every declared check."""
-    for gate, figures in gates.items():
-        pipes.report_asset_check(
-            check_name=gate,
-            passed=bool(figures["passed"]),
-            metadata=pipes_metadata({key: value for key, value in figures.items() if key != "passed"}),
-        )
-    for gate in declared:
-        if gate not in gates:
+
+def report_gates(
+    pipes: Any,
+    gates: Mapping[str, Mapping[str, Any]],
+    summaries: Sequence[ShardSummary],
+    declared: Sequence[str] = (),
+    *,
+    gates_as: str = "checks",
+) -> None:
+    """Report the reduced gates to Dagster through an open Pipes context, then the materialization (S and the
+    records per shard: counts only; ``gates_failed``).
+
+    ``gates_as="checks"``: one asset check per gate (``passed`` and the gate's other figures as metadata). A gate the
+    asset declares (``declared``) that the reduce did not compute (``posterior_within_bound`` when the run does not
+    evaluate the posterior) is reported as not evaluated (passed, ``evaluated`` False, never blocking), as
+    ``checks/gates.py`` reports a gate that does not apply: Dagster requires a result for every declared check.
+
+    ``gates_as="metadata"``: no check; the materialization's metadata gains ``gates`` ({gate: passed}, JSON) and a
+    Pipes log line says how many passed (the launching job's own checks decide).
+
+    Raises
+    ------
+    ValueError
+        ``gates_as`` is not one of :data:`GATES_AS`.
+    """
+    if gates_as not in GATES_AS:
+        raise ValueError(f"gates_as must be one of {GATES_AS}, got {gates_as!r}")
+    if gates_as == "checks":
+        for gate, figures in gates.items():
             pipes.report_asset_check(
                 check_name=gate,
-                passed=True,
-                severity="WARN",
-                metadata={"evaluated": False, "reason": "not reduced by this sharded run"},
+                passed=bool(figures["passed"]),
+                metadata=pipes_metadata({key: value for key, value in figures.items() if key != "passed"}),
             )
+        for gate in declared:
+            if gate not in gates:
+                pipes.report_asset_check(
+                    check_name=gate,
+                    passed=True,
+                    severity="WARN",
+                    metadata={"evaluated": False, "reason": "not reduced by this sharded run"},
+                )
     records = [summary.get("counts", {}).get("n_records") for summary in summaries]
     metadata: dict[str, Any] = {"engine": "spark", "n_shards": len(summaries)}
     if records and all(isinstance(n, int) for n in records):
         metadata.update({"n_records": sum(records), "shard_records_min": min(records), "shard_records_max": max(records)})
     metadata["gates_failed"] = sorted(gate for gate, figures in gates.items() if not figures["passed"])
+    if gates_as == "metadata":
+        metadata["gates"] = {"raw_value": {gate: bool(figures["passed"]) for gate, figures in gates.items()}, "type": "json"}
+        passed = sum(bool(figures["passed"]) for figures in gates.values())
+        pipes.log.info(f"spark_job: {len(summaries)} shards released on Spark; {passed} of {len(gates)} reduced gates passed")
     pipes.report_asset_materialization(metadata=metadata)
 
 
@@ -183,11 +216,12 @@ def run_job(
     reduce: ReduceGates | str = DEFAULT_REDUCE,
     pipes: Any = None,
     declared: Sequence[str] = (),
+    gates_as: str = "checks",
 ) -> tuple[list[ShardSummary], dict[str, dict[str, Any]]]:
     """Release the shards of the job at ``job_path`` on ``executor``, write the summaries and the reduced gates next
     to the job file, report them to ``pipes`` (an open Dagster Pipes context) if given, with the gates the launching
-    asset ``declared`` (see :func:`report_gates`). The reduce gets the partials, the model, the parameters and the
-    keyword arguments :func:`write_job` stored.
+    asset ``declared``, as checks or as metadata (``gates_as``; see :func:`report_gates`). The reduce gets the
+    partials, the model, the parameters and the keyword arguments :func:`write_job` stored.
 
     Returns
     -------
@@ -209,7 +243,7 @@ def run_job(
     gates = _resolve(reduce)(partials, job.model, job.parameters, **reduce_arguments)
     _write_json(job_path.with_name(GATES_FILE_NAME), gates)
     if pipes is not None:
-        report_gates(pipes, gates, summaries, declared)
+        report_gates(pipes, gates, summaries, declared, gates_as=gates_as)
     return summaries, gates
 
 
@@ -249,7 +283,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             with open_dagster_pipes() as pipes:
                 job_path = arguments.job or pipes.get_extra("job")
                 declared = list(pipes.extras.get("gates") or [])  # the checks the launching asset declares
-                run_job(Path(job_path), executor=executor, reduce=arguments.reduce, pipes=pipes, declared=declared)
+                gates_as = str(pipes.extras.get("gates_as") or "checks")  # "metadata": sharded_release's step
+                run_job(
+                    Path(job_path),
+                    executor=executor,
+                    reduce=arguments.reduce,
+                    pipes=pipes,
+                    declared=declared,
+                    gates_as=gates_as,
+                )
             return 0
         if arguments.job is None:
             print("spark_job: --job is required outside Dagster Pipes", file=sys.stderr)

@@ -40,6 +40,10 @@ def nothing_runs(monkeypatch):
         (["--engine", "local", "--shard-rows", "0"], "--shard-rows"),
         (["--engine", "local", "--min-shard-rows", "-5"], "--min-shard-rows"),
         (["--engine", "dask"], "'dask' is not one of 'memory', 'local', 'spark'"),
+        (["--engine", "local", "--spark-launch", "pipes"], "--spark-launch pipes: not used by --engine local"),
+        (["--engine", "local", "--spark-launch", "client"], "--spark-launch client: not used by --engine local"),
+        (["--spark-launch", "pipes"], "--spark-launch: not used by --engine memory"),
+        (["--engine", "spark", "--spark-launch", "yarn"], "'yarn' is not one of 'client', 'pipes'"),
     ],
     ids=[
         "local-kl",
@@ -52,6 +56,10 @@ def nothing_runs(monkeypatch):
         "shard-rows-0",
         "min-shard-rows-negative",
         "unknown-engine",
+        "spark-launch-pipes-on-local",
+        "spark-launch-client-on-local",
+        "spark-launch-in-memory",
+        "unknown-spark-launch",
     ],
 )
 def test_sharding_options_refused_exit_2_before_anything_runs(nothing_runs, tmp_path, arguments, expected):
@@ -69,7 +77,7 @@ def test_the_engine_picks_the_job():
 
 
 def test_only_the_sharded_job_reads_the_sharding_settings():
-    sharding = {"engine", "workers", "shard_rows", "min_shard_rows", "spark_master", "spark_remote"}
+    sharding = {"engine", "workers", "shard_rows", "min_shard_rows", "spark_master", "spark_remote", "spark_launch"}
     assert sharding <= set(settings_of_job(SHARDED_RELEASE_JOB))
     assert set(settings_of_job("release")) <= set(settings_of_job(SHARDED_RELEASE_JOB))  # the mixed model's settings
     for job in ("release", "rating_release", "kl_release"):
@@ -93,3 +101,25 @@ def test_the_sharded_job_refuses_a_bad_setting_before_a_run_exists():
     for settings, named in (({"engine": "local", "workers": 0}, "workers"), ({"engine": "local", "k": 3}, "k")):
         with pytest.raises(dg.DagsterInvalidConfigError, match=named):
             dg.validate_run_config(job, {"resources": {"settings": {"config": settings}}})
+
+
+def test_spark_launch_is_a_launchpad_setting_of_the_sharded_job_only():
+    """``spark_launch`` (client | pipes) is in the sharded job's run config schema; another value is a config error, and
+    ``spark_launch: pipes`` without ``engine: spark`` is refused by the settings naming both keys."""
+    import dagster as dg
+    from pydantic import ValidationError
+
+    from pipeline.definitions import defs
+    from pipeline.jobs import sharded_release_job
+    from pipeline.resources import ReleaseSettings
+
+    job = defs.resolve_job_def(sharded_release_job.name)
+    pipes = {"engine": "spark", "spark_master": "local[2]", "spark_launch": "pipes"}
+    assert dg.validate_run_config(job, {"resources": {"settings": {"config": pipes}}})
+    with pytest.raises(dg.DagsterInvalidConfigError, match="spark_launch"):
+        dg.validate_run_config(job, {"resources": {"settings": {"config": {**pipes, "spark_launch": "yarn"}}}})
+    assert ReleaseSettings(**pipes).spark_launch == "pipes"
+    assert ReleaseSettings(engine="spark").spark_launch == "client"
+    with pytest.raises(ValidationError, match="`spark_launch: pipes` is for `engine: spark` only"):
+        ReleaseSettings(engine="local", spark_launch="pipes")
+    assert "spark_launch" in settings_not_of_job("release", ["spark_launch"])

@@ -338,3 +338,54 @@ def test_the_job_run_from_dagster_reports_todays_gates_on_the_summary(tmp_path):
     text = json.dumps([{k: str(getattr(v, "value", v)) for k, v in c.metadata.items()} for c in checks.values()])
     for value in ("Bachelors", "Prof-specialty", "Husband", "Not-in-family", "Married-civ-spouse", "United-States"):
         assert value not in text
+
+
+@pytest.mark.slow
+def test_spark_launched_through_pipes_publishes_what_the_local_engine_publishes(tmp_path):
+    """``--engine spark --spark-launch pipes --spark-master local[2]``: the shard-release step launches the standalone
+    job ``python -m pipeline.engines.spark_job`` through ``dg.PipesSubprocessClient`` and publishes the same table
+    digests as ``--engine local`` with the same settings and home; the run's event log shows the Pipes launch (Dagster's
+    "[pipes] … opened dagster pipes" line and the job's own Pipes log line) and the step's metadata the job's report."""
+    _require_sharding_pieces()
+    for module, piece in (("pyspark", "the spark extra (uv sync --extra spark)"), ("pipeline.engines.spark", "helper 'spark'")):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pytest.skip(f"{module} is not installed or merged yet ({piece})")
+    import shutil
+
+    if shutil.which("java") is None:
+        pytest.skip("Java 17 is not installed (Spark needs it; .ci/run installs it)")
+    home = tmp_path / "home"
+    settings = ("--shard-rows", "8000", "--min-shard-rows", "1000", "--max-deleted-share", "0.25")
+    local = _run(home, "--engine", "local", "--workers", "2", *settings)
+    assert local.exit_code == 0, local.output
+    by_local = _latest(home)
+    pipes = _run(home, "--engine", "spark", "--spark-launch", "pipes", "--spark-master", "local[2]", *settings)
+    assert pipes.exit_code == 0, pipes.output
+    by_pipes = _latest(home)
+    assert by_pipes != by_local
+    sharding = json.loads((by_pipes / "manifest.json").read_text())["sharding"]
+    assert (sharding["n_shards"], sharding["engine"]) == (4, "spark")
+    assert _published_digests(by_pipes) == _published_digests(by_local)
+
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
+        run = instance.get_runs(limit=1)[0]
+        assert run.job_name == "sharded_release" and run.run_config["resources"]["settings"]["config"]["spark_launch"] == "pipes"
+        messages = [entry.user_message for entry in instance.all_logs(run.run_id)]
+        step = [
+            entry.dagster_event.event_specific_data.materialization
+            for entry in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+            if entry.dagster_event.asset_key == dg.AssetKey(["private", "shard_summaries"])
+        ]
+    assert any("[pipes] external process successfully opened dagster pipes" in message for message in messages)
+    import re
+
+    # the job's own Pipes log line: every gate it reduced passed (n of n)
+    assert any(re.fullmatch(r"spark_job: 4 shards released on Spark; (\d+) of \1 reduced gates passed", m) for m in messages)
+    metadata = {key: getattr(value, "value", value) for key, value in step[0].metadata.items()}
+    assert metadata["spark_launch"] == "pipes" and metadata["spark_job_n_shards"] == 4
+    assert metadata["spark_job_gates_failed"] == [] and metadata["spark_job_n_records"] == metadata["n_records"]
+    assert not any((home / "private" / "shards").iterdir())  # the job file (it holds the home secret) went with the staging

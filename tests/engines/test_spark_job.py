@@ -31,9 +31,18 @@ class CannedExecutor:
         return self.summaries
 
 
+class RecordingLog:
+    def __init__(self):
+        self.lines = []
+
+    def info(self, line):
+        self.lines.append(line)
+
+
 class RecordingPipes:
     def __init__(self):
         self.checks, self.materializations = [], []
+        self.log = RecordingLog()
 
     def report_asset_check(self, check_name, passed, metadata=None, severity="ERROR"):
         self.checks.append((check_name, passed, metadata) if severity == "ERROR" else (check_name, passed, metadata, severity))
@@ -130,6 +139,30 @@ def test_a_declared_gate_the_reduce_did_not_compute_is_reported_not_evaluated(tm
     )
 
 
+def test_gates_as_metadata_reports_no_check_and_the_verdicts_in_the_materialization(tmp_path):
+    """The sharded_release step (spark_launch: pipes) declares no gate checks: the job reports the verdicts as the
+    materialization's metadata and one Pipes log line, no check (Dagster would refuse an undeclared one)."""
+    path = write_job(toy_job(tmp_path, n_shards=2))
+    pipes = RecordingPipes()
+    summaries = [canned_summary(0, 40, 12), canned_summary(1, 35, 15)]
+    run_job(path, executor=CannedExecutor(summaries), reduce=toy_reduce, pipes=pipes, gates_as="metadata")
+    assert pipes.checks == []
+    assert pipes.materializations == [
+        {
+            "engine": "spark",
+            "n_shards": 2,
+            "n_records": 75,
+            "shard_records_min": 35,
+            "shard_records_max": 40,
+            "gates_failed": ["toy_refused"],
+            "gates": {"raw_value": {"toy_gate": True, "toy_refused": False}, "type": "json"},
+        }
+    ]
+    assert pipes.log.lines == ["spark_job: 2 shards released on Spark; 1 of 2 reduced gates passed"]
+    with pytest.raises(ValueError, match="gates_as must be one of"):
+        run_job(path, executor=CannedExecutor(summaries), reduce=toy_reduce, pipes=pipes, gates_as="events")
+
+
 def test_the_reduce_gets_the_arguments_stored_with_the_job(tmp_path):
     seen = {}
 
@@ -224,3 +257,46 @@ def test_spark_submit_runs_the_job_on_its_own_master(tmp_path):
     assert completed.returncode == 1, completed.stdout[-3000:]
     assert lines == ["spark_job: 2 shards released on Spark (local[1])", "spark_job: gates failed: toy_refused"]
     assert [summary["shard"] for summary in json.loads((tmp_path / SUMMARIES_FILE_NAME).read_text())] == [0, 1]
+
+
+def test_the_code_location_registers_the_pipes_client_and_the_standalone_job(tmp_path):
+    """The definitions hold the resource ``pipes_subprocess_client`` (a dg.PipesSubprocessClient) that sharded_release
+    with spark_launch: pipes uses, and the job ``spark_pipes_launch`` materializing the standalone asset with one check
+    per gate of the mixed model; its launchpad asks for the job file."""
+    from assets.sharded_pipes import SHARDED_GATES
+    from pipeline.definitions import build_definitions
+
+    definitions = build_definitions(tmp_path / "home")
+    assert isinstance(definitions.resources["pipes_subprocess_client"], dg.PipesSubprocessClient)
+    job = definitions.resolve_job_def("spark_pipes_launch")
+    checks = {key.name for key in job.asset_layer.asset_graph.get_check_keys_for_assets({dg.AssetKey("spark_shard_release")})}
+    assert checks == set(SHARDED_GATES) and "disclosure_within_bound" in checks
+    config = {"ops": {"spark_shard_release": {"config": {"job_file": "/private/shard_job.pickle", "spark_master": "yarn"}}}}
+    assert dg.validate_run_config(job, config)
+    with pytest.raises(dg.DagsterInvalidConfigError, match="job_file"):
+        dg.validate_run_config(job, {"ops": {"spark_shard_release": {"config": {}}}})
+
+
+def test_a_failed_pipes_launch_fails_the_step_saying_nothing_is_published(tmp_path):
+    """launch_shard_release (sharded_release's spark_launch: pipes step) on a file that is not a shard job: the job
+    exits 2 (its error on stderr) and the step fails with a dagster.Failure naming the module."""
+    from assets.sharded_pipes import launch_shard_release
+
+    not_a_job = tmp_path / "shard_job.pickle"
+    not_a_job.write_bytes(b"not a pickle")
+    failures = []
+
+    @dg.asset
+    def launching(context: dg.AssetExecutionContext, pipes_subprocess_client: dg.PipesSubprocessClient) -> None:
+        try:
+            launch_shard_release(context, pipes_subprocess_client, not_a_job, spark_master="local[1]", spark_remote=None)
+        except dg.Failure as failure:
+            failures.append(failure.description)
+            raise
+
+    client = dg.PipesSubprocessClient(cwd=str(ROOT), env={"PYTHONPATH": str(ROOT)})
+    result = dg.materialize([launching], resources={"pipes_subprocess_client": client}, raise_on_error=False)
+    assert not result.success
+    assert len(failures) == 1
+    assert "pipeline.engines.spark_job" in failures[0] and "failed with code 2" in failures[0]
+    assert "nothing is published" in failures[0]
