@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 
 from pipeline.core.kl_anonymity.costs import edge_weights
-from pipeline.core.kl_anonymity.diverse import EXACT_PARTNER_CHECKS, diverse, diverse_at_least, diverse_witness
-from pipeline.core.kl_anonymity.table import EncodedTable, InfeasibleError
+from pipeline.core.kl_anonymity.diverse import EXACT_PARTNER_CHECKS, diverse, diverse_at_least, records_witness
+from pipeline.core.kl_anonymity.table import DIVERSE_EXACT_LIMIT, EncodedTable, InfeasibleError
 
 
 def _validate_parameters(n: int, k: int, ell: int) -> None:
@@ -67,26 +67,29 @@ def greedy_clusters(
     alive = np.ones(n, dtype=bool)
     size = np.ones(n, dtype=np.int64)
     diversity = np.ones(n, dtype=np.int64)
-    # generalisation state per cluster: one representative base code and the LCA level per attribute
-    representative = table.quasi_identifier_codes.copy()
-    level = np.zeros_like(representative)
+    # generalisation state per cluster c: the LCA level per attribute (record c stays in cluster c, so its
+    # ancestors are the cluster's above those levels)
+    level = np.zeros(table.quasi_identifier_codes.shape, dtype=np.int64)
     record_cost = np.zeros(n)
     smallest = np.arange(n, dtype=np.int64)  # smallest member id (position) per cluster
     label = np.arange(n, dtype=np.int64)  # cluster of every record
     witness: list[np.ndarray] = [np.array([0], dtype=np.int64) for _ in range(n)]  # indices into members[c]
     hierarchies = table.hierarchies
 
+    ancestors, range_tensor, heights, weights = table.ancestors, table.range_tensor, table.heights, table.weights
+    tuple_ids = table.sensitive_tuples[0]
+    attributes = np.arange(len(hierarchies))
+
     def merged_state(c: int, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """LCA levels and per-record cost of C ∪ D for every candidate D."""
-        new_levels = np.empty((len(candidates), len(hierarchies)), dtype=np.int64)
+        """LCA levels and per-record cost of C ∪ D for every candidate D (levels nest, so equality of
+        ancestors is monotone in the level)."""
+        mine = ancestors[c]  # (q, L)
+        first_equal = (ancestors[candidates] != mine[None, :, :]).sum(axis=2)  # (nc, q)
+        new_levels = np.maximum(first_equal, np.maximum(level[c][None, :], level[candidates]))
+        nodes = mine[attributes, new_levels]  # (nc, q)
         cost = np.zeros(len(candidates))
-        for i, hierarchy in enumerate(hierarchies):
-            mine = hierarchy.codes[representative[c, i]]  # (H+1,)
-            theirs = hierarchy.codes[representative[candidates, i]]  # (nc, H+1)
-            first_equal = (theirs != mine[None, :]).sum(axis=1)  # monotone equality
-            lv = np.maximum(first_equal, np.maximum(level[c, i], level[candidates, i]))
-            new_levels[:, i] = lv
-            cost += table.weights[i] * (lv / hierarchy.height) * hierarchy.range_matrix[lv, mine[lv]]
+        for i in range(len(hierarchies)):
+            cost += weights[i] * (new_levels[:, i] / heights[i]) * range_tensor[i, new_levels[:, i], nodes[:, i]]
         return new_levels, cost
 
     def merge_into(c: int, d: int, new_levels: np.ndarray, new_cost: float) -> None:
@@ -103,8 +106,13 @@ def greedy_clusters(
         link[c, c] = np.inf
         link[d, :] = np.inf
         link[:, d] = np.inf
-        witness[c] = diverse_witness(table.sensitive_codes[members[c]])
-        diversity[c] = len(witness[c])
+        if max(diversity[c], diversity[d]) >= ell and len(np.unique(tuple_ids[members[c]])) <= DIVERSE_EXACT_LIMIT:
+            # Diverse is exact on this many distinct tuples and grows with the set: still >= ell, and only the
+            # comparison with ell is ever read (the witness of a diverse cluster is never used)
+            diversity[c] = max(diversity[c], diversity[d])
+        else:
+            witness[c] = records_witness(table, np.asarray(members[c], dtype=np.int64))
+            diversity[c] = len(witness[c])
         if trace is not None:
             trace.append(("merge", sorted(int(table.row_ids[p]) for p in members[c])))
 
