@@ -8,7 +8,8 @@ import numpy as np
 
 from pipeline.core.kl_anonymity.costs import edge_weights
 from pipeline.core.kl_anonymity.diverse import EXACT_PARTNER_CHECKS, diverse, diverse_at_least, records_witness
-from pipeline.core.kl_anonymity.table import DIVERSE_EXACT_LIMIT, EncodedTable, InfeasibleError
+from pipeline.core.kl_anonymity.greedy_kernel import greedy_labels
+from pipeline.core.kl_anonymity.table import DIVERSE_EXACT_LIMIT, GREEDY_MAX_TUPLES, EncodedTable, InfeasibleError
 
 
 def _validate_parameters(n: int, k: int, ell: int) -> None:
@@ -27,6 +28,7 @@ def greedy_clusters(
     ell: int,
     trace: list[Any] | None = None,
     weights_matrix: np.ndarray | None = None,
+    compiled: bool = True,
 ) -> list[np.ndarray]:
     """SPEC §14.3 approximation (greedy graph aggregation) on the whole ``table``.
 
@@ -41,6 +43,11 @@ def greedy_clusters(
         (the format of SPEC §16.5).
     weights_matrix
         Precomputed :func:`edge_weights` (default: computed here).
+    compiled
+        Run the compiled loop of :mod:`pipeline.core.kl_anonymity.greedy_kernel` (the default; same clusters,
+        memory ``O(n + d²)`` for ``d`` distinct quasi-identifier tuples) when neither ``trace`` nor
+        ``weights_matrix`` is given and ``d <= GREEDY_MAX_TUPLES``; else this module's numpy loop over the ``n × n``
+        matrix (the reference).
 
     Returns
     -------
@@ -54,13 +61,36 @@ def greedy_clusters(
 
     Notes
     -----
-    ``O(k·n²)`` time, ``O(n²)`` memory. The diversity test inside (``Diverse(C ∪ D) >
+    ``O(k·n²)`` time; ``O(n²)`` memory in numpy, ``O(n + d²)`` compiled. The diversity test inside (``Diverse(C ∪ D) >
     Diverse(C)``) uses :func:`diverse` (exact on small sets).
     """
     n = len(table)
     _validate_parameters(n, k, ell)
     if not diverse_at_least(table.sensitive_codes, ell):
         raise InfeasibleError(f"Diverse(whole table) < ell={ell}: no (k, ℓ)-anonymous table exists")
+    if compiled and trace is None and weights_matrix is None:
+        quasi_identifier_tuples, first, inverse = np.unique(
+            table.quasi_identifier_codes, axis=0, return_index=True, return_inverse=True
+        )
+        if len(quasi_identifier_tuples) <= GREEDY_MAX_TUPLES:
+            tuple_ids, tuples = table.sensitive_tuples
+            labels = greedy_labels(
+                table.ancestors,
+                table.range_tensor,
+                table.heights,
+                table.weights,
+                tuple_ids,
+                tuples,
+                inverse.reshape(-1).astype(np.int64),
+                edge_weights(table, first),
+                k,
+                ell,
+                EXACT_PARTNER_CHECKS,
+                DIVERSE_EXACT_LIMIT,
+            )
+            order = np.argsort(labels, kind="stable")
+            groups = np.split(order, np.flatnonzero(np.diff(labels[order])) + 1)
+            return sorted((np.sort(g).astype(np.int64) for g in groups), key=lambda cluster: int(cluster[0]))
     link = (edge_weights(table) if weights_matrix is None else weights_matrix.copy()).astype(np.float64)
     np.fill_diagonal(link, np.inf)
     members: list[list[int]] = [[p] for p in range(n)]

@@ -16,7 +16,7 @@ from pipeline.core.kl_anonymity.costs import _record_cost, cluster_generalizatio
 from pipeline.core.kl_anonymity.diverse import diverse
 from pipeline.core.kl_anonymity.exact import exact_clusters
 from pipeline.core.kl_anonymity.greedy import greedy_clusters
-from pipeline.core.kl_anonymity.table import GREEDY_MAX_RECORDS, EncodedTable, InfeasibleError, encode_table
+from pipeline.core.kl_anonymity.table import GREEDY_MAX_RECORDS, GREEDY_MAX_TUPLES, EncodedTable, InfeasibleError, encode_table
 from pipeline.core.progress import Progress, no_progress
 
 METHODS = ("blocked", "greedy", "exact")
@@ -116,9 +116,12 @@ def kl_anonymize(
     if method == "exact":
         clusters = exact_clusters(table, k=k, ell=ell)
     elif method == "greedy":
-        if len(table) > GREEDY_MAX_RECORDS:
+        n_tuples = len(np.unique(table.quasi_identifier_codes, axis=0))
+        if len(table) > GREEDY_MAX_RECORDS and n_tuples > GREEDY_MAX_TUPLES:
             raise InfeasibleError(
-                f"method 'greedy' keeps an n x n matrix; {len(table)} records exceed {GREEDY_MAX_RECORDS}: use method 'blocked'"
+                f"method 'greedy' keeps the edge weights between the {n_tuples} distinct quasi-identifier tuples "
+                f"(at most {GREEDY_MAX_TUPLES}) or an n x n matrix (at most {GREEDY_MAX_RECORDS} records, "
+                f"{len(table)} given): use method 'blocked'"
             )
         clusters = greedy_clusters(table, k=k, ell=ell)
     else:

@@ -19,6 +19,8 @@ DIVERSE_EXACT_LIMIT = 24
 EXACT_MAX_RECORDS = 16
 #: Largest table the unblocked ``greedy`` method accepts (``n²`` edge matrix of float64).
 GREEDY_MAX_RECORDS = 6000
+#: Most distinct quasi-identifier tuples of the compiled greedy (``d × d`` edge weights between tuples, float64).
+GREEDY_MAX_TUPLES = 3000
 
 
 class InfeasibleError(UnusableInputError, ValueError):
