@@ -182,6 +182,11 @@ def greedy_labels(
     visited = np.empty(n, dtype=np.int64)
     tuple_mark = np.zeros(len(tuples), dtype=np.int64)
     tuple_buffer = np.empty(len(tuples), dtype=np.int64)
+    tuple_checked = np.zeros(len(tuples), dtype=np.int64)
+    cost_stamp = np.zeros(n_qi, dtype=np.int64)
+    cost_cache = np.zeros(n_qi)
+    levels_cache = np.zeros((n_qi, q), dtype=np.int64)
+    tuple_extends = np.zeros(len(tuples), dtype=np.bool_)
     new_levels = np.empty(q, dtype=np.int64)
     best_levels = np.empty(q, dtype=np.int64)
     stamp = 0
@@ -223,17 +228,23 @@ def greedy_labels(
                 if tuple_weights[a, b] < r[b]:
                     r[b] = tuple_weights[a, b]
         restricted = diversity[c] < ell
-        order = np.argsort(r, kind="mergesort")
         n_visited = 0
         chosen = -1
         best_cost = 0.0
         best_increase = np.inf
-        position = 0
-        while position < n_qi and chosen < 0:
+        done_level = -np.inf  # distances up to here are visited
+        while chosen < 0:
+            value = np.inf  # the next distance level
+            for b in range(n_qi):
+                if done_level < r[b] < value:
+                    value = r[b]
+            if value == np.inf:
+                break
+            done_level = value
             level_start = n_visited
-            value = r[order[position]]
-            while position < n_qi and r[order[position]] == value:
-                b = order[position]
+            for b in range(n_qi):
+                if r[b] != value:
+                    continue
                 for index in range(bucket_start[b], bucket_start[b + 1]):
                     d = label[bucket_records[index]]
                     if d == c or visit[d] == stamp:
@@ -247,24 +258,39 @@ def greedy_labels(
                         v = d
                         while v >= 0 and not extending[d]:
                             t = tuple_ids[v]
-                            free = True
-                            for w_index in range(witness_len[c]):
-                                other = witness[c, w_index]
-                                for j in range(m):
-                                    if tuples[t, j] == tuples[other, j]:
-                                        free = False
+                            if tuple_checked[t] != stamp:
+                                tuple_checked[t] = stamp
+                                free = True
+                                for w_index in range(witness_len[c]):
+                                    other = witness[c, w_index]
+                                    for j in range(m):
+                                        if tuples[t, j] == tuples[other, j]:
+                                            free = False
+                                            break
+                                    if not free:
                                         break
-                                if not free:
-                                    break
-                            if free:
+                                tuple_extends[t] = free
+                            if tuple_extends[t]:
                                 extending[d] = True
                             v = next_member[v]
-                position += 1
             for index in range(level_start, n_visited):
                 d = visited[index]
                 if restricted and not extending[d]:
                     continue
-                cost = _merge_cost(ancestors, range_tensor, heights, weights, level, c, d, new_levels)
+                exact = True  # D's members share one quasi-identifier tuple: C ∪ D depends on that tuple only
+                for i in range(q):
+                    if level[d, i] != 0:
+                        exact = False
+                        break
+                if exact:
+                    b = quasi_identifier_ids[d]
+                    if cost_stamp[b] != stamp:
+                        cost_stamp[b] = stamp
+                        cost_cache[b] = _merge_cost(ancestors, range_tensor, heights, weights, level, c, d, levels_cache[b])
+                    cost = cost_cache[b]
+                    new_levels[:] = levels_cache[b]
+                else:
+                    cost = _merge_cost(ancestors, range_tensor, heights, weights, level, c, d, new_levels)
                 increase = (size[c] + size[d]) * cost - size[c] * record_cost[c] - size[d] * record_cost[d]
                 rounded = _round9(increase)
                 if chosen < 0 or _before(
