@@ -85,11 +85,12 @@ def kl_anonymize(
     weights
         Cost weights ``c_i`` per quasi-identifier (default 1).
     method
-        ``"blocked"`` (default; scales to large tables; blocks + greedy + refinement),
+        ``"blocked"`` (default; scales to large tables: the compiled greedy + refinement on the whole table when it
+        holds at most ``GREEDY_MAX_TUPLES`` distinct quasi-identifier tuples, else on blocks),
         ``"greedy"`` (SPEC §14.3 exactly, on the whole table, ``O(n²)`` memory, at most ``GREEDY_MAX_RECORDS`` records) or ``"exact"`` (SPEC §14.4,
         at most ``EXACT_MAX_RECORDS`` records).
     max_block_size
-        Largest block of the ``blocked`` method.
+        Largest block of the ``blocked`` method (records), when the table needs blocks.
     source
         Name of the data, for messages.
     progress
