@@ -65,6 +65,7 @@ def kl_anonymize(
     weights: Mapping[str, float] | None = None,
     method: str = "blocked",
     max_block_size: int = 256,
+    whole_table_tuples: int = GREEDY_MAX_TUPLES,
     source: str = "the input",
     progress: Progress = no_progress,
 ) -> KLAnonymization:
@@ -91,6 +92,9 @@ def kl_anonymize(
         at most ``EXACT_MAX_RECORDS`` records).
     max_block_size
         Largest block of the ``blocked`` method (records), when the table needs blocks.
+    whole_table_tuples
+        ``blocked``: run on the whole table when it holds at most this many distinct quasi-identifier tuples
+        (default ``GREEDY_MAX_TUPLES``; 0 always cuts blocks, the method before issue 18).
     source
         Name of the data, for messages.
     progress
@@ -126,7 +130,9 @@ def kl_anonymize(
             )
         clusters = greedy_clusters(table, k=k, ell=ell)
     else:
-        clusters, n_blocks = blocked_clusters(table, k=k, ell=ell, max_block_size=max_block_size, progress=progress)
+        clusters, n_blocks = blocked_clusters(
+            table, k=k, ell=ell, max_block_size=max_block_size, whole_table_tuples=whole_table_tuples, progress=progress
+        )
     return summarize_clusters(table, clusters, method=method, k=k, ell=ell, n_blocks=n_blocks)
 
 
