@@ -798,7 +798,8 @@ def _report_markdown(results: dict) -> str:
         f"- Data: {d['description'] or 'input table'} — {d['n_records']} records; quasi-identifiers "
         f"{', '.join(d['quasi_identifiers'])}; sensitive attributes {', '.join(d['sensitive_attributes'])}.",
         f"- Parameters: ℓ = {ell}, k = {p['k']} ((k, ℓ) release), min_confidence = {p['min_confidence']}, seed = {p['seed']}; "
-        f"(k, ℓ) and naive tables built with the `{p['kl_method']}` method (blocks of at most {p['max_block_size']} records).",
+        f"(k, ℓ) and naive tables built with the `{p['kl_method']}` method (the whole table when its distinct quasi-identifier tuples fit, else blocks of at most "
+        f"{p['max_block_size']} records).",
         f"- Releases: naive — {r['naive']['n_tables']} tables, k = ℓ = {ell}, classes per table "
         f"{r['naive']['n_classes_per_table']}; (k, ℓ) — {r['kl']['n_classes']} classes (smallest Diverse {r['kl']['min_diverse']}); "
         f"mixed — {r['mixed']['n_sac_released']} SAC~ rows in {r['mixed']['n_groups']} groups, {r['mixed']['n_attribute_table']} "

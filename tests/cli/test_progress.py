@@ -149,6 +149,7 @@ def test_the_core_reports_kl_blocks_and_em_rounds_through_its_callback(adult_rec
         k=3,
         ell=2,
         max_block_size=64,
+        whole_table_tuples=0,  # blocks forced (the table's 600 records would fit whole)
         progress=lambda done, total: calls.append((done, total)),
     )
     n_blocks = result.n_blocks

@@ -249,16 +249,25 @@ def test_exact_is_never_worse_and_both_are_valid(seed, n, k, ell):
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10_000), n=st.integers(40, 160), k=st.integers(2, 5), ell=st.integers(2, 3))
-def test_blocked_clusters_satisfy_k_ell(seed, n, k, ell):
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(40, 160),
+    k=st.integers(2, 5),
+    ell=st.integers(2, 3),
+    whole_table_tuples=st.sampled_from([0, kl.GREEDY_MAX_TUPLES]),
+)
+def test_blocked_clusters_satisfy_k_ell(seed, n, k, ell, whole_table_tuples):
+    """Both paths of the default method: blocks forced (0) and the whole table (the table's tuples fit)."""
     frame, hierarchies = random_table(seed, n, n_sensitive=3)
     table = kl.encode_table(frame, ["zip", "age"], ["s0", "s1", "s2"], hierarchies)
     if k < ell or not kl.diverse_at_least(table.sensitive_codes, ell):
         with pytest.raises(kl.InfeasibleError):
-            kl.blocked_clusters(table, k=k, ell=ell, max_block_size=max(2 * k, 16))
+            kl.blocked_clusters(table, k=k, ell=ell, max_block_size=max(2 * k, 16), whole_table_tuples=whole_table_tuples)
         return
-    clusters, n_blocks = kl.blocked_clusters(table, k=k, ell=ell, max_block_size=max(2 * k, 16))
-    assert n_blocks >= 1
+    clusters, n_blocks = kl.blocked_clusters(
+        table, k=k, ell=ell, max_block_size=max(2 * k, 16), whole_table_tuples=whole_table_tuples
+    )
+    assert n_blocks >= 1 if whole_table_tuples == 0 else n_blocks == 1
     assert sorted(np.concatenate(clusters).tolist()) == list(range(n))
     for cluster in clusters:
         assert len(cluster) >= k

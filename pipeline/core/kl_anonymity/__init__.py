@@ -9,7 +9,9 @@ Algorithms
 * :func:`greedy_clusters`: the approximation algorithm of SPEC §14.3 (greedy graph aggregation,
   rounds ``s = 2..k``, single-linkage edge weight ``S({u, v})``, ties by cost increase then id,
   diversity-increasing partners first, then repair). ``O(k·n²)`` time and ``O(n²)`` memory.
-* :func:`partition_blocks` + :func:`blocked_clusters`: the scalable design used on real tables. A
+* :func:`blocked_clusters` (the default): the greedy compiled (:mod:`.greedy_kernel`, edge weights between distinct
+  quasi-identifier tuples) on the whole table when it holds at most ``GREEDY_MAX_TUPLES`` of them, else
+  :func:`partition_blocks` first. A
   Mondrian-style top-down split on the hierarchies (LeFevre et al. 2006, categorical splits
   along hierarchy children; small children pooled) cuts the table into blocks of at most
   ``max_block_size`` records, each of which has ``≥ k`` records and ``Diverse ≥ ℓ``; the §14.3
@@ -42,6 +44,7 @@ from pipeline.core.kl_anonymity.table import (
     DIVERSE_EXACT_LIMIT,
     EXACT_MAX_RECORDS,
     GREEDY_MAX_RECORDS,
+    GREEDY_MAX_TUPLES,
     EncodedTable,
     InfeasibleError,
     encode_table,
@@ -51,6 +54,7 @@ __all__ = [
     "DIVERSE_EXACT_LIMIT",
     "EXACT_MAX_RECORDS",
     "GREEDY_MAX_RECORDS",
+    "GREEDY_MAX_TUPLES",
     "EncodedTable",
     "InfeasibleError",
     "KLAnonymization",

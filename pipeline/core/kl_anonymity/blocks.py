@@ -7,14 +7,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from pipeline.core.kl_anonymity.costs import cluster_cost
-from pipeline.core.kl_anonymity.diverse import diverse_at_least
+from pipeline.core.kl_anonymity.diverse import records_diverse_at_least
+from pipeline.core.kl_anonymity.kernels import bipartition_costs
 from pipeline.core.kl_anonymity.greedy import _validate_parameters, greedy_clusters
-from pipeline.core.kl_anonymity.table import EncodedTable, InfeasibleError
+from pipeline.core.kl_anonymity.table import GREEDY_MAX_TUPLES, EncodedTable, InfeasibleError
 from pipeline.core.progress import Progress, no_progress
 
 
 def _allowable(table: EncodedTable, positions: np.ndarray, k: int, ell: int) -> bool:
-    return len(positions) >= k and diverse_at_least(table.sensitive_codes[positions], ell)
+    return len(positions) >= k and records_diverse_at_least(table, positions, ell)
 
 
 def partition_blocks(table: EncodedTable, *, k: int, ell: int, max_block_size: int = 256) -> list[np.ndarray]:
@@ -159,14 +160,13 @@ def refine_clusters(table: EncodedTable, clusters: Sequence[np.ndarray], *, k: i
         best: tuple[float, list[np.ndarray]] | None = None  # (total cost, the parts)
         if len(cluster) <= REFINE_EXHAUSTIVE_MAX:
             rest = cluster[1:]
-            for mask in range(1, 1 << len(rest)):
-                chosen = np.array([(mask >> b) & 1 for b in range(len(rest))], dtype=bool)
-                left = np.concatenate([cluster[:1], rest[~chosen]])
-                right = rest[chosen]
-                if len(left) < k or len(right) < k:
-                    continue
-                total = cluster_cost(table, left) + cluster_cost(table, right)
-                if total <= cost + 1e-9 and (best is None or total < best[0] - 1e-9):
+            totals = bipartition_costs(table.ancestors, table.range_tensor, table.heights, table.weights, cluster, k)
+            for mask in np.flatnonzero(totals <= cost + 1e-9):
+                total = float(totals[mask])
+                if best is None or total < best[0] - 1e-9:
+                    chosen = np.array([(int(mask) >> b) & 1 for b in range(len(rest))], dtype=bool)
+                    left = np.concatenate([cluster[:1], rest[~chosen]])
+                    right = rest[chosen]
                     if _allowable(table, left, k, ell) and _allowable(table, right, k, ell):
                         best = (total, [left, right])
         else:
@@ -184,16 +184,23 @@ def refine_clusters(table: EncodedTable, clusters: Sequence[np.ndarray], *, k: i
 
 
 def blocked_clusters(
-    table: EncodedTable, *, k: int, ell: int, max_block_size: int = 256, progress: Progress = no_progress
+    table: EncodedTable,
+    *,
+    k: int,
+    ell: int,
+    max_block_size: int = 256,
+    whole_table_tuples: int = GREEDY_MAX_TUPLES,
+    progress: Progress = no_progress,
 ) -> tuple[list[np.ndarray], int]:
-    """:func:`partition_blocks`, then :func:`greedy_clusters` and :func:`refine_clusters` inside
-    every block; ``progress(blocks done, n_blocks)`` is called after each block
-    (:mod:`pipeline.core.progress`).
+    """:func:`greedy_clusters` and :func:`refine_clusters` on the whole table when it holds at most
+    ``whole_table_tuples`` distinct quasi-identifier tuples (the compiled greedy keeps the edge weights between
+    them, ``O(d²)`` memory); otherwise :func:`partition_blocks` first and both inside every block.
+    ``progress(blocks done, n_blocks)`` is called after each block (:mod:`pipeline.core.progress`).
 
     Returns
     -------
     (clusters, n_blocks)
-        Cluster positions (ordered by smallest member) and the number of blocks.
+        Cluster positions (ordered by smallest member) and the number of blocks (1: the whole table).
 
     Raises
     ------
@@ -201,9 +208,13 @@ def blocked_clusters(
         As :func:`partition_blocks`.
     """
     clusters: list[np.ndarray] = []
-    blocks = partition_blocks(table, k=k, ell=ell, max_block_size=max_block_size)
+    if len(np.unique(table.quasi_identifier_codes, axis=0)) <= whole_table_tuples:
+        _validate_parameters(len(table), k, ell)
+        blocks = [np.arange(len(table), dtype=np.int64)]
+    else:
+        blocks = partition_blocks(table, k=k, ell=ell, max_block_size=max_block_size)
     for done, block in enumerate(blocks, start=1):
-        local_table = table.subset(block)
+        local_table = table if len(blocks) == 1 else table.subset(block)
         for local in refine_clusters(local_table, greedy_clusters(local_table, k=k, ell=ell), k=k, ell=ell):
             clusters.append(block[local])
         progress(done, len(blocks))

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from pipeline.core.kl_anonymity.kernels import cluster_cost_compiled, cluster_levels_compiled
 from pipeline.core.kl_anonymity.table import EncodedTable
 
 
@@ -21,13 +22,9 @@ def cluster_generalization(table: EncodedTable, positions: Sequence[int] | np.nd
     positions = np.asarray(positions, dtype=np.int64)
     if positions.size == 0:
         raise ValueError("a cluster needs at least one record")
-    nodes = []
-    for i, hierarchy in enumerate(table.hierarchies):
-        ancestors = hierarchy.codes[table.quasi_identifier_codes[positions, i]]  # (|C|, H+1)
-        constant = ancestors.min(axis=0) == ancestors.max(axis=0)
-        level = int(np.argmax(constant))  # the root level is always constant
-        nodes.append((level, int(ancestors[0, level])))
-    return nodes
+    ancestors = table.ancestors
+    levels = cluster_levels_compiled(ancestors, positions)  # the root level is always constant
+    return [(int(level), int(ancestors[positions[0], i, level])) for i, level in enumerate(levels)]
 
 
 def _record_cost(table: EncodedTable, nodes: Sequence[tuple[int, int]]) -> float:
@@ -47,7 +44,10 @@ def cluster_cost(table: EncodedTable, positions: Sequence[int] | np.ndarray) -> 
     hierarchy), so ``S(C) = |C| · Σ_i c_i · (h_i/H_i) · R_i(node_i)``. 0 for an ungeneralised
     cluster. Unit: "weighted base values", P2's own unit.
     """
-    return len(positions) * _record_cost(table, cluster_generalization(table, positions))
+    positions = np.asarray(positions, dtype=np.int64)
+    if positions.size == 0:
+        raise ValueError("a cluster needs at least one record")
+    return float(cluster_cost_compiled(table.ancestors, table.range_tensor, table.heights, table.weights, positions))
 
 
 def cluster_naive_cost(table: EncodedTable, positions: Sequence[int] | np.ndarray) -> int:

@@ -6,7 +6,12 @@ import itertools
 
 import numpy as np
 
-from pipeline.core.kl_anonymity.table import DIVERSE_EXACT_LIMIT
+from pipeline.core.kl_anonymity.kernels import (
+    greedy_certificate_compiled,
+    greedy_witness_compiled,
+    largest_totally_different_compiled,
+)
+from pipeline.core.kl_anonymity.table import DIVERSE_EXACT_LIMIT, EncodedTable
 
 
 def _distinct_tuples(sensitive_codes: np.ndarray) -> np.ndarray:
@@ -115,6 +120,25 @@ def diverse_at_least(sensitive_codes: np.ndarray, ell: int) -> bool:
     return False
 
 
+def records_diverse_at_least(table: EncodedTable, positions: np.ndarray, ell: int) -> bool:
+    """:func:`diverse_at_least` of ``table.sensitive_codes[positions]`` (same answer), with the greedy certificate
+    compiled on the table's sensitive tuple ranks (:mod:`pipeline.core.kl_anonymity.kernels`) instead of
+    ``np.unique`` on rows. ``positions``: int64 array of record positions; ``ell >= 1``."""
+    if len(positions) < ell:
+        return False
+    tuple_ids, tuples = table.sensitive_tuples
+    chosen = tuple_ids[positions]
+    found = greedy_certificate_compiled(chosen, tuples, ell)
+    if found < 0:
+        return False
+    if found >= ell:
+        return True
+    distinct = np.unique(chosen)
+    if len(distinct) <= DIVERSE_EXACT_LIMIT:
+        return diverse_exact(tuples[distinct]) >= ell
+    return False
+
+
 def diverse_witness(sensitive_codes: np.ndarray) -> np.ndarray:
     """Row indices of a set of pairwise totally different tuples of size :func:`diverse` (the
     certificate behind the number): exact up to ``DIVERSE_EXACT_LIMIT`` distinct tuples, else greedy."""
@@ -136,6 +160,20 @@ def diverse_witness(sensitive_codes: np.ndarray) -> np.ndarray:
                 used[j].add(value)
             chosen_rows.append(int(first[index]))
     return np.sort(np.array(chosen_rows, dtype=np.int64))
+
+
+def records_witness(table: EncodedTable, positions: np.ndarray) -> np.ndarray:
+    """:func:`diverse_witness` of ``table.sensitive_codes[positions]`` (the same indices into ``positions``), with
+    the branch and bound and the greedy compiled (:mod:`pipeline.core.kl_anonymity.kernels`). ``positions``: int64 array of record positions."""
+    tuple_ids, tuples = table.sensitive_tuples
+    distinct, first = np.unique(tuple_ids[positions], return_index=True)
+    if len(distinct) == 0:
+        return np.array([], dtype=np.int64)
+    if len(distinct) <= DIVERSE_EXACT_LIMIT:
+        chosen = largest_totally_different_compiled(tuples[distinct])
+    else:
+        chosen = greedy_witness_compiled(tuples[distinct])
+    return np.sort(first[chosen]).astype(np.int64)
 
 
 #: Partners tested exactly for ``Diverse(C ∪ D) > Diverse(C)`` when none extends C's witness set.

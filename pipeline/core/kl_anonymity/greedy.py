@@ -7,8 +7,9 @@ from typing import Any
 import numpy as np
 
 from pipeline.core.kl_anonymity.costs import edge_weights
-from pipeline.core.kl_anonymity.diverse import EXACT_PARTNER_CHECKS, diverse, diverse_at_least, diverse_witness
-from pipeline.core.kl_anonymity.table import EncodedTable, InfeasibleError
+from pipeline.core.kl_anonymity.diverse import EXACT_PARTNER_CHECKS, diverse, diverse_at_least, records_witness
+from pipeline.core.kl_anonymity.greedy_kernel import greedy_labels
+from pipeline.core.kl_anonymity.table import DIVERSE_EXACT_LIMIT, GREEDY_MAX_TUPLES, EncodedTable, InfeasibleError
 
 
 def _validate_parameters(n: int, k: int, ell: int) -> None:
@@ -27,6 +28,7 @@ def greedy_clusters(
     ell: int,
     trace: list[Any] | None = None,
     weights_matrix: np.ndarray | None = None,
+    compiled: bool = True,
 ) -> list[np.ndarray]:
     """SPEC §14.3 approximation (greedy graph aggregation) on the whole ``table``.
 
@@ -41,6 +43,11 @@ def greedy_clusters(
         (the format of SPEC §16.5).
     weights_matrix
         Precomputed :func:`edge_weights` (default: computed here).
+    compiled
+        Run the compiled loop of :mod:`pipeline.core.kl_anonymity.greedy_kernel` (the default; same clusters,
+        memory ``O(n + d²)`` for ``d`` distinct quasi-identifier tuples) when neither ``trace`` nor
+        ``weights_matrix`` is given and ``d <= GREEDY_MAX_TUPLES``; else this module's numpy loop over the ``n × n``
+        matrix (the reference).
 
     Returns
     -------
@@ -54,39 +61,65 @@ def greedy_clusters(
 
     Notes
     -----
-    ``O(k·n²)`` time, ``O(n²)`` memory. The diversity test inside (``Diverse(C ∪ D) >
+    ``O(k·n²)`` time; ``O(n²)`` memory in numpy, ``O(n + d²)`` compiled. The diversity test inside (``Diverse(C ∪ D) >
     Diverse(C)``) uses :func:`diverse` (exact on small sets).
     """
     n = len(table)
     _validate_parameters(n, k, ell)
     if not diverse_at_least(table.sensitive_codes, ell):
         raise InfeasibleError(f"Diverse(whole table) < ell={ell}: no (k, ℓ)-anonymous table exists")
+    if compiled and trace is None and weights_matrix is None:
+        quasi_identifier_tuples, first, inverse = np.unique(
+            table.quasi_identifier_codes, axis=0, return_index=True, return_inverse=True
+        )
+        if len(quasi_identifier_tuples) <= GREEDY_MAX_TUPLES:
+            tuple_ids, tuples = table.sensitive_tuples
+            labels = greedy_labels(
+                table.ancestors,
+                table.range_tensor,
+                table.heights,
+                table.weights,
+                tuple_ids,
+                tuples,
+                inverse.reshape(-1).astype(np.int64),
+                edge_weights(table, first),
+                k,
+                ell,
+                EXACT_PARTNER_CHECKS,
+                DIVERSE_EXACT_LIMIT,
+            )
+            order = np.argsort(labels, kind="stable")
+            groups = np.split(order, np.flatnonzero(np.diff(labels[order])) + 1)
+            return sorted((np.sort(g).astype(np.int64) for g in groups), key=lambda cluster: int(cluster[0]))
     link = (edge_weights(table) if weights_matrix is None else weights_matrix.copy()).astype(np.float64)
     np.fill_diagonal(link, np.inf)
     members: list[list[int]] = [[p] for p in range(n)]
     alive = np.ones(n, dtype=bool)
     size = np.ones(n, dtype=np.int64)
     diversity = np.ones(n, dtype=np.int64)
-    # generalisation state per cluster: one representative base code and the LCA level per attribute
-    representative = table.quasi_identifier_codes.copy()
-    level = np.zeros_like(representative)
+    # generalisation state per cluster c: the LCA level per attribute (record c stays in cluster c, so its
+    # ancestors are the cluster's above those levels)
+    level = np.zeros(table.quasi_identifier_codes.shape, dtype=np.int64)
     record_cost = np.zeros(n)
     smallest = np.arange(n, dtype=np.int64)  # smallest member id (position) per cluster
     label = np.arange(n, dtype=np.int64)  # cluster of every record
     witness: list[np.ndarray] = [np.array([0], dtype=np.int64) for _ in range(n)]  # indices into members[c]
     hierarchies = table.hierarchies
 
+    ancestors, range_tensor, heights, weights = table.ancestors, table.range_tensor, table.heights, table.weights
+    tuple_ids = table.sensitive_tuples[0]
+    attributes = np.arange(len(hierarchies))
+
     def merged_state(c: int, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """LCA levels and per-record cost of C ∪ D for every candidate D."""
-        new_levels = np.empty((len(candidates), len(hierarchies)), dtype=np.int64)
+        """LCA levels and per-record cost of C ∪ D for every candidate D (levels nest, so equality of
+        ancestors is monotone in the level)."""
+        mine = ancestors[c]  # (q, L)
+        first_equal = (ancestors[candidates] != mine[None, :, :]).sum(axis=2)  # (nc, q)
+        new_levels = np.maximum(first_equal, np.maximum(level[c][None, :], level[candidates]))
+        nodes = mine[attributes, new_levels]  # (nc, q)
         cost = np.zeros(len(candidates))
-        for i, hierarchy in enumerate(hierarchies):
-            mine = hierarchy.codes[representative[c, i]]  # (H+1,)
-            theirs = hierarchy.codes[representative[candidates, i]]  # (nc, H+1)
-            first_equal = (theirs != mine[None, :]).sum(axis=1)  # monotone equality
-            lv = np.maximum(first_equal, np.maximum(level[c, i], level[candidates, i]))
-            new_levels[:, i] = lv
-            cost += table.weights[i] * (lv / hierarchy.height) * hierarchy.range_matrix[lv, mine[lv]]
+        for i in range(len(hierarchies)):
+            cost += weights[i] * (new_levels[:, i] / heights[i]) * range_tensor[i, new_levels[:, i], nodes[:, i]]
         return new_levels, cost
 
     def merge_into(c: int, d: int, new_levels: np.ndarray, new_cost: float) -> None:
@@ -103,8 +136,13 @@ def greedy_clusters(
         link[c, c] = np.inf
         link[d, :] = np.inf
         link[:, d] = np.inf
-        witness[c] = diverse_witness(table.sensitive_codes[members[c]])
-        diversity[c] = len(witness[c])
+        if max(diversity[c], diversity[d]) >= ell and len(np.unique(tuple_ids[members[c]])) <= DIVERSE_EXACT_LIMIT:
+            # Diverse is exact on this many distinct tuples and grows with the set: still >= ell, and only the
+            # comparison with ell is ever read (the witness of a diverse cluster is never used)
+            diversity[c] = max(diversity[c], diversity[d])
+        else:
+            witness[c] = records_witness(table, np.asarray(members[c], dtype=np.int64))
+            diversity[c] = len(witness[c])
         if trace is not None:
             trace.append(("merge", sorted(int(table.row_ids[p]) for p in members[c])))
 

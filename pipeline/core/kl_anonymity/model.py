@@ -16,7 +16,7 @@ from pipeline.core.kl_anonymity.costs import _record_cost, cluster_generalizatio
 from pipeline.core.kl_anonymity.diverse import diverse
 from pipeline.core.kl_anonymity.exact import exact_clusters
 from pipeline.core.kl_anonymity.greedy import greedy_clusters
-from pipeline.core.kl_anonymity.table import GREEDY_MAX_RECORDS, EncodedTable, InfeasibleError, encode_table
+from pipeline.core.kl_anonymity.table import GREEDY_MAX_RECORDS, GREEDY_MAX_TUPLES, EncodedTable, InfeasibleError, encode_table
 from pipeline.core.progress import Progress, no_progress
 
 METHODS = ("blocked", "greedy", "exact")
@@ -65,6 +65,7 @@ def kl_anonymize(
     weights: Mapping[str, float] | None = None,
     method: str = "blocked",
     max_block_size: int = 256,
+    whole_table_tuples: int = GREEDY_MAX_TUPLES,
     source: str = "the input",
     progress: Progress = no_progress,
 ) -> KLAnonymization:
@@ -85,11 +86,15 @@ def kl_anonymize(
     weights
         Cost weights ``c_i`` per quasi-identifier (default 1).
     method
-        ``"blocked"`` (default; scales to large tables; blocks + greedy + refinement),
+        ``"blocked"`` (default; scales to large tables: the compiled greedy + refinement on the whole table when it
+        holds at most ``GREEDY_MAX_TUPLES`` distinct quasi-identifier tuples, else on blocks),
         ``"greedy"`` (SPEC §14.3 exactly, on the whole table, ``O(n²)`` memory, at most ``GREEDY_MAX_RECORDS`` records) or ``"exact"`` (SPEC §14.4,
         at most ``EXACT_MAX_RECORDS`` records).
     max_block_size
-        Largest block of the ``blocked`` method.
+        Largest block of the ``blocked`` method (records), when the table needs blocks.
+    whole_table_tuples
+        ``blocked``: run on the whole table when it holds at most this many distinct quasi-identifier tuples
+        (default ``GREEDY_MAX_TUPLES``; 0 always cuts blocks, the method before issue 18).
     source
         Name of the data, for messages.
     progress
@@ -116,13 +121,18 @@ def kl_anonymize(
     if method == "exact":
         clusters = exact_clusters(table, k=k, ell=ell)
     elif method == "greedy":
-        if len(table) > GREEDY_MAX_RECORDS:
+        n_tuples = len(np.unique(table.quasi_identifier_codes, axis=0))
+        if len(table) > GREEDY_MAX_RECORDS and n_tuples > GREEDY_MAX_TUPLES:
             raise InfeasibleError(
-                f"method 'greedy' keeps an n x n matrix; {len(table)} records exceed {GREEDY_MAX_RECORDS}: use method 'blocked'"
+                f"method 'greedy' keeps the edge weights between the {n_tuples} distinct quasi-identifier tuples "
+                f"(at most {GREEDY_MAX_TUPLES}) or an n x n matrix (at most {GREEDY_MAX_RECORDS} records, "
+                f"{len(table)} given): use method 'blocked'"
             )
         clusters = greedy_clusters(table, k=k, ell=ell)
     else:
-        clusters, n_blocks = blocked_clusters(table, k=k, ell=ell, max_block_size=max_block_size, progress=progress)
+        clusters, n_blocks = blocked_clusters(
+            table, k=k, ell=ell, max_block_size=max_block_size, whole_table_tuples=whole_table_tuples, progress=progress
+        )
     return summarize_clusters(table, clusters, method=method, k=k, ell=ell, n_blocks=n_blocks)
 
 

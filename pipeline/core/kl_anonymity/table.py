@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,8 @@ DIVERSE_EXACT_LIMIT = 24
 EXACT_MAX_RECORDS = 16
 #: Largest table the unblocked ``greedy`` method accepts (``n²`` edge matrix of float64).
 GREEDY_MAX_RECORDS = 6000
+#: Most distinct quasi-identifier tuples of the compiled greedy (``d × d`` edge weights between tuples, float64).
+GREEDY_MAX_TUPLES = 3000
 
 
 class InfeasibleError(UnusableInputError, ValueError):
@@ -68,6 +71,44 @@ class EncodedTable:
             sensitive_codes=self.sensitive_codes[positions],
             weights=self.weights,
         )
+
+    @cached_property
+    def ancestors(self) -> np.ndarray:
+        """int64, shape ``(n, q, L)``: every record's ancestor code at every level of each quasi-identifier's
+        hierarchy, padded past the hierarchy's height with its root code (``L`` = largest height + 1); the input of
+        the compiled kernels (:mod:`pipeline.core.kl_anonymity.kernels`)."""
+        depth = max(h.height for h in self.hierarchies) + 1
+        out = np.empty((len(self), len(self.hierarchies), depth), dtype=np.int64)
+        for i, hierarchy in enumerate(self.hierarchies):
+            chain = hierarchy.codes[self.quasi_identifier_codes[:, i]]
+            out[:, i, : chain.shape[1]] = chain
+            out[:, i, chain.shape[1] :] = chain[:, -1:]
+        return out
+
+    @cached_property
+    def range_tensor(self) -> np.ndarray:
+        """float64, shape ``(q, L, max nodes)``: ``range_tensor[i, h, node]`` = range ``R`` of the node of
+        quasi-identifier ``i`` (0 past the end of a level or the hierarchy's height)."""
+        depth = max(h.height for h in self.hierarchies) + 1
+        width = max(h.range_matrix.shape[1] for h in self.hierarchies)
+        out = np.zeros((len(self.hierarchies), depth, width))
+        for i, hierarchy in enumerate(self.hierarchies):
+            matrix = hierarchy.range_matrix
+            out[i, : matrix.shape[0], : matrix.shape[1]] = matrix
+        return out
+
+    @cached_property
+    def heights(self) -> np.ndarray:
+        """int64, shape ``(q,)``: the height ``H_i`` of every quasi-identifier's hierarchy."""
+        return np.array([h.height for h in self.hierarchies], dtype=np.int64)
+
+    @cached_property
+    def sensitive_tuples(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(tuple_ids, tuples)``: int64 ``(n,)`` rank of every record's sensitive tuple among the distinct tuples
+        in lexicographic order, and int64 ``(d, m)`` those tuples (``np.unique(sensitive_codes, axis=0)``)."""
+        codes = self.sensitive_codes.reshape(len(self), -1).astype(np.int64)
+        tuples, inverse = np.unique(codes, axis=0, return_inverse=True)
+        return inverse.reshape(-1).astype(np.int64), tuples.astype(np.int64)
 
 
 def encode_table(
