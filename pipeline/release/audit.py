@@ -479,12 +479,22 @@ def audit_release(
     *,
     min_confidence: float | None = None,
     max_listed_records: int = 1000,
+    workers: int = 2,
 ) -> AuditReport:
     """Audit a release directory against the strong rules of a raw table (the report only).
 
-    See :func:`run_audit` for parameters, result and errors.
+    A sharded release (part files) is audited part by part on ``workers`` processes
+    (:func:`pipeline.release.sharded_audit.audit_sharded_release`: the same report, no whole-table frame); any other
+    release by :func:`run_audit` (parameters, result and errors there).
     """
-    return run_audit(release_dir, raw_path, min_confidence=min_confidence, max_listed_records=max_listed_records).report
+    directory = _resolve_release_dir(Path(release_dir).expanduser().resolve())
+    from pipeline.release.sharded_audit import audit_sharded_release, is_sharded
+
+    if is_sharded(directory):  # part files: measured part by part, never a whole-table frame
+        return audit_sharded_release(
+            directory, raw_path, min_confidence=min_confidence, max_listed_records=max_listed_records, workers=workers
+        )
+    return run_audit(directory, raw_path, min_confidence=min_confidence, max_listed_records=max_listed_records).report
 
 
 def run_audit(
