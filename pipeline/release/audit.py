@@ -308,6 +308,11 @@ def identity_risk_from_files(directory: str | Path, manifest: Mapping) -> dict |
     import pyarrow.parquet as pq
 
     quasi_identifiers = list(manifest.get("quasi_identifiers") or [])
+    from pipeline.release.sharded_audit import is_sharded, sharded_identity_risk
+
+    if quasi_identifiers and is_sharded(Path(directory)):  # part files: counted by DuckDB, no frame of records
+        names = [n for n in ("sac_released", "attribute_table") if n in MODEL_TABLES.get(str(manifest.get("model")), ())]
+        return sharded_identity_risk({n: table_files(Path(directory), n, manifest) for n in names}, quasi_identifiers)
     tables = []
     for name in MODEL_TABLES.get(str(manifest.get("model")), ()):
         files = table_files(Path(directory), name, manifest)

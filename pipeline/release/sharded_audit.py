@@ -62,6 +62,7 @@ from pipeline.release.reports import AdversaryFigures, AuditedRawTable, AuditRep
 __all__ = [
     "PART_TABLES",
     "PartTask",
+    "audit_parts",
     "audit_sharded_release",
     "is_sharded",
     "part_figures",
@@ -482,7 +483,7 @@ def audit_sharded_release(
     from pipeline.core.rules import mine_strong_rules, resolve_mining_backend
 
     directory, manifest = read_audited_manifest(release_dir)
-    files = part_files(directory, manifest)
+    part_files(directory, manifest)  # a damaged release is refused before the raw table is read
     loaded = load_raw_as_released(directory, manifest, raw_path)
     records = loaded.records
     attributes = list(manifest["sensitive_attributes"])
@@ -499,6 +500,63 @@ def audit_sharded_release(
     domain = domain_sizes(records, attributes)
     n_raw, input_sha256 = len(records), loaded.input_sha256
     del records, loaded
+    raw = AuditedRawTable(
+        path=str(raw_path),
+        sha256=input_sha256,
+        is_release_input=_is_release_input(directory, manifest, input_sha256) if input_sha256 is not None else None,
+        n_records=n_raw,
+    )
+    return audit_parts(
+        directory,
+        rules,
+        domain=domain,
+        raw=raw,
+        min_confidence=threshold,
+        max_listed_records=max_listed_records,
+        workers=workers,
+    )
+
+
+def audit_parts(
+    release_dir: str | Path,
+    rules: pd.DataFrame,
+    *,
+    domain: Mapping[str, int],
+    raw: AuditedRawTable,
+    min_confidence: float | None = None,
+    max_listed_records: int = 1000,
+    workers: int = 2,
+) -> AuditReport:
+    """The audit of a sharded release part by part against strong rules already mined (the ``sharded_release`` job
+    passes its global rules and the domain sizes of its tuple counts; :func:`audit_sharded_release` mines them from
+    the raw table): the report of :func:`pipeline.release.audit.run_audit`.
+
+    Parameters
+    ----------
+    release_dir
+        A sharded release directory.
+    rules
+        The adversary's strong rules (``antecedent_*``, ``consequent_*``, counts ``support_antecedent`` and
+        ``support_both``; index = rule number).
+    domain
+        Sensitive attribute -> distinct values in the input (RCE).
+    raw
+        How the report names the table the rules come from.
+    min_confidence
+        The rules' threshold (default: the release's).
+    max_listed_records, workers
+        As :func:`audit_sharded_release`.
+
+    Raises
+    ------
+    AuditError
+        Unreadable manifest, part files that differ from its list.
+    pipeline.engines.local.ShardFailed
+        A part could not be measured (names the shard).
+    """
+    directory, manifest = read_audited_manifest(release_dir)
+    files = part_files(directory, manifest)
+    threshold = float(manifest["min_confidence"]) if min_confidence is None else float(min_confidence)
     clusters_files = table_files(directory, "attribute_clusters", manifest)
     clusters = (
         pd.read_parquet(clusters_files[0])
@@ -528,11 +586,5 @@ def audit_sharded_release(
     risk = sharded_identity_risk(
         {name: [triple[name] for triple in files] for name in ("sac_released", "attribute_table")},
         list(manifest["quasi_identifiers"]),
-    )
-    raw = AuditedRawTable(
-        path=str(raw_path),
-        sha256=input_sha256,
-        is_release_input=_is_release_input(directory, manifest, input_sha256) if input_sha256 is not None else None,
-        n_records=n_raw,
     )
     return assemble_report(directory, manifest, adversary=adversary, structure=structure, raw=raw, metrics=metrics, risk=risk)
