@@ -101,7 +101,8 @@ def map_parts(
     ValueError
         ``workers`` < 1 or another start method.
     ShardFailed
-        A task failed (the lowest-numbered failed one; the others are cancelled), the error chained.
+        A task failed: the lowest-numbered one that failed (tasks not started are cancelled, running ones finish
+        first), the error chained.
     """
     if workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
@@ -119,11 +120,12 @@ def map_parts(
     with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context) as pool:
         futures = [pool.submit(_task_in_worker, function, task) for task in tasks]
         wait(futures, return_when=FIRST_EXCEPTION)
-        failed = [index for index, f in enumerate(futures) if f.done() and f.exception() is not None]
+        for future in futures:  # what has not started is dropped; what runs is let finish, so that the report
+            future.cancel()  # names the lowest failed task whatever the order the tasks ended in
+        wait(futures)
+        failed = [index for index, f in enumerate(futures) if not f.cancelled() and f.exception() is not None]
         if not failed:
             return [future.result() for future in futures]
-        for future in futures:
-            future.cancel()
         cause = futures[failed[0]].exception()
         assert cause is not None
         reported: BaseException = cause
