@@ -10,6 +10,7 @@ Framework-free: no Dagster, no Great Expectations.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import pickle
 from collections.abc import Callable, Sequence
@@ -49,19 +50,6 @@ class ShardFailed(MsaReleaseError):
             self.exit_status = cause.exit_status
 
 
-def _in_worker(function: ShardFunction, job: ShardJob, shard: int) -> ShardSummary:
-    """Run ``function`` in a worker; an error the parent could not unpickle is replaced by a RuntimeError naming its
-    class and message (an unpicklable error would break the pool instead of naming the shard)."""
-    try:
-        return function(job, shard)
-    except Exception as error:
-        try:
-            pickle.loads(pickle.dumps(error))
-        except Exception:
-            raise RuntimeError(f"{type(error).__name__}: {error}") from None
-        raise
-
-
 def _task_in_worker(function: Callable[[TaskT], ResultT], task: TaskT) -> ResultT:
     """Run ``function(task)`` in a worker; an unpicklable error becomes a RuntimeError naming its class and message."""
     try:
@@ -75,7 +63,12 @@ def _task_in_worker(function: Callable[[TaskT], ResultT], task: TaskT) -> Result
 
 
 def map_parts(
-    function: Callable[[TaskT], ResultT], tasks: Sequence[TaskT], *, workers: int = 2, start_method: str = "forkserver"
+    function: Callable[[TaskT], ResultT],
+    tasks: Sequence[TaskT],
+    *,
+    workers: int = 2,
+    start_method: str = "forkserver",
+    hint: str = "lower --workers",
 ) -> list[ResultT]:
     """``[function(task) for task in tasks]`` on a pool of ``workers`` processes, one task per process at a time (the
     out-of-core audit maps its per-part figures with it: one part triple in memory per worker).
@@ -90,6 +83,8 @@ def map_parts(
         Processes (>= 1); with one worker or one task the tasks run in this process, one after the other.
     start_method
         ``"forkserver"`` or ``"spawn"`` (never ``fork``: Dagster runs threads in the parent).
+    hint
+        What the error says to do when a worker process dies (killed, out of memory).
 
     Returns
     -------
@@ -130,7 +125,7 @@ def map_parts(
         assert cause is not None
         reported: BaseException = cause
         if isinstance(cause, BrokenProcessPool):
-            reported = RuntimeError(f"a worker process died (killed, or out of memory?): {cause}; lower --workers")
+            reported = RuntimeError(f"a worker process died (killed, or out of memory?): {cause}; {hint}")
         raise ShardFailed(failed[0], len(tasks), reported) from cause
 
 
@@ -180,30 +175,10 @@ class LocalExecutor:
             (:func:`pipeline.engines.worker.release_and_write_shard`); a worker process that died (killed, out of
             memory) breaks the pool: reported as the lowest-numbered shard left unfinished, with a hint.
         """
-        processes = min(self.workers, job.n_shards)
-        if processes <= 1:
-            summaries = []
-            for shard in range(job.n_shards):
-                try:
-                    summaries.append(self.shard_function(job, shard))
-                except Exception as error:
-                    raise ShardFailed(shard, job.n_shards, error) from error
-            return summaries
-        context = multiprocessing.get_context(self.start_method)
-        with ProcessPoolExecutor(max_workers=processes, mp_context=context) as pool:
-            futures = [pool.submit(_in_worker, self.shard_function, job, shard) for shard in range(job.n_shards)]
-            wait(futures, return_when=FIRST_EXCEPTION)
-            failed = [shard for shard, f in enumerate(futures) if f.done() and f.exception() is not None]
-            if not failed:
-                return [future.result() for future in futures]
-            for future in futures:
-                future.cancel()
-            cause = futures[failed[0]].exception()
-            assert cause is not None
-            reported: BaseException = cause
-            if isinstance(cause, BrokenProcessPool):
-                reported = RuntimeError(
-                    f"a worker process died while releasing shards (killed, or out of memory?): {cause}; lower "
-                    "--workers or --shard-rows"
-                )
-            raise ShardFailed(failed[0], job.n_shards, reported) from cause
+        return map_parts(
+            functools.partial(self.shard_function, job),
+            range(job.n_shards),
+            workers=self.workers,
+            start_method=self.start_method,
+            hint="lower --workers or --shard-rows",
+        )
