@@ -649,26 +649,16 @@ def publish_sharded(
     clusters = clusters_frame(json.loads(str(sharded_global_model["clusters"].iloc[0])))
     target_dir = store.releases_dir if promotion.promoted else store.comparisons_dir
     offsets = shard_offsets([s["counts"] for s in summaries])
-    n_records = int(sharded_release_candidate["n_records"].iloc[0])
-    extra_files: dict[str, bytes] = {}
-    if n_records <= REPORT_MAX_RECORDS:
-        extra_files = sharded_report_files(
-            settings,
-            manifest,
-            summaries=summaries,
-            offsets=offsets,
-            output_dir=staging_dir / "output",
-            attribute_clusters=clusters,
-            strong_rules=sharded_strong_rules,
-            tuple_counts=sensitive_tuple_counts,
-            release_path=target_dir / release_id,
-            releases_dir=store.releases_dir,
-        )
-    else:
-        context.log.warning(
-            f"report.html is not written for a sharded release of more than {REPORT_MAX_RECORDS} records "
-            f"({n_records}): the out-of-core report is not implemented yet; the release and its manifest are complete"
-        )
+    extra_files = sharded_report_files(
+        settings,
+        manifest,
+        summaries=summaries,
+        output_dir=staging_dir / "output",
+        attribute_clusters=clusters,
+        strong_rules=sharded_strong_rules,
+        tuple_counts=sensitive_tuple_counts,
+        releases_dir=store.releases_dir,
+    )
     path = publish_sharded_release(
         target_dir,
         release_id,
@@ -698,14 +688,9 @@ def publish_sharded(
             "n_gates_passed": sum(g["passed"] for g in gates),
             "publish_seconds": round(time.monotonic() - started, 3),
             "gates": dg.MetadataValue.json([{k: g[k] for k in ("name", "status")} for g in gates]),
-            **({"report": dg.MetadataValue.path(str(path / "report.html"))} if extra_files else {}),
+            "report": dg.MetadataValue.path(str(path / "report.html")),
         },
     )
-
-
-#: report.html of a sharded release is made from its tables held in memory up to this many records (the out-of-core
-#: report is not written yet: above it, the release is published without report.html and the step says so).
-REPORT_MAX_RECORDS = 1_000_000
 
 
 def sharded_report_files(
@@ -713,36 +698,31 @@ def sharded_report_files(
     manifest: dict[str, Any],
     *,
     summaries: list[dict[str, Any]],
-    offsets: list,
     output_dir: Path,
     attribute_clusters: pd.DataFrame,
     strong_rules: pd.DataFrame,
     tuple_counts: pd.DataFrame,
-    release_path: Path,
     releases_dir: Path,
 ) -> dict[str, bytes]:
-    """``report.html`` and ``report.json`` of a sharded release (aggregate figures only, as the ``release`` job's):
-    AIL/RCE, rule confidences and supports, identity risk, from the united tables read back from the private parts
-    (:func:`pipeline.engines.summaries.united_tables`); the private Rating baseline is not computed for a sharded
-    release (the report says so)."""
-    from pipeline.core.identity_risk import identity_risk
+    """``report.html`` and ``report.json`` of a sharded release of any size (aggregate figures only, as the
+    ``release`` job's): AIL/RCE, rule confidences and supports measured part by part on the private staging's part
+    files, ``settings.workers`` parts at a time, and the identity risk counted by DuckDB over the parts
+    (:func:`pipeline.release.sharded_audit.sharded_report_data`: no whole table in memory); the private Rating
+    baseline is not computed for a sharded release (the report says so)."""
     from pipeline.core.metrics import domain_sizes
-    from pipeline.engines.summaries import united_tables
-    from pipeline.release.audit import PublishedRelease
-    from pipeline.reporting.release_report import mixed_report_data, report_files
+    from pipeline.release.sharded_audit import PART_TABLES, sharded_report_data
+    from pipeline.reporting.release_report import report_files
 
     attributes = list(settings.sensitive_attributes)
-    tables = united_tables(output_dir, summaries, offsets, attributes)
-    in_memory = PublishedRelease(
-        path=release_path,
-        manifest=dict(manifest),
-        sac_released=tables["sac_released"],
-        attribute_table=tables["attribute_table"].astype({a: "Int32" for a in attributes}),
-        id_table=tables["id_table"],
+    files = [{table: str(output_dir / summary["parts"][table]["path"]) for table in PART_TABLES} for summary in summaries]
+    data: dict[str, Any] = sharded_report_data(
+        files,
+        manifest,
+        strong_rules,
         attribute_clusters=attribute_clusters,
+        domain=domain_sizes(tuple_counts, attributes),
+        workers=int(settings.workers),
     )
-    data: dict[str, Any] = mixed_report_data(in_memory, strong_rules, domain=domain_sizes(tuple_counts, attributes))
-    data["identity_risk"] = identity_risk([in_memory.sac_released, in_memory.attribute_table], settings.quasi_identifiers)
     data["private_rating_baseline"] = {
         "model": "rating",
         "published": False,
@@ -835,6 +815,84 @@ def sharded_release_files(context: dg.AssetExecutionContext) -> dg.MaterializeRe
     )
 
 
+@dg.asset(
+    key=["audit", "sharded_release_disclosure"],
+    group_name=SHARDED_GROUP,
+    deps=[dg.AssetKey(["audit", "sharded_release_files"])],
+    ins={
+        "sharded_strong_rules": dg.AssetIn(key=[PRIVATE, "sharded_strong_rules"]),
+        "sensitive_tuple_counts": dg.AssetIn(key=[PRIVATE, "sensitive_tuple_counts"]),
+    },
+    kinds={"parquet", "duckdb"},
+    description="Out-of-core audit of the sharded release this run published (by its release id, never LATEST): the "
+    "strong-rule adversary with the run's global rules on every released record, ℓ-diversity of every SID and SAC~ "
+    "group, AIL, RCE, recovered rule confidences and identity risk, measured one part triple at a time on "
+    "`workers` processes and reduced (pipeline.release.sharded_audit; the figures of `msa-release audit`). Counts, "
+    "shares and probabilities only.",
+)
+@with_structured_failures
+def sharded_release_disclosure(
+    context: dg.AssetExecutionContext,
+    settings: ReleaseSettings,
+    sharded_strong_rules: pd.DataFrame,
+    sensitive_tuple_counts: pd.DataFrame,
+) -> dg.MaterializeResult:
+    """:func:`pipeline.release.sharded_audit.audit_parts` on the published release with the run's rules; a FAIL (a
+    released record above its bound, a SID or group below ℓ, counts off the manifest) fails the step and says the
+    release IS published."""
+    from assets.audit import publish_metadata_in_run
+    from pipeline.core.metrics import domain_sizes
+    from pipeline.release.reports import AuditedRawTable
+    from pipeline.release.sharded_audit import audit_parts
+
+    published = publish_metadata_in_run(context, SHARDED_RELEASE_JOB)
+    if published is None:
+        raise dg.Failure(
+            "audit/sharded_release_disclosure audits the release its own run published; materialize it with the "
+            "publish_sharded_release step of the same run (sharded_release job)"
+        )
+    started = time.monotonic()
+    attributes = list(settings.sensitive_attributes)
+    n_records = int(sensitive_tuple_counts["n_records"].sum()) if "n_records" in sensitive_tuple_counts else 0
+    report = audit_parts(
+        Path(str(published["path"])),
+        sharded_strong_rules,
+        domain=domain_sizes(sensitive_tuple_counts, attributes),
+        raw=AuditedRawTable(
+            path="the run's input (its global strong rules)", sha256=None, is_release_input=True, n_records=n_records
+        ),
+        workers=int(settings.workers),
+    )
+    adversary, structure, metrics, risk = report.adversary, report.structure, report.metrics, report.identity_risk
+    metadata: dict[str, Any] = {
+        "release_id": str(report.release.release_id),
+        "verdict": report.verdict,
+        "n_shards": int(published.get("n_shards") or 0),
+        "n_released_records": adversary.n_released_records,
+        "max_disclosure": adversary.max_probability_float,
+        "n_records_above_bound": adversary.n_records_above_bound,
+        "n_records_certain": adversary.n_records_certain,
+        "n_records_exposed": adversary.n_records_exposed,
+        "n_sids": structure.n_sids,
+        "n_sids_below_ell": structure.n_sids_below_ell,
+        "n_groups": structure.n_groups,
+        "n_groups_not_ell_diverse": structure.n_groups_not_ell_diverse,
+        "additional_information_loss": metrics.additional_information_loss,
+        "reconstruction_error_per_record": metrics.reconstruction_error_per_record,
+        "n_suppressed_cells": metrics.n_suppressed_cells,
+        "n_deleted": metrics.n_deleted,
+        "n_unique_on_quasi_identifiers": risk.n_unique,
+        "smallest_class": risk.smallest_class if risk.smallest_class is not None else 0,
+        "audit_seconds": round(time.monotonic() - started, 3),
+    }
+    if not report.passed:
+        raise dg.Failure(
+            f"release {report.release.release_id} IS published, but its out-of-core audit fails: " + "; ".join(report.reasons),
+            metadata=metadata,
+        )
+    return dg.MaterializeResult(metadata=metadata)
+
+
 #: Every asset of the ``sharded_release`` job.
 SHARDED_ASSETS = [
     sharded_input,
@@ -844,4 +902,5 @@ SHARDED_ASSETS = [
     sharded_release_candidate,
     publish_sharded,
     sharded_release_files,
+    sharded_release_disclosure,
 ]

@@ -57,6 +57,13 @@ from pipeline.release.reports import AuditReport
     type=click.Path(file_okay=False),
     help="Release home whose audits/ gets the report when --output is not given (default $MSA_RELEASE_HOME or ./var).",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="A sharded release (part files): processes auditing its parts, one part per process at a time.",
+)
 def audit(
     release_dir: str | None,
     raw_path: str | None,
@@ -69,6 +76,7 @@ def audit(
     ell: int,
     output: str | None,
     home: str | None,
+    workers: int,
 ) -> None:
     """Audit RELEASE_DIR (a release directory, or a releases directory with LATEST) from its files, or another tool's
     table (--table).
@@ -109,7 +117,9 @@ def audit(
     from pipeline.release.audit import AuditError, audit_release
 
     try:
-        report = audit_release(release_dir, raw_path, min_confidence=min_confidence, hierarchies_dir=hierarchies_dir)
+        report = audit_release(
+            release_dir, raw_path, min_confidence=min_confidence, hierarchies_dir=hierarchies_dir, workers=workers
+        )
     except AuditError as error:
         raise UnusableInput(str(error)) from error
     if output:

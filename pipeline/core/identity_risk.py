@@ -22,7 +22,7 @@ import pandas as pd
 
 from pipeline.core.columns import as_text, combine_codes
 
-__all__ = ["CLASS_SIZE_THRESHOLDS", "identity_risk"]
+__all__ = ["CLASS_SIZE_THRESHOLDS", "identity_risk", "identity_risk_from_class_sizes"]
 
 #: The class sizes whose "records in smaller classes" the report shows (ARX's and sdcMicro's usual thresholds).
 CLASS_SIZE_THRESHOLDS = (2, 5, 10)
@@ -81,13 +81,56 @@ def identity_risk(
         _, class_sizes = np.unique(combine_codes(codes), return_counts=True)
     else:
         class_sizes = np.zeros(0, dtype=np.int64)
-    n_unique = int((class_sizes == 1).sum())
-    below = {str(t): int(class_sizes[class_sizes < t].sum()) for t in limits}
+    sizes, n_classes_of_size = np.unique(class_sizes, return_counts=True)
+    return identity_risk_from_class_sizes(sizes, n_classes_of_size, columns, thresholds=limits)
+
+
+def identity_risk_from_class_sizes(
+    sizes: Sequence[int] | np.ndarray,
+    n_classes_of_size: Sequence[int] | np.ndarray,
+    quasi_identifiers: Sequence[str],
+    *,
+    thresholds: Sequence[int] = CLASS_SIZE_THRESHOLDS,
+) -> dict[str, object]:
+    """The figures of :func:`identity_risk` from the histogram of equivalence-class sizes (what an out-of-core count
+    of the published quasi-identifier tuples gives, e.g. a DuckDB ``GROUP BY`` over a sharded release's part files).
+
+    Parameters
+    ----------
+    sizes
+        Distinct class sizes (records per published quasi-identifier tuple), integers >= 1.
+    n_classes_of_size
+        Number of classes of each size (aligned with ``sizes``), integers >= 1.
+    quasi_identifiers
+        The quasi-identifier columns (echoed in the result).
+    thresholds
+        As :func:`identity_risk`.
+
+    Returns
+    -------
+    dict
+        As :func:`identity_risk`.
+
+    Raises
+    ------
+    ValueError
+        ``sizes`` and ``n_classes_of_size`` differ in length, or a threshold is not an integer >= 2.
+    """
+    size_array = np.asarray(sizes, dtype=np.int64)
+    count_array = np.asarray(n_classes_of_size, dtype=np.int64)
+    if size_array.shape != count_array.shape:
+        raise ValueError("sizes and n_classes_of_size must have the same length")
+    limits = [int(t) for t in thresholds]
+    if any(t != s or t < 2 for t, s in zip(limits, thresholds, strict=True)):
+        raise ValueError(f"class-size thresholds must be integers >= 2, got {list(thresholds)}")
+    n_records = int((size_array * count_array).sum())
+    n_unique = int(count_array[size_array == 1].sum())
+    below = {str(t): int((size_array * count_array)[size_array < t].sum()) for t in limits}
     return {
-        "quasi_identifiers": columns,
-        "n_records": int(n_records),
-        "n_classes": int(len(class_sizes)),
-        "smallest_class": int(class_sizes.min()) if len(class_sizes) else None,
+        "quasi_identifiers": list(quasi_identifiers),
+        "n_records": n_records,
+        "n_classes": int(count_array.sum()),
+        "smallest_class": int(size_array.min()) if len(size_array) else None,
         "n_unique": n_unique,
         "unique_share": n_unique / n_records if n_records else 0.0,
         "records_in_classes_smaller_than": below,

@@ -10,17 +10,23 @@ Framework-free: no Dagster, no Great Expectations.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+
+from typing import TypeVar
 
 from pipeline.engines.base import ShardJob, ShardSummary
 from pipeline.engines.worker import run_staged_shard
 from pipeline.errors import MsaReleaseError
 
-__all__ = ["LocalExecutor", "ShardFailed"]
+__all__ = ["LocalExecutor", "ShardFailed", "map_parts"]
+
+TaskT = TypeVar("TaskT")
+ResultT = TypeVar("ResultT")
 
 #: what a worker runs for one shard: (job, shard) -> summary; a module-level function (it is pickled by reference)
 ShardFunction = Callable[[ShardJob, int], ShardSummary]
@@ -44,17 +50,83 @@ class ShardFailed(MsaReleaseError):
             self.exit_status = cause.exit_status
 
 
-def _in_worker(function: ShardFunction, job: ShardJob, shard: int) -> ShardSummary:
-    """Run ``function`` in a worker; an error the parent could not unpickle is replaced by a RuntimeError naming its
-    class and message (an unpicklable error would break the pool instead of naming the shard)."""
+def _task_in_worker(function: Callable[[TaskT], ResultT], task: TaskT) -> ResultT:
+    """Run ``function(task)`` in a worker; an unpicklable error becomes a RuntimeError naming its class and message."""
     try:
-        return function(job, shard)
+        return function(task)
     except Exception as error:
         try:
             pickle.loads(pickle.dumps(error))
         except Exception:
             raise RuntimeError(f"{type(error).__name__}: {error}") from None
         raise
+
+
+def map_parts(
+    function: Callable[[TaskT], ResultT],
+    tasks: Sequence[TaskT],
+    *,
+    workers: int = 2,
+    start_method: str = "forkserver",
+    hint: str = "lower --workers",
+) -> list[ResultT]:
+    """``[function(task) for task in tasks]`` on a pool of ``workers`` processes, one task per process at a time (the
+    out-of-core audit maps its per-part figures with it: one part triple in memory per worker).
+
+    Parameters
+    ----------
+    function
+        A module-level function (pickled by reference); its task and result must pickle.
+    tasks
+        One task per part, in part order; task ``i`` is reported as shard ``i``.
+    workers
+        Processes (>= 1); with one worker or one task the tasks run in this process, one after the other.
+    start_method
+        ``"forkserver"`` or ``"spawn"`` (never ``fork``: Dagster runs threads in the parent).
+    hint
+        What the error says to do when a worker process dies (killed, out of memory).
+
+    Returns
+    -------
+    list
+        The results in task order.
+
+    Raises
+    ------
+    ValueError
+        ``workers`` < 1 or another start method.
+    ShardFailed
+        A task failed: the lowest-numbered one that failed (tasks not started are cancelled, running ones finish
+        first), the error chained.
+    """
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, not {workers}")
+    if start_method not in ("forkserver", "spawn"):
+        raise ValueError(f"start_method must be 'forkserver' or 'spawn', not {start_method!r} (never fork a threaded process)")
+    if min(workers, len(tasks)) <= 1:
+        results = []
+        for index, task in enumerate(tasks):
+            try:
+                results.append(function(task))
+            except Exception as error:
+                raise ShardFailed(index, len(tasks), error) from error
+        return results
+    context = multiprocessing.get_context(start_method)
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context) as pool:
+        futures = [pool.submit(_task_in_worker, function, task) for task in tasks]
+        wait(futures, return_when=FIRST_EXCEPTION)
+        for future in futures:  # what has not started is dropped; what runs is let finish, so that the report
+            future.cancel()  # names the lowest failed task whatever the order the tasks ended in
+        wait(futures)
+        failed = [index for index, f in enumerate(futures) if not f.cancelled() and f.exception() is not None]
+        if not failed:
+            return [future.result() for future in futures]
+        cause = futures[failed[0]].exception()
+        assert cause is not None
+        reported: BaseException = cause
+        if isinstance(cause, BrokenProcessPool):
+            reported = RuntimeError(f"a worker process died (killed, or out of memory?): {cause}; {hint}")
+        raise ShardFailed(failed[0], len(tasks), reported) from cause
 
 
 class LocalExecutor:
@@ -103,30 +175,10 @@ class LocalExecutor:
             (:func:`pipeline.engines.worker.release_and_write_shard`); a worker process that died (killed, out of
             memory) breaks the pool: reported as the lowest-numbered shard left unfinished, with a hint.
         """
-        processes = min(self.workers, job.n_shards)
-        if processes <= 1:
-            summaries = []
-            for shard in range(job.n_shards):
-                try:
-                    summaries.append(self.shard_function(job, shard))
-                except Exception as error:
-                    raise ShardFailed(shard, job.n_shards, error) from error
-            return summaries
-        context = multiprocessing.get_context(self.start_method)
-        with ProcessPoolExecutor(max_workers=processes, mp_context=context) as pool:
-            futures = [pool.submit(_in_worker, self.shard_function, job, shard) for shard in range(job.n_shards)]
-            wait(futures, return_when=FIRST_EXCEPTION)
-            failed = [shard for shard, f in enumerate(futures) if f.done() and f.exception() is not None]
-            if not failed:
-                return [future.result() for future in futures]
-            for future in futures:
-                future.cancel()
-            cause = futures[failed[0]].exception()
-            assert cause is not None
-            reported: BaseException = cause
-            if isinstance(cause, BrokenProcessPool):
-                reported = RuntimeError(
-                    f"a worker process died while releasing shards (killed, or out of memory?): {cause}; lower "
-                    "--workers or --shard-rows"
-                )
-            raise ShardFailed(failed[0], job.n_shards, reported) from cause
+        return map_parts(
+            functools.partial(self.shard_function, job),
+            range(job.n_shards),
+            workers=self.workers,
+            start_method=self.start_method,
+            hint="lower --workers or --shard-rows",
+        )

@@ -140,23 +140,8 @@ def read_release(path: str | Path) -> PublishedRelease:
     AuditError
         No manifest, an unknown model, a (k, ℓ) release (not audited here), or a contract table missing.
     """
-    directory = _resolve_release_dir(Path(path).expanduser().resolve())
-    manifest_path = directory / "manifest.json"
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise AuditError(f"{manifest_path}: cannot read the manifest ({error})") from error
-    model = manifest.get("model")
-    if model not in MODEL_TABLES:
-        raise AuditError(f"{manifest_path}: unknown model {model!r} (known: {sorted(MODEL_TABLES)})")
-    from pipeline.models import publication_model
-
-    plugin = publication_model(str(model))
-    if not plugin.audited:
-        raise AuditError(
-            f"{manifest_path}: a {plugin.label} release (model {model!r}) has no SIDs or SAC~ groups for the "
-            "strong-rule audit; its gates are recorded in the manifest's checks"
-        )
+    directory, manifest = read_audited_manifest(path)
+    model = manifest["model"]
     quasi_identifiers = list(manifest["quasi_identifiers"])
     sensitive_attributes = list(manifest["sensitive_attributes"])
     empty_columns = {
@@ -178,12 +163,47 @@ def read_release(path: str | Path) -> PublishedRelease:
             tables[name] = arrow.to_pandas(strings_to_categorical=name in ("sac_released", "attribute_table", "id_table"))
         else:
             tables[name] = pd.DataFrame({c: pd.Series(dtype=object) for c in empty_columns[name]})
+    return PublishedRelease(path=directory, manifest=manifest, **contract_dtypes(tables, sensitive_attributes))
+
+
+def contract_dtypes(tables: dict[str, pd.DataFrame], sensitive_attributes: list[str]) -> dict[str, pd.DataFrame]:
+    """The dtypes :class:`PublishedRelease` holds, in place on frames read from Parquet: SID columns of
+    ``attribute_table`` nullable ``Int32``, ``row_id``/``group_id`` int64, ``sid``/``count`` of ``id_table`` int32."""
     tables["attribute_table"] = tables["attribute_table"].astype({a: "Int32" for a in sensitive_attributes})
     for column in ("row_id", "group_id"):
         if column in tables["sac_released"]:
             tables["sac_released"][column] = tables["sac_released"][column].astype("int64")
     tables["id_table"] = tables["id_table"].astype({"sid": "int32", "count": "int32"})
-    return PublishedRelease(path=directory, manifest=manifest, **tables)
+    return tables
+
+
+def read_audited_manifest(path: str | Path) -> tuple[Path, dict]:
+    """The release directory (:func:`read_release`'s resolution: a directory, or LATEST of a ``releases`` directory)
+    and its ``manifest.json``, checked to be a mixed or Rating release the strong-rule audit reads.
+
+    Raises
+    ------
+    AuditError
+        No manifest, an unreadable one, an unknown model, or a model without SIDs and SAC~ groups ((k, ℓ)).
+    """
+    directory = _resolve_release_dir(Path(path).expanduser().resolve())
+    manifest_path = directory / "manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise AuditError(f"{manifest_path}: cannot read the manifest ({error})") from error
+    model = manifest.get("model")
+    if model not in MODEL_TABLES:
+        raise AuditError(f"{manifest_path}: unknown model {model!r} (known: {sorted(MODEL_TABLES)})")
+    from pipeline.models import publication_model
+
+    plugin = publication_model(str(model))
+    if not plugin.audited:
+        raise AuditError(
+            f"{manifest_path}: a {plugin.label} release (model {model!r}) has no SIDs or SAC~ groups for the "
+            "strong-rule audit; its gates are recorded in the manifest's checks"
+        )
+    return directory, manifest
 
 
 def table_files(directory: Path, name: str, manifest: Mapping) -> list[Path]:
@@ -289,6 +309,11 @@ def identity_risk_from_files(directory: str | Path, manifest: Mapping) -> dict |
     import pyarrow.parquet as pq
 
     quasi_identifiers = list(manifest.get("quasi_identifiers") or [])
+    from pipeline.release.sharded_audit import is_sharded, sharded_identity_risk
+
+    if quasi_identifiers and is_sharded(Path(directory)):  # part files: counted by DuckDB, no frame of records
+        names = [n for n in ("sac_released", "attribute_table") if n in MODEL_TABLES.get(str(manifest.get("model")), ())]
+        return sharded_identity_risk({n: table_files(Path(directory), n, manifest) for n in names}, quasi_identifiers)
     tables = []
     for name in MODEL_TABLES.get(str(manifest.get("model")), ()):
         files = table_files(Path(directory), name, manifest)
@@ -342,7 +367,6 @@ def release_metrics(release: PublishedRelease, rules: pd.DataFrame, *, domain: M
         id_table=release.id_table,
         attribute_clusters=release.attribute_clusters,
     )
-    raw_confidence = recovered["support_both"] / recovered["support_antecedent"]
     n_records = len(release.sac_released) + len(release.attribute_table) + n_deleted
     rce = reconstruction_error(
         sac_released=release.sac_released,
@@ -353,19 +377,31 @@ def release_metrics(release: PublishedRelease, rules: pd.DataFrame, *, domain: M
         domain_sizes=dict(domain),
         n_deleted=n_deleted,
     )
+    ail = additional_information_loss(
+        sac_released=release.sac_released,
+        attribute_table=release.attribute_table,
+        id_table=release.id_table,
+        sensitive_attributes=sensitive_attribute_columns,
+        ell=release.ell_by_attribute,
+        n_deleted=n_deleted,
+    )
+    n_suppressed = int(release.attribute_table[sensitive_attribute_columns].isna().sum().sum())
+    return metrics_of(recovered, ail=ail, rce=rce, n_records=n_records, n_suppressed_cells=n_suppressed, n_deleted=n_deleted)
+
+
+def metrics_of(
+    recovered: pd.DataFrame, *, ail: float, rce: float, n_records: int, n_suppressed_cells: int, n_deleted: int
+) -> dict:
+    """:func:`release_metrics`'s dict from its figures: ``recovered`` is the rules with their released supports
+    (:func:`pipeline.core.adversary.recover_rule_confidences` or ``with_released_confidence``), ``ail`` a fraction,
+    ``rce`` a sum over ``n_records`` input records (deleted ones included)."""
+    raw_confidence = recovered["support_both"] / recovered["support_antecedent"]
     return {
-        "additional_information_loss": additional_information_loss(
-            sac_released=release.sac_released,
-            attribute_table=release.attribute_table,
-            id_table=release.id_table,
-            sensitive_attributes=sensitive_attribute_columns,
-            ell=release.ell_by_attribute,
-            n_deleted=n_deleted,
-        ),
+        "additional_information_loss": ail,
         "reconstruction_error": rce,
         "reconstruction_error_per_record": rce / n_records if n_records else 0.0,
-        "average_raw_confidence": float(raw_confidence.mean()) if len(rules) else None,
-        "average_released_confidence": float(recovered["released_confidence"].mean()) if len(rules) else None,
+        "average_raw_confidence": float(raw_confidence.mean()) if len(recovered) else None,
+        "average_released_confidence": float(recovered["released_confidence"].mean()) if len(recovered) else None,
         "rules": [
             {
                 "antecedent": [row.antecedent_attribute, str(row.antecedent_value)],
@@ -377,8 +413,8 @@ def release_metrics(release: PublishedRelease, rules: pd.DataFrame, *, domain: M
             }
             for row in recovered.itertuples(index=False)
         ],
-        "n_suppressed_cells": int(release.attribute_table[sensitive_attribute_columns].isna().sum().sum()),
-        "n_deleted": n_deleted,
+        "n_suppressed_cells": int(n_suppressed_cells),
+        "n_deleted": int(n_deleted),
     }
 
 
@@ -450,13 +486,23 @@ def audit_release(
     min_confidence: float | None = None,
     max_listed_records: int = 1000,
     hierarchies_dir: str | Path | None = None,
+    workers: int = 2,
 ) -> AuditReport:
     """Audit a release directory against the strong rules of a raw table (the report only).
 
-    See :func:`run_audit` for parameters, result and errors.
+    A sharded release (part files) is audited part by part on ``workers`` processes
+    (:func:`pipeline.release.sharded_audit.audit_sharded_release`: the same report, no whole-table frame); any other
+    release by :func:`run_audit` (parameters, result and errors there).
     """
+    directory = _resolve_release_dir(Path(release_dir).expanduser().resolve())
+    from pipeline.release.sharded_audit import audit_sharded_release, is_sharded
+
+    if is_sharded(directory):  # part files: measured part by part, never a whole-table frame
+        return audit_sharded_release(
+            directory, raw_path, min_confidence=min_confidence, max_listed_records=max_listed_records, workers=workers
+        )
     return run_audit(
-        release_dir,
+        directory,
         raw_path,
         min_confidence=min_confidence,
         max_listed_records=max_listed_records,
@@ -511,35 +557,7 @@ def run_audit(
         Unreadable release or raw table (the message names the file and what to do).
     """
     release = read_release(release_dir)
-    manifest = release.manifest
-    reading = manifest.get("input_reading")
-    if reading is None:
-        raise AuditError(
-            f"{release.path / 'manifest.json'} has no input_reading (release made before it was recorded); "
-            "re-publish the release to audit it with --raw"
-        )
-    try:
-        typed = validate_input_reading(reading)
-    except ValueError as error:
-        raise AuditError(f"{release.path / 'manifest.json'}: {error}") from None
-    try:
-        loaded = load_records(
-            raw_path,
-            quasi_identifiers=release.quasi_identifiers,
-            sensitive_attributes=release.sensitive_attributes,
-            input_format=typed.input_format,
-            csv_header=typed.csv_header,
-            column_names=typed.all_column_names(),
-            delimiter=typed.delimiter,
-            strip_whitespace=typed.strip_whitespace,
-            missing_value_tokens=typed.missing_value_tokens,
-            # the raw table the release was published from, with whatever max_value_length it was read with
-            # (the manifest does not record it): no limit here
-            max_value_length=None,
-        )
-    except InputError as error:
-        message = str(error)
-        raise AuditError(message if str(raw_path) in message else f"raw table {raw_path}: {message}") from error
+    loaded = load_raw_as_released(release.path, release.manifest, raw_path)
     result = audit_release_against(
         release,
         loaded.records,
@@ -555,6 +573,45 @@ def run_audit(
     workload = _query_workload(release, loaded.records, Path(hierarchies_dir))
     report = result.report.model_copy(update={"query_workload": workload})
     return AuditResult(report=report, per_record=result.per_record)
+
+
+def load_raw_as_released(directory: Path, manifest: Mapping, raw_path: str | Path):  # noqa: ANN201 (LoadedRecords)
+    """The raw table read exactly as the release read its input (the manifest's ``input_reading``), as
+    :func:`pipeline.io.loading.load_records` returns it.
+
+    Raises
+    ------
+    AuditError
+        The manifest has no (valid) ``input_reading``, or the raw table is unreadable (names the file).
+    """
+    reading = manifest.get("input_reading")
+    if reading is None:
+        raise AuditError(
+            f"{directory / 'manifest.json'} has no input_reading (release made before it was recorded); "
+            "re-publish the release to audit it with --raw"
+        )
+    try:
+        typed = validate_input_reading(reading)
+    except ValueError as error:
+        raise AuditError(f"{directory / 'manifest.json'}: {error}") from None
+    try:
+        return load_records(
+            raw_path,
+            quasi_identifiers=list(manifest["quasi_identifiers"]),
+            sensitive_attributes=list(manifest["sensitive_attributes"]),
+            input_format=typed.input_format,
+            csv_header=typed.csv_header,
+            column_names=typed.all_column_names(),
+            delimiter=typed.delimiter,
+            strip_whitespace=typed.strip_whitespace,
+            missing_value_tokens=typed.missing_value_tokens,
+            # the raw table the release was published from, with whatever max_value_length it was read with
+            # (the manifest does not record it): no limit here
+            max_value_length=None,
+        )
+    except InputError as error:
+        message = str(error)
+        raise AuditError(message if str(raw_path) in message else f"raw table {raw_path}: {message}") from error
 
 
 def _query_workload(release: PublishedRelease, records: pd.DataFrame, hierarchies_dir: Path) -> QueryWorkload | None:
@@ -733,12 +790,6 @@ def audit_report(
             )
         )
     structure = _structure(release)
-    reasons = []
-    if len(above):
-        bound_text = f"1/{ell}" if len(set(ells.values())) <= 1 else "1/ℓ_j of the rule's consequent"
-        reasons.append(f"{len(above)} released record(s) above the bound {bound_text} (max {max_probability})")
-    if not structure.passed:
-        reasons.append("the release files break ℓ-diversity or the manifest's record counts")
     exposed = view["probability"] > 0
     adversary = AdversaryFigures(
         min_confidence=float(min_confidence),
@@ -755,9 +806,42 @@ def audit_report(
         release_row_ids_above_bound=[int(r) for r in above["row_id"].head(max_listed_records)],
         per_rule=per_rule,
     )
+    risk = identity_risk([release.sac_released, release.attribute_table], release.quasi_identifiers)
+    return assemble_report(release.path, manifest, adversary=adversary, structure=structure, raw=raw, metrics=metrics, risk=risk)
+
+
+def assemble_report(
+    directory: Path,
+    manifest: Mapping,
+    *,
+    adversary: AdversaryFigures,
+    structure: AuditStructure,
+    raw: AuditedRawTable,
+    metrics: Mapping[str, object],
+    risk: Mapping[str, object],
+) -> AuditReport:
+    """The audit report from its figures: the verdict (PASS when no released record is above its bound and the
+    structure checks hold), its reasons and the warning about a raw table that is not the release's input.
+
+    Raises
+    ------
+    ValueError
+        ``metrics`` or ``risk`` does not match its contract (names the key).
+    """
+    ell = int(manifest["ell"])
+    recorded = manifest.get("ell_per_attribute") or {}
+    ells = {a: int(recorded.get(a, ell)) for a in manifest["sensitive_attributes"]}
+    reasons = []
+    if adversary.n_records_above_bound:
+        bound_text = f"1/{ell}" if len(set(ells.values())) <= 1 else "1/ℓ_j of the rule's consequent"
+        reasons.append(
+            f"{adversary.n_records_above_bound} released record(s) above the bound {bound_text} (max {adversary.max_probability})"
+        )
+    if not structure.passed:
+        reasons.append("the release files break ℓ-diversity or the manifest's record counts")
     audited = AuditedRelease(
         release_id=manifest.get("release_id"),
-        directory=str(release.path),
+        directory=str(directory),
         model=str(manifest["model"]),
         ell=ell,
         min_confidence=float(manifest["min_confidence"]),
@@ -769,7 +853,6 @@ def audit_report(
             "the raw table is not the release's input (SHA-256 differs): the rules and the metrics describe "
             "this table, not the one the release was made from"
         ]
-    risk = identity_risk([release.sac_released, release.attribute_table], release.quasi_identifiers)
     return AuditReport(
         verdict="PASS" if not reasons else "FAIL",
         reasons=reasons,

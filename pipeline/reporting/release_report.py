@@ -1598,7 +1598,7 @@ def regenerate_report(release_dir: str | Path, *, raw_path: str | Path | None = 
     raw_path
         Optional raw table: when the release has no ``report.json`` (published before it
         existed), the rule confidences, AIL and RCE of a mixed or Rating release are computed by
-        the audit (:func:`pipeline.release.audit.run_audit`), reading the table as the release read its
+        the audit (:func:`pipeline.release.audit.audit_release`), reading the table as the release read its
         input. A (k, ℓ) release never needs it.
 
     Returns
@@ -1613,7 +1613,7 @@ def regenerate_report(release_dir: str | Path, *, raw_path: str | Path | None = 
     OSError
         ``report.html`` cannot be written (disk full, I/O error, not writable); the old page is left as it was.
     """
-    from pipeline.release.audit import AuditError, _resolve_release_dir, run_audit
+    from pipeline.release.audit import AuditError, _resolve_release_dir, audit_release
 
     try:
         directory = _resolve_release_dir(Path(release_dir).expanduser().resolve())
@@ -1639,10 +1639,10 @@ def regenerate_report(release_dir: str | Path, *, raw_path: str | Path | None = 
         data = plugin.report_data_from_files(directory, manifest)
     if data is None and raw_path is not None and plugin.audited:
         try:
-            result = run_audit(directory, raw_path)
+            audited = audit_release(directory, raw_path)  # a sharded release part by part
         except AuditError as error:
             raise ReportError(str(error)) from error
-        metrics = result.report.metrics.model_dump(mode="json")
+        metrics = audited.metrics.model_dump(mode="json")
         data = {
             "report_format": REPORT_DATA_FORMAT,
             "model": manifest["model"],

@@ -318,6 +318,11 @@ def test_the_job_run_from_dagster_reports_todays_gates_on_the_summary(tmp_path):
         result = run_job(tmp_path / "home", "sharded_release", settings, instance=instance)
         assert result.success
         checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+        audits = [
+            m.materialization
+            for m in result.get_asset_materialization_events()
+            if m.asset_key == dg.AssetKey(["audit", "sharded_release_disclosure"])
+        ]
     assert set(checks) == {
         "sac_released_is_l_diverse",
         "attribute_table_is_l_diverse",
@@ -334,8 +339,17 @@ def test_the_job_run_from_dagster_reports_todays_gates_on_the_summary(tmp_path):
     assert disclosure["max_disclosure_probability"] <= 1 / 3 + 1e-12 and disclosure["n_records_above_bound"] == 0
     groups = {k: v.value for k, v in checks["sac_released_is_l_diverse"].metadata.items()}
     assert groups["min_group_size"] == groups["max_group_size"] == 3
-    # no value of the table in any check's metadata (Adult's sensitive and quasi-identifier values)
-    text = json.dumps([{k: str(getattr(v, "value", v)) for k, v in c.metadata.items()} for c in checks.values()])
+    # the out-of-core audit of the published release ran as the job's last step, on the published parts
+    assert len(audits) == 1
+    audited = {k: getattr(v, "value", v) for k, v in audits[0].metadata.items()}
+    assert audited["verdict"] == "PASS" and audited["n_shards"] == 2
+    assert audited["max_disclosure"] <= 1 / 3 + 1e-12 and audited["n_records_above_bound"] == 0
+    assert audited["n_sids_below_ell"] == 0 and audited["n_groups_not_ell_diverse"] == 0 and audited["n_groups"] > 0
+    # no value of the table in any check's or the audit's metadata (Adult's sensitive and quasi-identifier values)
+    text = json.dumps(
+        [{k: str(getattr(v, "value", v)) for k, v in c.metadata.items()} for c in checks.values()]
+        + [{k: str(v) for k, v in audited.items()}]
+    )
     for value in ("Bachelors", "Prof-specialty", "Husband", "Not-in-family", "Married-civ-spouse", "United-States"):
         assert value not in text
 

@@ -141,3 +141,12 @@ def failing_staged_shard(job: ShardJob, shard: int) -> ShardSummary:
 
 def unwritable_staged_shard(job: ShardJob, shard: int) -> ShardSummary:
     return _with_release(_unwritable_release_shard, job, shard)
+
+
+def square_in_a_process(task: int) -> tuple[int, int]:
+    """A map_parts task: its square and the worker's process id (module level: pickled by reference)."""
+    import os
+
+    if task < 0:
+        raise ValueError(f"task {task} is negative")
+    return task * task, os.getpid()

@@ -74,3 +74,26 @@ def test_settings_are_checked() -> None:
         LocalExecutor(0)
     with pytest.raises(ValueError, match="never fork"):
         LocalExecutor(2, start_method="fork")
+
+
+def test_map_parts_returns_results_in_task_order_from_worker_processes():
+    import os
+
+    from pipeline.engines.local import map_parts
+
+    results = map_parts(shard_fakes.square_in_a_process, [3, 1, 2, 5], workers=2)
+    assert [square for square, _ in results] == [9, 1, 4, 25]
+    assert os.getpid() not in {pid for _, pid in results}  # the tasks ran in the pool, not in this process
+    in_process = map_parts(shard_fakes.square_in_a_process, [3, 1], workers=1)
+    assert in_process == [(9, os.getpid()), (1, os.getpid())]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_map_parts_names_the_lowest_failed_task(workers):
+    from pipeline.engines.local import map_parts
+
+    with pytest.raises(ShardFailed, match=r"shard 1 of 4 \(0-based\) failed: ValueError: task -1 is negative") as caught:
+        map_parts(shard_fakes.square_in_a_process, [0, -1, 2, -3], workers=workers)
+    assert caught.value.shard == 1
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        map_parts(shard_fakes.square_in_a_process, [1], workers=0)
