@@ -473,6 +473,7 @@ def release_shard(
     grouping = group_sac(
         records, sensitive, sac_ids, ir_ids, ell=ell_size, quasi_identifiers=quasi_identifiers if qi_aware else None
     )
+    del split, sac_ids, ir_ids
     rating_records, eligibility, _ = records_for_rating(
         records,
         np.asarray(grouping.ir_left, dtype=np.int64),
@@ -488,9 +489,12 @@ def release_shard(
     # sac_permuted: per group and cluster a keyed permutation of the cluster tuples
     members = np.asarray(grouping.members, dtype=np.int64).reshape(-1, ell_size)
     sac_permuted = permute_within_groups(records[["row_id", *content]], members, model.clusters, seed=seed, secret=local_secret)
-    # ir_rating: improved Rating on IR_left (in its strata)
-    indexed = records.set_index("row_id", drop=False)
-    rating_input = indexed.loc[rating_records["row_id"].to_numpy(np.int64)].reset_index(drop=True)
+    # ir_rating: improved Rating on IR_left (in its strata); rows found by position (no indexed copy of the records)
+    rating_positions = pd.Index(records["row_id"].to_numpy(np.int64)).get_indexer(rating_records["row_id"].to_numpy(np.int64))
+    if (rating_positions < 0).any():
+        raise ValueError("a record chosen for Rating is not in the shard's records")
+    rating_input = records.iloc[rating_positions].reset_index(drop=True)
+    del rating_positions
     id_table, attribute_sids = rating_tables(
         rating_input,
         sensitive,
@@ -499,6 +503,7 @@ def release_shard(
         content_columns=content,
         strata=rating_records["stratum"].to_numpy(np.int64) if "stratum" in rating_records.columns else None,
     )
+    del rating_input
     # the candidate: pipeline.models.mixed.MixedModel.release_tables
     tables = assemble_release_tables(
         records,
@@ -513,7 +518,11 @@ def release_shard(
         hierarchies=hierarchies if qi_aware else None,
         attribute_table_labels=rating_records if "stratum" in rating_records.columns else None,
     )
+    # the stages' intermediates are not needed any more: free them before the partials (a 1M-record shard's peak)
+    del sac_permuted, id_table, attribute_sids, rating_records
     no_partners = np.asarray(grouping.deleted, dtype=np.int64)
+    n_borrowed = len(grouping.borrowed)
+    del grouping
     deleted = pd.DataFrame(
         {
             "row_id": np.concatenate([no_partners, np.asarray(eligibility, dtype=np.int64)]),
@@ -537,7 +546,7 @@ def release_shard(
         "n_deleted": len(deleted),
         "n_deleted_no_partners": len(no_partners),
         "n_deleted_for_eligibility": len(eligibility),
-        "n_borrowed": len(grouping.borrowed),
+        "n_borrowed": n_borrowed,
         "n_groups": int(members.shape[0]),
         "n_sids": n_sids,
         "n_suppressed_cells": {a: int(attribute_table[a].isna().sum()) for a in sensitive},
