@@ -16,6 +16,9 @@ Framework-free: no Dagster, no Great Expectations.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -46,6 +49,45 @@ _WRITER_OPTIONS: dict[str, Any] = {
     "data_page_version": "1.0",
     "row_group_size": 1 << 20,
 }
+
+
+#: glibc ``mallopt`` parameters (``<malloc.h>``): ``M_TRIM_THRESHOLD`` and ``M_MMAP_THRESHOLD``
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+#: a shard's large arrays (columns of 10^5-10^6 rows) are allocated with mmap above this size and so go back to the
+#: system when freed; glibc's default threshold grows with every freed large block (up to 32 MiB), after which freed
+#: columns stay in the heap and the process keeps its high-water mark from stage to stage and shard to shard
+_MMAP_THRESHOLD_BYTES = 1 << 20
+
+
+@functools.cache
+def _glibc() -> Any:
+    """The C library when it is glibc (has ``mallopt`` and ``malloc_trim``), else None (macOS, musl: nothing to do)."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        library = ctypes.CDLL(name)
+    except OSError:
+        return None
+    return library if hasattr(library, "mallopt") and hasattr(library, "malloc_trim") else None
+
+
+@functools.cache
+def _keep_large_blocks_returnable() -> None:
+    """Once per process: fix glibc's mmap and trim thresholds at 1 MiB (see :data:`_MMAP_THRESHOLD_BYTES`). Only
+    where memory goes, never what is computed."""
+    library = _glibc()
+    if library is not None:
+        library.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
+        library.mallopt(_M_TRIM_THRESHOLD, _MMAP_THRESHOLD_BYTES)
+
+
+def _return_freed_memory() -> None:
+    """Give the heap's free pages back to the system (glibc ``malloc_trim``), so that a worker holds no more than its
+    next shard needs."""
+    library = _glibc()
+    if library is not None:
+        library.malloc_trim(0)
 
 
 def part_path(table: str, shard: int) -> str:
@@ -100,7 +142,11 @@ def release_and_write_shard(records: pd.DataFrame, job: ShardJob, shard: int) ->
     Exception
         Whatever :func:`pipeline.core.sharding.release_shard` raises (nothing written then); an error while writing
         (the parts this call wrote are removed first). The caller names the shard.
+
+    Memory: the glibc allocator is set to hand large freed blocks back to the system (once per process), and free
+    pages go back after the release and after the writes; the records and the outputs are unchanged by it.
     """
+    _keep_large_blocks_returnable()
     released = sharding.release_shard(
         records,
         job.model,
@@ -109,6 +155,7 @@ def release_and_write_shard(records: pd.DataFrame, job: ShardJob, shard: int) ->
         shard=shard,
         n_shards=job.n_shards,
     )
+    _return_freed_memory()
     written: list[Path] = []
     parts: dict[str, dict[str, Any]] = {}
     try:
@@ -131,6 +178,8 @@ def release_and_write_shard(records: pd.DataFrame, job: ShardJob, shard: int) ->
             with contextlib.suppress(FileNotFoundError):
                 target.unlink()
         raise
+    finally:
+        _return_freed_memory()
     return {
         "shard": shard,
         "counts": _jsonable(released.counts),
