@@ -83,8 +83,10 @@ def _keep_large_blocks_returnable() -> None:
 
 
 def _return_freed_memory() -> None:
-    """Give the heap's free pages back to the system (glibc ``malloc_trim``), so that a worker holds no more than its
-    next shard needs."""
+    """Give free memory back to the system: pyarrow's memory pool (mimalloc or jemalloc keep what Parquet reads and
+    writes freed) and the heap's free pages (glibc ``malloc_trim``), so that a worker holds no more than its next
+    stage or shard needs."""
+    pa.default_memory_pool().release_unused()
     library = _glibc()
     if library is not None:
         library.malloc_trim(0)
@@ -221,6 +223,7 @@ def read_staged_shard(job: ShardJob, shard: int) -> pd.DataFrame:
     order = np.argsort(records["row_id"].to_numpy(), kind="stable")
     if not np.array_equal(order, np.arange(len(order))):
         records = records.iloc[order].reset_index(drop=True)
+    _return_freed_memory()
     return records
 
 
