@@ -51,17 +51,9 @@ _WRITER_OPTIONS: dict[str, Any] = {
 }
 
 
-#: glibc ``mallopt`` parameters (``<malloc.h>``): ``M_TRIM_THRESHOLD`` and ``M_MMAP_THRESHOLD``
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-#: a shard's large arrays (columns of 10^5-10^6 rows) are allocated with mmap above this size and so go back to the
-#: system when freed; glibc's default threshold grows with every freed large block (up to 32 MiB), after which freed
-#: columns stay in the heap and the process keeps its high-water mark from stage to stage and shard to shard
-_MMAP_THRESHOLD_BYTES = 1 << 20
-
-
 @functools.cache
 def _glibc() -> Any:
-    """The C library when it is glibc (has ``mallopt`` and ``malloc_trim``), else None (macOS, musl: nothing to do)."""
+    """The C library when it is glibc (has ``malloc_trim``), else None (macOS, musl: nothing to do)."""
     name = ctypes.util.find_library("c")
     if name is None:
         return None
@@ -69,17 +61,7 @@ def _glibc() -> Any:
         library = ctypes.CDLL(name)
     except OSError:
         return None
-    return library if hasattr(library, "mallopt") and hasattr(library, "malloc_trim") else None
-
-
-@functools.cache
-def _keep_large_blocks_returnable() -> None:
-    """Once per process: fix glibc's mmap and trim thresholds at 1 MiB (see :data:`_MMAP_THRESHOLD_BYTES`). Only
-    where memory goes, never what is computed."""
-    library = _glibc()
-    if library is not None:
-        library.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
-        library.mallopt(_M_TRIM_THRESHOLD, _MMAP_THRESHOLD_BYTES)
+    return library if hasattr(library, "malloc_trim") else None
 
 
 def _return_freed_memory() -> None:
@@ -145,10 +127,9 @@ def release_and_write_shard(records: pd.DataFrame, job: ShardJob, shard: int) ->
         Whatever :func:`pipeline.core.sharding.release_shard` raises (nothing written then); an error while writing
         (the parts this call wrote are removed first). The caller names the shard.
 
-    Memory: the glibc allocator is set to hand large freed blocks back to the system (once per process), and free
-    pages go back after the release and after the writes; the records and the outputs are unchanged by it.
+    Memory: free pages go back to the system after the release and after the writes (pyarrow's pool, glibc's heap),
+    so that a worker does not keep one shard's high-water mark into the next; nothing computed changes.
     """
-    _keep_large_blocks_returnable()
     released = sharding.release_shard(
         records,
         job.model,
