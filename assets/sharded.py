@@ -101,7 +101,11 @@ def remove_staging_on_failure(context: dg.HookContext) -> None:
 
 
 def shard_parameters(settings: ReleaseSettings):
-    """The mixed model's parameters as a shard needs them (:class:`pipeline.core.sharding.ShardParameters`)."""
+    """The mixed model's parameters as a shard needs them (:class:`pipeline.core.sharding.ShardParameters`).
+
+    Gates 7 (order) and 9 (learned model) are not gates of ``sharded_release`` (``checks/sharded_gates.py``), so the
+    shards do not compute their partials (``evaluate_order`` and ``evaluate_posterior`` False): the posterior's EM
+    alone was more than half of a 1M-record shard's time."""
     from pipeline.core.sharding import ShardParameters
 
     qi_aware = settings.grouping == "qi_aware"
@@ -117,6 +121,8 @@ def shard_parameters(settings: ReleaseSettings):
         confidence_tolerance=float(settings.confidence_tolerance),
         max_deleted_share=float(settings.max_deleted_share),
         max_suppressed_share=float(settings.max_suppressed_share),
+        evaluate_posterior=False,
+        evaluate_order=False,
     )
 
 

@@ -90,8 +90,9 @@ _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
 
 #: The gates whose partials :func:`release_shard` returns and :func:`reduce_gates` reduces (names as in
-#: ``pipeline.models.mixed.MIXED_GATES``). Gates 7 (``release_carries_no_input_order``) and 9 (``posterior_within_bound``,
-#: only with ``ShardParameters.evaluate_posterior``) are evaluated per shard (see the module's notes).
+#: ``pipeline.models.mixed.MIXED_GATES``). Gates 7 (``release_carries_no_input_order``, only with
+#: ``ShardParameters.evaluate_order``) and 9 (``posterior_within_bound``, only with ``ShardParameters.evaluate_posterior``)
+#: are evaluated per shard (see the module's notes).
 GATE_PARTIALS = (
     "sac_released_is_l_diverse",
     "attribute_table_is_l_diverse",
@@ -301,7 +302,10 @@ class ShardParameters:
 
     Defaults are the release job's (``pipeline.resources.ReleaseSettings``): qi_aware grouping, residual_policy
     delete, stratum_deletion_budget 0.02, confidence_tolerance 0.05, max_deleted_share and max_suppressed_share 0.10,
-    posterior_slack 0.05. ``evaluate_posterior`` False leaves gate 9's partial out (its EM is the costliest partial).
+    posterior_slack 0.05. ``evaluate_posterior`` False leaves gate 9's partial out (its EM is the costliest partial:
+    more than half of a 1M-record shard's time); ``evaluate_order`` False leaves gate 7's partial out. The
+    ``sharded_release`` job sets both False (its gates are 1-6, 8 and utility, ``checks/sharded_gates.py``); the
+    Spark job launched through Pipes keeps what its job file says.
     ``ell`` is ℓ (int) or ℓ_i per sensitive attribute (a mapping: SAC~ groups of L = max ℓ_i, SPEC §6.7).
     ``hierarchies``: the quasi-identifier hierarchies the qi_aware grouping generalizes along (None: none, every
     differing quasi-identifier becomes ``*``).
@@ -320,6 +324,7 @@ class ShardParameters:
     max_suppressed_share: float = 0.10
     posterior_slack: float = 0.05
     evaluate_posterior: bool = True
+    evaluate_order: bool = True
 
 
 def shard_secret(secret: bytes | None, shard: int, n_shards: int) -> bytes | None:
@@ -468,6 +473,7 @@ def release_shard(
     grouping = group_sac(
         records, sensitive, sac_ids, ir_ids, ell=ell_size, quasi_identifiers=quasi_identifiers if qi_aware else None
     )
+    del split, sac_ids, ir_ids
     rating_records, eligibility, _ = records_for_rating(
         records,
         np.asarray(grouping.ir_left, dtype=np.int64),
@@ -483,9 +489,12 @@ def release_shard(
     # sac_permuted: per group and cluster a keyed permutation of the cluster tuples
     members = np.asarray(grouping.members, dtype=np.int64).reshape(-1, ell_size)
     sac_permuted = permute_within_groups(records[["row_id", *content]], members, model.clusters, seed=seed, secret=local_secret)
-    # ir_rating: improved Rating on IR_left (in its strata)
-    indexed = records.set_index("row_id", drop=False)
-    rating_input = indexed.loc[rating_records["row_id"].to_numpy(np.int64)].reset_index(drop=True)
+    # ir_rating: improved Rating on IR_left (in its strata); rows found by position (no indexed copy of the records)
+    rating_positions = pd.Index(records["row_id"].to_numpy(np.int64)).get_indexer(rating_records["row_id"].to_numpy(np.int64))
+    if (rating_positions < 0).any():
+        raise ValueError("a record chosen for Rating is not in the shard's records")
+    rating_input = records.iloc[rating_positions].reset_index(drop=True)
+    del rating_positions
     id_table, attribute_sids = rating_tables(
         rating_input,
         sensitive,
@@ -494,6 +503,7 @@ def release_shard(
         content_columns=content,
         strata=rating_records["stratum"].to_numpy(np.int64) if "stratum" in rating_records.columns else None,
     )
+    del rating_input
     # the candidate: pipeline.models.mixed.MixedModel.release_tables
     tables = assemble_release_tables(
         records,
@@ -508,7 +518,11 @@ def release_shard(
         hierarchies=hierarchies if qi_aware else None,
         attribute_table_labels=rating_records if "stratum" in rating_records.columns else None,
     )
+    # the stages' intermediates are not needed any more: free them before the partials (a 1M-record shard's peak)
+    del sac_permuted, id_table, attribute_sids, rating_records
     no_partners = np.asarray(grouping.deleted, dtype=np.int64)
+    n_borrowed = len(grouping.borrowed)
+    del grouping
     deleted = pd.DataFrame(
         {
             "row_id": np.concatenate([no_partners, np.asarray(eligibility, dtype=np.int64)]),
@@ -532,7 +546,7 @@ def release_shard(
         "n_deleted": len(deleted),
         "n_deleted_no_partners": len(no_partners),
         "n_deleted_for_eligibility": len(eligibility),
-        "n_borrowed": len(grouping.borrowed),
+        "n_borrowed": n_borrowed,
         "n_groups": int(members.shape[0]),
         "n_sids": n_sids,
         "n_suppressed_cells": {a: int(attribute_table[a].isna().sum()) for a in sensitive},
@@ -639,6 +653,46 @@ def _posterior_partial(
     }
 
 
+def _order_partial(
+    sac_released: pd.DataFrame,
+    attribute_table: pd.DataFrame,
+    id_table: pd.DataFrame,
+    row_map: pd.DataFrame,
+    original: pd.DataFrame,
+    sensitive: list[str],
+) -> dict[str, Any]:
+    """Gate 7's partial: Spearman ρ of the shard's published ids against its records' input positions
+    (:func:`pipeline.core.order_attack.input_order_correlations`) and the order-replay adversary on the shard
+    (:func:`pipeline.core.order_attack.order_replay_attack`), as counts and sums."""
+    order_map = row_map.assign(input_row_number=row_map["source_row_id"])
+    correlations = input_order_correlations(
+        {"sac_released": sac_released, "attribute_table": attribute_table},
+        order_map,
+        {"sac_released": ["row_id", "group_id"], "attribute_table": ["row_id", *sensitive]},
+    )
+    replay = order_replay_attack(attribute_table, id_table, sensitive, original).per_attribute
+    return {
+        "spearman": [
+            {
+                "column": f"{row.table}.{row.column}",
+                "abs_spearman": abs(float(row.spearman)),
+                "limit": float(row.limit),
+                "passed": bool(row.passed),
+            }
+            for row in correlations.itertuples(index=False)
+        ],
+        "order_replay": {
+            str(row.attribute): {
+                "cells": int(row.cells),
+                "correct": int(row.correct),
+                "expected_correct": float(row.expected_correct),
+                "variance_correct": float(row.variance_correct),
+            }
+            for row in replay.itertuples(index=False)
+        },
+    }
+
+
 def shard_partials(
     records: pd.DataFrame,
     model: GlobalModel,
@@ -694,7 +748,7 @@ def shard_partials(
           values every SID of the shard holds)}).
         - ``utility_within_thresholds``: ``n_deleted``, ``n_sac_released``, ``n_attribute_table``,
           ``suppressed_cells`` ({attribute: int}).
-        - ``release_carries_no_input_order``: ``spearman`` (a list of {``column`` ("table.column"),
+        - ``release_carries_no_input_order`` (with ``parameters.evaluate_order``): ``spearman`` (a list of {``column`` ("table.column"),
           ``abs_spearman``, ``limit``, ``passed``}) and ``order_replay`` ({attribute: ``cells``, ``correct``,
           ``expected_correct``, ``variance_correct``}).
         - ``posterior_within_bound`` (with ``parameters.evaluate_posterior``): ``n_records``, ``n_cells``,
@@ -862,33 +916,10 @@ def shard_partials(
     }
 
     # gate 7, per shard: Spearman ρ of the published ids against the input positions, the order-replay adversary
-    order_map = row_map.assign(input_row_number=row_map["source_row_id"])
-    correlations = input_order_correlations(
-        {"sac_released": sac_released, "attribute_table": attribute_table},
-        order_map,
-        {"sac_released": ["row_id", "group_id"], "attribute_table": ["row_id", *sensitive]},
-    )
-    replay = order_replay_attack(attribute_table, id_table, sensitive, original).per_attribute
-    partials["release_carries_no_input_order"] = {
-        "spearman": [
-            {
-                "column": f"{row.table}.{row.column}",
-                "abs_spearman": abs(float(row.spearman)),
-                "limit": float(row.limit),
-                "passed": bool(row.passed),
-            }
-            for row in correlations.itertuples(index=False)
-        ],
-        "order_replay": {
-            str(row.attribute): {
-                "cells": int(row.cells),
-                "correct": int(row.correct),
-                "expected_correct": float(row.expected_correct),
-                "variance_correct": float(row.variance_correct),
-            }
-            for row in replay.itertuples(index=False)
-        },
-    }
+    if parameters.evaluate_order:
+        partials["release_carries_no_input_order"] = _order_partial(
+            sac_released, attribute_table, id_table, row_map, original, sensitive
+        )
 
     # gate 9, per shard: the learned-model adversary fitted on the shard's release
     if parameters.evaluate_posterior:
@@ -1005,7 +1036,7 @@ def reduce_gates(
         - ``release_carries_no_input_order`` (per shard, see the module's notes): ``max_abs_spearman``,
           ``spearman_limit``, ``n_columns_checked``, ``n_columns_above_limit``, ``max_order_replay_excess``,
           ``n_attributes_above_chance``, ``order_replay_accuracy_<attribute>``, ``order_replay_chance_<attribute>``,
-          ``n_shards_evaluated``.
+          ``n_shards_evaluated`` (only when every partial has it).
         - ``posterior_within_bound`` (per shard; only when every partial has it): the keys of
           :func:`pipeline.core.posterior.release_posteriors`' ``summary`` (means weighted by cells, maxima of maxima,
           ``em_iterations_selected`` the largest), ``histogram_bins_0_to_1_step_0.1`` and ``n_shards_evaluated``.
@@ -1013,7 +1044,8 @@ def reduce_gates(
     Raises
     ------
     KeyError
-        A partial without one of the gates of :data:`GATE_PARTIALS`.
+        A partial without one of the gates of :data:`GATE_PARTIALS` (gates 7 and 9 are optional: reduced only when
+        every partial has them).
 
     References
     ----------
@@ -1198,7 +1230,19 @@ def reduce_gates(
         "passed": bool(utility["within_limit"].all() and utility["share"].between(0.0, 1.0).all()),
     }
 
-    gate = [p["release_carries_no_input_order"] for p in partials]
+    if partials and all("release_carries_no_input_order" in p for p in partials):
+        result["release_carries_no_input_order"] = _reduce_order(
+            [p["release_carries_no_input_order"] for p in partials], sensitive
+        )
+    if all("posterior_within_bound" in p for p in partials) and partials:
+        result["posterior_within_bound"] = _reduce_posterior(
+            [p["posterior_within_bound"] for p in partials], parameters, per_attribute_ell
+        )
+    return result
+
+
+def _reduce_order(gate: Sequence[Mapping[str, Any]], sensitive: Sequence[str]) -> dict[str, Any]:
+    """Gate 7's figures (per shard, see the module's notes) from the shards' partials."""
     columns = [c for g in gate for c in g["spearman"]]
     order: dict[str, Any] = {
         "max_abs_spearman": max((float(c["abs_spearman"]) for c in columns), default=0.0),
@@ -1225,13 +1269,7 @@ def reduce_gates(
     order["n_attributes_above_chance"] = n_attributes_above
     order["n_shards_evaluated"] = len(gate)
     order["passed"] = order["n_columns_above_limit"] == 0 and n_attributes_above == 0
-    result["release_carries_no_input_order"] = order
-
-    if all("posterior_within_bound" in p for p in partials) and partials:
-        result["posterior_within_bound"] = _reduce_posterior(
-            [p["posterior_within_bound"] for p in partials], parameters, per_attribute_ell
-        )
-    return result
+    return order
 
 
 def _reduce_posterior(

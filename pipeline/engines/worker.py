@@ -16,6 +16,9 @@ Framework-free: no Dagster, no Great Expectations.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -46,6 +49,29 @@ _WRITER_OPTIONS: dict[str, Any] = {
     "data_page_version": "1.0",
     "row_group_size": 1 << 20,
 }
+
+
+@functools.cache
+def _glibc() -> Any:
+    """The C library when it is glibc (has ``malloc_trim``), else None (macOS, musl: nothing to do)."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        library = ctypes.CDLL(name)
+    except OSError:
+        return None
+    return library if hasattr(library, "malloc_trim") else None
+
+
+def _return_freed_memory() -> None:
+    """Give free memory back to the system: pyarrow's memory pool (mimalloc or jemalloc keep what Parquet reads and
+    writes freed) and the heap's free pages (glibc ``malloc_trim``), so that a worker holds no more than its next
+    stage or shard needs."""
+    pa.default_memory_pool().release_unused()
+    library = _glibc()
+    if library is not None:
+        library.malloc_trim(0)
 
 
 def part_path(table: str, shard: int) -> str:
@@ -100,6 +126,9 @@ def release_and_write_shard(records: pd.DataFrame, job: ShardJob, shard: int) ->
     Exception
         Whatever :func:`pipeline.core.sharding.release_shard` raises (nothing written then); an error while writing
         (the parts this call wrote are removed first). The caller names the shard.
+
+    Memory: free pages go back to the system after the release and after the writes (pyarrow's pool, glibc's heap),
+    so that a worker does not keep one shard's high-water mark into the next; nothing computed changes.
     """
     released = sharding.release_shard(
         records,
@@ -109,6 +138,7 @@ def release_and_write_shard(records: pd.DataFrame, job: ShardJob, shard: int) ->
         shard=shard,
         n_shards=job.n_shards,
     )
+    _return_freed_memory()
     written: list[Path] = []
     parts: dict[str, dict[str, Any]] = {}
     try:
@@ -131,6 +161,8 @@ def release_and_write_shard(records: pd.DataFrame, job: ShardJob, shard: int) ->
             with contextlib.suppress(FileNotFoundError):
                 target.unlink()
         raise
+    finally:
+        _return_freed_memory()
     return {
         "shard": shard,
         "counts": _jsonable(released.counts),
@@ -173,6 +205,7 @@ def read_staged_shard(job: ShardJob, shard: int) -> pd.DataFrame:
     order = np.argsort(records["row_id"].to_numpy(), kind="stable")
     if not np.array_equal(order, np.arange(len(order))):
         records = records.iloc[order].reset_index(drop=True)
+    _return_freed_memory()
     return records
 
 

@@ -292,6 +292,27 @@ def test_one_shard_of_adult_reduces_to_the_committed_gate_figures(adult_records,
     assert_reduce_equals_whole(reduced, {gate: figures for gate, figures in whole.items() if gate != "records_accounted_for"})
 
 
+def test_without_order_and_posterior_the_other_partials_and_the_release_are_unchanged(adult_records, adult_one_shard):
+    # the sharded_release job sets evaluate_order and evaluate_posterior False (its gates are 1-6, 8 and utility)
+    model, release = adult_one_shard
+    parameters = dataclasses.replace(adult_parameters(), evaluate_order=False, evaluate_posterior=False)
+    lean = sharding.release_shard(adult_records, model, parameters, secret=TEST_HOME_SECRET, shard=0, n_shards=1)
+    assert set(release.partials) - set(lean.partials) == {"release_carries_no_input_order", "posterior_within_bound"}
+    assert lean.partials == {k: v for k, v in release.partials.items() if k in lean.partials}
+    assert lean.counts == release.counts
+    names = ("sac_released", "attribute_table", "id_table", "row_map", "deleted")
+    assert table_digests({n: getattr(lean, n) for n in names}) == table_digests({n: getattr(release, n) for n in names})
+    reduced = sharding.reduce_gates([lean.partials], model, parameters, n_input=32_561, n_dropped_missing=1843)
+    assert "release_carries_no_input_order" not in reduced and "posterior_within_bound" not in reduced
+    assert reduced == {
+        k: v
+        for k, v in sharding.reduce_gates([release.partials], model, parameters, n_input=32_561, n_dropped_missing=1843).items()
+        if k in reduced
+    }
+    with pytest.raises(KeyError):  # the other gates' partials stay required
+        sharding.reduce_gates([{k: v for k, v in lean.partials.items() if k != "no_probability_tilt"}], model, parameters)
+
+
 # --------------------------------------------------------------------------- S in {1, 2, 3, 5}: union and reduce
 
 
