@@ -111,6 +111,11 @@ def map_parts(
             except Exception as error:
                 raise ShardFailed(index, len(tasks), error) from error
         return results
+    # the parent idles while the pool works: what it freed (the staging's DuckDB and Arrow buffers) goes back to the
+    # system before the workers start, so that the process tree holds the workers' shards, not the parent's high-water mark
+    from pipeline.engines.worker import return_freed_memory
+
+    return_freed_memory()
     context = multiprocessing.get_context(start_method)
     with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context) as pool:
         futures = [pool.submit(_task_in_worker, function, task) for task in tasks]

@@ -64,7 +64,7 @@ def _glibc() -> Any:
     return library if hasattr(library, "malloc_trim") else None
 
 
-def _return_freed_memory() -> None:
+def return_freed_memory() -> None:
     """Give free memory back to the system: pyarrow's memory pool (mimalloc or jemalloc keep what Parquet reads and
     writes freed) and the heap's free pages (glibc ``malloc_trim``), so that a worker holds no more than its next
     stage or shard needs."""
@@ -138,7 +138,7 @@ def release_and_write_shard(records: pd.DataFrame, job: ShardJob, shard: int) ->
         shard=shard,
         n_shards=job.n_shards,
     )
-    _return_freed_memory()
+    return_freed_memory()
     written: list[Path] = []
     parts: dict[str, dict[str, Any]] = {}
     try:
@@ -162,7 +162,7 @@ def release_and_write_shard(records: pd.DataFrame, job: ShardJob, shard: int) ->
                 target.unlink()
         raise
     finally:
-        _return_freed_memory()
+        return_freed_memory()
     return {
         "shard": shard,
         "counts": _jsonable(released.counts),
@@ -205,7 +205,7 @@ def read_staged_shard(job: ShardJob, shard: int) -> pd.DataFrame:
     order = np.argsort(records["row_id"].to_numpy(), kind="stable")
     if not np.array_equal(order, np.arange(len(order))):
         records = records.iloc[order].reset_index(drop=True)
-    _return_freed_memory()
+    return_freed_memory()
     return records
 
 
