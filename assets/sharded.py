@@ -165,14 +165,14 @@ def executor_of(settings: ReleaseSettings):
         "sharded_input_summary": dg.AssetOut(
             key_prefix=PRIVATE,
             kinds=KINDS,
-            description="One row of input accounting of a sharded release: records read, dropped for a missing "
+            description="PRIVATE: one row of input accounting of a sharded release: records read, dropped for a missing "
             "sensitive value (per attribute), the file hash (private) and its keyed HMAC (published), S and the shard "
             "size; the records themselves are staged in the run's private staging directory, never in Dagster.",
         ),
         "shard_plan": dg.AssetOut(
             key_prefix=PRIVATE,
             kinds=KINDS,
-            description="The shard plan: one row per shard (shard, n_records). The shard key is a keyed hash of the "
+            description="PRIVATE: the shard plan, one row per shard (shard, n_records). The shard key is a keyed hash of the "
             "private row id (salt from the home secret, never published).",
         ),
     },
@@ -285,7 +285,7 @@ def sensitive_tuple_counts(settings: ReleaseSettings, sharded_input_summary: pd.
         "sharded_global_model": dg.AssetOut(
             key_prefix=PRIVATE,
             kinds=KINDS,
-            description="One row: S_max, the strong-value occurrences per attribute and the attribute clusters "
+            description="PRIVATE: one row, S_max, the strong-value occurrences per attribute and the attribute clusters "
             "(Algorithm 10) of the global rules, computed once over all records and broadcast to every shard.",
         ),
     },
@@ -348,7 +348,7 @@ def global_model_of(rules: pd.DataFrame, row: pd.DataFrame):
         "sharded_strong_rules": dg.AssetIn(key=[PRIVATE, "sharded_strong_rules"]),
         "sharded_global_model": dg.AssetIn(key=[PRIVATE, "sharded_global_model"]),
     },
-    description="The S-row summary frame: one row per shard released by the engine (counts and the flattened gate "
+    description="PRIVATE: the S-row summary frame, one row per shard released by the engine (counts and the flattened gate "
     "partials, scalar columns only); the shards' tables stay as part files in the private staging directory.",
 )
 @with_structured_failures

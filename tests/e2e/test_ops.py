@@ -14,6 +14,7 @@ import dagster as dg
 import pandas as pd
 import pytest
 
+from assets.sharded import SHARDED_GROUP
 from pipeline.asset_keys import GROUPS, publishing_group
 from pipeline.models import jobs as publishing_jobs
 from pipeline import jobs
@@ -52,8 +53,8 @@ def test_groups_descriptions_and_kinds(definitions):
     graph = definitions.resolve_asset_graph()
     keys = list(graph.get_all_asset_keys())
     groups = {graph.get(key).group_name for key in keys}
-    # exactly the stage groups and one group per publishing job, every one used
-    assert groups == set(GROUPS) | {publishing_group(job) for job in publishing_jobs()}
+    # exactly the stage groups, one group per publishing job and the sharded release job's group, every one used
+    assert groups == set(GROUPS) | {publishing_group(job) for job in publishing_jobs()} | {SHARDED_GROUP}
     for key in keys:
         node = graph.get(key)
         description = (node.description or "").strip()
