@@ -31,7 +31,7 @@ from assets.publish import (
     stage_seconds,
     utility_metadata,
 )
-from pipeline.asset_keys import CANDIDATE, KINDS, PRIVATE
+from pipeline.asset_keys import CANDIDATE, KINDS, PRIVATE, inputs
 from pipeline.errors import UnusableInputError
 from pipeline.failures import structured_failures, with_structured_failures
 from pipeline.models import SHARDED_RELEASE_JOB
@@ -249,7 +249,7 @@ def sharded_input(context: dg.AssetExecutionContext, settings: ReleaseSettings, 
     key_prefix=PRIVATE,
     kinds=KINDS,
     group_name=SHARDED_GROUP,
-    ins={"sharded_input_summary": dg.AssetIn(key=[PRIVATE, "sharded_input_summary"])},
+    ins=inputs(private=["sharded_input_summary"]),
     description="PRIVATE: the counts of the distinct sensitive tuples over ALL records (a GROUP BY over the staged "
     "shards): what the global strong rules, S_max and attribute clusters are computed from.",
 )
@@ -289,7 +289,7 @@ def sensitive_tuple_counts(settings: ReleaseSettings, sharded_input_summary: pd.
             "(Algorithm 10) of the global rules, computed once over all records and broadcast to every shard.",
         ),
     },
-    ins={"sensitive_tuple_counts": dg.AssetIn(key=[PRIVATE, "sensitive_tuple_counts"])},
+    ins=inputs(private=["sensitive_tuple_counts"]),
     group_name=SHARDED_GROUP,
 )
 @with_structured_failures
@@ -343,11 +343,7 @@ def global_model_of(rules: pd.DataFrame, row: pd.DataFrame):
     key_prefix=PRIVATE,
     kinds=KINDS,
     group_name=SHARDED_GROUP,
-    ins={
-        "sharded_input_summary": dg.AssetIn(key=[PRIVATE, "sharded_input_summary"]),
-        "sharded_strong_rules": dg.AssetIn(key=[PRIVATE, "sharded_strong_rules"]),
-        "sharded_global_model": dg.AssetIn(key=[PRIVATE, "sharded_global_model"]),
-    },
+    ins=inputs(private=["sharded_input_summary", "sharded_strong_rules", "sharded_global_model"]),
     description="PRIVATE: the S-row summary frame, one row per shard released by the engine (counts and the flattened gate "
     "partials, scalar columns only); the shards' tables stay as part files in the private staging directory.",
 )
@@ -425,12 +421,7 @@ def read_summaries(staging_dir: Path) -> list[dict[str, Any]]:
     key_prefix=CANDIDATE,
     kinds=KINDS,
     group_name=SHARDED_GROUP,
-    ins={
-        "sharded_input_summary": dg.AssetIn(key=[PRIVATE, "sharded_input_summary"]),
-        "shard_summaries": dg.AssetIn(key=[PRIVATE, "shard_summaries"]),
-        "sharded_strong_rules": dg.AssetIn(key=[PRIVATE, "sharded_strong_rules"]),
-        "sharded_global_model": dg.AssetIn(key=[PRIVATE, "sharded_global_model"]),
-    },
+    ins=inputs(private=["sharded_input_summary", "shard_summaries", "sharded_strong_rules", "sharded_global_model"]),
     description="The candidate sharded release as a whole (one row: the united release's counts and the gate "
     "figures reduced from the shards' partials); its gates are attached here.",
 )
@@ -587,14 +578,16 @@ def sharded_manifest(
             ],
         )
     ],
-    ins={
-        "sharded_strong_rules": dg.AssetIn(key=[PRIVATE, "sharded_strong_rules"]),
-        "sensitive_tuple_counts": dg.AssetIn(key=[PRIVATE, "sensitive_tuple_counts"]),
-        "sharded_input_summary": dg.AssetIn(key=[PRIVATE, "sharded_input_summary"]),
-        "shard_summaries": dg.AssetIn(key=[PRIVATE, "shard_summaries"]),
-        "sharded_release_candidate": dg.AssetIn(key=[CANDIDATE, "sharded_release_candidate"]),
-        "sharded_global_model": dg.AssetIn(key=[PRIVATE, "sharded_global_model"]),
-    },
+    ins=inputs(
+        private=[
+            "sharded_strong_rules",
+            "sensitive_tuple_counts",
+            "sharded_input_summary",
+            "shard_summaries",
+            "sharded_global_model",
+        ],
+        candidate=["sharded_release_candidate"],
+    ),
     pool=PUBLISH_POOL,
 )
 @with_structured_failures
@@ -825,10 +818,7 @@ def sharded_release_files(context: dg.AssetExecutionContext) -> dg.MaterializeRe
     key=["audit", "sharded_release_disclosure"],
     group_name=SHARDED_GROUP,
     deps=[dg.AssetKey(["audit", "sharded_release_files"])],
-    ins={
-        "sharded_strong_rules": dg.AssetIn(key=[PRIVATE, "sharded_strong_rules"]),
-        "sensitive_tuple_counts": dg.AssetIn(key=[PRIVATE, "sensitive_tuple_counts"]),
-    },
+    ins=inputs(private=["sharded_strong_rules", "sensitive_tuple_counts"]),
     kinds={"parquet", "duckdb"},
     description="Out-of-core audit of the sharded release this run published (by its release id, never LATEST): the "
     "strong-rule adversary with the run's global rules on every released record, ℓ-diversity of every SID and SAC~ "
