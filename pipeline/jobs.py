@@ -85,7 +85,13 @@ from pipeline.models import (
 )
 from pipeline.models import jobs as publishing_jobs
 from pipeline.resources import ReleaseSettings, ReleaseStore
-from pipeline.run_events import HOST_TAG, INPUT_SHA256_TAG, fail_orphaned_runs, release_run_tags
+from pipeline.run_events import (
+    HOST_TAG,
+    INPUT_SHA256_TAG,
+    fail_orphaned_runs,
+    release_run_tags,
+    remind_missed_retries,
+)
 from pipeline.warehouse import LOCK_WAIT_TAG
 from pipeline.settings import Model
 
@@ -1113,13 +1119,16 @@ def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
     """Evaluate the inbox: one RunRequest per complete, readable data file (see the module docstring).
 
     First marks failed the runs of the instance whose worker process is gone (:func:`pipeline.run_events.
-    fail_orphaned_runs`: they would hold the run queue forever). The cursor remembers each file's (size, mtime,
+    fail_orphaned_runs`: they would hold the run queue forever) and reports again the failure of a run Dagster's retry
+    daemon missed (:func:`pipeline.run_events.remind_missed_retries`). The cursor remembers each file's (size, mtime,
     SHA-256) so unchanged files are not hashed again; Dagster drops a RunRequest whose run key it has already seen.
     """
     if context.instance_ref is not None:
         try:
             for orphan in fail_orphaned_runs(context.instance):
                 context.log.warning(f"inbox: {orphan.message}")
+            for run_id in remind_missed_retries(context.instance):
+                context.log.warning(f"inbox: run {run_id} waited too long for Dagster's retry: its failure reported again")
         except Exception as error:  # the sweep must never stop the inbox
             context.log.warning(f"inbox: could not check for runs whose process died ({type(error).__name__}: {error})")
     inbox = Path(store.home) / INBOX

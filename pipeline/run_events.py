@@ -28,6 +28,7 @@ __all__ = [
     "StepProgress",
     "fail_orphaned_runs",
     "process_alive_since",
+    "remind_missed_retries",
     "release_run_tags",
     "run_process_ids",
     "run_step_windows",
@@ -115,6 +116,13 @@ PROCESS_GONE = "its process died without a word (SIGKILL, out of memory, a timeo
 DAGSTER_GENERIC_FAILURE = "This run has been marked as failed from outside the execution context."
 #: How far back :func:`fail_orphaned_runs` looks for runs failed with ``DAGSTER_GENERIC_FAILURE`` to explain them.
 EXPLAIN_WINDOW_SECONDS = 3600.0
+#: How long a failed run may wait for Dagster's retry before :func:`remind_missed_retries` reports its failure again
+#: (Dagster's event log consumer reads new failures every 5 s).
+RETRY_GRACE_SECONDS = 60.0
+#: At most this many reminders per run (:func:`remind_missed_retries`).
+MAX_RETRY_REMINDERS = 3
+#: Tag counting the reminders of a run.
+RETRY_REMINDERS_TAG = "msa_release/retry_reminders"
 #: Tag naming the machine a run's process runs on (the orphan sweep only judges runs of its own machine).
 HOST_TAG = "msa_release/host"
 
@@ -237,6 +245,55 @@ def fail_orphaned_runs(instance: dg.DagsterInstance) -> list[OrphanedRun]:
         orphans.append(OrphanedRun(run.run_id, run.job_name, numbers, message))
     _explain_generic_failures(instance, host)
     return orphans
+
+
+def remind_missed_retries(
+    instance: dg.DagsterInstance, *, grace_seconds: float = RETRY_GRACE_SECONDS, now: float | None = None
+) -> list[str]:
+    """Report again the failure of every run that has waited more than ``grace_seconds`` for a retry Dagster said it
+    would launch (status FAILURE, ``dagster/will_retry`` true, no retry run), on this machine; at most
+    ``MAX_RETRY_REMINDERS`` times per run (tag ``msa_release/retry_reminders``).
+
+    Why: Dagster's retry daemon (the event log consumer) reads each new RUN_FAILURE event once. Dagster stores the
+    event before it sets the run's status to FAILURE; a consumer tick that falls between the two sees a run that is
+    not failed, skips it and moves its cursor past the event, so the run waits for a retry forever (an inbox file then
+    stays in the inbox and holds its settings). A second failure event, written when the run is already FAILURE, is
+    read with the right status and retried. ``now`` (seconds since the epoch) is for tests.
+
+    Returns
+    -------
+    list[str]
+        The run ids reported again (empty when none).
+    """
+    import time
+
+    from dagster._core.events import JobFailureData, RunFailureReason
+
+    host = socket.gethostname()
+    now = time.time() if now is None else now
+    reminded = []
+    for record in instance.get_run_records(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE])):
+        run = record.dagster_run
+        if not run.is_complete_and_waiting_to_retry or run.tags.get(HOST_TAG, host) != host:
+            continue
+        count = int(run.tags.get(RETRY_REMINDERS_TAG, "0") or 0)
+        ended = record.end_time if record.end_time is not None else record.update_timestamp.timestamp()
+        if count >= MAX_RETRY_REMINDERS or now - ended < grace_seconds:
+            continue
+        instance.add_run_tags(run.run_id, {RETRY_REMINDERS_TAG: str(count + 1)})
+        try:
+            reason = RunFailureReason(run.tags.get("dagster/failure_reason", "UNEXPECTED_TERMINATION"))
+        except ValueError:
+            reason = RunFailureReason.UNKNOWN
+        instance.report_run_failed(
+            instance.get_run_by_id(run.run_id) or run,
+            f"msa-release: this run failed and Dagster said it would retry it, but no retry has started after "
+            f"{now - ended:.0f} s; its failure is reported again so that Dagster's retry daemon reads it (reminder "
+            f"{count + 1} of {MAX_RETRY_REMINDERS}).",
+            JobFailureData(error=None, failure_reason=reason),
+        )
+        reminded.append(run.run_id)
+    return reminded
 
 
 def _explain_generic_failures(instance: dg.DagsterInstance, host: str) -> None:

@@ -350,3 +350,43 @@ def test_fail_orphaned_runs_fails_only_runs_whose_process_is_gone(tmp_path):
         engine = instance.get_records_for_run("generic", of_type=dg.DagsterEventType.ENGINE_EVENT).records
         assert any(f"(pid {dead.pid}) is gone" in (r.event_log_entry.dagster_event.message or "") for r in engine)
         assert fail_orphaned_runs(instance) == []  # nothing left to do
+
+
+def test_remind_missed_retries_reports_again_a_failure_the_retry_daemon_missed(tmp_path):
+    """A run failed with ``dagster/will_retry`` true and no retry after the grace period (Dagster's event log consumer
+    read its failure event before its status was FAILURE) gets its failure reported again, at most three times; a run
+    within the grace period, a run Dagster will not retry and a run already retried are left alone."""
+    import time
+
+    from dagster._core.storage.dagster_run import DagsterRun
+
+    from pipeline.run_events import MAX_RETRY_REMINDERS, RETRY_REMINDERS_TAG, remind_missed_retries
+
+    with dg.instance_for_test(temp_dir=str(tmp_path), overrides={"run_retries": {"enabled": True}}) as instance:
+
+        def failed(run_id: str, **tags: str) -> None:
+            run = instance.add_run(DagsterRun(job_name="release", run_id=run_id, status=dg.DagsterRunStatus.STARTED, tags=tags))
+            instance.report_run_failed(run)
+
+        failed("missed", **{"dagster/max_retries": "3"})
+        failed("no_retry")  # no max_retries tag: Dagster will not retry it
+        failed("retried", **{"dagster/max_retries": "3"})
+        instance.add_run_tags("retried", {"dagster/auto_retry_run_id": "child"})
+        assert instance.get_run_by_id("missed").tags["dagster/will_retry"] == "true"
+        assert instance.get_run_by_id("no_retry").tags["dagster/will_retry"] == "false"
+
+        def failures(run_id: str) -> int:
+            return len(instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records)
+
+        assert remind_missed_retries(instance) == []  # within the grace period
+        later = time.time() + 61
+        for reminder in range(1, MAX_RETRY_REMINDERS + 1):
+            assert remind_missed_retries(instance, now=later) == ["missed"]
+            assert failures("missed") == 1 + reminder
+            run = instance.get_run_by_id("missed")
+            assert run.status == dg.DagsterRunStatus.FAILURE and run.tags[RETRY_REMINDERS_TAG] == str(reminder)
+            assert run.tags["dagster/will_retry"] == "true"
+        assert remind_missed_retries(instance, now=later) == []  # at most MAX_RETRY_REMINDERS
+        assert failures("no_retry") == 1 and failures("retried") == 1
+        message = instance.get_records_for_run("missed", of_type=dg.DagsterEventType.RUN_FAILURE).records[-1]
+        assert "no retry has started after" in message.event_log_entry.dagster_event.message

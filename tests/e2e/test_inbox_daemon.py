@@ -75,7 +75,9 @@ def _wait_for(condition, *, timeout: float, what: str, log: Path | None = None):
         if value:
             return value
         time.sleep(0.5)
-    tail = log.read_text(errors="replace")[-3000:] if log is not None and log.exists() else ""
+    text = log.read_text(errors="replace") if log is not None and log.exists() else ""
+    retries = [line for line in text.splitlines() if "EventLogConsumer" in line or "etry" in line and "skipped" not in line]
+    tail = "\n".join(retries[-30:]) + "\n...\n" + text[-3000:]
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}\n{tail}")
 
 
