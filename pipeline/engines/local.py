@@ -33,14 +33,19 @@ ShardFunction = Callable[[ShardJob, int], ShardSummary]
 
 
 class ShardFailed(MsaReleaseError):
-    """A shard could not be released; names the shard and the error (its class and message).
+    """A shard could not be released; names the shard and the error's class, and its message when the error is the
+    project's own (:class:`pipeline.errors.MsaReleaseError`, whose messages never quote a value).
 
+    Another error's message (pandas, numpy, DuckDB…) may quote a record's value, so it is withheld here, from the
+    chain (raised ``from None``) and so from the CLI and Dagster's step failure, as the Spark executor does.
     ``shard`` and ``n_shards`` are attributes; ``exit_status``, ``file`` and ``column`` are the cause's when it is an
-    :class:`pipeline.errors.MsaReleaseError` (exit 1 otherwise). The cause is chained (``__cause__``)."""
+    :class:`pipeline.errors.MsaReleaseError` (exit 1 otherwise)."""
 
     def __init__(self, shard: int, n_shards: int, cause: BaseException) -> None:
+        ours = isinstance(cause, MsaReleaseError)
+        detail = str(cause) if ours else "its message is withheld (it may quote an input value)"
         super().__init__(
-            f"shard {shard} of {n_shards} (0-based) failed: {type(cause).__name__}: {cause}",
+            f"shard {shard} of {n_shards} (0-based) failed: {type(cause).__name__}: {detail}",
             file=getattr(cause, "file", None),
             column=getattr(cause, "column", None),
         )
@@ -48,6 +53,11 @@ class ShardFailed(MsaReleaseError):
         self.n_shards = n_shards
         if isinstance(cause, MsaReleaseError):
             self.exit_status = cause.exit_status
+
+
+def _chained(cause: BaseException) -> BaseException | None:
+    """The cause to chain to a :class:`ShardFailed`: the project's own errors only (another's may quote a value)."""
+    return cause if isinstance(cause, MsaReleaseError) else None
 
 
 def _task_in_worker(function: Callable[[TaskT], ResultT], task: TaskT) -> ResultT:
@@ -97,7 +107,7 @@ def map_parts(
         ``workers`` < 1 or another start method.
     ShardFailed
         A task failed: the lowest-numbered one that failed (tasks not started are cancelled, running ones finish
-        first), the error chained.
+        first), the error chained when it is the project's own.
     """
     if workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
@@ -109,7 +119,7 @@ def map_parts(
             try:
                 results.append(function(task))
             except Exception as error:
-                raise ShardFailed(index, len(tasks), error) from error
+                raise ShardFailed(index, len(tasks), error) from _chained(error)
         return results
     # the parent idles while the pool works: what it freed (the staging's DuckDB and Arrow buffers) goes back to the
     # system before the workers start, so that the process tree holds the workers' shards, not the parent's high-water mark
@@ -130,8 +140,8 @@ def map_parts(
         assert cause is not None
         reported: BaseException = cause
         if isinstance(cause, BrokenProcessPool):
-            reported = RuntimeError(f"a worker process died (killed, or out of memory?): {cause}; {hint}")
-        raise ShardFailed(failed[0], len(tasks), reported) from cause
+            reported = MsaReleaseError(f"a worker process died (killed, or out of memory?); {hint}")
+        raise ShardFailed(failed[0], len(tasks), reported) from _chained(reported)
 
 
 class LocalExecutor:

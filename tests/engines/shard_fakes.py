@@ -147,6 +147,8 @@ def square_in_a_process(task: int) -> tuple[int, int]:
     """A map_parts task: its square and the worker's process id (module level: pickled by reference)."""
     import os
 
+    from pipeline.errors import UnusableInputError
+
     if task < 0:
-        raise ValueError(f"task {task} is negative")
+        raise UnusableInputError(f"task {task} is negative", column="task")
     return task * task, os.getpid()
