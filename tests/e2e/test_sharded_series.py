@@ -6,7 +6,8 @@ On a 4,000-record sample of Adult at forced small shards (``--shard-rows 2000``:
 - after an in-memory release, S = 1 with the same settings is the same release (not refused) and registers exactly
   the in-memory job's entry (the same fingerprints with the same release row ids); S = 2 is another release (other
   groups): refused naming the earlier releases, published with ``--allow-recomposition`` and recorded in its manifest;
-- a second S = 2 release of the same records and settings is not refused; a subset of the records is;
+- a second S = 2 release of the same records and settings is not refused; a subset of the records is, and so is the
+  in-memory job's release of the same records (with its measured pins, from the sharded release's files);
 - a kill after the registry entry and before the publish leaves an entry without a release: a stricter home (the
   next run of other settings is refused naming it), not a broken one (the next run of the same settings publishes).
 """
@@ -133,6 +134,14 @@ def test_a_sharded_series_refuses_other_records_not_the_same_release(sample, tmp
     said = _said(refused)
     assert "would compose with 2 earlier release(s)" in said and f"release {first_id} holds" in said
     assert "0 new," in said and "no longer present" in said
+
+    # the in-memory job of the same records is refused by the sharded releases, and measures what intersecting it with
+    # them would pin from their part files and the row ids their entries hold
+    memory = _run(sample, home)
+    assert memory.exit_code == 1, memory.output
+    said = _said(memory)
+    assert f"release {first_id} holds" in said and "other settings (n_shards, shard_assignment)" in said
+    assert f"intersected with release {first_id}, it would pin the whole sensitive tuple of" in said
 
 
 def test_a_kill_after_the_registry_entry_leaves_a_stricter_home(sample, tmp_path):
