@@ -511,8 +511,9 @@ def sharded_manifest(
     recomposition: list[dict] | None = None,
 ) -> dict[str, Any]:
     """The manifest of a sharded release: today's keys of a mixed release (settings, counts, checks, utility,
-    overrides, timings; ``recomposition``: :func:`check_sharded_series`' list) and its ``sharding`` section (:func:`pipeline.release.sharded_publish.sharding_manifest`; the
-    ``workers`` setting is recorded for Spark too, where the cluster's executors decide the parallelism)."""
+    overrides, timings; ``recomposition``: :func:`pipeline.release.registry.check_sharded_series`' list) and its
+    ``sharding`` section (:func:`pipeline.release.sharded_publish.sharding_manifest`; the ``workers`` setting is
+    recorded for Spark too, where the cluster's executors decide the parallelism)."""
     from pipeline.models.mixed import quasi_identifier_hierarchies
     from pipeline.release.manifest import utility_of_checks
     from pipeline.release.promotion import COMPARISON_NOTICE
