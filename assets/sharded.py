@@ -39,6 +39,7 @@ from pipeline.resources import ReleaseSettings, ReleaseStore
 
 __all__ = [
     "PUBLISH_POOL",
+    "REGISTRY_FAILPOINT",
     "SHARDED_ASSETS",
     "SHARDED_GROUP",
     "ShardingSettingsError",
@@ -47,6 +48,7 @@ __all__ = [
     "remove_staging",
     "remove_staging_on_failure",
     "shard_parameters",
+    "sharded_series_configuration",
     "staging_dir_of",
 ]
 
@@ -364,6 +366,8 @@ def shard_summaries(
     (:func:`pipeline.engines.spark_job.write_job`, beside the staged shards) and launches the standalone Spark job
     through the Pipes client ``pipes_subprocess_client`` (:func:`assets.sharded_pipes.launch_shard_release`), then
     reads the summaries it wrote; the gates stay the blocking checks of the candidate summary."""
+    from pipeline.core.keyed import derive_hash_key
+    from pipeline.core.series import REGISTRY_PURPOSE
     from pipeline.engines.base import ShardJob
     from pipeline.engines.summaries import summary_frame
 
@@ -376,6 +380,8 @@ def shard_summaries(
         parameters=shard_parameters(settings),
         secret=release_secret(settings, store),
         n_shards=int(first["n_shards"]),
+        # the release registry's fingerprints: a key derived for that purpose only, never the home secret itself
+        registry_hash_key=derive_hash_key(store.home_secret(), REGISTRY_PURPOSE),
     )
     launched: dict[str, Any] = {}
     if str(settings.engine) == "spark" and str(settings.spark_launch) == "pipes":
@@ -502,10 +508,12 @@ def sharded_manifest(
     candidate: pd.Series,
     summaries: list[dict[str, Any]],
     gates: list[dict],
+    recomposition: list[dict] | None = None,
 ) -> dict[str, Any]:
     """The manifest of a sharded release: today's keys of a mixed release (settings, counts, checks, utility,
-    overrides, timings) and its ``sharding`` section (:func:`pipeline.release.sharded_publish.sharding_manifest`; the
-    ``workers`` setting is recorded for Spark too, where the cluster's executors decide the parallelism)."""
+    overrides, timings; ``recomposition``: :func:`pipeline.release.registry.check_sharded_series`' list) and its
+    ``sharding`` section (:func:`pipeline.release.sharded_publish.sharding_manifest`; the ``workers`` setting is
+    recorded for Spark too, where the cluster's executors decide the parallelism)."""
     from pipeline.models.mixed import quasi_identifier_hierarchies
     from pipeline.release.manifest import utility_of_checks
     from pipeline.release.promotion import COMPARISON_NOTICE
@@ -523,7 +531,7 @@ def sharded_manifest(
         "input_hmac": str(input_summary["input_hmac"]),
         "model": "mixed",
         "allow_recomposition": settings.allow_recomposition,
-        "recomposition": [],
+        "recomposition": list(recomposition or []),
         "input_reading": input_reading(settings),
         "ell": int(settings.ell),
         "ell_per_attribute": settings.ell_by_attribute(),
@@ -605,10 +613,17 @@ def publish_sharded(
     """Publish the sharded release (:func:`pipeline.release.sharded_publish.publish_sharded_release`): its part files
     checked against the shards' summaries (rows, SHA-256), ids offset (:func:`pipeline.core.sharding.shard_offsets`),
     the manifest with its ``sharding`` section, LATEST last. A failed gate publishes nothing (its blocking check stops
-    this step; the verdict is checked again here)."""
+    this step; the verdict is checked again here).
+
+    Release series (docs/series.md): the shards' record fingerprints are compared with the home's registry first
+    (:func:`pipeline.release.registry.check_sharded_series`, DuckDB over the files; a recomposition is refused unless
+    ``allow_recomposition``, and recorded in the manifest), and the release is registered
+    (:func:`pipeline.release.registry.write_sharded_registry_entry`) just before the atomic publish."""
     from pipeline.core.sharding import shard_offsets
+    from pipeline.release.failpoints import failpoint
     from pipeline.release.promotion import decide_promotion
     from pipeline.release.publish import contract_schemas
+    from pipeline.release.registry import ShardFingerprints, check_sharded_series, write_sharded_registry_entry
     from pipeline.release.sharded_publish import publish_sharded_release
 
     started = time.monotonic()
@@ -633,6 +648,23 @@ def publish_sharded(
     input_summary = sharded_input_summary.iloc[0]
     staging_dir = Path(str(input_summary["staging_dir"]))
     summaries = read_summaries(staging_dir)
+    offsets = shard_offsets([s["counts"] for s in summaries])
+    # release series: refuse to compose with an earlier, different release of the same records (RecompositionRefused)
+    configuration = sharded_series_configuration(settings, summaries)
+    recomposition = check_sharded_series(
+        store.home,
+        [staging_dir / "output" / s["fingerprints"]["path"] for s in summaries],
+        configuration,
+        allow_recomposition=bool(settings.allow_recomposition),
+        comparison=not promotion.promoted,
+        spill_dir=staging_dir,
+    )
+    if recomposition and not promotion.promoted:
+        context.log.warning(
+            f"comparison {release_id} shares records with {len(recomposition)} shared release(s) of this home made "
+            "with other settings or records: it is not refused because it is not shared; sharing its directory "
+            "would let the two be intersected (docs/series.md)"
+        )
     manifest = sharded_manifest(
         context,
         settings,
@@ -643,11 +675,11 @@ def publish_sharded(
         candidate=sharded_release_candidate.iloc[0],
         summaries=summaries,
         gates=gates,
+        recomposition=recomposition,
     )
     schemas = contract_schemas(list(settings.quasi_identifiers), list(settings.sensitive_attributes), model="mixed")
     clusters = clusters_frame(json.loads(str(sharded_global_model["clusters"].iloc[0])))
     target_dir = store.releases_dir if promotion.promoted else store.comparisons_dir
-    offsets = shard_offsets([s["counts"] for s in summaries])
     extra_files = sharded_report_files(
         settings,
         manifest,
@@ -658,6 +690,24 @@ def publish_sharded(
         tuple_counts=sensitive_tuple_counts,
         releases_dir=store.releases_dir,
     )
+    # registered just before the atomic publish, as the release job does: a kill between the two leaves an entry
+    # without a release, which only makes later runs stricter
+    write_sharded_registry_entry(
+        store.home,
+        release_id,
+        [
+            ShardFingerprints(
+                path=staging_dir / "output" / summary["fingerprints"]["path"],
+                n_sac_released=int(summary["counts"]["n_sac_released"]),
+                sac_row_id=int(offset.sac_row_id),
+                attribute_table_row_id=int(offset.attribute_table_row_id),
+            )
+            for summary, offset in zip(summaries, offsets, strict=True)
+        ],
+        configuration,
+        area=promotion.area,
+    )
+    failpoint(REGISTRY_FAILPOINT)
     path = publish_sharded_release(
         target_dir,
         release_id,
@@ -690,6 +740,44 @@ def publish_sharded(
             "report": dg.MetadataValue.path(str(path / "report.html")),
         },
     )
+
+
+#: failpoint (:mod:`pipeline.release.failpoints`) after the registry entry is written, before the atomic publish
+REGISTRY_FAILPOINT = "sharded_publish.registry_written"
+
+
+def sharded_series_configuration(settings: ReleaseSettings, summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the release registry compares for a sharded release: the mixed model's configuration, exactly the
+    ``release`` job's (:meth:`pipeline.models.mixed.MixedModel.series_configuration`), and when S > 1 ``n_shards`` and
+    ``shard_assignment`` (SHA-256 over the shards, in order, of each shard's digest of its keyed record fingerprints):
+    S > 1 shards are grouped apart, so such a release is another release than the in-memory one, and than one with
+    the records assigned to the shards otherwise (the shard key hashes the input row id: the same records in another
+    order). S = 1 reproduces the in-memory release byte for byte and compares equal to it.
+
+    Raises
+    ------
+    dagster.Failure
+        A shard's summary has no fingerprint file (a shard job without ``registry_hash_key``): nothing is published.
+    """
+    import hashlib
+
+    from pipeline.models import publication_model
+
+    missing = [int(s["shard"]) for s in summaries if not s.get("fingerprints")]
+    if missing:
+        raise dg.Failure(
+            f"shard(s) {missing[:10]} wrote no record fingerprints for the release registry (docs/series.md): nothing is "
+            "published; run the release again"
+        )
+    model = publication_model("mixed")
+    configuration = dict(model.series_configuration(model.parameters(settings)))
+    if len(summaries) > 1:
+        assignment = hashlib.sha256()
+        for summary in summaries:
+            assignment.update(f"{int(summary['shard'])}:{summary['fingerprints']['digest']}\n".encode())
+        configuration["n_shards"] = len(summaries)
+        configuration["shard_assignment"] = assignment.hexdigest()
+    return configuration
 
 
 def sharded_report_files(

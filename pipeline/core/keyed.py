@@ -21,7 +21,15 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["derive_hash_key", "input_hmac", "keyed_digest", "keyed_generator", "keyed_record_hashes", "keyed_order"]
+__all__ = [
+    "derive_hash_key",
+    "input_hmac",
+    "keyed_digest",
+    "keyed_generator",
+    "keyed_order",
+    "keyed_record_hashes",
+    "record_hashes_with_key",
+]
 
 # 64 ASCII characters: a 16-character key over this alphabet is 16 bytes in UTF-8 (96 bits of key)
 _KEY_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
@@ -95,7 +103,35 @@ def keyed_record_hashes(records: pd.DataFrame, columns: Sequence[str], secret: b
     KeyError
         If a column is missing.
     """
-    key = derive_hash_key(secret, *purpose)
+    return record_hashes_with_key(records, columns, derive_hash_key(secret, *purpose))
+
+
+def record_hashes_with_key(records: pd.DataFrame, columns: Sequence[str], hash_key: str) -> np.ndarray:
+    """:func:`keyed_record_hashes` with the derived key itself (``derive_hash_key(secret, *purpose)``), for a process
+    that must not hold the home secret (a shard worker, a Spark executor): equal results for equal keys.
+
+    Parameters
+    ----------
+    records, columns
+        As :func:`keyed_record_hashes`.
+    hash_key
+        16 ASCII characters, :func:`derive_hash_key` of the home secret and the purpose.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint64, one per row of ``records``.
+
+    Raises
+    ------
+    KeyError
+        If a column is missing.
+    ValueError
+        If ``hash_key`` is not 16 bytes in UTF-8.
+    """
+    if len(hash_key.encode("utf-8")) != 16:
+        raise ValueError("a record hash key must be 16 bytes (derive_hash_key)")
+    key = hash_key
     frame = records[list(columns)]
     # the hash must depend on values, not on codes. pandas hashes a categorical by hashing its categories and
     # taking them by code, which is exactly what it does for an object column (categorize=True), so text

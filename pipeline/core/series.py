@@ -32,7 +32,15 @@ import pandas as pd
 
 from pipeline.core.keyed import keyed_record_hashes
 
-__all__ = ["CONFIGURATION_KEYS", "Recomposition", "find_recompositions", "record_fingerprints"]
+__all__ = [
+    "CONFIGURATION_KEYS",
+    "REGISTRY_PURPOSE",
+    "Recomposition",
+    "changed_settings",
+    "find_recompositions",
+    "record_fingerprints",
+    "recomposition_of",
+]
 
 #: Settings that change what a release publishes about a record. The seed is not one of them: two
 #: seeds permute the same groups independently, which an intersection cannot exploit.
@@ -51,7 +59,18 @@ CONFIGURATION_KEYS = (
     "kl_method",
     "max_block_size",
     "generalization_weights",
+    # a sharded release (issue 17) with S > 1 groups each shard on its own: another release than the in-memory one of
+    # the same records, and than one with another assignment of the records to the shards (the shard key hashes the
+    # input row id, so the same records in another order land in other shards). Both keys are absent (None) for the
+    # in-memory job and for S = 1, which reproduces the in-memory release byte for byte
+    "n_shards",
+    "shard_assignment",
 )
+
+
+#: the purpose of the registry's keyed record hashes (:func:`pipeline.core.keyed.derive_hash_key`): the same key in
+#: every job and engine, so that a record has the same fingerprint in all of them
+REGISTRY_PURPOSE = "release-registry"
 
 
 def record_fingerprints(records: pd.DataFrame, content_columns: Sequence[str], secret: bytes) -> np.ndarray:
@@ -67,7 +86,7 @@ def record_fingerprints(records: pd.DataFrame, content_columns: Sequence[str], s
     KeyError
         A column is missing.
     """
-    return np.sort(keyed_record_hashes(records, list(content_columns), secret, "release-registry"))
+    return np.sort(keyed_record_hashes(records, list(content_columns), secret, REGISTRY_PURPOSE))
 
 
 @dataclass(frozen=True)
@@ -102,6 +121,50 @@ def _shared(a: np.ndarray, b: np.ndarray) -> int:
     return int(np.minimum(counts_a[index_a], counts_b[index_b]).sum())
 
 
+def changed_settings(configuration: Mapping[str, Any], earlier_configuration: Mapping[str, Any]) -> tuple[str, ...]:
+    """The :data:`CONFIGURATION_KEYS` whose values differ between two configurations (missing keys count as None;
+    values compared as JSON would compare them), in that order."""
+    return tuple(k for k in CONFIGURATION_KEYS if _normal(configuration.get(k)) != _normal(earlier_configuration.get(k)))
+
+
+def recomposition_of(
+    release_id: str,
+    *,
+    n_shared_records: int,
+    n_records: int,
+    n_earlier_records: int,
+    configuration: Mapping[str, Any],
+    earlier_configuration: Mapping[str, Any],
+) -> Recomposition | None:
+    """The decision of :func:`find_recompositions` for one earlier release, from counts alone (so that a caller that
+    counts the multiset intersection out of core, e.g. DuckDB over a sharded release's fingerprint files, decides
+    exactly as the in-memory job does).
+
+    Parameters
+    ----------
+    release_id
+        The earlier release.
+    n_shared_records
+        Size of the multiset intersection of the two releases' record fingerprints.
+    n_records, n_earlier_records
+        Records (fingerprints, duplicates counted) the new and the earlier release cover.
+    configuration, earlier_configuration
+        The two releases' configurations (:data:`CONFIGURATION_KEYS`).
+
+    Returns
+    -------
+    Recomposition or None
+        None when nothing is shared, or when it is the same release (same configuration, same multiset of records).
+    """
+    if n_shared_records == 0:
+        return None
+    changed = changed_settings(configuration, earlier_configuration)
+    only_new, only_earlier = n_records - n_shared_records, n_earlier_records - n_shared_records
+    if changed or only_new or only_earlier:
+        return Recomposition(release_id, n_shared_records, only_new, only_earlier, changed)
+    return None
+
+
 def find_recompositions(
     fingerprints: np.ndarray,
     configuration: Mapping[str, Any],
@@ -131,13 +194,16 @@ def find_recompositions(
     """
     found = []
     for release_id, other, other_configuration in earlier:
-        shared = _shared(fingerprints, other)
-        if shared == 0:
-            continue
-        changed = tuple(k for k in CONFIGURATION_KEYS if _normal(configuration.get(k)) != _normal(other_configuration.get(k)))
-        only_new, only_earlier = len(fingerprints) - shared, len(other) - shared
-        if changed or only_new or only_earlier:
-            found.append(Recomposition(release_id, shared, only_new, only_earlier, changed))
+        recomposition = recomposition_of(
+            release_id,
+            n_shared_records=_shared(fingerprints, other),
+            n_records=len(fingerprints),
+            n_earlier_records=len(other),
+            configuration=configuration,
+            earlier_configuration=other_configuration,
+        )
+        if recomposition is not None:
+            found.append(recomposition)
     return found
 
 

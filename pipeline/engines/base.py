@@ -11,8 +11,11 @@ Layout of a run's PRIVATE staging directory (under ``$MSA_RELEASE_HOME/private/s
   :mod:`pipeline.engines.staging`;
 - ``output/<table>/part-<s:05d>.parquet``: the shard's release tables with SHARD-LOCAL ids (``sac_released``,
   ``attribute_table``, ``id_table``) and its private ``row_map`` and ``deleted`` tables;
+- ``output/fingerprints/part-<s:05d>.parquet`` (with ``ShardJob.registry_hash_key``): PRIVATE, the keyed fingerprint
+  (uint64) and shard-local release row id (int64, 0: not published) of every record of the shard, for the release
+  registry (:mod:`pipeline.release.registry`);
 - the summaries (one per shard): ``shard``, ``counts``, ``partials`` and ``parts`` (table -> ``path`` relative to
-  ``output/``, ``rows``, ``sha256``).
+  ``output/``, ``rows``, ``sha256``), and ``fingerprints`` (``path``, ``rows``, ``digest``) when written.
 """
 
 from __future__ import annotations
@@ -48,6 +51,11 @@ class ShardJob:
         The home secret (None with ``randomness: spec-reference``); never leaves the private side.
     n_shards
         S.
+    registry_hash_key
+        The key of the release registry's record fingerprints (``derive_hash_key(home secret, "release-registry")``,
+        :data:`pipeline.core.series.REGISTRY_PURPOSE`), derived on the driver so that a worker never needs the home
+        secret for it; with it, every shard also writes ``output/fingerprints/part-<s:05d>.parquet`` (None: it does
+        not, e.g. in tests of the release alone).
     """
 
     staging_dir: Path
@@ -55,6 +63,7 @@ class ShardJob:
     parameters: ShardParameters
     secret: bytes | None
     n_shards: int
+    registry_hash_key: str | None = None
 
     @property
     def input_dir(self) -> Path:

@@ -19,6 +19,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import functools
+import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,14 +31,25 @@ import pyarrow.parquet as pq
 from pandas.api.types import union_categoricals
 
 from pipeline.core import sharding
+from pipeline.core.keyed import record_hashes_with_key
 from pipeline.engines.base import ShardJob, ShardSummary
 from pipeline.engines.staging import staged_shard_files
 from pipeline.io.loading import file_sha256
 
-__all__ = ["SHARD_TABLES", "part_path", "read_staged_shard", "release_and_write_shard", "run_staged_shard"]
+__all__ = [
+    "FINGERPRINTS",
+    "SHARD_TABLES",
+    "part_path",
+    "read_staged_shard",
+    "record_fingerprints_of_shard",
+    "release_and_write_shard",
+    "run_staged_shard",
+]
 
 #: the tables a shard writes, in this order: the release contract's (shard-local ids), then the private ones
 SHARD_TABLES = ("sac_released", "attribute_table", "id_table", "row_map", "deleted")
+#: the PRIVATE table of the release registry's record fingerprints (``output/fingerprints/part-<s:05d>.parquet``)
+FINGERPRINTS = "fingerprints"
 
 #: pyarrow writer options of every part file (fixed, so that equal tables give equal bytes)
 _WRITER_OPTIONS: dict[str, Any] = {
@@ -101,6 +113,41 @@ def _arrow_table(frame: pd.DataFrame) -> pa.Table:
     return pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None)
 
 
+def record_fingerprints_of_shard(records: pd.DataFrame, row_map: pd.DataFrame, job: ShardJob) -> pd.DataFrame:
+    """The release registry's view of one shard: every record's keyed fingerprint and its shard-local release row id.
+
+    Parameters
+    ----------
+    records
+        The shard's records (``row_id``: input row id, and the configured columns).
+    row_map
+        The shard release's PRIVATE row map (``source_row_id`` -> local ``row_id``).
+    job
+        The run's shard job; its ``registry_hash_key`` keys the fingerprints (never the home secret).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``fingerprint`` (uint64: the keyed hash of the record's quasi-identifiers and sensitive attributes, equal to
+        what :func:`pipeline.core.series.record_fingerprints` gives with the home secret) and ``row_id`` (int64, the
+        record's local release row id, 0 when it is not published), one row per record (published and deleted),
+        sorted by fingerprint (stable), so nothing of the input order remains.
+
+    Raises
+    ------
+    ValueError
+        ``job.registry_hash_key`` is None.
+    """
+    if job.registry_hash_key is None:
+        raise ValueError("the shard job has no registry_hash_key: the release registry's fingerprints cannot be made")
+    columns = [*job.parameters.quasi_identifiers, *job.parameters.sensitive_attributes]
+    fingerprints = record_hashes_with_key(records, columns, job.registry_hash_key)
+    by_source = pd.Series(row_map["row_id"].to_numpy(np.int64), index=row_map["source_row_id"].to_numpy(np.int64))
+    row_ids = by_source.reindex(records["row_id"].to_numpy(np.int64)).fillna(0).to_numpy(np.int64)
+    order = np.argsort(fingerprints, kind="stable")
+    return pd.DataFrame({"fingerprint": fingerprints[order], "row_id": row_ids[order]})
+
+
 def release_and_write_shard(records: pd.DataFrame, job: ShardJob, shard: int) -> ShardSummary:
     """Release one shard and write its part files; return its summary.
 
@@ -119,7 +166,9 @@ def release_and_write_shard(records: pd.DataFrame, job: ShardJob, shard: int) ->
     ShardSummary
         ``shard``; ``counts`` and ``partials`` of the :class:`pipeline.core.sharding.ShardRelease` (numpy numbers
         turned into JSON numbers); ``parts``: for each table of :data:`SHARD_TABLES`, ``path`` (relative to
-        ``output/``), ``rows`` (int) and ``sha256`` (hex digest of the file's bytes).
+        ``output/``), ``rows`` (int) and ``sha256`` (hex digest of the file's bytes); with ``job.registry_hash_key``,
+        ``fingerprints``: ``path``, ``rows`` and ``digest`` (SHA-256 of the shard's sorted keyed fingerprints) of its
+        :func:`record_fingerprints_of_shard` file.
 
     Raises
     ------
@@ -141,6 +190,7 @@ def release_and_write_shard(records: pd.DataFrame, job: ShardJob, shard: int) ->
     return_freed_memory()
     written: list[Path] = []
     parts: dict[str, dict[str, Any]] = {}
+    fingerprint_part: dict[str, Any] | None = None
     try:
         for table in SHARD_TABLES:
             frame: pd.DataFrame = getattr(released, table)
@@ -156,6 +206,23 @@ def release_and_write_shard(records: pd.DataFrame, job: ShardJob, shard: int) ->
                     temporary.unlink()
             written.append(target)
             parts[table] = {"path": relative, "rows": len(frame), "sha256": file_sha256(target)}
+        if job.registry_hash_key is not None:
+            fingerprints = record_fingerprints_of_shard(records, released.row_map, job)
+            relative = part_path(FINGERPRINTS, shard)
+            target = job.output_dir / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            temporary = target.with_name(f".{target.name}.tmp")
+            try:
+                pq.write_table(_arrow_table(fingerprints), temporary, **_WRITER_OPTIONS)
+                temporary.replace(target)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    temporary.unlink()
+            written.append(target)
+            # which records this shard holds (a keyed digest of its fingerprints' multiset): the release registry tells
+            # two assignments of the same records to S > 1 shards apart (another input order, other groups)
+            digest = hashlib.sha256(fingerprints["fingerprint"].to_numpy(np.uint64).astype("<u8").tobytes()).hexdigest()
+            fingerprint_part = {"path": relative, "rows": len(fingerprints), "digest": digest}
     except BaseException:
         for target in written:
             with contextlib.suppress(FileNotFoundError):
@@ -163,12 +230,15 @@ def release_and_write_shard(records: pd.DataFrame, job: ShardJob, shard: int) ->
         raise
     finally:
         return_freed_memory()
-    return {
+    summary: ShardSummary = {
         "shard": shard,
         "counts": _jsonable(released.counts),
         "partials": _jsonable(released.partials),
         "parts": parts,
     }
+    if fingerprint_part is not None:
+        summary[FINGERPRINTS] = fingerprint_part
+    return summary
 
 
 def read_staged_shard(job: ShardJob, shard: int) -> pd.DataFrame:

@@ -23,7 +23,8 @@ Names in use (``<schema>.<table>`` is a warehouse asset key such as ``private.ra
   sharded release: between parts), ``sharded_publish.parts_written`` (before the manifest files),
   ``sharded_publish.manifest_written`` (after ``manifest.json`` and the extra files), ``sharded_publish.fsynced``,
   ``sharded_publish.renamed`` (before LATEST), ``sharded_publish.latest_staged``, ``sharded_publish.latest_replaced``
-  (after LATEST) (:mod:`pipeline.release.sharded_publish`).
+  (after LATEST) (:mod:`pipeline.release.sharded_publish`); ``sharded_publish.registry_written`` (after the sharded
+  release's registry entry, before its publish starts: ``assets/sharded.py``).
 - ``retention.renamed`` (an old release renamed to ``.deleting-<id>``), ``retention.deleting``
   (after its first file is removed), ``retention.done``.
 

@@ -9,6 +9,12 @@ release. Entries are kept after retention removes a release (its files may still
 An entry is written just before the atomic publish, so every published release is registered; a
 publish that fails afterwards leaves an entry, which can only make later runs stricter.
 
+A sharded release (``sharded_release``, issue 17) is registered the same way without holding its records: each shard
+worker writes its records' fingerprints and shard-local row ids to the run's private staging
+(:func:`pipeline.engines.worker.release_and_write_shard`), :func:`check_sharded_series` compares them with the
+registry in DuckDB (counts only come back) and :func:`write_sharded_registry_entry` streams them into the entry, shard
+by shard, with the row ids offset to the published ones.
+
 Each entry says in its metadata (``msa_release.area``) whether the release was shared (``releases``) or a comparison
 (``comparisons``, :mod:`pipeline.release.promotion`); entries written before issue 15 are shared. Only shared releases
 can refuse a new release (:func:`check_series`): a comparison is not published for others to intersect. A comparison
@@ -20,7 +26,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +38,18 @@ import pyarrow.parquet as pq
 
 from pipeline.errors import ReleaseRefusedError
 
-__all__ = ["RecompositionRefused", "check_series", "estimate_pins", "read_registry", "registry_dir", "write_registry_entry"]
+__all__ = [
+    "RecompositionRefused",
+    "ShardFingerprints",
+    "check_series",
+    "check_sharded_series",
+    "estimate_pins",
+    "read_registry",
+    "registry_dir",
+    "registry_entries",
+    "write_registry_entry",
+    "write_sharded_registry_entry",
+]
 
 _CONFIGURATION_KEY = b"msa_release.configuration"
 _AREA_KEY = b"msa_release.area"
@@ -39,6 +58,34 @@ _AREA_KEY = b"msa_release.area"
 def registry_dir(home: str | Path) -> Path:
     """``<home>/registry`` (not created)."""
     return Path(home) / "registry"
+
+
+def _entry_metadata(configuration: Mapping, area: str) -> dict[bytes, bytes]:
+    """The Parquet key-value metadata of an entry: the configuration (JSON, sorted keys) and the area."""
+    return {_CONFIGURATION_KEY: json.dumps(dict(configuration), sort_keys=True).encode(), _AREA_KEY: area.encode()}
+
+
+#: the columns of an entry
+_ENTRY_SCHEMA = pa.schema([("fingerprint", pa.uint64()), ("row_id", pa.int64())])
+
+
+@contextmanager
+def _atomic_entry(home: str | Path, release_id: str) -> Iterator[Path]:
+    """Yield a temporary path in the registry (created 0700) to write an entry to; on success it is fsynced and renamed
+    to ``<release_id>.parquet`` (0600: written under umask 077), on failure removed."""
+    directory = registry_dir(home)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    target = directory / f"{release_id}.parquet"
+    temporary = directory / f".{release_id}.{os.getpid()}.tmp"
+    old_umask = os.umask(0o077)
+    try:
+        yield temporary
+        with open(temporary, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(temporary, target)
+    finally:
+        os.umask(old_umask)
+        temporary.unlink(missing_ok=True)
 
 
 def write_registry_entry(
@@ -53,33 +100,101 @@ def write_registry_entry(
     """Write (atomically, 0600) the registry entry of one release.
 
     ``row_ids`` (int64, aligned with ``fingerprints``): each record's row id in the release, 0 when
-    not published; all 0 when None. ``area``: ``releases`` (shared) or ``comparisons``.
+    not published; all 0 when None. ``area``: ``releases`` (shared) or ``comparisons``. The entry holds the pairs
+    sorted by fingerprint (stable), so it says nothing of the order the records were given in.
 
     Raises
     ------
     OSError
         The registry cannot be written (the publish then does not happen).
     """
-    directory = registry_dir(home)
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     fingerprints = np.asarray(fingerprints, dtype=np.uint64)
     row_ids = np.zeros(len(fingerprints), np.int64) if row_ids is None else np.asarray(row_ids, dtype=np.int64)
-    table = pa.table({"fingerprint": pa.array(fingerprints), "row_id": pa.array(row_ids)})
-    table = table.replace_schema_metadata(
-        {_CONFIGURATION_KEY: json.dumps(dict(configuration), sort_keys=True).encode(), _AREA_KEY: area.encode()}
-    )
-    target = directory / f"{release_id}.parquet"
-    temporary = directory / f".{release_id}.{os.getpid()}.tmp"
-    old_umask = os.umask(0o077)
-    try:
+    order = np.argsort(fingerprints, kind="stable")
+    table = pa.table({"fingerprint": pa.array(fingerprints[order]), "row_id": pa.array(row_ids[order])})
+    table = table.replace_schema_metadata(_entry_metadata(configuration, area))
+    with _atomic_entry(home, release_id) as temporary:
         pq.write_table(table, temporary)
-        with open(temporary, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(temporary, target)
-    finally:
-        os.umask(old_umask)
-        temporary.unlink(missing_ok=True)
-    return target
+    return registry_dir(home) / f"{release_id}.parquet"
+
+
+@dataclass(frozen=True)
+class ShardFingerprints:
+    """One shard's fingerprint file in a sharded run's PRIVATE staging and how its row ids become published ones.
+
+    ``path``: Parquet with ``fingerprint`` (uint64, :func:`pipeline.core.series.record_fingerprints`' keyed hash) and
+    ``row_id`` (int64, the record's SHARD-LOCAL release row id, 0 when not published), one row per record of the shard
+    (published and deleted); ``n_sac_released``: the shard's SAC~ rows (local ids 1..n_sac_released are SAC~ rows, the
+    rest attribute-table rows); ``sac_row_id`` / ``attribute_table_row_id``: the shard's offsets
+    (:class:`pipeline.core.sharding.ShardOffsets`).
+    """
+
+    path: Path
+    n_sac_released: int
+    sac_row_id: int
+    attribute_table_row_id: int
+
+    def published_row_ids(self, local: np.ndarray) -> np.ndarray:
+        """int64: the published row ids of local row ids (0 stays 0: not published)."""
+        local = np.asarray(local, dtype=np.int64)
+        offset = np.where(local <= self.n_sac_released, self.sac_row_id, self.attribute_table_row_id)
+        return np.where(local > 0, local + offset, 0).astype(np.int64)
+
+
+def write_sharded_registry_entry(
+    home: str | Path,
+    release_id: str,
+    shards: Sequence[ShardFingerprints],
+    configuration: Mapping,
+    *,
+    area: str = "releases",
+) -> Path:
+    """Write (atomically, 0600) the registry entry of a sharded release, streaming: one shard's fingerprint file in
+    memory at a time (16 bytes per record of the shard), one row group per shard; the same columns, types and metadata
+    keys as :func:`write_registry_entry`, the row ids offset to the published ones
+    (:meth:`ShardFingerprints.published_row_ids`). Rows are sorted by fingerprint within each shard.
+
+    Raises
+    ------
+    OSError, pyarrow.ArrowInvalid
+        A fingerprint file is missing or unreadable, or the registry cannot be written (nothing is registered then,
+        and the publish does not happen).
+    """
+    schema = _ENTRY_SCHEMA.with_metadata(_entry_metadata(configuration, area))
+    with _atomic_entry(home, release_id) as temporary, pq.ParquetWriter(temporary, schema) as writer:
+        for shard in shards:
+            part = pq.read_table(shard.path, columns=["fingerprint", "row_id"])
+            fingerprints = part.column("fingerprint").to_numpy().astype(np.uint64)
+            row_ids = shard.published_row_ids(part.column("row_id").to_numpy())
+            del part
+            order = np.argsort(fingerprints, kind="stable")
+            writer.write_table(
+                pa.table({"fingerprint": pa.array(fingerprints[order]), "row_id": pa.array(row_ids[order])}, schema=schema)
+            )
+    return registry_dir(home) / f"{release_id}.parquet"
+
+
+def registry_entries(home: str | Path, *, shared_only: bool = False) -> list[tuple[str, Path, dict, int]]:
+    """Every registered release of the home without reading its fingerprints: ``(release_id, path, configuration,
+    n_records)`` (``n_records`` from the Parquet footer), oldest first; with ``shared_only``, the shared releases only.
+
+    Raises
+    ------
+    OSError, pyarrow.ArrowInvalid
+        An unreadable entry (the run stops rather than publish without knowing the series).
+    """
+    directory = registry_dir(home)
+    if not directory.is_dir():
+        return []
+    entries = []
+    for path in sorted(directory.glob("*.parquet")):
+        footer = pq.ParquetFile(path)
+        metadata = footer.schema_arrow.metadata or {}
+        if shared_only and metadata.get(_AREA_KEY, b"releases") != b"releases":
+            continue
+        configuration = json.loads(metadata.get(_CONFIGURATION_KEY, b"{}"))
+        entries.append((path.stem, path, configuration, int(footer.metadata.num_rows)))
+    return entries
 
 
 def read_registry(home: str | Path, *, shared_only: bool = False) -> list[tuple[str, np.ndarray, dict]]:
@@ -219,7 +334,8 @@ def check_series(
     Returns
     -------
     (fingerprints, recompositions)
-        The fingerprints to register, and one dict per earlier release composed with
+        The fingerprints to register (uint64, aligned with ``records``, hence with ``release_row_ids``), and one dict
+        per earlier release composed with
         (``release_id``, counts, ``changed_settings``; no value).
 
     Raises
@@ -228,12 +344,13 @@ def check_series(
         Overlap with an earlier, different shared release, ``allow_recomposition`` is off and the new release is not
         a comparison.
     """
-    from pipeline.core.series import find_recompositions, record_fingerprints
+    from pipeline.core.keyed import keyed_record_hashes
+    from pipeline.core.series import REGISTRY_PURPOSE, find_recompositions
 
-    fingerprints = record_fingerprints(records, content_columns, secret)
+    # in the records' order, so that they stay aligned with release_row_ids (record_fingerprints would sort them)
+    fingerprints = keyed_record_hashes(records, list(content_columns), secret, REGISTRY_PURPOSE)
     found = find_recompositions(fingerprints, configuration, read_registry(home, shared_only=True))
     if found and not allow_recomposition and not comparison:
-        lines = "; ".join(r.describe() for r in found[:5]) + ("; …" if len(found) > 5 else "")
         pins = []
         if all(x is not None for x in (releases_dir, release_row_ids, candidate_sets_of, sensitive_attributes)):
             new_sets = candidate_sets_of(_fingerprint_row_map(fingerprints, release_row_ids))
@@ -247,15 +364,27 @@ def check_series(
                         "an adversary who can locate a victim's row in both)"
                     )
         pinned = (" Measured: " + "; ".join(pins) + ".") if pins else ""
-        raise RecompositionRefused(
-            f"release refused: it would compose with {len(found)} earlier release(s) of this home ({lines}).{pinned} "
-            "Intersecting two different releases of the same records pins values that neither pins alone "
-            "(on Adult, ℓ = 2 after ℓ = 3 pins the whole sensitive tuple of 48.7 % of the records; see "
-            "docs/series.md and docs/attacks.md). Publish with the earlier release's settings and records, use another "
-            "home for an unrelated series, or pass --allow-recomposition (allow_recomposition) to publish anyway "
-            "(recorded in the manifest)"
-        )
-    return fingerprints, [
+        raise RecompositionRefused(_refusal(found, pinned))
+    return fingerprints, _manifest_entries(found)
+
+
+def _refusal(found, pinned: str) -> str:
+    """The message of :class:`RecompositionRefused` for the recompositions ``found`` (``pinned``: the sentence on what
+    an intersection would pin, with its leading space, or empty)."""
+    lines = "; ".join(r.describe() for r in found[:5]) + ("; …" if len(found) > 5 else "")
+    return (
+        f"release refused: it would compose with {len(found)} earlier release(s) of this home ({lines}).{pinned} "
+        "Intersecting two different releases of the same records pins values that neither pins alone "
+        "(on Adult, ℓ = 2 after ℓ = 3 pins the whole sensitive tuple of 48.7 % of the records; see "
+        "docs/series.md and docs/attacks.md). Publish with the earlier release's settings and records, use another "
+        "home for an unrelated series, or pass --allow-recomposition (allow_recomposition) to publish anyway "
+        "(recorded in the manifest)"
+    )
+
+
+def _manifest_entries(found) -> list[dict]:
+    """The manifest's ``recomposition``: one dict per earlier release (counts and setting names; no value)."""
+    return [
         {
             "release_id": r.release_id,
             "n_shared_records": r.n_shared_records,
@@ -265,3 +394,97 @@ def check_series(
         }
         for r in found
     ]
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+#: DuckDB's memory limit while comparing a sharded release with the registry (it spills above it)
+SERIES_MEMORY_LIMIT = "1GB"
+
+#: the sentence a sharded release's refusal has where the in-memory job's says what an intersection would pin
+SHARDED_PINS_NOTE = (
+    " (What an intersection would pin is not measured for a sharded release: that needs its candidate tables in memory.)"
+)
+
+
+def check_sharded_series(
+    home: str | Path,
+    fingerprint_files: Sequence[str | Path],
+    configuration: Mapping,
+    *,
+    allow_recomposition: bool,
+    comparison: bool = False,
+    spill_dir: str | Path | None = None,
+) -> list[dict]:
+    """:func:`check_series` for a sharded release, out of core: DuckDB counts each fingerprint over the shards' files
+    and, per registered shared release, the multiset intersection (the sum over common fingerprints of the smaller
+    count); the decision is :func:`pipeline.core.series.recomposition_of`'s, exactly as for the in-memory job, and the
+    refusal says the same, except that what an intersection would pin (the in-memory refusal's "Measured: … pins") is
+    not estimated (:data:`SHARDED_PINS_NOTE`): that needs the candidate's tables in memory.
+
+    Parameters
+    ----------
+    home
+        The home (its registry).
+    fingerprint_files
+        The shards' fingerprint files (Parquet, column ``fingerprint`` uint64; :class:`ShardFingerprints`), every record
+        the release covers once.
+    configuration
+        The release's configuration (:data:`pipeline.core.series.CONFIGURATION_KEYS`, with ``n_shards`` and
+        ``shard_assignment`` when S > 1).
+    allow_recomposition, comparison
+        As :func:`check_series`.
+    spill_dir
+        A PRIVATE directory DuckDB may spill to (the run's staging); DuckDB's default otherwise.
+
+    Returns
+    -------
+    list of dict
+        The manifest's ``recomposition`` (one dict per earlier release composed with; counts and setting names only).
+
+    Raises
+    ------
+    RecompositionRefused
+        As :func:`check_series`.
+    OSError, duckdb.Error
+        A fingerprint file or an entry is unreadable (nothing is published).
+    """
+    import duckdb
+
+    from pipeline.core.series import recomposition_of
+
+    entries = registry_entries(home, shared_only=True)
+    if not entries:
+        return []
+    files = "[" + ", ".join(_sql_string(str(path)) for path in fingerprint_files) + "]"
+    found = []
+    with duckdb.connect(config={"threads": 1}) as connection:
+        connection.execute(f"SET memory_limit = '{SERIES_MEMORY_LIMIT}'")
+        if spill_dir is not None:
+            connection.execute(f"SET temp_directory = {_sql_string(str(spill_dir))}")
+        connection.execute(
+            f"CREATE TEMP TABLE new_counts AS SELECT fingerprint, count(*) AS n FROM read_parquet({files}) GROUP BY fingerprint"
+        )
+        row = connection.execute("SELECT coalesce(sum(n), 0) FROM new_counts").fetchone()
+        n_records = int(row[0]) if row else 0
+        for release_id, path, earlier_configuration, n_earlier in entries:
+            row = connection.execute(
+                "SELECT coalesce(sum(least(new_counts.n, earlier.n)), 0) FROM new_counts JOIN ("
+                f"SELECT fingerprint, count(*) AS n FROM read_parquet({_sql_string(str(path))}) GROUP BY fingerprint"
+                ") AS earlier USING (fingerprint)"
+            ).fetchone()
+            recomposition = recomposition_of(
+                release_id,
+                n_shared_records=int(row[0]) if row else 0,
+                n_records=n_records,
+                n_earlier_records=n_earlier,
+                configuration=configuration,
+                earlier_configuration=earlier_configuration,
+            )
+            if recomposition is not None:
+                found.append(recomposition)
+    if found and not allow_recomposition and not comparison:
+        raise RecompositionRefused(_refusal(found, SHARDED_PINS_NOTE))
+    return _manifest_entries(found)

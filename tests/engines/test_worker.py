@@ -100,3 +100,41 @@ def test_a_table_that_cannot_be_written_leaves_no_part_of_the_shard(staged: Path
 def test_an_unstaged_shard_is_named(staged: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no staged records for shard 3"):
         run_staged_shard(make_job(staged, 4), 3)
+
+
+def test_with_a_registry_key_the_shard_writes_every_records_fingerprint_and_local_row_id(staged: Path) -> None:
+    """6 records, row 5 deleted by the stand-in (5 % 5 == 0), the others local rows 1..5 in input order: the
+    fingerprints file holds all 6 (the home secret's fingerprints, made from the derived key only), row id 0 for the
+    deleted one, and its summary entry names the file and the SHA-256 of the sorted fingerprints."""
+    import dataclasses
+
+    import numpy as np
+
+    from pipeline.core.keyed import derive_hash_key, keyed_record_hashes
+    from pipeline.core.series import REGISTRY_PURPOSE, record_fingerprints
+
+    secret = bytes(range(32))
+    job = dataclasses.replace(make_job(staged, 1), registry_hash_key=derive_hash_key(secret, REGISTRY_PURPOSE))
+    records = read_staged_shard(job, 0)
+    summary = release_and_write_shard(records, job, 0)
+    assert list(summary["parts"]) == list(SHARD_TABLES)  # the registry's file is not a part of the release
+    entry = summary["fingerprints"]
+    assert entry["path"] == "fingerprints/part-00000.parquet" and entry["rows"] == 6
+    written = pq.read_table(staged / "output" / entry["path"]).to_pandas()
+    expected = record_fingerprints(records, [*QUASI_IDENTIFIERS, *SENSITIVE_ATTRIBUTES], secret)
+    assert written["fingerprint"].to_numpy().tolist() == expected.tolist()
+    assert entry["digest"] == hashlib.sha256(expected.astype("<u8").tobytes()).hexdigest()
+    of_row = dict(
+        zip(
+            records["row_id"].tolist(),
+            keyed_record_hashes(records, [*QUASI_IDENTIFIERS, *SENSITIVE_ATTRIBUTES], secret, REGISTRY_PURPOSE).tolist(),
+            strict=True,
+        )
+    )
+    # read: a.csv rows 1 and 3 (row 2 misses a sensitive value), b.csv rows 4..7; the stand-in deletes row 5 and
+    # numbers the others 1..5 in input order
+    local = {1: 1, 3: 2, 4: 3, 5: 0, 6: 4, 7: 5}
+    assert sorted(of_row) == sorted(local)
+    expected_pairs = sorted((of_row[row], local[row]) for row in local)
+    assert sorted(zip(written["fingerprint"].tolist(), written["row_id"].tolist(), strict=True)) == expected_pairs
+    assert written["row_id"].dtype == np.int64
