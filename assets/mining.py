@@ -1,4 +1,4 @@
-"""Mining: strong 1-to-1 rules between sensitive attributes (mlxtend Apriori)."""
+"""Mining: strong 1-to-1 rules between sensitive attributes (mlxtend FP-growth, or DuckDB on large tables)."""
 
 import time
 
@@ -15,10 +15,10 @@ from pipeline.resources import ReleaseSettings
     ins=inputs(private=["raw_records"]),
     group_name=MINING,
     kinds=KINDS,
-    description="PRIVATE: the strong rules (S_i = a) => (S_j = b) between sensitive attributes: confidence >= min_confidence (Apriori).",
+    description="PRIVATE: the strong rules (S_i = a) => (S_j = b) between sensitive attributes: confidence >= min_confidence (frequent item pairs by mlxtend FP-growth, or DuckDB on large tables).",
 )
 def strong_rules(context: dg.AssetExecutionContext, settings: ReleaseSettings, raw_records: pd.DataFrame) -> pd.DataFrame:
-    """PRIVATE: every strong rule (S_i = a) => (S_j = b), Apriori with max_len 2, support >= min_support records (default max(ℓ, 5)), confidence >= min_confidence."""
+    """PRIVATE: every strong rule (S_i = a) => (S_j = b), frequent item pairs (max_len 2; back end: settings.mining_backend), support >= min_support records (default max(ℓ, 5)), confidence >= min_confidence."""
     started = time.monotonic()
     backend = resolve_mining_backend(
         settings.mining_backend,

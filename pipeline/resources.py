@@ -389,7 +389,7 @@ class ReleaseSettings(dg.ConfigurableResource):
     )
     mining_backend: str = Field(
         default="auto",
-        description="How strong rules are mined: 'auto' (mlxtend Apriori below duckdb_mining_threshold records, "
+        description="How strong rules are mined: 'auto' (mlxtend FP-growth below duckdb_mining_threshold records, "
         "a DuckDB aggregate from there on), 'mlxtend-apriori', 'mlxtend-fpgrowth', 'duckdb' or 'counting'. "
         "All give the same rules.",
     )

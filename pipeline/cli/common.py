@@ -653,9 +653,9 @@ def execute_job(
 
     from pipeline.run_events import HOST_TAG, fail_orphaned_runs
 
-    job = dg.build_reconstructable_job(__name__, "job_of_home", reconstructable_args=(str(home), job_name))
     try:
-        with dg.DagsterInstance.get() as instance, without_event_log_write_errors():
+        with _jobs_built_once(), dg.DagsterInstance.get() as instance, without_event_log_write_errors():
+            job = dg.build_reconstructable_job(__name__, "job_of_home", reconstructable_args=(str(home), job_name))
             for orphan in fail_orphaned_runs(instance):
                 if not quiet:
                     click.echo(f"msa-release: {orphan.message}", err=True)
@@ -746,12 +746,34 @@ def instance_failure(error: BaseException, dagster_home: Path) -> click.ClickExc
     return None
 
 
+#: Jobs already built during the current :func:`execute_job` call, by (home, job name); None outside one. Dagster
+#: reconstructs the job from its pointer four times per run (the job, then its repository three times), and each
+#: build makes the whole code location again (issue 18).
+_JOBS_OF_THIS_RUN: dict[tuple[str, str], object] | None = None
+
+
+@contextlib.contextmanager
+def _jobs_built_once():
+    """Within the block, :func:`job_of_home` builds each (home, job) once and returns the same job after that."""
+    global _JOBS_OF_THIS_RUN
+    previous, _JOBS_OF_THIS_RUN = _JOBS_OF_THIS_RUN, {} if _JOBS_OF_THIS_RUN is None else _JOBS_OF_THIS_RUN
+    try:
+        yield
+    finally:
+        _JOBS_OF_THIS_RUN = previous
+
+
 def job_of_home(home: str, job_name: str):
     """The job ``job_name`` of the code location of the release home ``home`` (what :func:`execute_job` runs;
-    module-level so that Dagster can reconstruct it)."""
+    module-level so that Dagster can reconstruct it). Inside :func:`execute_job` each job is built once."""
     from pipeline.definitions import build_definitions
 
-    return build_definitions(Path(home)).resolve_job_def(job_name)
+    if _JOBS_OF_THIS_RUN is not None and (home, job_name) in _JOBS_OF_THIS_RUN:
+        return _JOBS_OF_THIS_RUN[(home, job_name)]
+    job = build_definitions(Path(home)).resolve_job_def(job_name)
+    if _JOBS_OF_THIS_RUN is not None:
+        _JOBS_OF_THIS_RUN[(home, job_name)] = job
+    return job
 
 
 def settings_from_options(options: dict) -> dict:

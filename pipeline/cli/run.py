@@ -153,7 +153,7 @@ from pipeline.cli.common import (
 @click.option(
     "--mining-backend",
     type=click.Choice(["auto", "mlxtend-apriori", "mlxtend-fpgrowth", "duckdb", "counting"]),
-    help="Strong-rule mining (default auto: mlxtend Apriori below --duckdb-mining-threshold records, DuckDB above).",
+    help="Strong-rule mining (default auto: mlxtend FP-growth below --duckdb-mining-threshold records, DuckDB above).",
 )
 @click.option(
     "--duckdb-mining-threshold",

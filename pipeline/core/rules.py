@@ -196,15 +196,21 @@ _BACKEND_ALIASES = {"mlxtend": "mlxtend-apriori"}
 
 #: Largest boolean array (bytes) mlxtend's Apriori may build: with ``max_len=2`` it materialises
 #: candidate pairs x 2 x records (Adult's four sensitive attributes: about 0.36 GB); a sensitive
-#: attribute with 10,000 distinct values in 10,000 records would need about 1 TB.
+#: attribute with 10,000 distinct values in 10,000 records would need about 1 TB. ``"auto"`` keeps
+#: this bound for its mlxtend back end too (the DuckDB aggregate gives the same rules).
 APRIORI_MAX_BYTES = 1 << 30
 
 
 def resolve_mining_backend(backend: str, n_records: int, *, duckdb_threshold: int, n_items: int | None = None) -> str:
-    """The back end to use: ``backend`` itself, or for ``"auto"`` mlxtend's Apriori (P1's
-    method) below ``duckdb_threshold`` records and the DuckDB aggregate from there on. With
-    ``n_items`` (distinct values summed over the sensitive attributes), ``"auto"`` also takes the
-    DuckDB aggregate when Apriori's candidate array would exceed ``APRIORI_MAX_BYTES``.
+    """The back end to use: ``backend`` itself, or for ``"auto"`` mlxtend's FP-growth below
+    ``duckdb_threshold`` records and the DuckDB aggregate from there on. With ``n_items``
+    (distinct values summed over the sensitive attributes), ``"auto"`` also takes the DuckDB
+    aggregate when Apriori's candidate array would exceed ``APRIORI_MAX_BYTES``.
+
+    Every back end gives the same rules (``tests/core/test_rules.py``). FP-growth (Han, Pei & Yin
+    2000) is the default rather than Apriori (P1's wording) because it finds the same frequent item
+    pairs without Apriori's candidate array: on Adult's 30,718 records 0.3 s of CPU instead of
+    1.6 s, and no 0.5 GB peak (issue 18).
 
     Raises
     ------
@@ -214,7 +220,7 @@ def resolve_mining_backend(backend: str, n_records: int, *, duckdb_threshold: in
     backend = _BACKEND_ALIASES.get(backend, backend)
     if backend == "auto":
         too_large = n_items is not None and n_items * (n_items - 1) // 2 * 2 * n_records > APRIORI_MAX_BYTES
-        return "duckdb" if n_records >= duckdb_threshold or too_large else "mlxtend-apriori"
+        return "duckdb" if n_records >= duckdb_threshold or too_large else "mlxtend-fpgrowth"
     if backend not in MINING_BACKENDS:
         raise ValueError(f"unknown rule-mining backend {backend!r}; use 'auto' or one of {list(MINING_BACKENDS)}")
     return backend
@@ -225,7 +231,7 @@ def mine_strong_rules(
     sensitive_attributes: Sequence[str],
     *,
     min_confidence: float,
-    backend: str = "mlxtend-apriori",
+    backend: str = "mlxtend-fpgrowth",
     min_support: int = 1,
 ) -> pd.DataFrame:
     """Mine every strong 1-to-1 rule between values of two different sensitive attributes.
@@ -243,10 +249,11 @@ def mine_strong_rules(
         min_confidence`` in exact rational arithmetic (SPEC §1: 3/4 is strong at 0.75).
     backend
         How item and pair supports are counted; every back end gives the same rules:
-        ``"mlxtend-apriori"`` (alias ``"mlxtend"``): Apriori
-        (``mlxtend.frequent_patterns.apriori``, ``max_len=2``), as P1 says; its one-hot
-        matrix costs about ``n × items`` bytes and much more inside mlxtend, so keep it below
-        ~10^5 records. ``"mlxtend-fpgrowth"``: mlxtend's FP-growth, same output.
+        ``"mlxtend-fpgrowth"`` (the default): mlxtend's FP-growth
+        (``mlxtend.frequent_patterns.fpgrowth``, ``max_len=2``) on a one-hot matrix of about
+        ``n × items`` bytes. ``"mlxtend-apriori"`` (alias ``"mlxtend"``): Apriori
+        (``mlxtend.frequent_patterns.apriori``), as P1 says, same output; its candidate array
+        costs much more than the one-hot matrix (0.5 GB on Adult), so keep it below ~10^5 records.
         ``"duckdb"``: one DuckDB ``GROUP BY`` per attribute pair, ``O(n m^2)`` and
         out-of-core friendly (the choice for large tables). ``"counting"``: the same counts
         with numpy. ``"auto"`` is resolved by :func:`resolve_mining_backend` (callers).

@@ -74,7 +74,7 @@ def test_all_mining_backends_agree_on_adult(adult_records):
 
 
 def test_auto_backend_switches_to_duckdb_at_the_threshold():
-    assert resolve_mining_backend("auto", 99, duckdb_threshold=100) == "mlxtend-apriori"
+    assert resolve_mining_backend("auto", 99, duckdb_threshold=100) == "mlxtend-fpgrowth"
     assert resolve_mining_backend("auto", 100, duckdb_threshold=100) == "duckdb"
     assert resolve_mining_backend("mlxtend", 10**8, duckdb_threshold=100) == "mlxtend-apriori"
     with pytest.raises(ValueError, match="unknown rule-mining backend 'spark'"):

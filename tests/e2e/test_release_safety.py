@@ -554,12 +554,16 @@ def test_warehouse_directory_0700_and_files_0600(tmp_path, existing_mode):
         assert stat.S_IMODE(database.stat().st_mode) == 0o600
         assert stat.S_IMODE((home / LOCK_FILE_NAME).stat().st_mode) == 0o600
         # DuckDB's write-ahead log exists while a connection has uncommitted-to-checkpoint writes
-        context = SimpleNamespace(resource_config={"database": str(database), "connection_config": {}})
-        with PrivateDuckDbClient.connect(context, None) as connection:
-            connection.execute("CREATE OR REPLACE TABLE private.probe AS SELECT 1 AS x")
-            wal = home / "warehouse.duckdb.wal"
-            assert wal.exists()
-            assert stat.S_IMODE(wal.stat().st_mode) == 0o600
+        # (the IO manager's client keeps one connection for the run and closes it at the run's end)
+        client = PrivateDuckDbClient(str(database))
+        try:
+            with client.connect(SimpleNamespace(), None) as connection:
+                connection.execute("CREATE OR REPLACE TABLE private.probe AS SELECT 1 AS x")
+                wal = home / "warehouse.duckdb.wal"
+                assert wal.exists()
+                assert stat.S_IMODE(wal.stat().st_mode) == 0o600
+        finally:
+            client.close()
         assert stat.S_IMODE(database.stat().st_mode) == 0o600
         assert os.umask(0o022) == 0o022  # the IO manager restored the process umask
     finally:
