@@ -127,3 +127,24 @@ def test_size_section_marks_the_1m_target_of_issue_18():
     local = {**entry(5.0, 500.0), "engine_spec": {"name": "local", "workers": 2}}  # another engine does not count
     targets = {t["target"]: t for t in bench.evaluate_targets({"datasets": [local]})}
     assert targets["mixed_1m_wall_seconds"]["verdict"] == "not measured"
+
+
+def test_run_peers_warms_up_once_then_runs_round_robin_and_writes_the_report(monkeypatch, tmp_path):
+    order = []
+
+    def fake_measure(command, **_kwargs):
+        order.append(command[-1])
+        return _measurement(1.0, 0.5, 50.0)
+
+    monkeypatch.setattr(peers, "ensure_peers_environment", lambda *_a, **_k: (None, "uv is not installed"))
+    monkeypatch.setattr(peers, "peer_command", lambda run, **_k: ["true", run.key])
+    monkeypatch.setattr(peers, "measure_command", fake_measure)
+    monkeypatch.setattr(bench, "machine_description", lambda: {"cpu_model": "test", "load_average_at_start": [0.0]})
+    results = peers.run_peers(output_dir=tmp_path / "report", work_dir=tmp_path / "work", rounds=2, log=lambda *_: None)
+    msa = [run.key for run in peers.PEER_RUNS if run.tool == "msa"]
+    assert order == msa * 3  # one warm-up round (not measured), then 2 rounds in the same order
+    assert all(len(results["runs"][key]["measurements"]) == 2 for key in msa)
+    assert results["runs"]["anjana-k3-l3"]["not_run"] == "uv is not installed"
+    text = (tmp_path / "report" / "peers.md").read_text()
+    assert "| anjana 1.2.3 k=3 ℓ=3 | not run | — | — | uv is not installed |" in text
+    assert (tmp_path / "report" / "peers.json").is_file()
