@@ -98,7 +98,7 @@ def test_msa_configurations_run_the_models_of_the_issue_with_the_readme_settings
     arguments = {run.key: run.msa_arguments() for run in peers.PEER_RUNS if run.tool == "msa"}
     assert arguments == {
         "msa-mixed-l3": ["--ell", "3"],
-        "msa-rating-l3": ["--model", "rating", "--ell", "3"],
+        "msa-rating-l3": ["--model", "rating", "--ell", "3", "--allow-disclosure"],  # README's baseline command
         "msa-kl-k3-l3": ["--model", "kl", "--k", "3", "--ell", "3"],
         "msa-kl-k5-l2": ["--model", "kl", "--k", "5", "--ell", "2"],
     }
