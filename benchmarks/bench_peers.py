@@ -211,6 +211,25 @@ def evaluate_peer_targets(summaries: dict[str, dict], not_run: dict[str, str] | 
     return rows
 
 
+def busy_machine_note(results: dict) -> str | None:
+    """A warning when the machine was busy during the sitting (the 1-minute load average at the start or the end above
+    the usable CPUs), else None: such figures are a check of the harness, not the ones to publish."""
+    machine = results.get("machine") or {}
+    cpus = machine.get("usable_cpus") or machine.get("logical_cpus")
+    loads = [
+        (when, figures[0])
+        for when, figures in (("start", machine.get("load_average_at_start")), ("end", results.get("load_average_at_end")))
+        if figures
+    ]
+    busy = [f"{load:.1f} at the {when}" for when, load in loads if cpus and load > cpus]
+    if not busy:
+        return None
+    return (
+        f"**Busy machine**: load average {' and '.join(busy)} on {cpus} usable CPUs: other processes competed for the "
+        "CPUs, so these figures check the harness and are not the ones to publish (rerun on an idle machine)."
+    )
+
+
 def render_peers_table(results: dict) -> list[str]:
     """The side-by-side table (Markdown lines): one row per configuration (median wall s, median CPU s, largest
     process-tree peak MiB, successful / measured runs) and ARX's row."""
@@ -247,6 +266,7 @@ def render_peers_markdown(results: dict) -> str:
         f"{results.get('load_average_at_end')} (figures measured on a busy machine are not comparable with those of an "
         "idle one).",
         "",
+        *([note, ""] if (note := busy_machine_note(results)) else []),
         *render_peers_table(results),
         "",
         "## Targets (issue 18)",
@@ -439,7 +459,11 @@ def run_peers(
     }
     for key, reason in not_run.items():
         results["runs"][key]["not_run"] = reason
-    results["runs"] = {key: {**entry, "command": commands.get(key)} for key, entry in results["runs"].items()}
+    root = f"{PROJECT_ROOT}{os.sep}"  # the report names paths inside the checkout relative to it
+    results["runs"] = {
+        key: {**entry, "command": [c.removeprefix(root) for c in commands[key]] if key in commands else None}
+        for key, entry in results["runs"].items()
+    }
 
     def once(run: PeerRun) -> dict:
         home = work_dir / "homes" / run.key

@@ -1883,6 +1883,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"\nwrote {Path(arguments.output) / 'peers.md'} and peers.json\n")
         print("\n".join(bench_peers.render_peers_table(peers)))
+        if note := bench_peers.busy_machine_note(peers):
+            print(note.replace("**", ""))
         for target in peers["targets"]:
             print(
                 f"  {target['verdict']:>12}  {target['description']}: {_format(target['value'])} {target['unit']} "

@@ -148,3 +148,13 @@ def test_run_peers_warms_up_once_then_runs_round_robin_and_writes_the_report(mon
     text = (tmp_path / "report" / "peers.md").read_text()
     assert "| anjana 1.2.3 k=3 ℓ=3 | not run | — | — | uv is not installed |" in text
     assert (tmp_path / "report" / "peers.json").is_file()
+
+
+def test_a_busy_sitting_is_flagged_in_the_report():
+    idle = {"machine": {"usable_cpus": 2, "load_average_at_start": [0.1, 0.2, 0.3]}, "load_average_at_end": [1.9, 1.0, 0.5]}
+    assert peers.busy_machine_note(idle) is None
+    assert "Busy machine" not in peers.render_peers_markdown({**idle, "runs": {}, "targets": []})
+    busy = {"machine": {"usable_cpus": 2, "load_average_at_start": [0.5, 0.2, 0.3]}, "load_average_at_end": [6.4, 5.0, 4.0]}
+    note = peers.busy_machine_note(busy)
+    assert note is not None and "6.4 at the end" in note and "0.5" not in note and "2 usable CPUs" in note
+    assert note in peers.render_peers_markdown({**busy, "runs": {}, "targets": []})
