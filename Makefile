@@ -44,11 +44,13 @@ privacy-report: env
 kl-quality: env
 	$(VENV)/bin/msa-release kl-quality --output reports/kl_quality
 
-# release benchmark (issues 5 and 17): make bench [SIZES=adult,kdd,1m,3m,10m,30m,100m] [RUNS=3] [RUNS_LARGE=1]
-#   [ENGINE=memory|local|spark, or a comma-separated list; default memory = today's job] [WORKERS=2]
+# release benchmark (issues 5, 17 and 18): make bench [SECTIONS=sizes,peers] [SIZES=adult,kdd,1m,3m,10m,30m,100m] [RUNS=3]
+#   [RUNS_LARGE=1] [ENGINE=memory|local|spark, or a comma-separated list; default memory = today's job] [WORKERS=2]
 #   [SPARK_MASTER=local[2]] [SPARK_REMOTE=sc://host:15002] [OUTPUT=reports/bench] -> reports/bench/
+# SECTIONS=peers: msa-release and anjana side by side on Adult (anjana in its own pinned environment under
+#   var/bench/peers/, built once with uv from benchmarks/peers-requirements.txt) -> peers.md, peers.json
 bench: env
-	$(VENV)/bin/python benchmarks/bench_release.py $(if $(SIZES),--sizes $(SIZES)) $(if $(RUNS),--runs $(RUNS)) $(if $(RUNS_LARGE),--runs-large $(RUNS_LARGE)) $(if $(ENGINE),--engine $(ENGINE)) $(if $(WORKERS),--workers $(WORKERS)) $(if $(SPARK_MASTER),--spark-master '$(SPARK_MASTER)') $(if $(SPARK_REMOTE),--spark-remote '$(SPARK_REMOTE)') $(if $(OUTPUT),--output $(OUTPUT))
+	$(VENV)/bin/python benchmarks/bench_release.py $(if $(SECTIONS),--sections $(SECTIONS)) $(if $(SIZES),--sizes $(SIZES)) $(if $(RUNS),--runs $(RUNS)) $(if $(RUNS_LARGE),--runs-large $(RUNS_LARGE)) $(if $(ENGINE),--engine $(ENGINE)) $(if $(WORKERS),--workers $(WORKERS)) $(if $(SPARK_MASTER),--spark-master '$(SPARK_MASTER)') $(if $(SPARK_REMOTE),--spark-remote '$(SPARK_REMOTE)') $(if $(OUTPUT),--output $(OUTPUT))
 
 # (k, ℓ) blocked method on all of Adult: time and memory targets
 bench-kl: env

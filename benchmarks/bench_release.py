@@ -36,6 +36,12 @@ process, so an upper bound; spikes shorter than the interval can be missed, and 
 peak from the profile is taken when larger). A Spark Connect server (``--spark-remote``) is not a
 descendant and is not counted.
 
+Sections (``--sections``, ``make bench SECTIONS=…``, default both): ``sizes`` (everything above: README.md, results.json,
+scaling.png) and ``peers`` (issue 18: msa-release and anjana side by side on Adult in one sitting, median of ``--runs``
+round-robin rounds, wall, CPU and process-tree peak, the targets with pass / miss: peers.md, peers.json;
+``benchmarks/bench_peers.py``). The size section also marks issue 18's 1M target (default mixed, memory engine,
+≤ 20 s and ≤ 1 GiB) when ``--sizes`` has 1m.
+
 Not a unit test: timings on a shared machine are noisy, so they are measured here and never
 asserted in tests/ (``tests/e2e/test_bench.py`` and ``tests/benchmarks/`` test the harness with small
 or fake measurements).
@@ -157,6 +163,14 @@ SHARDED_TARGETS = {
     "local_time_per_record_ratio_1m_to_100m": 1.2,
     "local_over_memory_ratio_up_to_1m": 1.0,
 }
+#: Issue 18's target of the size section: the default mixed release (``memory`` engine) of 1M synthetic records.
+ISSUE18_SIZE_TARGETS = {
+    "mixed_1m_wall_seconds": 20.0,
+    "mixed_1m_peak_rss_mb": 1024.0,
+}
+#: Sections of ``--sections`` (``make bench SECTIONS=…``): ``sizes`` (issues 5, 14, 17: every size on every engine)
+#: and ``peers`` (issue 18: msa-release and anjana side by side on Adult, ``benchmarks/bench_peers.py``).
+SECTIONS = ("sizes", "peers")
 #: Engines of ``--engine`` (issue 17); ``memory`` is today's in-memory job.
 ENGINES = ("memory", "local", "spark")
 #: Workers of the ``local`` engine in the issue-17 targets.
@@ -1056,7 +1070,50 @@ def evaluate_targets(results: dict) -> list[dict]:
     rows = evaluate_memory_targets(memory_results)
     for row in rows:
         row["issue"] = 5
-    return rows + evaluate_sharded_targets(results)
+    return rows + evaluate_sharded_targets(results) + evaluate_issue18_size_targets(memory_results)
+
+
+def evaluate_issue18_size_targets(memory_results: dict) -> list[dict]:
+    """Issue 18's target of the size section: the default mixed release of 1M synthetic records on the ``memory``
+    engine (today's ``msa-release run``) in ≤ 20 s wall (median of the whole command) at ≤ 1 GiB peak RSS (of the
+    process tree when sampled, else the process's own peak; largest over the runs).
+
+    ``memory_results``: results whose ``datasets`` are the ``memory`` engine's entries. Returns rows like
+    :func:`evaluate_sharded_targets` (issue 18).
+    """
+    one = next((d.get("summary") or {} for d in memory_results["datasets"] if d["name"] == "1m"), {})
+    peak = one.get("tree_peak_rss_mb") if one.get("tree_peak_rss_mb") is not None else one.get("peak_rss_mb")
+    rows = []
+    for name, description, value, unit, note in (
+        (
+            "mixed_1m_wall_seconds",
+            "1M synthetic, default mixed (`msa-release run`, memory engine): wall time of the whole command",
+            one.get("median_wall_seconds"),
+            "s",
+            "median of the runs (the idle machine's figure before issue 18: 33.5 s)",
+        ),
+        (
+            "mixed_1m_peak_rss_mb",
+            "1M synthetic, default mixed (`msa-release run`, memory engine): peak RSS",
+            peak,
+            "MiB",
+            "process tree when sampled, else the process; largest over the runs",
+        ),
+    ):
+        limit = ISSUE18_SIZE_TARGETS[name]
+        rows.append(
+            {
+                "target": name,
+                "description": description,
+                "value": value,
+                "limit": limit,
+                "unit": unit,
+                "verdict": _verdict(value, limit),
+                "note": note,
+                "issue": 18,
+            }
+        )
+    return rows
 
 
 def _verdict(value, limit) -> str:
@@ -1362,7 +1419,11 @@ def render_markdown(results: dict) -> str:
         "- Packages: " + ", ".join(f"{k} {v}" for k, v in machine["packages"].items()),
         "",
     ]
-    for issue, title in ((5, "## Targets (issue 5, today's in-memory job)"), (17, "## Targets (issue 17, sharded releases)")):
+    for issue, title in (
+        (5, "## Targets (issue 5, today's in-memory job)"),
+        (17, "## Targets (issue 17, sharded releases)"),
+        (18, "## Targets (issue 18, default mixed release at 1M; the peers on Adult: `peers.md`)"),
+    ):
         lines += [title, "", "| target | measured | limit | verdict | note |", "|---|---:|---:|---|---|"]
         for target in results["targets"]:
             if target.get("issue", 5) != issue:
@@ -1764,6 +1825,18 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_DIGEST_MAX_RECORDS,
         help="records up to which the published tables' digests are computed and compared across engines (default 10M)",
     )
+    parser.add_argument(
+        "--sections",
+        default=",".join(SECTIONS),
+        help="comma-separated sections to run: sizes (every --sizes on every --engine: README.md, results.json, "
+        "scaling.png) and peers (issue 18: msa-release and anjana side by side on Adult, median of --runs "
+        "round-robin rounds: peers.md, peers.json; benchmarks/bench_peers.py); default both",
+    )
+    parser.add_argument(
+        "--arx-jar",
+        default=os.environ.get("ARX_JAR"),
+        help="peers: ARX's jar, if one is on this machine (default $ARX_JAR); without it the report says ARX was not run",
+    )
     parser.add_argument("--compare", help=argparse.SUPPRESS)  # internal: JSON spec, run compare_main
     parser.add_argument("--compare-output", help=argparse.SUPPRESS)
     parser.add_argument("--digest", help=argparse.SUPPRESS)  # internal: a home, print digest_main's JSON
@@ -1791,6 +1864,38 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(error))
     if arguments.tree_interval <= 0:
         parser.error("--tree-interval must be > 0 seconds")
+    sections = list(dict.fromkeys(t.strip().lower() for t in arguments.sections.split(",") if t.strip()))
+    if not sections or any(t not in SECTIONS for t in sections):
+        parser.error(f"--sections takes a comma-separated list of {', '.join(SECTIONS)}; got {arguments.sections!r}")
+    status = 0
+    if "sizes" in sections:
+        status = size_section(arguments, engines)
+        if status == 2:
+            return status
+    if "peers" in sections:
+        from benchmarks import bench_peers
+
+        peers = bench_peers.run_peers(
+            output_dir=Path(arguments.output),
+            work_dir=Path(arguments.work_dir),
+            rounds=arguments.runs,
+            arx_jar=arguments.arx_jar,
+        )
+        print(f"\nwrote {Path(arguments.output) / 'peers.md'} and peers.json\n")
+        print("\n".join(bench_peers.render_peers_table(peers)))
+        if note := bench_peers.busy_machine_note(peers):
+            print(note.replace("**", ""))
+        for target in peers["targets"]:
+            print(
+                f"  {target['verdict']:>12}  {target['description']}: {_format(target['value'])} {target['unit']} "
+                f"(limit {_format(target['limit'])} {target['unit']})"
+            )
+    return status
+
+
+def size_section(arguments: argparse.Namespace, engines: list[EngineSpec]) -> int:
+    """The ``sizes`` section of ``main``: every size on every engine; 2 when an engine cannot run, 1 when back ends or
+    SID methods disagree."""
     sizes = [s for s in arguments.sizes.split(",") if s.strip()]
     try:
         check_engines(engines)
