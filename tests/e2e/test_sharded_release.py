@@ -147,10 +147,13 @@ def test_local_engine_with_two_workers_publishes_what_the_pure_loop_releases(tmp
         "rule_confidence_preserved",
         "records_accounted_for",
         "no_probability_tilt",
+        "release_carries_no_input_order",
         "no_certain_attribute_table_cell",
+        "posterior_within_bound",
         "utility_within_thresholds",
     }
     assert all(check["passed"] for check in manifest["checks"]), manifest["checks"]
+    assert manifest["posterior_gate_warned"] is False
     assert "S = 4 (engine local, 2 workers" in outcome.output
     assert (release / "report.html").is_file()
     assert _published_digests(release) == expected
@@ -330,10 +333,19 @@ def test_the_job_run_from_dagster_reports_todays_gates_on_the_summary(tmp_path):
         "rule_confidence_preserved",
         "records_accounted_for",
         "no_probability_tilt",
+        "release_carries_no_input_order",
         "no_certain_attribute_table_cell",
+        "posterior_within_bound",
         "utility_within_thresholds",
     }
     assert all(check.passed for check in checks.values())
+    # gates 7 and 9 per shard: every shard evaluated, the release job's suites run on the shards' figures
+    order = {k: v.value for k, v in checks["release_carries_no_input_order"].metadata.items()}
+    assert order["n_shards_evaluated"] == 2 and order["n_columns_above_limit"] == 0 and order["n_attributes_above_chance"] == 0
+    assert "within_limit" in json.dumps(order["gx_expectations"])
+    posterior = {k: v.value for k, v in checks["posterior_within_bound"].metadata.items()}
+    assert posterior["n_shards_evaluated"] == 2 and posterior["n_cells_above_bound"] == 0
+    assert posterior["posterior_gate"] == "block" and "n_cells_above_bound" in json.dumps(posterior["gx_expectations"])
     assert all(check.metadata["n_shards"].value == 2 for check in checks.values())
     disclosure = {k: v.value for k, v in checks["disclosure_within_bound"].metadata.items()}
     assert disclosure["max_disclosure_probability"] <= 1 / 3 + 1e-12 and disclosure["n_records_above_bound"] == 0
