@@ -207,6 +207,69 @@ def _softmax(log_weights: np.ndarray, axis: int) -> np.ndarray:
     return weights / weights.sum(axis=axis, keepdims=True)
 
 
+@dataclass(frozen=True)
+class _CountPlan:
+    """What the naive-Bayes M-step counts for one attribute, fixed while only the pairs' weights change (EM rounds):
+    the pairs' value codes and, per the profile shortcut of :func:`_estimate`, the flat (value, profile) index or one
+    flat (value, quasi-identifier value) index per quasi-identifier."""
+
+    values: np.ndarray
+    n_values: int
+    n_features: tuple[int, ...]
+    by_profile_index: np.ndarray | None  # values * n_profiles + profile of the pair's record
+    profile_features: np.ndarray | None  # (n_profiles, m) when by_profile_index is set
+    feature_index: tuple[np.ndarray, ...]  # per quasi-identifier: values * |X_j| + code (when by_profile_index is None)
+
+
+def _count_plan(
+    records: np.ndarray, values: np.ndarray, feature_codes: np.ndarray, n_values: int, n_features: Sequence[int]
+) -> _CountPlan:
+    """The index arrays :func:`_estimate_from` counts with (see :func:`_estimate`)."""
+    profile, profile_features = _profiles(feature_codes)
+    n_profiles = len(profile_features)
+    # the (values x profiles) counts only when they are not much larger than the pairs (issue 14: 100,000 distinct
+    # values made them the cost of the whole fit); up to _PROFILE_SHORTCUT_FLOOR cells always (Adult's models)
+    cells = n_values * n_profiles
+    if profile is not None and cells <= min(_PROFILE_TABLE_CELLS, max(_PROFILE_SHORTCUT_FLOOR, 4 * len(records))):
+        return _CountPlan(values, n_values, tuple(n_features), values * n_profiles + profile[records], profile_features, ())
+    return _CountPlan(
+        values,
+        n_values,
+        tuple(n_features),
+        None,
+        None,
+        tuple(values * size + feature_codes[records, j] for j, size in enumerate(n_features)),
+    )
+
+
+def _estimate_from(plan: _CountPlan, weights: np.ndarray, smoothing: float) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Naive-Bayes M-step from the pairs of ``plan`` weighted by ``weights``: (log prior, log conditionals)."""
+    n_values = plan.n_values
+    prior = np.bincount(plan.values, weights=weights, minlength=n_values) + smoothing
+    log_prior = np.log(prior / prior.sum())
+    conditionals = []
+    by_profile = None
+    if plan.by_profile_index is not None and plan.profile_features is not None:
+        # one weighted count per (value, profile), then summed per quasi-identifier value
+        n_profiles = len(plan.profile_features)
+        by_profile = np.bincount(plan.by_profile_index, weights=weights, minlength=n_values * n_profiles).reshape(
+            n_values, n_profiles
+        )
+    for j, size in enumerate(plan.n_features):
+        if by_profile is not None and plan.profile_features is not None:
+            counts: np.ndarray = np.zeros((n_values, size))
+            np.add.at(counts.T, plan.profile_features[:, j], by_profile.T)
+        else:
+            counts = np.bincount(plan.feature_index[j], weights=weights, minlength=n_values * size).reshape(n_values, size)
+        # Dirichlet prior centred on the quasi-identifier's marginal (strength smoothing·|X_j|, the
+        # same total as Laplace): a rare value's conditional falls back to the marginal, not to uniform
+        marginal = counts.sum(axis=0) + smoothing
+        marginal = marginal / marginal.sum()
+        counts = counts + smoothing * size * marginal[None, :]
+        conditionals.append(np.log(counts / counts.sum(axis=1, keepdims=True)))
+    return log_prior, conditionals
+
+
 def _estimate(
     records: np.ndarray,
     values: np.ndarray,
@@ -217,34 +280,7 @@ def _estimate(
     smoothing: float,
 ) -> tuple[np.ndarray, list[np.ndarray]]:
     """Naive-Bayes M-step from weighted (record, value) pairs: (log prior, log conditionals)."""
-    prior = np.bincount(values, weights=weights, minlength=n_values) + smoothing
-    log_prior = np.log(prior / prior.sum())
-    conditionals = []
-    profile, profile_features = _profiles(feature_codes)
-    n_profiles = len(profile_features)
-    by_profile = None
-    # the (values x profiles) counts only when they are not much larger than the pairs (issue 14: 100,000 distinct
-    # values made them the cost of the whole fit); up to _PROFILE_SHORTCUT_FLOOR cells always (Adult's models)
-    cells = n_values * n_profiles
-    if profile is not None and cells <= min(_PROFILE_TABLE_CELLS, max(_PROFILE_SHORTCUT_FLOOR, 4 * len(records))):
-        # one weighted count per (value, profile), then summed per quasi-identifier value
-        by_profile = np.bincount(
-            values * n_profiles + profile[records], weights=weights, minlength=n_values * n_profiles
-        ).reshape(n_values, n_profiles)
-    for j, size in enumerate(n_features):
-        if by_profile is not None:
-            counts: np.ndarray = np.zeros((n_values, size))
-            np.add.at(counts.T, profile_features[:, j], by_profile.T)
-        else:
-            codes = feature_codes[records, j]
-            counts = np.bincount(values * size + codes, weights=weights, minlength=n_values * size).reshape(n_values, size)
-        # Dirichlet prior centred on the quasi-identifier's marginal (strength smoothing·|X_j|, the
-        # same total as Laplace): a rare value's conditional falls back to the marginal, not to uniform
-        marginal = counts.sum(axis=0) + smoothing
-        marginal = marginal / marginal.sum()
-        counts = counts + smoothing * size * marginal[None, :]
-        conditionals.append(np.log(counts / counts.sum(axis=1, keepdims=True)))
-    return log_prior, conditionals
+    return _estimate_from(_count_plan(records, values, feature_codes, n_values, n_features), weights, smoothing)
 
 
 def fit_naive_bayes(
@@ -399,6 +435,8 @@ class _ReleaseData:
     sids: dict[str, _SidBlock] = field(default_factory=dict)
     selected_iterations: int = 0
     held_out_scores: np.ndarray | None = None
+    #: attribute -> the M-step's pairs (:func:`_m_step_pairs`), built on the first M-step
+    m_step_pairs: dict[str, Any] = field(default_factory=dict)
 
 
 def _exact_sids(sid_rows: pd.DataFrame, record_sids: np.ndarray) -> np.ndarray:
@@ -556,31 +594,64 @@ def _e_step(model: NaiveBayesModel | None, data: _ReleaseData) -> None:
         sid.responsibility = weights / totals[sid.records]
 
 
+@dataclass(frozen=True)
+class _MStepPairs:
+    """The (record, value) pairs the M-step counts for one attribute, in the order of :func:`_m_step` (every group
+    block naming the attribute, then its SIDs), pairs with a missing candidate (value < 0) left out: fixed for a
+    release, only their weights change from round to round."""
+
+    plan: _CountPlan
+    keep: np.ndarray  # bool over all pairs: value >= 0
+    pair_fold: np.ndarray  # int64 over all pairs: the fold of the pair's group (block.fold) or record (SIDs: record % 2)
+
+
+def _m_step_pairs(data: _ReleaseData, attribute: str) -> _MStepPairs:
+    """The pairs of ``attribute`` (cached on ``data``: the blocks do not change during a fit)."""
+    cached = data.m_step_pairs.get(attribute)
+    if cached is not None:
+        return cached
+    records, values, folds = [], [], []
+    for block in data.groups:
+        if attribute not in block.attributes:
+            continue
+        n_groups, size = block.members.shape
+        records.append(np.repeat(block.members.reshape(-1), size))
+        values.append(np.broadcast_to(block.candidate_values[attribute][:, None, :], (n_groups, size, size)).reshape(-1))
+        folds.append(np.repeat(block.fold, size * size))
+    sid = data.sids.get(attribute)
+    if sid is not None:
+        records.append(sid.records)
+        values.append(sid.values)
+        folds.append(sid.records % 2)
+    records_all = np.concatenate(records) if records else np.zeros(0, np.int64)
+    values_all = np.concatenate(values) if values else np.zeros(0, np.int64)
+    keep = values_all >= 0
+    pairs = _MStepPairs(
+        _count_plan(records_all[keep], values_all[keep], data.feature_codes, len(data.domains[attribute]), data.n_features),
+        keep,
+        np.concatenate(folds).astype(np.int64) if folds else np.zeros(0, np.int64),
+    )
+    data.m_step_pairs[attribute] = pairs
+    return pairs
+
+
 def _m_step(data: _ReleaseData, smoothing: float, fold: int | None = None) -> NaiveBayesModel:
-    """Naive-Bayes counts from the current responsibilities (only the rows of ``fold`` when given)."""
+    """Naive-Bayes counts from the current responsibilities (only the rows of ``fold`` when given).
+
+    The pairs and their count indices are built once per release (:func:`_m_step_pairs`); each round gathers the
+    weights in the same order and counts them with the same ``np.bincount`` calls, so the model is the same, bit for
+    bit, as counting freshly built pairs every round."""
     log_prior, log_conditional = {}, {}
-    for attribute, domain in data.domains.items():
-        records, values, weights = [], [], []
-        for block in data.groups:
-            if attribute not in block.attributes:
-                continue
-            size = block.members.shape[1]
-            marginals = block.marginals if fold is None else block.marginals * (block.fold == fold)[:, None, None]
-            records.append(np.repeat(block.members.reshape(-1), size))
-            values.append(np.broadcast_to(block.candidate_values[attribute][:, None, :], marginals.shape).reshape(-1))
-            weights.append(marginals.reshape(-1))
+    for attribute in data.domains:
+        pairs = _m_step_pairs(data, attribute)
+        weights = [block.marginals.reshape(-1) for block in data.groups if attribute in block.attributes]
         sid = data.sids.get(attribute)
         if sid is not None:
-            records.append(sid.records)
-            values.append(sid.values)
-            weights.append(sid.responsibility if fold is None else sid.responsibility * (sid.records % 2 == fold))
-        records_all = np.concatenate(records) if records else np.zeros(0, np.int64)
-        values_all = np.concatenate(values) if values else np.zeros(0, np.int64)
+            weights.append(sid.responsibility)
         weights_all = np.concatenate(weights) if weights else np.zeros(0)
-        keep = values_all >= 0
-        log_prior[attribute], log_conditional[attribute] = _estimate(
-            records_all[keep], values_all[keep], weights_all[keep], data.feature_codes, len(domain), data.n_features, smoothing
-        )
+        if fold is not None:
+            weights_all = weights_all * (pairs.pair_fold == fold)
+        log_prior[attribute], log_conditional[attribute] = _estimate_from(pairs.plan, weights_all[pairs.keep], smoothing)
     return NaiveBayesModel(log_prior, log_conditional)
 
 
