@@ -119,6 +119,25 @@ class NaiveBayesModel:
 
     log_prior: Mapping[str, np.ndarray]
     log_conditional: Mapping[str, list[np.ndarray]]
+    #: (attribute, id of the profiles' array) -> (that array, its (values x profiles) table): an E-step asks for the
+    #: same table once per block (every group size, cluster and SID size); computed once per model
+    _tables: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def profile_table(self, attribute: str, profile_features: np.ndarray) -> np.ndarray:
+        """``log P(a = v, profile)`` for every value and quasi-identifier profile: float64 ``(|D_a|, n_profiles)``
+        (``profile_features``: int64 ``(n_profiles, m)``, each profile's codes). Cached on the model for the
+        profiles' array it was given (the same numbers as computing it again: the same terms in the same order)."""
+        key = (attribute, id(profile_features))
+        cached = self._tables.get(key)
+        if cached is not None and cached[0] is profile_features:
+            return cached[1]
+        table = np.repeat(self.log_prior[attribute][:, None], len(profile_features), axis=1)
+        for j, conditional in enumerate(self.log_conditional[attribute]):
+            table += conditional[:, profile_features[:, j]]
+        self._tables[key] = (profile_features, table)
+        return table
 
     def log_joint(self, attribute: str, feature_codes: np.ndarray) -> np.ndarray:
         """Unnormalised ``log P(a = v, q)`` for every record and value.
@@ -153,11 +172,10 @@ class NaiveBayesModel:
         # (values x profiles) table per call cost more than all the pairs; both ways add the same terms in the
         # same order, so the numbers are the same
         if profile is not None and n_values * len(profile_features) <= min(_PROFILE_TABLE_CELLS, max(n_pairs, 1)):
-            table = np.repeat(self.log_prior[attribute][:, None], len(profile_features), axis=1)
-            for j, conditional in enumerate(self.log_conditional[attribute]):
-                table += conditional[:, profile_features[:, j]]
-            out = table[values, profile[records]]
-            return np.broadcast_to(out, np.broadcast_shapes(np.shape(records), np.shape(values))).astype(np.float64)
+            out = self.profile_table(attribute, profile_features)[values, profile[records]]
+            shape = np.broadcast_shapes(np.shape(records), np.shape(values))
+            # a look-up of the broadcast shape is already a new float64 array: no second copy
+            return out if out.shape == shape else np.broadcast_to(out, shape).astype(np.float64)
         out = self.log_prior[attribute][values]
         for j, table in enumerate(self.log_conditional[attribute]):
             out = out + table[values, feature_codes[records, j]]
@@ -218,6 +236,9 @@ class _CountPlan:
     n_features: tuple[int, ...]
     by_profile_index: np.ndarray | None  # values * n_profiles + profile of the pair's record
     profile_features: np.ndarray | None  # (n_profiles, m) when by_profile_index is set
+    #: per quasi-identifier, when by_profile_index is set: the flat (value, x) bin of every (value, profile) cell,
+    #: value-major (value * |X_j| + the profile's code)
+    profile_bins: tuple[np.ndarray, ...]
     feature_index: tuple[np.ndarray, ...]  # per quasi-identifier: values * |X_j| + code (when by_profile_index is None)
 
 
@@ -231,14 +252,27 @@ def _count_plan(
     # values made them the cost of the whole fit); up to _PROFILE_SHORTCUT_FLOOR cells always (Adult's models)
     cells = n_values * n_profiles
     if profile is not None and cells <= min(_PROFILE_TABLE_CELLS, max(_PROFILE_SHORTCUT_FLOOR, 4 * len(records))):
-        return _CountPlan(values, n_values, tuple(n_features), values * n_profiles + profile[records], profile_features, ())
+        bins = tuple(
+            (np.arange(n_values, dtype=np.int64)[:, None] * size + profile_features[:, j][None, :]).reshape(-1)
+            for j, size in enumerate(n_features)
+        )
+        return _CountPlan(
+            values=values,
+            n_values=n_values,
+            n_features=tuple(n_features),
+            by_profile_index=values * n_profiles + profile[records],
+            profile_features=profile_features,
+            profile_bins=bins,
+            feature_index=(),
+        )
     return _CountPlan(
-        values,
-        n_values,
-        tuple(n_features),
-        None,
-        None,
-        tuple(values * size + feature_codes[records, j] for j, size in enumerate(n_features)),
+        values=values,
+        n_values=n_values,
+        n_features=tuple(n_features),
+        by_profile_index=None,
+        profile_features=None,
+        profile_bins=(),
+        feature_index=tuple(values * size + feature_codes[records, j] for j, size in enumerate(n_features)),
     )
 
 
@@ -256,9 +290,12 @@ def _estimate_from(plan: _CountPlan, weights: np.ndarray, smoothing: float) -> t
             n_values, n_profiles
         )
     for j, size in enumerate(plan.n_features):
-        if by_profile is not None and plan.profile_features is not None:
-            counts: np.ndarray = np.zeros((n_values, size))
-            np.add.at(counts.T, plan.profile_features[:, j], by_profile.T)
+        if by_profile is not None:
+            # summed per quasi-identifier value: each bin adds its profiles in profile order from 0.0, as
+            # np.add.at(counts.T, profile_features[:, j], by_profile.T) does (the same sums, bit for bit), in one pass
+            counts: np.ndarray = np.bincount(
+                plan.profile_bins[j], weights=by_profile.reshape(-1), minlength=n_values * size
+            ).reshape(n_values, size)
         else:
             counts = np.bincount(plan.feature_index[j], weights=weights, minlength=n_values * size).reshape(n_values, size)
         # Dirichlet prior centred on the quasi-identifier's marginal (strength smoothing·|X_j|, the
