@@ -447,6 +447,9 @@ class _GroupBlock:
     #: (G,) 0/1: the half of the release this group belongs to (held-out selection); computed when not given
     fold: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     marginals: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0)))  # (G, ℓ, ℓ), set by the E-step
+    #: attribute -> :class:`_Lookup` (built on the first E-step); fold -> the block's groups of that fold (held out)
+    lookups: dict[str, Any] = field(default_factory=dict, repr=False)
+    folds: dict[int, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if len(self.fold) != len(self.members):
@@ -461,6 +464,7 @@ class _SidBlock:
     values: np.ndarray
     availability: np.ndarray
     responsibility: np.ndarray = field(default_factory=lambda: np.zeros(0))  # set by the E-step
+    lookup: Any = field(default=None, repr=False)  # :class:`_Lookup`, built on the first E-step
 
 
 @dataclass
@@ -600,14 +604,58 @@ def _release_data(
     return data, row_ids
 
 
+@dataclass(frozen=True)
+class _Lookup:
+    """What :meth:`NaiveBayesModel.pair_log_joint` does for a fixed set of (record, value) pairs, prepared once per
+    block and attribute (the pairs do not change during a fit; only the model does): the pairs' flat positions in the
+    model's (values × profiles) table when ``pair_log_joint`` would take the table path (the same condition), and the
+    rest of :func:`_group_log_likelihood`'s terms. Looking the pairs up at those positions gives the numbers of
+    ``pair_log_joint``, bit for bit."""
+
+    values: np.ndarray  # value codes clipped at 0 (as pair_log_joint receives them)
+    missing: Any  # -inf where a candidate is missing, 0.0 elsewhere: an array, or the scalar 0.0 when none is missing
+    n_values: int
+    profile_features: np.ndarray | None
+    flat: np.ndarray | None  # value * n_profiles + the record's profile; None: pair_log_joint's pair-by-pair path
+
+
+def _lookup(data: _ReleaseData, n_values: int, records: np.ndarray, values: np.ndarray, *, clip: bool = True) -> _Lookup:
+    """The :class:`_Lookup` of the pairs ``(records, values)`` (broadcastable int64 arrays). ``clip``: a group's
+    candidates, whose missing ones (-1) are looked up as value 0 and then set to -inf; without it (a SID's entries,
+    all >= 0) the values are looked up as given (a negative one: pair_log_joint's own path)."""
+    clipped = np.maximum(values, 0) if clip else values
+    missing: Any = np.where(values < 0, -np.inf, 0.0) if clip and (values < 0).any() else 0.0
+    profile, profile_features = _profiles(data.feature_codes)
+    n_pairs = int(np.prod(np.broadcast_shapes(np.shape(records), np.shape(values))))
+    table_path = profile is not None and n_values * len(profile_features) <= min(_PROFILE_TABLE_CELLS, max(n_pairs, 1))
+    if profile is None or not table_path or (not clip and (values < 0).any()):
+        return _Lookup(clipped, missing, n_values, None, None)
+    flat = clipped * len(profile_features) + profile[records]
+    if n_values * len(profile_features) < np.iinfo(np.int32).max:
+        flat = flat.astype(np.int32)  # half the memory, the same positions
+    return _Lookup(clipped, missing, n_values, profile_features, flat)
+
+
+def _looked_up(model: NaiveBayesModel, data: _ReleaseData, attribute: str, records: np.ndarray, lookup: _Lookup) -> np.ndarray:
+    """``model.pair_log_joint(attribute, data.feature_codes, records, lookup.values)``, through the prepared positions
+    when there are some."""
+    if lookup.flat is None or lookup.profile_features is None or len(model.log_prior[attribute]) != lookup.n_values:
+        return model.pair_log_joint(attribute, data.feature_codes, records, lookup.values)
+    return np.take(model.profile_table(attribute, lookup.profile_features).reshape(-1), lookup.flat)
+
+
 def _group_log_likelihood(model: NaiveBayesModel, data: _ReleaseData, block: _GroupBlock) -> np.ndarray:
     """(G, ℓ, ℓ): log-likelihood that member i owns the cluster sub-tuple of member k."""
     total: Any = 0.0
     members = block.members[:, :, None]
     for attribute in block.attributes:
-        candidates = block.candidate_values[attribute][:, None, :]
-        joint = model.pair_log_joint(attribute, data.feature_codes, members, np.maximum(candidates, 0))
-        total = total + joint + np.where(candidates < 0, -np.inf, 0.0)
+        lookup = block.lookups.get(attribute)
+        if lookup is None:
+            candidates = block.candidate_values[attribute][:, None, :]
+            lookup = block.lookups[attribute] = _lookup(data, len(model.log_prior[attribute]), members, candidates)
+        joint = _looked_up(model, data, attribute, members, lookup)
+        # adding the scalar 0.0 when nothing is missing gives what adding an array of 0.0 gives, bit for bit
+        total = total + joint + lookup.missing
     return total
 
 
@@ -623,7 +671,9 @@ def _e_step(model: NaiveBayesModel | None, data: _ReleaseData) -> None:
         if model is None:
             weights = sid.availability.copy()
         else:
-            log_w = model.pair_log_joint(attribute, data.feature_codes, sid.records, sid.values) + np.log(sid.availability)
+            if sid.lookup is None:
+                sid.lookup = _lookup(data, len(model.log_prior[attribute]), sid.records, sid.values, clip=False)
+            log_w = _looked_up(model, data, attribute, sid.records, sid.lookup) + np.log(sid.availability)
             peak = np.full(len(data.feature_codes), -np.inf)
             np.maximum.at(peak, sid.records, log_w)
             weights = np.exp(log_w - peak[sid.records])
@@ -716,7 +766,11 @@ def _held_out_log_likelihood(model: NaiveBayesModel, data: _ReleaseData, fold: i
         size = block.members.shape[1]
         if not len(rows) or size > MAX_EXACT_GROUP_SIZE:
             continue
-        part = _GroupBlock(block.attributes, block.members[rows], {a: v[rows] for a, v in block.candidate_values.items()})
+        part = block.folds.get(fold)
+        if part is None:  # the same groups every round: kept with their look-ups
+            part = block.folds[fold] = _GroupBlock(
+                block.attributes, block.members[rows], {a: v[rows] for a, v in block.candidate_values.items()}
+            )
         log_likelihood = _group_log_likelihood(model, data, part)
         perms = _permutations(size)
         weights = log_likelihood[:, np.arange(size)[None, :], perms].sum(axis=2)
