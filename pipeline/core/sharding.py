@@ -16,7 +16,10 @@ order-replay adversary attacking each shard on its own (the part files show wher
 add up; for S = 1 that is the whole gate, for S > 1 it is not the union's statistic. Gate 9 (the learned-model adversary) is
 also evaluated PER SHARD: the model is fitted by EM on each shard's release and population (an adversary who attacks
 one shard, which the part files allow); counts and sums add up, maxima are maxima. For S = 1 it is the whole gate; for
-S > 1 it is not the adversary fitted on the union.
+S > 1 it is not the adversary fitted on the union. Measured on Adult at S = 4 against the ``release`` job's gate
+functions on the united release (tests/checks/test_sharded_adversary.py): the same verdicts; the default release 0
+records above the bound either way; P1's grouping (above the bound) 25,727 records above it per shard against 25,888
+on the union (0.6 % fewer), the same maximum excess.
 
 Pure: no Dagster, no Great Expectations, no file IO (the executors in :mod:`pipeline.engines` read and write).
 """
