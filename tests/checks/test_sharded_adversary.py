@@ -108,7 +108,6 @@ def _both_ways(adult_records: pd.DataFrame, grouping: str) -> tuple[dict, dict]:
     return sharded, whole
 
 
-@pytest.mark.slow  # about 20 s on the loaded 2-core machine (two sharded releases of Adult and four EM fits)
 def test_per_shard_gates_7_and_9_against_the_adversary_fitted_on_the_union(adult_records):
     sharded, whole = _both_ways(adult_records, "qi_aware")
     for name in GATES:

@@ -279,6 +279,31 @@ def test_a_failed_gate_publishes_nothing_and_removes_the_staging(tmp_path):
 
 
 @pytest.mark.slow
+def test_posterior_gate_warn_publishes_a_sharded_release_above_the_bound_as_a_comparison(tmp_path):
+    """P1's grouping on Adult is above the learned-model bound (docs/posterior.md): with ``--posterior-gate warn`` the
+    sharded job's gate 9 fails with WARN severity and the release goes to comparisons/ (never LATEST), its manifest
+    saying so, as the ``release`` job does; every other gate passes."""
+    _require_sharding_pieces()
+    home = tmp_path / "home"
+    arguments = ("--engine", "local", "--workers", "1", "--shard-rows", "16000", "--min-shard-rows", "1000")
+    outcome = _run(home, *arguments, "--grouping", "p1", "--posterior-gate", "warn")
+    assert outcome.exit_code == 0, outcome.output
+    assert "FAIL (overridden)  posterior_within_bound" in outcome.output
+    assert "the posterior bound does NOT hold" in outcome.output
+    assert not (home / "releases" / "LATEST").exists()
+    (comparison,) = (home / "comparisons").iterdir()
+    manifest = json.loads((comparison / "manifest.json").read_text())
+    assert manifest["posterior_gate_warned"] is True and manifest["sharding"]["n_shards"] == 2
+    status = {check["name"]: check["status"] for check in manifest["checks"]}
+    assert status.pop("posterior_within_bound") == "failed_overridden"
+    assert set(status.values()) == {"passed"} and "release_carries_no_input_order" in status
+    posterior = next(c for c in manifest["checks"] if c["name"] == "posterior_within_bound")["observed"]
+    assert posterior["n_shards_evaluated"] == 2 and posterior["n_cells_above_bound"] > 0
+    assert posterior["posterior_gate"] == "warn"
+    assert not any((home / "private" / "shards").iterdir())
+
+
+@pytest.mark.slow
 def test_spark_on_local_2_publishes_what_the_local_engine_publishes(tmp_path):
     """``--engine spark --spark-master local[2]`` and ``--engine local`` on the same home (same secret, same S = 4):
     the same table digests, the manifest naming the engine."""
