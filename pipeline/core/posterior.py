@@ -257,23 +257,31 @@ def _count_plan(
             for j, size in enumerate(n_features)
         )
         return _CountPlan(
-            values=values,
+            values=_narrow(values, n_values),
             n_values=n_values,
             n_features=tuple(n_features),
-            by_profile_index=values * n_profiles + profile[records],
+            by_profile_index=_narrow(values * n_profiles + profile[records], n_values * n_profiles),
             profile_features=profile_features,
             profile_bins=bins,
             feature_index=(),
         )
     return _CountPlan(
-        values=values,
+        values=_narrow(values, n_values),
         n_values=n_values,
         n_features=tuple(n_features),
         by_profile_index=None,
         profile_features=None,
         profile_bins=(),
-        feature_index=tuple(values * size + feature_codes[records, j] for j, size in enumerate(n_features)),
+        feature_index=tuple(
+            _narrow(values * size + feature_codes[records, j], n_values * size) for j, size in enumerate(n_features)
+        ),
     )
+
+
+def _narrow(index: np.ndarray, bound: int) -> np.ndarray:
+    """``index`` (non-negative, below ``bound``) as int32 when ``bound`` fits: the plan is kept for the whole fit, and
+    ``np.bincount`` counts the same bins from either width."""
+    return index.astype(np.int32) if bound < np.iinfo(np.int32).max else index
 
 
 def _estimate_from(plan: _CountPlan, weights: np.ndarray, smoothing: float) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -688,8 +696,8 @@ class _MStepPairs:
     release, only their weights change from round to round."""
 
     plan: _CountPlan
-    keep: np.ndarray  # bool over all pairs: value >= 0
-    pair_fold: np.ndarray  # int64 over all pairs: the fold of the pair's group (block.fold) or record (SIDs: record % 2)
+    keep: np.ndarray | None  # bool over all pairs: value >= 0; None when every pair is kept
+    pair_fold: np.ndarray  # int8 over all pairs: the fold of the pair's group (block.fold) or record (SIDs: record % 2)
 
 
 def _m_step_pairs(data: _ReleaseData, attribute: str) -> _MStepPairs:
@@ -712,11 +720,15 @@ def _m_step_pairs(data: _ReleaseData, attribute: str) -> _MStepPairs:
         folds.append(sid.records % 2)
     records_all = np.concatenate(records) if records else np.zeros(0, np.int64)
     values_all = np.concatenate(values) if values else np.zeros(0, np.int64)
-    keep = values_all >= 0
+    keep: np.ndarray | None = values_all >= 0
+    if keep is not None and keep.all():
+        keep = None  # nothing to leave out: no gather of the weights every round
+    else:
+        records_all, values_all = records_all[keep], values_all[keep]
     pairs = _MStepPairs(
-        _count_plan(records_all[keep], values_all[keep], data.feature_codes, len(data.domains[attribute]), data.n_features),
+        _count_plan(records_all, values_all, data.feature_codes, len(data.domains[attribute]), data.n_features),
         keep,
-        np.concatenate(folds).astype(np.int64) if folds else np.zeros(0, np.int64),
+        np.concatenate(folds).astype(np.int8) if folds else np.zeros(0, np.int8),
     )
     data.m_step_pairs[attribute] = pairs
     return pairs
@@ -738,7 +750,8 @@ def _m_step(data: _ReleaseData, smoothing: float, fold: int | None = None) -> Na
         weights_all = np.concatenate(weights) if weights else np.zeros(0)
         if fold is not None:
             weights_all = weights_all * (pairs.pair_fold == fold)
-        log_prior[attribute], log_conditional[attribute] = _estimate_from(pairs.plan, weights_all[pairs.keep], smoothing)
+        kept = weights_all if pairs.keep is None else weights_all[pairs.keep]
+        log_prior[attribute], log_conditional[attribute] = _estimate_from(pairs.plan, kept, smoothing)
     return NaiveBayesModel(log_prior, log_conditional)
 
 
@@ -929,6 +942,10 @@ def fit_naive_bayes_on_release(
     rounds_total = rounds_done + max(selected, 1)
     path = _em_path(fit, smoothing, max(selected, 1), None, round_done)
     model = path[selected]
+    # the fit's prepared pairs and held-out halves are not needed by the final E-step and the posteriors
+    fit.m_step_pairs.clear()
+    for block in fit.groups:
+        block.folds.clear()
     del fit, path
     _e_step(model, data)
     data.selected_iterations = selected
