@@ -119,6 +119,25 @@ class NaiveBayesModel:
 
     log_prior: Mapping[str, np.ndarray]
     log_conditional: Mapping[str, list[np.ndarray]]
+    #: (attribute, id of the profiles' array) -> (that array, its (values x profiles) table): an E-step asks for the
+    #: same table once per block (every group size, cluster and SID size); computed once per model
+    _tables: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def profile_table(self, attribute: str, profile_features: np.ndarray) -> np.ndarray:
+        """``log P(a = v, profile)`` for every value and quasi-identifier profile: float64 ``(|D_a|, n_profiles)``
+        (``profile_features``: int64 ``(n_profiles, m)``, each profile's codes). Cached on the model for the
+        profiles' array it was given (the same numbers as computing it again: the same terms in the same order)."""
+        key = (attribute, id(profile_features))
+        cached = self._tables.get(key)
+        if cached is not None and cached[0] is profile_features:
+            return cached[1]
+        table = np.repeat(self.log_prior[attribute][:, None], len(profile_features), axis=1)
+        for j, conditional in enumerate(self.log_conditional[attribute]):
+            table += conditional[:, profile_features[:, j]]
+        self._tables[key] = (profile_features, table)
+        return table
 
     def log_joint(self, attribute: str, feature_codes: np.ndarray) -> np.ndarray:
         """Unnormalised ``log P(a = v, q)`` for every record and value.
@@ -153,11 +172,10 @@ class NaiveBayesModel:
         # (values x profiles) table per call cost more than all the pairs; both ways add the same terms in the
         # same order, so the numbers are the same
         if profile is not None and n_values * len(profile_features) <= min(_PROFILE_TABLE_CELLS, max(n_pairs, 1)):
-            table = np.repeat(self.log_prior[attribute][:, None], len(profile_features), axis=1)
-            for j, conditional in enumerate(self.log_conditional[attribute]):
-                table += conditional[:, profile_features[:, j]]
-            out = table[values, profile[records]]
-            return np.broadcast_to(out, np.broadcast_shapes(np.shape(records), np.shape(values))).astype(np.float64)
+            out = self.profile_table(attribute, profile_features)[values, profile[records]]
+            shape = np.broadcast_shapes(np.shape(records), np.shape(values))
+            # a look-up of the broadcast shape is already a new float64 array: no second copy
+            return out if out.shape == shape else np.broadcast_to(out, shape).astype(np.float64)
         out = self.log_prior[attribute][values]
         for j, table in enumerate(self.log_conditional[attribute]):
             out = out + table[values, feature_codes[records, j]]
@@ -207,6 +225,96 @@ def _softmax(log_weights: np.ndarray, axis: int) -> np.ndarray:
     return weights / weights.sum(axis=axis, keepdims=True)
 
 
+@dataclass(frozen=True)
+class _CountPlan:
+    """What the naive-Bayes M-step counts for one attribute, fixed while only the pairs' weights change (EM rounds):
+    the pairs' value codes and, per the profile shortcut of :func:`_estimate`, the flat (value, profile) index or one
+    flat (value, quasi-identifier value) index per quasi-identifier."""
+
+    values: np.ndarray
+    n_values: int
+    n_features: tuple[int, ...]
+    by_profile_index: np.ndarray | None  # values * n_profiles + profile of the pair's record
+    profile_features: np.ndarray | None  # (n_profiles, m) when by_profile_index is set
+    #: per quasi-identifier, when by_profile_index is set: the flat (value, x) bin of every (value, profile) cell,
+    #: value-major (value * |X_j| + the profile's code)
+    profile_bins: tuple[np.ndarray, ...]
+    feature_index: tuple[np.ndarray, ...]  # per quasi-identifier: values * |X_j| + code (when by_profile_index is None)
+
+
+def _count_plan(
+    records: np.ndarray, values: np.ndarray, feature_codes: np.ndarray, n_values: int, n_features: Sequence[int]
+) -> _CountPlan:
+    """The index arrays :func:`_estimate_from` counts with (see :func:`_estimate`)."""
+    profile, profile_features = _profiles(feature_codes)
+    n_profiles = len(profile_features)
+    # the (values x profiles) counts only when they are not much larger than the pairs (issue 14: 100,000 distinct
+    # values made them the cost of the whole fit); up to _PROFILE_SHORTCUT_FLOOR cells always (Adult's models)
+    cells = n_values * n_profiles
+    if profile is not None and cells <= min(_PROFILE_TABLE_CELLS, max(_PROFILE_SHORTCUT_FLOOR, 4 * len(records))):
+        bins = tuple(
+            (np.arange(n_values, dtype=np.int64)[:, None] * size + profile_features[:, j][None, :]).reshape(-1)
+            for j, size in enumerate(n_features)
+        )
+        return _CountPlan(
+            values=_narrow(values, n_values),
+            n_values=n_values,
+            n_features=tuple(n_features),
+            by_profile_index=_narrow(values * n_profiles + profile[records], n_values * n_profiles),
+            profile_features=profile_features,
+            profile_bins=bins,
+            feature_index=(),
+        )
+    return _CountPlan(
+        values=_narrow(values, n_values),
+        n_values=n_values,
+        n_features=tuple(n_features),
+        by_profile_index=None,
+        profile_features=None,
+        profile_bins=(),
+        feature_index=tuple(
+            _narrow(values * size + feature_codes[records, j], n_values * size) for j, size in enumerate(n_features)
+        ),
+    )
+
+
+def _narrow(index: np.ndarray, bound: int) -> np.ndarray:
+    """``index`` (non-negative, below ``bound``) as int32 when ``bound`` fits: the plan is kept for the whole fit, and
+    ``np.bincount`` counts the same bins from either width."""
+    return index.astype(np.int32) if bound < np.iinfo(np.int32).max else index
+
+
+def _estimate_from(plan: _CountPlan, weights: np.ndarray, smoothing: float) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Naive-Bayes M-step from the pairs of ``plan`` weighted by ``weights``: (log prior, log conditionals)."""
+    n_values = plan.n_values
+    prior = np.bincount(plan.values, weights=weights, minlength=n_values) + smoothing
+    log_prior = np.log(prior / prior.sum())
+    conditionals = []
+    by_profile = None
+    if plan.by_profile_index is not None and plan.profile_features is not None:
+        # one weighted count per (value, profile), then summed per quasi-identifier value
+        n_profiles = len(plan.profile_features)
+        by_profile = np.bincount(plan.by_profile_index, weights=weights, minlength=n_values * n_profiles).reshape(
+            n_values, n_profiles
+        )
+    for j, size in enumerate(plan.n_features):
+        if by_profile is not None:
+            # summed per quasi-identifier value: each bin adds its profiles in profile order from 0.0, as
+            # np.add.at(counts.T, profile_features[:, j], by_profile.T) does (the same sums, bit for bit), in one pass
+            counts: np.ndarray = np.bincount(
+                plan.profile_bins[j], weights=by_profile.reshape(-1), minlength=n_values * size
+            ).reshape(n_values, size)
+        else:
+            counts = np.bincount(plan.feature_index[j], weights=weights, minlength=n_values * size).reshape(n_values, size)
+        # Dirichlet prior centred on the quasi-identifier's marginal (strength smoothing·|X_j|, the
+        # same total as Laplace): a rare value's conditional falls back to the marginal, not to uniform
+        marginal = counts.sum(axis=0) + smoothing
+        marginal = marginal / marginal.sum()
+        counts = counts + smoothing * size * marginal[None, :]
+        conditionals.append(np.log(counts / counts.sum(axis=1, keepdims=True)))
+    return log_prior, conditionals
+
+
 def _estimate(
     records: np.ndarray,
     values: np.ndarray,
@@ -217,34 +325,7 @@ def _estimate(
     smoothing: float,
 ) -> tuple[np.ndarray, list[np.ndarray]]:
     """Naive-Bayes M-step from weighted (record, value) pairs: (log prior, log conditionals)."""
-    prior = np.bincount(values, weights=weights, minlength=n_values) + smoothing
-    log_prior = np.log(prior / prior.sum())
-    conditionals = []
-    profile, profile_features = _profiles(feature_codes)
-    n_profiles = len(profile_features)
-    by_profile = None
-    # the (values x profiles) counts only when they are not much larger than the pairs (issue 14: 100,000 distinct
-    # values made them the cost of the whole fit); up to _PROFILE_SHORTCUT_FLOOR cells always (Adult's models)
-    cells = n_values * n_profiles
-    if profile is not None and cells <= min(_PROFILE_TABLE_CELLS, max(_PROFILE_SHORTCUT_FLOOR, 4 * len(records))):
-        # one weighted count per (value, profile), then summed per quasi-identifier value
-        by_profile = np.bincount(
-            values * n_profiles + profile[records], weights=weights, minlength=n_values * n_profiles
-        ).reshape(n_values, n_profiles)
-    for j, size in enumerate(n_features):
-        if by_profile is not None:
-            counts: np.ndarray = np.zeros((n_values, size))
-            np.add.at(counts.T, profile_features[:, j], by_profile.T)
-        else:
-            codes = feature_codes[records, j]
-            counts = np.bincount(values * size + codes, weights=weights, minlength=n_values * size).reshape(n_values, size)
-        # Dirichlet prior centred on the quasi-identifier's marginal (strength smoothing·|X_j|, the
-        # same total as Laplace): a rare value's conditional falls back to the marginal, not to uniform
-        marginal = counts.sum(axis=0) + smoothing
-        marginal = marginal / marginal.sum()
-        counts = counts + smoothing * size * marginal[None, :]
-        conditionals.append(np.log(counts / counts.sum(axis=1, keepdims=True)))
-    return log_prior, conditionals
+    return _estimate_from(_count_plan(records, values, feature_codes, n_values, n_features), weights, smoothing)
 
 
 def fit_naive_bayes(
@@ -374,6 +455,9 @@ class _GroupBlock:
     #: (G,) 0/1: the half of the release this group belongs to (held-out selection); computed when not given
     fold: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     marginals: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0)))  # (G, ℓ, ℓ), set by the E-step
+    #: attribute -> :class:`_Lookup` (built on the first E-step); fold -> the block's groups of that fold (held out)
+    lookups: dict[str, Any] = field(default_factory=dict, repr=False)
+    folds: dict[int, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if len(self.fold) != len(self.members):
@@ -388,6 +472,7 @@ class _SidBlock:
     values: np.ndarray
     availability: np.ndarray
     responsibility: np.ndarray = field(default_factory=lambda: np.zeros(0))  # set by the E-step
+    lookup: Any = field(default=None, repr=False)  # :class:`_Lookup`, built on the first E-step
 
 
 @dataclass
@@ -399,6 +484,8 @@ class _ReleaseData:
     sids: dict[str, _SidBlock] = field(default_factory=dict)
     selected_iterations: int = 0
     held_out_scores: np.ndarray | None = None
+    #: attribute -> the M-step's pairs (:func:`_m_step_pairs`), built on the first M-step
+    m_step_pairs: dict[str, Any] = field(default_factory=dict)
 
 
 def _exact_sids(sid_rows: pd.DataFrame, record_sids: np.ndarray) -> np.ndarray:
@@ -525,14 +612,58 @@ def _release_data(
     return data, row_ids
 
 
+@dataclass(frozen=True)
+class _Lookup:
+    """What :meth:`NaiveBayesModel.pair_log_joint` does for a fixed set of (record, value) pairs, prepared once per
+    block and attribute (the pairs do not change during a fit; only the model does): the pairs' flat positions in the
+    model's (values × profiles) table when ``pair_log_joint`` would take the table path (the same condition), and the
+    rest of :func:`_group_log_likelihood`'s terms. Looking the pairs up at those positions gives the numbers of
+    ``pair_log_joint``, bit for bit."""
+
+    values: np.ndarray  # value codes clipped at 0 (as pair_log_joint receives them)
+    missing: Any  # -inf where a candidate is missing, 0.0 elsewhere: an array, or the scalar 0.0 when none is missing
+    n_values: int
+    profile_features: np.ndarray | None
+    flat: np.ndarray | None  # value * n_profiles + the record's profile; None: pair_log_joint's pair-by-pair path
+
+
+def _lookup(data: _ReleaseData, n_values: int, records: np.ndarray, values: np.ndarray, *, clip: bool = True) -> _Lookup:
+    """The :class:`_Lookup` of the pairs ``(records, values)`` (broadcastable int64 arrays). ``clip``: a group's
+    candidates, whose missing ones (-1) are looked up as value 0 and then set to -inf; without it (a SID's entries,
+    all >= 0) the values are looked up as given (a negative one: pair_log_joint's own path)."""
+    clipped = np.maximum(values, 0) if clip else values
+    missing: Any = np.where(values < 0, -np.inf, 0.0) if clip and (values < 0).any() else 0.0
+    profile, profile_features = _profiles(data.feature_codes)
+    n_pairs = int(np.prod(np.broadcast_shapes(np.shape(records), np.shape(values))))
+    table_path = profile is not None and n_values * len(profile_features) <= min(_PROFILE_TABLE_CELLS, max(n_pairs, 1))
+    if profile is None or not table_path or (not clip and (values < 0).any()):
+        return _Lookup(clipped, missing, n_values, None, None)
+    flat = clipped * len(profile_features) + profile[records]
+    if n_values * len(profile_features) < np.iinfo(np.int32).max:
+        flat = flat.astype(np.int32)  # half the memory, the same positions
+    return _Lookup(clipped, missing, n_values, profile_features, flat)
+
+
+def _looked_up(model: NaiveBayesModel, data: _ReleaseData, attribute: str, records: np.ndarray, lookup: _Lookup) -> np.ndarray:
+    """``model.pair_log_joint(attribute, data.feature_codes, records, lookup.values)``, through the prepared positions
+    when there are some."""
+    if lookup.flat is None or lookup.profile_features is None or len(model.log_prior[attribute]) != lookup.n_values:
+        return model.pair_log_joint(attribute, data.feature_codes, records, lookup.values)
+    return np.take(model.profile_table(attribute, lookup.profile_features).reshape(-1), lookup.flat)
+
+
 def _group_log_likelihood(model: NaiveBayesModel, data: _ReleaseData, block: _GroupBlock) -> np.ndarray:
     """(G, ℓ, ℓ): log-likelihood that member i owns the cluster sub-tuple of member k."""
     total: Any = 0.0
     members = block.members[:, :, None]
     for attribute in block.attributes:
-        candidates = block.candidate_values[attribute][:, None, :]
-        joint = model.pair_log_joint(attribute, data.feature_codes, members, np.maximum(candidates, 0))
-        total = total + joint + np.where(candidates < 0, -np.inf, 0.0)
+        lookup = block.lookups.get(attribute)
+        if lookup is None:
+            candidates = block.candidate_values[attribute][:, None, :]
+            lookup = block.lookups[attribute] = _lookup(data, len(model.log_prior[attribute]), members, candidates)
+        joint = _looked_up(model, data, attribute, members, lookup)
+        # adding the scalar 0.0 when nothing is missing gives what adding an array of 0.0 gives, bit for bit
+        total = total + joint + lookup.missing
     return total
 
 
@@ -548,7 +679,9 @@ def _e_step(model: NaiveBayesModel | None, data: _ReleaseData) -> None:
         if model is None:
             weights = sid.availability.copy()
         else:
-            log_w = model.pair_log_joint(attribute, data.feature_codes, sid.records, sid.values) + np.log(sid.availability)
+            if sid.lookup is None:
+                sid.lookup = _lookup(data, len(model.log_prior[attribute]), sid.records, sid.values, clip=False)
+            log_w = _looked_up(model, data, attribute, sid.records, sid.lookup) + np.log(sid.availability)
             peak = np.full(len(data.feature_codes), -np.inf)
             np.maximum.at(peak, sid.records, log_w)
             weights = np.exp(log_w - peak[sid.records])
@@ -556,31 +689,69 @@ def _e_step(model: NaiveBayesModel | None, data: _ReleaseData) -> None:
         sid.responsibility = weights / totals[sid.records]
 
 
+@dataclass(frozen=True)
+class _MStepPairs:
+    """The (record, value) pairs the M-step counts for one attribute, in the order of :func:`_m_step` (every group
+    block naming the attribute, then its SIDs), pairs with a missing candidate (value < 0) left out: fixed for a
+    release, only their weights change from round to round."""
+
+    plan: _CountPlan
+    keep: np.ndarray | None  # bool over all pairs: value >= 0; None when every pair is kept
+    pair_fold: np.ndarray  # int8 over all pairs: the fold of the pair's group (block.fold) or record (SIDs: record % 2)
+
+
+def _m_step_pairs(data: _ReleaseData, attribute: str) -> _MStepPairs:
+    """The pairs of ``attribute`` (cached on ``data``: the blocks do not change during a fit)."""
+    cached = data.m_step_pairs.get(attribute)
+    if cached is not None:
+        return cached
+    records, values, folds = [], [], []
+    for block in data.groups:
+        if attribute not in block.attributes:
+            continue
+        n_groups, size = block.members.shape
+        records.append(np.repeat(block.members.reshape(-1), size))
+        values.append(np.broadcast_to(block.candidate_values[attribute][:, None, :], (n_groups, size, size)).reshape(-1))
+        folds.append(np.repeat(block.fold, size * size))
+    sid = data.sids.get(attribute)
+    if sid is not None:
+        records.append(sid.records)
+        values.append(sid.values)
+        folds.append(sid.records % 2)
+    records_all = np.concatenate(records) if records else np.zeros(0, np.int64)
+    values_all = np.concatenate(values) if values else np.zeros(0, np.int64)
+    keep: np.ndarray | None = values_all >= 0
+    if keep is not None and keep.all():
+        keep = None  # nothing to leave out: no gather of the weights every round
+    else:
+        records_all, values_all = records_all[keep], values_all[keep]
+    pairs = _MStepPairs(
+        _count_plan(records_all, values_all, data.feature_codes, len(data.domains[attribute]), data.n_features),
+        keep,
+        np.concatenate(folds).astype(np.int8) if folds else np.zeros(0, np.int8),
+    )
+    data.m_step_pairs[attribute] = pairs
+    return pairs
+
+
 def _m_step(data: _ReleaseData, smoothing: float, fold: int | None = None) -> NaiveBayesModel:
-    """Naive-Bayes counts from the current responsibilities (only the rows of ``fold`` when given)."""
+    """Naive-Bayes counts from the current responsibilities (only the rows of ``fold`` when given).
+
+    The pairs and their count indices are built once per release (:func:`_m_step_pairs`); each round gathers the
+    weights in the same order and counts them with the same ``np.bincount`` calls, so the model is the same, bit for
+    bit, as counting freshly built pairs every round."""
     log_prior, log_conditional = {}, {}
-    for attribute, domain in data.domains.items():
-        records, values, weights = [], [], []
-        for block in data.groups:
-            if attribute not in block.attributes:
-                continue
-            size = block.members.shape[1]
-            marginals = block.marginals if fold is None else block.marginals * (block.fold == fold)[:, None, None]
-            records.append(np.repeat(block.members.reshape(-1), size))
-            values.append(np.broadcast_to(block.candidate_values[attribute][:, None, :], marginals.shape).reshape(-1))
-            weights.append(marginals.reshape(-1))
+    for attribute in data.domains:
+        pairs = _m_step_pairs(data, attribute)
+        weights = [block.marginals.reshape(-1) for block in data.groups if attribute in block.attributes]
         sid = data.sids.get(attribute)
         if sid is not None:
-            records.append(sid.records)
-            values.append(sid.values)
-            weights.append(sid.responsibility if fold is None else sid.responsibility * (sid.records % 2 == fold))
-        records_all = np.concatenate(records) if records else np.zeros(0, np.int64)
-        values_all = np.concatenate(values) if values else np.zeros(0, np.int64)
+            weights.append(sid.responsibility)
         weights_all = np.concatenate(weights) if weights else np.zeros(0)
-        keep = values_all >= 0
-        log_prior[attribute], log_conditional[attribute] = _estimate(
-            records_all[keep], values_all[keep], weights_all[keep], data.feature_codes, len(domain), data.n_features, smoothing
-        )
+        if fold is not None:
+            weights_all = weights_all * (pairs.pair_fold == fold)
+        kept = weights_all if pairs.keep is None else weights_all[pairs.keep]
+        log_prior[attribute], log_conditional[attribute] = _estimate_from(pairs.plan, kept, smoothing)
     return NaiveBayesModel(log_prior, log_conditional)
 
 
@@ -608,7 +779,11 @@ def _held_out_log_likelihood(model: NaiveBayesModel, data: _ReleaseData, fold: i
         size = block.members.shape[1]
         if not len(rows) or size > MAX_EXACT_GROUP_SIZE:
             continue
-        part = _GroupBlock(block.attributes, block.members[rows], {a: v[rows] for a, v in block.candidate_values.items()})
+        part = block.folds.get(fold)
+        if part is None:  # the same groups every round: kept with their look-ups
+            part = block.folds[fold] = _GroupBlock(
+                block.attributes, block.members[rows], {a: v[rows] for a, v in block.candidate_values.items()}
+            )
         log_likelihood = _group_log_likelihood(model, data, part)
         perms = _permutations(size)
         weights = log_likelihood[:, np.arange(size)[None, :], perms].sum(axis=2)
@@ -767,6 +942,10 @@ def fit_naive_bayes_on_release(
     rounds_total = rounds_done + max(selected, 1)
     path = _em_path(fit, smoothing, max(selected, 1), None, round_done)
     model = path[selected]
+    # the fit's prepared pairs and held-out halves are not needed by the final E-step and the posteriors
+    fit.m_step_pairs.clear()
+    for block in fit.groups:
+        block.folds.clear()
     del fit, path
     _e_step(model, data)
     data.selected_iterations = selected

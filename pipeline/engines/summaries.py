@@ -20,6 +20,8 @@ __all__ = [
     "SEPARATOR",
     "accounting_frame",
     "flatten",
+    "order_frame",
+    "posterior_frame",
     "release_totals",
     "summary_frame",
     "united_tables",
@@ -130,6 +132,102 @@ def accounting_frame(frame: pd.DataFrame) -> pd.DataFrame:
             "accounted": (placed == frame["n_records"]).astype(bool),
         }
     )
+
+
+#: Flattened names of gate 7's and gate 9's partials in the summary frame (:func:`flatten` of ``partials``).
+ORDER_GATE = "release_carries_no_input_order"
+POSTERIOR_GATE = "posterior_within_bound"
+
+
+def order_frame(frame: pd.DataFrame, sensitive_attributes: Sequence[str]) -> pd.DataFrame | None:
+    """Gate 7's frame of a sharded release from the S-row summary frame, with the columns of ``checks/gates.py``'s
+    ``order_frame`` (what its Great Expectations suite reads): ``kind`` (``spearman`` or ``order_replay``), ``name``,
+    ``observed``, ``limit``, ``chance`` (order replay only; NaN for ρ), ``within_limit`` (bool).
+
+    - ``spearman``: one row per shard and published id/SID column (``name`` ``shard <s>: <table>.<column>``): the
+      shard's |Spearman ρ| of that column against its records' input positions and the shard's own limit
+      max(0.05, 4/√(n−1)), as the shard computed them (:func:`pipeline.core.order_attack.input_order_correlations`).
+    - ``order_replay``: one row per sensitive attribute: the order-replay adversary attacking every shard on its own,
+      its correct guesses, chance and variance added up over the shards
+      (:func:`pipeline.core.sharding.pooled_order_replay`), exactly the figures ``reduce_gates`` reports.
+
+    Returns None when a shard did not compute gate 7's partial (``ShardParameters.evaluate_order`` off, or a job file
+    that says so): the gate cannot be evaluated. Numbers and column names only.
+    """
+    from pipeline.core.sharding import pooled_order_replay
+
+    spearman_column = f"{ORDER_GATE}{SEPARATOR}spearman"
+    if not len(frame) or spearman_column not in frame.columns or frame[spearman_column].isna().any():
+        return None
+    rows: list[dict[str, Any]] = []
+    for shard, text in zip(frame["shard"].astype("int64"), frame[spearman_column], strict=True):
+        for column in json.loads(str(text)):
+            rows.append(
+                {
+                    "kind": "spearman",
+                    "name": f"shard {int(shard)}: {column['column']}",
+                    "observed": float(column["abs_spearman"]),
+                    "limit": float(column["limit"]),
+                    "chance": float("nan"),
+                    "within_limit": bool(column["passed"]),
+                }
+            )
+    for attribute in sensitive_attributes:
+        prefix = f"{ORDER_GATE}{SEPARATOR}order_replay{SEPARATOR}{attribute}{SEPARATOR}"
+        names = [f"{prefix}{figure}" for figure in ("cells", "correct", "expected_correct", "variance_correct")]
+        if any(name not in frame.columns for name in names):
+            continue  # no shard attacked this attribute (as order_replay_attack, which lists only attacked attributes)
+        cells, correct, expected, variance = (frame[name].fillna(0) for name in names)
+        accuracy, chance, limit = pooled_order_replay(
+            cells=int(cells.astype("int64").sum()),
+            correct=int(correct.astype("int64").sum()),
+            expected_correct=float(sum(float(x) for x in expected)),
+            variance_correct=float(sum(float(x) for x in variance)),
+        )
+        rows.append(
+            {
+                "kind": "order_replay",
+                "name": str(attribute),
+                "observed": accuracy,
+                "limit": limit,
+                "chance": chance,
+                "within_limit": bool(accuracy <= limit),
+            }
+        )
+    return pd.DataFrame(rows, columns=["kind", "name", "observed", "limit", "chance", "within_limit"]).astype(
+        {"observed": "float64", "limit": "float64", "chance": "float64", "within_limit": bool}
+    )
+
+
+def posterior_frame(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """Gate 9's frame of a sharded release from the S-row summary frame: one row per shard, ``shard``, ``n_cells``,
+    ``n_cells_above_bound``, ``n_records_above_bound`` (int64) and ``max_excess`` (float64; NaN for a shard without
+    cells), the learned-model adversary fitted on that shard's release
+    (:func:`pipeline.core.posterior.release_posteriors`, ``ShardParameters.evaluate_posterior``). The column
+    ``n_cells_above_bound`` is what the posterior gate's Great Expectations suite reads (as on the memory job's
+    ``PosteriorResult.bound``).
+
+    Returns None when a shard did not compute gate 9's partial: the gate cannot be evaluated.
+    """
+    names = {
+        figure: f"{POSTERIOR_GATE}{SEPARATOR}{figure}"
+        for figure in ("n_cells", "n_cells_above_bound", "n_records_above_bound", "max_excess")
+    }
+    counts = [names["n_cells"], names["n_cells_above_bound"], names["n_records_above_bound"]]
+    if not len(frame) or any(name not in frame.columns for name in counts) or frame[counts].isna().any().any():
+        return None
+    max_excess = (
+        frame[names["max_excess"]] if names["max_excess"] in frame.columns else pd.Series(float("nan"), index=frame.index)
+    )
+    return pd.DataFrame(
+        {
+            "shard": frame["shard"].astype("int64"),
+            "n_cells": frame[names["n_cells"]].astype("int64"),
+            "n_cells_above_bound": frame[names["n_cells_above_bound"]].astype("int64"),
+            "n_records_above_bound": frame[names["n_records_above_bound"]].astype("int64"),
+            "max_excess": pd.to_numeric(max_excess, errors="coerce").astype("float64"),
+        }
+    ).reset_index(drop=True)
 
 
 def united_tables(

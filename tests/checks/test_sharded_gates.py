@@ -17,7 +17,33 @@ SETTINGS = ReleaseSettings(sensitive_attributes=["education", "occupation"], qua
 ATTRIBUTES = list(SETTINGS.sensitive_attributes)
 
 
-def _shard(shard: int, n_records: int, n_sac: int, n_at: int, n_deleted: int) -> dict:
+def _order_partial(*, abs_spearman: float = 0.01, correct: int = 20) -> dict:
+    """Gate 7's partial of a shard (pipeline.core.sharding._order_partial's keys): 60 attacked cells per attribute, a
+    candidate of 3 per cell (chance 20 correct, variance 60·(1/3)(2/3) = 13.3, so the limit is 20 + 4·3.65 = 34.6)."""
+    return {
+        "spearman": [
+            {"column": "sac_released.row_id", "abs_spearman": abs_spearman, "limit": 0.2, "passed": abs_spearman <= 0.2},
+            {"column": "attribute_table.row_id", "abs_spearman": 0.02, "limit": 0.25, "passed": True},
+        ],
+        "order_replay": {
+            a: {"cells": 60, "correct": correct, "expected_correct": 20.0, "variance_correct": 60 * 2 / 9} for a in ATTRIBUTES
+        },
+    }
+
+
+def _posterior_partial(*, n_cells_above_bound: int = 0) -> dict:
+    """Gate 9's partial of a shard (pipeline.core.sharding._posterior_partial's counted keys)."""
+    return {
+        "n_records": 95,
+        "n_cells": 190,
+        "n_cells_above_bound": n_cells_above_bound,
+        "n_records_above_bound": n_cells_above_bound,
+        "max_excess": 0.1 if n_cells_above_bound else -0.05,
+        "histogram": [0, 0, 10, 180, 0, 0, 0, 0, 0, 0],
+    }
+
+
+def _shard(shard: int, n_records: int, n_sac: int, n_at: int, n_deleted: int, partials: dict | None = None) -> dict:
     return {
         "shard": shard,
         "counts": {
@@ -29,7 +55,12 @@ def _shard(shard: int, n_records: int, n_sac: int, n_at: int, n_deleted: int) ->
             "n_sids": {"education": 3, "occupation": 3},
             "n_suppressed_cells": {"education": 0, "occupation": 0},
         },
-        "partials": {},
+        "partials": {
+            "release_carries_no_input_order": _order_partial(),
+            "posterior_within_bound": _posterior_partial(),
+        }
+        if partials is None
+        else partials,
     }
 
 
@@ -130,3 +161,75 @@ def test_the_shard_accounting_and_reduced_suites_pass_and_fail():
     assert validate_frame(pd.DataFrame({"passed": [True]}), suites.reduced_gate_suite("g")).success
     assert not validate_frame(pd.DataFrame({"passed": [False]}), suites.reduced_gate_suite("g")).success
     assert not validate_frame(pd.DataFrame({"passed": [True, True]}), suites.reduced_gate_suite("g")).success
+
+
+# --------------------------------------------------------------------------- gates 7 and 9, per shard
+
+
+def _frame_with(shard_one: dict) -> pd.DataFrame:
+    return summary_frame([_shard(0, 100, 30, 65, 5), _shard(1, 100, 33, 63, 4, partials=shard_one)], ATTRIBUTES)
+
+
+def test_gate_7_runs_the_release_jobs_suite_on_every_shards_columns():
+    passing = evaluate_sharded_gate("release_carries_no_input_order", SETTINGS, FRAME, _candidate(FRAME, PASSING, n_input=200))
+    assert passing.passed
+    expectations = passing.metadata["gx_expectations"].value
+    in_set = [e for e in expectations if e.get("column") == "within_limit"]
+    assert len(in_set) == 1 and in_set[0]["element_count"] == 2 * 2 + len(ATTRIBUTES)  # 2 shards x 2 columns, 1 row per attribute
+    # one shard's SAC~ row ids follow its input order: the suite fails although the candidate's reduce said "passed"
+    frame = _frame_with(
+        {**_shard(1, 100, 33, 63, 4)["partials"], "release_carries_no_input_order": _order_partial(abs_spearman=0.9)}
+    )
+    failed = evaluate_sharded_gate("release_carries_no_input_order", SETTINGS, frame, _candidate(frame, PASSING, n_input=200))
+    assert not failed.passed
+    assert "expect_column_values_to_be_in_set" in failed.metadata["failed_expectations"].value
+
+
+def test_gate_7_adds_the_order_replay_guesses_up_over_the_shards():
+    # 33 of 60 correct is within one shard's limit (34.6); the pooled limit of 2 shards is (40 + 4·5.16) / 120 = 0.505,
+    # and 33 + 33 = 66 of 120 (0.55) is above it: pooling the shards' guesses makes the test stricter, not weaker
+    partials = {**_shard(1, 100, 33, 63, 4)["partials"], "release_carries_no_input_order": _order_partial(correct=33)}
+    alone = summary_frame([_shard(0, 95, 30, 65, 0, partials=partials)], ATTRIBUTES)
+    assert evaluate_sharded_gate("release_carries_no_input_order", SETTINGS, alone, _candidate(alone, PASSING, n_input=95)).passed
+    frame = summary_frame(
+        [_shard(0, 100, 30, 65, 5, partials=partials), _shard(1, 100, 33, 63, 4, partials=partials)], ATTRIBUTES
+    )
+    failed = evaluate_sharded_gate("release_carries_no_input_order", SETTINGS, frame, _candidate(frame, PASSING, n_input=200))
+    assert not failed.passed
+
+
+def test_gate_9_fails_on_a_shard_above_the_bound_and_warn_only_warns():
+    from dagster import AssetCheckSeverity
+
+    frame = _frame_with(
+        {**_shard(1, 100, 33, 63, 4)["partials"], "posterior_within_bound": _posterior_partial(n_cells_above_bound=2)}
+    )
+    candidate = _candidate(frame, PASSING, n_input=200)  # even with a reduce that said "passed"
+    blocked = evaluate_sharded_gate("posterior_within_bound", SETTINGS, frame, candidate)
+    assert not blocked.passed and blocked.severity == AssetCheckSeverity.ERROR
+    assert blocked.metadata["posterior_gate"].value == "block"
+    warned = evaluate_sharded_gate(
+        "posterior_within_bound", SETTINGS.model_copy(update={"posterior_gate": "warn"}), frame, candidate
+    )
+    assert not warned.passed and warned.severity == AssetCheckSeverity.WARN
+    passing = evaluate_sharded_gate("posterior_within_bound", SETTINGS, FRAME, _candidate(FRAME, PASSING, n_input=200))
+    assert passing.passed
+
+
+def test_warn_does_not_soften_a_missing_shard():
+    from dagster import AssetCheckSeverity
+
+    candidate = _candidate(FRAME, PASSING, n_input=200)
+    candidate["n_shards"] = 3
+    result = evaluate_sharded_gate(
+        "posterior_within_bound", SETTINGS.model_copy(update={"posterior_gate": "warn"}), FRAME, candidate
+    )
+    assert not result.passed and result.severity == AssetCheckSeverity.ERROR
+
+
+@pytest.mark.parametrize("name", ["release_carries_no_input_order", "posterior_within_bound"])
+def test_gates_7_and_9_without_the_shards_partials_fail_and_say_so(name):
+    frame = summary_frame([_shard(0, 100, 30, 65, 5, partials={}), _shard(1, 100, 33, 63, 4, partials={})], ATTRIBUTES)
+    result = evaluate_sharded_gate(name, SETTINGS, frame, _candidate(frame, PASSING, n_input=200))
+    assert not result.passed
+    assert "cannot be evaluated" in result.metadata["reason"].value

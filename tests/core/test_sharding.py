@@ -293,7 +293,7 @@ def test_one_shard_of_adult_reduces_to_the_committed_gate_figures(adult_records,
 
 
 def test_without_order_and_posterior_the_other_partials_and_the_release_are_unchanged(adult_records, adult_one_shard):
-    # the sharded_release job sets evaluate_order and evaluate_posterior False (its gates are 1-6, 8 and utility)
+    # a job file may set evaluate_order and evaluate_posterior False (the sharded_release job sets them True)
     model, release = adult_one_shard
     parameters = dataclasses.replace(adult_parameters(), evaluate_order=False, evaluate_posterior=False)
     lean = sharding.release_shard(adult_records, model, parameters, secret=TEST_HOME_SECRET, shard=0, n_shards=1)

@@ -147,10 +147,13 @@ def test_local_engine_with_two_workers_publishes_what_the_pure_loop_releases(tmp
         "rule_confidence_preserved",
         "records_accounted_for",
         "no_probability_tilt",
+        "release_carries_no_input_order",
         "no_certain_attribute_table_cell",
+        "posterior_within_bound",
         "utility_within_thresholds",
     }
     assert all(check["passed"] for check in manifest["checks"]), manifest["checks"]
+    assert manifest["posterior_gate_warned"] is False
     assert "S = 4 (engine local, 2 workers" in outcome.output
     assert (release / "report.html").is_file()
     assert _published_digests(release) == expected
@@ -276,6 +279,31 @@ def test_a_failed_gate_publishes_nothing_and_removes_the_staging(tmp_path):
 
 
 @pytest.mark.slow
+def test_posterior_gate_warn_publishes_a_sharded_release_above_the_bound_as_a_comparison(tmp_path):
+    """P1's grouping on Adult is above the learned-model bound (docs/posterior.md): with ``--posterior-gate warn`` the
+    sharded job's gate 9 fails with WARN severity and the release goes to comparisons/ (never LATEST), its manifest
+    saying so, as the ``release`` job does; every other gate passes."""
+    _require_sharding_pieces()
+    home = tmp_path / "home"
+    arguments = ("--engine", "local", "--workers", "1", "--shard-rows", "16000", "--min-shard-rows", "1000")
+    outcome = _run(home, *arguments, "--grouping", "p1", "--posterior-gate", "warn")
+    assert outcome.exit_code == 0, outcome.output
+    assert "FAIL (overridden)  posterior_within_bound" in outcome.output
+    assert "the posterior bound does NOT hold" in outcome.output
+    assert not (home / "releases" / "LATEST").exists()
+    (comparison,) = (home / "comparisons").iterdir()
+    manifest = json.loads((comparison / "manifest.json").read_text())
+    assert manifest["posterior_gate_warned"] is True and manifest["sharding"]["n_shards"] == 2
+    status = {check["name"]: check["status"] for check in manifest["checks"]}
+    assert status.pop("posterior_within_bound") == "failed_overridden"
+    assert set(status.values()) == {"passed"} and "release_carries_no_input_order" in status
+    posterior = next(c for c in manifest["checks"] if c["name"] == "posterior_within_bound")["observed"]
+    assert posterior["n_shards_evaluated"] == 2 and posterior["n_cells_above_bound"] > 0
+    assert posterior["posterior_gate"] == "warn"
+    assert not any((home / "private" / "shards").iterdir())
+
+
+@pytest.mark.slow
 def test_spark_on_local_2_publishes_what_the_local_engine_publishes(tmp_path):
     """``--engine spark --spark-master local[2]`` and ``--engine local`` on the same home (same secret, same S = 4):
     the same table digests, the manifest naming the engine."""
@@ -330,10 +358,19 @@ def test_the_job_run_from_dagster_reports_todays_gates_on_the_summary(tmp_path):
         "rule_confidence_preserved",
         "records_accounted_for",
         "no_probability_tilt",
+        "release_carries_no_input_order",
         "no_certain_attribute_table_cell",
+        "posterior_within_bound",
         "utility_within_thresholds",
     }
     assert all(check.passed for check in checks.values())
+    # gates 7 and 9 per shard: every shard evaluated, the release job's suites run on the shards' figures
+    order = {k: v.value for k, v in checks["release_carries_no_input_order"].metadata.items()}
+    assert order["n_shards_evaluated"] == 2 and order["n_columns_above_limit"] == 0 and order["n_attributes_above_chance"] == 0
+    assert "within_limit" in json.dumps(order["gx_expectations"])
+    posterior = {k: v.value for k, v in checks["posterior_within_bound"].metadata.items()}
+    assert posterior["n_shards_evaluated"] == 2 and posterior["n_cells_above_bound"] == 0
+    assert posterior["posterior_gate"] == "block" and "n_cells_above_bound" in json.dumps(posterior["gx_expectations"])
     assert all(check.metadata["n_shards"].value == 2 for check in checks.values())
     disclosure = {k: v.value for k, v in checks["disclosure_within_bound"].metadata.items()}
     assert disclosure["max_disclosure_probability"] <= 1 / 3 + 1e-12 and disclosure["n_records_above_bound"] == 0
