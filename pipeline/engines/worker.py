@@ -10,7 +10,8 @@ Part files have deterministic bytes for a given shard release and environment: f
 pandas metadata, no timestamps (Parquet has none); each is written under a temporary name and renamed, and a shard
 that fails while writing removes the parts it wrote, so no part of a failed shard is left behind.
 
-Framework-free: no Dagster, no Great Expectations.
+Framework-free: no Dagster, no Great Expectations; and no DuckDB (the driver stages and publishes): a worker process
+imports only what releasing a shard needs (pandas, pyarrow, numba and the pure core).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import functools
+import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,9 +32,7 @@ import pyarrow.parquet as pq
 from pandas.api.types import union_categoricals
 
 from pipeline.core import sharding
-from pipeline.engines.base import ShardJob, ShardSummary
-from pipeline.engines.staging import staged_shard_files
-from pipeline.io.loading import file_sha256
+from pipeline.engines.base import ShardJob, ShardSummary, staged_shard_files
 
 __all__ = ["SHARD_TABLES", "part_path", "read_staged_shard", "release_and_write_shard", "run_staged_shard"]
 
@@ -155,7 +155,9 @@ def release_and_write_shard(records: pd.DataFrame, job: ShardJob, shard: int) ->
                 with contextlib.suppress(FileNotFoundError):
                     temporary.unlink()
             written.append(target)
-            parts[table] = {"path": relative, "rows": len(frame), "sha256": file_sha256(target)}
+            with target.open("rb") as written_file:
+                digest = hashlib.file_digest(written_file, "sha256").hexdigest()
+            parts[table] = {"path": relative, "rows": len(frame), "sha256": digest}
     except BaseException:
         for target in written:
             with contextlib.suppress(FileNotFoundError):
