@@ -6,15 +6,20 @@ import os
 import uuid
 from dataclasses import dataclass
 from functools import lru_cache
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
+# set before Great Expectations is imported; it is imported on first use (:func:`_context`), not when the checks are
+# loaded, so that a process that runs no suite (the sharded job's driver while the shards are released) does not
+# hold it (about 170 MiB)
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
-import great_expectations as gx  # noqa: E402
-from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: E402
+if TYPE_CHECKING:
+    import great_expectations as gx
 
-__all__ = ["SuiteOutcome", "validate_frame"]
+__all__ = ["SuiteOutcome", "great_expectations_modules", "validate_frame"]
 
 
 @dataclass(frozen=True)
@@ -31,8 +36,20 @@ class SuiteOutcome:
         return [e["type"] for e in self.expectations if not e["success"]]
 
 
+def great_expectations_modules() -> tuple[ModuleType, ModuleType]:
+    """``great_expectations`` and its ``expectations`` module, imported on first use (``checks.suites`` builds every
+    suite with them), not when the checks are loaded."""
+    import great_expectations
+    import great_expectations.expectations
+
+    return great_expectations, great_expectations.expectations
+
+
 @lru_cache(maxsize=1)
 def _context():
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
     return context
@@ -57,6 +74,8 @@ def validate_frame(frame: pd.DataFrame, suite: gx.ExpectationSuite) -> SuiteOutc
     -------
     SuiteOutcome
     """
+    import great_expectations as gx
+
     context = _context()
     name = f"{suite.name}-{uuid.uuid4().hex[:8]}"
     source = context.data_sources.add_pandas(name)

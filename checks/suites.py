@@ -6,8 +6,12 @@ Each factory returns a new ``gx.ExpectationSuite`` for one derived frame of
 
 from __future__ import annotations
 
-import great_expectations as gx
-import great_expectations.expectations as gxe
+from typing import TYPE_CHECKING
+
+from checks.gx_runner import great_expectations_modules
+
+if TYPE_CHECKING:
+    import great_expectations as gx
 
 __all__ = [
     "accounting_suite",
@@ -33,6 +37,7 @@ __all__ = [
 def sac_diversity_suite(*, ell: int) -> gx.ExpectationSuite:
     """Gate 1 on ``group_diversity_summary``: every group has exactly ℓ rows and ℓ distinct
     values on every sensitive attribute; cluster tuples are a permutation of the original."""
+    gx, gxe = great_expectations_modules()
     return gx.ExpectationSuite(
         name="sac_released_is_l_diverse",
         expectations=[
@@ -46,6 +51,7 @@ def sac_diversity_suite(*, ell: int) -> gx.ExpectationSuite:
 def sid_diversity_suite(*, ell: int) -> gx.ExpectationSuite:
     """Gate 2 on ``sid_diversity_summary``: every SID has >= ℓ distinct values, no value above
     1/ℓ of it, and one record per value occurrence."""
+    gx, gxe = great_expectations_modules()
     return gx.ExpectationSuite(
         name="attribute_table_is_l_diverse",
         expectations=[
@@ -60,6 +66,7 @@ def sid_diversity_per_attribute_suite(*, ell: int) -> gx.ExpectationSuite:
     """Gate 2 with ℓ_i per attribute (SPEC §6.7) on :func:`pipeline.core.verification.sid_diversity_per_attribute`:
     every SID of attribute i has >= ℓ_i distinct values and no value above 1/ℓ_i of it (``meets_ell_required``),
     every SID >= ``ell`` (the smallest ℓ_i) values, and one record per value occurrence."""
+    gx, gxe = great_expectations_modules()
     return gx.ExpectationSuite(
         name="attribute_table_is_l_diverse",
         expectations=[
@@ -73,6 +80,7 @@ def sid_diversity_per_attribute_suite(*, ell: int) -> gx.ExpectationSuite:
 def disclosure_suite(*, ell: int) -> gx.ExpectationSuite:
     """Gate 3 on ``disclosure_summary``: every record's disclosure probability is <= 1/ℓ
     (exact rational comparison)."""
+    gx, gxe = great_expectations_modules()
     return gx.ExpectationSuite(
         name="disclosure_within_bound",
         expectations=[
@@ -84,6 +92,7 @@ def disclosure_suite(*, ell: int) -> gx.ExpectationSuite:
 def posterior_suite() -> gx.ExpectationSuite:
     """Posterior gate on ``PosteriorResult.bound``: no (record, sensitive attribute) whose
     learned-model posterior of the true value exceeds max(1/ℓ, population posterior) + slack."""
+    gx, gxe = great_expectations_modules()
     return gx.ExpectationSuite(
         name="posterior_within_bound",
         expectations=[
@@ -95,6 +104,7 @@ def posterior_suite() -> gx.ExpectationSuite:
 def confidence_suite(*, exact: bool, tolerance: float) -> gx.ExpectationSuite:
     """Gate 4 on ``confidence_summary``: recovered confidences equal the raw ones exactly
     (``exact=True``: nothing was deleted or suppressed) or within ``tolerance``."""
+    gx, gxe = great_expectations_modules()
     expectations = [gxe.ExpectColumnValuesToBeBetween(column="deviation", min_value=0.0, max_value=tolerance)]
     if exact:
         expectations.append(gxe.ExpectColumnValuesToBeInSet(column="exact", value_set=[True]))
@@ -103,6 +113,7 @@ def confidence_suite(*, exact: bool, tolerance: float) -> gx.ExpectationSuite:
 
 def accounting_suite() -> gx.ExpectationSuite:
     """Gate 5 on ``accounting_summary``: every input record is in exactly one place."""
+    gx, gxe = great_expectations_modules()
     return gx.ExpectationSuite(
         name="records_accounted_for",
         expectations=[gxe.ExpectColumnValuesToBeBetween(column="n_places", min_value=1, max_value=1)],
@@ -112,6 +123,7 @@ def accounting_suite() -> gx.ExpectationSuite:
 def no_probability_tilt_suite() -> gx.ExpectationSuite:
     """Gate 6 on ``strong_values_in_sids``: no SID of an attribute other than S_max holds a
     strong value."""
+    gx, gxe = great_expectations_modules()
     return gx.ExpectationSuite(
         name="no_probability_tilt",
         expectations=[gxe.ExpectColumnValuesToBeBetween(column="n_strong_values", min_value=0, max_value=0)],
@@ -122,6 +134,7 @@ def no_input_order_suite() -> gx.ExpectationSuite:
     """Gate 7 on the order frame (one row per published id/SID column and per attacked attribute):
     every observed figure is within its limit (|Spearman ρ| with the input position, and the
     order-replay adversary's accuracy on attribute-table cells)."""
+    gx, gxe = great_expectations_modules()
     return gx.ExpectationSuite(
         name="release_carries_no_input_order",
         expectations=[gxe.ExpectColumnValuesToBeInSet(column="within_limit", value_set=[True])],
@@ -131,6 +144,7 @@ def no_input_order_suite() -> gx.ExpectationSuite:
 def no_certain_cell_suite() -> gx.ExpectationSuite:
     """Gate 8 on ``suppressed_cell_certainty``: no attribute's suppressed cell is disclosed with
     probability above 1/ℓ by an adversary who knows how residuals are placed."""
+    gx, gxe = great_expectations_modules()
     return gx.ExpectationSuite(
         name="no_certain_attribute_table_cell",
         expectations=[gxe.ExpectColumnValuesToBeInSet(column="within_bound", value_set=[True])],
@@ -141,6 +155,7 @@ def kl_equivalence_class_suite(*, k: int) -> gx.ExpectationSuite:
     """(k, ℓ) gate on ``kl_equivalence_class_summary``: every equivalence class has at least
     ``k`` rows and exactly one generalised quasi-identifier tuple, and every published label
     generalises the member's own value."""
+    gx, gxe = great_expectations_modules()
     return gx.ExpectationSuite(
         name="kl_clusters_are_k_anonymous",
         expectations=[
@@ -155,6 +170,7 @@ def kl_diversity_suite(*, ell: int) -> gx.ExpectationSuite:
     """(k, ℓ) gate on ``kl_diversity_summary``: every equivalence class has at least ℓ distinct
     values on every sensitive attribute (necessary) and ``Diverse ≥ ℓ`` proven (the frame's
     ``diverse_at_least_ell`` flag, computed for the same ℓ)."""
+    gx, gxe = great_expectations_modules()
     return gx.ExpectationSuite(
         name="kl_clusters_are_l_diverse",
         expectations=[
@@ -167,6 +183,7 @@ def kl_diversity_suite(*, ell: int) -> gx.ExpectationSuite:
 def kl_accounting_suite() -> gx.ExpectationSuite:
     """(k, ℓ) gate on ``kl_accounting_summary``: every input record is released exactly once or
     reported suppressed."""
+    gx, gxe = great_expectations_modules()
     return gx.ExpectationSuite(
         name="kl_records_accounted_for",
         expectations=[gxe.ExpectColumnValuesToBeBetween(column="n_places", min_value=1, max_value=1)],
@@ -176,6 +193,7 @@ def kl_accounting_suite() -> gx.ExpectationSuite:
 def utility_suite() -> gx.ExpectationSuite:
     """The utility gate on ``utility_summary``: the share of deleted records and, per sensitive attribute, the share
     of suppressed cells are each within their threshold (``max_deleted_share``, ``max_suppressed_share``)."""
+    gx, gxe = great_expectations_modules()
     return gx.ExpectationSuite(
         name="utility_within_thresholds",
         expectations=[
@@ -188,6 +206,7 @@ def utility_suite() -> gx.ExpectationSuite:
 def shard_summary_suite(*, n_shards: int) -> gx.ExpectationSuite:
     """A sharded release's S-row summary frame (:func:`pipeline.engines.summaries.summary_frame`): one row per shard
     0..S-1, each shard's counts non-negative (the frame every sharded gate reads)."""
+    gx, gxe = great_expectations_modules()
     return gx.ExpectationSuite(
         name="shard_summary",
         expectations=[
@@ -203,6 +222,7 @@ def shard_summary_suite(*, n_shards: int) -> gx.ExpectationSuite:
 def shard_accounting_suite() -> gx.ExpectationSuite:
     """Gate 5 per shard on :func:`pipeline.engines.summaries.accounting_frame`: every record of every shard is in
     exactly one of SAC~, the attribute table or the deleted list."""
+    gx, gxe = great_expectations_modules()
     return gx.ExpectationSuite(
         name="records_accounted_for",
         expectations=[gxe.ExpectColumnValuesToBeInSet(column="accounted", value_set=[True])],
@@ -212,6 +232,7 @@ def shard_accounting_suite() -> gx.ExpectationSuite:
 def reduced_gate_suite(name: str) -> gx.ExpectationSuite:
     """A gate of a sharded release on its reduced figures (one row: the sums and maxima of the shards' partials,
     ``pipeline.core.sharding.reduce_gates``): the reduce's verdict ``passed`` holds."""
+    gx, gxe = great_expectations_modules()
     return gx.ExpectationSuite(
         name=name,
         expectations=[

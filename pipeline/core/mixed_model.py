@@ -458,6 +458,7 @@ def assemble_release_tables(
         member_key = _tuple_ranks(sac, quasi_identifier_columns).reshape(n_groups, ell)
         original = records.iloc[record_position.get_indexer(sac["row_id"].to_numpy(np.int64))]
         original_key = _tuple_ranks(original, sensitive_attribute_columns).reshape(n_groups, ell)
+        del original  # the stages' frames are freed as soon as they are used (a 1M-record shard's peak)
         # group order: sorted member QI tuples, then sorted original sensitive tuples (both
         # independent of the seed), then the group's internal number
         group_keys = np.concatenate([np.sort(member_key, axis=1), np.sort(original_key, axis=1)], axis=1)
@@ -478,7 +479,10 @@ def assemble_release_tables(
             sac["group_id"].to_numpy(),
             *(text_ranks(sac[c]) for c in [*quasi_identifier_columns, *sensitive_attribute_columns]),
         ]
-        sac = sac.iloc[np.lexsort(row_keys[::-1])].reset_index(drop=True)
+        row_order = np.lexsort(row_keys[::-1])
+        del row_keys, member_key, original_key, group_keys
+        sac = sac.iloc[row_order].reset_index(drop=True)
+        del row_order
     n_sac = len(sac)
     sac_row_ids = np.arange(1, n_sac + 1, dtype=np.int64)
 
@@ -509,7 +513,10 @@ def assemble_release_tables(
             keyed_record_hashes(at, [*quasi_identifier_columns, *sensitive_attribute_columns], secret, "attribute-table-order"),
             *at_keys,
         ]
-    at = at.iloc[np.lexsort(at_keys[::-1])].reset_index(drop=True) if len(at) else at
+    at_order = np.lexsort(at_keys[::-1])
+    del at_keys
+    at = at.iloc[at_order].reset_index(drop=True) if len(at) else at
+    del at_order
     at_row_ids = np.arange(n_sac + 1, n_sac + len(at) + 1, dtype=np.int64)
 
     row_map = pd.DataFrame(
@@ -518,9 +525,15 @@ def assemble_release_tables(
             "row_id": np.concatenate([sac_row_ids, at_row_ids]),
         }
     )
-    sac_released = sac.assign(row_id=sac_row_ids)[["row_id", "group_id", *quasi_identifier_columns, *sensitive_attribute_columns]]
-    attribute_table = at.assign(row_id=at_row_ids)[["row_id", *quasi_identifier_columns, *sensitive_attribute_columns]]
-    attribute_table = attribute_table.astype({a: "Int32" for a in sensitive_attribute_columns})
+    # sac and at are this function's own frames: their row ids are replaced in place, then the columns taken in
+    # release order (one copy each, the working frame freed at once)
+    sac["row_id"] = sac_row_ids
+    sac_released = sac[["row_id", "group_id", *quasi_identifier_columns, *sensitive_attribute_columns]]
+    del sac
+    at["row_id"] = at_row_ids
+    attribute_table = at[["row_id", *quasi_identifier_columns, *sensitive_attribute_columns]]
+    del at
+    attribute_table = attribute_table.astype({a: "Int32" for a in sensitive_attribute_columns}, copy=False)
     clusters_frame = pd.DataFrame(
         [(k + 1, attribute) for k, cluster in enumerate(clusters) for attribute in cluster],
         columns=["cluster_id", "attribute"],

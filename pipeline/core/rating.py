@@ -173,7 +173,10 @@ def create_sids(
         stable bubble sort. Both give identical SIDs, record-to-SID maps and suppressions
         (SPEC §6.5).
     trace
-        Record the steps in SPEC §16.3 notation (slower; for tests and teaching).
+        Record the steps in SPEC §16.3 notation: the main loop then runs as the readable Python loops below (slower;
+        for tests and teaching). Without it the main loop runs compiled (:mod:`pipeline.core.rating_kernel`, numba),
+        with the same result (``tests/core/test_rating_kernel.py``); the first call in a fresh checkout compiles it
+        (a few seconds, cached in ``__pycache__``).
 
     Returns
     -------
@@ -190,10 +193,10 @@ def create_sids(
 
     Notes
     -----
-    Cost: one pass to bucket the records, then per SID O(ℓ) plus Algorithm 13's moves (or a
-    bubble-sort pass for ``"plain"``); records are attached to SIDs afterwards with array
+    Cost: one pass to bucket the records, then per SID O(ℓ) (Algorithm 13 on size classes) or a
+    bubble-sort pass for ``"plain"``, compiled; records are attached to SIDs afterwards with array
     operations, and residuals are placed per bucket with one sort of the candidate SIDs, so
-    the improved method runs in O(n + number of SIDs × ℓ + moves) (SPEC §6.3).
+    the improved method runs in O(n + number of SIDs × ℓ) (SPEC §6.3).
 
     References
     ----------
@@ -247,7 +250,23 @@ def create_sids(
             return len(dangerous) > 0
         return len(sequence) >= chosen and remaining[sequence[chosen - 1]] > 0
 
-    if method == "improved":
+    taken_array: np.ndarray | None = None
+    if steps is None:
+        # the main loop compiled (numba; the same SIDs as the readable loops below, which also record the trace); imported
+        # here, not at module load: numba's import costs about 0.3-0.8 s, which every command that never rates would pay
+        from pipeline.core.rating_kernel import improved_sid_loop, plain_sid_loop
+
+        left = sizes.copy()
+        if method == "improved":
+            taken_array, comparisons, final_sequence = improved_sid_loop(
+                left, np.asarray(sequence, dtype=np.int64), np.asarray(dangerous, dtype=np.int64), ell
+            )
+            reorder_comparisons = comparisons.tolist()
+        else:
+            taken_array, final_sequence = plain_sid_loop(left, np.asarray(sequence, dtype=np.int64), ell)
+        sequence = final_sequence.tolist()
+        remaining = left.tolist()
+    elif method == "improved":
         # Algorithm 13 on size classes: O(ℓ) per SID whatever the number of buckets of one size (100,000 distinct
         # values: all of size 1), instead of a scan of the list (issue 14)
         ordered = _SizeClasses(sequence, remaining)
@@ -262,20 +281,19 @@ def create_sids(
             if steps is not None:
                 steps.append(("sid", [bucket_values[b] for b in taken], [label(b) for b in ordered.sequence()]))
         sequence = ordered.sequence()
-    while method == "plain" and can_continue():
+    while steps is not None and method == "plain" and can_continue():
         taken = dangerous + sequence[:chosen]
         taken_buckets.extend(taken)
         for bucket in taken:
             remaining[bucket] -= 1
         _bubble_sort(sequence, remaining)
-        if steps is not None:
-            steps.append(("sid", [bucket_values[b] for b in taken], [label(b) for b in sequence]))
+        steps.append(("sid", [bucket_values[b] for b in taken], [label(b) for b in sequence]))
 
-    n_sids = len(taken_buckets) // ell if ell else 0
+    main_bucket = np.asarray(taken_buckets, dtype=np.int64) if taken_array is None else taken_array
+    n_sids = len(main_bucket) // ell
     # records behind the main-loop entries: a bucket gives its records in table order (FIFO)
     order = np.argsort(codes, kind="stable")
     bucket_start = np.concatenate([[0], np.cumsum(sizes)[:-1]]) if n_buckets else np.zeros(0, dtype=np.int64)
-    main_bucket = np.asarray(taken_buckets, dtype=np.int64)
     main_sid = np.repeat(np.arange(1, n_sids + 1, dtype=np.int64), ell)
     by_bucket = np.argsort(main_bucket, kind="stable")
     taken_count = np.bincount(main_bucket, minlength=n_buckets)

@@ -820,6 +820,7 @@ def shard_partials(
         "n_sids_failing": int(failing.sum()),
         "per_attribute": by_attribute,
     }
+    del groups, sids, failing  # each gate's frames are freed once its partial is taken (a 1M-record shard's peak)
 
     # gate 3: the GLOBAL-rule adversary; SAC~ holders are final here, attribute-table holders need global counts
     holders = rule_holders(records[["row_id", *sensitive]], rules, row_map=row_map)
@@ -863,6 +864,7 @@ def shard_partials(
         "sac_holders": [[int(r), int(a), int(b), int(n)] for r, a, b, n in sac_holders.itertuples(index=False)],
         "attribute_table_holders": signatures,
     }
+    del holders, in_sac, adversary, held, rule_counts, members, at_holders
 
     # gate 4: Lemma 22's recovered supports (sums over shards)
     recovered = recover_rule_confidences(
@@ -894,6 +896,7 @@ def shard_partials(
         "n_deleted": len(deleted),
         "n_records_not_exactly_once": int((accounting["n_places"] != 1).sum()),
     }
+    del recovered, to_source, accounting
 
     # gate 6: no strong value (global rules) in a SID of an attribute other than the GLOBAL S_max
     tilt = verification.strong_values_in_sids(id_table, strong_values(rules, sensitive), model.s_max)

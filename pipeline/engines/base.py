@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from pipeline.core.sharding import GlobalModel, ShardParameters
 
-__all__ = ["ENGINES", "Executor", "ShardJob", "ShardSummary"]
+__all__ = ["ENGINES", "Executor", "ShardJob", "ShardSummary", "staged_shard_files"]
 
 ENGINES = ("local", "spark")
 
@@ -80,3 +80,11 @@ class Executor(Protocol):
     name: str
 
     def release_shards(self, job: ShardJob) -> list[ShardSummary]: ...
+
+
+def staged_shard_files(staging_dir: Path, shard: int) -> list[Path]:
+    """The staged Parquet parts of one shard, in input-file order (``input/shard=<s>/part-*.parquet``).
+
+    Here rather than in :mod:`pipeline.engines.staging` (which re-exports it), so that a worker process lists its
+    shard's parts without importing DuckDB."""
+    return sorted((staging_dir / "input" / f"shard={shard}").glob("part-*.parquet"))

@@ -5,7 +5,10 @@ Each worker process reads one shard's staged records, releases them and writes t
 Dagster step) never holds a record-level table. Worker processes are started with ``forkserver`` (or ``spawn``),
 never ``fork``: Dagster runs threads in the parent, and forking a threaded process can deadlock.
 
-Framework-free: no Dagster, no Great Expectations.
+Framework-free: no Dagster, no Great Expectations. The module imports neither the release core nor numba: a worker
+process of :func:`map_parts` imports this module to run its task, and imports only what its function needs (the
+out-of-core audit's workers never import the release core; the shard workers import it through
+:func:`pipeline.engines.worker.run_staged_shard`).
 """
 
 from __future__ import annotations
@@ -16,12 +19,12 @@ import pickle
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from typing import TYPE_CHECKING, TypeVar
 
-from typing import TypeVar
-
-from pipeline.engines.base import ShardJob, ShardSummary
-from pipeline.engines.worker import run_staged_shard
 from pipeline.errors import MsaReleaseError
+
+if TYPE_CHECKING:
+    from pipeline.engines.base import ShardJob, ShardSummary
 
 __all__ = ["LocalExecutor", "ShardFailed", "map_parts"]
 
@@ -29,7 +32,7 @@ TaskT = TypeVar("TaskT")
 ResultT = TypeVar("ResultT")
 
 #: what a worker runs for one shard: (job, shard) -> summary; a module-level function (it is pickled by reference)
-ShardFunction = Callable[[ShardJob, int], ShardSummary]
+ShardFunction = Callable[["ShardJob", int], "ShardSummary"]
 
 
 class ShardFailed(MsaReleaseError):
@@ -153,8 +156,8 @@ class LocalExecutor:
         Worker processes (>= 1). With ``workers == 1``, or a single shard, the shards are released in this process,
         one after the other (no process start-up; a single shard is today's release).
     shard_function
-        What a worker runs per shard (default :func:`pipeline.engines.worker.run_staged_shard`); a module-level
-        function, since it is pickled by reference to reach the workers.
+        What a worker runs per shard (None, the default: :func:`pipeline.engines.worker.run_staged_shard`); a
+        module-level function, since it is pickled by reference to reach the workers.
     start_method
         ``"forkserver"`` (default) or ``"spawn"``; ``"fork"`` is refused.
 
@@ -167,7 +170,7 @@ class LocalExecutor:
     name = "local"
 
     def __init__(
-        self, workers: int = 2, *, shard_function: ShardFunction = run_staged_shard, start_method: str = "forkserver"
+        self, workers: int = 2, *, shard_function: ShardFunction | None = None, start_method: str = "forkserver"
     ) -> None:
         if workers < 1:
             raise ValueError(f"workers must be at least 1, not {workers}")
@@ -175,8 +178,12 @@ class LocalExecutor:
             raise ValueError(
                 f"start_method must be 'forkserver' or 'spawn', not {start_method!r} (never fork a threaded process)"
             )
+        if shard_function is None:
+            from pipeline.engines.worker import run_staged_shard
+
+            shard_function = run_staged_shard
         self.workers = workers
-        self.shard_function = shard_function
+        self.shard_function: ShardFunction = shard_function
         self.start_method = start_method
 
     def release_shards(self, job: ShardJob) -> list[ShardSummary]:

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.core import sharding
+from pipeline.engines.base import staged_shard_files
 from pipeline.io.loading import (
     DEFAULT_MAX_VALUE_LENGTH,
     MISSING_QUASI_IDENTIFIER,
@@ -609,11 +610,6 @@ def _stage(
         dropped_missing_by_attribute=dropped_by_attribute,
         missing_quasi_identifier_by_column=missing_by_column,
     )
-
-
-def staged_shard_files(staging_dir: Path, shard: int) -> list[Path]:
-    """The staged Parquet parts of one shard, in input-file order (``input/shard=<s>/part-*.parquet``)."""
-    return sorted((staging_dir / "input" / f"shard={shard}").glob("part-*.parquet"))
 
 
 def _quote(name: str) -> str:

@@ -10,7 +10,8 @@ Part files have deterministic bytes for a given shard release and environment: f
 pandas metadata, no timestamps (Parquet has none); each is written under a temporary name and renamed, and a shard
 that fails while writing removes the parts it wrote, so no part of a failed shard is left behind.
 
-Framework-free: no Dagster, no Great Expectations.
+Framework-free: no Dagster, no Great Expectations; and no DuckDB (the driver stages and publishes): a worker process
+imports only what releasing a shard needs (pandas, pyarrow, numba and the pure core).
 """
 
 from __future__ import annotations
@@ -32,9 +33,7 @@ from pandas.api.types import union_categoricals
 
 from pipeline.core import sharding
 from pipeline.core.keyed import record_hashes_with_key
-from pipeline.engines.base import ShardJob, ShardSummary
-from pipeline.engines.staging import staged_shard_files
-from pipeline.io.loading import file_sha256
+from pipeline.engines.base import ShardJob, ShardSummary, staged_shard_files
 
 __all__ = [
     "FINGERPRINTS",
@@ -205,7 +204,9 @@ def release_and_write_shard(records: pd.DataFrame, job: ShardJob, shard: int) ->
                 with contextlib.suppress(FileNotFoundError):
                     temporary.unlink()
             written.append(target)
-            parts[table] = {"path": relative, "rows": len(frame), "sha256": file_sha256(target)}
+            with target.open("rb") as written_file:
+                digest = hashlib.file_digest(written_file, "sha256").hexdigest()
+            parts[table] = {"path": relative, "rows": len(frame), "sha256": digest}
         if job.registry_hash_key is not None:
             fingerprints = record_fingerprints_of_shard(records, released.row_map, job)
             relative = part_path(FINGERPRINTS, shard)
