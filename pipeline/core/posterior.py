@@ -219,6 +219,14 @@ def _profiles(feature_codes: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]
     return profile, profile_features
 
 
+def _forget_profiles(feature_codes: np.ndarray) -> None:
+    """Drop the cached profiles of ``feature_codes`` (the cache would keep the array and its profiles alive after
+    their last use)."""
+    cached = _PROFILE_CACHE.get(id(feature_codes))
+    if cached is not None and cached[0] is feature_codes:
+        del _PROFILE_CACHE[id(feature_codes)]
+
+
 def _softmax(log_weights: np.ndarray, axis: int) -> np.ndarray:
     shifted = log_weights - log_weights.max(axis=axis, keepdims=True)
     weights = np.exp(shifted)
@@ -260,7 +268,7 @@ def _count_plan(
             values=_narrow(values, n_values),
             n_values=n_values,
             n_features=tuple(n_features),
-            by_profile_index=_narrow(values * n_profiles + profile[records], n_values * n_profiles),
+            by_profile_index=_narrow(_flat_index(values, n_profiles, profile, records), n_values * n_profiles),
             profile_features=profile_features,
             profile_bins=bins,
             feature_index=(),
@@ -278,10 +286,24 @@ def _count_plan(
     )
 
 
+def _flat_index(values: np.ndarray, n_profiles: int, profile: np.ndarray, records: np.ndarray) -> np.ndarray:
+    """``values * n_profiles + profile[records]`` (``values`` in ``[0, n_values)``), in int32 when every position fits
+    (the same integers, a third of the int64 temporaries of the first M-step)."""
+    bound = (int(values.max(initial=0)) + 1) * max(n_profiles, 1)
+    if bound >= np.iinfo(np.int32).max:
+        return values * n_profiles + profile[records]
+    index = profile.astype(np.int32)[records]
+    index += values.astype(np.int32) * np.int32(n_profiles)
+    return index
+
+
 def _narrow(index: np.ndarray, bound: int) -> np.ndarray:
-    """``index`` (non-negative, below ``bound``) as int32 when ``bound`` fits: the plan is kept for the whole fit, and
-    ``np.bincount`` counts the same bins from either width."""
-    return index.astype(np.int32) if bound < np.iinfo(np.int32).max else index
+    """``index`` (non-negative, below ``bound``) in the narrowest of int8, int16 and int32 that holds ``bound``: the
+    plan is kept for the whole fit, and ``np.bincount`` counts the same bins from any width."""
+    for dtype in (np.int8, np.int16, np.int32):
+        if bound < np.iinfo(dtype).max:
+            return index.astype(dtype, copy=False)
+    return index
 
 
 def _estimate_from(plan: _CountPlan, weights: np.ndarray, smoothing: float) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -455,9 +477,8 @@ class _GroupBlock:
     #: (G,) 0/1: the half of the release this group belongs to (held-out selection); computed when not given
     fold: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     marginals: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0)))  # (G, ℓ, ℓ), set by the E-step
-    #: attribute -> :class:`_Lookup` (built on the first E-step); fold -> the block's groups of that fold (held out)
+    #: attribute -> :class:`_Lookup` (built on the first E-step or held-out score; the held-out folds use it too)
     lookups: dict[str, Any] = field(default_factory=dict, repr=False)
-    folds: dict[int, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if len(self.fold) != len(self.members):
@@ -620,40 +641,62 @@ class _Lookup:
     rest of :func:`_group_log_likelihood`'s terms. Looking the pairs up at those positions gives the numbers of
     ``pair_log_joint``, bit for bit."""
 
-    values: np.ndarray  # value codes clipped at 0 (as pair_log_joint receives them)
+    #: value codes as pair_log_joint receives them (clipped at 0), or, with ``clip``, the codes before clipping (a view
+    #: of the block's candidates, no copy: only a look-up whose model has another domain needs them)
+    values: np.ndarray
     missing: Any  # -inf where a candidate is missing, 0.0 elsewhere: an array, or the scalar 0.0 when none is missing
     n_values: int
     profile_features: np.ndarray | None
     flat: np.ndarray | None  # value * n_profiles + the record's profile; None: pair_log_joint's pair-by-pair path
+    clip: bool = False  # ``values`` are still to be clipped at 0
+
+
+def _table_path(n_values: int, n_profiles: int, n_pairs: int) -> bool:
+    """Whether :meth:`NaiveBayesModel.pair_log_joint` looks ``n_pairs`` pairs up in the (values × profiles) table."""
+    return n_values * n_profiles <= min(_PROFILE_TABLE_CELLS, max(n_pairs, 1))
 
 
 def _lookup(data: _ReleaseData, n_values: int, records: np.ndarray, values: np.ndarray, *, clip: bool = True) -> _Lookup:
     """The :class:`_Lookup` of the pairs ``(records, values)`` (broadcastable int64 arrays). ``clip``: a group's
     candidates, whose missing ones (-1) are looked up as value 0 and then set to -inf; without it (a SID's entries,
     all >= 0) the values are looked up as given (a negative one: pair_log_joint's own path)."""
-    clipped = np.maximum(values, 0) if clip else values
     missing: Any = np.where(values < 0, -np.inf, 0.0) if clip and (values < 0).any() else 0.0
     profile, profile_features = _profiles(data.feature_codes)
     n_pairs = int(np.prod(np.broadcast_shapes(np.shape(records), np.shape(values))))
-    table_path = profile is not None and n_values * len(profile_features) <= min(_PROFILE_TABLE_CELLS, max(n_pairs, 1))
+    table_path = profile is not None and _table_path(n_values, len(profile_features), n_pairs)
     if profile is None or not table_path or (not clip and (values < 0).any()):
-        return _Lookup(clipped, missing, n_values, None, None)
-    flat = clipped * len(profile_features) + profile[records]
+        return _Lookup(np.maximum(values, 0) if clip else values, missing, n_values, None, None)
+    flat = (np.maximum(values, 0) if clip else values) * len(profile_features) + profile[records]
     if n_values * len(profile_features) < np.iinfo(np.int32).max:
         flat = flat.astype(np.int32)  # half the memory, the same positions
-    return _Lookup(clipped, missing, n_values, profile_features, flat)
+    return _Lookup(values, missing, n_values, profile_features, flat, clip=clip)
 
 
-def _looked_up(model: NaiveBayesModel, data: _ReleaseData, attribute: str, records: np.ndarray, lookup: _Lookup) -> np.ndarray:
+def _looked_up(
+    model: NaiveBayesModel,
+    data: _ReleaseData,
+    attribute: str,
+    records: np.ndarray,
+    lookup: _Lookup,
+    rows: np.ndarray | None = None,
+) -> np.ndarray:
     """``model.pair_log_joint(attribute, data.feature_codes, records, lookup.values)``, through the prepared positions
-    when there are some."""
+    when there are some; with ``rows`` (indices along the first axis of ``records`` and the look-up) only those pairs."""
     if lookup.flat is None or lookup.profile_features is None or len(model.log_prior[attribute]) != lookup.n_values:
-        return model.pair_log_joint(attribute, data.feature_codes, records, lookup.values)
-    return np.take(model.profile_table(attribute, lookup.profile_features).reshape(-1), lookup.flat)
+        values = lookup.values if rows is None else lookup.values[rows]
+        records = records if rows is None else records[rows]
+        return model.pair_log_joint(attribute, data.feature_codes, records, np.maximum(values, 0) if lookup.clip else values)
+    flat = lookup.flat if rows is None else lookup.flat[rows]
+    return np.take(model.profile_table(attribute, lookup.profile_features).reshape(-1), flat)
 
 
-def _group_log_likelihood(model: NaiveBayesModel, data: _ReleaseData, block: _GroupBlock) -> np.ndarray:
-    """(G, ℓ, ℓ): log-likelihood that member i owns the cluster sub-tuple of member k."""
+def _group_log_likelihood(
+    model: NaiveBayesModel, data: _ReleaseData, block: _GroupBlock, rows: np.ndarray | None = None
+) -> np.ndarray:
+    """(G, ℓ, ℓ): log-likelihood that member i owns the cluster sub-tuple of member k; with ``rows`` (int64 indices of
+    groups of the block) only those groups, ``(len(rows), ℓ, ℓ)``: the block's look-ups taken at ``rows``, the same
+    numbers, bit for bit, as a block of those groups alone (each number is its own pair's terms, added in the same
+    order), without a copy of the block's arrays."""
     total: Any = 0.0
     members = block.members[:, :, None]
     for attribute in block.attributes:
@@ -661,9 +704,14 @@ def _group_log_likelihood(model: NaiveBayesModel, data: _ReleaseData, block: _Gr
         if lookup is None:
             candidates = block.candidate_values[attribute][:, None, :]
             lookup = block.lookups[attribute] = _lookup(data, len(model.log_prior[attribute]), members, candidates)
-        joint = _looked_up(model, data, attribute, members, lookup)
+        if rows is None:
+            joint = _looked_up(model, data, attribute, members, lookup)
+            missing = lookup.missing
+        else:
+            joint = _looked_up(model, data, attribute, members, lookup, rows)
+            missing = lookup.missing[rows] if isinstance(lookup.missing, np.ndarray) else lookup.missing
         # adding the scalar 0.0 when nothing is missing gives what adding an array of 0.0 gives, bit for bit
-        total = total + joint + lookup.missing
+        total = total + joint + missing
     return total
 
 
@@ -712,14 +760,19 @@ def _m_step_pairs(data: _ReleaseData, attribute: str) -> _MStepPairs:
         n_groups, size = block.members.shape
         records.append(np.repeat(block.members.reshape(-1), size))
         values.append(np.broadcast_to(block.candidate_values[attribute][:, None, :], (n_groups, size, size)).reshape(-1))
-        folds.append(np.repeat(block.fold, size * size))
+        folds.append(np.repeat(block.fold.astype(np.int8), size * size))
     sid = data.sids.get(attribute)
     if sid is not None:
         records.append(sid.records)
         values.append(sid.values)
-        folds.append(sid.records % 2)
+        folds.append((sid.records % 2).astype(np.int8))
+    # the pieces are freed as soon as they are joined (the first M-step's peak: a few int64 arrays of every pair)
+    pair_fold = np.concatenate(folds) if folds else np.zeros(0, np.int8)
+    del folds
     records_all = np.concatenate(records) if records else np.zeros(0, np.int64)
+    del records
     values_all = np.concatenate(values) if values else np.zeros(0, np.int64)
+    del values
     keep: np.ndarray | None = values_all >= 0
     if keep is not None and keep.all():
         keep = None  # nothing to leave out: no gather of the weights every round
@@ -728,10 +781,40 @@ def _m_step_pairs(data: _ReleaseData, attribute: str) -> _MStepPairs:
     pairs = _MStepPairs(
         _count_plan(records_all, values_all, data.feature_codes, len(data.domains[attribute]), data.n_features),
         keep,
-        np.concatenate(folds).astype(np.int8) if folds else np.zeros(0, np.int8),
+        pair_fold,
     )
     data.m_step_pairs[attribute] = pairs
+    _share_lookups(data, attribute, pairs)
     return pairs
+
+
+def _share_lookups(data: _ReleaseData, attribute: str, pairs: _MStepPairs) -> None:
+    """Give the blocks naming ``attribute`` their E-step look-ups (:class:`_Lookup`) as views of the M-step's
+    (value, profile) index instead of arrays of their own: a group block's pairs, in the M-step's order (group, member,
+    candidate), sit at ``value * n_profiles + profile of the member``, exactly the look-up's positions, and a SID's
+    entries likewise; so the E-step looks up the same positions and computes the same numbers. Only when no pair is
+    left out (every candidate present) and where :func:`_lookup` would take the table path; the other blocks build
+    their look-ups as before."""
+    plan = pairs.plan
+    index = plan.by_profile_index
+    if index is None or plan.profile_features is None or pairs.keep is not None:
+        return
+    n_values, n_profiles = plan.n_values, len(plan.profile_features)
+    offset = 0
+    for block in data.groups:
+        if attribute not in block.attributes:
+            continue
+        n_groups, size = block.members.shape
+        n_pairs = n_groups * size * size
+        if attribute not in block.lookups and _table_path(n_values, n_profiles, n_pairs):
+            flat = index[offset : offset + n_pairs].reshape(n_groups, size, size)
+            candidates = block.candidate_values[attribute][:, None, :]
+            block.lookups[attribute] = _Lookup(candidates, 0.0, n_values, plan.profile_features, flat, clip=True)
+        offset += n_pairs
+    sid = data.sids.get(attribute)
+    if sid is not None and sid.lookup is None and _table_path(n_values, n_profiles, len(sid.records)):
+        flat = index[offset : offset + len(sid.records)]
+        sid.lookup = _Lookup(sid.values, 0.0, n_values, plan.profile_features, flat)
 
 
 def _m_step(data: _ReleaseData, smoothing: float, fold: int | None = None) -> NaiveBayesModel:
@@ -749,7 +832,8 @@ def _m_step(data: _ReleaseData, smoothing: float, fold: int | None = None) -> Na
             weights.append(sid.responsibility)
         weights_all = np.concatenate(weights) if weights else np.zeros(0)
         if fold is not None:
-            weights_all = weights_all * (pairs.pair_fold == fold)
+            # in place (weights_all is a fresh concatenation): the same products, one array fewer at the peak
+            np.multiply(weights_all, pairs.pair_fold == fold, out=weights_all)
         kept = weights_all if pairs.keep is None else weights_all[pairs.keep]
         log_prior[attribute], log_conditional[attribute] = _estimate_from(pairs.plan, kept, smoothing)
     return NaiveBayesModel(log_prior, log_conditional)
@@ -779,18 +863,14 @@ def _held_out_log_likelihood(model: NaiveBayesModel, data: _ReleaseData, fold: i
         size = block.members.shape[1]
         if not len(rows) or size > MAX_EXACT_GROUP_SIZE:
             continue
-        part = block.folds.get(fold)
-        if part is None:  # the same groups every round: kept with their look-ups
-            part = block.folds[fold] = _GroupBlock(
-                block.attributes, block.members[rows], {a: v[rows] for a, v in block.candidate_values.items()}
-            )
-        log_likelihood = _group_log_likelihood(model, data, part)
+        # the fold's groups through the block's own look-ups (no copy of the fold's arrays kept between rounds)
+        log_likelihood = _group_log_likelihood(model, data, block, rows)
         perms = _permutations(size)
         weights = log_likelihood[:, np.arange(size)[None, :], perms].sum(axis=2)
         peak = weights.max(axis=1, keepdims=True)
         per_group = peak[:, 0] + np.log(np.exp(weights - peak).sum(axis=1))
         for attribute in block.attributes:
-            per_group -= model.log_prior[attribute][np.maximum(part.candidate_values[attribute], 0)].sum(axis=1)
+            per_group -= model.log_prior[attribute][np.maximum(block.candidate_values[attribute][rows], 0)].sum(axis=1)
         total += float(per_group[np.isfinite(per_group)].sum())
     return total
 
@@ -942,12 +1022,15 @@ def fit_naive_bayes_on_release(
     rounds_total = rounds_done + max(selected, 1)
     path = _em_path(fit, smoothing, max(selected, 1), None, round_done)
     model = path[selected]
-    # the fit's prepared pairs and held-out halves are not needed by the final E-step and the posteriors
+    # the fit's prepared pairs are not needed by the final E-step and the posteriors
     fit.m_step_pairs.clear()
-    for block in fit.groups:
-        block.folds.clear()
     del fit, path
     _e_step(model, data)
+    # the look-ups served the E-steps; the posteriors need only the responsibilities (the blocks' marginals)
+    for block in data.groups:
+        block.lookups.clear()
+    for sid in data.sids.values():
+        sid.lookup = None
     data.selected_iterations = selected
     data.held_out_scores = scores
     return model, data, row_ids
@@ -1083,6 +1166,7 @@ def population_posterior(
             table = _normalised_profile_table(model, attribute, profile_features[start : start + per_slice])
             truth[rows] = np.exp(table[truth_codes[rows], profile[rows] - start])
         out[attribute] = truth
+    _forget_profiles(feature_codes)  # the raw records' codes are not used again (the release's model is fitted next)
     return out
 
 
@@ -1231,6 +1315,7 @@ def release_posteriors(
             truth_match &= block.candidate_values[attribute][:, None, :] == truth[attribute][block.members][:, :, None]
         tuple_posterior[block.members] *= (block.marginals * truth_match).sum(axis=2)
     selected_iterations = int(data.selected_iterations)
+    _forget_profiles(data.feature_codes)
     del model, data, truth  # the model's blocks (gigabytes at 10M records) are not needed for the figures
 
     # figures attribute by attribute (no frame of every cell: 32 million rows at 10M records)

@@ -927,6 +927,7 @@ def shard_partials(
         partials["release_carries_no_input_order"] = _order_partial(
             sac_released, attribute_table, id_table, row_map, original, sensitive
         )
+    del original  # gates 1 and 7 only: not held while gate 9 fits its model
 
     # gate 9, per shard: the learned-model adversary fitted on the shard's release
     if parameters.evaluate_posterior:
