@@ -62,6 +62,19 @@ _WRITER_OPTIONS: dict[str, Any] = {
 }
 
 
+def _write_part(frame: pd.DataFrame, target: Path) -> Path:
+    """Write ``frame`` to ``target`` (a part file) through a temporary file and one rename; returns ``target``."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.tmp")
+    try:
+        pq.write_table(_arrow_table(frame), temporary, **_WRITER_OPTIONS)
+        temporary.replace(target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+    return target
+
+
 @functools.cache
 def _glibc() -> Any:
     """The C library when it is glibc (has ``malloc_trim``), else None (macOS, musl: nothing to do)."""
@@ -194,15 +207,7 @@ def release_and_write_shard(records: pd.DataFrame, job: ShardJob, shard: int) ->
         for table in SHARD_TABLES:
             frame: pd.DataFrame = getattr(released, table)
             relative = part_path(table, shard)
-            target = job.output_dir / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            temporary = target.with_name(f".{target.name}.tmp")
-            try:
-                pq.write_table(_arrow_table(frame), temporary, **_WRITER_OPTIONS)
-                temporary.replace(target)
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    temporary.unlink()
+            target = _write_part(frame, job.output_dir / relative)
             written.append(target)
             with target.open("rb") as written_file:
                 digest = hashlib.file_digest(written_file, "sha256").hexdigest()
@@ -210,16 +215,7 @@ def release_and_write_shard(records: pd.DataFrame, job: ShardJob, shard: int) ->
         if job.registry_hash_key is not None:
             fingerprints = record_fingerprints_of_shard(records, released.row_map, job)
             relative = part_path(FINGERPRINTS, shard)
-            target = job.output_dir / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            temporary = target.with_name(f".{target.name}.tmp")
-            try:
-                pq.write_table(_arrow_table(fingerprints), temporary, **_WRITER_OPTIONS)
-                temporary.replace(target)
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    temporary.unlink()
-            written.append(target)
+            written.append(_write_part(fingerprints, job.output_dir / relative))
             # which records this shard holds (a keyed digest of its fingerprints' multiset): the release registry tells
             # two assignments of the same records to S > 1 shards apart (another input order, other groups)
             digest = hashlib.sha256(fingerprints["fingerprint"].to_numpy(np.uint64).astype("<u8").tobytes()).hexdigest()

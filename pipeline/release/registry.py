@@ -206,18 +206,14 @@ def read_registry(home: str | Path, *, shared_only: bool = False) -> list[tuple[
     OSError, pyarrow.ArrowInvalid
         An unreadable entry (the run stops rather than publish without knowing the series).
     """
-    directory = registry_dir(home)
-    if not directory.is_dir():
-        return []
-    entries = []
-    for path in sorted(directory.glob("*.parquet")):
-        table = pq.read_table(path)
-        metadata = table.schema.metadata or {}
-        if shared_only and metadata.get(_AREA_KEY, b"releases") != b"releases":
-            continue
-        configuration = json.loads(metadata.get(_CONFIGURATION_KEY, b"{}"))
-        entries.append((path.stem, table.column("fingerprint").to_numpy().astype(np.uint64), configuration))
-    return entries
+    return [
+        (
+            release_id,
+            pq.read_table(path, columns=["fingerprint"]).column("fingerprint").to_numpy().astype(np.uint64),
+            configuration,
+        )
+        for release_id, path, configuration, _ in registry_entries(home, shared_only=shared_only)
+    ]
 
 
 def _registry_row_ids(home: str | Path, release_id: str) -> tuple[np.ndarray, np.ndarray] | None:
