@@ -13,6 +13,7 @@ published as a comparison (``comparisons/<id>/``, never LATEST), as the ``releas
 """
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import dagster as dg
@@ -117,7 +118,12 @@ def utility_figures_of(settings: ReleaseSettings, candidate: pd.Series) -> dict[
 
 
 def evaluate_sharded_gate(
-    name: str, settings: ReleaseSettings, shard_summaries: pd.DataFrame, candidate_frame: pd.DataFrame
+    name: str,
+    settings: ReleaseSettings,
+    shard_summaries: pd.DataFrame,
+    candidate_frame: pd.DataFrame,
+    *,
+    summary_outcome: SuiteOutcome | None = None,
 ) -> dg.AssetCheckResult:
     """Gate ``name`` of a sharded release.
 
@@ -131,6 +137,9 @@ def evaluate_sharded_gate(
         The candidate's one row: ``n_input``, ``n_dropped_missing``, ``n_shards``, the totals
         (:func:`pipeline.engines.summaries.release_totals`; ``suppressed_cells`` as JSON text) and ``reduced_gates``
         (JSON text: gate -> figures with ``passed``, from :func:`pipeline.core.sharding.reduce_gates`).
+    summary_outcome
+        The outcome of ``suites.shard_summary_suite`` on ``shard_summaries`` when the caller already validated it (every
+        gate includes it); None: validated here.
 
     Returns
     -------
@@ -140,7 +149,9 @@ def evaluate_sharded_gate(
     """
     candidate = candidate_frame.iloc[0]
     n_shards = int(candidate["n_shards"])
-    outcomes = [validate_frame(shard_summaries, suites.shard_summary_suite(n_shards=n_shards))]
+    if summary_outcome is None:
+        summary_outcome = validate_frame(shard_summaries, suites.shard_summary_suite(n_shards=n_shards))
+    outcomes = [summary_outcome]
     if name in ("release_carries_no_input_order", "posterior_within_bound"):
         return _per_shard_gate(name, settings, shard_summaries, candidate, outcomes)
     if name == "utility_within_thresholds":
@@ -216,24 +227,50 @@ def _per_shard_gate(
     return checked
 
 
-def build_sharded_gate(name: str) -> dg.AssetChecksDefinition:
-    """The blocking check ``name`` on :data:`SHARDED_GATED` (see :func:`evaluate_sharded_gate`)."""
+def build_sharded_gates() -> dg.AssetChecksDefinition:
+    """Every gate of :data:`SHARDED_GATES` as a blocking check on :data:`SHARDED_GATED`, evaluated in ONE step (see
+    :func:`evaluate_sharded_gate`): the gates read the same two small frames, so one step loads them and Great
+    Expectations once instead of ten times (issue 18: fewer, larger steps). Each gate is still its own check in the UI,
+    the run's events and the manifest; any failed gate (ERROR severity) stops the publish step, as separate blocking
+    checks did."""
 
-    @dg.asset_check(
-        asset=SHARDED_GATED,
-        name=name,
-        blocking=True,
+    @dg.multi_asset_check(
+        name="sharded_release_gates",
+        specs=[
+            dg.AssetCheckSpec(
+                name,
+                asset=SHARDED_GATED,
+                blocking=True,
+                description=description,
+                additional_deps=[dg.AssetKey([PRIVATE, "shard_summaries"])],
+            )
+            for name, description in SHARDED_GATES.items()
+        ],
         compute_kind="great_expectations",
-        additional_ins={"shard_summaries": dg.AssetIn(key=[PRIVATE, "shard_summaries"])},
-        description=SHARDED_GATES[name],
+        ins={
+            "sharded_release_candidate": dg.AssetIn(key=SHARDED_GATED),
+            "shard_summaries": dg.AssetIn(key=[PRIVATE, "shard_summaries"]),
+        },
     )
-    def gate(
+    def gates(
         settings: ReleaseSettings, sharded_release_candidate: pd.DataFrame, shard_summaries: pd.DataFrame
-    ) -> dg.AssetCheckResult:
-        return evaluate_sharded_gate(name, settings, shard_summaries, sharded_release_candidate)
+    ) -> Iterator[dg.AssetCheckResult]:
+        n_shards = int(sharded_release_candidate.iloc[0]["n_shards"])
+        summary_outcome = validate_frame(shard_summaries, suites.shard_summary_suite(n_shards=n_shards))
+        for name in SHARDED_GATES:
+            result = evaluate_sharded_gate(
+                name, settings, shard_summaries, sharded_release_candidate, summary_outcome=summary_outcome
+            )
+            yield dg.AssetCheckResult(
+                asset_key=SHARDED_GATED,
+                check_name=name,
+                passed=result.passed,
+                severity=result.severity,
+                metadata=result.metadata,
+            )
 
-    return gate
+    return gates
 
 
-#: Every gate of ``sharded_release``, in gate order.
-SHARDED_GATE_CHECKS = [build_sharded_gate(name) for name in SHARDED_GATES]
+#: Every gate of ``sharded_release``, in gate order, in one check step.
+SHARDED_GATE_CHECKS = [build_sharded_gates()]
