@@ -23,7 +23,8 @@ Rating); issue 12, release series (c) (the baseline is never published).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +32,20 @@ import numpy as np
 import pandas as pd
 
 from pipeline.core.sharding import ShardOffsets
+from pipeline.errors import MsaReleaseError
 
 __all__ = [
+    "PrivateFiguresFailed",
     "private_report_figures",
     "read_staged_records",
     "read_united_tables",
 ]
+
+
+class PrivateFiguresFailed(MsaReleaseError):
+    """A figure of the report could not be computed from the private records (exit 1; nothing is published). Names
+    the figure and the error's class; the error's own message is withheld (pandas, numpy and DuckDB messages may
+    quote a record's value, and this one reaches the step's failure in Dagster and the CLI)."""
 
 
 def read_staged_records(staging_dir: Path, n_shards: int, columns: Sequence[str]) -> pd.DataFrame:
@@ -207,6 +216,8 @@ def private_report_figures(
         :func:`read_united_tables`.
     FileNotFoundError
         As :func:`read_staged_records`.
+    PrivateFiguresFailed
+        The workload or the baseline failed on the records (the cause's message withheld).
     """
     from pipeline.core import query_workload
     from pipeline.reporting.release_report import private_rating_baseline, query_workload_data
@@ -236,13 +247,30 @@ def private_report_figures(
         )
     if "query_workload" not in figures:
         tables = read_united_tables(staging_dir / "output", summaries, offsets, schemas, sensitive_attributes, attribute_clusters)
-        figures["query_workload"] = query_workload_data(
-            records, quasi_identifiers, sensitive_attributes, model="mixed", tables=tables, hierarchies_dir=hierarchies_dir
-        )
+        with _withheld("query_workload"):
+            figures["query_workload"] = query_workload_data(
+                records, quasi_identifiers, sensitive_attributes, model="mixed", tables=tables, hierarchies_dir=hierarchies_dir
+            )
         del tables
     if "private_rating_baseline" not in figures:
         # issue 12, series (c): never published as a release, so it cannot be intersected with this one
-        figures["private_rating_baseline"] = private_rating_baseline(
-            records, quasi_identifiers, sensitive_attributes, ell=ell, min_confidence=min_confidence, rules=strong_rules
-        )
+        with _withheld("private_rating_baseline"):
+            figures["private_rating_baseline"] = private_rating_baseline(
+                records, quasi_identifiers, sensitive_attributes, ell=ell, min_confidence=min_confidence, rules=strong_rules
+            )
     return figures
+
+
+@contextmanager
+def _withheld(figure: str) -> Iterator[None]:
+    """Re-raise an error of a computation on the private records as :class:`PrivateFiguresFailed` without its message
+    (the project's own errors, whose messages never quote a value, pass as they are)."""
+    try:
+        yield
+    except MsaReleaseError:
+        raise
+    except Exception as error:
+        raise PrivateFiguresFailed(
+            f"report.json's {figure} could not be computed from the private records: {type(error).__name__} (its "
+            "message is withheld: it may quote a record's value); nothing is published"
+        ) from None

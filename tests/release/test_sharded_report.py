@@ -226,3 +226,15 @@ def test_staged_records_other_than_the_plan_are_refused(tmp_path):
             hierarchies_dir=None,
             baseline_max_records=100,
         )
+
+
+def test_a_failure_on_the_private_records_names_the_figure_and_withholds_its_message(tmp_path, monkeypatch):
+    def leaky(*_args, **_kwargs):
+        raise ValueError("value 'flu' of row 7 is odd")  # as a pandas message may quote a record's value
+
+    monkeypatch.setattr("pipeline.reporting.release_report.private_rating_baseline", leaky)
+    with pytest.raises(sharded_report.PrivateFiguresFailed) as raised:
+        _figures(tmp_path, 1)
+    message = str(raised.value)
+    assert "private_rating_baseline" in message and "ValueError" in message and "nothing is published" in message
+    assert "flu" not in message and raised.value.__cause__ is None and raised.value.__suppress_context__
