@@ -622,11 +622,13 @@ def publish_sharded(
     ``allow_recomposition``, and recorded in the manifest), and the release is registered
     (:func:`pipeline.release.registry.write_sharded_registry_entry`) just before the atomic publish."""
     from pipeline.core.sharding import shard_offsets
+    from pipeline.models.mixed import query_workload_figures
     from pipeline.release.failpoints import failpoint
     from pipeline.release.promotion import decide_promotion
     from pipeline.release.publish import contract_schemas
     from pipeline.release.registry import ShardFingerprints, check_sharded_series, write_sharded_registry_entry
     from pipeline.release.sharded_publish import publish_sharded_release
+    from pipeline.reporting.release_report import REPORT_DATA
 
     started = time.monotonic()
     gates = gate_outcomes(context)
@@ -686,7 +688,10 @@ def publish_sharded(
         settings,
         manifest,
         summaries=summaries,
-        output_dir=staging_dir / "output",
+        staging_dir=staging_dir,
+        n_records=int(input_summary["n_records"]),
+        offsets=offsets,
+        schemas=schemas,
         attribute_clusters=clusters,
         strong_rules=sharded_strong_rules,
         tuple_counts=sensitive_tuple_counts,
@@ -736,6 +741,8 @@ def publish_sharded(
             "promoted": promotion.promoted,
             "area": promotion.area,
             **utility_metadata(manifest),
+            # the query workload's W1/W2 median and 90th percentile, as the release job's publish step (aggregates)
+            **query_workload_figures(json.loads(extra_files[REPORT_DATA])),
             "n_gates_passed": sum(g["passed"] for g in gates),
             "publish_seconds": round(time.monotonic() - started, 3),
             "gates": dg.MetadataValue.json([{k: g[k] for k in ("name", "status")} for g in gates]),
@@ -787,7 +794,10 @@ def sharded_report_files(
     manifest: dict[str, Any],
     *,
     summaries: list[dict[str, Any]],
-    output_dir: Path,
+    staging_dir: Path,
+    n_records: int,
+    offsets: list[Any],
+    schemas: dict[str, dict[str, str]],
     attribute_clusters: pd.DataFrame,
     strong_rules: pd.DataFrame,
     tuple_counts: pd.DataFrame,
@@ -796,13 +806,18 @@ def sharded_report_files(
     """``report.html`` and ``report.json`` of a sharded release of any size (aggregate figures only, as the
     ``release`` job's): AIL/RCE, rule confidences and supports measured part by part on the private staging's part
     files, ``settings.workers`` parts at a time, and the identity risk counted by DuckDB over the parts
-    (:func:`pipeline.release.sharded_audit.sharded_report_data`: no whole table in memory); the private Rating
-    baseline is not computed for a sharded release (the report says so)."""
+    (:func:`pipeline.release.sharded_audit.sharded_report_data`: no whole table in memory); the query workload and
+    the private Rating baseline (the GLOBAL strong rules) as the ``release`` job computes them, from the staged
+    records in input order, up to the same limits (:func:`pipeline.release.sharded_report.private_report_figures`;
+    above them they are marked not computed and no record is read)."""
     from pipeline.core.metrics import domain_sizes
+    from pipeline.models import publication_model
     from pipeline.release.sharded_audit import PART_TABLES, sharded_report_data
+    from pipeline.release.sharded_report import private_report_figures
     from pipeline.reporting.release_report import report_files
 
     attributes = list(settings.sensitive_attributes)
+    output_dir = staging_dir / "output"
     files = [{table: str(output_dir / summary["parts"][table]["path"]) for table in PART_TABLES} for summary in summaries]
     data: dict[str, Any] = sharded_report_data(
         files,
@@ -812,13 +827,24 @@ def sharded_report_files(
         domain=domain_sizes(tuple_counts, attributes),
         workers=int(settings.workers),
     )
-    data["private_rating_baseline"] = {
-        "model": "rating",
-        "published": False,
-        "not_computed": True,
-        "n_records": int(manifest["n_input"]) - int(manifest["n_dropped_missing"]),
-        "max_records": 0,
-    }
+    parameters = publication_model("mixed").parameters(settings)
+    data.update(
+        private_report_figures(
+            n_records=n_records,
+            staging_dir=staging_dir,
+            summaries=summaries,
+            offsets=offsets,
+            schemas=schemas,
+            attribute_clusters=attribute_clusters,
+            strong_rules=strong_rules,
+            quasi_identifiers=list(settings.quasi_identifiers),
+            sensitive_attributes=attributes,
+            ell=dict(parameters.ell_per_attribute) if parameters.ell_per_attribute else parameters.ell,
+            min_confidence=float(parameters.min_confidence),
+            hierarchies_dir=parameters.hierarchies_path,
+            baseline_max_records=int(parameters.private_baseline_max_records),
+        )
+    )
     return report_files(manifest, data, releases_dir=releases_dir)
 
 

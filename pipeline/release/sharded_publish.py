@@ -63,6 +63,7 @@ __all__ = [
     "file_sha256",
     "part_name",
     "publish_sharded_release",
+    "published_part_sql",
     "sharding_manifest",
 ]
 
@@ -174,8 +175,12 @@ def _private_part(output_dir: Path, summary: Mapping[str, Any], table: str, shar
     return path, rows
 
 
-def _select(table: str, part: Path, schema: Mapping[str, str], offsets: ShardOffsets, sensitive_attributes: Sequence[str]) -> str:
-    """The SELECT that reads one private part with the united release's ids and the contract's types."""
+def published_part_sql(
+    table: str, part: Path, schema: Mapping[str, str], offsets: ShardOffsets, sensitive_attributes: Sequence[str]
+) -> str:
+    """The SELECT (DuckDB SQL) that reads one private part of ``table`` with the united release's ids (``offsets`` of its
+    shard added to the row ids, group ids and SIDs) and the contract's column types (``schema``): exactly the rows the
+    published part holds."""
     expressions = []
     for column, kind in schema.items():
         source = _quote(column)
@@ -329,7 +334,7 @@ def publish_sharded_release(
                             file=str(source),
                         )
                     target = staging / table / part_name(position)
-                    select = _select(table, source, schema, offsets[position], sensitive_attributes)
+                    select = published_part_sql(table, source, schema, offsets[position], sensitive_attributes)
                     connection.execute(f"COPY ({select}) TO {sql_text(str(target))} (FORMAT parquet)")
                     written = pq.ParquetFile(target).metadata.num_rows
                     if written != rows:
