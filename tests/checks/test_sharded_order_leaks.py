@@ -10,7 +10,7 @@ Two leaks, each injected where a shard's published order comes from:
   spec-reference`` does to every shard): records consumed, SIDs numbered and rows numbered in the shard's input order.
   Its ids follow the input order (|ρ| up to 0.6-0.7) and the order-replay adversary links its cells.
 - **one shared order**: the shard's Rating runs in ONE keyed order shared by every sensitive attribute, SIDs numbered
-  in creation order (:func:`rating_in_one_shared_order`), everything else as released. No id follows the input order
+  in creation order (:func:`tests.core.sharding_gates.rating_in_one_shared_order`), everything else as released. No id follows the input order
   (every |ρ| within its limit), but a record sits at the same position on every attribute, which is what the
   order-replay adversary exploits; only the replay part of the gate can see it.
 
@@ -37,11 +37,10 @@ import pytest
 from checks.sharded_gates import evaluate_sharded_gate
 from pipeline.core import sharding
 from pipeline.core.hierarchies import load_available_hierarchies
-from pipeline.core.keyed import keyed_order
-from pipeline.core.rating import rating_tables
 from pipeline.engines.summaries import order_frame, release_totals, summary_frame
 from pipeline.resources import ReleaseSettings
 from tests.conftest import TEST_HOME_SECRET
+from tests.core.sharding_gates import rating_in_one_shared_order
 
 ROOT = Path(__file__).resolve().parents[2]
 QUASI_IDENTIFIERS = ("sex", "race", "marital-status", "native-country", "workclass")
@@ -55,33 +54,6 @@ SETTINGS = ReleaseSettings(
     grouping="qi_aware",
     max_deleted_share=0.25,
 )
-
-
-def rating_in_one_shared_order(
-    records: pd.DataFrame,
-    sensitive_attributes: Any,
-    *,
-    secret: bytes | None = None,
-    content_columns: Any = None,
-    strata: np.ndarray | None = None,
-    **options: Any,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A deliberately LEAKY Rating: SPEC's reference Rating (first in, first out; SIDs numbered in creation order) on
-    one keyed order of the records shared by every attribute, instead of an independent keyed order and keyed random
-    SID numbers per attribute. Same arguments and result as :func:`pipeline.core.rating.rating_tables`."""
-    assert secret is not None
-    order = keyed_order(records, list(content_columns or sensitive_attributes), secret, "leaky-shared-order")
-    id_table, attribute_sids = rating_tables(
-        records.iloc[order].reset_index(drop=True),
-        sensitive_attributes,
-        secret=None,
-        content_columns=content_columns,
-        strata=None if strata is None else np.asarray(strata)[order],
-        **options,
-    )
-    back = np.empty(len(order), dtype=np.int64)
-    back[order] = np.arange(len(order))
-    return id_table, attribute_sids.iloc[back].reset_index(drop=True)  # rows in the order of ``records``, as promised
 
 
 @pytest.fixture(scope="module")
