@@ -209,7 +209,7 @@ def test_a_shard_bucketized_in_one_shared_order_fails_gate_7_by_the_replay(
     assert not passed
     # no published id follows the input order: only the order-replay adversary sees this leak
     assert figures["n_columns_above_limit"] == 0 and rows[rows["kind"] == "spearman"]["within_limit"].all()
-    # S = 1 or 4: the pooled replay still catches it (one shard in four: 11-12σ pooled, 24.6σ alone on education)
+    # S = 1 or 4: the pooled replay still catches it (one shard in four: 11.8σ pooled, 24.6σ alone on education)
     assert figures["n_attributes_above_chance"] == len(SENSITIVE)
     assert figures["order_replay_accuracy_education"] - figures["order_replay_chance_education"] > 0.04
     assert _own_sigmas(releases[min(leaky)], "education") > 20
