@@ -47,7 +47,8 @@ SHARDED_GATES: dict[str, str] = {
     "release_carries_no_input_order": "Gate 7, per shard: no published id or SID column of any shard carries its "
     "records' input order (|Spearman ρ| ≤ max(0.05, 4/√(n−1)) with n the shard's rows), and the order-replay adversary "
     "attacking every shard on its own (replays Rating from the shard's ID table) guesses attribute-table cells no "
-    "better than chance + 4σ, its guesses added up over the shards. Not covered: an adversary correlating the "
+    "better than chance + 4σ, its guesses added up over the shards, and no shard's own guesses better than chance + "
+    "z·σ (z = 4 for one shard, Bonferroni over S shards: 4.32 at S = 4; pooling alone dilutes one leaky shard). Not covered: an adversary correlating the "
     "shards' ids with one another (the shard key is a keyed hash of the private row id, never published).",
     "no_certain_attribute_table_cell": "Gate 8: no attribute-table cell of any shard is disclosed with probability "
     "above 1/ℓ by an adversary who knows how Rating places residuals.",

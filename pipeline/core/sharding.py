@@ -12,8 +12,11 @@ Gates reduced here (:data:`GATE_PARTIALS`): 1, 2, 3 (against the GLOBAL-rule adv
 are local to their group, the attribute-table holders' need the per-rule counts of every shard), 4, 5, 6, 8 and the
 utility gate, each equal to the gate evaluated on the union. Gate 7 (no input order) is evaluated PER SHARD: Spearman ρ
 of each shard's ids against its records' input positions (the maximum |ρ| and every shard's own limit), and the
-order-replay adversary attacking each shard on its own (the part files show where a shard's SIDs start), whose counts
-add up; for S = 1 that is the whole gate, for S > 1 it is not the union's statistic. Gate 9 (the learned-model adversary) is
+order-replay adversary attacking each shard on its own (the part files show where a shard's SIDs start), judged twice:
+its counts added up over the shards (chance + 4σ), and every shard's own counts (chance + z_S·σ, z_S from
+:func:`shard_order_replay_sigmas`), since pooling dilutes one leaky shard (Adult, S = 16: a shard 11.6σ above chance
+is 2.8σ in the pooled counts; tests/checks/test_sharded_order_leaks.py); for S = 1 that is the whole gate, for S > 1
+it is not the union's statistic. Gate 9 (the learned-model adversary) is
 also evaluated PER SHARD: the model is fitted by EM on each shard's release and population (an adversary who attacks
 one shard, which the part files allow); counts and sums add up, maxima are maxima. For S = 1 it is the whole gate; for
 S > 1 it is not the adversary fitted on the union. Measured on Adult at S = 4 against the ``release`` job's gate
@@ -30,6 +33,7 @@ import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -75,6 +79,7 @@ __all__ = [
     "shard_partials",
     "shard_of",
     "shard_offsets",
+    "shard_order_replay_sigmas",
     "shard_salt",
     "shard_secret",
     "shard_seed",
@@ -1043,7 +1048,10 @@ def reduce_gates(
         - ``utility_within_thresholds``: :data:`pipeline.core.verification.UTILITY_KEYS`.
         - ``release_carries_no_input_order`` (per shard, see the module's notes): ``max_abs_spearman``,
           ``spearman_limit``, ``n_columns_checked``, ``n_columns_above_limit``, ``max_order_replay_excess``,
-          ``n_attributes_above_chance``, ``order_replay_accuracy_<attribute>``, ``order_replay_chance_<attribute>``,
+          ``n_attributes_above_chance`` (pooled over the shards), ``order_replay_accuracy_<attribute>``,
+          ``order_replay_chance_<attribute>``, ``shard_order_replay_sigmas`` (:func:`shard_order_replay_sigmas`),
+          ``max_shard_order_replay_excess`` and ``n_shard_attributes_above_chance`` (every shard's own replay: its
+          largest accuracy − chance, and the (shard, attribute) pairs above chance + z_S·σ),
           ``n_shards_evaluated`` (only when every partial has it).
         - ``posterior_within_bound`` (per shard; only when every partial has it): the keys of
           :func:`pipeline.core.posterior.release_posteriors`' ``summary`` (means weighted by cells, maxima of maxima,
@@ -1250,18 +1258,43 @@ def reduce_gates(
 
 
 def pooled_order_replay(
-    *, cells: int, correct: int, expected_correct: float, variance_correct: float
+    *, cells: int, correct: int, expected_correct: float, variance_correct: float, sigmas: float = 4.0
 ) -> tuple[float, float, float]:
     """The order-replay adversary's (accuracy, chance, limit) on one attribute from the counts added up over the
     shards it attacked one by one (:func:`pipeline.core.order_attack.order_replay_attack`'s ``cells``, ``correct``,
     ``expected_correct``, ``variance_correct``): accuracy = correct / cells, chance = expected / cells, limit =
-    min(1, (expected + 4·√variance) / cells), the formula of ``order_replay_attack`` on the pooled counts (the
-    guesses of different cells are independent). ``(0, 0, 1)`` without cells. Gate 7 fails on an attribute whose
-    accuracy is above its limit."""
+    min(1, (expected + sigmas·√variance) / cells), with ``sigmas`` 4 the formula of ``order_replay_attack`` on the
+    pooled counts (the guesses of different cells are independent). ``(0, 0, 1)`` without cells. Gate 7 fails on an
+    attribute whose accuracy is above its limit. The same function judges one shard's own counts with
+    ``sigmas`` = :func:`shard_order_replay_sigmas`."""
     if not cells:
         return 0.0, 0.0, 1.0
-    limit = min(1.0, (expected_correct + 4 * float(np.sqrt(variance_correct))) / cells)
+    limit = min(1.0, (expected_correct + sigmas * float(np.sqrt(variance_correct))) / cells)
     return correct / cells, expected_correct / cells, limit
+
+
+def shard_order_replay_sigmas(n_shards: int) -> float:
+    """How many standard deviations above chance ONE shard's order-replay guesses may reach when each of ``n_shards``
+    shards is judged on its own (gate 7's per-shard test, besides the pooled one): 4 for one shard (then it is the
+    pooled test, the ``release`` job's), else the standard normal quantile whose upper tail is Φ(−4) / S (Bonferroni
+    over the shards: a release whose shards are all at chance fails the per-shard test about as rarely as a release
+    fails the 4σ test), e.g. 4.32 at S = 4, 4.98 at S = 100, 5.43 at S = 1,000.
+
+    Why both tests: pooling dilutes one leaky shard. Its excess over chance is divided by S in the pooled accuracy,
+    while the pooled limit shrinks only by √S, so a shard whose own guesses are z standard deviations above chance
+    moves the pooled figure by about z / √S of them (measured on Adult in ``tests/checks/test_sharded_order_leaks.py``).
+
+    Raises
+    ------
+    ValueError
+        ``n_shards`` < 1.
+    """
+    if n_shards < 1:
+        raise ValueError(f"n_shards must be at least 1, not {n_shards}")
+    if n_shards == 1:
+        return 4.0
+    normal = NormalDist()
+    return max(4.0, -normal.inv_cdf(normal.cdf(-4.0) / n_shards))
 
 
 def _reduce_order(gate: Sequence[Mapping[str, Any]], sensitive: Sequence[str]) -> dict[str, Any]:
@@ -1288,8 +1321,28 @@ def _reduce_order(gate: Sequence[Mapping[str, Any]], sensitive: Sequence[str]) -
         order[f"order_replay_chance_{attribute}"] = round(chance, 4)
     order["max_order_replay_excess"] = float(max(excess)) if excess else 0.0
     order["n_attributes_above_chance"] = n_attributes_above
+    # every shard on its own as well: pooling divides one leaky shard's excess by S (shard_order_replay_sigmas)
+    sigmas = shard_order_replay_sigmas(max(len(gate), 1))
+    shard_excess, n_shard_attributes_above = [], 0
+    for g in gate:
+        for attribute in sensitive:
+            part = g["order_replay"].get(attribute)
+            if part is None or not int(part["cells"]):
+                continue
+            accuracy, chance, limit = pooled_order_replay(
+                cells=int(part["cells"]),
+                correct=int(part["correct"]),
+                expected_correct=float(part["expected_correct"]),
+                variance_correct=float(part["variance_correct"]),
+                sigmas=sigmas,
+            )
+            shard_excess.append(accuracy - chance)
+            n_shard_attributes_above += int(not accuracy <= limit)
+    order["shard_order_replay_sigmas"] = round(sigmas, 4)
+    order["max_shard_order_replay_excess"] = float(max(shard_excess)) if shard_excess else 0.0
+    order["n_shard_attributes_above_chance"] = n_shard_attributes_above
     order["n_shards_evaluated"] = len(gate)
-    order["passed"] = order["n_columns_above_limit"] == 0 and n_attributes_above == 0
+    order["passed"] = order["n_columns_above_limit"] == 0 and n_attributes_above == 0 and n_shard_attributes_above == 0
     return order
 
 

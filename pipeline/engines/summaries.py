@@ -149,12 +149,15 @@ def order_frame(frame: pd.DataFrame, sensitive_attributes: Sequence[str]) -> pd.
       max(0.05, 4/√(n−1)), as the shard computed them (:func:`pipeline.core.order_attack.input_order_correlations`).
     - ``order_replay``: one row per sensitive attribute: the order-replay adversary attacking every shard on its own,
       its correct guesses, chance and variance added up over the shards
-      (:func:`pipeline.core.sharding.pooled_order_replay`), exactly the figures ``reduce_gates`` reports.
+      (:func:`pipeline.core.sharding.pooled_order_replay`), exactly the figures ``reduce_gates`` reports; and, for
+      S > 1, one row per shard and attacked attribute (``name`` ``shard <s>: <attribute>``): that shard's own guesses
+      against chance + z·σ with z = :func:`pipeline.core.sharding.shard_order_replay_sigmas` (pooling alone dilutes
+      one leaky shard).
 
     Returns None when a shard did not compute gate 7's partial (``ShardParameters.evaluate_order`` off, or a job file
     that says so): the gate cannot be evaluated. Numbers and column names only.
     """
-    from pipeline.core.sharding import pooled_order_replay
+    from pipeline.core.sharding import pooled_order_replay, shard_order_replay_sigmas
 
     spearman_column = f"{ORDER_GATE}{SEPARATOR}spearman"
     if not len(frame) or spearman_column not in frame.columns or frame[spearman_column].isna().any():
@@ -194,6 +197,35 @@ def order_frame(frame: pd.DataFrame, sensitive_attributes: Sequence[str]) -> pd.
                 "within_limit": bool(accuracy <= limit),
             }
         )
+    if len(frame) > 1:  # every shard on its own as well (for one shard these rows are the pooled ones)
+        sigmas = shard_order_replay_sigmas(len(frame))
+        for attribute in sensitive_attributes:
+            prefix = f"{ORDER_GATE}{SEPARATOR}order_replay{SEPARATOR}{attribute}{SEPARATOR}"
+            names = [f"{prefix}{figure}" for figure in ("cells", "correct", "expected_correct", "variance_correct")]
+            if any(name not in frame.columns for name in names):
+                continue
+            for shard, cells, correct, expected, variance in zip(
+                frame["shard"].astype("int64"), *(frame[name] for name in names), strict=True
+            ):
+                if pd.isna(cells) or not int(cells):
+                    continue  # the shard attacked no cell of this attribute
+                accuracy, chance, limit = pooled_order_replay(
+                    cells=int(cells),
+                    correct=int(correct),
+                    expected_correct=float(expected),
+                    variance_correct=float(variance),
+                    sigmas=sigmas,
+                )
+                rows.append(
+                    {
+                        "kind": "order_replay",
+                        "name": f"shard {int(shard)}: {attribute}",
+                        "observed": accuracy,
+                        "limit": limit,
+                        "chance": chance,
+                        "within_limit": bool(accuracy <= limit),
+                    }
+                )
     return pd.DataFrame(rows, columns=["kind", "name", "observed", "limit", "chance", "within_limit"]).astype(
         {"observed": "float64", "limit": "float64", "chance": "float64", "within_limit": bool}
     )

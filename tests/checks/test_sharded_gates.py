@@ -175,7 +175,8 @@ def test_gate_7_runs_the_release_jobs_suite_on_every_shards_columns():
     assert passing.passed
     expectations = passing.metadata["gx_expectations"].value
     in_set = [e for e in expectations if e.get("column") == "within_limit"]
-    assert len(in_set) == 1 and in_set[0]["element_count"] == 2 * 2 + len(ATTRIBUTES)  # 2 shards x 2 columns, 1 row per attribute
+    # 2 shards x 2 columns, 1 pooled row per attribute, and 1 row per shard and attribute (each shard's own replay)
+    assert len(in_set) == 1 and in_set[0]["element_count"] == 2 * 2 + len(ATTRIBUTES) + 2 * len(ATTRIBUTES)
     # one shard's SAC~ row ids follow its input order: the suite fails although the candidate's reduce said "passed"
     frame = _frame_with(
         {**_shard(1, 100, 33, 63, 4)["partials"], "release_carries_no_input_order": _order_partial(abs_spearman=0.9)}

@@ -14,8 +14,10 @@ import pytest
 from pipeline.core import sharding, verification
 from pipeline.core.adversary import candidate_adversary, holders_disclosure, recover_rule_confidences, rule_holders
 from pipeline.core.eligibility import suppressed_cell_certainty
+from pipeline.core.keyed import keyed_order
 from pipeline.core.order_attack import input_order_correlations, order_replay_attack
 from pipeline.core.posterior import release_posteriors
+from pipeline.core.rating import rating_tables
 from pipeline.core.rules import strong_values
 from pipeline.core.sensitivity import ell_by_attribute, group_size
 
@@ -44,6 +46,33 @@ def sharded_release(
         for s in range(n_shards)
     ]
     return model, releases, sharding.union_releases(releases, model.clusters)
+
+
+def rating_in_one_shared_order(
+    records: pd.DataFrame,
+    sensitive_attributes: Any,
+    *,
+    secret: bytes | None = None,
+    content_columns: Any = None,
+    strata: np.ndarray | None = None,
+    **options: Any,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A deliberately LEAKY Rating: SPEC's reference Rating (first in, first out; SIDs numbered in creation order) on
+    one keyed order of the records shared by every attribute, instead of an independent keyed order and keyed random
+    SID numbers per attribute. Same arguments and result as :func:`pipeline.core.rating.rating_tables`."""
+    assert secret is not None
+    order = keyed_order(records, list(content_columns or sensitive_attributes), secret, "leaky-shared-order")
+    id_table, attribute_sids = rating_tables(
+        records.iloc[order].reset_index(drop=True),
+        sensitive_attributes,
+        secret=None,
+        content_columns=content_columns,
+        strata=None if strata is None else np.asarray(strata)[order],
+        **options,
+    )
+    back = np.empty(len(order), dtype=np.int64)
+    back[order] = np.arange(len(order))
+    return id_table, attribute_sids.iloc[back].reset_index(drop=True)  # rows in the order of ``records``, as promised
 
 
 def whole_release_gates(
