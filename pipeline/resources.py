@@ -12,8 +12,9 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from pipeline.core.sharding import DEFAULT_MIN_SHARD_ROWS, DEFAULT_SHARD_ROWS
 from pipeline.settings import (
+    DEFAULT_MIN_SHARD_ROWS,
+    DEFAULT_SHARD_ROWS,
     MAX_SEED,
     SHARDING_SETTINGS,
     Engine,
