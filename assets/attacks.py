@@ -15,7 +15,6 @@ from pydantic import Field
 
 from pipeline.asset_keys import EVALUATION, escape_markdown, inputs
 from pipeline.core.columns import first_occurrences
-from pipeline.reporting.attack_report import MODELS, run_attack_evaluation, write_attack_report
 from pipeline.core.hierarchies import load_hierarchies, missing_hierarchies_error
 from pipeline.io.loading import PROJECT_ROOT
 from pipeline.resources import ReleaseSettings, is_adult_input, release_home
@@ -106,6 +105,10 @@ def attack_evaluation(
     hierarchies_dir (hierarchies of every quasi-identifier AND sensitive attribute: the naive
     release generalises the sensitive attributes too), kl_method, max_block_size and
     generalization_weights (quasi-identifiers only; sensitive attributes weigh 1)."""
+    # the four releases, the attacks (scipy.sparse), the (k, ℓ) kernels (numba) and the figures (matplotlib): imported
+    # when the evaluation runs, not when the code location is loaded
+    from pipeline.reporting.attack_report import MODELS, run_attack_evaluation, write_attack_report
+
     started = time.monotonic()
     quasi_identifier_columns, sensitive_attribute_columns = list(settings.quasi_identifiers), list(settings.sensitive_attributes)
     k = int(getattr(settings, "k", DEFAULT_K))

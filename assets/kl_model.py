@@ -13,7 +13,6 @@ import pandas as pd
 from pipeline.asset_keys import KINDS, KL_MODEL, PRIVATE, inputs, model_of_run, table_metadata
 from pipeline.core.columns import first_occurrences
 from pipeline.core.hierarchies import HierarchyError, load_hierarchies, missing_hierarchies_error
-from pipeline.core.kl_anonymity import InfeasibleError, kl_anonymize
 from pipeline.failures import with_structured_failures
 from pipeline.io.loading import InputError, file_sha256
 from pipeline.io.tables import hierarchies_from_frame
@@ -119,6 +118,9 @@ def kl_anonymization(
 ):
     """(k, ℓ)-anonymise the records (P2, SPEC §14): equivalence classes of at least k records with
     Diverse >= ℓ, quasi-identifiers generalised to the lowest common ancestor along the hierarchies."""
+    # numba's kernels (~60 MiB): imported by the step that runs them, not when the code location is loaded
+    from pipeline.core.kl_anonymity import InfeasibleError, kl_anonymize
+
     started = time.monotonic()
     model_of_run(KL.job, settings)
     quasi_identifiers, sensitive_attributes = settings.quasi_identifiers, settings.sensitive_attributes

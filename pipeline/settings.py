@@ -14,6 +14,8 @@ from __future__ import annotations
 import enum
 
 __all__ = [
+    "DEFAULT_MIN_SHARD_ROWS",
+    "DEFAULT_SHARD_ROWS",
     "MAX_SEED",
     "SHARDING_SETTINGS",
     "Engine",
@@ -28,6 +30,14 @@ __all__ = [
 #: Largest seed (and min_support) accepted: the manifest stores them as signed 64-bit integers (DuckDB BIGINT), so a
 #: larger one is refused when the settings are read instead of failing at publish (issue 14).
 MAX_SEED = 2**63 - 1
+
+#: Sharded release (issue 17): records per shard; S = ceil(n / shard_rows), so a table up to 1M records is one shard
+#: (today's release). Here, not in :mod:`pipeline.core.sharding`, so that reading the settings (the CLI, the Dagster
+#: resources) does not import the release algorithms.
+DEFAULT_SHARD_ROWS = 1_000_000
+#: shards smaller than this are refused unless the floor is lowered (--min-shard-rows): below ~50,000 records a
+#: random split costs more than 1 % extra suppressed cells and AIL (SCALE.md §2)
+DEFAULT_MIN_SHARD_ROWS = 100_000
 
 
 class Model(enum.StrEnum):

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from pipeline.cli.app import main
 from pipeline.cli.common import FiniteFloatRange, UnusableInput, machine_failure_line, use_home
-from pipeline.release.reports import AuditReport
+
+if TYPE_CHECKING:  # pydantic's models: imported by the audit when it runs, not by every command of the CLI
+    from pipeline.release.reports import AuditReport
 
 
 @main.command()

@@ -528,7 +528,7 @@ def latest_release(home: Path) -> Path | None:
     UnusableInput
         ``LATEST`` is a directory, a symbolic link, or does not hold the id of a release of the home (exit 2).
     """
-    from pipeline.release.publish import InvalidLatest, read_latest
+    from pipeline.release.listing import InvalidLatest, read_latest
 
     try:
         return read_latest(home / "releases")
@@ -538,7 +538,7 @@ def latest_release(home: Path) -> Path | None:
 
 def newest_comparison(home: Path) -> Path | None:
     """The newest release of ``<home>/comparisons`` (:func:`pipeline.release.publish.list_releases`), or None."""
-    from pipeline.release.publish import list_releases
+    from pipeline.release.listing import list_releases
 
     comparisons = list_releases(home / "comparisons")
     return comparisons[-1] if comparisons else None

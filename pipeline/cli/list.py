@@ -97,7 +97,7 @@ def _manifest(release: Path) -> Mapping[str, Any] | None:
 def listing_rows(home: Path, latest: Path | None) -> list[tuple[str, ...]]:
     """The lines of ``msa-release list`` for ``home``: its releases oldest first (``LATEST`` marked), then the
     comparison releases of ``<home>/comparisons/`` (marked ``comparison``) when that directory exists."""
-    from pipeline.release.publish import list_releases
+    from pipeline.release.listing import list_releases
 
     rows = []
     for release in list_releases(home / "releases"):
@@ -122,7 +122,7 @@ def list_command(home: str | None) -> None:
     gate failed and was overridden), records deleted and the largest share of suppressed attribute-table cells (in
     %), LATEST marked; then the comparison releases (<home>/comparisons/), marked "comparison". Fields an older
     manifest does not have show "-"."""
-    from pipeline.resources import release_home as default_home
+    from pipeline.home import release_home as default_home
 
     release_home = Path(home).resolve() if home else default_home()  # read only: a missing home is not created
     rows = listing_rows(release_home, latest_release(release_home))

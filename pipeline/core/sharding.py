@@ -60,6 +60,7 @@ from pipeline.core.rating import rating_tables
 from pipeline.core.rules import strong_rules_from_tuple_counts, strong_values
 from pipeline.core.sac_split import choose_s_max, cluster_sensitive_attributes, split_sac_ir
 from pipeline.core.sensitivity import EllRequirement, ell_by_attribute, group_size
+from pipeline.settings import DEFAULT_MIN_SHARD_ROWS, DEFAULT_SHARD_ROWS  # records per shard, the floor (re-exported)
 
 __all__ = [
     "GATE_PARTIALS",
@@ -87,11 +88,6 @@ __all__ = [
     "union_releases",
 ]
 
-#: records per shard; S = ceil(n / shard_rows), so a table up to 1M records is one shard (today's release)
-DEFAULT_SHARD_ROWS = 1_000_000
-#: shards smaller than this are refused unless the floor is lowered (--min-shard-rows): below ~50,000 records a
-#: random split costs more than 1 % extra suppressed cells and AIL (SCALE.md §2)
-DEFAULT_MIN_SHARD_ROWS = 100_000
 
 _MASK64 = (1 << 64) - 1
 _GOLDEN_GAMMA = np.uint64(0x9E3779B97F4A7C15)

@@ -18,7 +18,6 @@ import pandas as pd
 
 from pipeline.core.columns import as_text, combine_codes, sorted_text_codes, distinct_per_group, joint_text_codes
 from pipeline.core.hierarchies import Hierarchy
-from pipeline.core.kl_anonymity import diverse, diverse_at_least
 
 __all__ = [
     "accounting_summary",
@@ -546,6 +545,10 @@ def kl_diversity_summary(kl_released: pd.DataFrame, sensitive_attributes: Sequen
     ----------
     SPEC §14.1 and §15 #27 (``Diverse`` = largest set of pairwise totally different tuples).
     """
+    # the (k, ℓ) package compiles its kernels with numba (~60 MiB): imported by the (k, ℓ) gate only, not by every
+    # process that verifies a mixed or sharded release
+    from pipeline.core.kl_anonymity import diverse, diverse_at_least
+
     attributes = list(sensitive_attributes)
     if len(kl_released) == 0:
         return pd.DataFrame(

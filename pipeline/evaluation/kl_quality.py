@@ -21,15 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from pipeline.core import kl_anonymity as kl  # noqa: E402
-from pipeline.core.hierarchies import Hierarchy  # noqa: E402
+from pipeline.core import kl_anonymity as kl
+from pipeline.core.hierarchies import Hierarchy
 
 __all__ = ["QualityPlan", "compare_blocked_with_greedy", "compare_with_exact", "main", "time_whole_table", "write_quality_report"]
 
@@ -204,6 +200,11 @@ def time_whole_table(
 
 
 def _figures(small: list[dict], medium: list[dict], out_dir: Path) -> list[Path]:
+    import matplotlib  # imported when the figures are drawn (about 26 MiB)
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     paths = []
     frame = pd.DataFrame(small)
     fig, ax = plt.subplots(figsize=(7, 4))

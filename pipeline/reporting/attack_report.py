@@ -27,15 +27,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, UTC
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from pipeline.core.adversary import recover_rule_confidences  # noqa: E402
-from pipeline.core.attacks import (  # noqa: E402
+from pipeline.core.adversary import recover_rule_confidences
+from pipeline.core.attacks import (
     join_attack,
     kl_release_belief,
     mixed_release_belief,
@@ -46,13 +42,12 @@ from pipeline.core.attacks import (  # noqa: E402
     summarize_attack,
     victim_table,
 )
-from pipeline.core.hierarchies import Hierarchy  # noqa: E402
-from pipeline.core.kl_anonymity import kl_anonymize, kl_release_table  # noqa: E402
-from pipeline.core.mixed_model import assemble_release_tables, run_mixed_model  # noqa: E402
-from pipeline.core.naive_release import naive_release  # noqa: E402
-from pipeline.core.query_workload import build_workload, release_workload_utility  # noqa: E402
-from pipeline.core.rating import rating_tables  # noqa: E402
-from pipeline.core.release_utility import (  # noqa: E402
+from pipeline.core.hierarchies import Hierarchy
+from pipeline.core.mixed_model import assemble_release_tables, run_mixed_model
+from pipeline.core.naive_release import naive_release
+from pipeline.core.query_workload import build_workload, release_workload_utility
+from pipeline.core.rating import rating_tables
+from pipeline.core.release_utility import (
     average_confidence,
     hiding_set_sizes_kl,
     hiding_set_sizes_mixed,
@@ -61,8 +56,9 @@ from pipeline.core.release_utility import (  # noqa: E402
     naive_rule_confidences,
     utility_measures,
 )
-from pipeline.core.rules import mine_strong_rules  # noqa: E402
-from pipeline.reporting.experiments_report import machine_description  # noqa: E402
+from pipeline.core.rules import mine_strong_rules
+from pipeline.reporting.experiments_report import machine_description
+from pipeline.reporting.figures import pyplot
 
 __all__ = [
     "FIGURES",
@@ -226,6 +222,8 @@ def run_attack_evaluation(
     ValueError, pipeline.core.kl_anonymity.InfeasibleError, pipeline.core.hierarchies.HierarchyError
         Invalid parameters or data (from the core functions).
     """
+    from pipeline.core.kl_anonymity import kl_anonymize, kl_release_table  # numba's kernels: imported when they run
+
     quasi_identifier_columns, sensitive_attribute_columns = list(quasi_identifiers), list(sensitive_attributes)
     say = progress or (lambda message: None)
     seconds: dict[str, float] = {}
@@ -640,7 +638,7 @@ def _save(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
+    pyplot().close(fig)
     return path
 
 
@@ -648,7 +646,7 @@ def _join_figure(evaluation: AttackEvaluation, path: Path) -> Path:
     results = evaluation.results
     ell = results["parameters"]["ell"]
     models = [*MODELS, "population"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5.4), gridspec_kw={"width_ratios": [3, 2]})
+    fig, (left, right) = pyplot().subplots(1, 2, figsize=(12, 5.4), gridspec_kw={"width_ratios": [3, 2]})
     for model in models:
         p = np.sort(evaluation.join[model]["probability"].to_numpy())
         if len(p) == 0:
@@ -702,7 +700,7 @@ def _one_known_figure(results: dict, path: Path) -> Path:
     pairs = list(results["one_known_value"][MODELS[0]])
     pinned = np.array([[100 * results["one_known_value"][m][p]["share_certain"] for p in pairs] for m in models])
     mean = np.array([results["one_known_value"][m][p]["mean"] for m in models for p in pairs]).reshape(len(models), len(pairs))
-    fig, axes = plt.subplots(2, 1, figsize=(12, 7.4))
+    fig, axes = pyplot().subplots(2, 1, figsize=(12, 7.4))
     for ax, values, title, fmt, vmax, cmap in (
         (
             axes[0],
@@ -756,7 +754,7 @@ def _utility_figure(results: dict, path: Path) -> Path:
             "{:.3f}",
         ),
     ]
-    fig, axes = plt.subplots(1, len(panels), figsize=(14, 3.8))
+    fig, axes = pyplot().subplots(1, len(panels), figsize=(14, 3.8))
     x = np.arange(len(MODELS))
     for ax, (title, getter, fmt) in zip(axes, panels, strict=True):
         values = [getter(utility[m]) for m in MODELS]

@@ -46,8 +46,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import matplotlib
-
 from pipeline.errors import UnusableInputError
 from pipeline.reporting.formatting import format_count_share, format_figure, format_share
 from pipeline.release.promotion import is_comparison
@@ -55,12 +53,10 @@ from pipeline.release.reports import validate_report_data
 
 if TYPE_CHECKING:
     import pandas as pd
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     from pipeline.models.base import PublicationModel
-
-matplotlib.use("Agg")
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 __all__ = [
     "GATE_DESCRIPTIONS",
@@ -339,6 +335,21 @@ def _number(value) -> str:
     return format_figure(value)
 
 
+def _new_figure(figsize: tuple[float, float]) -> Figure:
+    """A matplotlib figure (no pyplot, no global state); matplotlib is imported when a report draws, not when this
+    module is imported (it costs about 26 MiB, which the code location would hold without drawing anything)."""
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=figsize)
+
+
+def _integer_locator() -> MaxNLocator:
+    """Ticks on whole numbers only (counts)."""
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
+
+
 def _png(figure: Figure) -> str:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
@@ -349,7 +360,7 @@ def audit_histogram_png(histogram: Mapping[str, int], ell: int) -> str:
     """Base64 PNG of the audit's per-record disclosure histogram (:func:`pipeline.release.audit.disclosure_histogram`:
     bin label -> records), with the bound 1/ℓ; for the Dagster UI (``audit/release_disclosure``)."""
     labels, counts = list(histogram), [int(v) for v in histogram.values()]
-    figure = Figure(figsize=(7.5, 3.0))
+    figure = _new_figure(figsize=(7.5, 3.0))
     axis = figure.subplots()
     axis.bar(range(len(labels)), counts, color="tab:blue")
     axis.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=8)
@@ -545,7 +556,7 @@ def _accounting(manifest: Mapping) -> str:
     adds_up = kept == sum(n for _, n in parts)
     rows = [("records read (n_input)", n_input), ("dropped: missing sensitive value", n_dropped), ("kept", kept), *parts]
     rows += extra
-    figure = Figure(figsize=(7.5, 1.5))
+    figure = _new_figure(figsize=(7.5, 1.5))
     axis = figure.subplots()
     left = 0
     colors = ["tab:blue", "tab:orange", "tab:red", "tab:gray"]
@@ -727,7 +738,7 @@ def disclosure_section(manifest: Mapping) -> str:
         text += f"<p>{_e(no_strong_rules_sentence(str(manifest.get('model'))))}</p>"
     if not counts:
         return text + "<p>No histogram was recorded.</p>"
-    figure = Figure(figsize=(7.5, 3.2))
+    figure = _new_figure(figsize=(7.5, 3.2))
     axis = figure.subplots()
     edges = [round(0.1 * i, 1) for i in range(11)]
     axis.bar([e + 0.05 for e in edges[:-1]], counts, width=0.095, color="tab:blue", edgecolor="black", linewidth=0.4)
@@ -736,7 +747,7 @@ def disclosure_section(manifest: Mapping) -> str:
     axis.set_xticks(edges)
     axis.set_xlabel("disclosure probability (bins of 0.1; the last includes 1)")
     axis.set_ylabel("records holding a strong rule")
-    axis.yaxis.set_major_locator(MaxNLocator(integer=True))
+    axis.yaxis.set_major_locator(_integer_locator())
     axis.legend(frameon=False)
     above = observed.get("n_records_above_bound")
     figure.suptitle(f"Disclosure probability of the rule holders ({above} above the bound)", fontsize=10)
@@ -817,7 +828,7 @@ def rules_section(manifest: Mapping, data: Mapping | None) -> str:
             f"{_e(_number(observed.get('max_confidence_deviation')))} (tolerance "
             f"{_e(_number(observed.get('tolerance')))}, exact required: {_e(_number(observed.get('exact_required')))}).</p>"
         )
-    figure = Figure(figsize=(4.8, 4.4))
+    figure = _new_figure(figsize=(4.8, 4.4))
     axis = figure.subplots()
     raw = [r["raw_confidence"] for r in rules]
     recovered = [r["released_confidence"] if r["released_confidence"] is not None else float("nan") for r in rules]
@@ -1068,17 +1079,17 @@ def kl_section(manifest: Mapping, data: Mapping | None) -> str:
     counts = kl.get("class_size_counts")
     if counts:
         sizes = sorted((int(s), int(n)) for s, n in counts.items())
-        figure = Figure(figsize=(7.5, 3.2))
+        figure = _new_figure(figsize=(7.5, 3.2))
         axis = figure.subplots()
         axis.bar([s for s, _ in sizes], [n for _, n in sizes], color="tab:blue", width=0.8)
         axis.axvline(float(manifest.get("k") or 0) - 0.5, color="tab:red", linestyle="--", label=f"k = {manifest.get('k')}")
         if sizes[-1][0] > 60:
             axis.set_xscale("log")
         else:
-            axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+            axis.xaxis.set_major_locator(_integer_locator())
         axis.set_xlabel("class size (records)")
         axis.set_ylabel("classes")
-        axis.yaxis.set_major_locator(MaxNLocator(integer=True))
+        axis.yaxis.set_major_locator(_integer_locator())
         axis.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         figure.suptitle("Equivalence-class sizes", fontsize=10)
         text += _img(
@@ -1091,7 +1102,7 @@ def kl_section(manifest: Mapping, data: Mapping | None) -> str:
     if levels:
         names = list(levels)
         shares = [levels[a] / heights[a] if heights.get(a) else 0.0 for a in names]
-        figure = Figure(figsize=(7.5, 0.5 + 0.45 * len(names)))
+        figure = _new_figure(figsize=(7.5, 0.5 + 0.45 * len(names)))
         axis = figure.subplots()
         axis.barh(names, shares, color="tab:orange")
         axis.set_xlim(0, 1)

@@ -1,0 +1,76 @@
+"""What loading the code location and the CLI imports (issues 17 and 18): the heavy packages only the steps that use
+them import.
+
+matplotlib (about 26 MiB: the figures), numba with the (k, ℓ) kernels (about 60 MiB), scipy (the attack
+evaluation), mlxtend (Apriori) and Great Expectations (about 170 MiB: the gates) are imported inside the functions
+that draw, run the (k, ℓ) model, evaluate attacks, mine or validate. A process that only loads the Dagster code
+location (the sharded release's parent while its workers release the shards, ``dagster dev``'s code server) or
+runs ``msa-release list`` does not hold them.
+
+Each case runs in a fresh interpreter: the test process itself has imported everything already.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Packages that no module of the code location, the CLI or the sharding core imports at module level.
+HEAVY = ("matplotlib", "numba", "llvmlite", "great_expectations", "scipy", "mlxtend", "sklearn", "pyspark")
+
+
+def _heavy_modules_after(code: str, tmp_path: Path, packages: tuple[str, ...] = HEAVY) -> list[str]:
+    """The ``packages`` in ``sys.modules`` after running ``code`` in a fresh interpreter (home and Dagster home
+    under ``tmp_path``)."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({packages!r}))))"
+    environment = {
+        **os.environ,
+        "MSA_RELEASE_HOME": str(tmp_path / "home"),
+        "DAGSTER_HOME": str(tmp_path / "dagster"),
+        "GX_ANALYTICS_ENABLED": "false",
+    }
+    completed = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def test_the_probe_sees_a_heavy_import(tmp_path):
+    """The probe itself can fail: importing the (k, ℓ) package does bring numba."""
+    assert "numba" in _heavy_modules_after("import pipeline.core.kl_anonymity", tmp_path)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        pytest.param("import pipeline.definitions as d\nd.defs.get_repository_def()", id="code location"),
+        pytest.param("import pipeline.cli", id="cli"),
+        pytest.param(
+            "from pipeline.cli import main\ntry:\n    main(['list'])\nexcept SystemExit as exit:\n    assert not exit.code",
+            id="msa-release list",
+        ),
+        pytest.param("import pipeline.resources", id="settings resource"),
+    ],
+)
+def test_loading_imports_no_heavy_package(code, tmp_path):
+    assert _heavy_modules_after(code, tmp_path) == []
+
+
+def test_listing_the_releases_imports_neither_dagster_nor_pandas(tmp_path):
+    """``msa-release list`` reads directory names and manifests only (pipeline/release/listing.py, pipeline/home.py):
+    it starts in a fraction of a second instead of importing Dagster, pandas and DuckDB (about 1.2 s of CPU), and
+    the CLI's modules import no pydantic model at module level."""
+    code = "from pipeline.cli import main\ntry:\n    main(['list'])\nexcept SystemExit as exit:\n    assert not exit.code"
+    assert _heavy_modules_after(code, tmp_path, ("dagster", "pandas", "duckdb", "pyarrow", "numpy", "pydantic")) == []
+
+
+def test_the_sharding_core_does_not_import_numba(tmp_path):
+    """The mixed model's shard release needs no (k, ℓ) kernel: the sharded parent and workers do not hold numba."""
+    heavy = _heavy_modules_after("import pipeline.core.sharding, pipeline.core.verification, pipeline.engines.worker", tmp_path)
+    assert "numba" not in heavy and "llvmlite" not in heavy
