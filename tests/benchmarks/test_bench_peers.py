@@ -124,8 +124,13 @@ def test_size_section_marks_the_1m_target_of_issue_18():
     assert targets["mixed_1m_peak_rss_mb"]["issue"] == 18
     targets = {t["target"]: t for t in bench.evaluate_targets({"datasets": [entry(19.0, 1000.0)]})}
     assert targets["mixed_1m_wall_seconds"]["verdict"] == targets["mixed_1m_peak_rss_mb"]["verdict"] == "pass"
-    local = {**entry(5.0, 500.0), "engine_spec": {"name": "local", "workers": 2}}  # another engine does not count
-    targets = {t["target"]: t for t in bench.evaluate_targets({"datasets": [local]})}
+    # the default engine (local) counts when it was measured; the memory entry beside it does not
+    local = {**entry(5.0, 500.0), "engine_spec": {"name": "local", "workers": 2}}
+    targets = {t["target"]: t for t in bench.evaluate_targets({"datasets": [entry(33.5, 1638.0), local]})}
+    assert targets["mixed_1m_wall_seconds"]["verdict"] == targets["mixed_1m_peak_rss_mb"]["verdict"] == "pass"
+    assert "local engine" in targets["mixed_1m_wall_seconds"]["description"]
+    spark = {**entry(5.0, 500.0), "engine_spec": {"name": "spark"}}  # not the default's engine: does not count
+    targets = {t["target"]: t for t in bench.evaluate_targets({"datasets": [spark]})}
     assert targets["mixed_1m_wall_seconds"]["verdict"] == "not measured"
 
 
