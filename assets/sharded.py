@@ -342,12 +342,6 @@ def global_model_of(rules: pd.DataFrame, row: pd.DataFrame):
 # --------------------------------------------------------------------------- shard releases
 
 
-#: Up to this many input records, the driver of a ``local`` release with fewer shards than workers imports Great
-#: Expectations while the shards are released (a core is idle, and the 170-280 MiB it holds are small next to a shard's
-#: worker only for small tables); above it, the import waits for the gates, keeping the driver lean during the map.
-WARM_UP_MAX_RECORDS = 200_000
-
-
 @dg.asset(
     key_prefix=PRIVATE,
     kinds=KINDS,
@@ -407,15 +401,6 @@ def shard_summaries(
         )
         launched = {f"spark_job_{key}": value for key, value in reported.items()}
     else:
-        if (
-            str(settings.engine) == "local"
-            and job.n_shards < int(settings.workers)
-            and int(first["n_input"]) <= WARM_UP_MAX_RECORDS
-        ):
-            # a core is idle while the shards are released: import Great Expectations for the gates meanwhile (issue 18)
-            from checks.gx_runner import warm_up_in_background
-
-            warm_up_in_background()
         summaries = executor_of(settings).release_shards(job)
     (staging_dir / SUMMARIES_FILE).write_text(json.dumps(summaries, sort_keys=True, default=str), encoding="utf-8")
     frame = summary_frame(summaries, settings.sensitive_attributes)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 import uuid
 from dataclasses import dataclass
 from functools import lru_cache
@@ -20,7 +19,7 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 if TYPE_CHECKING:
     import great_expectations as gx
 
-__all__ = ["SuiteOutcome", "great_expectations_modules", "validate_frame", "warm_up_in_background"]
+__all__ = ["SuiteOutcome", "great_expectations_modules", "validate_frame"]
 
 
 @dataclass(frozen=True)
@@ -46,34 +45,14 @@ def great_expectations_modules() -> tuple[ModuleType, ModuleType]:
     return great_expectations, great_expectations.expectations
 
 
-_CONTEXT_LOCK = threading.Lock()
-
-
-def _context():
-    """The process's ephemeral GX context, created once (under a lock: :func:`warm_up_in_background` may be creating
-    it in another thread)."""
-    with _CONTEXT_LOCK:
-        return _new_context()
-
-
 @lru_cache(maxsize=1)
-def _new_context():
+def _context():
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
     return context
-
-
-def warm_up_in_background() -> threading.Thread:
-    """Import Great Expectations and create the context in a daemon thread, so that the first gate does not wait for
-    the import (about 2.5 s of CPU and 170-280 MiB). For a caller that waits on other processes and has a core to spare
-    (the sharded job's driver while fewer shards than workers are released, issue 18); the first
-    :func:`validate_frame` then waits for the thread's import instead of starting its own. Returns the started thread."""
-    thread = threading.Thread(target=_context, name="great-expectations-warm-up", daemon=True)
-    thread.start()
-    return thread
 
 
 #: Arguments of an expectation shown with its result (the suites' own bounds, never data).
