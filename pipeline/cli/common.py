@@ -311,7 +311,7 @@ def build_settings_config(
         ("promote", promote),
         ("max_deleted_share", max_deleted_share),
         ("max_suppressed_share", max_suppressed_share),
-        ("engine", engine if engine != "memory" else None),  # memory: the release job, which takes no engine
+        ("engine", engine),  # None: the model's default (pipeline.models.job_and_settings leaves memory out of the job's)
         ("workers", workers),
         ("shard_rows", shard_rows),
         ("min_shard_rows", min_shard_rows),
@@ -358,23 +358,38 @@ def check_model_options(options: dict) -> None:
     click.UsageError
         Naming each option, the chosen model and the model(s) whose setting it is.
     """
-    from pipeline.models import DEFAULT_MODEL, PUBLICATION_MODELS, job_of_settings, publication_model, settings_of_job
+    from pipeline.models import (
+        DEFAULT_MODEL,
+        IN_MEMORY_ENGINE,
+        PUBLICATION_MODELS,
+        SHARDED_JOBS,
+        default_engine,
+        job_of_settings,
+        publication_model,
+        settings_of_job,
+    )
     from pipeline.resources import SHARDING_SETTINGS
 
     model = publication_model(options.get("model") or DEFAULT_MODEL)
-    engine = options.get("engine") or "memory"
-    if engine != "memory" and model.name != DEFAULT_MODEL:
+    sharded = model.name in SHARDED_JOBS.values()
+    engine = options.get("engine") or default_engine(model.name)
+    if engine != IN_MEMORY_ENGINE and not sharded:
         raise click.UsageError(
             f"--engine {engine} publishes sharded releases of the mixed model only, not --model {model.name}: leave "
-            f"--engine out (memory, the default) for --model {model.name}"
+            f"--engine out for --model {model.name} (it runs in memory)"
         )
-    accepted = set(settings_of_job(job_of_settings(model.name, engine)))
+    accepted = set(settings_of_job(job_of_settings(model.name, engine))) | {"engine"}
     given = [name for name in settings_from_options(options) if name not in accepted and name != "model"]
     sharding = [_option_flag(name) for name in given if name in SHARDING_SETTINGS]
     if sharding:
+        if sharded:
+            raise click.UsageError(
+                f"{', '.join(sharding)}: not used by --engine {engine} (the in-memory release); leave --engine "
+                f"{engine} out for a sharded release (engine local, the default) or leave {', '.join(sharding)} out"
+            )
         raise click.UsageError(
-            f"{', '.join(sharding)}: not used by --engine {engine} (the in-memory release); add --engine local or "
-            "--engine spark for a sharded release, or leave it out"
+            f"{', '.join(sharding)}: not used by --model {model.name} (it runs in memory: sharded releases publish the "
+            "mixed model only); leave it out"
         )
     if options.get("spark_launch") is not None and engine != "spark":
         raise click.UsageError(
