@@ -169,3 +169,31 @@ def test_the_in_memory_job_runs_on_engine_memory():
     assert mapped["resources"]["settings"]["config"]["engine"] == "memory"
     sharded = JobSettings(SHARDED_RELEASE_JOB, models_of_job(SHARDED_RELEASE_JOB))({"resources": {"settings": {"config": {}}}})
     assert "engine" not in sharded["resources"]["settings"]["config"]  # not set: the model's default, local
+
+
+@pytest.mark.parametrize(
+    ("arguments", "job", "engine"),
+    [
+        ([], SHARDED_RELEASE_JOB, None),
+        (["--workers", "3", "--shard-rows", "200000"], SHARDED_RELEASE_JOB, None),
+        (["--engine", "local"], SHARDED_RELEASE_JOB, "local"),
+        (["--engine", "memory"], "release", None),
+        (["--model", "rating"], "rating_release", None),
+        (["--model", "kl"], "kl_release", None),
+    ],
+    ids=["default", "sharding-options-without-engine", "local", "memory", "rating", "kl"],
+)
+def test_msa_release_run_starts_the_job_of_the_default_engine(monkeypatch, tmp_path, arguments, job, engine):
+    """Issue 17: without --engine the mixed model runs sharded_release (engine local, the job's default) and rating
+    and kl their in-memory jobs, without an error; --engine memory runs release, whose settings hold no engine."""
+    started = {}
+
+    def record(options, config, job_name, job_config, started_at, state):
+        started.update(job=job_name, config=job_config)
+
+    monkeypatch.setattr(run_command, "preflight", lambda config, home_option: tmp_path)
+    monkeypatch.setattr(run_command, "_run_and_summarize", record)
+    outcome = CliRunner().invoke(main, ["run", *arguments, "--home", str(tmp_path / "home")])
+    assert outcome.exit_code == 0, outcome.output
+    assert started["job"] == job
+    assert started["config"].get("engine") == engine
