@@ -876,13 +876,17 @@ def write_profile_sidecar(result, home: Path, output: str | None, *, started: fl
 
 def report_step_failures(result) -> None:
     """Echo to stderr, for a failed run (``dagster.ExecuteInProcessResult``), each failed step and its error message
-    (the messages of this project never hold an input value; :func:`pipeline.failures.step_failures`)."""
+    (the messages of this project never hold an input value; :func:`pipeline.failures.step_failures`), except the
+    steps a gate stopped: a data-loss refusal (printed as its diagnosis) and Dagster's "blocking asset check failed"
+    (each gate is printed as its own line)."""
     from pipeline.core.diagnosis import REFUSAL_ERROR_CLASS
     from pipeline.failures import step_failures
 
     for failure in step_failures(result):
         if failure.metadata.get("error_class") == REFUSAL_ERROR_CLASS:  # printed as the refusal diagnosis
             continue
+        if failure.message.split(":", 1)[0].endswith("DagsterAssetCheckFailedError"):
+            continue  # a blocking gate stopped the step: printed as its "gate …: FAILED" line (the sharded job's gates)
         click.echo(f"  step {failure.step} failed: {failure.message}", err=True)
 
 
