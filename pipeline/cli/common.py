@@ -392,8 +392,9 @@ def check_model_options(options: dict) -> None:
             "mixed model only); leave it out"
         )
     if options.get("spark_launch") is not None and engine != "spark":
+        chosen = f"--engine {engine}" if options.get("engine") else f"engine {engine} (the default)"
         raise click.UsageError(
-            f"--spark-launch {options['spark_launch']}: not used by --engine {engine}; it chooses how --engine spark "
+            f"--spark-launch {options['spark_launch']}: not used by {chosen}; it chooses how --engine spark "
             "runs its shards (client or pipes): add --engine spark or leave --spark-launch out"
         )
     by_owners: dict[str, list[str]] = {}

@@ -44,7 +44,7 @@ def nothing_runs(monkeypatch):
         (["--engine", "local", "--spark-launch", "pipes"], "--spark-launch pipes: not used by --engine local"),
         (["--engine", "local", "--spark-launch", "client"], "--spark-launch client: not used by --engine local"),
         (["--engine", "memory", "--spark-launch", "pipes"], "--spark-launch: not used by --engine memory"),
-        (["--spark-launch", "pipes"], "--spark-launch pipes: not used by --engine local"),
+        (["--spark-launch", "pipes"], "--spark-launch pipes: not used by engine local (the default)"),
         (["--engine", "spark", "--spark-launch", "yarn"], "'yarn' is not one of 'client', 'pipes'"),
     ],
     ids=[
