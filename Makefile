@@ -28,6 +28,7 @@ dagster-home: env
 
 # Adult's default release deletes about 19.8 % of its eligible records, above the utility gate's default of 10 %:
 # the example accepts up to 25 % explicitly (shown as an override in the summary, report.html and the manifest).
+# publishes UCI Adult through the default engine (local: the sharded_release job, Adult is one shard); its gates print PASS
 release: env dagster-home
 	$(VENV)/bin/msa-release run --max-deleted-share 0.25
 

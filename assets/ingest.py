@@ -14,6 +14,25 @@ from pipeline.resources import ReleaseSettings, ReleaseStore
 from pipeline.run_events import INPUT_SHA256_TAG
 
 
+def check_inbox_input(expected_sha256: str | None, input_sha256: str, *, input_path: str) -> None:
+    """Refuse an input whose content is not the one the inbox sensor hashed when it started the run (the run's tag
+    ``msa_release/input_sha256``, ``expected_sha256``; None for a run not started by the inbox: nothing to check). Used
+    by the step that reads the input of every publishing job (``raw_records``, ``sharded_input``).
+
+    Raises
+    ------
+    pipeline.io.loading.InputError
+        (exit status 2) naming the file, never its content: the file changed or was replaced between the tick and the
+        run; its current content gets a run of its own at the next tick.
+    """
+    if expected_sha256 is not None and input_sha256 != expected_sha256:
+        raise InputError(
+            f"{input_path}: the file is not the one the inbox sensor hashed when it started this run (its "
+            "content changed or it was replaced since); nothing is published from it: the current content gets a "
+            "run of its own at the next tick (write inbox files as <name>.part and rename them when complete)"
+        )
+
+
 @dg.multi_asset(
     outs={
         "raw_records": dg.AssetOut(
@@ -36,19 +55,14 @@ def raw_records(context: dg.AssetExecutionContext, settings: ReleaseSettings, st
     whose content read here differs (replaced between the tick and the run) fails the step: the new content has a run
     of its own."""
     started = time.monotonic()
-    expected_sha256 = context.run.tags.get(INPUT_SHA256_TAG)
+    expected_sha256 = context.run.tags.get(INPUT_SHA256_TAG)  # an inbox run's
     with structured_failures(file=settings.input_path):
         loaded = load_records(
             settings.input_path,
             **settings.reading_options(),
             ell=settings.feasibility_ell(),
         )
-        if expected_sha256 is not None and loaded.input_sha256 != expected_sha256:
-            raise InputError(
-                f"{settings.input_path}: the file is not the one the inbox sensor hashed when it started this run (its "
-                "content changed or it was replaced since); nothing is published from it: the current content gets a "
-                "run of its own at the next tick (write inbox files as <name>.part and rename them when complete)"
-            )
+        check_inbox_input(expected_sha256, loaded.input_sha256, input_path=settings.input_path)
     summary = pd.DataFrame(
         [
             {

@@ -21,6 +21,7 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
+from assets.ingest import check_inbox_input
 from assets.mixed_model import available_hierarchies, release_secret
 from assets.publish import (
     dropped_missing_by_attribute,
@@ -36,6 +37,7 @@ from pipeline.errors import UnusableInputError
 from pipeline.failures import structured_failures, with_structured_failures
 from pipeline.models import SHARDED_RELEASE_JOB
 from pipeline.resources import ReleaseSettings, ReleaseStore
+from pipeline.run_events import INPUT_SHA256_TAG
 
 __all__ = [
     "PUBLISH_POOL",
@@ -184,7 +186,11 @@ def executor_of(settings: ReleaseSettings):
 def sharded_input(context: dg.AssetExecutionContext, settings: ReleaseSettings, store: ReleaseStore):
     """Read the input once (DuckDB), apply the missing-value policy and stage it shard by shard into the run's
     PRIVATE staging directory (:func:`pipeline.engines.staging.stage_input`); the plan S = ceil(n / shard_rows) is
-    refused below ``min_shard_rows`` (exit status 2). The records' row ids and shard key are private."""
+    refused below ``min_shard_rows`` (exit status 2). The records' row ids and shard key are private.
+
+    A run started by the inbox sensor carries the SHA-256 its tick computed (tag ``msa_release/input_sha256``), as for
+    the in-memory job's ``raw_records``: a file whose content staged here differs (replaced between the tick and the
+    run) fails the step (exit status 2; the failure hook removes the staging): the new content has a run of its own."""
     from pipeline.core.keyed import input_hmac
     from pipeline.engines import staging
 
@@ -207,6 +213,8 @@ def sharded_input(context: dg.AssetExecutionContext, settings: ReleaseSettings, 
             if isinstance(error, UnusableInputError):
                 raise
             raise ShardingSettingsError(f"{error}; nothing is published") from None  # the shard plan's refusal
+        # an inbox run: the content its tick hashed (as the in-memory job's raw_records checks)
+        check_inbox_input(context.run.tags.get(INPUT_SHA256_TAG), str(staged.input_sha256), input_path=settings.input_path)
     plan = staged.plan
     shard_records = [int(n) for n in staged.shard_records]
     summary = pd.DataFrame(

@@ -36,7 +36,7 @@ from pipeline.jobs import (  # noqa: E402
     schedule_run_config,
     spark_pipes_job,
 )
-from pipeline.models import PUBLICATION_MODELS  # noqa: E402
+from pipeline.models import PUBLICATION_MODELS, job_of_settings  # noqa: E402
 from pipeline.resources import ExperimentSettings, ReleaseSettings, ReleaseStore, release_home  # noqa: E402
 from pipeline.warehouse import WarehouseIOManager  # noqa: E402
 
@@ -85,7 +85,7 @@ def build_definitions(home: Path) -> dg.Definitions:
     by_name = {job.name: job for job in publishing_jobs}
     configured = schedule_run_config(home)  # ScheduleConfigError (a ValueError) names the file and the key
     if configured is None:
-        schedule = build_release_schedule(job=wiring.jobs["release"])
+        schedule = build_release_schedule(job=by_name[job_of_settings(None, None)])  # the default: sharded_release
     else:
         job_name, run_config, config_file = configured
         schedule = build_release_schedule(job=by_name[job_name], run_config=run_config, config_file=config_file)

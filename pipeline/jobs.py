@@ -15,19 +15,21 @@ the settings of its model (:func:`job_settings_mapping`, a job-level ``ConfigMap
 those, and a bad value (``ell: 1``, ``min_confidence: 1.5``, k < ℓ) or another model's setting (``k`` for
 ``release``) is a config error before a run exists.
 
-``release_schedule`` runs ``release`` weekly (cron from ``$MSA_RELEASE_SCHEDULE_CRON``, default
+``release_schedule`` runs the mixed model's default job, ``sharded_release`` on engine ``local``, weekly (cron from ``$MSA_RELEASE_SCHEDULE_CRON``, default
 Monday 03:00; timezone ``$MSA_RELEASE_SCHEDULE_TIMEZONE``, default UTC); it is stopped until
 someone starts it in the UI (Automation) or with ``dagster schedule start``. Its run config is the YAML file
-``$MSA_RELEASE_SCHEDULE_CONFIG`` or ``$MSA_RELEASE_HOME/schedule.yaml`` when there is one (the model in it picks the
-job), checked when the code location loads (:func:`schedule_run_config`); else the launchpad's defaults.
+``$MSA_RELEASE_SCHEDULE_CONFIG`` or ``$MSA_RELEASE_HOME/schedule.yaml`` when there is one (its ``model`` and ``engine``
+pick the job: :func:`pipeline.models.job_and_settings`), checked when the code location loads (:func:`schedule_run_config`); else the launchpad's defaults.
 
 ``inbox_sensor`` watches ``$MSA_RELEASE_HOME/inbox/``: a new or changed ``.csv`` / ``.parquet``
 file triggers one release run with that file as input. The run key is the file's SHA-256 and a digest
 of the run's settings, so the same content with the same settings never triggers twice, whatever its
 name, while the same bytes with other settings run again. Settings come from ``inbox/settings.json`` (any
 setting of the chosen model, e.g. quasi_identifiers, sensitive_attributes, ell, model) and, for one
-file, ``<file name>.settings.json`` beside it; the ``model`` setting picks the job (``rating`` runs
-``rating_release``, ``kl`` runs ``kl_release``: :func:`pipeline.models.job_of_model`). A setting of
+file, ``<file name>.settings.json`` beside it; the ``model`` and ``engine`` settings pick the job
+(:func:`pipeline.models.job_of_settings`): the mixed model runs ``sharded_release`` on engine ``local`` unless the
+settings say ``"engine": "memory"`` (the in-memory ``release`` job) or ``"spark"``; ``rating`` runs
+``rating_release``, ``kl`` runs ``kl_release``. A setting of
 another model in ``settings.json`` is left out for the file (``min_confidence`` there serves the mixed files, not
 a kl file); in the file's own settings it makes them unusable (``seed`` beside ``"model": "kl"``).
 
@@ -50,8 +52,9 @@ something outside the queue holds it. A run whose worker died (SIGKILL, out of m
 marked failed at the next tick (:func:`pipeline.run_events.fail_orphaned_runs`) and Dagster's run
 retries re-run it from the start, at most ``$MSA_RELEASE_INBOX_MAX_RETRIES`` times (default 3; Dagster's
 retry tags on the run and its engine events in the UI say why); a run that failed on the data (a gate,
-unusable input) is not retried: drop a corrected file. The ingest step checks that the file it reads
-is the one the tick hashed (tag ``msa_release/input_sha256``).
+unusable input) is not retried: drop a corrected file. The step that reads the input (``raw_records``, or
+``sharded_input`` of ``sharded_release``) checks that the file it reads is the one the tick hashed (tag
+``msa_release/input_sha256``).
 """
 
 from __future__ import annotations
@@ -77,7 +80,12 @@ from pipeline.errors import UnusableInputError
 from pipeline.models import (
     PUBLICATION_MODELS,
     PublicationModel,
+    IN_MEMORY_ENGINE,
+    SHARDED_JOBS,
     SHARDED_RELEASE_JOB,
+    default_engine,
+    job_and_settings,
+    job_of_model,
     job_of_settings,
     models_of_job,
     settings_not_of_job,
@@ -93,7 +101,7 @@ from pipeline.run_events import (
     remind_missed_retries,
 )
 from pipeline.warehouse import LOCK_WAIT_TAG
-from pipeline.settings import Model
+from pipeline.settings import SHARDING_SETTINGS, Model
 
 __all__ = [
     "ATTACKS_JOB_SELECTION",
@@ -138,14 +146,20 @@ __all__ = [
 
 #: Descriptions of the built-in publishing jobs (a plug-in's job gets one from its model).
 JOB_DESCRIPTIONS = {
-    "release": "Raw table -> strong rules -> SAC/IR -> SAC~ + IDT/AT -> gates -> published release -> audit.",
-    "rating_release": "Plain Rating baseline (P1 §6, SPEC §7): raw table -> strong rules (for the gates) -> SIDs of "
-    "every record -> IDT/AT -> gates -> published release -> audit.",
-    SHARDED_RELEASE_JOB: "The mixed model released shard by shard (engine local or spark; issue 17): input staged in "
-    "private shards -> global strong rules, S_max, clusters -> shard releases -> gates on the per-shard summary -> "
-    "published part files.",
-    "kl_release": "(k, ℓ)-anonymity (P2): raw table -> hierarchies -> equivalence classes of >= k records with "
-    "Diverse >= ℓ -> gates -> published release.",
+    "release": 'The mixed model in memory (engine memory: run with `msa-release run --engine memory`, or "engine": '
+    '"memory" in the inbox/schedule settings; the default is sharded_release): raw table -> strong rules -> SAC/IR '
+    "-> SAC~ + IDT/AT -> gates -> published release (release.duckdb) -> audit.",
+    "rating_release": "Plain Rating baseline (P1 §6, SPEC §7; what `msa-release run --model rating`, the schedule and "
+    "the inbox run for model rating): raw table -> strong rules (for the gates) -> SIDs of every record -> IDT/AT -> "
+    "gates -> published release -> audit.",
+    SHARDED_RELEASE_JOB: "The mixed model released shard by shard (issue 17), the DEFAULT job of the mixed model: what "
+    "`msa-release run`, the schedule and the inbox sensor run unless the settings say engine memory. Engine local "
+    "(default) or spark: input staged in private shards -> global strong rules, S_max, clusters -> shard releases -> "
+    "gates on the per-shard summary -> published part files -> audit. A table of up to shard_rows records is one "
+    "shard: the in-memory release's tables, byte for byte.",
+    "kl_release": "(k, ℓ)-anonymity (P2; what `msa-release run --model kl`, the schedule and the inbox run for model "
+    "kl): raw table -> hierarchies -> equivalence classes of >= k records with Diverse >= ℓ -> gates -> published "
+    "release.",
 }
 
 
@@ -314,6 +328,14 @@ class JobSettings:
         if settings is None:
             return  # not a mapping: the schema's own validation says what is wrong
         problems: list[tuple[str | None, str]] = list(settings_not_of_job(self.job, settings).items())
+        if self.job in SHARDED_JOBS and str(settings.get("engine")) == IN_MEMORY_ENGINE:
+            problems.append(
+                (
+                    "engine",
+                    f"engine: {IN_MEMORY_ENGINE} is the in-memory job {job_of_model(SHARDED_JOBS[self.job])}, not "
+                    f"{self.job}: set engine local or spark here, or run {job_of_model(SHARDED_JOBS[self.job])}",
+                )
+            )
         chosen = settings.get("model")
         other = PUBLICATION_MODELS.get(str(chosen)) if chosen is not None else None
         if other is not None and other not in self.models:
@@ -340,6 +362,8 @@ class JobSettings:
         settings = {key: value for key, value in settings.items() if value is not None or key not in NULL_MEANS_DEFAULT}
         if chosen.name in {choice.value for choice in Model}:
             settings["model"] = chosen.name
+        if self.job not in SHARDED_JOBS:  # the job is the engine (its schema has no engine setting)
+            settings["engine"] = IN_MEMORY_ENGINE
         try:
             chosen.parameters(ReleaseSettings(**settings))
         except ValidationError as error:
@@ -401,6 +425,13 @@ def job_settings_mapping(job: str, models: tuple[PublicationModel[Any], ...]) ->
                 f"or {value} for the Adult example (input_path left at {ADULT_EXAMPLE_INPUT}), whose default release "
                 "needs it (README, 'The utility gate').",
             )
+    if "engine" in fields:  # a sharded job: not set means the model's default engine (local), shown as such
+        fields["engine"] = dg.Field(
+            fields["engine"].config_type.inner_type,
+            default_value=default_engine(models[0].name),
+            is_required=False,
+            description=fields["engine"].description,
+        )
     names = [model.name for model in models]
     fields["model"] = dg.Field(
         dg.Enum(f"{job}_model", [dg.EnumValue(name) for name in names]),
@@ -581,7 +612,9 @@ def validate_schedule_config(config: object, *, source: str) -> tuple[str, dict[
     Returns
     -------
     (job name, run config)
-        The job of the settings' ``model`` (``release`` when none) and the run config as given.
+        The job of the settings' ``model`` and ``engine`` (:func:`pipeline.models.job_and_settings`:
+        ``sharded_release`` on engine local when neither is set) and the run config as given (without ``engine:
+        memory``, which chose the in-memory job).
 
     Raises
     ------
@@ -595,11 +628,14 @@ def validate_schedule_config(config: object, *, source: str) -> tuple[str, dict[
             f"{source}: not a run config; write it as the launchpad shows it: 'resources: settings: config:' and the "
             "settings under it (input_path, quasi_identifiers, …)"
         )
-    settings = _settings_of(config) or {}
+    given = _settings_of(config) or {}
     try:
-        job_name = job_of_settings(settings.get("model"), settings.get("engine"))
+        job_name, settings = job_and_settings(given)
     except KeyError as error:
         raise ScheduleConfigError(f"{source}: resources.settings.config.model: {error.args[0]}") from None
+    if settings != given:  # "engine: memory" chose the in-memory job, whose run config has no engine setting
+        resources = dict(config["resources"])
+        config = {**config, "resources": {**resources, "settings": {**dict(resources["settings"]), "config": settings}}}
     mapping = job_settings_mapping(job_name, models_of_job(job_name))
     job_settings = JobSettings(job_name, models_of_job(job_name))
     problems: list[str] = []
@@ -628,7 +664,7 @@ def validate_schedule_config(config: object, *, source: str) -> tuple[str, dict[
 def schedule_run_config(home: Path | str) -> tuple[str, dict[str, Any], Path] | None:
     """The schedule's configured run: ``$MSA_RELEASE_SCHEDULE_CONFIG`` (a YAML file; it must exist), else
     ``<home>/schedule.yaml`` when present, read and checked by :func:`validate_schedule_config`; None when neither is
-    set (the schedule then runs the ``release`` job with the launchpad's defaults).
+    set (the schedule then runs the default job, ``sharded_release`` on engine local, with the launchpad's defaults).
 
     Returns
     -------
@@ -670,7 +706,7 @@ def build_release_schedule(
     run_config: Mapping[str, Any] | None = None,
     config_file: Path | None = None,
 ) -> dg.ScheduleDefinition:
-    """The schedule that runs ``job`` (default ``release``) with ``run_config`` (:func:`schedule_run_config`), or with the
+    """The schedule that runs ``job`` (default: the default model's default job, ``sharded_release`` on engine local) with ``run_config`` (:func:`schedule_run_config`), or with the
     launchpad's default settings when there is none;
     tagged with the run's settings (:func:`pipeline.run_events.release_run_tags`).
 
@@ -681,7 +717,7 @@ def build_release_schedule(
     timezone
         IANA timezone of the cron; default ``$MSA_RELEASE_SCHEDULE_TIMEZONE``, else UTC.
     job
-        The job to run (default: the built-in models' ``release``); with ``run_config``, the job of its ``model``.
+        The job to run (default: ``sharded_release``); with ``run_config``, the job of its ``model`` and ``engine``.
     run_config, config_file
         The configured run (already checked) and the file it came from (named in the description and a tag).
 
@@ -696,7 +732,7 @@ def build_release_schedule(
         The cron expression is not valid (the message names the variable to fix).
     """
     cron, timezone = schedule_cron_and_timezone(cron, timezone)
-    job = job if job is not None else release_job
+    job = job if job is not None else sharded_release_job
     what = f"the run config of {config_file}" if config_file is not None else "the launchpad's default settings"
     return dg.ScheduleDefinition(
         name="release_schedule",
@@ -808,9 +844,10 @@ def _looks_complete(path: Path, input_format: str) -> str | None:
 
 
 def inbox_file_settings(shared: dict, own: dict) -> dict:
-    """The settings of one inbox file: the shared ``settings.json`` without the settings of models other than the
-    file's (they are there for the files of those models), then the file's own ``<name>.settings.json``, whose
-    settings of another model :func:`inbox_run_request` refuses (they were written for this file).
+    """The settings of one inbox file: the shared ``settings.json`` without the settings that the file's job does not
+    read (those of other models, and the sharding settings, ``engine`` included, for a file of a model without a
+    sharded job: they are there for the files of other models), then the file's own ``<name>.settings.json``, whose
+    settings of another model or job :func:`inbox_run_request` refuses (they were written for this file).
 
     Parameters
     ----------
@@ -819,12 +856,17 @@ def inbox_file_settings(shared: dict, own: dict) -> dict:
     own
         The file's ``<name>.settings.json`` (``{}`` when it has none).
     """
+    model = own.get("model", shared.get("model"))
+    engine = own.get("engine", shared.get("engine"))
+    if "engine" not in own and default_engine(model) == IN_MEMORY_ENGINE:
+        engine = None  # the shared engine is for the files of a model with a sharded job (mixed)
     try:
-        job = job_of_settings(own.get("model", shared.get("model")), own.get("engine", shared.get("engine")))
+        job = job_of_settings(model, engine)
     except KeyError:
         return {**shared, **own}  # inbox_run_request names the unknown model
     accepted = set(settings_of_job(job))
-    of_other_models = {name for model in PUBLICATION_MODELS.values() for name in model.settings_fields} - accepted
+    owned = {name for each in PUBLICATION_MODELS.values() for name in each.settings_fields} | set(SHARDING_SETTINGS)
+    of_other_models = owned - accepted
     return {**{key: value for key, value in shared.items() if key not in of_other_models}, **own}
 
 
@@ -861,7 +903,8 @@ def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.Ru
     Returns
     -------
     dagster.RunRequest
-        For the job of the settings' ``model`` (:func:`pipeline.models.job_of_model`: ``release``,
+        For the job of the settings' ``model`` and ``engine`` (:func:`pipeline.models.job_and_settings`:
+        ``sharded_release`` on engine local for the mixed model unless ``"engine": "memory"`` (``release``),
         ``rating_release``, ``kl_release``, a plug-in's); the run config sets
         ``input_path``, ``input_format``, ``csv_header`` true and ``column_names`` [] unless the
         settings say otherwise. Run key
@@ -882,10 +925,10 @@ def inbox_run_request(path: Path, inbox_settings: dict, *, sha256: str) -> dg.Ru
     config["input_path"] = str(path.resolve())
     config["input_format"] = DATA_SUFFIXES[path.suffix.lower()]
     try:
-        job_name = job_of_settings(config.get("model"), config.get("engine"))
+        job_name, job_config = job_and_settings(config)  # "engine": "memory" chooses the in-memory job, then goes
     except KeyError as error:
         raise ValueError(f"model: {error.args[0]}") from None
-    run_config = {"resources": {"settings": {"config": config}}}
+    run_config = {"resources": {"settings": {"config": job_config}}}
     job_settings = JobSettings(job_name, models_of_job(job_name))
     try:  # what the job's config mapping checks at launch, here so that a bad settings file is skipped with a reason
         job_settings.refuse_settings_of_other_models(run_config)
@@ -1219,4 +1262,4 @@ def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
     return dg.SensorResult(skip_reason=dg.SkipReason(reason), cursor=cursor_text)
 
 
-inbox_sensor = build_inbox_sensor(list(RELEASE_WIRING.jobs.values()))
+inbox_sensor = build_inbox_sensor([*RELEASE_WIRING.jobs.values(), sharded_release_job])  # sharded_release: the default

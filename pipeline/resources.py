@@ -373,12 +373,14 @@ class ReleaseSettings(dg.ConfigurableResource):
         "a comparison (pipeline/release/promotion.py).",
     )
 
-    engine: Engine = Field(
-        default=Engine.memory,
-        description="Where the release runs (issue 17): 'memory' (default: the `release` job, the whole table in "
-        "memory), 'local' (the `sharded_release` job: DuckDB stages the input in shards of shard_rows records, a pool "
-        "of `workers` processes releases them) or 'spark' (the `sharded_release` job on Apache Spark: spark_master or "
-        "spark_remote). Sharded releases publish the mixed model only.",
+    engine: Engine | None = Field(
+        default=None,
+        description="Where the release runs (issue 17). Null (not set): the model's default engine, 'local' for the "
+        "mixed model, 'memory' for rating and kl. 'local': the `sharded_release` job, DuckDB stages the input in "
+        "shards of shard_rows records and a pool of `workers` processes releases them (a table of up to shard_rows "
+        "records is one shard: the in-memory release byte for byte, published as part files); 'spark': the "
+        "`sharded_release` job on Apache Spark (spark_master or spark_remote); 'memory': the model's in-memory job "
+        "(`release` for mixed: the whole table in memory, release.duckdb). Sharded releases publish the mixed model only.",
     )
     workers: int = Field(
         default=2, ge=1, le=1024, description="engine 'local': processes that release shards in parallel (>= 1)."
@@ -467,6 +469,18 @@ class ReleaseSettings(dg.ConfigurableResource):
 
     @model_validator(mode="before")
     @classmethod
+    def _default_engine(cls, data: Any) -> Any:
+        """``engine`` not set (absent or null): the model's default engine (:func:`pipeline.models.default_engine`:
+        ``local`` for the mixed model, ``memory`` for the others), so that ``engine`` always names where the run goes."""
+        if isinstance(data, dict) and data.get("engine") is None:
+            from pipeline.models import default_engine
+
+            model = data.get("model")
+            data = {**data, "engine": default_engine(str(model) if model is not None else None)}
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
     def _ell_is_largest_of_per_attribute(cls, data: Any) -> Any:
         """With ``ell_per_attribute``, ``ell`` is L = max ℓ_i (SPEC §6.7); its entries are checked after."""
         if isinstance(data, dict):
@@ -529,8 +543,8 @@ class ReleaseSettings(dg.ConfigurableResource):
         if self.engine != Engine.memory and self.model != Model.mixed:
             raise ValueError(
                 f"{setting_example('engine', str(self.engine))} runs sharded releases of the mixed model only, not "
-                f"{setting_example('model', str(self.model))}: leave {setting('engine')} at memory (the default) for "
-                f"the {self.model} model"
+                f"{setting_example('model', str(self.model))}: leave {setting('engine')} out (the {self.model} model "
+                "runs in memory)"
             )
         for name in ("spark_master", "spark_remote"):
             if getattr(self, name) is not None and self.engine != Engine.spark:

@@ -209,22 +209,38 @@ def test_every_publishing_job_is_generated_from_the_registry(tmp_path):
         assert checks == {gate for model in models for gate in model.gates}, job_name
 
 
-@pytest.mark.parametrize(("model", "job"), [(None, "release"), ("rating", "rating_release"), ("kl", "kl_release")])
-def test_the_inbox_sensor_routes_each_model_to_its_own_job(tmp_path, model, job):
-    """Issue 13: an inbox file runs the job of its ``model`` setting (the registry's ``job_of_model``)."""
+@pytest.mark.parametrize(
+    ("chosen", "job"),
+    [
+        ({}, "sharded_release"),
+        ({"model": "mixed"}, "sharded_release"),
+        ({"engine": "local"}, "sharded_release"),
+        ({"engine": "memory"}, "release"),
+        ({"model": "rating"}, "rating_release"),
+        ({"model": "kl"}, "kl_release"),
+    ],
+)
+def test_the_inbox_sensor_routes_each_model_to_its_own_job(tmp_path, chosen, job):
+    """Issue 13: an inbox file runs the job of its ``model`` setting; issue 17: the mixed model's default engine is
+    local (``sharded_release``), ``"engine": "memory"`` runs the in-memory ``release`` job, whose run config then
+    holds no ``engine`` (it has no such setting)."""
     from pipeline.jobs import inbox_run_request
 
     path = tmp_path / "in.csv"
     path.write_text("q,a,b\n1,x,y\n")
-    settings = {"quasi_identifiers": ["q"], "sensitive_attributes": ["a", "b"], **({"model": model} if model else {})}
+    settings = {"quasi_identifiers": ["q"], "sensitive_attributes": ["a", "b"], **chosen}
     request = inbox_run_request(path, settings, sha256="0" * 64)
     assert request.job_name == job
+    run_settings = request.run_config["resources"]["settings"]["config"]
+    assert ("engine" in run_settings) == ("engine" in chosen and job == "sharded_release")
 
 
 @pytest.mark.parametrize(
     ("settings", "expected"),
     [
-        ({"k": 5}, r"k: a setting of model kl \(job kl_release\), not of model mixed \(job release\)"),
+        ({"k": 5}, r"k: a setting of model kl \(job kl_release\), not of model mixed \(job sharded_release\)"),
+        ({"engine": "memory", "k": 5}, r"k: a setting of model kl \(job kl_release\), not of model mixed \(job release\)"),
+        ({"model": "rating", "workers": 3}, r"workers: a setting of sharded releases"),
         ({"model": "kl", "seed": 1}, r"seed: a setting of model mixed \(job release\)"),
         ({"ell": 1}, r"ell: Input should be greater than or equal to 2"),
         ({"model": "kl", "k": 2, "ell": 3}, r"k >= ell"),

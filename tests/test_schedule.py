@@ -39,8 +39,11 @@ def _write(path: Path, settings: dict) -> Path:
 
 def test_without_a_config_the_schedule_runs_the_launchpad_defaults(tmp_path, monkeypatch):
     monkeypatch.delenv("MSA_RELEASE_SCHEDULE_CONFIG", raising=False)
-    (request,) = _tick(build_definitions(tmp_path / "home"))
-    assert request.run_config == {} and request.job_name in (None, "release")
+    definitions = build_definitions(tmp_path / "home")
+    (request,) = _tick(definitions)
+    assert request.run_config == {} and request.job_name in (None, "sharded_release")
+    # issue 17: the default job of the mixed model is the sharded one, on engine local
+    assert definitions.get_schedule_def("release_schedule").job_name == "sharded_release"
 
 
 def test_a_schedule_yaml_in_the_home_is_the_ticks_run_config(tmp_path, monkeypatch):
@@ -51,8 +54,26 @@ def test_a_schedule_yaml_in_the_home_is_the_ticks_run_config(tmp_path, monkeypat
     (request,) = _tick(definitions)
     assert request.run_config == {"resources": {"settings": {"config": PATIENTS}}}
     schedule = definitions.get_schedule_def("release_schedule")
-    assert schedule.job_name == "release" and "schedule.yaml" in (schedule.description or "")
+    assert schedule.job_name == "sharded_release" and "schedule.yaml" in (schedule.description or "")
     assert request.tags["msa_release/schedule_config"] == "schedule.yaml"
+
+
+def test_engine_memory_in_the_schedule_config_runs_the_in_memory_job(tmp_path, monkeypatch):
+    """Issue 17: ``engine: memory`` picks the in-memory ``release`` job, whose run config has no engine setting (the
+    tick's run config leaves it out); ``engine: local`` with a sharding setting stays with ``sharded_release``."""
+    monkeypatch.delenv("MSA_RELEASE_SCHEDULE_CONFIG", raising=False)
+    home = tmp_path / "home"
+    _write(home / "schedule.yaml", {**PATIENTS, "engine": "memory"})
+    definitions = build_definitions(home)
+    (request,) = _tick(definitions)
+    assert definitions.get_schedule_def("release_schedule").job_name == "release"
+    assert request.run_config == {"resources": {"settings": {"config": PATIENTS}}}
+    _write(home / "schedule.yaml", {**PATIENTS, "engine": "local", "workers": 3})
+    definitions = build_definitions(home)
+    assert definitions.get_schedule_def("release_schedule").job_name == "sharded_release"
+    _write(home / "schedule.yaml", {**PATIENTS, "engine": "memory", "workers": 3})
+    with pytest.raises(ScheduleConfigError, match=r"resources\.settings\.config\.workers: workers: a setting of sharded"):
+        build_definitions(home)
 
 
 def test_the_environment_variable_names_the_file_and_its_model_picks_the_job(tmp_path, monkeypatch):

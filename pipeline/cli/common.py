@@ -311,7 +311,7 @@ def build_settings_config(
         ("promote", promote),
         ("max_deleted_share", max_deleted_share),
         ("max_suppressed_share", max_suppressed_share),
-        ("engine", engine if engine != "memory" else None),  # memory: the release job, which takes no engine
+        ("engine", engine),  # None: the model's default (pipeline.models.job_and_settings leaves memory out of the job's)
         ("workers", workers),
         ("shard_rows", shard_rows),
         ("min_shard_rows", min_shard_rows),
@@ -358,27 +358,43 @@ def check_model_options(options: dict) -> None:
     click.UsageError
         Naming each option, the chosen model and the model(s) whose setting it is.
     """
-    from pipeline.models import DEFAULT_MODEL, PUBLICATION_MODELS, job_of_settings, publication_model, settings_of_job
+    from pipeline.models import (
+        DEFAULT_MODEL,
+        IN_MEMORY_ENGINE,
+        PUBLICATION_MODELS,
+        SHARDED_JOBS,
+        default_engine,
+        job_of_settings,
+        publication_model,
+        settings_of_job,
+    )
     from pipeline.resources import SHARDING_SETTINGS
 
     model = publication_model(options.get("model") or DEFAULT_MODEL)
-    engine = options.get("engine") or "memory"
-    if engine != "memory" and model.name != DEFAULT_MODEL:
+    sharded = model.name in SHARDED_JOBS.values()
+    engine = options.get("engine") or default_engine(model.name)
+    if engine != IN_MEMORY_ENGINE and not sharded:
         raise click.UsageError(
             f"--engine {engine} publishes sharded releases of the mixed model only, not --model {model.name}: leave "
-            f"--engine out (memory, the default) for --model {model.name}"
+            f"--engine out for --model {model.name} (it runs in memory)"
         )
-    accepted = set(settings_of_job(job_of_settings(model.name, engine)))
+    accepted = set(settings_of_job(job_of_settings(model.name, engine))) | {"engine"}
     given = [name for name in settings_from_options(options) if name not in accepted and name != "model"]
     sharding = [_option_flag(name) for name in given if name in SHARDING_SETTINGS]
     if sharding:
+        if sharded:
+            raise click.UsageError(
+                f"{', '.join(sharding)}: not used by --engine {engine} (the in-memory release); leave --engine "
+                f"{engine} out for a sharded release (engine local, the default) or leave {', '.join(sharding)} out"
+            )
         raise click.UsageError(
-            f"{', '.join(sharding)}: not used by --engine {engine} (the in-memory release); add --engine local or "
-            "--engine spark for a sharded release, or leave it out"
+            f"{', '.join(sharding)}: not used by --model {model.name} (it runs in memory: sharded releases publish the "
+            "mixed model only); leave it out"
         )
     if options.get("spark_launch") is not None and engine != "spark":
+        chosen = f"--engine {engine}" if options.get("engine") else f"engine {engine} (the default)"
         raise click.UsageError(
-            f"--spark-launch {options['spark_launch']}: not used by --engine {engine}; it chooses how --engine spark "
+            f"--spark-launch {options['spark_launch']}: not used by {chosen}; it chooses how --engine spark "
             "runs its shards (client or pipes): add --engine spark or leave --spark-launch out"
         )
     by_owners: dict[str, list[str]] = {}
@@ -861,13 +877,17 @@ def write_profile_sidecar(result, home: Path, output: str | None, *, started: fl
 
 def report_step_failures(result) -> None:
     """Echo to stderr, for a failed run (``dagster.ExecuteInProcessResult``), each failed step and its error message
-    (the messages of this project never hold an input value; :func:`pipeline.failures.step_failures`)."""
+    (the messages of this project never hold an input value; :func:`pipeline.failures.step_failures`), except the
+    steps a gate stopped: a data-loss refusal (printed as its diagnosis) and Dagster's "blocking asset check failed"
+    (each gate is printed as its own line)."""
     from pipeline.core.diagnosis import REFUSAL_ERROR_CLASS
     from pipeline.failures import step_failures
 
     for failure in step_failures(result):
         if failure.metadata.get("error_class") == REFUSAL_ERROR_CLASS:  # printed as the refusal diagnosis
             continue
+        if failure.message.split(":", 1)[0].endswith("DagsterAssetCheckFailedError"):
+            continue  # a blocking gate stopped the step: printed as its "gate …: FAILED" line (the sharded job's gates)
         click.echo(f"  step {failure.step} failed: {failure.message}", err=True)
 
 

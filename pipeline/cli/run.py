@@ -163,22 +163,25 @@ from pipeline.cli.common import (
 @click.option(
     "--engine",
     type=click.Choice(["memory", "local", "spark"]),
-    help="Where the release runs: memory (default: the whole table in memory, the `release` job); local (the "
-    "`sharded_release` job: DuckDB stages the input in shards of --shard-rows records, --workers processes release "
-    "them) or spark (the same on Apache Spark: --spark-master or --spark-remote). Sharded releases publish the mixed "
-    "model only.",
+    help="Where the release runs. local (default for the mixed model: the `sharded_release` job; DuckDB stages the "
+    "input in shards of --shard-rows records, --workers processes release them; a table of up to --shard-rows records "
+    "is one shard, the in-memory release's tables as part files); spark (the same on Apache Spark: --spark-master or "
+    "--spark-remote); memory (the whole table in memory, the `release` job, release.duckdb). Sharded releases publish "
+    "the mixed model only: --model rating and kl always run in memory (leave --engine out).",
 )
-@click.option("--workers", type=click.IntRange(min=1, max=1024), help="--engine local: processes releasing shards (default 2).")
+@click.option(
+    "--workers", type=click.IntRange(min=1, max=1024), help="Engine local (the default): processes releasing shards (default 2)."
+)
 @click.option(
     "--shard-rows",
     type=click.IntRange(min=1),
-    help="--engine local/spark: records per shard (default 1000000; S = ceil(records / shard-rows); a table of up to "
-    "--shard-rows records is one shard, the same release as --engine memory).",
+    help="Engine local (the default) or spark: records per shard (default 1000000; S = ceil(records / shard-rows); a "
+    "table of up to --shard-rows records is one shard, the same release tables as --engine memory).",
 )
 @click.option(
     "--min-shard-rows",
     type=click.IntRange(min=1),
-    help="--engine local/spark: smallest accepted mean shard size when there are several shards (default 100000; "
+    help="Engine local (the default) or spark: smallest accepted mean shard size when there are several shards (default 100000; "
     "smaller shards cost utility; lower it for tests).",
 )
 @click.option("--spark-master", help="--engine spark: the master in client mode, e.g. local[2], yarn, k8s://https://host:443.")
@@ -249,8 +252,9 @@ from pipeline.cli.common import (
     help="Print nothing but the final summary, or why nothing was published (no progress lines).",
 )
 def run(**options) -> None:
-    """Run the Dagster job of the chosen model (`release` for mixed, `rating_release` for rating, `kl_release` for
-    kl; `sharded_release` with --engine local or spark) in-process and print a summary of the published release.
+    """Run the Dagster job of the chosen model in-process and print a summary of the published release: mixed runs
+    `sharded_release` on engine local by default (--engine spark: on Spark; --engine memory: the in-memory `release`
+    job), rating runs `rating_release`, kl `kl_release`.
 
     A comparison (--no-promote; by default --model rating and a release above a bound by --allow-disclosure or
     --posterior-gate warn) is published under <home>/comparisons/<release_id>/ and LATEST does not move.
@@ -266,9 +270,9 @@ def run(**options) -> None:
     config = settings_from_options(options)
     validate_settings(config)
     preflight(config, home_option=options["home"])
-    from pipeline.models import job_of_settings
+    from pipeline.models import job_and_settings
 
-    job_name = job_of_settings(config.get("model"), config.get("engine"))
+    job_name, job_config = job_and_settings(config)  # the in-memory jobs take no engine setting
     if options["profile_output"] and not options["profile"]:
         raise click.UsageError("--profile-output needs --profile")
     if options["profile_output"]:
@@ -276,7 +280,7 @@ def run(**options) -> None:
     home = use_home(options["home"])
     state: dict = {}
     try:
-        _run_and_summarize(options, config, job_name, started, state)
+        _run_and_summarize(options, config, job_name, job_config, started, state)
     except machine_errors() as error:  # the lock, LATEST, the Dagster instance: disk full, I/O error, not writable
         _report_machine_failure(error, home, state)
     except InstanceFailure as failure:  # the Dagster instance's disk is full: say whether the release is published
@@ -307,9 +311,10 @@ def _report_machine_failure(error: BaseException, home: Path, state: dict) -> No
     sys.exit(1)
 
 
-def _run_and_summarize(options: dict, config: dict, job_name: str, started: float, state: dict) -> None:
-    """Hold the release lock, run ``job_name`` and print the summary or why nothing was published (``state`` gets
-    ``previous``: the release LATEST named before the run)."""
+def _run_and_summarize(options: dict, config: dict, job_name: str, job_config: dict, started: float, state: dict) -> None:
+    """Hold the release lock, run ``job_name`` with the settings ``job_config`` (``config``, the command's settings,
+    as the job takes them) and print the summary or why nothing was published (``state`` gets ``previous``: the
+    release LATEST named before the run)."""
     from pipeline.models import publication_model
 
     home = use_home(options["home"])
@@ -328,7 +333,7 @@ def _run_and_summarize(options: dict, config: dict, job_name: str, started: floa
 
     result, home = execute_job(
         job_name,
-        {"resources": {"settings": {"config": config}}},
+        {"resources": {"settings": {"config": job_config}}},
         home_option=options["home"],
         verbose=options["verbose"],
         progress=progress,

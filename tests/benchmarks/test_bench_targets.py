@@ -49,7 +49,9 @@ def test_engine_list_is_parsed_and_checked():
 
 
 def test_each_engine_passes_its_own_run_options():
-    assert bench.EngineSpec("memory", workers=8).run_arguments() == []  # today's command, unchanged
+    # the in-memory job by name (the CLI's default engine is local, issue 17); nothing on a checkout without --engine
+    assert bench.EngineSpec("memory", workers=8).run_arguments() == ["--engine", "memory"]
+    assert bench.EngineSpec("memory").run_arguments(engine_option=False) == []
     assert bench.EngineSpec("local", workers=3).run_arguments() == ["--engine", "local", "--workers", "3"]
     assert bench.EngineSpec("spark").run_arguments() == ["--engine", "spark", "--spark-master", "local[2]"]
     remote = bench.EngineSpec("spark", spark_remote="sc://spark:15002")

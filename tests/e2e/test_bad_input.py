@@ -208,6 +208,17 @@ class Published:
 
 
 def read_release_tables(release: Path, source: str) -> dict[str, pd.DataFrame]:
+    """The release's sac_released, attribute_table and id_table read from ``source``: ``duckdb`` (release.duckdb; a
+    sharded release, the default engine's: DuckDB over its part files, ``read_parquet('<table>/*.parquet')``) or
+    ``parquet`` (each table's Parquet file; a sharded release: ``pipeline.release.audit.read_release``)."""
+    tables = ("sac_released", "attribute_table", "id_table")
+    if not (release / "release.duckdb").exists():  # issue 17: the default release is sharded (part files)
+        if source == "duckdb":
+            return {t: duckdb.sql(f"SELECT * FROM read_parquet('{release / t}/*.parquet')").df() for t in tables}
+        from pipeline.release.audit import read_release
+
+        published = read_release(release)
+        return {t: getattr(published, t) for t in tables}
     if source == "duckdb":
         connection = duckdb.connect(str(release / "release.duckdb"), read_only=True)
         try:
@@ -772,7 +783,9 @@ def test_input_changes_while_read_through_the_cli(seeded_home, monkeypatch):
 
     monkeypatch.setattr(loading, "_read", read_then_rewrite)
     before = snapshot(seeded_home)
-    outcome = invoke_run(seeded_home, "--input", str(path), *STANDARD, "--ell", "2")
+    # the in-memory job's reader (pipeline.io.loading._read) is patched: --engine memory (the sharded staging checks
+    # the same with check_file_unchanged, tests/engines/test_staging_streaming.py)
+    outcome = invoke_run(seeded_home, "--input", str(path), *STANDARD, "--ell", "2", "--engine", "memory")
     assert outcome.exit_code == 2, outcome.output
     assert "changed while it was being read" in outcome.output and "content (SHA-256)" in outcome.output
     assert snapshot(seeded_home) == before
@@ -835,7 +848,8 @@ def test_publish_permission_denied(seeded_home, published, monkeypatch):
 
 def test_disk_full(seeded_home, published, monkeypatch):
     """ENOSPC while the release is made durable (every fsync fails, as on a full disk): a clear
-    'disk full' message, no new or staging directory, LATEST unchanged."""
+    'disk full' message, no new or staging directory, LATEST unchanged. The in-memory job (--engine memory): its
+    publish is the first fsync of the run; the sharded publish's faults are tests/release/test_sharded_publish_io_faults.py."""
 
     def no_space(descriptor):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -854,6 +868,8 @@ def test_disk_full(seeded_home, published, monkeypatch):
         str(ELL),
         "--max-value-length",
         "10000",  # the published table's LONG_VALUE
+        "--engine",
+        "memory",
     )
     assert outcome.exit_code == 1, outcome.output
     assert "disk full" in outcome.output and "No space left on device" in outcome.output

@@ -118,6 +118,8 @@ def test_a_sigkilled_cli_run_is_marked_failed_with_the_reason_at_the_next_start(
     args = [
         str(BIN / "msa-release"),
         "run",
+        "--engine",
+        "memory",  # paused at the in-memory job's failpoint (warehouse.before_load.private.raw_records)
         "--input",
         str(csv),
         "--quasi-identifiers",
@@ -167,7 +169,8 @@ def test_the_daemon_queues_inbox_files_retries_a_killed_run_and_leaves_a_refused
     """Three files dropped together into the inbox of a real ``dagster-daemon``: two good ones (same bytes, other
     settings: both run), one missing a configured column. Runs never overlap (the run queue) and none fails on the
     release lock; the first run's worker is SIGKILLed: the next tick marks it FAILURE with the reason and Dagster
-    retries it (a new run, its child), which publishes; the bad file's run fails on its data and is not retried."""
+    retries it (a new run, its child), which publishes; the bad file's run fails on its data and is not retried.
+    The files name no engine: they run the mixed model's default job, ``sharded_release`` on engine local (issue 17)."""
     example = golden["example_B"]
     home, dagster_home = tmp_path / "home", tmp_path / "dagster"
     inbox = home / "inbox"
@@ -230,6 +233,7 @@ def test_the_daemon_queues_inbox_files_retries_a_killed_run_and_leaves_a_refused
         for run in runs:
             by_file.setdefault(run.tags["msa_release/inbox_file"], []).append(run)
         assert set(by_file) == {"a.csv", "b.csv", "bad.csv"} and len(by_file[killed.tags["msa_release/inbox_file"]]) == 2
+        assert {run.job_name for run in runs} == {"sharded_release"}
         # the killed run: FAILURE with the reason, retried once (a child run with Dagster's retry tags) that published
         assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.FAILURE
         # failed by the code server that saw its worker die (Dagster's generic message) or by the sensor's next tick;

@@ -78,47 +78,83 @@ def tokenized(tmp_path_factory):
 # (a) the release directory holds the contract and nothing else
 
 
+PART_TABLES = ("sac_released", "attribute_table", "id_table")
+
+
+def _sharded_release_tables(release_dir: Path, schemas: dict) -> dict[str, pd.DataFrame]:
+    """A sharded release's files (manifest.json, the report, one Parquet file of attribute_clusters and
+    release_manifest, and a directory of part files ``part-<s:05d>.parquet`` per table of ``PART_TABLES``; nothing
+    else, no release.duckdb), each table's columns and DuckDB types exactly the contract's; its tables, parts in name
+    order."""
+    parts = [t for t in PART_TABLES if t in schemas]
+    assert sorted(p.name for p in release_dir.iterdir()) == sorted(
+        ["manifest.json", "report.html", "report.json", *parts, *(f"{t}.parquet" for t in schemas if t not in parts)]
+    )
+    tables = {}
+    for table, columns in schemas.items():
+        if table in parts:
+            files = sorted((release_dir / table).iterdir())
+            assert files and all(re.fullmatch(r"part-\d{5}\.parquet", f.name) and f.is_file() for f in files), table
+        else:
+            files = [release_dir / f"{table}.parquet"]
+        for path in files:
+            parquet = pq.read_table(path)
+            assert parquet.column_names == list(columns), path
+            assert not any(b"pandas" in key for key in (parquet.schema.metadata or {})), path
+        pattern = str(release_dir / table / "part-*.parquet") if table in parts else str(files[0])
+        described = duckdb.sql(f"DESCRIBE SELECT * FROM read_parquet('{pattern}')").fetchall()
+        assert [(row[0], row[1]) for row in described] == list(columns.items()), table
+        tables[table] = duckdb.sql(f"SELECT * FROM read_parquet('{pattern}')").df()
+    return tables
+
+
 def _assert_release_holds_only_the_contract(release_dir: Path, frame: pd.DataFrame) -> None:
     manifest = json.loads((release_dir / "manifest.json").read_text())
     model = manifest["model"]
     schemas = contract_schemas(QUASI_IDENTIFIERS, SENSITIVE_ATTRIBUTES, model=model)
     assert set(schemas) == {*MODEL_TABLES[model], "release_manifest"}
-    # files: release.duckdb, manifest.json, one Parquet file per contract table, the report page
-    # and its figures (report.html, report.json); no directory, no WAL
-    assert sorted(p.name for p in release_dir.iterdir()) == sorted(
-        ["release.duckdb", "manifest.json", "report.html", "report.json", *(f"{t}.parquet" for t in schemas)]
-    )
-    assert all(p.is_file() for p in release_dir.iterdir())
-    assert set(manifest) == set(schemas["release_manifest"])
+    if (release_dir / "release.duckdb").exists():  # the in-memory jobs
+        # files: release.duckdb, manifest.json, one Parquet file per contract table, the report page
+        # and its figures (report.html, report.json); no directory, no WAL
+        assert sorted(p.name for p in release_dir.iterdir()) == sorted(
+            ["release.duckdb", "manifest.json", "report.html", "report.json", *(f"{t}.parquet" for t in schemas)]
+        )
+        assert all(p.is_file() for p in release_dir.iterdir())
+        assert set(manifest) == set(schemas["release_manifest"])
 
-    connection = duckdb.connect(str(release_dir / "release.duckdb"), read_only=True)
-    try:
-        objects = connection.execute("SELECT schema_name, table_name FROM duckdb_tables() WHERE NOT internal").fetchall()
-        assert sorted(objects) == sorted(("main", t) for t in schemas)
-        assert connection.execute("SELECT count(*) FROM duckdb_views() WHERE NOT internal").fetchone()[0] == 0
-        assert connection.execute("SELECT count(*) FROM duckdb_sequences()").fetchone()[0] == 0
-        assert connection.execute("SELECT count(*) FROM duckdb_indexes()").fetchone()[0] == 0
-        assert connection.execute("SELECT count(*) FROM duckdb_functions() WHERE NOT internal").fetchone()[0] == 0
-        tables = {}
+        connection = duckdb.connect(str(release_dir / "release.duckdb"), read_only=True)
+        try:
+            objects = connection.execute("SELECT schema_name, table_name FROM duckdb_tables() WHERE NOT internal").fetchall()
+            assert sorted(objects) == sorted(("main", t) for t in schemas)
+            assert connection.execute("SELECT count(*) FROM duckdb_views() WHERE NOT internal").fetchone()[0] == 0
+            assert connection.execute("SELECT count(*) FROM duckdb_sequences()").fetchone()[0] == 0
+            assert connection.execute("SELECT count(*) FROM duckdb_indexes()").fetchone()[0] == 0
+            assert connection.execute("SELECT count(*) FROM duckdb_functions() WHERE NOT internal").fetchone()[0] == 0
+            tables = {}
+            for table, columns in schemas.items():
+                described = connection.execute(
+                    "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
+                    [table],
+                ).fetchall()
+                assert described == list(columns.items()), table
+                tables[table] = connection.execute(f'SELECT * FROM "{table}"').df()
+        finally:
+            connection.close()
+
         for table, columns in schemas.items():
-            described = connection.execute(
-                "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
-                [table],
-            ).fetchall()
-            assert described == list(columns.items()), table
-            tables[table] = connection.execute(f'SELECT * FROM "{table}"').df()
-    finally:
-        connection.close()
+            parquet = pq.read_table(release_dir / f"{table}.parquet")
+            assert parquet.column_names == list(columns), table
+            assert parquet.num_rows == len(tables[table]), table
+            assert not any(b"pandas" in key for key in (parquet.schema.metadata or {})), table
 
-    for table, columns in schemas.items():
-        parquet = pq.read_table(release_dir / f"{table}.parquet")
-        assert parquet.column_names == list(columns), table
-        assert parquet.num_rows == len(tables[table]), table
-        assert not any(b"pandas" in key for key in (parquet.schema.metadata or {})), table
+    else:  # a sharded release (the mixed model's default engine, issue 17): part files, no release.duckdb
+        tables = _sharded_release_tables(release_dir, schemas)
+        assert set(manifest) == set(schemas["release_manifest"])
 
     # no source identifier anywhere: not as a column, not as a value, not in any file's bytes
-    for path in release_dir.iterdir():
-        assert not re.search(IDENTIFIER_PATTERN, path.read_bytes()), path.name
+    for path in release_dir.rglob("*"):
+        if path.is_file():
+            assert not re.search(IDENTIFIER_PATTERN, path.read_bytes()), path.name
     source_columns = set(frame.columns) - set(QUASI_IDENTIFIERS) - set(SENSITIVE_ATTRIBUTES)
     for table, content in tables.items():
         assert not source_columns & set(content.columns), table
@@ -160,7 +196,7 @@ def _assert_no_input_path(release_dir: Path, input_path: Path) -> None:
     name a person, a ward or a project); the audit gets the raw table from ``--raw``."""
     manifest = json.loads((release_dir / "manifest.json").read_text())
     assert manifest["input_reading"]["input_file"] == input_path.name
-    for path in release_dir.iterdir():
+    for path in (path for path in release_dir.rglob("*") if path.is_file()):  # part files too (a sharded release)
         content = path.read_bytes()
         assert str(input_path.parent).encode() not in content, path.name
         assert str(input_path.parent).encode("unicode_escape") not in content, path.name
@@ -177,6 +213,25 @@ def test_mixed_release_directory_holds_only_the_contract(tokenized, tmp_path):
     assert result.success
     _assert_release_holds_only_the_contract(read_latest(home / "releases"), frame)
     _assert_no_input_path(read_latest(home / "releases"), directory / "tokenized.csv")
+
+
+def test_default_mixed_release_directory_holds_only_the_contract(tokenized, tmp_path):
+    """Issue 17: the mixed model's default job, ``sharded_release`` on engine local (one shard here), publishes the
+    contract as part files and nothing else."""
+    directory, frame = tokenized
+    home = tmp_path / "home"
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = run_job(
+            home,
+            "sharded_release",
+            settings(directory / "tokenized.csv", confidence_tolerance=PUBLISH_TOLERANCE),
+            instance=instance,
+        )
+    assert result.success
+    release_dir = read_latest(home / "releases")
+    assert json.loads((release_dir / "manifest.json").read_text())["sharding"]["engine"] == "local"
+    _assert_release_holds_only_the_contract(release_dir, frame)
+    _assert_no_input_path(release_dir, directory / "tokenized.csv")
 
 
 def test_kl_release_directory_holds_only_the_contract(tokenized, tmp_path):
@@ -265,6 +320,8 @@ def _leaks_on_disk(directory: Path, allowed: set[str] = frozenset()) -> list[str
     ("job", "overrides", "should_publish"),
     [
         ("release", {"confidence_tolerance": PUBLISH_TOLERANCE}, True),
+        # the default job of the mixed model (issue 17): engine local, its staging, shard workers and S-row summary
+        ("sharded_release", {"confidence_tolerance": PUBLISH_TOLERANCE}, True),
         # gate no_certain_attribute_table_cell fails (suppressed cells name their value): failure paths are walked too
         ("release", {"residual_policy": "suppress"}, False),
         # gate 4 refuses for data loss (issue 15): its diagnosis in the check's description and metadata and the
@@ -273,7 +330,7 @@ def _leaks_on_disk(directory: Path, allowed: set[str] = frozenset()) -> list[str
         ("rating_release", {"model": "rating", "allow_disclosure": True, "confidence_tolerance": PUBLISH_TOLERANCE}, True),
         ("kl_release", {"model": "kl"}, True),
     ],
-    ids=["mixed", "mixed-gate-fails", "mixed-refused-for-loss", "rating", "kl"],
+    ids=["mixed", "mixed-default-engine", "mixed-gate-fails", "mixed-refused-for-loss", "rating", "kl"],
 )
 def test_event_log_of_a_run_holds_no_raw_sensitive_value(tokenized, tmp_path, job, overrides, should_publish):
     directory, _ = tokenized
@@ -301,7 +358,8 @@ def test_event_log_of_a_run_holds_no_raw_sensitive_value(tokenized, tmp_path, jo
         (page,) = (home / "refusals").glob("*/refusal.html")
         assert SENSITIVE_TOKEN.search(page.read_text())  # the walk above would have found the rules' values
     # previews appear only once something was published, and only values of the released tables
-    assert (len(previewed) > 0) is should_publish
+    # (the sharded job previews no table at all: nothing record-level reaches Dagster, only S-row summaries)
+    assert (len(previewed) > 0) is (should_publish and job != "sharded_release")
     assert _leaks_on_disk(dagster_home, previewed) == []  # the stored event log, run storage and compute logs
 
 

@@ -171,7 +171,7 @@ def test_schedule_defaults_weekly_and_stopped(monkeypatch):
     schedule = jobs.build_release_schedule()
     assert schedule.cron_schedule == "0 3 * * 1"
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
-    assert schedule.job_name == "release"
+    assert schedule.job_name == "sharded_release"  # the mixed model's default job (issue 17)
     context = dg.build_schedule_context(scheduled_execution_time=datetime(2026, 11, 23, 3, 0, tzinfo=UTC))
     requests = schedule.evaluate_tick(context).run_requests
     assert len(requests) == 1 and requests[0].tags["msa_release/trigger"] == "schedule"
@@ -236,7 +236,7 @@ def test_sensor_requests_one_release_per_content(inbox):
     request = data.run_requests[0]
     content = hashlib.sha256(csv.read_bytes()).hexdigest()
     assert request.run_key.startswith(content + "-") and request.tags["msa_release/input_sha256"] == content
-    assert request.job_name == "release"
+    assert request.job_name == "sharded_release"  # no engine in the settings: the default, local (issue 17)
     config = request.run_config["resources"]["settings"]["config"]
     assert config["input_path"] == str(csv.resolve()) and config["input_format"] == "csv" and config["csv_header"] is True
     assert request.tags["msa_release/inbox_file"] == "example_b.csv"
@@ -298,7 +298,7 @@ def test_sensor_routes_kl_and_parquet(inbox):
     assert requests["table.parquet"].job_name == "kl_release"
     config = requests["table.parquet"].run_config["resources"]["settings"]["config"]
     assert config["input_format"] == "parquet" and config["model"] == "kl" and config["k"] == 4
-    assert requests["example_b.csv"].job_name == "release"
+    assert requests["example_b.csv"].job_name == "sharded_release"
 
 
 def test_sensor_run_request_runs_in_process(inbox):
@@ -328,7 +328,9 @@ def test_sensor_file_that_cannot_be_released_fails_its_run_with_the_reason(inbox
     _age(csv)
     request = _evaluate(home).run_requests[0]
     result = (
-        build_definitions(home).resolve_job_def("release").execute_in_process(run_config=request.run_config, raise_on_error=False)
+        build_definitions(home)
+        .resolve_job_def(request.job_name)
+        .execute_in_process(run_config=request.run_config, raise_on_error=False)
     )
     assert not result.success
     messages = " ".join(

@@ -118,6 +118,8 @@ def test_run_profile_reaches_manifest_sidecar_and_metadata(example_b, tmp_path, 
         "--profile",
         "--profile-output",
         str(sidecar),
+        "--engine",
+        "memory",  # the in-memory job's stages (load, rule_mining, …) and its release asset's metadata
     ]
     outcome = CliRunner().invoke(main, arguments)
     assert outcome.exit_code == 0, outcome.output

@@ -73,8 +73,13 @@ def settings_config(input_path: Path, **overrides) -> dict:
 
 
 def cli_args(input_path: Path, home: Path, *extra: str) -> list[str]:
+    """``msa-release run`` on ``input_path`` through the in-memory ``release`` job (``--engine memory``): this file is
+    about its publish (failpoints, ``release.duckdb``, its lock and retention; the sharded job's are in
+    tests/release/test_sharded_publish_crash.py and tests/e2e/test_sharded_series.py)."""
     return [
         "run",
+        "--engine",
+        "memory",
         "--input",
         str(input_path),
         "--quasi-identifiers",

@@ -79,8 +79,8 @@ def test_default_run_prints_every_step_with_its_seconds_and_tags_the_run(table, 
     finished = [done.match(line) for line in steps]
     assert all(finished), steps
     names = [match.group(1) for match in finished if match]
-    # every step of the job, however short, once each, numbered in order
-    assert {"raw_records", "publish_release", "audit__release_disclosure"} <= set(names), names
+    # every step of the job, however short, once each, numbered in order: the default job, sharded_release (issue 17)
+    assert {"sharded_input", "publish_sharded_release", "audit__sharded_release_disclosure"} <= set(names), names
     assert len(names) == len(set(names)) and [int(m.group(2)) for m in finished if m] == list(range(1, len(names) + 1))
     # the summary: report.html's path and the drops per missing column
     release = (home / "releases" / (home / "releases" / "LATEST").read_text().strip()).resolve()

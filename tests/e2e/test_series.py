@@ -79,17 +79,19 @@ def _run(example, path, home, *extra):
 
 
 def test_a_second_release_with_another_ell_is_refused_unless_allowed(example_csv, tmp_path):
+    """The in-memory job (--engine memory): its refusal measures what an intersection would pin, from the candidate
+    tables in memory; the sharded default's refusal does not (README, "Scaling out"; tests/e2e/test_sharded_series.py)."""
     example, path = example_csv
     home = tmp_path / "home"
-    first = _run(example, path, home, "--ell", "2")
+    first = _run(example, path, home, "--engine", "memory", "--ell", "2")
     assert first.exit_code == 0, first.output
     published = read_latest(home / "releases")
     # the same records and settings again: the same release, allowed (another seed too: it only permutes)
-    again = _run(example, path, home, "--ell", "2", "--seed", "5")
+    again = _run(example, path, home, "--engine", "memory", "--ell", "2", "--seed", "5")
     assert again.exit_code == 0, again.output
     latest = read_latest(home / "releases")
 
-    refused = _run(example, path, home, "--ell", "3")
+    refused = _run(example, path, home, "--engine", "memory", "--ell", "3")
     assert refused.exit_code == 1, refused.output
     assert "would compose with 2 earlier release(s)" in refused.output and "(ell)" in refused.output
     assert "--allow-recomposition" in refused.output
@@ -106,7 +108,7 @@ def test_a_second_release_with_another_ell_is_refused_unless_allowed(example_csv
     assert earlier["n_sac_released"] + earlier["n_attribute_table"] == len(example["input"])  # ℓ = 2 publishes all
     assert read_latest(home / "releases") == latest  # nothing published
 
-    allowed = _run(example, path, home, "--ell", "3", "--allow-recomposition")
+    allowed = _run(example, path, home, "--engine", "memory", "--ell", "3", "--allow-recomposition")
     assert allowed.exit_code == 0, allowed.output
     manifest = json.loads((read_latest(home / "releases") / "manifest.json").read_text())
     # every record of the ℓ = 3 release (the same release as the refused one: same home, records and settings) is in both
