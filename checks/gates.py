@@ -8,7 +8,10 @@ on its own candidate (``candidate/rating_release_candidate``); ``KL_GATES`` the 
 (``GATE_CHECKS_OF_CANDIDATE``). ``GATE_CHECKS`` holds them by name: each plug-in's ``gates``
 (:mod:`pipeline.models`) name the checks of its job, and :func:`gates_of` gives the code location its list, each gate
 attached to the candidate of every model that names it. A gate that does not apply to the run's model (its plug-in's
-``not_applicable``) passes, reported as not applicable."""
+``not_applicable``) passes, reported as not applicable.
+
+In a job, the gates of one candidate run in ONE step, ``<candidate>_gates`` (:func:`gate_step`; issue 18: fewer,
+larger steps): it loads each table once and yields every gate's result under the gate's own check name."""
 
 import inspect
 from collections.abc import Callable, Iterator
@@ -44,14 +47,15 @@ GATED = dg.AssetKey([CANDIDATE, "release_candidate"])
 GATED_KL = dg.AssetKey([CANDIDATE, "kl_release_candidate"])
 
 
-#: The plain function of every gate written here (keyed by the check's id): :func:`gates_of` calls them all from one
-#: step per candidate (issue 18: fewer, larger steps).
+#: The plain function of every gate written with :func:`gate_check` (keyed by the check's id): :func:`gates_of` calls
+#: them all from one step per candidate (issue 18: fewer, larger steps).
 _GATE_FUNCTIONS: dict[int, Callable[..., object]] = {}
 
 
-def _gate(**check_arguments: object) -> Callable[[Callable[..., object]], dg.AssetChecksDefinition]:
-    """``dg.asset_check(**check_arguments)`` that also records the function, so the gate can run as its own check
-    (tests, ``register_gate``) or beside the other gates of its candidate in one step (:func:`gates_of`)."""
+def gate_check(**check_arguments: object) -> Callable[[Callable[..., object]], dg.AssetChecksDefinition]:
+    """``dg.asset_check(**check_arguments)`` that also records the function, so the gate runs as its own check
+    (``GATES`` in tests) or beside the other gates of its candidate in one step (:func:`gates_of`); a gate written
+    with a plain ``dg.asset_check`` keeps a step of its own."""
 
     def wrap(function: Callable[..., object]) -> dg.AssetChecksDefinition:
         check = dg.asset_check(**check_arguments)(function)  # type: ignore[call-overload]
@@ -91,7 +95,7 @@ def _original_sensitive(raw_records: pd.DataFrame, release_row_map: pd.DataFrame
     return merged[["row_id", *sensitive_attributes]]
 
 
-@_gate(
+@gate_check(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
@@ -129,7 +133,7 @@ def sac_released_is_l_diverse(
     )
 
 
-@_gate(
+@gate_check(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
@@ -171,7 +175,7 @@ def attribute_table_is_l_diverse(
     )
 
 
-@_gate(
+@gate_check(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
@@ -223,7 +227,7 @@ def disclosure_within_bound(
     return result
 
 
-@_gate(
+@gate_check(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
@@ -299,7 +303,7 @@ def rule_confidence_preserved(
     )
 
 
-@_gate(
+@gate_check(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
@@ -346,7 +350,7 @@ def records_accounted_for(
     )
 
 
-@_gate(
+@gate_check(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
@@ -419,7 +423,7 @@ def order_frame(
     return pd.concat(present, ignore_index=True) if present else frames[0].iloc[0:0]
 
 
-@_gate(
+@gate_check(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
@@ -454,7 +458,7 @@ def release_carries_no_input_order(
     return _result(outcome, figures)
 
 
-@_gate(
+@gate_check(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
@@ -482,7 +486,7 @@ def no_certain_attribute_table_cell(
     )
 
 
-@_gate(
+@gate_check(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
@@ -567,7 +571,7 @@ def utility_result(
     )
 
 
-@_gate(
+@gate_check(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
@@ -632,7 +636,7 @@ GATES = [
 # --------------------------------------------------------------------------- (k, ℓ) model
 
 
-@_gate(
+@gate_check(
     asset=GATED_KL,
     blocking=True,
     compute_kind="great_expectations",
@@ -675,7 +679,7 @@ def kl_clusters_are_k_anonymous(
     )
 
 
-@_gate(
+@gate_check(
     asset=GATED_KL,
     blocking=True,
     compute_kind="great_expectations",
@@ -698,7 +702,7 @@ def kl_clusters_are_l_diverse(settings: ReleaseSettings, kl_released: pd.DataFra
     )
 
 
-@_gate(
+@gate_check(
     asset=GATED_KL,
     blocking=True,
     compute_kind="great_expectations",
@@ -742,7 +746,7 @@ def kl_records_accounted_for(
     )
 
 
-@_gate(
+@gate_check(
     asset=GATED_KL,
     name="utility_within_thresholds",
     blocking=True,
