@@ -73,10 +73,12 @@ def refuse_for_data_loss(
     raw_records: pd.DataFrame,
     strong_rules: pd.DataFrame,
     loss: CandidateLoss,
+    also_refused_by: Sequence[str] = (),
 ) -> Iterator[dg.AssetCheckResult]:
     """Yield the failed ``result`` of ``gate`` with the diagnosis, write refusal.html, then raise the refusal. The
     yielded result keeps ``result``'s ``asset_key`` and ``check_name`` (set in a multi-check step such as the sharded
-    job's gates; None in a check of its own).
+    job's gates; None in a check of its own). ``also_refused_by``: the other data-loss gates that refused the same
+    candidate in the same step (the sharded job's gates), named in the diagnosis beside ``gate``.
 
     Raises
     ------
@@ -84,7 +86,7 @@ def refuse_for_data_loss(
         Always (after the result): the diagnosis in one paragraph, metadata ``error_class`` and ``exit_status`` (1).
     """
     try:
-        diagnosis = diagnose(raw_records, strong_rules, diagnosis_settings(settings), loss, gates=(gate,))
+        diagnosis = diagnose(raw_records, strong_rules, diagnosis_settings(settings), loss, gates=(*also_refused_by, gate))
     except Exception as error:  # a defect of the diagnosis never turns the refusal into a crash of the gate
         context.log.warning(f"{gate}: the refusal diagnosis could not be computed ({type(error).__name__})")
         paragraph = f"Release refused by {gate}: {loss.n_deleted:,} of {loss.n_records:,} records would be deleted."

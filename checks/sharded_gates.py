@@ -23,6 +23,7 @@ import pandas as pd
 from checks import suites
 from checks.gx_runner import SuiteOutcome, validate_frame
 from pipeline.asset_keys import CANDIDATE, PRIVATE
+from pipeline.core.diagnosis import DATA_LOSS_GATES
 from pipeline.core import verification
 from pipeline.engines.summaries import accounting_frame, order_frame, posterior_frame
 from pipeline.resources import ReleaseSettings, ReleaseStore
@@ -275,6 +276,7 @@ def build_sharded_gates() -> dg.AssetChecksDefinition:
     ) -> Iterator[dg.AssetCheckResult]:
         n_shards = int(sharded_release_candidate.iloc[0]["n_shards"])
         summary_outcome = validate_frame(shard_summaries, suites.shard_summary_suite(n_shards=n_shards))
+        failed: list[str] = []
         for name in SHARDED_GATES:
             result = evaluate_sharded_gate(
                 name, settings, shard_summaries, sharded_release_candidate, summary_outcome=summary_outcome
@@ -289,10 +291,20 @@ def build_sharded_gates() -> dg.AssetChecksDefinition:
             if name == "utility_within_thresholds" and not result.passed:
                 # refused for data loss: the check carries the diagnosis and refusal.html is written, as in the
                 # in-memory jobs (issue 15); raises the refusal after the result (the last gate: all are reported)
+                also = [gate for gate in failed if gate in DATA_LOSS_GATES]  # rule_confidence_preserved: one page
                 yield from _refuse_for_data_loss(
-                    context, checked, settings, store, sharded_release_candidate, sharded_input_summary, sharded_strong_rules
+                    context,
+                    checked,
+                    settings,
+                    store,
+                    sharded_release_candidate,
+                    sharded_input_summary,
+                    sharded_strong_rules,
+                    also_refused_by=also,
                 )
                 return
+            if not result.passed:
+                failed.append(name)
             yield checked
 
     return gates
@@ -312,6 +324,8 @@ def _refuse_for_data_loss(
     candidate_frame: pd.DataFrame,
     input_summary: pd.DataFrame,
     strong_rules: pd.DataFrame,
+    *,
+    also_refused_by: list[str],
 ) -> Iterator[dg.AssetCheckResult]:
     """The failed utility gate with the refusal diagnosis (:func:`checks.refusal.refuse_for_data_loss`): the
     sensitive attributes of the staged records (:func:`pipeline.release.sharded_report.read_staged_records`) and the
@@ -347,6 +361,7 @@ def _refuse_for_data_loss(
             suppressed_cells={str(k): int(v) for k, v in dict(figures.get("suppressed_cells") or {}).items()},
             attribute_cells={str(k): int(v) for k, v in dict(figures.get("attribute_cells") or {}).items()},
         ),
+        also_refused_by=also_refused_by,
     )
 
 
