@@ -339,11 +339,15 @@ def _refuse_for_data_loss(
     figures = {key: value.value for key, value in (checked.metadata or {}).items()}
     n_eligible = int(candidate["n_input"]) - int(candidate["n_dropped_missing"])
     first = input_summary.iloc[0]
+    if n_eligible > DIAGNOSIS_MAX_RECORDS:
+        context.log.info(
+            f"utility_within_thresholds: no refusal diagnosis in the check (above {DIAGNOSIS_MAX_RECORDS:,} records)"
+        )
+        yield checked
+        return
     try:
-        if n_eligible > DIAGNOSIS_MAX_RECORDS:
-            raise ValueError("too many records to diagnose in the driver")
         records = read_staged_records(Path(str(first["staging_dir"])), int(first["n_shards"]), settings.sensitive_attributes)
-    except (OSError, ValueError) as error:
+    except OSError as error:
         context.log.info(f"utility_within_thresholds: no refusal diagnosis in the check ({type(error).__name__})")
         yield checked
         return
