@@ -17,6 +17,7 @@ from pipeline.core import kl_anonymity as kl
 from pipeline.core.kl_anonymity.diverse import records_diverse_at_least, records_witness
 from pipeline.core.kl_anonymity.kernels import (
     bipartition_costs,
+    bipartition_diversity,
     cluster_cost_compiled,
     greedy_certificate_compiled,
     largest_totally_different_compiled,
@@ -89,6 +90,34 @@ def test_bipartition_costs_equal_the_cost_of_each_side(spec, k):
             assert totals[mask] == np.inf
         else:
             assert totals[mask] == pytest.approx(reference_cost(table, left) + reference_cost(table, right), rel=1e-12)
+
+
+@SETTINGS
+@given(tables, st.integers(1, 4), st.integers(1, 4), st.data())
+def test_bipartition_diversity_decides_each_side_as_the_allowable_test(spec, k, ell, data):
+    """The refinement's batched certificates (issue 18): every side marked allowable (1) has at least k records and
+    Diverse >= ell by brute force, every side marked not allowable (0) has fewer than k records or Diverse < ell, and
+    a side left undecided (2) has at least k records; so deciding the undecided ones exactly gives the allowable test
+    of the refinement, side by side."""
+    table = encoded(*spec)
+    size = data.draw(st.integers(2, min(len(table), 10)))
+    cluster = np.array(data.draw(st.permutations(range(len(table))))[:size], dtype=np.int64)
+    tuple_ids, tuples = table.sensitive_tuples
+    masks = np.arange(1, 1 << (size - 1), dtype=np.int64)
+    statuses = bipartition_diversity(cluster, tuple_ids, tuples, masks, k, ell)
+    rest = cluster[1:]
+    for mask, (left_status, right_status) in zip(masks, statuses, strict=True):
+        right = [int(rest[b]) for b in range(len(rest)) if mask >> b & 1]
+        left = [int(cluster[0])] + [int(rest[b]) for b in range(len(rest)) if not mask >> b & 1]
+        for status, side in ((left_status, left), (right_status, right)):
+            allowable = len(side) >= k and brute_force_diverse(table.sensitive_codes[side]) >= ell
+            assert status in (0, 1, 2)
+            if status == 1:
+                assert allowable
+            elif status == 0:
+                assert not allowable
+            else:
+                assert len(side) >= k
 
 
 @SETTINGS
