@@ -199,11 +199,13 @@ def kl_release_table(
         )
         .rename(columns={"row_id": "source_row_id"})
     )
-    signature = (
-        merged.sort_values(sensitive_attribute_columns, kind="stable")
-        .groupby("cluster_id", sort=False, observed=True)[sensitive_attribute_columns]
-        .apply(lambda frame: "\x1f".join("\x1e".join(row) for row in frame.itertuples(index=False)))
-    )
+    # per class: its rows' sensitive tuples in sorted order, fields joined by \x1e, rows by \x1f (each row's text made
+    # by vectorized concatenation, then joined per class)
+    by_values = merged.sort_values(sensitive_attribute_columns, kind="stable")
+    row_text = by_values[sensitive_attribute_columns[0]] if sensitive_attribute_columns else pd.Series("", index=by_values.index)
+    for attribute in sensitive_attribute_columns[1:]:
+        row_text = row_text + "\x1e" + by_values[attribute]
+    signature = row_text.groupby(by_values["cluster_id"], sort=False, observed=True).agg("\x1f".join)
     content = as_text(labels.set_index("cluster_id")[quasi_identifier_columns]).agg("\x1f".join, axis=1).to_frame("qi")
     content["sa"] = signature
     order = content.sort_values(["qi", "sa"], kind="stable").index
