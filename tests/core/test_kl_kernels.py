@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.core import kl_anonymity as kl
-from pipeline.core.kl_anonymity.diverse import records_diverse_at_least, records_witness
+from pipeline.core.kl_anonymity.diverse import records_diverse, records_diverse_at_least, records_witness
 from pipeline.core.kl_anonymity.kernels import (
     bipartition_costs,
     bipartition_diversity,
@@ -132,6 +132,7 @@ def test_compiled_diverse_certificate_and_witness_equal_numpy(spec, ell, data):
     codes = table.sensitive_codes[positions]
     tuple_ids, tuples = table.sensitive_tuples
     assert records_diverse_at_least(table, positions, ell) == kl.diverse_at_least(codes, ell)
+    assert records_diverse(table, positions) == kl.diverse(codes)
     assert greedy_certificate_compiled(tuple_ids[positions], tuples, 0) == kl.diverse_greedy(codes)
     witness = records_witness(table, positions)
     assert witness.tolist() == kl.diverse_witness(codes).tolist()
