@@ -39,11 +39,13 @@ class SuiteOutcome:
         return [e["type"] for e in self.expectations if not e["success"]]
 
 
-#: Modules that importing Great Expectations loads and that no suite of ours uses: SciPy's statistics and Altair
-#: (imported at module level by GX's KL-divergence and KS-test expectations, for their metrics and charts). They are
-#: loaded lazily (:class:`importlib.util.LazyLoader`): on first use of an attribute, e.g. if a future suite used those
-#: expectations, so nothing breaks, but an import of GX that does not use them does not pay for them.
-DEFERRED_MODULES = ("scipy.stats", "altair")
+#: Modules that importing Great Expectations loads and that no suite of ours uses: SciPy's statistics (imported at
+#: module level by GX's KL-divergence and KS-test expectations, for their metrics). They are loaded lazily
+#: (:class:`importlib.util.LazyLoader`): on first use of an attribute, e.g. if a future suite used those
+#: expectations, so nothing breaks, but an import of GX that does not use them does not pay for them. (Altair, which
+#: the KL-divergence expectation imports for its charts, cannot be deferred this way: ``import altair as alt`` reads
+#: the module's spec, which loads it at once.)
+DEFERRED_MODULES = ("scipy.stats",)
 
 #: An optional dependency that GX imports when it is installed (it is, for the Spark engine) and does without when it
 #: is not (``great_expectations.compatibility.pyspark``): our suites validate pandas frames only.
@@ -57,6 +59,7 @@ def great_expectations_modules() -> tuple[ModuleType, ModuleType]:
     The first import defers :data:`DEFERRED_MODULES` and hides :data:`UNUSED_OPTIONAL_MODULES` when they are not
     loaded yet: on Adult's release that took GX's import from about 2.1 to 1.2 s and from about 155 to 70 MiB
     (measured after Dagster and pandas were loaded). A later ``import pyspark`` in the same process works as usual.
+    LazyLoader is not thread-safe before Python 3.12: the steps run in one thread (the in-process executor).
     """
     if "great_expectations.expectations" not in sys.modules:
         with _lean_import():

@@ -12,22 +12,28 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import sys
-from functools import lru_cache
+import functools
+from typing import Any
 
 __all__ = ["release_free_memory"]
 
 
-@lru_cache(maxsize=1)
-def _malloc_trim():
-    """glibc's ``malloc_trim``, or None (another C library, another system)."""
-    if not sys.platform.startswith("linux"):
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim(size_t pad)``, or None (macOS, Windows, musl: no such function, nothing to do)."""
+    name = ctypes.util.find_library("c")
+    if name is None:
         return None
     try:
-        library = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return library.malloc_trim
-    except (OSError, AttributeError):  # musl has no malloc_trim
+        library = ctypes.CDLL(name)
+    except OSError:
         return None
+    trim = getattr(library, "malloc_trim", None)
+    if trim is None:
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return trim
 
 
 def release_free_memory() -> bool:

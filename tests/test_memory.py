@@ -26,8 +26,11 @@ def test_freed_pages_inside_the_heap_go_back_to_the_system():
     for _ in range(200 * 16):
         blocks.append(bytearray(65536))
         kept.append(bytearray(600))  # above pymalloc's 512 bytes: malloc's heap, between the large blocks
+    held = resident_mib()
     del blocks
     freed_only = resident_mib()
+    if freed_only < held - 100:  # e.g. MALLOC_MMAP_THRESHOLD_ or another allocator preloaded: free gave them back
+        pytest.skip("this process's allocator returned the blocks at free; there is nothing left to trim")
     release_free_memory()
     assert resident_mib() < freed_only - 100
     assert len(kept) == 200 * 16

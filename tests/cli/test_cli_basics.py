@@ -186,6 +186,7 @@ def _console_script(tmp_path: Path, *arguments: str, code: str = "") -> subproce
     interpreter, after ``code``."""
     script = f"import sys\n{code}\nfrom pipeline.cli import entry_point\nsys.argv = ['msa-release', *{list(arguments)!r}]\nentry_point()"
     environment = {**os.environ, "MSA_RELEASE_HOME": str(tmp_path / "home"), "GX_ANALYTICS_ENABLED": "false"}
+    environment.pop("PYTHONUNBUFFERED", None)  # buffered streams, as a user's shell usually has them
     return subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True, timeout=120)
 
 
@@ -205,3 +206,19 @@ def test_the_console_script_keeps_click_exit_statuses_output_and_atexit_handlers
         tmp_path, "--version", code="import pipeline.cli.app as app\napp.main = lambda: sys.exit('stopped: a message')"
     )
     assert message.returncode == 1 and "stopped: a message" in message.stderr
+
+
+def test_the_console_script_keeps_what_atexit_handlers_print_and_waits_for_running_threads(tmp_path):
+    """What an ``atexit`` handler prints after the command still reaches a piped stdout, and a thread that is not a
+    daemon finishes its work: the script then exits as the interpreter would (review of issue 18's fast exit)."""
+    marker = tmp_path / "thread-finished"
+    printing = _console_script(tmp_path, "--version", code="import atexit\natexit.register(lambda: print('said at exit'))")
+    assert printing.returncode == 0, printing.stderr
+    assert printing.stdout.splitlines()[-1] == "said at exit"
+    late = (
+        "import threading, time\n"
+        f"threading.Thread(target=lambda: (time.sleep(0.5), open({str(marker)!r}, 'w').write('done'))).start()"
+    )
+    threaded = _console_script(tmp_path, "--version", code=late)
+    assert threaded.returncode == 0, threaded.stderr
+    assert marker.read_text() == "done"
