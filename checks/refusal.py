@@ -73,8 +73,12 @@ def refuse_for_data_loss(
     raw_records: pd.DataFrame,
     strong_rules: pd.DataFrame,
     loss: CandidateLoss,
+    also_refused_by: Sequence[str] = (),
 ) -> Iterator[dg.AssetCheckResult]:
-    """Yield the failed ``result`` of ``gate`` with the diagnosis, write refusal.html, then raise the refusal.
+    """Yield the failed ``result`` of ``gate`` with the diagnosis, write refusal.html, then raise the refusal. The
+    yielded result keeps ``result``'s ``asset_key`` and ``check_name`` (set in a multi-check step such as the sharded
+    job's gates; None in a check of its own). ``also_refused_by``: the other data-loss gates that refused the same
+    candidate in the same step (the sharded job's gates), named in the diagnosis beside ``gate``.
 
     Raises
     ------
@@ -82,11 +86,18 @@ def refuse_for_data_loss(
         Always (after the result): the diagnosis in one paragraph, metadata ``error_class`` and ``exit_status`` (1).
     """
     try:
-        diagnosis = diagnose(raw_records, strong_rules, diagnosis_settings(settings), loss, gates=(gate,))
+        diagnosis = diagnose(raw_records, strong_rules, diagnosis_settings(settings), loss, gates=(*also_refused_by, gate))
     except Exception as error:  # a defect of the diagnosis never turns the refusal into a crash of the gate
         context.log.warning(f"{gate}: the refusal diagnosis could not be computed ({type(error).__name__})")
         paragraph = f"Release refused by {gate}: {loss.n_deleted:,} of {loss.n_records:,} records would be deleted."
-        yield dg.AssetCheckResult(passed=False, severity=result.severity, metadata=result.metadata, description=paragraph)
+        yield dg.AssetCheckResult(
+            asset_key=result.asset_key,
+            check_name=result.check_name,
+            passed=False,
+            severity=result.severity,
+            metadata=result.metadata,
+            description=paragraph,
+        )
         raise dg.Failure(
             description=paragraph, metadata={"error_class": REFUSAL_ERROR_CLASS, "exit_status": 1, "gate": gate}
         ) from None
@@ -104,7 +115,14 @@ def refuse_for_data_loss(
         paragraph += f" Details, with the rules' values: {path}."
     except OSError as error:  # the refusal stands; only its page is missing
         paragraph += f" (refusal.html could not be written: {error.strerror or error}.)"
-    yield dg.AssetCheckResult(passed=False, severity=result.severity, metadata=metadata, description=paragraph)
+    yield dg.AssetCheckResult(
+        asset_key=result.asset_key,
+        check_name=result.check_name,
+        passed=False,
+        severity=result.severity,
+        metadata=metadata,
+        description=paragraph,
+    )
     raise dg.Failure(
         description=paragraph,
         metadata={"error_class": REFUSAL_ERROR_CLASS, "exit_status": 1, "gate": gate},

@@ -14,6 +14,7 @@ published as a comparison (``comparisons/<id>/``, never LATEST), as the ``releas
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -22,9 +23,10 @@ import pandas as pd
 from checks import suites
 from checks.gx_runner import SuiteOutcome, validate_frame
 from pipeline.asset_keys import CANDIDATE, PRIVATE
+from pipeline.core.diagnosis import DATA_LOSS_GATES
 from pipeline.core import verification
 from pipeline.engines.summaries import accounting_frame, order_frame, posterior_frame
-from pipeline.resources import ReleaseSettings
+from pipeline.resources import ReleaseSettings, ReleaseStore
 
 __all__ = ["SHARDED_GATED", "SHARDED_GATES", "SHARDED_GATE_CHECKS", "evaluate_sharded_gate"]
 
@@ -243,7 +245,15 @@ def build_sharded_gates() -> dg.AssetChecksDefinition:
                 asset=SHARDED_GATED,
                 blocking=True,
                 description=description,
-                additional_deps=[dg.AssetKey([PRIVATE, "shard_summaries"])],
+                additional_deps=[
+                    dg.AssetKey([PRIVATE, "shard_summaries"]),
+                    # the utility gate's refusal diagnosis reads the staged records and the global rules
+                    *(
+                        [dg.AssetKey([PRIVATE, "sharded_input_summary"]), dg.AssetKey([PRIVATE, "sharded_strong_rules"])]
+                        if name == "utility_within_thresholds"
+                        else []
+                    ),
+                ],
             )
             for name, description in SHARDED_GATES.items()
         ],
@@ -251,26 +261,112 @@ def build_sharded_gates() -> dg.AssetChecksDefinition:
         ins={
             "sharded_release_candidate": dg.AssetIn(key=SHARDED_GATED),
             "shard_summaries": dg.AssetIn(key=[PRIVATE, "shard_summaries"]),
+            "sharded_input_summary": dg.AssetIn(key=[PRIVATE, "sharded_input_summary"]),
+            "sharded_strong_rules": dg.AssetIn(key=[PRIVATE, "sharded_strong_rules"]),
         },
     )
     def gates(
-        settings: ReleaseSettings, sharded_release_candidate: pd.DataFrame, shard_summaries: pd.DataFrame
+        context: dg.AssetCheckExecutionContext,
+        settings: ReleaseSettings,
+        store: ReleaseStore,
+        sharded_release_candidate: pd.DataFrame,
+        shard_summaries: pd.DataFrame,
+        sharded_input_summary: pd.DataFrame,
+        sharded_strong_rules: pd.DataFrame,
     ) -> Iterator[dg.AssetCheckResult]:
         n_shards = int(sharded_release_candidate.iloc[0]["n_shards"])
         summary_outcome = validate_frame(shard_summaries, suites.shard_summary_suite(n_shards=n_shards))
+        failed: list[str] = []
         for name in SHARDED_GATES:
             result = evaluate_sharded_gate(
                 name, settings, shard_summaries, sharded_release_candidate, summary_outcome=summary_outcome
             )
-            yield dg.AssetCheckResult(
+            checked = dg.AssetCheckResult(
                 asset_key=SHARDED_GATED,
                 check_name=name,
                 passed=result.passed,
                 severity=result.severity,
                 metadata=result.metadata,
             )
+            if name == "utility_within_thresholds" and not result.passed:
+                # refused for data loss: the check carries the diagnosis and refusal.html is written, as in the
+                # in-memory jobs (issue 15); raises the refusal after the result (the last gate: all are reported)
+                also = [gate for gate in failed if gate in DATA_LOSS_GATES]  # rule_confidence_preserved: one page
+                yield from _refuse_for_data_loss(
+                    context,
+                    checked,
+                    settings,
+                    store,
+                    sharded_release_candidate,
+                    sharded_input_summary,
+                    sharded_strong_rules,
+                    also_refused_by=also,
+                )
+                return
+            if not result.passed:
+                failed.append(name)
+            yield checked
 
     return gates
+
+
+#: Up to this many eligible records, a sharded release refused by the utility gate reads the sensitive attributes of
+#: the PRIVATE staged records into the gates' step to diagnose the refusal (the in-memory jobs' diagnosis, refusal.html);
+#: above it the check carries the gate's figures only (the driver of a large release holds no record-level table).
+DIAGNOSIS_MAX_RECORDS = 1_000_000
+
+
+def _refuse_for_data_loss(
+    context: dg.AssetCheckExecutionContext,
+    checked: dg.AssetCheckResult,
+    settings: ReleaseSettings,
+    store: ReleaseStore,
+    candidate_frame: pd.DataFrame,
+    input_summary: pd.DataFrame,
+    strong_rules: pd.DataFrame,
+    *,
+    also_refused_by: list[str],
+) -> Iterator[dg.AssetCheckResult]:
+    """The failed utility gate with the refusal diagnosis (:func:`checks.refusal.refuse_for_data_loss`): the
+    sensitive attributes of the staged records (:func:`pipeline.release.sharded_report.read_staged_records`) and the
+    GLOBAL strong rules, the loss from the reduced counts. Above :data:`DIAGNOSIS_MAX_RECORDS` eligible records, or
+    when the staged records cannot be read, ``checked`` is yielded as it is (the CLI still prints why)."""
+    from checks.refusal import refuse_for_data_loss
+    from pipeline.core.diagnosis import CandidateLoss
+    from pipeline.release.sharded_report import read_staged_records
+
+    candidate = candidate_frame.iloc[0]
+    figures = {key: value.value for key, value in (checked.metadata or {}).items()}
+    n_eligible = int(candidate["n_input"]) - int(candidate["n_dropped_missing"])
+    first = input_summary.iloc[0]
+    if n_eligible > DIAGNOSIS_MAX_RECORDS:
+        context.log.info(
+            f"utility_within_thresholds: no refusal diagnosis in the check (above {DIAGNOSIS_MAX_RECORDS:,} records)"
+        )
+        yield checked
+        return
+    try:
+        records = read_staged_records(Path(str(first["staging_dir"])), int(first["n_shards"]), settings.sensitive_attributes)
+    except OSError as error:
+        context.log.info(f"utility_within_thresholds: no refusal diagnosis in the check ({type(error).__name__})")
+        yield checked
+        return
+    yield from refuse_for_data_loss(
+        context,
+        checked,
+        gate="utility_within_thresholds",
+        settings=settings,
+        store=store,
+        raw_records=records,
+        strong_rules=strong_rules,
+        loss=CandidateLoss(
+            n_records=n_eligible,
+            n_deleted=int(candidate["n_deleted"]),
+            suppressed_cells={str(k): int(v) for k, v in dict(figures.get("suppressed_cells") or {}).items()},
+            attribute_cells={str(k): int(v) for k, v in dict(figures.get("attribute_cells") or {}).items()},
+        ),
+        also_refused_by=also_refused_by,
+    )
 
 
 #: Every gate of ``sharded_release``, in gate order, in one check step.

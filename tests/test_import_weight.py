@@ -74,3 +74,45 @@ def test_the_sharding_core_does_not_import_numba(tmp_path):
     """The mixed model's shard release needs no (k, ℓ) kernel: the sharded parent and workers do not hold numba."""
     heavy = _heavy_modules_after("import pipeline.core.sharding, pipeline.core.verification, pipeline.engines.worker", tmp_path)
     assert "numba" not in heavy and "llvmlite" not in heavy
+
+
+def _run_probe(code: str, tmp_path: Path) -> dict:
+    """Run ``code`` (which prints one JSON line last) in a fresh interpreter; its parsed last line."""
+    environment = {**os.environ, "MSA_RELEASE_HOME": str(tmp_path / "home"), "GX_ANALYTICS_ENABLED": "false"}
+    completed = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def test_great_expectations_is_imported_without_scipy_stats_or_pyspark_and_still_validates(tmp_path):
+    """The gates' first import of Great Expectations defers SciPy's statistics and hides pyspark (checks/gx_runner.py,
+    issue 18: about 0.9 s and 85 MiB of Adult's release): after a suite has validated a frame (a failing expectation
+    included), neither has run; a later ``import pyspark`` and ``scipy.stats`` work as usual."""
+    code = """
+import json, sys
+import pandas as pd
+from checks.gx_runner import validate_frame
+from checks.suites import sac_diversity_suite
+frame = pd.DataFrame({"n_rows": [3, 2], "min_distinct_values": [3, 3], "cluster_tuples_preserved": [True, True]})
+outcome = validate_frame(frame, sac_diversity_suite(ell=3))
+loaded = {
+    "stats_ran": type(sys.modules.get("scipy.stats")).__name__ == "module",
+    "pyspark": "pyspark" in sys.modules,
+    "failed": outcome.failed_expectations,
+}
+from scipy import stats
+loaded["entropy"] = round(float(stats.entropy([0.5, 0.5], base=2)), 6)
+try:
+    import pyspark
+    loaded["pyspark_after"] = pyspark.__name__
+except ImportError:
+    loaded["pyspark_after"] = "not installed"
+print(json.dumps(loaded))
+"""
+    outcome = _run_probe(code, tmp_path)
+    assert outcome["failed"] == ["expect_column_values_to_be_between"]
+    assert outcome["stats_ran"] is False and outcome["pyspark"] is False
+    assert outcome["entropy"] == 1.0
+    assert outcome["pyspark_after"] in ("pyspark", "not installed")

@@ -50,6 +50,7 @@ publishes); P2 §1, §3 (the naive and the (k, ℓ) release); SPEC §8, §14.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -255,12 +256,7 @@ def build_workload(
                 else:
                     predicates[attribute] = np.sort(rng.choice(size, width, replace=False)).astype(np.int64)
             queries.append(CountQuery(workload=name, predicates=predicates, sensitive=tuple(chosen_sensitive)))
-    exact = np.empty(len(queries))
-    for q, query in enumerate(queries):
-        mask = np.ones(len(records), dtype=bool)
-        for attribute in query.predicates:
-            mask &= _indicator(query, attribute, len(domains[attribute]))[codes[attribute]] > 0
-        exact[q] = float(mask.sum())
+    exact = _exact_answers(queries, codes, domains)
     n = len(records)
     return Workload(
         queries=tuple(queries),
@@ -271,6 +267,42 @@ def build_workload(
         selectivity=float(selectivity),
         seed=int(seed),
     )
+
+
+#: Largest histogram (cells) :func:`_exact_answers` builds for one set of queried attributes; a larger one (e.g.
+#: two sensitive attributes of 10,000 values each) counts its queries record by record instead.
+MAX_HISTOGRAM_CELLS = 1 << 22
+
+
+def _exact_answers(
+    queries: Sequence[CountQuery], codes: Mapping[str, np.ndarray], domains: Mapping[str, Sequence[str]]
+) -> np.ndarray:
+    """float64 ``(len(queries),)``: the records that satisfy every predicate of each query (its exact answer).
+
+    The queries that name the same attributes are counted together from one histogram of the records over those
+    attributes' codes (``np.bincount``), freed before the next set: an answer is the sum of the histogram's cells
+    the predicates accept, the same integer as counting the records one by one (which a set whose histogram would
+    exceed :data:`MAX_HISTOGRAM_CELLS` cells still does). On Adult's 2,000 queries about 0.2 -> 0.05 s (issue 18)."""
+    exact = np.empty(len(queries))
+    by_attributes: dict[tuple[str, ...], list[int]] = {}
+    for q, query in enumerate(queries):
+        by_attributes.setdefault(tuple(query.predicates), []).append(q)
+    for attributes, members in by_attributes.items():
+        shape = tuple(len(domains[a]) + 1 for a in attributes)  # + 1: _encode's outside slot
+        cells = math.prod(shape)
+        if cells <= MAX_HISTOGRAM_CELLS:
+            flat = np.ravel_multi_index(tuple(codes[a] for a in attributes), shape)
+            histogram = np.bincount(flat, minlength=cells).reshape(shape)
+            for q in members:
+                exact[q] = float(histogram[np.ix_(*(queries[q].predicates[a] for a in attributes))].sum())
+            del histogram, flat
+            continue
+        for q in members:
+            mask = np.ones(len(codes[attributes[0]]), dtype=bool)
+            for attribute in attributes:
+                mask &= _indicator(queries[q], attribute, len(domains[attribute]))[codes[attribute]] > 0
+            exact[q] = float(mask.sum())
+    return exact
 
 
 class _LabelColumn:

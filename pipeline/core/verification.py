@@ -547,7 +547,8 @@ def kl_diversity_summary(kl_released: pd.DataFrame, sensitive_attributes: Sequen
     """
     # the (k, ℓ) package compiles its kernels with numba (~60 MiB): imported by the (k, ℓ) gate only, not by every
     # process that verifies a mixed or sharded release
-    from pipeline.core.kl_anonymity import diverse, diverse_at_least
+    from pipeline.core.kl_anonymity.kernels import greedy_certificate_compiled, largest_totally_different_compiled
+    from pipeline.core.kl_anonymity.table import DIVERSE_EXACT_LIMIT
 
     attributes = list(sensitive_attributes)
     if len(kl_released) == 0:
@@ -559,32 +560,41 @@ def kl_diversity_summary(kl_released: pd.DataFrame, sensitive_attributes: Sequen
             | {"diverse_at_least_ell": pd.Series(dtype=bool)}
         )
     codes = np.column_stack([sorted_text_codes(kl_released[a])[0] for a in attributes]).astype(np.int64)
-    cluster_ids = kl_released["cluster_id"].to_numpy(np.int64)
-    order = np.argsort(cluster_ids, kind="stable")
-    boundaries = np.flatnonzero(np.diff(cluster_ids[order])) + 1
-    rows = []
-    for members in np.split(order, boundaries):
-        cluster_codes = codes[members]
-        rows.append(
-            (
-                int(cluster_ids[members[0]]),
-                len(members),
-                len(np.unique(cluster_codes, axis=0)),
-                int(min(len(np.unique(cluster_codes[:, j])) for j in range(cluster_codes.shape[1]))),
-                int(diverse(cluster_codes)),
-                bool(diverse_at_least(cluster_codes, ell)),
-            )
-        )
+    classes, class_index = np.unique(kl_released["cluster_id"].to_numpy(np.int64), return_inverse=True)
+    class_index = class_index.reshape(-1).astype(np.int64)
+    n_classes = len(classes)
+    n_rows = np.bincount(class_index, minlength=n_classes).astype(np.int64)
+    # the released sensitive tuples, in lexicographic order, and each row's rank among them (as the (k, ℓ) kernels
+    # take them: :attr:`pipeline.core.kl_anonymity.table.EncodedTable.sensitive_tuples`)
+    tuples, tuple_id = np.unique(codes, axis=0, return_inverse=True)
+    tuples, tuple_id = tuples.astype(np.int64), tuple_id.reshape(-1).astype(np.int64)
+    n_distinct = distinct_per_group(class_index, tuple_id, n_classes)
+    min_distinct = np.min(
+        np.column_stack([distinct_per_group(class_index, codes[:, j], n_classes) for j in range(codes.shape[1])]), axis=1
+    )
+    # per class, compiled: Diverse exactly up to DIVERSE_EXACT_LIMIT distinct tuples, else the greedy lower bound
+    # (kl_anonymity.diverse.diverse); Diverse ≥ ℓ by a greedy certificate, else exactly on small classes, else False
+    # (diverse_at_least); the same answers, tested equal (tests/core/test_kl_kernels.py)
+    order = np.argsort(class_index, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(n_rows)])
+    diverse_bound = np.empty(n_classes, dtype=np.int64)
+    at_least = np.empty(n_classes, dtype=bool)
+    for c in range(n_classes):
+        members = tuple_id[order[bounds[c] : bounds[c + 1]]]
+        distinct = np.unique(members)
+        exact = len(largest_totally_different_compiled(tuples[distinct])) if len(distinct) <= DIVERSE_EXACT_LIMIT else -1
+        diverse_bound[c] = exact if exact >= 0 else greedy_certificate_compiled(members, tuples, 0)
+        certificate = greedy_certificate_compiled(members, tuples, ell) if len(members) >= ell else -1
+        at_least[c] = certificate >= ell or (certificate >= 0 and exact >= ell)
     summary = pd.DataFrame(
-        rows,
-        columns=[
-            "cluster_id",
-            "n_rows",
-            "n_distinct_sensitive_tuples",
-            "min_distinct_values",
-            "diverse_lower_bound",
-            "diverse_at_least_ell",
-        ],
+        {
+            "cluster_id": classes,
+            "n_rows": n_rows,
+            "n_distinct_sensitive_tuples": n_distinct,
+            "min_distinct_values": min_distinct,
+            "diverse_lower_bound": diverse_bound,
+            "diverse_at_least_ell": at_least,
+        }
     )
     return summary.astype(
         {

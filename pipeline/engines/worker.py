@@ -17,9 +17,6 @@ imports only what releasing a shard needs (pandas, pyarrow, numba and the pure c
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
-import functools
 import hashlib
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +31,7 @@ from pandas.api.types import union_categoricals
 from pipeline.core import sharding
 from pipeline.core.keyed import record_hashes_with_key
 from pipeline.engines.base import ShardJob, ShardSummary, staged_shard_files
+from pipeline.memory import release_free_memory
 
 __all__ = [
     "FINGERPRINTS",
@@ -75,27 +73,12 @@ def _write_part(frame: pd.DataFrame, target: Path) -> Path:
     return target
 
 
-@functools.cache
-def _glibc() -> Any:
-    """The C library when it is glibc (has ``malloc_trim``), else None (macOS, musl: nothing to do)."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    try:
-        library = ctypes.CDLL(name)
-    except OSError:
-        return None
-    return library if hasattr(library, "malloc_trim") else None
-
-
 def return_freed_memory() -> None:
-    """Give free memory back to the system: pyarrow's memory pool (mimalloc or jemalloc keep what Parquet reads and
-    writes freed) and the heap's free pages (glibc ``malloc_trim``), so that a worker holds no more than its next
-    stage or shard needs."""
+    """Give free memory back to the system: pyarrow's memory pool (mimalloc or jemalloc, when chosen, keep what
+    Parquet reads and writes freed) and the heap's free pages (glibc ``malloc_trim``,
+    :func:`pipeline.memory.release_free_memory`), so that a worker holds no more than its next stage or shard needs."""
     pa.default_memory_pool().release_unused()
-    library = _glibc()
-    if library is not None:
-        library.malloc_trim(0)
+    release_free_memory()
 
 
 def part_path(table: str, shard: int) -> str:

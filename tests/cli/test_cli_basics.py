@@ -4,6 +4,9 @@ tags of a release run, and the options of ``run``'s output (``--quiet``)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -176,3 +179,46 @@ def test_list_of_an_empty_home_says_so(tmp_path):
     outcome = CliRunner().invoke(main, ["list", "--home", str(tmp_path / "empty")])
     assert outcome.exit_code == 0 and outcome.output.startswith("no release in ")
     assert not (tmp_path / "empty").exists()  # listing never creates a home
+
+
+def _console_script(tmp_path: Path, *arguments: str, code: str = "") -> subprocess.CompletedProcess:
+    """Run the console script's function (``pipeline.cli:entry_point``, as pyproject.toml installs it) in a fresh
+    interpreter, after ``code``."""
+    script = f"import sys\n{code}\nfrom pipeline.cli import entry_point\nsys.argv = ['msa-release', *{list(arguments)!r}]\nentry_point()"
+    environment = {**os.environ, "MSA_RELEASE_HOME": str(tmp_path / "home"), "GX_ANALYTICS_ENABLED": "false"}
+    environment.pop("PYTHONUNBUFFERED", None)  # buffered streams, as a user's shell usually has them
+    return subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True, timeout=120)
+
+
+def test_the_console_script_keeps_click_exit_statuses_output_and_atexit_handlers(tmp_path):
+    """The console script ends with ``os._exit`` after the command (no final garbage collection, issue 18): the
+    exit status is still click's (0, 2 for a usage error), output is flushed, and ``atexit`` handlers still run."""
+    marker = tmp_path / "atexit-ran"
+    at_exit = f"import atexit\natexit.register(lambda: open({str(marker)!r}, 'w').write('yes'))"
+    version = _console_script(tmp_path, "--version", code=at_exit)
+    assert version.returncode == 0, version.stderr
+    assert version.stdout.strip() == f"msa-release {metadata.version('msa-release')}"
+    assert marker.read_text() == "yes"
+    usage = _console_script(tmp_path, "run", "--ell", "0")
+    assert usage.returncode == 2
+    assert "--ell" in usage.stderr
+    message = _console_script(
+        tmp_path, "--version", code="import pipeline.cli.app as app\napp.main = lambda: sys.exit('stopped: a message')"
+    )
+    assert message.returncode == 1 and "stopped: a message" in message.stderr
+
+
+def test_the_console_script_keeps_what_atexit_handlers_print_and_waits_for_running_threads(tmp_path):
+    """What an ``atexit`` handler prints after the command still reaches a piped stdout, and a thread that is not a
+    daemon finishes its work: the script then exits as the interpreter would (review of issue 18's fast exit)."""
+    marker = tmp_path / "thread-finished"
+    printing = _console_script(tmp_path, "--version", code="import atexit\natexit.register(lambda: print('said at exit'))")
+    assert printing.returncode == 0, printing.stderr
+    assert printing.stdout.splitlines()[-1] == "said at exit"
+    late = (
+        "import threading, time\n"
+        f"threading.Thread(target=lambda: (time.sleep(0.5), open({str(marker)!r}, 'w').write('done'))).start()"
+    )
+    threaded = _console_script(tmp_path, "--version", code=late)
+    assert threaded.returncode == 0, threaded.stderr
+    assert marker.read_text() == "done"

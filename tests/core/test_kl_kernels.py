@@ -9,14 +9,16 @@ over the ``n × n`` matrix (``compiled=False``, the implementation that reproduc
 from itertools import combinations
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.core import kl_anonymity as kl
-from pipeline.core.kl_anonymity.diverse import records_diverse_at_least, records_witness
+from pipeline.core.kl_anonymity.diverse import records_diverse, records_diverse_at_least, records_witness
 from pipeline.core.kl_anonymity.kernels import (
     bipartition_costs,
+    bipartition_diversity,
     cluster_cost_compiled,
     greedy_certificate_compiled,
     largest_totally_different_compiled,
@@ -92,6 +94,34 @@ def test_bipartition_costs_equal_the_cost_of_each_side(spec, k):
 
 
 @SETTINGS
+@given(tables, st.integers(1, 4), st.integers(1, 4), st.data())
+def test_bipartition_diversity_decides_each_side_as_the_allowable_test(spec, k, ell, data):
+    """The refinement's batched certificates (issue 18): every side marked allowable (1) has at least k records and
+    Diverse >= ell by brute force, every side marked not allowable (0) has fewer than k records or Diverse < ell, and
+    a side left undecided (2) has at least k records; so deciding the undecided ones exactly gives the allowable test
+    of the refinement, side by side."""
+    table = encoded(*spec)
+    size = data.draw(st.integers(2, min(len(table), 10)))
+    cluster = np.array(data.draw(st.permutations(range(len(table))))[:size], dtype=np.int64)
+    tuple_ids, tuples = table.sensitive_tuples
+    masks = np.arange(1, 1 << (size - 1), dtype=np.int64)
+    statuses = bipartition_diversity(cluster, tuple_ids, tuples, masks, k, ell)
+    rest = cluster[1:]
+    for mask, (left_status, right_status) in zip(masks, statuses, strict=True):
+        right = [int(rest[b]) for b in range(len(rest)) if mask >> b & 1]
+        left = [int(cluster[0])] + [int(rest[b]) for b in range(len(rest)) if not mask >> b & 1]
+        for status, side in ((left_status, left), (right_status, right)):
+            allowable = len(side) >= k and brute_force_diverse(table.sensitive_codes[side]) >= ell
+            assert status in (0, 1, 2)
+            if status == 1:
+                assert allowable
+            elif status == 0:
+                assert not allowable
+            else:
+                assert len(side) >= k
+
+
+@SETTINGS
 @given(tables, st.integers(1, 4), st.data())
 def test_compiled_diverse_certificate_and_witness_equal_numpy(spec, ell, data):
     table = encoded(*spec)
@@ -102,6 +132,7 @@ def test_compiled_diverse_certificate_and_witness_equal_numpy(spec, ell, data):
     codes = table.sensitive_codes[positions]
     tuple_ids, tuples = table.sensitive_tuples
     assert records_diverse_at_least(table, positions, ell) == kl.diverse_at_least(codes, ell)
+    assert records_diverse(table, positions) == kl.diverse(codes)
     assert greedy_certificate_compiled(tuple_ids[positions], tuples, 0) == kl.diverse_greedy(codes)
     witness = records_witness(table, positions)
     assert witness.tolist() == kl.diverse_witness(codes).tolist()
@@ -141,3 +172,38 @@ def test_compiled_greedy_reproduces_the_golden_example(k, ell):
     clusters = kl.greedy_clusters(table, k=k, ell=ell)
     assert [sorted(int(table.row_ids[p]) for p in c) for c in clusters] == expected["approximate"]
     assert sum(kl.cluster_cost(table, c) for c in clusters) == pytest.approx(expected["approximate_cost"])
+
+
+@SETTINGS
+@given(
+    st.integers(1, 120),
+    st.integers(1, 3),
+    st.integers(1, 4),
+    st.integers(2, 6),
+    st.integers(1, 30),
+    st.integers(0, 10_000),
+)
+def test_the_diversity_gate_summary_equals_the_numpy_definitions_class_by_class(n, n_sensitive, ell, n_values, n_classes, seed):
+    """Gate kl_clusters_are_l_diverse's summary (issue 18: computed with the compiled kernels, not class by class in
+    numpy) against Diverse and the ≥ ℓ test of kl_anonymity.diverse and plain counts, for every class."""
+    from pipeline.core.verification import kl_diversity_summary
+
+    rng = np.random.default_rng(seed)
+    released = pd.DataFrame({f"s{j}": rng.integers(0, n_values, n).astype(str) for j in range(n_sensitive)})
+    released["cluster_id"] = rng.integers(0, n_classes, n) * 7 + 3
+    attributes = [f"s{j}" for j in range(n_sensitive)]
+    summary = kl_diversity_summary(released, attributes, ell=ell)
+    expected = []
+    for cluster_id, members in released.groupby("cluster_id", sort=True):
+        codes = np.column_stack([members[a].astype(int).to_numpy() for a in attributes])
+        expected.append(
+            (
+                int(cluster_id),
+                len(members),
+                len({tuple(row) for row in codes}),
+                min(len(set(codes[:, j])) for j in range(n_sensitive)),
+                kl.diverse(codes),
+                bool(kl.diverse_at_least(codes, ell)),
+            )
+        )
+    assert [tuple(row) for row in summary.itertuples(index=False)] == expected

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.core.metrics import additional_information_loss, domain_sizes, reconstruction_error
+from pipeline.core.metrics import additional_information_loss, domain_sizes, exact_sum, reconstruction_error
 from pipeline.core.mixed_model import assemble_release_tables, run_mixed_model
 from pipeline.core.rating import rating_tables
 from tests.conftest import example_frame, example_quasi_identifiers
@@ -335,3 +335,19 @@ def test_many_attributes_and_rows_do_not_overflow():
         n_deleted=0,
     )
     assert rce == pytest.approx(n * float(1 - Fraction(1, 10**9 * 3**39)), rel=1e-12)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.floats(min_value=-1e12, max_value=1e12, allow_nan=False, allow_infinity=False), max_size=300),
+        max_size=4,
+    ),
+    st.integers(1, 64),
+)
+def test_exact_sum_is_fsum_of_every_element_in_chunks(parts, chunk):
+    """The metrics' chunked exact sum (issue 18: no list of every cell at once) is math.fsum of all the elements,
+    whatever the chunk size and however the elements are split into arrays."""
+    arrays = [np.asarray(part, dtype=float) for part in parts]
+    expected = math.fsum(value for part in parts for value in part)
+    assert exact_sum(*arrays, chunk=chunk) == expected

@@ -219,6 +219,18 @@ def test_workload_shape_and_exact_answers() -> None:
     assert workload.floor == 1.0  # 0.1 % of 400 = 0.4, at least 1
 
 
+def test_exact_answers_without_histograms_are_the_same(monkeypatch) -> None:
+    """Above MAX_HISTOGRAM_CELLS a set of attributes is counted record by record: the same answers (issue 18)."""
+    import pipeline.core.query_workload as query_workload
+
+    records = random_records()
+    with_histograms = build_workload(records, QUASI, SENSITIVE, n_queries=60, seed=3)
+    monkeypatch.setattr(query_workload, "MAX_HISTOGRAM_CELLS", 0)
+    record_by_record = build_workload(records, QUASI, SENSITIVE, n_queries=60, seed=3)
+    assert np.array_equal(with_histograms.exact, record_by_record.exact)
+    assert with_histograms.exact.sum() > 0
+
+
 def test_fixed_seed_gives_the_same_workload() -> None:
     records = random_records()
     first, second = (build_workload(records, QUASI, SENSITIVE, n_queries=40, seed=9) for _ in range(2))

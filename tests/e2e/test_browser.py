@@ -745,7 +745,8 @@ def test_a_refusal_for_data_loss_explains_itself_in_the_failed_check(dagster_ui,
     cause, the options) in config-key vocabulary, and the run's page shows the same paragraph as its failure."""
     from selenium.webdriver.common.by import By
 
-    browser.get(dagster_ui + "/assets/candidate/release_candidate?view=checks")
+    # the default engine (local) runs sharded_release: its candidate carries the gates, one step, each its own check
+    browser.get(dagster_ui + "/assets/candidate/sharded_release_candidate?view=checks")
     name = "utility_within_thresholds"
     _wait_for(browser, lambda lines: _line_after(lines, name) == "Failed", f"gate {name} listed as Failed")
     items = [e for e in browser.find_elements(By.XPATH, f"//*[normalize-space(text())='{name}']") if e.is_displayed()]

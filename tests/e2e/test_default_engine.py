@@ -6,31 +6,13 @@ These tests fail on the old default (``memory``): its release has no ``sharding`
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from pipeline.cli import main
+# the sharded e2e tests' helpers: a quiet CLI run in a home, its LATEST release, the published tables' digests
+from tests.e2e.test_sharded_release import _latest, _published_digests, _run
 
 pytestmark = pytest.mark.e2e
-
-PUBLISHED_TABLES = ("sac_released", "attribute_table", "id_table", "attribute_clusters")
-
-
-def _run(home: Path, *arguments: str):
-    return CliRunner().invoke(main, ["run", "--quiet", "--home", str(home), *arguments])
-
-
-def _latest(home: Path) -> Path:
-    return home / "releases" / (home / "releases" / "LATEST").read_text().strip()
-
-
-def _published_digests(release: Path) -> dict[str, str]:
-    from pipeline.release.audit import read_release, table_digests
-
-    published = read_release(release)
-    return table_digests({name: getattr(published, name) for name in PUBLISHED_TABLES})
 
 
 @pytest.mark.slow

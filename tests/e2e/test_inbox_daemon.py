@@ -4,6 +4,7 @@ a time, marks a run whose worker was SIGKILLed failed and retries it, and leaves
 
 Processes started here get their own session and default signal handlers, and are stopped by process group."""
 
+import contextlib
 import json
 import os
 import signal
@@ -107,6 +108,21 @@ def _settings(example: dict) -> dict:
     }
 
 
+def _run_storage_has_a_run(dagster_home: Path) -> bool:
+    """Whether the Dagster instance in ``dagster_home`` has its run storage and a run in it, read with sqlite3 read-only
+    (opening a DagsterInstance would create the storages itself, racing the process that is creating them)."""
+    import sqlite3
+
+    database = dagster_home / "history" / "runs.db"
+    if not database.exists():
+        return False
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=1)) as connection:
+            return connection.execute("SELECT COUNT(*) FROM runs").fetchone()[0] > 0
+    except sqlite3.Error:
+        return False
+
+
 def test_a_sigkilled_cli_run_is_marked_failed_with_the_reason_at_the_next_start(golden, tmp_path):
     """Zombie runs: ``msa-release run`` SIGKILLed mid-run leaves its Dagster run STARTED; the next ``msa-release run``
     marks it FAILURE with the reason (its process is gone), says so on stderr, and publishes."""
@@ -137,8 +153,10 @@ def test_a_sigkilled_cli_run_is_marked_failed_with_the_reason_at_the_next_start(
         log=tmp_path / "killed.log",
     )
     try:
+        # the CLI creates the instance's SQLite storages after it writes dagster.yaml: opening the instance here before
+        # its first run exists raced with that creation ("table alembic_version already exists" in the CLI)
         _wait_for(
-            lambda: (dagster_home / "dagster.yaml").exists(), timeout=60, what="the Dagster home", log=tmp_path / "killed.log"
+            lambda: _run_storage_has_a_run(dagster_home), timeout=90, what="the CLI's first run", log=tmp_path / "killed.log"
         )
         with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
 

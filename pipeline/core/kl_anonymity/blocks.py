@@ -8,7 +8,7 @@ import numpy as np
 
 from pipeline.core.kl_anonymity.costs import cluster_cost
 from pipeline.core.kl_anonymity.diverse import records_diverse_at_least
-from pipeline.core.kl_anonymity.kernels import bipartition_costs
+from pipeline.core.kl_anonymity.kernels import bipartition_costs, bipartition_diversity
 from pipeline.core.kl_anonymity.greedy import _validate_parameters, greedy_clusters
 from pipeline.core.kl_anonymity.table import GREEDY_MAX_TUPLES, EncodedTable, InfeasibleError
 from pipeline.core.progress import Progress, no_progress
@@ -161,13 +161,21 @@ def refine_clusters(table: EncodedTable, clusters: Sequence[np.ndarray], *, k: i
         if len(cluster) <= REFINE_EXHAUSTIVE_MAX:
             rest = cluster[1:]
             totals = bipartition_costs(table.ancestors, table.range_tensor, table.heights, table.weights, cluster, k)
-            for mask in np.flatnonzero(totals <= cost + 1e-9):
+            masks = np.flatnonzero(totals <= cost + 1e-9)
+            # the greedy certificates of every candidate's two sides in one compiled call; a side it cannot decide
+            # (2) is decided by records_diverse_at_least's exact search, as _allowable would
+            certified = bipartition_diversity(cluster, *table.sensitive_tuples, masks.astype(np.int64), k, ell)
+            bits = np.arange(len(rest))
+            for i, mask in enumerate(masks):
                 total = float(totals[mask])
-                if best is None or total < best[0] - 1e-9:
-                    chosen = np.array([(int(mask) >> b) & 1 for b in range(len(rest))], dtype=bool)
+                if (best is None or total < best[0] - 1e-9) and certified[i, 0] and certified[i, 1]:
+                    chosen = ((int(mask) >> bits) & 1).astype(bool)
                     left = np.concatenate([cluster[:1], rest[~chosen]])
                     right = rest[chosen]
-                    if _allowable(table, left, k, ell) and _allowable(table, right, k, ell):
+                    if all(
+                        status == 1 or records_diverse_at_least(table, side, ell)
+                        for status, side in ((certified[i, 0], left), (certified[i, 1], right))
+                    ):
                         best = (total, [left, right])
         else:
             parts = _split_by_hierarchy(table, ancestors, cluster, k, ell)

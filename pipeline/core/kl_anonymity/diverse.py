@@ -162,6 +162,20 @@ def diverse_witness(sensitive_codes: np.ndarray) -> np.ndarray:
     return np.sort(np.array(chosen_rows, dtype=np.int64))
 
 
+def records_diverse(table: EncodedTable, positions: np.ndarray) -> int:
+    """:func:`diverse` of ``table.sensitive_codes[positions]`` (same answer) with the compiled kernels on the table's
+    sensitive tuple ranks: the exact search up to ``DIVERSE_EXACT_LIMIT`` distinct tuples, else the greedy lower
+    bound. ``positions``: int64 array of record positions."""
+    if len(positions) == 0:
+        return 0
+    tuple_ids, tuples = table.sensitive_tuples
+    chosen = tuple_ids[positions]
+    distinct = np.unique(chosen)
+    if len(distinct) <= DIVERSE_EXACT_LIMIT:
+        return len(largest_totally_different_compiled(tuples[distinct]))
+    return int(greedy_certificate_compiled(chosen, tuples, 0))
+
+
 def records_witness(table: EncodedTable, positions: np.ndarray) -> np.ndarray:
     """:func:`diverse_witness` of ``table.sensitive_codes[positions]`` (the same indices into ``positions``), with
     the branch and bound and the greedy compiled (:mod:`pipeline.core.kl_anonymity.kernels`). ``positions``: int64 array of record positions."""

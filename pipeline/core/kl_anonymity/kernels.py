@@ -24,7 +24,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["cluster_cost_compiled", "cluster_levels_compiled", "greedy_certificate_compiled", "bipartition_costs"]
+__all__ = [
+    "bipartition_costs",
+    "bipartition_diversity",
+    "cluster_cost_compiled",
+    "cluster_levels_compiled",
+    "greedy_certificate_compiled",
+]
 
 #: Above this many distinct tuples the greedy certificate orders tuples by value frequencies (as
 #: :func:`pipeline.core.kl_anonymity.diverse.diverse_greedy`).
@@ -100,6 +106,45 @@ def bipartition_costs(
         out[mask] = cluster_cost_compiled(ancestors, range_tensor, heights, weights, left[:n_left]) + cluster_cost_compiled(
             ancestors, range_tensor, heights, weights, right[:n_right]
         )
+    return out
+
+
+@njit(cache=True)
+def bipartition_diversity(
+    cluster: np.ndarray, tuple_ids: np.ndarray, tuples: np.ndarray, masks: np.ndarray, k: int, ell: int
+) -> np.ndarray:
+    """For every bipartition ``masks[i]`` of ``cluster`` (as :func:`bipartition_costs` splits it: ``right`` holds
+    ``cluster[1 + b]`` for every set bit ``b``, ``left`` the others with ``cluster[0]``), what the greedy certificate
+    of :func:`pipeline.core.kl_anonymity.diverse.records_diverse_at_least` says of each side being allowable
+    (``≥ k`` records and ``Diverse ≥ ell``): int8 ``(len(masks), 2)`` (left, right), 0 not allowable (fewer than
+    ``k`` or ``ell`` records, or an attribute with fewer than ``ell`` distinct values), 1 allowable (a greedy
+    certificate of ``ell`` totally different tuples), 2 undecided (the exact search must decide). ``tuple_ids``,
+    ``tuples``: :attr:`pipeline.core.kl_anonymity.table.EncodedTable.sensitive_tuples`."""
+    rest = len(cluster) - 1
+    out = np.zeros((len(masks), 2), dtype=np.int8)
+    left = np.empty(len(cluster), dtype=np.int64)
+    right = np.empty(len(cluster), dtype=np.int64)
+    for i in range(len(masks)):
+        mask = masks[i]
+        n_left = 1
+        n_right = 0
+        left[0] = tuple_ids[cluster[0]]
+        for b in range(rest):
+            if (mask >> b) & 1:
+                right[n_right] = tuple_ids[cluster[1 + b]]
+                n_right += 1
+            else:
+                left[n_left] = tuple_ids[cluster[1 + b]]
+                n_left += 1
+        for side in range(2):
+            n = n_left if side == 0 else n_right
+            if n < k or n < ell:
+                continue
+            found = greedy_certificate_compiled(left[:n_left] if side == 0 else right[:n_right], tuples, ell)
+            if found >= ell:
+                out[i, side] = 1
+            elif found >= 0:
+                out[i, side] = 2
     return out
 
 

@@ -13,7 +13,7 @@ from pipeline.core.columns import as_text
 from pipeline.core.hierarchies import Hierarchy
 from pipeline.core.kl_anonymity.blocks import blocked_clusters
 from pipeline.core.kl_anonymity.costs import _record_cost, cluster_generalization
-from pipeline.core.kl_anonymity.diverse import diverse
+from pipeline.core.kl_anonymity.diverse import records_diverse
 from pipeline.core.kl_anonymity.exact import exact_clusters
 from pipeline.core.kl_anonymity.greedy import greedy_clusters
 from pipeline.core.kl_anonymity.table import GREEDY_MAX_RECORDS, GREEDY_MAX_TUPLES, EncodedTable, InfeasibleError, encode_table
@@ -140,13 +140,13 @@ def summarize_clusters(
     table: EncodedTable, clusters: Sequence[np.ndarray], *, method: str, k: int, ell: int, n_blocks: int = 1
 ) -> KLAnonymization:
     """Build a :class:`KLAnonymization` from cluster positions (used by every method)."""
-    assignment_rows, cluster_rows = [], []
+    cluster_rows = []
     for cluster_id, positions in enumerate(clusters, start=1):
         nodes = cluster_generalization(table, positions)
         row: dict[str, Any] = {
             "cluster_id": cluster_id,
             "n_records": len(positions),
-            "diverse": diverse(table.sensitive_codes[positions]),
+            "diverse": records_diverse(table, np.asarray(positions, dtype=np.int64)),
             "cost": len(positions) * _record_cost(table, nodes),
             "naive_cost": len(positions) * sum(level for level, _ in nodes),
         }
@@ -154,8 +154,15 @@ def summarize_clusters(
             row[attribute] = hierarchy.label(level, node)
             row[f"{attribute}__level"] = level
         cluster_rows.append(row)
-        assignment_rows.append(pd.DataFrame({"row_id": table.row_ids[positions], "cluster_id": cluster_id}))
-    assignments = pd.concat(assignment_rows, ignore_index=True).astype({"row_id": "int64", "cluster_id": "int64"})
+    sizes = np.array([len(positions) for positions in clusters], dtype=np.int64)
+    assignments = pd.DataFrame(
+        {
+            "row_id": np.concatenate([table.row_ids[positions] for positions in clusters]).astype(np.int64)
+            if len(clusters)
+            else np.zeros(0, dtype=np.int64),
+            "cluster_id": np.repeat(np.arange(1, len(clusters) + 1, dtype=np.int64), sizes),
+        }
+    )
     summary = pd.DataFrame(cluster_rows).astype(
         {"cluster_id": "int64", "n_records": "int64", "diverse": "int64", "naive_cost": "int64"}
     )
@@ -199,11 +206,13 @@ def kl_release_table(
         )
         .rename(columns={"row_id": "source_row_id"})
     )
-    signature = (
-        merged.sort_values(sensitive_attribute_columns, kind="stable")
-        .groupby("cluster_id", sort=False, observed=True)[sensitive_attribute_columns]
-        .apply(lambda frame: "\x1f".join("\x1e".join(row) for row in frame.itertuples(index=False)))
-    )
+    # per class: its rows' sensitive tuples in sorted order, fields joined by \x1e, rows by \x1f (each row's text made
+    # by vectorized concatenation, then joined per class)
+    by_values = merged.sort_values(sensitive_attribute_columns, kind="stable")
+    row_text = by_values[sensitive_attribute_columns[0]] if sensitive_attribute_columns else pd.Series("", index=by_values.index)
+    for attribute in sensitive_attribute_columns[1:]:
+        row_text = row_text + "\x1e" + by_values[attribute]
+    signature = row_text.groupby(by_values["cluster_id"], sort=False, observed=True).agg("\x1f".join)
     content = as_text(labels.set_index("cluster_id")[quasi_identifier_columns]).agg("\x1f".join, axis=1).to_frame("qi")
     content["sa"] = signature
     order = content.sort_values(["qi", "sa"], kind="stable").index

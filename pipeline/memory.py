@@ -1,0 +1,46 @@
+"""Give the operating system back the memory a finished stage freed (glibc's ``malloc_trim``).
+
+numpy, pandas and Arrow (with the system allocator, :mod:`pipeline`) allocate through glibc's malloc, which keeps
+freed pages in the process for reuse, so the next stage's peak comes on top of the earlier stage's leftovers. The
+stages that free hundreds of MiB before more work in the same step call :func:`release_free_memory`: the staged
+records' read (the Arrow tables it converts) and report.html's Rating baseline (the model's temporaries before its
+measures). Measured at 1M records (issue 18): the Rating baseline's start 694 -> 565 MiB, its measures' start
+905 -> 718 MiB. A trim when every step starts made no difference to the peak (the peaks are inside steps).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+from typing import Any
+
+__all__ = ["release_free_memory"]
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim(size_t pad)``, or None (macOS, Windows, musl: no such function, nothing to do)."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        library = ctypes.CDLL(name)
+    except OSError:
+        return None
+    trim = getattr(library, "malloc_trim", None)
+    if trim is None:
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return trim
+
+
+def release_free_memory() -> bool:
+    """Return the free pages of glibc's heap to the operating system (``malloc_trim(0)``); nothing is freed that is
+    in use. Returns whether the C library could (False off glibc, where it does nothing)."""
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
