@@ -8,9 +8,14 @@ on its own candidate (``candidate/rating_release_candidate``); ``KL_GATES`` the 
 (``GATE_CHECKS_OF_CANDIDATE``). ``GATE_CHECKS`` holds them by name: each plug-in's ``gates``
 (:mod:`pipeline.models`) name the checks of its job, and :func:`gates_of` gives the code location its list, each gate
 attached to the candidate of every model that names it. A gate that does not apply to the run's model (its plug-in's
-``not_applicable``) passes, reported as not applicable."""
+``not_applicable``) passes, reported as not applicable.
 
-from collections.abc import Iterator
+In a job, the gates of one candidate run in ONE step, ``<candidate>_gates`` (:func:`gate_step`; issue 18: fewer,
+larger steps): it loads each table once and yields every gate's result under the gate's own check name."""
+
+import inspect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
@@ -40,6 +45,24 @@ from pipeline.run_events import step_progress
 GATED = dg.AssetKey([CANDIDATE, "release_candidate"])
 #: The (k, ℓ) gates are attached here; ``kl_release`` depends on it.
 GATED_KL = dg.AssetKey([CANDIDATE, "kl_release_candidate"])
+
+
+#: The plain function of every gate written with :func:`gate_check` (keyed by the check's id): :func:`gates_of` calls
+#: them all from one step per candidate (issue 18: fewer, larger steps).
+_GATE_FUNCTIONS: dict[int, Callable[..., object]] = {}
+
+
+def gate_check(**check_arguments: object) -> Callable[[Callable[..., object]], dg.AssetChecksDefinition]:
+    """``dg.asset_check(**check_arguments)`` that also records the function, so the gate runs as its own check
+    (``GATES`` in tests) or beside the other gates of its candidate in one step (:func:`gates_of`); a gate written
+    with a plain ``dg.asset_check`` keeps a step of its own."""
+
+    def wrap(function: Callable[..., object]) -> dg.AssetChecksDefinition:
+        check = dg.asset_check(**check_arguments)(function)  # type: ignore[call-overload]
+        _GATE_FUNCTIONS[id(check)] = function
+        return check
+
+    return wrap
 
 
 def _result(outcome: SuiteOutcome, figures: dict) -> dg.AssetCheckResult:
@@ -72,7 +95,7 @@ def _original_sensitive(raw_records: pd.DataFrame, release_row_map: pd.DataFrame
     return merged[["row_id", *sensitive_attributes]]
 
 
-@dg.asset_check(
+@gate_check(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
@@ -110,7 +133,7 @@ def sac_released_is_l_diverse(
     )
 
 
-@dg.asset_check(
+@gate_check(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
@@ -152,7 +175,7 @@ def attribute_table_is_l_diverse(
     )
 
 
-@dg.asset_check(
+@gate_check(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
@@ -204,7 +227,7 @@ def disclosure_within_bound(
     return result
 
 
-@dg.asset_check(
+@gate_check(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
@@ -280,7 +303,7 @@ def rule_confidence_preserved(
     )
 
 
-@dg.asset_check(
+@gate_check(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
@@ -327,7 +350,7 @@ def records_accounted_for(
     )
 
 
-@dg.asset_check(
+@gate_check(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
@@ -400,7 +423,7 @@ def order_frame(
     return pd.concat(present, ignore_index=True) if present else frames[0].iloc[0:0]
 
 
-@dg.asset_check(
+@gate_check(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
@@ -435,7 +458,7 @@ def release_carries_no_input_order(
     return _result(outcome, figures)
 
 
-@dg.asset_check(
+@gate_check(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
@@ -463,7 +486,7 @@ def no_certain_attribute_table_cell(
     )
 
 
-@dg.asset_check(
+@gate_check(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
@@ -548,7 +571,7 @@ def utility_result(
     )
 
 
-@dg.asset_check(
+@gate_check(
     asset=GATED,
     blocking=True,
     compute_kind="great_expectations",
@@ -613,7 +636,7 @@ GATES = [
 # --------------------------------------------------------------------------- (k, ℓ) model
 
 
-@dg.asset_check(
+@gate_check(
     asset=GATED_KL,
     blocking=True,
     compute_kind="great_expectations",
@@ -656,7 +679,7 @@ def kl_clusters_are_k_anonymous(
     )
 
 
-@dg.asset_check(
+@gate_check(
     asset=GATED_KL,
     blocking=True,
     compute_kind="great_expectations",
@@ -679,7 +702,7 @@ def kl_clusters_are_l_diverse(settings: ReleaseSettings, kl_released: pd.DataFra
     )
 
 
-@dg.asset_check(
+@gate_check(
     asset=GATED_KL,
     blocking=True,
     compute_kind="great_expectations",
@@ -723,7 +746,7 @@ def kl_records_accounted_for(
     )
 
 
-@dg.asset_check(
+@gate_check(
     asset=GATED_KL,
     name="utility_within_thresholds",
     blocking=True,
@@ -807,10 +830,10 @@ def not_applicable_gate(model, name: str, reason: str) -> dg.AssetChecksDefiniti
     return gate
 
 
-def retargeted_gate(check: dg.AssetChecksDefinition, model) -> dg.AssetChecksDefinition:
-    """``check`` (written for the candidate and tables of the model that owns the asset it checks) attached to
-    ``model``'s candidate and reading ``model``'s tables: the same gate function, its asset keys replaced (the
-    candidate asset, the row map and every table of ``model.table_assets``). Its step keeps its name."""
+def _retargeted_keys(check: dg.AssetChecksDefinition, model) -> dict[dg.AssetKey, dg.AssetKey]:
+    """The asset keys of ``check`` (written for the candidate and tables of the model that owns the asset it checks)
+    replaced by those of ``model``: the candidate asset, the row map, the adversary and every table of
+    ``model.table_assets``."""
     from pipeline.models import PUBLICATION_MODELS
 
     (checked,) = {key.asset_key for key in check.check_keys}
@@ -821,19 +844,175 @@ def retargeted_gate(check: dg.AssetChecksDefinition, model) -> dg.AssetChecksDef
         adversary_asset(home): adversary_asset(model),
         **model.table_assets,
     }
-    replacements = {
+    return {
         key: dg.AssetKey([*key.path[:-1], renamed[key.path[-1]]])
         for key in {checked, *check.node_keys_by_input_name.values()}
         if key.path[-1] in renamed
     }
-    return check.with_attributes(asset_key_replacements=replacements)
+
+
+def retargeted_gate(check: dg.AssetChecksDefinition, model) -> dg.AssetChecksDefinition:
+    """``check`` (written for the candidate and tables of the model that owns the asset it checks) attached to
+    ``model``'s candidate and reading ``model``'s tables: the same gate function, its asset keys replaced (the
+    candidate asset, the row map and every table of ``model.table_assets``). Its step keeps its name."""
+    return check.with_attributes(asset_key_replacements=_retargeted_keys(check, model))
+
+
+@dataclass(frozen=True)
+class PlannedGate:
+    """One gate of a candidate's gate step: its check ``name`` and ``description``; ``inputs`` (input name -> asset
+    key, already re-targeted at the model's own tables) and ``function`` (the gate's plain function), or, for a gate
+    that does not apply and measures nothing then, ``inputs`` empty, ``function`` None and the ``reason``."""
+
+    name: str
+    description: str
+    inputs: dict[str, dg.AssetKey]
+    function: Callable[..., object] | None
+    reason: str | None = None
+
+
+def _as_results(returned: object) -> Iterator[dg.AssetCheckResult]:
+    """A gate's result, or the results its generator yields one by one (a refusal yields its result, then raises)."""
+    if isinstance(returned, dg.AssetCheckResult):
+        yield returned
+    else:
+        yield from returned  # type: ignore[misc]
+
+
+def evaluate_planned_gates(
+    plan: list[PlannedGate],
+    *,
+    candidate: dg.AssetKey,
+    model: str,
+    context: dg.AssetCheckExecutionContext | None,
+    settings: ReleaseSettings | None,
+    store: ReleaseStore | None,
+    tables: dict[str, pd.DataFrame],
+) -> Iterator[dg.AssetCheckResult]:
+    """Evaluate every gate of ``plan`` in order on the loaded ``tables`` (input name -> frame, each read once),
+    yielding each gate's result under its own check name on ``candidate``. A gate that raises (a refusal for data
+    loss raises ``dagster.Failure`` after its result) does not stop the others: the first error is raised after
+    every gate has reported, so the step fails as that gate's own step did."""
+    first_error: BaseException | None = None
+    for gate in plan:
+        if gate.function is None:
+            results = [_not_applicable(model, gate.reason or "")]
+        else:
+            available = {"context": context, "settings": settings, "store": store}
+            arguments = {
+                parameter: available[parameter] if parameter in available else tables[parameter]
+                for parameter in inspect.signature(gate.function).parameters
+            }
+            results = []
+            try:
+                for result in _as_results(gate.function(**arguments)):
+                    results.append(result)
+            except Exception as error:  # reported after the other gates have run
+                first_error = first_error or error
+        for result in results:
+            yield dg.AssetCheckResult(
+                asset_key=candidate,
+                check_name=gate.name,
+                passed=result.passed,
+                severity=result.severity,
+                metadata=result.metadata,
+                description=result.description,
+            )
+    if first_error is not None:
+        raise first_error
+
+
+def gate_step(model, plan: list[PlannedGate]) -> dg.AssetChecksDefinition:
+    """Every gate of ``plan`` as a blocking check on ``model``'s candidate, evaluated in ONE step
+    (``<candidate>_gates``) that loads each input table once (issue 18: fewer, larger steps; as
+    :func:`checks.sharded_gates.build_sharded_gates`). Each gate is still its own check by name in the UI, the run's
+    events and the manifest; any failed gate of ERROR severity stops the publish step, as separate blocking checks
+    did (WARN severity, ``allow_disclosure`` or ``posterior_gate: warn``, does not).
+
+    Raises
+    ------
+    ValueError
+        Two gates read different assets under the same input name.
+    """
+    candidate = dg.AssetKey([CANDIDATE, model.candidate_asset])
+    inputs_by_name: dict[str, dg.AssetKey] = {}
+    for gate in plan:
+        for name, key in gate.inputs.items():
+            if inputs_by_name.setdefault(name, key) != key:
+                raise ValueError(f"gates of {model.candidate_asset} read input {name!r} from two assets")
+
+    @dg.multi_asset_check(
+        name=f"{model.candidate_asset}_gates",
+        specs=[
+            dg.AssetCheckSpec(
+                gate.name,
+                asset=candidate,
+                blocking=True,
+                description=gate.description,
+                additional_deps=list(dict.fromkeys(gate.inputs.values())),
+            )
+            for gate in plan
+        ],
+        compute_kind="great_expectations",
+        ins={name: dg.AssetIn(key=key) for name, key in inputs_by_name.items()},
+    )
+    def gates(
+        context: dg.AssetCheckExecutionContext, settings: ReleaseSettings, store: ReleaseStore, **tables: pd.DataFrame
+    ) -> Iterator[dg.AssetCheckResult]:
+        yield from evaluate_planned_gates(
+            plan, candidate=candidate, model=model.name, context=context, settings=settings, store=store, tables=tables
+        )
+
+    return gates
+
+
+def gate_plan(model) -> tuple[list[PlannedGate], list[dg.AssetChecksDefinition]]:
+    """The gates ``model`` names on its own candidate: those written here as :class:`PlannedGate` (in the order of
+    ``model.gates``; :func:`gate_step` runs them in one step), and the gates registered as asset checks of their own
+    (:func:`register_gate`; each keeps its own step, re-targeted with :func:`retargeted_gate` or reported by
+    :func:`not_applicable_gate`). A gate written for another model's candidate reads ``model``'s tables; one that does
+    not apply to ``model`` and measures nothing then (not in :data:`MEASURED_WHEN_NOT_APPLICABLE`) reads no table.
+
+    Raises
+    ------
+    KeyError
+        ``model`` names a gate that is not registered.
+    """
+    candidate = dg.AssetKey([CANDIDATE, model.candidate_asset])
+    plan: list[PlannedGate] = []
+    own_steps: list[dg.AssetChecksDefinition] = []
+    for name in dict.fromkeys(model.gates):
+        check = GATE_CHECKS_OF_CANDIDATE.get((model.candidate_asset, name), GATE_CHECKS[name])
+        (checked,) = {key.asset_key for key in check.check_keys}
+        own = checked == candidate
+        not_applicable = not own and name in model.not_applicable and name not in MEASURED_WHEN_NOT_APPLICABLE
+        function = _GATE_FUNCTIONS.get(id(check))
+        if function is None:  # a registered check of its own: its own step
+            if own:
+                own_steps.append(check)
+            elif not_applicable:
+                own_steps.append(not_applicable_gate(model, name, model.not_applicable[name]))
+            else:
+                own_steps.append(retargeted_gate(check, model))
+        elif not_applicable:
+            reason = model.not_applicable[name]
+            plan.append(PlannedGate(name, f"Not applicable to model {model.name}: {reason}.", {}, None, reason))
+        else:
+            replacements = {} if own else _retargeted_keys(check, model)
+            (spec,) = check.check_specs
+            reads = {
+                input_name: replacements.get(key, key)
+                for input_name, key in check.node_keys_by_input_name.items()
+                if key != checked
+            }
+            plan.append(PlannedGate(name, spec.description or "", reads, function))
+    return plan, own_steps
 
 
 def gates_of(models) -> list[dg.AssetChecksDefinition]:
-    """The gate checks the given plug-ins name, each attached to the candidate of every plug-in that names it (a
-    plug-in whose candidate is not the one a gate was written for gets it re-targeted at its own tables,
-    :func:`retargeted_gate`, or, when the gate does not apply to it and measures nothing then,
-    :func:`not_applicable_gate`).
+    """The gate checks the given plug-ins name, each attached to the candidate of every plug-in that names it
+    (:func:`gate_plan`): the gates written here in one step per candidate (:func:`gate_step`), a gate registered as
+    its own asset check (:func:`register_gate`) in its own step.
 
     Raises
     ------
@@ -844,15 +1023,14 @@ def gates_of(models) -> list[dg.AssetChecksDefinition]:
     missing = [name for name in names if name not in GATE_CHECKS]
     if missing:
         raise KeyError(f"gate(s) {missing} named by a publication model are not registered (checks.gates.register_gate)")
-    checks: dict[tuple[str, str], dg.AssetChecksDefinition] = {}
+    checks: list[dg.AssetChecksDefinition] = []
+    candidates: set[str] = set()
     for model in models:
-        candidate = dg.AssetKey([CANDIDATE, model.candidate_asset])
-        for name in model.gates:
-            check = GATE_CHECKS_OF_CANDIDATE.get((model.candidate_asset, name), GATE_CHECKS[name])
-            if candidate in {key.asset_key for key in check.check_keys}:
-                checks.setdefault((model.candidate_asset, name), check)
-            elif name in model.not_applicable and name not in MEASURED_WHEN_NOT_APPLICABLE:
-                checks.setdefault((model.candidate_asset, name), not_applicable_gate(model, name, model.not_applicable[name]))
-            else:
-                checks.setdefault((model.candidate_asset, name), retargeted_gate(check, model))
-    return list(checks.values())
+        if model.candidate_asset in candidates:
+            continue
+        candidates.add(model.candidate_asset)
+        plan, own_steps = gate_plan(model)
+        if plan:
+            checks.append(gate_step(model, plan))
+        checks.extend(own_steps)
+    return checks

@@ -75,12 +75,13 @@ GATE_STEP_PREFIXES = ("candidate__release_candidate_", "candidate__rating_releas
 
 def generated_step_stages() -> dict[str, str]:
     """Step key -> stage of the steps generated for every registered model (``assets/publish.py``): its candidate
-    (``assembly``), its publish step (``publish``) and its audit (``audit``)."""
+    (``assembly``), its gate step (``gates``), its publish step (``publish``) and its audit (``audit``)."""
     from pipeline.models import PUBLICATION_MODELS
 
     stages: dict[str, str] = {}
     for model in PUBLICATION_MODELS.values():
         stages[model.candidate_asset] = "assembly"
+        stages[f"{model.candidate_asset}_gates"] = "gates"  # every gate of the candidate in one step (checks/gates.py)
         stages[model.publish_step] = "publish"
         stages[f"audit__{model.publish_asset}_disclosure"] = "audit"
     return stages

@@ -77,6 +77,9 @@ def test_stage_names_of_the_release_and_kl_steps():
     assert profiling.stage_of_step("ir_rating") == "sid_creation"
     assert profiling.stage_of_step("private__sensitive_attribute_clusters") == "clustering"
     assert profiling.stage_of_step("candidate__kl_release_candidate_kl_records_accounted_for") == "gates"
+    # the in-memory jobs' gates in one step per candidate (checks.gates.gate_step)
+    for step in ("release_candidate_gates", "rating_release_candidate_gates", "kl_release_candidate_gates"):
+        assert profiling.stage_of_step(step) == "gates", step
     assert profiling.stage_of_step("publish_kl_release") == "publish"
     assert profiling.stage_of_step("private__brand_new_asset") == "brand_new_asset"
 
