@@ -74,7 +74,7 @@ def great_expectations_modules() -> tuple[ModuleType, ModuleType]:
 def _lean_import() -> Iterator[None]:
     """Defer :data:`DEFERRED_MODULES` and hide :data:`UNUSED_OPTIONAL_MODULES` for the duration of the block."""
     for name in DEFERRED_MODULES:
-        if name not in sys.modules and importlib.util.find_spec(name) is not None:
+        if name not in sys.modules:
             _import_lazily(name)
     hidden = [name for name in UNUSED_OPTIONAL_MODULES if name not in sys.modules]
     for name in hidden:
@@ -89,9 +89,10 @@ def _lean_import() -> Iterator[None]:
 
 def _import_lazily(name: str) -> None:
     """Put a lazily loaded ``name`` in ``sys.modules`` (the recipe of the :mod:`importlib` documentation,
-    "Implementing lazy imports"); its code runs on first attribute access."""
+    "Implementing lazy imports"); its code runs on first attribute access. Nothing when it is not installed."""
     spec = importlib.util.find_spec(name)
-    assert spec is not None and spec.loader is not None
+    if spec is None or spec.loader is None:
+        return
     loader = importlib.util.LazyLoader(spec.loader)
     spec.loader = loader
     module = importlib.util.module_from_spec(spec)

@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,10 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("matplotlib", "numba", "llvmlite", "great_expectations", "scipy", "mlxtend", "sklearn", "pyspark")
 
 
-def _heavy_modules_after(code: str, tmp_path: Path, packages: tuple[str, ...] = HEAVY) -> list[str]:
-    """The ``packages`` in ``sys.modules`` after running ``code`` in a fresh interpreter (home and Dagster home
-    under ``tmp_path``)."""
-    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({packages!r}))))"
+def _run_probe(code: str, tmp_path: Path) -> Any:
+    """Run ``code`` (which prints one JSON line last) in a fresh interpreter, home and Dagster home under
+    ``tmp_path``; its parsed last line."""
     environment = {
         **os.environ,
         "MSA_RELEASE_HOME": str(tmp_path / "home"),
@@ -35,10 +35,16 @@ def _heavy_modules_after(code: str, tmp_path: Path, packages: tuple[str, ...] = 
         "GX_ANALYTICS_ENABLED": "false",
     }
     completed = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def _heavy_modules_after(code: str, tmp_path: Path, packages: tuple[str, ...] = HEAVY) -> list[str]:
+    """The ``packages`` in ``sys.modules`` after running ``code`` in a fresh interpreter (:func:`_run_probe`)."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({packages!r}))))"
+    return _run_probe(probe, tmp_path)
 
 
 def test_the_probe_sees_a_heavy_import(tmp_path):
@@ -74,16 +80,6 @@ def test_the_sharding_core_does_not_import_numba(tmp_path):
     """The mixed model's shard release needs no (k, ℓ) kernel: the sharded parent and workers do not hold numba."""
     heavy = _heavy_modules_after("import pipeline.core.sharding, pipeline.core.verification, pipeline.engines.worker", tmp_path)
     assert "numba" not in heavy and "llvmlite" not in heavy
-
-
-def _run_probe(code: str, tmp_path: Path) -> dict:
-    """Run ``code`` (which prints one JSON line last) in a fresh interpreter; its parsed last line."""
-    environment = {**os.environ, "MSA_RELEASE_HOME": str(tmp_path / "home"), "GX_ANALYTICS_ENABLED": "false"}
-    completed = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300
-    )
-    assert completed.returncode == 0, completed.stderr[-2000:]
-    return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
 def test_great_expectations_is_imported_without_scipy_stats_or_pyspark_and_still_validates(tmp_path):

@@ -547,8 +547,7 @@ def kl_diversity_summary(kl_released: pd.DataFrame, sensitive_attributes: Sequen
     """
     # the (k, ℓ) package compiles its kernels with numba (~60 MiB): imported by the (k, ℓ) gate only, not by every
     # process that verifies a mixed or sharded release
-    from pipeline.core.kl_anonymity.kernels import greedy_certificate_compiled, largest_totally_different_compiled
-    from pipeline.core.kl_anonymity.table import DIVERSE_EXACT_LIMIT
+    from pipeline.core.kl_anonymity.diverse import tuples_diverse, tuples_diverse_at_least
 
     attributes = list(sensitive_attributes)
     if len(kl_released) == 0:
@@ -572,20 +571,16 @@ def kl_diversity_summary(kl_released: pd.DataFrame, sensitive_attributes: Sequen
     min_distinct = np.min(
         np.column_stack([distinct_per_group(class_index, codes[:, j], n_classes) for j in range(codes.shape[1])]), axis=1
     )
-    # per class, compiled: Diverse exactly up to DIVERSE_EXACT_LIMIT distinct tuples, else the greedy lower bound
-    # (kl_anonymity.diverse.diverse); Diverse ≥ ℓ by a greedy certificate, else exactly on small classes, else False
-    # (diverse_at_least); the same answers, tested equal (tests/core/test_kl_kernels.py)
+    # per class, compiled (kl_anonymity.diverse): Diverse exactly up to DIVERSE_EXACT_LIMIT distinct tuples, else the
+    # greedy lower bound; Diverse ≥ ℓ by a greedy certificate, else exactly on small classes, else False
     order = np.argsort(class_index, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(n_rows)])
     diverse_bound = np.empty(n_classes, dtype=np.int64)
     at_least = np.empty(n_classes, dtype=bool)
     for c in range(n_classes):
         members = tuple_id[order[bounds[c] : bounds[c + 1]]]
-        distinct = np.unique(members)
-        exact = len(largest_totally_different_compiled(tuples[distinct])) if len(distinct) <= DIVERSE_EXACT_LIMIT else -1
-        diverse_bound[c] = exact if exact >= 0 else greedy_certificate_compiled(members, tuples, 0)
-        certificate = greedy_certificate_compiled(members, tuples, ell) if len(members) >= ell else -1
-        at_least[c] = certificate >= ell or (certificate >= 0 and exact >= ell)
+        diverse_bound[c] = tuples_diverse(members, tuples)
+        at_least[c] = tuples_diverse_at_least(members, tuples, ell)
     summary = pd.DataFrame(
         {
             "cluster_id": classes,

@@ -124,19 +124,23 @@ def records_diverse_at_least(table: EncodedTable, positions: np.ndarray, ell: in
     """:func:`diverse_at_least` of ``table.sensitive_codes[positions]`` (same answer), with the greedy certificate
     compiled on the table's sensitive tuple ranks (:mod:`pipeline.core.kl_anonymity.kernels`) instead of
     ``np.unique`` on rows. ``positions``: int64 array of record positions; ``ell >= 1``."""
-    if len(positions) < ell:
-        return False
     tuple_ids, tuples = table.sensitive_tuples
-    chosen = tuple_ids[positions]
+    return tuples_diverse_at_least(tuple_ids[positions], tuples, ell)
+
+
+def tuples_diverse_at_least(chosen: np.ndarray, tuples: np.ndarray, ell: int) -> bool:
+    """:func:`diverse_at_least` of the tuples ``tuples[chosen]`` (int64 ranks into ``tuples``, the distinct tuples in
+    lexicographic order, one rank per record): a compiled greedy certificate first, the compiled exact search when it
+    fails and at most ``DIVERSE_EXACT_LIMIT`` tuples are distinct, else False."""
+    if len(chosen) < ell:
+        return False
     found = greedy_certificate_compiled(chosen, tuples, ell)
     if found < 0:
         return False
     if found >= ell:
         return True
     distinct = np.unique(chosen)
-    if len(distinct) <= DIVERSE_EXACT_LIMIT:
-        return diverse_exact(tuples[distinct]) >= ell
-    return False
+    return len(distinct) <= DIVERSE_EXACT_LIMIT and len(largest_totally_different_compiled(tuples[distinct])) >= ell
 
 
 def diverse_witness(sensitive_codes: np.ndarray) -> np.ndarray:
@@ -164,12 +168,17 @@ def diverse_witness(sensitive_codes: np.ndarray) -> np.ndarray:
 
 def records_diverse(table: EncodedTable, positions: np.ndarray) -> int:
     """:func:`diverse` of ``table.sensitive_codes[positions]`` (same answer) with the compiled kernels on the table's
-    sensitive tuple ranks: the exact search up to ``DIVERSE_EXACT_LIMIT`` distinct tuples, else the greedy lower
-    bound. ``positions``: int64 array of record positions."""
-    if len(positions) == 0:
-        return 0
+    sensitive tuple ranks (:func:`tuples_diverse`). ``positions``: int64 array of record positions."""
     tuple_ids, tuples = table.sensitive_tuples
-    chosen = tuple_ids[positions]
+    return tuples_diverse(tuple_ids[positions], tuples)
+
+
+def tuples_diverse(chosen: np.ndarray, tuples: np.ndarray) -> int:
+    """:func:`diverse` of the tuples ``tuples[chosen]`` (int64 ranks into ``tuples``, as
+    :func:`tuples_diverse_at_least`), compiled: the exact search up to ``DIVERSE_EXACT_LIMIT`` distinct tuples, else
+    the greedy lower bound."""
+    if len(chosen) == 0:
+        return 0
     distinct = np.unique(chosen)
     if len(distinct) <= DIVERSE_EXACT_LIMIT:
         return len(largest_totally_different_compiled(tuples[distinct]))

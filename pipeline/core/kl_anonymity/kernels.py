@@ -80,6 +80,23 @@ def cluster_cost_compiled(
 
 
 @njit(cache=True)
+def _bipartition(values: np.ndarray, mask: int, left: np.ndarray, right: np.ndarray) -> tuple[int, int]:
+    """Split ``values`` by ``mask`` into the scratch arrays: ``right`` gets ``values[1 + b]`` for every set bit ``b``,
+    ``left`` ``values[0]`` and the others, each in order; returns (n_left, n_right)."""
+    n_left = 1
+    n_right = 0
+    left[0] = values[0]
+    for b in range(len(values) - 1):
+        if (mask >> b) & 1:
+            right[n_right] = values[1 + b]
+            n_right += 1
+        else:
+            left[n_left] = values[1 + b]
+            n_left += 1
+    return n_left, n_right
+
+
+@njit(cache=True)
 def bipartition_costs(
     ancestors: np.ndarray, range_tensor: np.ndarray, heights: np.ndarray, weights: np.ndarray, cluster: np.ndarray, k: int
 ) -> np.ndarray:
@@ -91,16 +108,7 @@ def bipartition_costs(
     left = np.empty(len(cluster), dtype=np.int64)
     right = np.empty(len(cluster), dtype=np.int64)
     for mask in range(1, 1 << rest):
-        n_left = 1
-        n_right = 0
-        left[0] = cluster[0]
-        for b in range(rest):
-            if (mask >> b) & 1:
-                right[n_right] = cluster[1 + b]
-                n_right += 1
-            else:
-                left[n_left] = cluster[1 + b]
-                n_left += 1
+        n_left, n_right = _bipartition(cluster, mask, left, right)
         if n_left < k or n_right < k:
             continue
         out[mask] = cluster_cost_compiled(ancestors, range_tensor, heights, weights, left[:n_left]) + cluster_cost_compiled(
@@ -120,22 +128,12 @@ def bipartition_diversity(
     ``k`` or ``ell`` records, or an attribute with fewer than ``ell`` distinct values), 1 allowable (a greedy
     certificate of ``ell`` totally different tuples), 2 undecided (the exact search must decide). ``tuple_ids``,
     ``tuples``: :attr:`pipeline.core.kl_anonymity.table.EncodedTable.sensitive_tuples`."""
-    rest = len(cluster) - 1
+    ranks = tuple_ids[cluster]
     out = np.zeros((len(masks), 2), dtype=np.int8)
     left = np.empty(len(cluster), dtype=np.int64)
     right = np.empty(len(cluster), dtype=np.int64)
     for i in range(len(masks)):
-        mask = masks[i]
-        n_left = 1
-        n_right = 0
-        left[0] = tuple_ids[cluster[0]]
-        for b in range(rest):
-            if (mask >> b) & 1:
-                right[n_right] = tuple_ids[cluster[1 + b]]
-                n_right += 1
-            else:
-                left[n_left] = tuple_ids[cluster[1 + b]]
-                n_left += 1
+        n_left, n_right = _bipartition(ranks, masks[i], left, right)
         for side in range(2):
             n = n_left if side == 0 else n_right
             if n < k or n < ell:
