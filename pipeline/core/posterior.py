@@ -65,6 +65,7 @@ release row ids, attribute names and probabilities.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import itertools
@@ -507,6 +508,8 @@ class _ReleaseData:
     held_out_scores: np.ndarray | None = None
     #: attribute -> the M-step's pairs (:func:`_m_step_pairs`), built on the first M-step
     m_step_pairs: dict[str, Any] = field(default_factory=dict)
+    #: (attribute, fold) -> the fold's M-step pairs (:func:`_fold_plan`), kept during that fold's EM path only
+    fold_plans: dict[tuple[str, int], Any] = field(default_factory=dict)
 
 
 def _exact_sids(sid_rows: pd.DataFrame, record_sids: np.ndarray) -> np.ndarray:
@@ -715,26 +718,45 @@ def _group_log_likelihood(
     return total
 
 
-def _e_step(model: NaiveBayesModel | None, data: _ReleaseData) -> None:
-    """Update every block's responsibilities (uniform inside groups and SIDs when ``model`` is None)."""
+def _e_step(model: NaiveBayesModel | None, data: _ReleaseData, fold: int | None = None) -> None:
+    """Update every block's responsibilities (uniform inside groups and SIDs when ``model`` is None).
+
+    With ``fold`` (0 or 1; a model given), only the responsibilities of that half of the release are updated: the
+    groups with ``block.fold == fold`` and the SID entries of records ``record % 2 == fold``, the pairs the fold's
+    M-step counts (:func:`_m_step` with the same ``fold``). Each group's and record's numbers are its own (a group's
+    marginals from its own look-ups; a record's from its own entries, added in the same order), so they are the
+    numbers, bit for bit, of updating everything; the other half keeps its previous (finite) responsibilities, which
+    that M-step does not read."""
     for block in data.groups:
         n_groups, size = block.members.shape
         if model is None:
             block.marginals = np.full((n_groups, size, size), 1.0 / size)
-        else:
+        elif fold is None:
             block.marginals = exact_group_marginals(_group_log_likelihood(model, data, block))
+        else:
+            rows = np.flatnonzero(block.fold == fold)
+            if len(rows):
+                block.marginals[rows] = exact_group_marginals(_group_log_likelihood(model, data, block, rows))
     for attribute, sid in data.sids.items():
         if model is None:
             weights = sid.availability.copy()
+            entries = None
         else:
             if sid.lookup is None:
                 sid.lookup = _lookup(data, len(model.log_prior[attribute]), sid.records, sid.values, clip=False)
-            log_w = _looked_up(model, data, attribute, sid.records, sid.lookup) + np.log(sid.availability)
+            entries = None if fold is None else np.flatnonzero(sid.records % 2 == fold)
+            records = sid.records if entries is None else sid.records[entries]
+            availability = sid.availability if entries is None else sid.availability[entries]
+            log_w = _looked_up(model, data, attribute, sid.records, sid.lookup, entries) + np.log(availability)
             peak = np.full(len(data.feature_codes), -np.inf)
-            np.maximum.at(peak, sid.records, log_w)
-            weights = np.exp(log_w - peak[sid.records])
-        totals = np.bincount(sid.records, weights=weights, minlength=len(data.feature_codes))
-        sid.responsibility = weights / totals[sid.records]
+            np.maximum.at(peak, records, log_w)
+            weights = np.exp(log_w - peak[records])
+        if entries is None:
+            totals = np.bincount(sid.records, weights=weights, minlength=len(data.feature_codes))
+            sid.responsibility = weights / totals[sid.records]
+        else:
+            totals = np.bincount(records, weights=weights, minlength=len(data.feature_codes))
+            sid.responsibility[entries] = weights / totals[records]
 
 
 @dataclass(frozen=True)
@@ -817,12 +839,38 @@ def _share_lookups(data: _ReleaseData, attribute: str, pairs: _MStepPairs) -> No
         sid.lookup = _Lookup(sid.values, 0.0, n_values, plan.profile_features, flat)
 
 
+def _fold_plan(data: _ReleaseData, attribute: str, pairs: _MStepPairs, fold: int) -> tuple[_CountPlan, np.ndarray]:
+    """The M-step's pairs of one half of the release (cached on ``data`` until :func:`_em_path` ends the fold's
+    path): ``pairs.plan`` cut to the kept pairs of ``fold``, and the positions of those pairs among all pairs (int32 or
+    int64, the order of :func:`_m_step_pairs`)."""
+    cached = data.fold_plans.get((attribute, fold))
+    if cached is not None:
+        return cached
+    in_fold = pairs.pair_fold == fold
+    positions = np.flatnonzero(in_fold if pairs.keep is None else in_fold & pairs.keep)
+    if len(in_fold) < np.iinfo(np.int32).max:
+        positions = positions.astype(np.int32)
+    chosen = in_fold if pairs.keep is None else in_fold[pairs.keep]  # the fold's pairs among the kept ones
+    del in_fold
+    plan = pairs.plan
+    fold_plan = dataclasses.replace(
+        plan,
+        values=plan.values[chosen],
+        by_profile_index=None if plan.by_profile_index is None else plan.by_profile_index[chosen],
+        feature_index=tuple(index[chosen] for index in plan.feature_index),
+    )
+    data.fold_plans[(attribute, fold)] = (fold_plan, positions)
+    return fold_plan, positions
+
+
 def _m_step(data: _ReleaseData, smoothing: float, fold: int | None = None) -> NaiveBayesModel:
     """Naive-Bayes counts from the current responsibilities (only the rows of ``fold`` when given).
 
     The pairs and their count indices are built once per release (:func:`_m_step_pairs`); each round gathers the
     weights in the same order and counts them with the same ``np.bincount`` calls, so the model is the same, bit for
-    bit, as counting freshly built pairs every round."""
+    bit, as counting freshly built pairs every round. With ``fold``, only the fold's pairs are counted
+    (:func:`_fold_plan`): the other pairs' weights would count as 0.0, and adding 0.0 changes no sum, so the model is
+    the one of weighting every pair by its fold, bit for bit, with half the counting."""
     log_prior, log_conditional = {}, {}
     for attribute in data.domains:
         pairs = _m_step_pairs(data, attribute)
@@ -831,9 +879,11 @@ def _m_step(data: _ReleaseData, smoothing: float, fold: int | None = None) -> Na
         if sid is not None:
             weights.append(sid.responsibility)
         weights_all = np.concatenate(weights) if weights else np.zeros(0)
+        del weights
         if fold is not None:
-            # in place (weights_all is a fresh concatenation): the same products, one array fewer at the peak
-            np.multiply(weights_all, pairs.pair_fold == fold, out=weights_all)
+            plan, positions = _fold_plan(data, attribute, pairs, fold)
+            log_prior[attribute], log_conditional[attribute] = _estimate_from(plan, weights_all[positions], smoothing)
+            continue
         kept = weights_all if pairs.keep is None else weights_all[pairs.keep]
         log_prior[attribute], log_conditional[attribute] = _estimate_from(pairs.plan, kept, smoothing)
     return NaiveBayesModel(log_prior, log_conditional)
@@ -886,11 +936,12 @@ def _em_path(
     if on_round is not None:
         on_round()
     for _ in range(n_iterations - 1):
-        _e_step(model, data)
+        _e_step(model, data, fold)
         model = _m_step(data, smoothing, fold)
         path.append(model)
         if on_round is not None:
             on_round()
+    data.fold_plans.clear()  # a fold's pairs serve its own path only
     return path
 
 
