@@ -275,6 +275,7 @@ def _disclosure_probabilities(
         group_size = np.bincount(group_index, minlength=n_groups).astype(np.int64)
     if len(attribute_table):
         at_position = pd.Index(attribute_table["row_id"].to_numpy(np.int64))
+    sid_columns: dict[str, np.ndarray] = {}  # each attribute's SID column, converted once for every rule
     for rule_index in np.unique(holder_rules):
         rule = rules.loc[int(rule_index)]
         a_attr, a_val = rule["antecedent_attribute"], str(rule["antecedent_value"])
@@ -308,7 +309,7 @@ def _disclosure_probabilities(
             b_sids = shares.loc[b_rows, "sid"].to_numpy(np.int64)
             n_a = int(shares.loc[a_rows, "count"].sum())
             n_a += sac_support_a
-            in_m = _in_candidates(attribute_table, a_attr, a_sids, b_attr, b_sids)
+            in_m = _in_candidates(attribute_table, a_attr, a_sids, b_attr, b_sids, sid_columns)
             size_m = int(in_m.sum())
             at_place = at_position.get_indexer(rows[at_mask])
             member = np.where(at_place >= 0, in_m[np.clip(at_place, 0, None)], False)
@@ -330,12 +331,41 @@ def _disclosure_probabilities(
     return result
 
 
-def _in_candidates(attribute_table: pd.DataFrame, a_attr: str, a_sids: np.ndarray, b_attr: str, b_sids: np.ndarray) -> np.ndarray:
+def _sid_column(attribute_table: pd.DataFrame, attribute: str, cache: dict[str, np.ndarray] | None = None) -> np.ndarray:
+    """int64 ``(len(attribute_table),)``: the SID column of ``attribute``, -1 where the cell is suppressed (``<NA>``);
+    kept in ``cache`` (attribute -> array) when given, for a caller evaluating rule after rule."""
+    if cache is not None and attribute in cache:
+        return cache[attribute]
+    column = attribute_table[attribute]
+    sids = column.fillna(-1).to_numpy(np.int64) if column.hasnans else column.to_numpy(np.int64)
+    if cache is not None:
+        cache[attribute] = sids
+    return sids
+
+
+def _sid_member(sids: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    """bool ``sids.shape``: the SID is one of ``chosen`` (non-negative ints); -1 (suppressed) never is. One look-up
+    per row in a table of the SIDs (the membership ``np.isin`` gives, without sorting the column)."""
+    chosen = np.asarray(chosen, dtype=np.int64)
+    if not len(chosen) or not len(sids):
+        return np.zeros(len(sids), dtype=bool)
+    table = np.zeros(max(int(sids.max()), int(chosen.max())) + 2, dtype=bool)  # the last slot is -1's, always False
+    table[chosen] = True
+    return table[sids]
+
+
+def _in_candidates(
+    attribute_table: pd.DataFrame,
+    a_attr: str,
+    a_sids: np.ndarray,
+    b_attr: str,
+    b_sids: np.ndarray,
+    cache: dict[str, np.ndarray] | None = None,
+) -> np.ndarray:
     """Attribute-table rows whose SID of ``a_attr`` is one of ``a_sids`` and whose SID of ``b_attr`` one of ``b_sids``
-    (the set ``M_r`` of a rule; a suppressed cell is in neither)."""
-    a_column = attribute_table[a_attr].to_numpy(dtype=np.float64, na_value=np.nan)
-    b_column = attribute_table[b_attr].to_numpy(dtype=np.float64, na_value=np.nan)
-    return np.asarray(np.isin(a_column, a_sids) & np.isin(b_column, b_sids), dtype=bool)
+    (the set ``M_r`` of a rule; a suppressed cell is in neither). ``cache``: see :func:`_sid_column`."""
+    a_member = _sid_member(_sid_column(attribute_table, a_attr, cache), a_sids)
+    return a_member & _sid_member(_sid_column(attribute_table, b_attr, cache), b_sids)
 
 
 def attribute_table_disclosure(
@@ -397,6 +427,7 @@ def rule_release_counts(
     shares = _sid_value_shares(id_table, rules)
     rows: list[tuple[int, int, int]] = []
     members: dict[int, np.ndarray] = {}
+    sid_columns: dict[str, np.ndarray] = {}  # each attribute's SID column, converted once for every rule
     for rule_index, rule in zip(rules.index.to_numpy(np.int64), rules.itertuples(index=False), strict=True):
         a_attr, a_val = str(rule.antecedent_attribute), str(rule.antecedent_value)
         b_attr, b_val = str(rule.consequent_attribute), str(rule.consequent_value)
@@ -416,6 +447,7 @@ def rule_release_counts(
                 shares.loc[a_rows, "sid"].to_numpy(np.int64),
                 b_attr,
                 shares.loc[b_rows, "sid"].to_numpy(np.int64),
+                sid_columns,
             )
         else:
             in_m = np.zeros(0, dtype=bool)

@@ -101,3 +101,31 @@ def test_with_ell_per_attribute_the_gate_refuses_a_record_iff_one_of_its_rules_i
     pdt.assert_frame_equal(view, adversary_view(rules, **tables_, ell_per_attribute=ells))
     view_ell = bound_of_rule.reindex(view["rule"].to_numpy()).fillna(2).to_numpy()
     assert expected <= set(view.loc[view["numerator"].to_numpy() * view_ell > view["denominator"].to_numpy(), "row_id"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.one_of(st.none(), st.integers(0, 40)), min_size=0, max_size=60),
+    st.lists(st.one_of(st.none(), st.integers(0, 40)), min_size=0, max_size=60),
+    st.lists(st.integers(0, 60), max_size=8),
+    st.lists(st.integers(0, 60), max_size=8),
+)
+def test_the_candidate_set_of_a_rule_is_set_membership_of_both_sids(a_cells, b_cells, a_sids, b_sids):
+    """``M_r`` (:func:`pipeline.core.adversary._in_candidates`, a look-up table of the chosen SIDs) is the rows whose
+    SID of a is in ``a_sids`` and SID of b in ``b_sids``, as ``np.isin`` defines it; a suppressed cell (<NA>) is in
+    neither, and a chosen SID above every SID of the column changes nothing."""
+    import numpy as np
+
+    from pipeline.core.adversary import _in_candidates
+
+    n = min(len(a_cells), len(b_cells))
+    table = pd.DataFrame({"A": pd.array(a_cells[:n], dtype="Int32"), "B": pd.array(b_cells[:n], dtype="Int32")})
+    expected = np.array(
+        [a is not None and a in a_sids and b is not None and b in b_sids for a, b in zip(a_cells[:n], b_cells[:n])],
+        dtype=bool,
+    )
+    cache: dict = {}
+    for _ in range(2):  # the second call reads the cached columns
+        got = _in_candidates(table, "A", np.array(a_sids, dtype=np.int64), "B", np.array(b_sids, dtype=np.int64), cache)
+        assert got.dtype == bool and got.tolist() == expected.tolist()
+    assert set(cache) == {"A", "B"}
