@@ -74,12 +74,24 @@ def _sid_value_shares(id_table: pd.DataFrame, rules: pd.DataFrame | None = None)
     return shares.assign(value=pd.Categorical.from_codes(codes, categories=texts)).reset_index(drop=True)
 
 
-def _at_probability(attribute_table: pd.DataFrame, shares: pd.DataFrame, attribute: str, value: str) -> np.ndarray:
-    """P(AT record has ``value`` on ``attribute``) = count of value in its SID / SID total."""
+def _at_probability(
+    attribute_table: pd.DataFrame,
+    shares: pd.DataFrame,
+    attribute: str,
+    value: str,
+    cache: dict[str, np.ndarray] | None = None,
+) -> np.ndarray:
+    """float64 ``(len(attribute_table),)``: P(AT record has ``value`` on ``attribute``) = count of value in its SID /
+    SID total (0.0 for a SID without the value and a suppressed cell); one look-up per row in a table of the SIDs.
+    ``cache``: see :func:`_sid_column`."""
     rows = shares[(shares["attribute"] == attribute) & (shares["value"] == value)]
-    lookup = pd.Series((rows["count"] / rows["sid_total"]).to_numpy(), index=rows["sid"].to_numpy())
-    sids = attribute_table[attribute]
-    return sids.map(lookup).fillna(0.0).to_numpy(dtype=float)
+    sids = _sid_column(attribute_table, attribute, cache)
+    row_sids = rows["sid"].to_numpy(np.int64)
+    if not len(sids):
+        return np.zeros(0)
+    table = np.zeros(max(int(sids.max()), int(row_sids.max(initial=0))) + 2)  # the last slot is -1's (suppressed): 0.0
+    table[row_sids] = (rows["count"] / rows["sid_total"]).to_numpy(np.float64)
+    return table[sids]
 
 
 def recover_rule_confidences(
@@ -124,6 +136,7 @@ def recover_rule_confidences(
         n_groups = len(group_ids)
         group_size = np.bincount(group_index, minlength=n_groups)
     support_antecedent, support_both = [], []
+    sid_columns: dict[str, np.ndarray] = {}  # each attribute's SID column, converted once for every rule
     for rule in rules.itertuples(index=False):
         a_attr, a_val = rule.antecedent_attribute, str(rule.antecedent_value)
         b_attr, b_val = rule.consequent_attribute, str(rule.consequent_value)
@@ -139,8 +152,8 @@ def recover_rule_confidences(
                 count_a, count_b = _group_sums(group_index, n_groups, has_a, has_b)
                 supp_ab += float((count_a * count_b / np.maximum(group_size, 1)).sum())
         if len(attribute_table):
-            p_a = _at_probability(attribute_table, shares, a_attr, a_val)
-            p_b = _at_probability(attribute_table, shares, b_attr, b_val)
+            p_a = _at_probability(attribute_table, shares, a_attr, a_val, sid_columns)
+            p_b = _at_probability(attribute_table, shares, b_attr, b_val, sid_columns)
             supp_ab += float((p_a * p_b).sum())
         support_antecedent.append(supp_a)
         support_both.append(supp_ab)

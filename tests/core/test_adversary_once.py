@@ -129,3 +129,32 @@ def test_the_candidate_set_of_a_rule_is_set_membership_of_both_sids(a_cells, b_c
         got = _in_candidates(table, "A", np.array(a_sids, dtype=np.int64), "B", np.array(b_sids, dtype=np.int64), cache)
         assert got.dtype == bool and got.tolist() == expected.tolist()
     assert set(cache) == {"A", "B"}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.one_of(st.none(), st.integers(0, 30)), max_size=50),
+    st.dictionaries(st.integers(0, 40), st.tuples(st.integers(1, 5), st.integers(0, 5)), max_size=12),
+)
+def test_the_attribute_table_value_probability_is_count_over_total_of_the_record_sid(cells, sid_counts):
+    """P(an attribute-table record has value v) (:func:`pipeline.core.adversary._at_probability`, a look-up table of
+    the SIDs) is count(v in the record's SID) / the SID's total, 0 for a SID without v and for a suppressed cell, as
+    mapping each cell through a SID -> share table gives."""
+    import numpy as np
+
+    from pipeline.core.adversary import _at_probability
+
+    table = pd.DataFrame({"A": pd.array(cells, dtype="Int32")})
+    shares = pd.DataFrame(
+        {
+            "attribute": ["A"] * len(sid_counts) + ["B"] * len(sid_counts),
+            "sid": list(sid_counts) * 2,
+            "value": ["v"] * len(sid_counts) + ["v"] * len(sid_counts),
+            "count": [count for count, _ in sid_counts.values()] * 2,
+            "sid_total": [count + extra for count, extra in sid_counts.values()] * 2,
+        }
+    )
+    expected = [0.0 if cell is None or cell not in sid_counts else sid_counts[cell][0] / sum(sid_counts[cell]) for cell in cells]
+    got = _at_probability(table, shares, "A", "v")
+    assert got.dtype == np.float64 and got.tolist() == expected
+    assert _at_probability(table, shares, "A", "w").tolist() == [0.0] * len(cells)  # a value no SID holds
