@@ -21,7 +21,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 from dagster import InputContext, OutputContext
 from dagster._core.storage.db_io_manager import DbIOManager, DbTypeHandler, TableSlice
@@ -30,6 +29,7 @@ from dagster_duckdb.io_manager import DuckDbClient
 from dagster_duckdb_pandas import DuckDBPandasTypeHandler
 from pydantic import Field, PrivateAttr
 
+from pipeline.core.columns import present_sorted_categories
 from pipeline.errors import UnusableInputError
 from pipeline.release.failpoints import failpoint
 from pipeline.release.locking import ReleaseLock, acquire_release_lock
@@ -238,17 +238,9 @@ def _categorical_frame(relation) -> pd.DataFrame:
         if isinstance(frame[column].dtype, pd.CategoricalDtype):
             # the values present, sorted, by integer work on the codes (pandas' remove_unused_categories and
             # set_categories take seconds per column at 10M rows)
-            values = frame[column].array
-            codes = np.asarray(values.codes, dtype=np.int64)
-            categories = values.categories
-            used = np.bincount(codes[codes >= 0], minlength=len(categories)) > 0
-            kept = categories[used]
-            if used.all() and kept.is_monotonic_increasing:
-                continue
-            order = np.argsort(np.asarray(kept, dtype=object), kind="stable")
-            new_code = np.full(len(categories), -1, dtype=np.int64)
-            new_code[np.flatnonzero(used)[order]] = np.arange(len(kept), dtype=np.int64)
-            frame[column] = pd.Categorical.from_codes(np.where(codes >= 0, new_code[codes], -1), categories=kept[order])
+            tidy = present_sorted_categories(frame[column].array)
+            if tidy is not frame[column].array:
+                frame[column] = tidy
     return frame
 
 

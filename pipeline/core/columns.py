@@ -19,6 +19,7 @@ __all__ = [
     "distinct_per_group",
     "first_occurrences",
     "joint_text_codes",
+    "present_sorted_categories",
     "text_codes",
     "text_ranks",
     "values_mask",
@@ -51,6 +52,35 @@ def as_text(values: pd.Series | pd.DataFrame) -> pd.Series | pd.DataFrame:
     lookup = np.append(category_texts(values.cat.categories), np.asarray([str(np.nan)], dtype=object))
     codes = values.cat.codes.to_numpy()
     return pd.Series(lookup[codes], index=values.index, name=values.name, dtype=object)  # code -1 (missing) -> 'nan'
+
+
+def present_sorted_categories(values: pd.Categorical | pd.Series) -> pd.Categorical:
+    """``values`` (a categorical) with exactly the categories present, sorted: what
+    ``values.remove_unused_categories().reorder_categories(sorted(...))`` gives (the same codes and categories), by
+    integer work on the codes: one ``np.bincount`` when nothing is to change (a staged shard's columns usually), the
+    sort of the categories kept otherwise (pandas' own take a sort of every code, seconds per column at 10M rows).
+
+    Parameters
+    ----------
+    values
+        A pandas Categorical, or a Series of categorical dtype; missing cells (code -1) stay missing.
+
+    Returns
+    -------
+    pandas.Categorical
+        ``values`` itself (as a Categorical) when its categories are already the present values, sorted.
+    """
+    values = values.array if isinstance(values, pd.Series) else values
+    codes = np.asarray(values.codes, dtype=np.int64)
+    categories = values.categories
+    used = np.bincount(codes[codes >= 0], minlength=len(categories)) > 0
+    kept = categories[used]
+    if used.all() and kept.is_monotonic_increasing:
+        return values
+    order = np.argsort(np.asarray(kept, dtype=object), kind="stable")
+    new_code = np.full(len(categories), -1, dtype=np.int64)
+    new_code[np.flatnonzero(used)[order]] = np.arange(len(kept), dtype=np.int64)
+    return pd.Categorical.from_codes(np.where(codes >= 0, new_code[codes], -1), categories=kept[order])
 
 
 def first_occurrences(column: pd.Series, record_numbers: pd.Series) -> tuple[list[str], list[int]]:

@@ -48,7 +48,7 @@ from pipeline.core.adversary import (
     rule_release_counts,
     with_released_confidence,
 )
-from pipeline.core.columns import values_mask
+from pipeline.core.columns import present_sorted_categories, values_mask
 from pipeline.core.eligibility import suppressed_cell_certainty, values_in_every_sid
 from pipeline.core.grouping import group_sac, permute_within_groups
 from pipeline.core.hierarchies import Hierarchy
@@ -455,15 +455,14 @@ def release_shard(
     # a shard's categorical columns carry exactly the values present in the shard, sorted (what load_records gives a
     # whole table): the stages' codes and ranks must not depend on values the shard does not hold (a frame cut from
     # the whole table keeps the whole table's categories)
-    records = records.assign(
-        **{
-            column: records[column]
-            .cat.remove_unused_categories()
-            .cat.reorder_categories(sorted(records[column].cat.remove_unused_categories().cat.categories))
-            for column in content
-            if isinstance(records[column].dtype, pd.CategoricalDtype)
-        }
-    )
+    tidy = {
+        column: present_sorted_categories(records[column].array)
+        for column in content
+        if isinstance(records[column].dtype, pd.CategoricalDtype)
+    }
+    changed = {column: values for column, values in tidy.items() if values is not records[column].array}
+    if changed:
+        records = records.assign(**changed)
     local_secret = shard_secret(secret, shard, n_shards)
     seed = shard_seed(parameters.seed, shard, n_shards)
     qi_aware = parameters.grouping == "qi_aware"

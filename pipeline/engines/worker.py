@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from pandas.api.types import union_categoricals
 
 from pipeline.core import sharding
+from pipeline.core.columns import present_sorted_categories
 from pipeline.core.keyed import record_hashes_with_key
 from pipeline.engines.base import ShardJob, ShardSummary, staged_shard_files
 from pipeline.memory import release_free_memory
@@ -249,8 +250,7 @@ def read_staged_shard(job: ShardJob, shard: int) -> pd.DataFrame:
     records = pd.DataFrame(united)
     for column in columns[1:]:
         pieces = [f[column] if isinstance(f[column].dtype, pd.CategoricalDtype) else f[column].astype("category") for f in frames]
-        merged = union_categoricals(pieces, ignore_order=True).remove_unused_categories()
-        records[column] = merged.reorder_categories(sorted(merged.categories.tolist()))
+        records[column] = present_sorted_categories(union_categoricals(pieces, ignore_order=True))
     del frames
     order = np.argsort(records["row_id"].to_numpy(), kind="stable")
     if not np.array_equal(order, np.arange(len(order))):

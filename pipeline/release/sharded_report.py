@@ -75,6 +75,7 @@ def read_staged_records(staging_dir: Path, n_shards: int, columns: Sequence[str]
     from pandas.api.types import union_categoricals
 
     from pipeline.engines.base import staged_shard_files
+    from pipeline.core.columns import present_sorted_categories
     from pipeline.memory import release_free_memory
 
     files = [path for shard in range(int(n_shards)) for path in staged_shard_files(staging_dir, shard)]
@@ -86,8 +87,7 @@ def read_staged_records(staging_dir: Path, n_shards: int, columns: Sequence[str]
     records = pd.DataFrame({"row_id": np.concatenate([f["row_id"].to_numpy(dtype=np.int64) for f in frames])})
     for column in names:
         pieces = [f[column] if isinstance(f[column].dtype, pd.CategoricalDtype) else f[column].astype("category") for f in frames]
-        merged = union_categoricals(pieces, ignore_order=True).remove_unused_categories()
-        records[column] = merged.reorder_categories(sorted(merged.categories.tolist()))
+        records[column] = present_sorted_categories(union_categoricals(pieces, ignore_order=True))
     del frames
     order = np.argsort(records["row_id"].to_numpy(), kind="stable")
     records = records.iloc[order].reset_index(drop=True)

@@ -49,3 +49,26 @@ def test_first_occurrences_give_each_text_once_with_the_record_of_its_first_appe
     values, numbers = first_occurrences(column, pd.Series([11, 12, 13, 14, 15, 16]))
     assert values == ["b", "a", "nan", "c"]
     assert numbers == [11, 12, 14, 15]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    cells=st.lists(st.one_of(st.none(), st.sampled_from(["b", "a", "HS-grad", "10th", "9th", "é", ""])), max_size=40),
+    extra=st.lists(st.sampled_from(["zz", "c", "a", "0"]), max_size=3, unique=True),
+    shuffle=st.randoms(use_true_random=False),
+)
+def test_present_sorted_categories_equal_pandas_remove_unused_then_sorted(cells, extra, shuffle):
+    """:func:`present_sorted_categories` (integer work on the codes) gives what pandas' remove_unused_categories and
+    reorder_categories(sorted(...)) give: the same codes and categories, unused and unsorted categories or not; an
+    already tidy column is returned as is."""
+    from pipeline.core.columns import present_sorted_categories
+
+    categories = sorted({c for c in cells if c is not None} | set(extra))
+    shuffle.shuffle(categories)
+    values = pd.Categorical(cells, categories=categories)
+    expected = values.remove_unused_categories()
+    expected = expected.reorder_categories(sorted(expected.categories.tolist()))
+    got = present_sorted_categories(pd.Series(values))
+    assert got.categories.tolist() == expected.categories.tolist()
+    assert got.codes.tolist() == expected.codes.tolist()
+    assert present_sorted_categories(expected) is expected
