@@ -18,6 +18,7 @@ from pipeline.core.eligibility import eligibility_deletions
 from pipeline.core.grouping import Grouping, generalize_group_quasi_identifiers, group_sac, permute_within_groups
 from pipeline.core.hierarchies import Hierarchy
 from pipeline.core.keyed import keyed_order, keyed_record_hashes
+from pipeline.core.ordering import hash_first_order, packed_lexsort
 from pipeline.core.rating import rating_tables
 from pipeline.core.rules import mine_strong_rules
 from pipeline.core.sac_split import SacIrSplit, cluster_sensitive_attributes, split_sac_ir
@@ -460,15 +461,14 @@ def assemble_release_tables(
         original_key = _tuple_ranks(original, sensitive_attribute_columns).reshape(n_groups, ell)
         del original  # the stages' frames are freed as soon as they are used (a 1M-record shard's peak)
         # group order: sorted member QI tuples, then sorted original sensitive tuples (both
-        # independent of the seed), then the group's internal number
+        # independent of the seed), then the group's internal number (its position: the sorts are stable)
         group_keys = np.concatenate([np.sort(member_key, axis=1), np.sort(original_key, axis=1)], axis=1)
-        internal = np.arange(n_groups)
         if secret is None:
-            order = np.lexsort([internal, *group_keys.T[::-1]])
+            order = packed_lexsort(list(group_keys.T))  # np.lexsort([internal, *group_keys.T[::-1]])
         else:
             key_frame = pd.DataFrame(group_keys, columns=[f"k{j}" for j in range(group_keys.shape[1])])
             hashed = keyed_record_hashes(key_frame, list(key_frame.columns), secret, "group-order")
-            order = np.lexsort([internal, *group_keys.T[::-1], hashed])
+            order = hash_first_order(hashed, list(group_keys.T))  # np.lexsort([internal, *group_keys.T[::-1], hashed])
         new_group = np.empty(n_groups, dtype=np.int64)
         new_group[order] = np.arange(1, n_groups + 1)
         sac["group_id"] = np.repeat(new_group, ell)
@@ -479,7 +479,7 @@ def assemble_release_tables(
             sac["group_id"].to_numpy(),
             *(text_ranks(sac[c]) for c in [*quasi_identifier_columns, *sensitive_attribute_columns]),
         ]
-        row_order = np.lexsort(row_keys[::-1])
+        row_order = packed_lexsort(row_keys)
         del row_keys, member_key, original_key, group_keys
         sac = sac.iloc[row_order].reset_index(drop=True)
         del row_order
@@ -509,11 +509,12 @@ def assemble_release_tables(
         *(at[a].fillna(-1).to_numpy(np.int64) for a in sensitive_attribute_columns),
     ]
     if secret is not None and len(at):
-        at_keys = [
-            keyed_record_hashes(at, [*quasi_identifier_columns, *sensitive_attribute_columns], secret, "attribute-table-order"),
-            *at_keys,
-        ]
-    at_order = np.lexsort(at_keys[::-1])
+        hashed = keyed_record_hashes(
+            at, [*quasi_identifier_columns, *sensitive_attribute_columns], secret, "attribute-table-order"
+        )
+        at_order = hash_first_order(hashed, at_keys)  # np.lexsort([*at_keys[::-1], hashed])
+    else:
+        at_order = packed_lexsort(at_keys) if len(at) else np.zeros(0, dtype=np.int64)
     del at_keys
     at = at.iloc[at_order].reset_index(drop=True) if len(at) else at
     del at_order
