@@ -424,7 +424,8 @@ def _structure(release: PublishedRelease) -> AuditStructure:
     per_sid = release.id_table.groupby(["attribute", "sid"], observed=True)["value"].nunique()
     # each attribute against its own ℓ_i (SPEC §6.7); SAC~ groups against L = ell
     ells = release.ell_by_attribute
-    required = np.asarray([ells.get(str(a), ell) for a in per_sid.index.get_level_values(0)], dtype=np.int64)
+    attribute_codes, attributes = pd.factorize(per_sid.index.get_level_values(0))  # one look-up per attribute
+    required = np.asarray([ells.get(str(a), ell) for a in attributes], dtype=np.int64)[attribute_codes]
     n_sids_below = int((per_sid.to_numpy(np.int64) < required).sum())
     sac = release.sac_released
     if len(sac):

@@ -210,8 +210,11 @@ def _adversary_partial(part: PublishedRelease, rules: pd.DataFrame, max_listed_r
         ell_per_attribute=part.ell_by_attribute if part.manifest.get("ell_per_attribute") else None,
     )
     ell, ells = part.ell, part.ell_by_attribute
-    of_rule = {int(index): ells.get(str(attribute), ell) for index, attribute in rules["consequent_attribute"].items()}
-    required = np.asarray([of_rule.get(int(r), ell) for r in view["rule"]], dtype=np.int64)
+    # each record's bound ℓ_j: that of its rule's consequent attribute (ℓ for no rule, -1), one look-up per record
+    of_rule = pd.Series(
+        [ells.get(str(attribute), ell) for attribute in rules["consequent_attribute"]], index=rules.index.astype(np.int64)
+    )
+    required = of_rule.reindex(view["rule"].to_numpy(np.int64)).fillna(ell).to_numpy(np.int64)
     numerator, denominator = view["numerator"].to_numpy(np.int64), view["denominator"].to_numpy(np.int64)
     probability = view["probability"].to_numpy(np.float64)
     above = numerator * required > denominator
