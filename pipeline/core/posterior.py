@@ -839,18 +839,28 @@ def _share_lookups(data: _ReleaseData, attribute: str, pairs: _MStepPairs) -> No
         sid.lookup = _Lookup(sid.values, 0.0, n_values, plan.profile_features, flat)
 
 
-def _fold_plan(data: _ReleaseData, attribute: str, pairs: _MStepPairs, fold: int) -> tuple[_CountPlan, np.ndarray]:
-    """The M-step's pairs of one half of the release (cached on ``data`` until :func:`_em_path` ends the fold's
-    path): ``pairs.plan`` cut to the kept pairs of ``fold``, and the positions of those pairs among all pairs (int32 or
-    int64, the order of :func:`_m_step_pairs`)."""
+@dataclass(frozen=True)
+class _FoldPairs:
+    """The M-step's pairs of one half of the release (:func:`_fold_plan`): ``plan`` is the attribute's plan cut to
+    the fold's kept pairs; their weights are gathered block by block, in the order of :func:`_m_step_pairs`."""
+
+    plan: _CountPlan
+    block_rows: tuple[np.ndarray, ...]  # per group block naming the attribute: the fold's groups (int64 indices)
+    sid_entries: np.ndarray | None  # the SID entries of the fold's records (int64 indices), None without SIDs
+    keep: np.ndarray | None  # bool over the fold's pairs: value >= 0; None when every pair is kept
+
+
+def _fold_plan(data: _ReleaseData, attribute: str, pairs: _MStepPairs, fold: int) -> _FoldPairs:
+    """:class:`_FoldPairs` of ``attribute`` and ``fold`` (cached on ``data`` until :func:`_em_path` ends the fold's
+    path). A group's pairs are contiguous in :func:`_m_step_pairs`'s order and a fold takes whole groups (SIDs: whole
+    records' entries), so the fold's pairs, gathered block by block, are the pairs of ``pair_fold == fold`` in the
+    same order."""
     cached = data.fold_plans.get((attribute, fold))
     if cached is not None:
         return cached
     in_fold = pairs.pair_fold == fold
-    positions = np.flatnonzero(in_fold if pairs.keep is None else in_fold & pairs.keep)
-    if len(in_fold) < np.iinfo(np.int32).max:
-        positions = positions.astype(np.int32)
     chosen = in_fold if pairs.keep is None else in_fold[pairs.keep]  # the fold's pairs among the kept ones
+    keep = None if pairs.keep is None else pairs.keep[in_fold]
     del in_fold
     plan = pairs.plan
     fold_plan = dataclasses.replace(
@@ -859,8 +869,15 @@ def _fold_plan(data: _ReleaseData, attribute: str, pairs: _MStepPairs, fold: int
         by_profile_index=None if plan.by_profile_index is None else plan.by_profile_index[chosen],
         feature_index=tuple(index[chosen] for index in plan.feature_index),
     )
-    data.fold_plans[(attribute, fold)] = (fold_plan, positions)
-    return fold_plan, positions
+    sid = data.sids.get(attribute)
+    result = _FoldPairs(
+        fold_plan,
+        tuple(np.flatnonzero(block.fold == fold) for block in data.groups if attribute in block.attributes),
+        None if sid is None else np.flatnonzero(sid.records % 2 == fold),
+        keep,
+    )
+    data.fold_plans[(attribute, fold)] = result
+    return result
 
 
 def _m_step(data: _ReleaseData, smoothing: float, fold: int | None = None) -> NaiveBayesModel:
@@ -868,23 +885,30 @@ def _m_step(data: _ReleaseData, smoothing: float, fold: int | None = None) -> Na
 
     The pairs and their count indices are built once per release (:func:`_m_step_pairs`); each round gathers the
     weights in the same order and counts them with the same ``np.bincount`` calls, so the model is the same, bit for
-    bit, as counting freshly built pairs every round. With ``fold``, only the fold's pairs are counted
+    bit, as counting freshly built pairs every round. With ``fold``, only the fold's pairs are gathered and counted
     (:func:`_fold_plan`): the other pairs' weights would count as 0.0, and adding 0.0 changes no sum, so the model is
-    the one of weighting every pair by its fold, bit for bit, with half the counting."""
+    the one of weighting every pair by its fold, bit for bit, with half the work."""
     log_prior, log_conditional = {}, {}
     for attribute in data.domains:
         pairs = _m_step_pairs(data, attribute)
-        weights = [block.marginals.reshape(-1) for block in data.groups if attribute in block.attributes]
+        blocks = [block for block in data.groups if attribute in block.attributes]
         sid = data.sids.get(attribute)
-        if sid is not None:
-            weights.append(sid.responsibility)
-        weights_all = np.concatenate(weights) if weights else np.zeros(0)
-        del weights
         if fold is not None:
-            plan, positions = _fold_plan(data, attribute, pairs, fold)
-            log_prior[attribute], log_conditional[attribute] = _estimate_from(plan, weights_all[positions], smoothing)
+            half = _fold_plan(data, attribute, pairs, fold)
+            pieces = [block.marginals[rows].reshape(-1) for block, rows in zip(blocks, half.block_rows, strict=True)]
+            if sid is not None and half.sid_entries is not None:
+                pieces.append(sid.responsibility[half.sid_entries])
+            weights = np.concatenate(pieces) if pieces else np.zeros(0)
+            del pieces
+            kept = weights if half.keep is None else weights[half.keep]
+            log_prior[attribute], log_conditional[attribute] = _estimate_from(half.plan, kept, smoothing)
             continue
-        kept = weights_all if pairs.keep is None else weights_all[pairs.keep]
+        pieces = [block.marginals.reshape(-1) for block in blocks]
+        if sid is not None:
+            pieces.append(sid.responsibility)
+        weights = np.concatenate(pieces) if pieces else np.zeros(0)
+        del pieces
+        kept = weights if pairs.keep is None else weights[pairs.keep]
         log_prior[attribute], log_conditional[attribute] = _estimate_from(pairs.plan, kept, smoothing)
     return NaiveBayesModel(log_prior, log_conditional)
 
