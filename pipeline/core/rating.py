@@ -608,28 +608,37 @@ def rating_tables(
         if len(order) > 1 and np.any((np.diff(sid_sorted) == 0) & (np.diff(bucket_sorted) == 0)):
             raise AssertionError(f"a SID of {attribute!r} holds a value twice (Rating invariant broken)")
         id_rows.append((attribute, sid_sorted.astype(np.int32), value_text, bucket_sorted))
+        # this attribute's working arrays are freed before the next attribute's SIDs are created (at 1M records each
+        # holds several arrays of one int64 per record, issue 18)
+        del assignment, record_sid, order, sid_sorted, bucket_sorted, value_rank
     # one categorical column each for attribute and value (a table of n × m rows must not hold
     # one Python string per cell); categories are the sorted texts
     all_values = np.unique(np.concatenate([texts for _, _, texts, _ in id_rows])) if id_rows else np.zeros(0, dtype=object)
-    attribute_codes, value_codes, sids = [], [], []
-    for number, (attribute, sid_sorted, value_text, bucket_sorted) in enumerate(id_rows):
-        to_global = np.searchsorted(all_values, value_text)
-        attribute_codes.append(np.full(len(sid_sorted), number, dtype=np.int32))
-        value_codes.append(to_global[bucket_sorted].astype(np.int32))
-        sids.append(sid_sorted)
-    n_rows = sum(len(s) for s in sids)
+    # each column filled attribute by attribute into one array (no list of per-attribute pieces next to their
+    # concatenation), each attribute's entries freed once copied
+    names = [a for a, _, _, _ in id_rows]
+    n_rows = sum(len(sid_sorted) for _, sid_sorted, _, _ in id_rows)
+    attribute_code = np.empty(n_rows, dtype=np.int32)
+    value_code = np.empty(n_rows, dtype=np.int32)
+    sid = np.empty(n_rows, dtype=np.int32)
+    start = 0
+    for number in range(len(id_rows)):
+        _, sid_sorted, value_text, bucket_sorted = id_rows[number]
+        id_rows[number] = (names[number], np.zeros(0, np.int32), value_text, np.zeros(0, np.int64))
+        stop = start + len(sid_sorted)
+        attribute_code[start:stop] = number
+        value_code[start:stop] = np.searchsorted(all_values, value_text)[bucket_sorted]
+        sid[start:stop] = sid_sorted
+        start = stop
+        del sid_sorted, bucket_sorted
+    del id_rows
+    # built from whole columns, the frame has the default index 0..n-1 (what reset_index would give, without a copy)
     id_table = pd.DataFrame(
         {
-            "attribute": pd.Categorical.from_codes(
-                np.concatenate(attribute_codes) if id_rows else np.zeros(0, np.int32),
-                categories=pd.Index([a for a, _, _, _ in id_rows], dtype=object),
-            ),
-            "sid": np.concatenate(sids) if id_rows else np.zeros(0, np.int32),
-            "value": pd.Categorical.from_codes(
-                np.concatenate(value_codes) if id_rows else np.zeros(0, np.int32),
-                categories=pd.Index(all_values, dtype=object),
-            ),
+            "attribute": pd.Categorical.from_codes(attribute_code, categories=pd.Index(names, dtype=object)),
+            "sid": sid,
+            "value": pd.Categorical.from_codes(value_code, categories=pd.Index(all_values, dtype=object)),
             "count": np.ones(n_rows, dtype=np.int32),
         }
     )
-    return id_table.reset_index(drop=True), attribute_sids
+    return id_table, attribute_sids
