@@ -55,20 +55,32 @@ def _sid_value_shares(id_table: pd.DataFrame, rules: pd.DataFrame | None = None)
     ``value`` is text."""
     # SID totals on an integer (attribute, SID) key: a bincount, not a two-key pandas group-by; then only the rows
     # kept are copied (at 1M records the ID table has about 3.9M rows: copying all of them first added about
-    # 200 MiB to the peak of report.html's Rating baseline, issue 18)
-    attribute_codes = pd.factorize(id_table["attribute"])[0].astype(np.int64)
-    sid = id_table["sid"].to_numpy(np.int64)
-    key = attribute_codes * (int(sid.max(initial=0)) + 1) + sid
+    # 200 MiB to the peak of report.html's Rating baseline, issue 18). The key is one int64 array (the attribute's
+    # code from the categorical's own codes when it is one: any numbering of the attributes gives the same totals),
+    # and counts that are all 1 (a Rating ID table's) are counted without a float64 copy (31 MiB each at 1M records)
+    attribute = id_table["attribute"]
+    attribute_codes = (
+        attribute.cat.codes.to_numpy() if isinstance(attribute.dtype, pd.CategoricalDtype) else pd.factorize(attribute)[0]
+    )
+    sid = id_table["sid"].to_numpy()
+    key = np.multiply(attribute_codes, int(sid.max(initial=0)) + 1, dtype=np.int64)
+    np.add(key, sid, out=key)
     del attribute_codes
-    count = id_table["count"].to_numpy(np.int64)
-    totals = np.bincount(key, weights=count, minlength=int(key.max(initial=-1)) + 1).astype(np.int64) if len(key) else None
+    count = id_table["count"].to_numpy()
+    bins = int(key.max(initial=-1)) + 1
+    if not len(key):
+        totals = None
+    elif bool((count == 1).all()):
+        totals = np.bincount(key, minlength=bins).astype(np.int64)
+    else:
+        totals = np.bincount(key, weights=count, minlength=bins).astype(np.int64)
     if rules is not None:
         named = set(rules["antecedent_value"].astype(str)) | set(rules["consequent_value"].astype(str))
         kept = values_mask(id_table["value"], named)
         shares, key, count = id_table[kept], key[kept], count[kept]
     else:
         shares = id_table
-    shares = shares.assign(sid_total=totals[key] if totals is not None else count)
+    shares = shares.assign(sid_total=totals[key] if totals is not None else count.astype(np.int64))
     # the value as text, made once per distinct value; categorical, so comparisons with a value compare codes
     codes, texts = sorted_text_codes(shares["value"])
     return shares.assign(value=pd.Categorical.from_codes(codes, categories=texts)).reset_index(drop=True)

@@ -68,13 +68,18 @@ def _sid_sizes(attribute_table: pd.DataFrame, id_table: pd.DataFrame, sensitive_
     attribute_of_row = (
         as_text(id_table["attribute"]).to_numpy() if not isinstance(id_table["attribute"].dtype, pd.CategoricalDtype) else None
     )
+    # the SID column and the values' codes taken as they are (a categorical's own codes: distinct codes are distinct
+    # values), only the attribute's rows converted: no int64 copy of the whole ID table per attribute (issue 18)
+    sid_column = id_table["sid"].to_numpy()
+    value = id_table["value"]
+    value_all = value.cat.codes.to_numpy() if isinstance(value.dtype, pd.CategoricalDtype) else None
     for j, attribute in enumerate(sensitive_attributes):
         if attribute_of_row is None:
             rows = (id_table["attribute"] == attribute).to_numpy()
         else:
             rows = attribute_of_row == attribute
-        sid = id_table["sid"].to_numpy(np.int64)[rows]
-        value_codes, _ = pd.factorize(id_table["value"][rows])
+        sid = sid_column[rows].astype(np.int64)
+        value_codes = value_all[rows] if value_all is not None else pd.factorize(value[rows])[0]
         # distinct values per SID: unique (sid, value) pairs counted per SID
         size_by_sid = distinct_per_group(sid, value_codes.astype(np.int64), int(sid.max(initial=0)) + 1).astype(float)
         present = np.zeros(len(size_by_sid), dtype=bool)
