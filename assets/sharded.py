@@ -12,7 +12,6 @@ holds the plan, the counts, the rules (private) and the S-row summary frame. Ass
 :mod:`pipeline.core.sharding`, :mod:`pipeline.engines` and :mod:`pipeline.release.sharded_publish`.
 """
 
-import functools
 import json
 import time
 from datetime import UTC, datetime
@@ -166,15 +165,6 @@ def executor_of(settings: ReleaseSettings):
 # --------------------------------------------------------------------------- input manifest and shard plan
 
 
-def _preload_kernels(engine: str, workers: int, plan) -> None:
-    """``stage_input``'s ``on_plan``: on engine local, a run whose shards are released in this process loads the
-    compiled grouping loop while DuckDB writes the shards (:func:`pipeline.engines.local.preload_in_process_kernels`)."""
-    if engine == "local":
-        from pipeline.engines.local import preload_in_process_kernels
-
-        preload_in_process_kernels(workers, plan.n_shards)
-
-
 @dg.multi_asset(
     outs={
         "sharded_input_summary": dg.AssetOut(
@@ -217,7 +207,6 @@ def sharded_input(context: dg.AssetExecutionContext, settings: ReleaseSettings, 
                 salt=shard_salt(store.home_secret()),
                 shard_rows=int(settings.shard_rows),
                 min_shard_rows=int(settings.min_shard_rows),
-                on_plan=functools.partial(_preload_kernels, str(settings.engine), int(settings.workers)),
                 **settings.reading_options(),
             )
         except ValueError as error:

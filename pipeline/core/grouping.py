@@ -177,21 +177,6 @@ def group_sac(
     )
 
 
-def load_grouping_kernel() -> None:
-    """Load the compiled loop of :func:`group_sac` (numba's cache; about 0.45 s and 120 MiB the first time in a
-    process) by grouping four made-up records: the loop's argument types do not depend on the table, so the release's
-    own call then finds it loaded. For a caller with time to spare before its first :func:`group_sac` (the sharded
-    job loads it in a thread while DuckDB stages the input); numba serializes its compilations, so a concurrent
-    :func:`group_sac` waits for this load instead of repeating it.
-
-    Raises
-    ------
-    Whatever numba raises when it cannot compile (the first call in a fresh checkout compiles, a few seconds).
-    """
-    records = pd.DataFrame({"row_id": [1, 2, 3, 4], "first": ["x", "y", "x", "y"], "second": ["u", "v", "v", "u"]})
-    group_sac(records, ["first", "second"], [1, 2], [3, 4], ell=2)
-
-
 def _dense(combined: np.ndarray) -> np.ndarray:
     """Dense int64 codes 0..k-1 of an int64 array (equal in, equal out)."""
     return pd.factorize(combined)[0].astype(np.int64)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import pickle
-import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -27,7 +26,7 @@ from pipeline.errors import MsaReleaseError
 if TYPE_CHECKING:
     from pipeline.engines.base import ShardJob, ShardSummary
 
-__all__ = ["LocalExecutor", "ShardFailed", "map_parts", "preload_in_process_kernels"]
+__all__ = ["LocalExecutor", "ShardFailed", "map_parts"]
 
 TaskT = TypeVar("TaskT")
 ResultT = TypeVar("ResultT")
@@ -146,35 +145,6 @@ def map_parts(
         if isinstance(cause, BrokenProcessPool):
             reported = MsaReleaseError(f"a worker process died (killed, or out of memory?); {hint}")
         raise ShardFailed(failed[0], len(tasks), reported) from _chained(reported)
-
-
-def _load_kernels() -> None:
-    """The preload thread's work: numba's grouping loop; a failure is left to the release's own call to report."""
-    try:
-        from pipeline.core.grouping import load_grouping_kernel
-
-        load_grouping_kernel()
-    except Exception:  # noqa: BLE001 - an optimisation only: the shard's own group_sac compiles and reports
-        pass
-
-
-def preload_in_process_kernels(workers: int, n_shards: int) -> threading.Thread | None:
-    """Start loading the release's compiled loop (:func:`pipeline.core.grouping.load_grouping_kernel`) in a daemon
-    thread when :meth:`LocalExecutor.release_shards` will release the shards in this process (one shard, or one
-    worker), so that the load overlaps the caller's own work (DuckDB's staging releases the interpreter lock); with
-    several worker processes nothing is loaded here (each worker loads its own, and the parent would only hold the
-    memory).
-
-    Returns
-    -------
-    threading.Thread or None
-        The started thread (a daemon: it never delays the process's exit), or None when nothing is loaded.
-    """
-    if min(int(workers), int(n_shards)) > 1:
-        return None
-    thread = threading.Thread(target=_load_kernels, name="msa-release-kernel-preload", daemon=True)
-    thread.start()
-    return thread
 
 
 class LocalExecutor:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -309,7 +309,6 @@ def stage_input(
     shard_rows: int = sharding.DEFAULT_SHARD_ROWS,
     min_shard_rows: int = sharding.DEFAULT_MIN_SHARD_ROWS,
     input_format: str = "auto",
-    on_plan: Callable[[sharding.ShardPlan], None] | None = None,
     **load_options: Any,
 ) -> StagedInput:
     """Read the input files with DuckDB, out of core, and write the shard-partitioned PRIVATE staging
@@ -364,9 +363,6 @@ def stage_input(
         The shard plan's settings.
     input_format
         ``"csv"``, ``"parquet"`` or ``"auto"``.
-    on_plan
-        Called with the shard plan as soon as it is known (before step 4 writes the shards), e.g. to prepare what
-        releasing them needs while DuckDB works; what it raises is raised here.
     load_options
         :func:`pipeline.io.loading.load_records`'s ``csv_header``, ``column_names``, ``delimiter``,
         ``strip_whitespace``, ``missing_value_tokens``, ``max_value_length`` (same defaults); not ``ell``:
@@ -420,7 +416,6 @@ def stage_input(
             shard_rows=shard_rows,
             min_shard_rows=min_shard_rows,
             options=options,
-            on_plan=on_plan,
         )
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
@@ -439,7 +434,6 @@ def _stage(
     shard_rows: int,
     min_shard_rows: int,
     options: Mapping[str, Any],
-    on_plan: Callable[[sharding.ShardPlan], None] | None = None,
 ) -> StagedInput:
     """:func:`stage_input`'s steps 1-4 (``building`` = ``input.tmp``, created and empty but for ``raw``)."""
     columns = [*quasi_identifiers, *sensitive_attributes]
@@ -562,8 +556,6 @@ def _stage(
             n_missing_quasi_identifier += n_quasi
         n_records = sum(f.n_records for f in read)
         plan = sharding.plan_shards(n_records, shard_rows=shard_rows, min_shard_rows=min_shard_rows)
-        if on_plan is not None:
-            on_plan(plan)
         # 4: the shard-partitioned copy of the kept records
         connection.execute("SET preserve_insertion_order = false")  # read_staged_shard sorts by row_id
         for s in range(plan.n_shards):

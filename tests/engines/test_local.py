@@ -102,22 +102,3 @@ def test_map_parts_names_the_lowest_failed_task(workers):
     assert type(caught.value.__cause__).__name__ == "UnusableInputError"
     with pytest.raises(ValueError, match="workers must be at least 1"):
         map_parts(shard_fakes.square_in_a_process, [1], workers=0)
-
-
-def test_the_grouping_loop_is_preloaded_only_when_the_shards_are_released_in_this_process():
-    """One shard or one worker: the shards are released here, so the compiled grouping loop is loaded in a daemon
-    thread (it then has a compiled signature, the one the release's own call uses); several shards on several workers:
-    nothing is loaded in the parent (the workers load their own)."""
-    from pipeline.core.grouping_kernel import group_records
-    from pipeline.engines.local import preload_in_process_kernels
-
-    assert preload_in_process_kernels(2, 3) is None
-    assert preload_in_process_kernels(4, 2) is None
-    thread = preload_in_process_kernels(2, 1)
-    assert thread is not None and thread.daemon
-    thread.join(timeout=600)
-    assert not thread.is_alive()
-    assert len(group_records.signatures) >= 1
-    other = preload_in_process_kernels(1, 5)  # one worker: in this process too
-    assert other is not None
-    other.join(timeout=600)

@@ -240,34 +240,3 @@ def test_sql_shard_key_agrees_with_splitmix64_on_a_run_of_row_ids() -> None:
             f"SELECT {shard_key_sql('row_id', salt=salt, n_shards=7)} FROM range(1, 20001) t(row_id) ORDER BY row_id"
         ).fetchall()
     assert [g for (g,) in got] == [splitmix64_reference((r + salt) & MASK64) % 7 for r in range(1, 20001)]
-
-
-@pytest.mark.usefixtures("fake_key")
-def test_the_plan_is_handed_to_on_plan_before_the_shards_are_written(tmp_path: Path) -> None:
-    """``on_plan`` receives the plan the staging returns, once, before step 4 writes the shard directories; what it
-    raises stops the staging and leaves no partial input."""
-    adult = Path(__file__).resolve().parents[2] / "data" / "adult" / "adult.data"
-    options = dict(
-        quasi_identifiers=ADULT_QUASI_IDENTIFIERS,
-        sensitive_attributes=ADULT_SENSITIVE_ATTRIBUTES,
-        salt=SALT,
-        shard_rows=11_000,
-        min_shard_rows=1,
-        csv_header=False,
-        column_names=ADULT_COLUMNS,
-    )
-    seen = []
-
-    def on_plan(plan) -> None:
-        seen.append((plan, sorted(p.name for p in (tmp_path / "run" / "input.tmp").glob("shard=*"))))
-
-    staged = stage_input(adult, tmp_path / "run", on_plan=on_plan, **options)  # type: ignore[arg-type]
-    assert [plan for plan, _ in seen] == [staged.plan] and staged.plan.n_shards == 3
-    assert seen[0][1] == []  # no shard directory yet
-
-    def refuse(plan) -> None:
-        raise RuntimeError("stop")
-
-    with pytest.raises(RuntimeError, match="stop"):
-        stage_input(adult, tmp_path / "other", on_plan=refuse, **options)  # type: ignore[arg-type]
-    assert not (tmp_path / "other" / "input.tmp").exists() and not (tmp_path / "other" / "input").exists()
