@@ -340,7 +340,8 @@ def stage_input(
        = :func:`shard_key_sql` of the row id (= :func:`pipeline.core.sharding.shard_of`), as
        ``input/shard=<s>/part-<f:05d>.parquet`` (``row_id`` int64, then the configured columns as text, Parquet
        dictionary-encoded; row order inside a part is not defined: :func:`pipeline.engines.worker.read_staged_shard`
-       sorts by ``row_id``), a directory for every shard.
+       sorts by ``row_id``), a directory for every shard. With one shard the ``COPY`` writes
+       ``input/shard=0/part-<f:05d>.parquet`` itself, without ``PARTITION_BY`` (the same part, faster).
 
     The staging is written under ``input.tmp`` and renamed to ``input`` last (an existing ``input`` is replaced);
     on an error ``input.tmp`` is removed, so an interrupted staging leaves no partial input.
@@ -573,6 +574,17 @@ def _stage(
                 f"SELECT CAST(src.position AS BIGINT) + {file.first_row_id} AS row_id, {staged_values} "
                 f"FROM {_source_sql(copies[index], len(columns))} AS src {joins} WHERE {kept}"
             )
+            if plan.n_shards == 1:
+                # one shard: every record is in shard 0, written straight to its part (the same file a partitioned
+                # write would give, without partitioning's cost: about 0.3 s of 1M records)
+                part = building / "shard=0" / f"part-{index:05d}.parquet"
+                connection.execute(
+                    f"COPY (SELECT row_id, {selected} FROM ({records})) TO {_sql_string(str(part))} "
+                    "(FORMAT parquet, COMPRESSION zstd)"
+                )
+                copies[index].unlink()
+                shard_records[0] += pq.read_metadata(part).num_rows
+                continue
             key = shard_key_sql("row_id", salt=salt, n_shards=plan.n_shards)
             connection.execute(
                 f"COPY (SELECT row_id, {selected}, {key} AS shard FROM ({records})) TO {_sql_string(str(written))} "
