@@ -23,7 +23,7 @@ def packed_lexsort(keys: Sequence[np.ndarray]) -> np.ndarray:
     Runs of consecutive integer keys whose value ranges multiply to less than 2**62 are packed into one int64 key
     (mixed radix: ``(k0 - min0) * span1 + (k1 - min1)``…), which orders exactly as the run does; the packed keys are
     then sorted as ``np.lexsort`` would (one stable sort when a single key is left). Other keys (floats, a range of
-    2**62 or more, e.g. 64-bit hashes) are sorted as given.
+    2**62 or more, as 64-bit hashes usually have) are sorted as given.
 
     Parameters
     ----------
@@ -63,7 +63,9 @@ def packed_lexsort(keys: Sequence[np.ndarray]) -> np.ndarray:
                 current, current_span = None, 1
             packed.append(key)
             continue
-        shifted = key.astype(np.int64) - low
+        # the offset from the smallest value, in int64 (a uint64 key is shifted in its own type first: its values
+        # may lie above int64's range while their span does not)
+        shifted = (key - key.dtype.type(low)).astype(np.int64) if key.dtype == np.uint64 else key.astype(np.int64) - low
         if current is not None and current_span * span < _PACKED_LIMIT:
             current = current * span + shifted
             current_span *= span

@@ -17,6 +17,8 @@ KINDS = {
     "float": lambda rng, n: rng.integers(0, 3, n) / 2.0,
     "wide": lambda rng, n: rng.integers(-(2**40), 2**40, n),
     "int32": lambda rng, n: rng.integers(0, 300_000, n).astype(np.int32),
+    # uint64 values above int64's range with a small span (a single 64-bit hash, or a few close ones): packed
+    "high64": lambda rng, n: np.uint64(2**63) + rng.integers(0, 5, n, dtype=np.uint64),
 }
 
 
