@@ -68,7 +68,9 @@ def present_sorted_categories(values: pd.Categorical | pd.Series) -> pd.Categori
     Returns
     -------
     pandas.Categorical
-        ``values`` itself (as a Categorical) when its categories are already the present values, sorted.
+        ``values`` itself (as a Categorical) when its categories are already the present values, sorted; else a new
+        one, ``ordered`` as ``values``, whose categories keep the dtype of ``values``' (pandas' chain makes a list of
+        them, object dtype: the same for the object categories every caller has).
     """
     values = values.array if isinstance(values, pd.Series) else values
     codes = np.asarray(values.codes, dtype=np.int64)
@@ -80,7 +82,7 @@ def present_sorted_categories(values: pd.Categorical | pd.Series) -> pd.Categori
     order = np.argsort(np.asarray(kept, dtype=object), kind="stable")
     new_code = np.full(len(categories), -1, dtype=np.int64)
     new_code[np.flatnonzero(used)[order]] = np.arange(len(kept), dtype=np.int64)
-    return pd.Categorical.from_codes(np.where(codes >= 0, new_code[codes], -1), categories=kept[order])
+    return pd.Categorical.from_codes(np.where(codes >= 0, new_code[codes], -1), categories=kept[order], ordered=values.ordered)
 
 
 def first_occurrences(column: pd.Series, record_numbers: pd.Series) -> tuple[list[str], list[int]]:

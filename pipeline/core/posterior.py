@@ -718,20 +718,27 @@ def _group_log_likelihood(
     return total
 
 
+#: Largest group size whose fold's groups are updated alone by a held-out fold's E-step (:func:`_e_step`)
+_FOLD_ONLY_GROUP_SIZE = 3
+
+
 def _e_step(model: NaiveBayesModel | None, data: _ReleaseData, fold: int | None = None) -> None:
     """Update every block's responsibilities (uniform inside groups and SIDs when ``model`` is None).
 
     With ``fold`` (0 or 1; a model given), only the responsibilities of that half of the release are updated: the
-    groups with ``block.fold == fold`` and the SID entries of records ``record % 2 == fold``, the pairs the fold's
-    M-step counts (:func:`_m_step` with the same ``fold``). Each group's and record's numbers are its own (a group's
-    marginals from its own look-ups; a record's from its own entries, added in the same order), so they are the
-    numbers, bit for bit, of updating everything; the other half keeps its previous (finite) responsibilities, which
-    that M-step does not read."""
+    groups with ``block.fold == fold`` of the blocks of at most :data:`_FOLD_ONLY_GROUP_SIZE` members, and the SID
+    entries of records ``record % 2 == fold``, the pairs the fold's M-step counts (:func:`_m_step` with the same
+    ``fold``). Each such group's and record's numbers are its own (a group's marginals from its own look-ups and at
+    most 3! = 6 assignments, summed one after the other whatever the batch; a record's from its own entries, added
+    in the same order), so they are the numbers, bit for bit, of updating everything; the other half keeps its
+    previous (finite) responsibilities, which that M-step does not read. Larger groups are updated whole: with 24
+    assignments or more, numpy sums a group alone (a one-group batch) in another order than inside a batch of
+    several, so a group's last bits would depend on which other groups share its batch."""
     for block in data.groups:
         n_groups, size = block.members.shape
         if model is None:
             block.marginals = np.full((n_groups, size, size), 1.0 / size)
-        elif fold is None:
+        elif fold is None or size > _FOLD_ONLY_GROUP_SIZE:
             block.marginals = exact_group_marginals(_group_log_likelihood(model, data, block))
         else:
             rows = np.flatnonzero(block.fold == fold)

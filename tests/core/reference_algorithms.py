@@ -463,3 +463,58 @@ def reference_posterior_bound_summary(frame: pd.DataFrame) -> pd.DataFrame:
         mean_population_posterior=("population_posterior", "mean"),
     ).reset_index()
     return summary.astype({"n_cells": "int64", "n_cells_above_bound": "int64"})
+
+
+def reference_fold_em_path(data, smoothing: float, n_iterations: int, fold: int) -> list:
+    """The held-out selection's EM path by its definition (no shortcut): every round updates the responsibilities of
+    every group and SID entry, and the M-step counts every (record, value) pair weighted by 1 when the pair's group
+    (SIDs: record) is in ``fold``, else 0, from freshly built pairs. Returns the models after rounds 1..n."""
+    from pipeline.core import posterior as module
+
+    def e_step(model) -> None:
+        for block in data.groups:
+            block.marginals = module.exact_group_marginals(module._group_log_likelihood(model, data, block))
+        for attribute, sid in data.sids.items():
+            log_w = model.pair_log_joint(attribute, data.feature_codes, sid.records, sid.values) + np.log(sid.availability)
+            peak = np.full(len(data.feature_codes), -np.inf)
+            np.maximum.at(peak, sid.records, log_w)
+            weights = np.exp(log_w - peak[sid.records])
+            sid.responsibility = (
+                weights / np.bincount(sid.records, weights=weights, minlength=len(data.feature_codes))[sid.records]
+            )
+
+    def m_step():
+        log_prior, log_conditional = {}, {}
+        for attribute in data.domains:
+            records, values, weights = [], [], []
+            for block in data.groups:
+                if attribute not in block.attributes:
+                    continue
+                size = block.members.shape[1]
+                records.append(np.repeat(block.members.reshape(-1), size))
+                values.append(np.broadcast_to(block.candidate_values[attribute][:, None, :], block.marginals.shape).reshape(-1))
+                weights.append((block.marginals * (block.fold == fold)[:, None, None]).reshape(-1))
+            sid = data.sids.get(attribute)
+            if sid is not None:
+                records.append(sid.records)
+                values.append(sid.values)
+                weights.append(sid.responsibility * (sid.records % 2 == fold))
+            r, v, w = np.concatenate(records), np.concatenate(values), np.concatenate(weights)
+            keep = v >= 0
+            log_prior[attribute], log_conditional[attribute] = module._estimate(
+                r[keep], v[keep], w[keep], data.feature_codes, len(data.domains[attribute]), data.n_features, smoothing
+            )
+        return module.NaiveBayesModel(log_prior, log_conditional)
+
+    for block in data.groups:
+        size = block.members.shape[1]
+        block.marginals = np.full((len(block.members), size, size), 1.0 / size)
+    for sid in data.sids.values():
+        sid.responsibility = (
+            sid.availability / np.bincount(sid.records, weights=sid.availability, minlength=len(data.feature_codes))[sid.records]
+        )
+    models = [m_step()]
+    for _ in range(n_iterations - 1):
+        e_step(models[-1])
+        models.append(m_step())
+    return models

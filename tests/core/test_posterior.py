@@ -357,3 +357,64 @@ def test_the_fit_sample_keeps_whole_groups_and_about_the_asked_share():
     assert np.array_equal(sample.groups[0].candidate_values["S"], kept % 2)
     kept_records, counts = np.unique(sample.sids["S"].records, return_counts=True)
     assert (counts == 2).all() and 0.2 * 3_000 < len(kept_records) < 0.3 * 3_000
+
+
+def _release_with_sids_of_four(seed: int):
+    """An attribute-table release (no SAC~ group): two exact SIDs of 4 records each, one per held-out fold (SID 0
+    holds even record indices, SID 1 odd ones: one "sid" block of shape (2, 4), a single group in each fold), and 30
+    records in larger SIDs (attribute-table entries); quasi-identifiers q and r loosely tied to the value."""
+    rng = np.random.default_rng(seed)
+    sid = np.concatenate([np.array([0, 1] * 4), rng.integers(2, 5, 30)])
+    value_of = rng.integers(0, 6, len(sid))
+    attribute_table = pd.DataFrame(
+        {
+            "row_id": np.arange(1, len(sid) + 1),
+            **{c: pd.Categorical([f"{c}{(v + rng.integers(0, 2)) % 4}" for v in value_of]) for c in ("q", "r")},
+            "s": pd.array(sid, dtype="Int32"),
+        }
+    )
+    rows = [
+        ("s", s, f"v{v}", int((value_of[sid == s] == v).sum()) + (0 if s < 2 else 1))
+        for s in range(5)
+        for v in sorted(set(value_of[sid == s].tolist()))
+    ]
+    sac = pd.DataFrame(
+        {
+            "row_id": pd.Series([], dtype=np.int64),
+            "group_id": pd.Series([], dtype=np.int64),
+            "q": pd.Categorical([]),
+            "r": pd.Categorical([]),
+            "s": pd.Categorical([]),
+        }
+    )
+    return {
+        "sac_released": sac,
+        "attribute_table": attribute_table,
+        "id_table": pd.DataFrame(rows, columns=["attribute", "sid", "value", "count"]),
+        "attribute_clusters": pd.DataFrame({"cluster_id": [0], "attribute": ["s"]}),
+    }
+
+
+def test_held_out_fold_paths_equal_the_definition_when_a_fold_has_one_group_of_four():
+    """A group of 4 members alone in its fold: numpy sums the 24 assignments of a one-group batch in another order
+    than inside a batch of several, so the fold's E-step updates such blocks whole; the fold paths must still be the
+    definition's (every responsibility updated, every pair weighted by its fold), bit for bit (review of session 31:
+    updating the fold's group alone differed by about 4e-16 from round 2 on)."""
+    from pipeline.core import posterior as module
+    from tests.core.reference_algorithms import reference_fold_em_path
+
+    checked = 0
+    for seed in range(12):
+        tables = _release_with_sids_of_four(seed)
+        probe, _ = module._release_data(["q", "r"], ["s"], **tables)
+        if [(b.kind, b.members.shape, b.fold.tolist()) for b in probe.groups] != [("sid", (2, 4), [0, 1])]:
+            continue
+        checked += 1
+        for fold in (0, 1):
+            path = module._em_path(module._release_data(["q", "r"], ["s"], **tables)[0], 1.0, 6, fold)[1:]
+            reference = reference_fold_em_path(module._release_data(["q", "r"], ["s"], **tables)[0], 1.0, 6, fold)
+            for model, expected in zip(path, reference, strict=True):
+                np.testing.assert_array_equal(model.log_prior["s"], expected.log_prior["s"])
+                for table, expected_table in zip(model.log_conditional["s"], expected.log_conditional["s"], strict=True):
+                    np.testing.assert_array_equal(table, expected_table)
+    assert checked >= 3  # the construction gives the one-group folds it is about
