@@ -359,12 +359,13 @@ def test_the_fit_sample_keeps_whole_groups_and_about_the_asked_share():
     assert (counts == 2).all() and 0.2 * 3_000 < len(kept_records) < 0.3 * 3_000
 
 
-def _release_with_sids_of_four(seed: int):
-    """An attribute-table release (no SAC~ group): two exact SIDs of 4 records each, one per held-out fold (SID 0
-    holds even record indices, SID 1 odd ones: one "sid" block of shape (2, 4), a single group in each fold), and 30
-    records in larger SIDs (attribute-table entries); quasi-identifiers q and r loosely tied to the value."""
+def _release_with_small_exact_sids(seed: int, size: int):
+    """An attribute-table release (no SAC~ group): two exact SIDs of ``size`` records each, one per held-out fold
+    (SID 0 holds even record indices, SID 1 odd ones: one "sid" block of shape (2, size), a single group in each
+    fold), and 30 records in larger SIDs (attribute-table entries); quasi-identifiers q and r loosely tied to the
+    value."""
     rng = np.random.default_rng(seed)
-    sid = np.concatenate([np.array([0, 1] * 4), rng.integers(2, 5, 30)])
+    sid = np.concatenate([np.array([0, 1] * size), rng.integers(2, 5, 30)])
     value_of = rng.integers(0, 6, len(sid))
     attribute_table = pd.DataFrame(
         {
@@ -395,19 +396,20 @@ def _release_with_sids_of_four(seed: int):
     }
 
 
-def test_held_out_fold_paths_equal_the_definition_when_a_fold_has_one_group_of_four():
-    """A group of 4 members alone in its fold: numpy sums the 24 assignments of a one-group batch in another order
-    than inside a batch of several, so the fold's E-step updates such blocks whole; the fold paths must still be the
-    definition's (every responsibility updated, every pair weighted by its fold), bit for bit (review of session 31:
-    updating the fold's group alone differed by about 4e-16 from round 2 on)."""
+@pytest.mark.parametrize("size", [3, 4])
+def test_held_out_fold_paths_equal_the_definition_when_a_fold_has_one_group(size):
+    """A group alone in its fold (3 members: updated alone; 4: numpy sums the 24 assignments of a one-group batch in
+    another order than inside a batch of several, so the fold's E-step updates such blocks whole): the fold paths must
+    be the definition's (every responsibility updated, every pair weighted by its fold), bit for bit (review of
+    session 31: updating a 4-member group alone differed by about 4e-16 from round 2 on)."""
     from pipeline.core import posterior as module
     from tests.core.reference_algorithms import reference_fold_em_path
 
     checked = 0
     for seed in range(12):
-        tables = _release_with_sids_of_four(seed)
+        tables = _release_with_small_exact_sids(seed, size)
         probe, _ = module._release_data(["q", "r"], ["s"], **tables)
-        if [(b.kind, b.members.shape, b.fold.tolist()) for b in probe.groups] != [("sid", (2, 4), [0, 1])]:
+        if [(b.kind, b.members.shape, b.fold.tolist()) for b in probe.groups] != [("sid", (2, size), [0, 1])]:
             continue
         checked += 1
         for fold in (0, 1):
