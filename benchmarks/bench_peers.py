@@ -468,9 +468,7 @@ def run_peers(
     def once(run: PeerRun) -> dict:
         home = work_dir / "homes" / run.key
         outcome = measure_command(commands[run.key], timeout=timeout, cwd=PROJECT_ROOT, env=bench._environment(home))
-        for published in (home / "releases", home / "comparisons"):  # the bench does not keep the releases
-            if published.exists():
-                shutil.rmtree(published)
+        bench.forget_releases(home)  # the bench keeps neither the releases nor their registry entries
         return outcome
 
     for run in active:  # warm-up: imports and page cache warm, homes and warehouses made; not measured

@@ -285,3 +285,21 @@ def test_the_report_has_both_target_tables_and_the_engine_of_every_run():
     assert "- 100m on memory: today's in-memory job needs about 72.5 GiB" in markdown
     assert "| 1m (local×2) |" in markdown  # per-stage columns name the engine when several ran
     assert markdown.count("**1m**: synthetic 1m") == 1  # a data set is described once, whatever the engines
+
+
+def test_a_measured_run_leaves_its_home_as_it_found_it_but_for_the_secret_and_warehouse(tmp_path):
+    """After a run the benchmark deletes its releases, comparisons and their release-registry entries (every run of a
+    configuration then starts from the same state, as on a fresh clone), and keeps the home's secret, warehouse and
+    Dagster state."""
+    home = tmp_path / "home"
+    for folder in ("releases/20261126T000000Z-aaaa", "comparisons/x", "registry", "dagster"):
+        (home / folder).mkdir(parents=True)
+    (home / "releases" / "LATEST").write_text("20261126T000000Z-aaaa")
+    (home / "registry" / "20261126T000000Z-aaaa.parquet").write_bytes(b"PAR1")
+    (home / "secret.key").write_bytes(b"k" * 32)
+    (home / "warehouse.duckdb").write_bytes(b"")
+    bench.forget_releases(home)
+    assert not (home / "releases").exists() and not (home / "comparisons").exists()
+    assert (home / "registry").is_dir() and list((home / "registry").iterdir()) == []
+    assert (home / "secret.key").exists() and (home / "warehouse.duckdb").exists() and (home / "dagster").is_dir()
+    bench.forget_releases(tmp_path / "empty-home")  # a home with nothing published: nothing to do, no error
