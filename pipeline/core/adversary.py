@@ -28,6 +28,7 @@ __all__ = [
     "disclosure_probabilities",
     "per_record_disclosure",
     "recover_rule_confidences",
+    "rule_bounds",
     "rule_holders",
     "rule_release_counts",
     "with_released_confidence",
@@ -97,13 +98,11 @@ def _at_probability(
     SID total (0.0 for a SID without the value and a suppressed cell); one look-up per row in a table of the SIDs.
     ``cache``: see :func:`_sid_column`."""
     rows = shares[(shares["attribute"] == attribute) & (shares["value"] == value)]
-    sids = _sid_column(attribute_table, attribute, cache)
-    row_sids = rows["sid"].to_numpy(np.int64)
-    if not len(sids):
-        return np.zeros(0)
-    table = np.zeros(max(int(sids.max()), int(row_sids.max(initial=0))) + 2)  # the last slot is -1's (suppressed): 0.0
-    table[row_sids] = (rows["count"] / rows["sid_total"]).to_numpy(np.float64)
-    return table[sids]
+    return _per_sid(
+        _sid_column(attribute_table, attribute, cache),
+        rows["sid"].to_numpy(np.int64),
+        (rows["count"] / rows["sid_total"]).to_numpy(np.float64),
+    )
 
 
 def recover_rule_confidences(
@@ -368,14 +367,17 @@ def _sid_column(attribute_table: pd.DataFrame, attribute: str, cache: dict[str, 
     return sids
 
 
-def _sid_member(sids: np.ndarray, chosen: np.ndarray) -> np.ndarray:
-    """bool ``sids.shape``: the SID is one of ``chosen`` (non-negative ints); -1 (suppressed) never is. One look-up
-    per row in a table of the SIDs (the membership ``np.isin`` gives, without sorting the column)."""
+def _per_sid(sids: np.ndarray, chosen: np.ndarray, values: np.ndarray | bool) -> np.ndarray:
+    """``values`` (one per SID of ``chosen``, non-negative ints; or one scalar for all) at every row whose SID is
+    chosen, 0 / False elsewhere and at -1 (suppressed): one look-up per row in a table of the SIDs (what mapping the
+    column through a SID -> value dict, or ``np.isin`` for booleans, gives, without sorting or hashing the column).
+    Returns an array of ``sids.shape`` with the dtype of ``values``."""
+    dtype = np.asarray(values).dtype
     chosen = np.asarray(chosen, dtype=np.int64)
-    if not len(chosen) or not len(sids):
-        return np.zeros(len(sids), dtype=bool)
-    table = np.zeros(max(int(sids.max()), int(chosen.max())) + 2, dtype=bool)  # the last slot is -1's, always False
-    table[chosen] = True
+    if not len(sids):
+        return np.zeros(0, dtype=dtype)
+    table = np.zeros(max(int(sids.max()), int(chosen.max(initial=0))) + 2, dtype=dtype)  # the last slot is -1's
+    table[chosen] = values
     return table[sids]
 
 
@@ -389,8 +391,20 @@ def _in_candidates(
 ) -> np.ndarray:
     """Attribute-table rows whose SID of ``a_attr`` is one of ``a_sids`` and whose SID of ``b_attr`` one of ``b_sids``
     (the set ``M_r`` of a rule; a suppressed cell is in neither). ``cache``: see :func:`_sid_column`."""
-    a_member = _sid_member(_sid_column(attribute_table, a_attr, cache), a_sids)
-    return a_member & _sid_member(_sid_column(attribute_table, b_attr, cache), b_sids)
+    a_member = _per_sid(_sid_column(attribute_table, a_attr, cache), a_sids, True)
+    return a_member & _per_sid(_sid_column(attribute_table, b_attr, cache), b_sids, True)
+
+
+def rule_bounds(rules: pd.DataFrame, rule_numbers: np.ndarray, ell: int, ell_per_attribute: Mapping[str, int]) -> np.ndarray:
+    """int64, one per entry of ``rule_numbers``: the bound's ℓ_j of the rule's consequent attribute (SPEC §6.7:
+    ``ell_per_attribute``, else ``ell``), and ``ell`` for a number that is no rule's (-1: the record holds none).
+    One look-up per rule, then one per record."""
+    of_rule = pd.Series(
+        [int(ell_per_attribute.get(str(attribute), ell)) for attribute in rules["consequent_attribute"]],
+        index=rules.index.astype(np.int64),
+        dtype=np.int64,
+    )
+    return of_rule.reindex(np.asarray(rule_numbers, dtype=np.int64)).fillna(ell).to_numpy(np.int64)
 
 
 def attribute_table_disclosure(

@@ -745,24 +745,22 @@ def _e_step(model: NaiveBayesModel | None, data: _ReleaseData, fold: int | None 
             if len(rows):
                 block.marginals[rows] = exact_group_marginals(_group_log_likelihood(model, data, block, rows))
     for attribute, sid in data.sids.items():
+        entries = None if model is None or fold is None else np.flatnonzero(sid.records % 2 == fold)
+        records = sid.records if entries is None else sid.records[entries]
         if model is None:
             weights = sid.availability.copy()
-            entries = None
         else:
             if sid.lookup is None:
                 sid.lookup = _lookup(data, len(model.log_prior[attribute]), sid.records, sid.values, clip=False)
-            entries = None if fold is None else np.flatnonzero(sid.records % 2 == fold)
-            records = sid.records if entries is None else sid.records[entries]
             availability = sid.availability if entries is None else sid.availability[entries]
             log_w = _looked_up(model, data, attribute, sid.records, sid.lookup, entries) + np.log(availability)
             peak = np.full(len(data.feature_codes), -np.inf)
             np.maximum.at(peak, records, log_w)
             weights = np.exp(log_w - peak[records])
+        totals = np.bincount(records, weights=weights, minlength=len(data.feature_codes))
         if entries is None:
-            totals = np.bincount(sid.records, weights=weights, minlength=len(data.feature_codes))
-            sid.responsibility = weights / totals[sid.records]
+            sid.responsibility = weights / totals[records]
         else:
-            totals = np.bincount(records, weights=weights, minlength=len(data.feature_codes))
             sid.responsibility[entries] = weights / totals[records]
 
 
@@ -900,23 +898,21 @@ def _m_step(data: _ReleaseData, smoothing: float, fold: int | None = None) -> Na
         pairs = _m_step_pairs(data, attribute)
         blocks = [block for block in data.groups if attribute in block.attributes]
         sid = data.sids.get(attribute)
-        if fold is not None:
+        if fold is None:
+            plan, keep = pairs.plan, pairs.keep
+            pieces = [block.marginals.reshape(-1) for block in blocks]
+            if sid is not None:
+                pieces.append(sid.responsibility)
+        else:
             half = _fold_plan(data, attribute, pairs, fold)
+            plan, keep = half.plan, half.keep
             pieces = [block.marginals[rows].reshape(-1) for block, rows in zip(blocks, half.block_rows, strict=True)]
             if sid is not None and half.sid_entries is not None:
                 pieces.append(sid.responsibility[half.sid_entries])
-            weights = np.concatenate(pieces) if pieces else np.zeros(0)
-            del pieces
-            kept = weights if half.keep is None else weights[half.keep]
-            log_prior[attribute], log_conditional[attribute] = _estimate_from(half.plan, kept, smoothing)
-            continue
-        pieces = [block.marginals.reshape(-1) for block in blocks]
-        if sid is not None:
-            pieces.append(sid.responsibility)
         weights = np.concatenate(pieces) if pieces else np.zeros(0)
         del pieces
-        kept = weights if pairs.keep is None else weights[pairs.keep]
-        log_prior[attribute], log_conditional[attribute] = _estimate_from(pairs.plan, kept, smoothing)
+        kept = weights if keep is None else weights[keep]
+        log_prior[attribute], log_conditional[attribute] = _estimate_from(plan, kept, smoothing)
     return NaiveBayesModel(log_prior, log_conditional)
 
 

@@ -24,7 +24,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from pipeline.core.adversary import adversary_view, recover_rule_confidences
+from pipeline.core.adversary import adversary_view, recover_rule_confidences, rule_bounds
 from pipeline.core.identity_risk import identity_risk
 from pipeline.core.metrics import additional_information_loss, domain_sizes, reconstruction_error
 from pipeline.core.rules import mine_strong_rules, resolve_mining_backend
@@ -773,8 +773,7 @@ def audit_report(
     ell = release.ell
     # the bound of a rule is 1/ℓ_j of its consequent's attribute (SPEC §6.7; 1/ℓ for every rule without ℓ_i)
     ells = release.ell_by_attribute
-    of_rule = {int(index): ells.get(str(attribute), ell) for index, attribute in rules["consequent_attribute"].items()}
-    required = np.asarray([of_rule.get(int(r), ell) for r in view["rule"]], dtype=np.int64)
+    required = rule_bounds(rules, view["rule"].to_numpy(np.int64), ell, ells)
     above = view[view["numerator"].to_numpy(np.int64) * required > view["denominator"].to_numpy(np.int64)]
     max_row = view.loc[view["probability"].idxmax()] if len(view) else None
     max_probability = str(Fraction(int(max_row["numerator"]), int(max_row["denominator"]))) if max_row is not None else "0"

@@ -41,7 +41,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from pipeline.core.adversary import adversary_view, recover_rule_confidences, with_released_confidence
+from pipeline.core.adversary import adversary_view, recover_rule_confidences, rule_bounds, with_released_confidence
 from pipeline.core.identity_risk import identity_risk_from_class_sizes
 from pipeline.core.metrics import additional_information_loss, domain_sizes, reconstruction_error
 from pipeline.release.audit import (
@@ -210,11 +210,7 @@ def _adversary_partial(part: PublishedRelease, rules: pd.DataFrame, max_listed_r
         ell_per_attribute=part.ell_by_attribute if part.manifest.get("ell_per_attribute") else None,
     )
     ell, ells = part.ell, part.ell_by_attribute
-    # each record's bound ℓ_j: that of its rule's consequent attribute (ℓ for no rule, -1), one look-up per record
-    of_rule = pd.Series(
-        [ells.get(str(attribute), ell) for attribute in rules["consequent_attribute"]], index=rules.index.astype(np.int64)
-    )
-    required = of_rule.reindex(view["rule"].to_numpy(np.int64)).fillna(ell).to_numpy(np.int64)
+    required = rule_bounds(rules, view["rule"].to_numpy(np.int64), ell, ells)
     numerator, denominator = view["numerator"].to_numpy(np.int64), view["denominator"].to_numpy(np.int64)
     probability = view["probability"].to_numpy(np.float64)
     above = numerator * required > denominator
