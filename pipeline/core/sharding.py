@@ -314,6 +314,9 @@ class ShardParameters:
     ``ell`` is ℓ (int) or ℓ_i per sensitive attribute (a mapping: SAC~ groups of L = max ℓ_i, SPEC §6.7).
     ``hierarchies``: the quasi-identifier hierarchies the qi_aware grouping generalizes along (None: none, every
     differing quasi-identifier becomes ``*``).
+    ``posterior_threads``: threads gate 9's fit may use (:func:`pipeline.core.posterior.fit_naive_bayes_on_release`
+    ``threads``; the partial is the same, bit for bit, whatever the number): 1 by default; the local engine gives 2
+    to a shard released alone in its process (one shard, ``workers`` >= 2: the core of the idle worker).
     """
 
     quasi_identifiers: tuple[str, ...]
@@ -330,6 +333,7 @@ class ShardParameters:
     posterior_slack: float = 0.05
     evaluate_posterior: bool = True
     evaluate_order: bool = True
+    posterior_threads: int = 1
 
 
 def shard_secret(secret: bytes | None, shard: int, n_shards: int) -> bytes | None:
@@ -624,6 +628,7 @@ def _posterior_partial(
         attribute_clusters=attribute_clusters,
         slack=parameters.posterior_slack,
         ell_per_attribute=_ell_per_attribute(parameters),
+        threads=parameters.posterior_threads,
     )
     summary = result.summary
     sums = {"posterior": 0.0, "population": 0.0, "self_expected": 0.0}

@@ -13,6 +13,7 @@ out-of-core audit's workers never import the release core; the shard workers imp
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import multiprocessing
 import pickle
@@ -154,7 +155,9 @@ class LocalExecutor:
     ----------
     workers
         Worker processes (>= 1). With ``workers == 1``, or a single shard, the shards are released in this process,
-        one after the other (no process start-up; a single shard is today's release).
+        one after the other (no process start-up; a single shard is today's release). A single shard with
+        ``workers`` >= 2 lets gate 9's fit use two threads (``ShardParameters.posterior_threads``): the core the
+        idle worker would have used.
     shard_function
         What a worker runs per shard (None, the default: :func:`pipeline.engines.worker.run_staged_shard`); a
         module-level function, since it is pickled by reference to reach the workers.
@@ -197,6 +200,9 @@ class LocalExecutor:
             (:func:`pipeline.engines.worker.release_and_write_shard`); a worker process that died (killed, out of
             memory) breaks the pool: reported as the lowest-numbered shard left unfinished, with a hint.
         """
+        if job.n_shards == 1 and self.workers >= 2 and job.parameters.posterior_threads < 2:
+            # one shard released in this process: the idle worker's core serves gate 9's second held-out fold
+            job = dataclasses.replace(job, parameters=dataclasses.replace(job.parameters, posterior_threads=2))
         return map_parts(
             functools.partial(self.shard_function, job),
             range(job.n_shards),

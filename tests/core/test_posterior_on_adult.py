@@ -156,3 +156,92 @@ def test_the_held_out_folds_paths_are_those_of_weighting_every_pair_by_its_fold(
                     np.testing.assert_array_equal(table, expected_table)
         # the rounds differ from one another: EM learned something on the leaky candidate
         assert not np.array_equal(path[0].log_conditional["relationship"][0], path[-1].log_conditional["relationship"][0])
+
+
+def test_the_two_held_out_folds_on_two_threads_give_the_fit_of_one_thread(adult_records, monkeypatch):
+    """Gate 9's fit with ``threads=2`` runs fold 1's EM path on a second thread while fold 0's runs on this one; the
+    held-out scores, the chosen number of rounds, the model and every responsibility must be those of one thread, bit
+    for bit (the leaky P1 candidate: EM learns a dependence, so the rounds' scores differ). The progress reports come
+    one at a time, counting up to the rounds done."""
+    import threading
+
+    from pipeline.core import posterior as module
+
+    records = adult_records.iloc[:6000].reset_index(drop=True)
+    tables = _release_tables(records, "p1")
+    real_fold_scores = module._fold_scores
+    threads_of_fold: dict[int, str] = {}
+
+    def recording_fold_scores(data, smoothing, n_iterations, fold, on_round=None):
+        threads_of_fold[fold] = threading.current_thread().name
+        return real_fold_scores(data, smoothing, n_iterations, fold, on_round)
+
+    monkeypatch.setattr(module, "_fold_scores", recording_fold_scores)
+    fits = {}
+    for threads in (1, 2):
+        reports: list[int] = []
+        fits[threads] = module.fit_naive_bayes_on_release(
+            QUASI_IDENTIFIERS,
+            SENSITIVE,
+            sac_released=tables.sac_released,
+            attribute_table=tables.attribute_table,
+            id_table=tables.id_table,
+            attribute_clusters=tables.attribute_clusters,
+            n_iterations=8,
+            progress=lambda done, total, reports=reports: reports.append(done),
+            threads=threads,
+        )
+        assert reports == list(range(1, len(reports) + 1)) and len(reports) >= 2 * 8 + 1
+        if threads == 2:
+            assert threads_of_fold[0] != threads_of_fold[1]  # the folds did run on two threads
+        else:
+            assert threads_of_fold[0] == threads_of_fold[1]
+    (model_1, data_1, rows_1), (model_2, data_2, rows_2) = fits[1], fits[2]
+    assert len(set(data_1.held_out_scores.tolist())) > 2  # the scores of the rounds differ
+    np.testing.assert_array_equal(data_2.held_out_scores, data_1.held_out_scores)
+    assert data_2.selected_iterations == data_1.selected_iterations
+    np.testing.assert_array_equal(rows_2, rows_1)
+    for attribute in SENSITIVE:
+        np.testing.assert_array_equal(model_2.log_prior[attribute], model_1.log_prior[attribute])
+        for table_2, table_1 in zip(model_2.log_conditional[attribute], model_1.log_conditional[attribute], strict=True):
+            np.testing.assert_array_equal(table_2, table_1)
+    for block_2, block_1 in zip(data_2.groups, data_1.groups, strict=True):
+        np.testing.assert_array_equal(block_2.marginals, block_1.marginals)
+    for attribute, sid in data_1.sids.items():
+        np.testing.assert_array_equal(data_2.sids[attribute].responsibility, sid.responsibility)
+
+
+def test_an_error_in_the_second_threads_fold_is_raised(adult_records, monkeypatch):
+    from pipeline.core import posterior as module
+
+    records = adult_records.iloc[:3000].reset_index(drop=True)
+    tables = _release_tables(records, "p1")
+    real_fold_scores = module._fold_scores
+
+    def failing_fold_scores(data, smoothing, n_iterations, fold, on_round=None):
+        if fold == 1:
+            raise MemoryError("fold 1 ran out of memory")
+        return real_fold_scores(data, smoothing, n_iterations, fold, on_round)
+
+    monkeypatch.setattr(module, "_fold_scores", failing_fold_scores)
+    with pytest.raises(MemoryError, match="fold 1"):
+        module.fit_naive_bayes_on_release(
+            QUASI_IDENTIFIERS,
+            SENSITIVE,
+            sac_released=tables.sac_released,
+            attribute_table=tables.attribute_table,
+            id_table=tables.id_table,
+            attribute_clusters=tables.attribute_clusters,
+            n_iterations=3,
+            threads=2,
+        )
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        module.fit_naive_bayes_on_release(
+            QUASI_IDENTIFIERS,
+            SENSITIVE,
+            sac_released=tables.sac_released,
+            attribute_table=tables.attribute_table,
+            id_table=tables.id_table,
+            attribute_clusters=tables.attribute_clusters,
+            threads=0,
+        )

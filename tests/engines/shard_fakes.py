@@ -152,3 +152,8 @@ def square_in_a_process(task: int) -> tuple[int, int]:
     if task < 0:
         raise UnusableInputError(f"task {task} is negative", column="task")
     return task * task, os.getpid()
+
+
+def threads_of_shard(job: ShardJob, shard: int) -> dict[str, int]:
+    """A stand-in shard function that reports the gate-9 threads its job gives it (no file read or written)."""
+    return {"shard": shard, "posterior_threads": job.parameters.posterior_threads}

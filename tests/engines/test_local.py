@@ -102,3 +102,14 @@ def test_map_parts_names_the_lowest_failed_task(workers):
     assert type(caught.value.__cause__).__name__ == "UnusableInputError"
     with pytest.raises(ValueError, match="workers must be at least 1"):
         map_parts(shard_fakes.square_in_a_process, [1], workers=0)
+
+
+@pytest.mark.parametrize(
+    ("workers", "n_shards", "expected"),
+    [(2, 1, [2]), (4, 1, [2]), (1, 1, [1]), (2, 3, [1, 1, 1]), (1, 3, [1, 1, 1])],
+)
+def test_a_shard_released_alone_gets_the_idle_workers_core_for_gate_9(staged: Path, workers, n_shards, expected) -> None:
+    """One shard with workers >= 2 runs in this process while the other worker's core idles: its gate-9 fit gets two
+    threads (ShardParameters.posterior_threads); several shards, or one worker, keep one thread per shard."""
+    summaries = LocalExecutor(workers, shard_function=shard_fakes.threads_of_shard).release_shards(make_job(staged, n_shards))
+    assert [s["posterior_threads"] for s in summaries] == expected
