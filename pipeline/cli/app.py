@@ -44,7 +44,12 @@ def entry_point() -> NoReturn:
     The exit status is click's: 0, 1 for an error (:class:`pipeline.errors.MsaReleaseError`, click's own, Ctrl-C's
     "Aborted!"), 2 for a usage error. An exception that escapes the command propagates as without this function
     (traceback, status 1). Tests call :func:`main` (click's runner) and are not affected.
+
+    First of all, the process's threads are made to share one heap (:func:`pipeline.memory.share_one_heap`).
     """
+    from pipeline.memory import share_one_heap
+
+    share_one_heap()
     try:
         main()
         status = 0
