@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pandas as pd
 
 from pipeline.core.adversary import adversary_view, recover_rule_confidences, rule_bounds
+from pipeline.core.columns import distinct_per_group
 from pipeline.core.identity_risk import identity_risk
 from pipeline.core.metrics import additional_information_loss, domain_sizes, reconstruction_error
 from pipeline.core.rules import mine_strong_rules, resolve_mining_backend
@@ -123,7 +123,7 @@ def _resolve_release_dir(path: Path) -> Path:
 
 def read_release(path: str | Path) -> PublishedRelease:
     """Read a published release directory (its Parquet files and ``manifest.json``): one file per table, or the part
-    files of a sharded release (``<table>/part-*.parquet``, read in name order by DuckDB's ``read_parquet``;
+    files of a sharded release (``<table>/part-*.parquet``, read in name order by :func:`read_parquet_frame`;
     :func:`table_files`).
 
     Parameters
@@ -158,12 +158,43 @@ def read_release(path: str | Path) -> PublishedRelease:
                     f"release must contain {list(MODEL_TABLES[model])}"
                 )
             # text columns as categoricals (one string per distinct value, not per cell); parts in name order
-            listed = ", ".join("'" + str(file).replace("'", "''") + "'" for file in files)
-            arrow = duckdb.sql(f"SELECT * FROM read_parquet([{listed}])").to_arrow_table()
-            tables[name] = arrow.to_pandas(strings_to_categorical=name in ("sac_released", "attribute_table", "id_table"))
+            tables[name] = read_parquet_frame(files, categorical=name in ("sac_released", "attribute_table", "id_table"))
         else:
             tables[name] = pd.DataFrame({c: pd.Series(dtype=object) for c in empty_columns[name]})
     return PublishedRelease(path=directory, manifest=manifest, **contract_dtypes(tables, sensitive_attributes))
+
+
+def read_parquet_frame(files: list[Path] | list[str], *, categorical: bool = True) -> pd.DataFrame:
+    """The rows of one published table (one Parquet file, or its parts in the order given) as a pandas frame, text
+    columns as categoricals when ``categorical`` (read dictionary-encoded by pyarrow: one Python string per distinct
+    value, never one per cell; the categories in order of first appearance).
+
+    Raises
+    ------
+    AuditError
+        A file that is not Parquet, or parts whose columns differ (the message names the file).
+    OSError
+        The file cannot be read.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pieces = []
+    for file in files:
+        try:
+            schema = pq.read_schema(file)
+            text = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+            pieces.append(pq.read_table(file, read_dictionary=text if categorical else None))
+        except pa.ArrowInvalid as error:
+            raise AuditError(f"{file}: not a readable Parquet file ({error}); the release is damaged: publish it again") from None
+    try:
+        table = pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
+    except pa.ArrowInvalid as error:
+        raise AuditError(
+            f"{files[0]} and the other parts of its table have different columns ({error}); the release is damaged: "
+            "publish it again"
+        ) from None
+    return table.to_pandas()
 
 
 def contract_dtypes(tables: dict[str, pd.DataFrame], sensitive_attributes: list[str]) -> dict[str, pd.DataFrame]:
@@ -421,26 +452,42 @@ def metrics_of(
 def _structure(release: PublishedRelease) -> AuditStructure:
     """ℓ-diversity of SIDs and groups, and record counts, checked on the files (SPEC §9.1, §9.3)."""
     ell, sensitive_attribute_columns = release.ell, release.sensitive_attributes
-    per_sid = release.id_table.groupby(["attribute", "sid"], observed=True)["value"].nunique()
-    # each attribute against its own ℓ_i (SPEC §6.7); SAC~ groups against L = ell
+    # distinct values per (attribute, SID) (a missing value is not a value), each attribute against its own ℓ_i
+    # (SPEC §6.7): integer codes and one sort (distinct_per_group), not a pandas groupby-nunique
+    id_table = release.id_table
+    attribute_codes, attributes = pd.factorize(id_table["attribute"], use_na_sentinel=False)
+    sid = id_table["sid"].to_numpy(np.int64)
+    low = int(sid.min(initial=0))
+    span = int(sid.max(initial=0)) - low + 1
+    sid_codes, _ = pd.factorize(attribute_codes.astype(np.int64) * span + (sid - low))  # one code per (attribute, SID)
+    n_sids = int(sid_codes.max(initial=-1)) + 1
+    attribute_of_sid = np.zeros(n_sids, dtype=np.int64)
+    attribute_of_sid[sid_codes] = attribute_codes
+    value_codes, _ = pd.factorize(id_table["value"])
+    known = value_codes >= 0
+    per_sid = distinct_per_group(sid_codes[known], value_codes[known], n_sids)
     ells = release.ell_by_attribute
-    attribute_codes, attributes = pd.factorize(per_sid.index.get_level_values(0))  # one look-up per attribute
-    required = np.asarray([ells.get(str(a), ell) for a in attributes], dtype=np.int64)[attribute_codes]
-    n_sids_below = int((per_sid.to_numpy(np.int64) < required).sum())
+    required = np.asarray([ells.get(str(a), ell) for a in attributes], dtype=np.int64)
+    n_sids_below = int((per_sid < required[attribute_of_sid]).sum()) if n_sids else 0
+    # SAC~ groups of L = ell records with L distinct values of every attribute
     sac = release.sac_released
     if len(sac):
-        groups = sac.groupby("group_id", observed=True)
-        sizes = groups.size()
-        distinct = groups[sensitive_attribute_columns].nunique().min(axis=1)
+        group_index, group_ids = pd.factorize(sac["group_id"].to_numpy(np.int64))
+        n_groups = len(group_ids)
+        sizes = np.bincount(group_index, minlength=n_groups)
+        distinct = np.full(n_groups, np.iinfo(np.int64).max, dtype=np.int64)
+        for attribute in sensitive_attribute_columns:
+            codes, _ = pd.factorize(sac[attribute])
+            present = codes >= 0
+            distinct = np.minimum(distinct, distinct_per_group(group_index[present], codes[present], n_groups))
         n_groups_bad = int(((sizes != ell) | (distinct < ell)).sum())
-        n_groups = len(sizes)
     else:
         n_groups_bad = n_groups = 0
     counts_match = len(sac) == int(release.manifest.get("n_sac_released", len(sac))) and len(release.attribute_table) == int(
         release.manifest.get("n_attribute_table", len(release.attribute_table))
     )
     return AuditStructure(
-        n_sids=int(len(per_sid)),
+        n_sids=n_sids,
         n_sids_below_ell=n_sids_below,
         n_groups=n_groups,
         n_groups_not_ell_diverse=n_groups_bad,

@@ -55,6 +55,7 @@ from pipeline.release.audit import (
     load_raw_as_released,
     metrics_of,
     read_audited_manifest,
+    read_parquet_frame,
     table_files,
 )
 from pipeline.release.reports import AdversaryFigures, AuditedRawTable, AuditReport, AuditStructure, RuleExposure
@@ -125,15 +126,7 @@ def read_part(task: PartTask) -> PublishedRelease:
     """One part triple read into pandas with the dtypes of :func:`pipeline.release.audit.read_release` (text as
     categoricals), as a :class:`PublishedRelease` whose manifest has no deleted records and no record counts (they
     belong to the whole release). The only place the out-of-core audit reads record-level data."""
-    tables: dict[str, pd.DataFrame] = {}
-    connection = duckdb.connect()
-    try:
-        for name in PART_TABLES:
-            path = str(task.files[name]).replace("'", "''")
-            arrow = connection.sql(f"SELECT * FROM read_parquet('{path}')").to_arrow_table()
-            tables[name] = arrow.to_pandas(strings_to_categorical=True)
-    finally:
-        connection.close()
+    tables = {name: read_parquet_frame([str(task.files[name])]) for name in PART_TABLES}
     manifest = {k: v for k, v in task.manifest.items() if k not in ("n_deleted", "n_sac_released", "n_attribute_table")}
     return PublishedRelease(
         path=Path(str(task.files["attribute_table"])).parent.parent,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.core.identity_risk import identity_risk, identity_risk_from_class_sizes
 from pipeline.release.sharded_audit import sharded_identity_risk
@@ -47,3 +49,104 @@ def test_figures_from_the_class_size_histogram():
     assert empty["n_records"] == 0 and empty["smallest_class"] is None and empty["unique_share"] == 0.0
     with pytest.raises(ValueError, match="same length"):
         identity_risk_from_class_sizes([1, 2], [1], QUASI_IDENTIFIERS)
+
+
+def test_published_tables_are_read_with_text_as_categoricals_and_damage_is_named(tmp_path):
+    """pipeline.release.audit.read_parquet_frame: parts concatenated in the order given, text columns as categoricals
+    (categories in order of first appearance), numbers untouched; a file that is not Parquet, or parts whose columns
+    differ, is an AuditError naming the file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipeline.release.audit import AuditError, read_parquet_frame
+
+    first, second = tmp_path / "part-00000.parquet", tmp_path / "part-00001.parquet"
+    pq.write_table(pa.table({"row_id": [1, 2], "sex": ["Male", "Female"], "sid": pa.array([7, None], pa.int32())}), first)
+    pq.write_table(pa.table({"row_id": [3], "sex": ["Other"], "sid": pa.array([9], pa.int32())}), second)
+    frame = read_parquet_frame([first, second])
+    assert frame["row_id"].tolist() == [1, 2, 3] and str(frame["row_id"].dtype) == "int64"
+    assert isinstance(frame["sex"].dtype, pd.CategoricalDtype)
+    assert frame["sex"].astype(str).tolist() == ["Male", "Female", "Other"]
+    assert frame["sid"].isna().tolist() == [False, True, False]
+    assert read_parquet_frame([first], categorical=False)["sex"].dtype == object
+    garbage = tmp_path / "part-00002.parquet"
+    garbage.write_bytes(b"not parquet at all")
+    with pytest.raises(AuditError, match="part-00002.parquet: not a readable Parquet file"):
+        read_parquet_frame([first, garbage])
+    other = tmp_path / "part-00003.parquet"
+    pq.write_table(pa.table({"row_id": [4], "zip": ["47677"]}), other)
+    with pytest.raises(AuditError, match="different columns"):
+        read_parquet_frame([first, other])
+
+
+def _structure_by_definition(release):
+    """The audit's structure figures by pandas' group-bys (the definition: distinct non-missing values per SID and
+    per SAC~ group and attribute; each SID against its attribute's ℓ_i, each group against L = ell)."""
+    per_sid = release.id_table.groupby(["attribute", "sid"], observed=True)["value"].nunique()
+    required = [release.ell_by_attribute.get(str(a), release.ell) for a in per_sid.index.get_level_values(0)]
+    n_sids_below = int((per_sid.to_numpy() < required).sum())
+    sac = release.sac_released
+    if len(sac):
+        groups = sac.groupby("group_id", observed=True)
+        sizes = groups.size()
+        distinct = groups[release.sensitive_attributes].nunique().min(axis=1)
+        bad = int(((sizes != release.ell) | (distinct < release.ell)).sum())
+        n_groups = len(sizes)
+    else:
+        bad = n_groups = 0
+    return len(per_sid), n_sids_below, n_groups, bad
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), ell_per_attribute=st.booleans(), with_groups=st.booleans())
+def test_the_audits_structure_counts_are_the_group_by_definitions(seed, ell_per_attribute, with_groups):
+    """pipeline.release.audit._structure (integer codes, one sort per attribute) against pandas' group-bys on random
+    releases with missing values, SIDs numbered the same in two attributes, groups of the wrong size and repeated
+    values."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from pipeline.release.audit import PublishedRelease, _structure
+
+    rng = np.random.default_rng(seed)
+    attributes = ["disease", "job"]
+    values = ["a", "b", "c", "d", None]
+    n_rows = int(rng.integers(0, 40))
+    id_table = pd.DataFrame(
+        {
+            "attribute": pd.Categorical(rng.choice(attributes, n_rows)),
+            "sid": rng.integers(-2, 6, n_rows).astype(np.int32),
+            "value": pd.Categorical(rng.choice(np.array(values, dtype=object), n_rows)),
+            "count": np.ones(n_rows, dtype=np.int32),
+        }
+    )
+    n_sac = int(rng.integers(0, 30)) if with_groups else 0
+    sac = pd.DataFrame(
+        {
+            "row_id": np.arange(n_sac, dtype=np.int64),
+            "group_id": rng.integers(0, 8, n_sac).astype(np.int64),
+            **{a: pd.Categorical(rng.choice(np.array(values, dtype=object), n_sac)) for a in attributes},
+        }
+    )
+    manifest = {
+        "ell": 2,
+        "sensitive_attributes": attributes,
+        "quasi_identifiers": [],
+        **({"ell_per_attribute": {"disease": 3, "job": 2}} if ell_per_attribute else {}),
+    }
+    release = PublishedRelease(
+        path=Path("."),
+        manifest=manifest,
+        sac_released=sac,
+        attribute_table=pd.DataFrame({"row_id": pd.Series([], dtype=np.int64)}),
+        id_table=id_table,
+        attribute_clusters=pd.DataFrame({"cluster_id": [], "attribute": []}),
+    )
+    structure = _structure(release)
+    assert (
+        structure.n_sids,
+        structure.n_sids_below_ell,
+        structure.n_groups,
+        structure.n_groups_not_ell_diverse,
+    ) == _structure_by_definition(release)
