@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from pipeline.memory import release_free_memory, share_one_heap
+from pipeline.memory import release_free_memory
 
 ON_GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 
