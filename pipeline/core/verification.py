@@ -16,6 +16,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
+from pipeline.core.adversary import rule_bounds
 from pipeline.core.columns import as_text, combine_codes, sorted_text_codes, distinct_per_group, joint_text_codes
 from pipeline.core.hierarchies import Hierarchy
 
@@ -301,10 +302,7 @@ def disclosure_summary(
     """
     if rules is None or ell_per_attribute is None:
         return per_record.assign(within_bound=per_record["numerator"] * ell <= per_record["denominator"])
-    of_rule = rules["consequent_attribute"].astype(str).map(lambda a: int(ell_per_attribute[a]))
-    required = (
-        of_rule.reindex(per_record["rule"].to_numpy(np.int64)).to_numpy(np.int64) if len(per_record) else np.zeros(0, np.int64)
-    )
+    required = rule_bounds(rules, per_record["rule"].to_numpy(np.int64), ell, ell_per_attribute)
     return per_record.assign(
         ell_required=required,
         within_bound=per_record["numerator"].to_numpy(np.int64) * required <= per_record["denominator"].to_numpy(np.int64),

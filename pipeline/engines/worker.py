@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -222,15 +222,45 @@ def release_and_write_shard(records: pd.DataFrame, job: ShardJob, shard: int) ->
     return summary
 
 
-def read_staged_shard(job: ShardJob, shard: int) -> pd.DataFrame:
-    """The staged records of one shard (``input/shard=<s>/part-*.parquet``), as the release job holds them.
+def read_staged_files(files: Sequence[Path], columns: Sequence[str]) -> pd.DataFrame:
+    """PRIVATE: staged records (``input/shard=<s>/part-*.parquet`` files, :mod:`pipeline.engines.staging`) united and
+    in input order, as the ``release`` job holds its records: one shard's (:func:`read_staged_shard`) or every
+    shard's (:func:`pipeline.release.sharded_report.read_staged_records`).
+
+    Parameters
+    ----------
+    files
+        The staged Parquet files to read (one or more).
+    columns
+        The configured columns (quasi-identifiers, then sensitive attributes); ``row_id`` is read as well.
 
     Returns
     -------
     pandas.DataFrame
-        ``row_id`` (int64, ascending; index 0..n-1) and the configured columns (quasi-identifiers, then sensitive
-        attributes) as categoricals whose categories are exactly the values present, sorted (as
-        :func:`pipeline.io.loading.load_records` gives them).
+        ``row_id`` (int64, ascending; index 0..n-1) and ``columns`` as categoricals whose categories are exactly the
+        values present, sorted (as :func:`pipeline.io.loading.load_records` gives them).
+    """
+    names = list(columns)
+    # the text columns read as Arrow dictionaries: pandas categoricals, never one Python string per cell
+    frames = [pq.read_table(path, columns=["row_id", *names], read_dictionary=names).to_pandas() for path in files]
+    records = pd.DataFrame({"row_id": np.concatenate([f["row_id"].to_numpy(dtype=np.int64) for f in frames])})
+    for column in names:
+        pieces = [f[column] if isinstance(f[column].dtype, pd.CategoricalDtype) else f[column].astype("category") for f in frames]
+        records[column] = present_sorted_categories(union_categoricals(pieces, ignore_order=True))
+    del frames
+    order = np.argsort(records["row_id"].to_numpy(), kind="stable")
+    if not np.array_equal(order, np.arange(len(order))):
+        records = records.iloc[order].reset_index(drop=True)
+    # the Arrow tables (and an unsorted copy) are freed: their pages go back before the next stage adds its own (at
+    # 1M records about 130 MiB of the publish step's peak, issue 18)
+    return_freed_memory()
+    return records
+
+
+def read_staged_shard(job: ShardJob, shard: int) -> pd.DataFrame:
+    """The staged records of one shard (``input/shard=<s>/part-*.parquet``), as the release job holds them
+    (:func:`read_staged_files`: ``row_id`` int64 ascending, the quasi-identifiers then the sensitive attributes as
+    categoricals of the values present, sorted).
 
     Raises
     ------
@@ -243,20 +273,7 @@ def read_staged_shard(job: ShardJob, shard: int) -> pd.DataFrame:
             f"{job.input_dir / f'shard={shard}'}: no staged records for shard {shard}; stage the input first, or lower "
             "the number of shards"
         )
-    columns = ["row_id", *job.parameters.quasi_identifiers, *job.parameters.sensitive_attributes]
-    # the text columns read as Arrow dictionaries: pandas categoricals, never one Python string per cell
-    frames = [pq.read_table(path, columns=columns, read_dictionary=columns[1:]).to_pandas() for path in files]
-    united = {"row_id": np.concatenate([f["row_id"].to_numpy(dtype=np.int64) for f in frames])}
-    records = pd.DataFrame(united)
-    for column in columns[1:]:
-        pieces = [f[column] if isinstance(f[column].dtype, pd.CategoricalDtype) else f[column].astype("category") for f in frames]
-        records[column] = present_sorted_categories(union_categoricals(pieces, ignore_order=True))
-    del frames
-    order = np.argsort(records["row_id"].to_numpy(), kind="stable")
-    if not np.array_equal(order, np.arange(len(order))):
-        records = records.iloc[order].reset_index(drop=True)
-    return_freed_memory()
-    return records
+    return read_staged_files(files, [*job.parameters.quasi_identifiers, *job.parameters.sensitive_attributes])
 
 
 def run_staged_shard(job: ShardJob, shard: int) -> ShardSummary:

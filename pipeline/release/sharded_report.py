@@ -28,7 +28,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from pipeline.core.sharding import ShardOffsets
@@ -71,30 +70,13 @@ def read_staged_records(staging_dir: Path, n_shards: int, columns: Sequence[str]
     FileNotFoundError
         No staged file for any shard (the staging was removed or never written).
     """
-    import pyarrow.parquet as pq
-    from pandas.api.types import union_categoricals
-
     from pipeline.engines.base import staged_shard_files
-    from pipeline.core.columns import present_sorted_categories
-    from pipeline.memory import release_free_memory
+    from pipeline.engines.worker import read_staged_files
 
     files = [path for shard in range(int(n_shards)) for path in staged_shard_files(staging_dir, shard)]
     if not files:
         raise FileNotFoundError(f"{staging_dir / 'input'}: no staged records; stage the input first")
-    names = list(columns)
-    # the text columns read as Arrow dictionaries: pandas categoricals, never one Python string per cell
-    frames = [pq.read_table(path, columns=["row_id", *names], read_dictionary=names).to_pandas() for path in files]
-    records = pd.DataFrame({"row_id": np.concatenate([f["row_id"].to_numpy(dtype=np.int64) for f in frames])})
-    for column in names:
-        pieces = [f[column] if isinstance(f[column].dtype, pd.CategoricalDtype) else f[column].astype("category") for f in frames]
-        records[column] = present_sorted_categories(union_categoricals(pieces, ignore_order=True))
-    del frames
-    order = np.argsort(records["row_id"].to_numpy(), kind="stable")
-    records = records.iloc[order].reset_index(drop=True)
-    # the Arrow tables and the unsorted copy are freed: their pages go back before the baseline adds its own (at 1M
-    # records about 130 MiB of the publish step's peak, issue 18)
-    release_free_memory()
-    return records
+    return read_staged_files(files, columns)
 
 
 def read_united_tables(
