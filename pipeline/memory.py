@@ -1,4 +1,5 @@
-"""Give the operating system back the memory a finished stage freed (glibc's ``malloc_trim``).
+"""Give the operating system back the memory a finished stage freed (glibc's ``malloc_trim``), and let the threads of
+the ``msa-release`` command share one heap (:func:`share_one_heap`, glibc's ``M_ARENA_MAX``).
 
 numpy, pandas and Arrow (with the system allocator, :mod:`pipeline`) allocate through glibc's malloc, which keeps
 freed pages in the process for reuse, so the next stage's peak comes on top of the earlier stage's leftovers. The
@@ -13,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import os
 from typing import Any
 
 __all__ = ["release_free_memory", "share_one_heap"]
@@ -47,7 +49,10 @@ def share_one_heap() -> bool:
     first thing (:func:`pipeline.cli.app.entry_point`), before any thread allocates: the limit is fixed when glibc
     first creates an arena and later calls change nothing. Measured on the 1M-record default release (issue 18),
     whose gate 9 runs its two held-out folds on two threads: peak RSS 976-1,001 -> 945-967 MiB, wall time unchanged.
-    Returns whether the C library could (False off glibc, where it does nothing)."""
+    A ``MALLOC_ARENA_MAX`` in the environment is the user's choice: then nothing is changed (False). Returns whether
+    the limit was set (False off glibc, where it does nothing)."""
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return False
     name = ctypes.util.find_library("c")
     if name is None:
         return False

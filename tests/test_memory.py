@@ -81,23 +81,30 @@ print(json.dumps({"grown": resident_mib() - start}))
 """
 
 
-def test_share_one_heap_is_glibcs_and_does_nothing_elsewhere():
-    completed = subprocess.run(
-        [sys.executable, "-c", "from pipeline.memory import share_one_heap; print(share_one_heap())"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def test_share_one_heap_is_glibcs_and_leaves_a_users_malloc_arena_max_alone():
+    import os
+
+    environment = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    script = "from pipeline.memory import share_one_heap; print(share_one_heap())"
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=environment)
     assert completed.stdout.strip() == str(ON_GLIBC), completed.stderr[-2000:]
+    environment["MALLOC_ARENA_MAX"] = "4"
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=environment)
+    assert completed.stdout.strip() == "False", completed.stderr[-2000:]
 
 
 @pytest.mark.skipif(not ON_GLIBC, reason="heap arenas are glibc's")
 def test_with_one_heap_a_thread_reuses_what_another_thread_freed():
     """Without share_one_heap the second thread allocates from an arena of its own, whose freed pages this thread's
     allocations cannot use (about 200 MiB resident); with it, the same 100 MiB serve both (about 100 MiB)."""
+    import os
+
+    environment = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
     grown = {}
     for mode in ("default", "shared"):
-        completed = subprocess.run([sys.executable, "-c", THREADS_SCENARIO, mode], capture_output=True, text=True, timeout=120)
+        completed = subprocess.run(
+            [sys.executable, "-c", THREADS_SCENARIO, mode], capture_output=True, text=True, timeout=120, env=environment
+        )
         assert completed.returncode == 0, completed.stderr[-2000:]
         grown[mode] = json.loads(completed.stdout.strip().splitlines()[-1])["grown"]
     if grown["default"] < 150:  # e.g. MALLOC_ARENA_MAX=1 in the environment or a preloaded allocator

@@ -478,8 +478,11 @@ class _GroupBlock:
     kind: str = "sac"  # "sac" (a SAC~ group) or "sid" (a small SID computed exactly)
     #: (G,) 0/1: the half of the release this group belongs to (held-out selection); computed when not given
     fold: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    marginals: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0)))  # (G, ℓ, ℓ), set by the E-step
-    #: attribute -> :class:`_Lookup` (built on the first E-step or held-out score; the held-out folds use it too)
+    #: (G, ℓ, ℓ), set by the E-step; after a held-out fold's E-step (blocks of at most _FOLD_ONLY_GROUP_SIZE) only
+    #: the fold's groups, in block order (:func:`_e_step`)
+    marginals: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0)))
+    #: attribute -> :class:`_Lookup` (built before the held-out folds by :func:`_prepare_shared`, else on the first
+    #: E-step or held-out score; read only afterwards)
     lookups: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -494,8 +497,9 @@ class _SidBlock:
     records: np.ndarray
     values: np.ndarray
     availability: np.ndarray
-    responsibility: np.ndarray = field(default_factory=lambda: np.zeros(0))  # set by the E-step
-    lookup: Any = field(default=None, repr=False)  # :class:`_Lookup`, built on the first E-step
+    #: one per entry, set by the E-step; after a held-out fold's E-step only the fold's entries, in entry order
+    responsibility: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    lookup: Any = field(default=None, repr=False)  # :class:`_Lookup`, built by _prepare_shared or the first E-step
 
 
 @dataclass
@@ -507,7 +511,7 @@ class _ReleaseData:
     sids: dict[str, _SidBlock] = field(default_factory=dict)
     selected_iterations: int = 0
     held_out_scores: np.ndarray | None = None
-    #: attribute -> the M-step's pairs (:func:`_m_step_pairs`), built on the first M-step
+    #: attribute -> the M-step's pairs (:func:`_m_step_pairs`), built by :func:`_prepare_shared` or the first M-step
     m_step_pairs: dict[str, Any] = field(default_factory=dict)
     #: (attribute, fold) -> the fold's M-step pairs (:func:`_fold_plan`), kept during that fold's EM path only
     fold_plans: dict[tuple[str, int], Any] = field(default_factory=dict)
@@ -892,7 +896,9 @@ def _m_step(data: _ReleaseData, smoothing: float, fold: int | None = None) -> Na
     weights in the same order and counts them with the same ``np.bincount`` calls, so the model is the same, bit for
     bit, as counting freshly built pairs every round. With ``fold``, only the fold's pairs are gathered and counted
     (:func:`_fold_plan`): the other pairs' weights would count as 0.0, and adding 0.0 changes no sum, so the model is
-    the one of weighting every pair by its fold, bit for bit, with half the work."""
+    the one of weighting every pair by its fold, bit for bit, with half the work. With ``fold``, the responsibilities
+    must be those :func:`_e_step` with the same ``fold`` keeps (only the fold's groups of the blocks of at most
+    :data:`_FOLD_ONLY_GROUP_SIZE` members, only the fold's SID entries)."""
     log_prior, log_conditional = {}, {}
     for attribute in data.domains:
         pairs = _m_step_pairs(data, attribute)
@@ -1136,7 +1142,7 @@ def fit_naive_bayes_on_release(
         million records estimate as well as ten (measured in docs/posterior.md).
     threads
         With 2 or more (and ``select_iterations``), the two held-out folds' EM paths run at the same time on two
-        threads (:func:`_held_out_scores`; about 40 % less wall time on two idle cores, one more set of
+        threads (:func:`_held_out_scores`; about 30 % less wall time on two idle cores, one more set of
         responsibilities in memory); the model is the same, bit for bit. 1 (default): one after the other.
     progress
         Called with (EM rounds done, EM rounds in all) after each round (:mod:`pipeline.core.progress`; from either

@@ -165,36 +165,66 @@ def read_release(path: str | Path) -> PublishedRelease:
 
 
 def read_parquet_frame(files: list[Path] | list[str], *, categorical: bool = True) -> pd.DataFrame:
-    """The rows of one published table (one Parquet file, or its parts in the order given) as a pandas frame, text
-    columns as categoricals when ``categorical`` (read dictionary-encoded by pyarrow: one Python string per distinct
-    value, never one per cell; the categories in order of first appearance).
+    """The rows of one published table (one Parquet file, or its parts in the order given) as a pandas frame.
+
+    Parameters
+    ----------
+    files
+        One or more Parquet files of the same table (a sharded release's parts, in part order).
+    categorical
+        Text columns as pandas categoricals (read dictionary-encoded by pyarrow: one Python string per distinct value,
+        never one per cell; the categories in order of first appearance); else ``object``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The files' columns, in the first file's order, with Arrow's pandas dtypes (int64, int32 and float columns as
+        numpy dtypes, float64 where a column has nulls; text as above). Parts that differ only in whether a column
+        may hold nulls (DuckDB marks a column ``NOT NULL`` in a part that has none) are read as nullable.
 
     Raises
     ------
     AuditError
-        A file that is not Parquet, or parts whose columns differ (the message names the file).
+        A file that is not a readable Parquet file, or a part whose column names or types differ from the first
+        part's (the message names the file).
+    ValueError
+        ``files`` is empty.
     OSError
-        The file cannot be read.
+        A file is missing or cannot be opened.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    if not files:
+        raise ValueError("read_parquet_frame needs at least one file")
     pieces = []
     for file in files:
         try:
             schema = pq.read_schema(file)
             text = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
             pieces.append(pq.read_table(file, read_dictionary=text if categorical else None))
-        except pa.ArrowInvalid as error:
-            raise AuditError(f"{file}: not a readable Parquet file ({error}); the release is damaged: publish it again") from None
-    try:
-        table = pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
-    except pa.ArrowInvalid as error:
-        raise AuditError(
-            f"{files[0]} and the other parts of its table have different columns ({error}); the release is damaged: "
-            "publish it again"
-        ) from None
-    return table.to_pandas()
+        except (FileNotFoundError, PermissionError, IsADirectoryError):
+            raise
+        except (pa.ArrowException, OSError) as error:  # not Parquet, truncated, corrupt pages
+            raise AuditError(
+                f"{file}: not a readable Parquet file ({type(error).__name__}: {error}); the release is damaged: "
+                "publish it again",
+                file=str(file),
+            ) from None
+    if len(pieces) == 1:
+        return pieces[0].to_pandas()
+    # the parts' columns compared by name and type; whether a column may hold nulls is not compared (DuckDB writes
+    # NOT NULL where a part happens to have none), every part is read as nullable
+    first = pieces[0].schema
+    nullable = pa.schema([field.with_nullable(True) for field in first])
+    for file, piece in zip(files, pieces, strict=True):
+        if piece.schema.names != first.names or piece.schema.types != first.types:
+            raise AuditError(
+                f"{file}: its columns ({', '.join(f'{f.name} {f.type}' for f in piece.schema)}) differ from those of "
+                f"{files[0]} ({', '.join(f'{f.name} {f.type}' for f in first)}); the release is damaged: publish it again",
+                file=str(file),
+            )
+    return pa.concat_tables([piece.cast(nullable) for piece in pieces]).to_pandas()
 
 
 def contract_dtypes(tables: dict[str, pd.DataFrame], sensitive_attributes: list[str]) -> dict[str, pd.DataFrame]:
@@ -455,7 +485,9 @@ def _structure(release: PublishedRelease) -> AuditStructure:
     # distinct values per (attribute, SID) (a missing value is not a value), each attribute against its own ℓ_i
     # (SPEC §6.7): integer codes and one sort (distinct_per_group), not a pandas groupby-nunique
     id_table = release.id_table
-    attribute_codes, attributes = pd.factorize(id_table["attribute"], use_na_sentinel=False)
+    attribute_codes, attributes = pd.factorize(id_table["attribute"])
+    if (attribute_codes < 0).any():  # a row naming no attribute belongs to no SID (as the group-by drops it)
+        id_table, attribute_codes = id_table[attribute_codes >= 0], attribute_codes[attribute_codes >= 0]
     sid = id_table["sid"].to_numpy(np.int64)
     low = int(sid.min(initial=0))
     span = int(sid.max(initial=0)) - low + 1
