@@ -14,6 +14,7 @@ In a job, the gates of one candidate run in ONE step, ``<candidate>_gates`` (:fu
 larger steps): it loads each table once and yields every gate's result under the gate's own check name."""
 
 import inspect
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -522,6 +523,8 @@ def posterior_within_bound(
         slack=settings.posterior_slack,
         ell_per_attribute=settings.ell_by_attribute() if settings.ell_per_attribute else None,
         progress=step_progress(dg.get_dagster_logger(), "EM rounds of the learned-model adversary"),
+        # the in-memory jobs release in this one process: the two held-out folds use two cores when there are two
+        threads=2 if (os.cpu_count() or 1) >= 2 else 1,
     )
     outcome = validate_frame(result.bound, suites.posterior_suite())
     figures = {key: value for key, value in result.summary.items()}
