@@ -817,27 +817,33 @@ def sharded_report_files(
     (:func:`pipeline.release.sharded_audit.sharded_report_data`: no whole table in memory); the query workload and
     the private Rating baseline (the GLOBAL strong rules) as the ``release`` job computes them, from the staged
     records in input order, up to the same limits (:func:`pipeline.release.sharded_report.private_report_figures`;
-    above them they are marked not computed and no record is read)."""
+    above them they are marked not computed and no record is read). The two run at the same time: the parts' figures
+    on a second thread (one shard: the core the idle worker would use), the private ones on this one."""
     from pipeline.core.metrics import domain_sizes
     from pipeline.models import publication_model
     from pipeline.release.sharded_audit import PART_TABLES, sharded_report_data
     from pipeline.release.sharded_report import private_report_figures
     from pipeline.reporting.release_report import report_files
 
+    from concurrent.futures import ThreadPoolExecutor
+
     attributes = list(settings.sensitive_attributes)
     output_dir = staging_dir / "output"
     files = [{table: str(output_dir / summary["parts"][table]["path"]) for table in PART_TABLES} for summary in summaries]
-    data: dict[str, Any] = sharded_report_data(
-        files,
-        manifest,
-        strong_rules,
-        attribute_clusters=attribute_clusters,
-        domain=domain_sizes(tuple_counts, attributes),
-        workers=int(settings.workers),
-    )
     parameters = publication_model("mixed").parameters(settings)
-    data.update(
-        private_report_figures(
+    # the parts' figures on a second thread (with one shard, in this process; else in the worker pool) while this one
+    # computes the private figures: each reads its own frames (shallow copies of the small shared ones)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="report-parts") as pool:
+        parts = pool.submit(
+            sharded_report_data,
+            files,
+            manifest,
+            strong_rules.copy(deep=False),
+            attribute_clusters=attribute_clusters.copy(deep=False),
+            domain=domain_sizes(tuple_counts, attributes),
+            workers=int(settings.workers),
+        )
+        private = private_report_figures(
             n_records=n_records,
             staging_dir=staging_dir,
             summaries=summaries,
@@ -852,7 +858,8 @@ def sharded_report_files(
             hierarchies_dir=parameters.hierarchies_path,
             baseline_max_records=int(parameters.private_baseline_max_records),
         )
-    )
+        data: dict[str, Any] = parts.result()
+    data.update(private)
     return report_files(manifest, data, releases_dir=releases_dir)
 
 
