@@ -145,3 +145,45 @@ def test_the_report_figures_from_the_parts_equal_those_of_the_whole_tables(shard
         workers=2,
     )
     _assert_same(json.loads(json.dumps(whole)), json.loads(json.dumps(parts)))
+
+
+def test_a_parts_adversary_on_a_second_thread_gives_the_same_figures(sharded_release, monkeypatch):
+    """A part measured alone in its process (one shard, workers >= 2) runs the strong-rule adversary on a second thread
+    while the metrics are computed: the part's figures must equal those of one thread exactly, and the adversary must
+    have run on another thread (the rules are the release's own global rules, mined from Adult)."""
+    import threading
+
+    import pipeline.release.sharded_audit as sharded_audit
+    from pipeline.core.metrics import domain_sizes
+    from pipeline.core.rules import mine_strong_rules
+    from pipeline.release.audit import load_raw_as_released, read_audited_manifest
+
+    directory, manifest = read_audited_manifest(sharded_release)
+    files = sharded_audit.part_files(directory, manifest)
+    attributes = list(manifest["sensitive_attributes"])
+    records = load_raw_as_released(directory, manifest, ADULT).records
+    rules = mine_strong_rules(records, attributes, min_confidence=float(manifest["min_confidence"]), min_support=1)
+    assert len(rules) > 0
+    real_adversary = sharded_audit._adversary_partial
+    threads: list[str] = []
+
+    def recording_adversary(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return real_adversary(*args, **kwargs)
+
+    monkeypatch.setattr(sharded_audit, "_adversary_partial", recording_adversary)
+    figures = {}
+    for count in (1, 2):
+        task = sharded_audit.PartTask(
+            shard=0,
+            files=files[0],
+            manifest=sharded_audit._part_manifest(manifest),
+            attribute_clusters=sharded_audit.read_parquet_frame([directory / "attribute_clusters.parquet"]),
+            rules=rules,
+            domain=domain_sizes(records, attributes),
+            threads=count,
+        )
+        figures[count] = sharded_audit.part_figures(task)
+    assert figures[2]["adversary"]["n_records_exposed"] > 0  # the adversary had something to measure
+    assert json.dumps(figures[2], sort_keys=True) == json.dumps(figures[1], sort_keys=True)
+    assert threads[0] == threading.current_thread().name and threads[1] != threads[0]
