@@ -819,13 +819,13 @@ def sharded_report_files(
     records in input order, up to the same limits (:func:`pipeline.release.sharded_report.private_report_figures`;
     above them they are marked not computed and no record is read). The two run at the same time: the parts' figures
     on a second thread (one shard: the core the idle worker would use), the private ones on this one."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from pipeline.core.metrics import domain_sizes
     from pipeline.models import publication_model
     from pipeline.release.sharded_audit import PART_TABLES, sharded_report_data
     from pipeline.release.sharded_report import private_report_figures
     from pipeline.reporting.release_report import report_files
-
-    from concurrent.futures import ThreadPoolExecutor
 
     attributes = list(settings.sensitive_attributes)
     output_dir = staging_dir / "output"

@@ -21,21 +21,22 @@ __all__ = ["release_free_memory", "share_one_heap"]
 
 
 @functools.cache
-def _malloc_trim() -> Any:
-    """glibc's ``malloc_trim(size_t pad)``, or None (macOS, Windows, musl: no such function, nothing to do)."""
-    name = ctypes.util.find_library("c")
-    if name is None:
+def _libc_function(name: str, argtypes: tuple[Any, ...], restype: Any) -> Any:
+    """The C library's function ``name`` with its ctypes signature, or None (no C library found, or not glibc: macOS,
+    Windows and musl have no ``malloc_trim`` nor ``mallopt``'s ``M_ARENA_MAX``, nothing to do)."""
+    library_name = ctypes.util.find_library("c")
+    if library_name is None:
         return None
     try:
-        library = ctypes.CDLL(name)
+        library = ctypes.CDLL(library_name)
     except OSError:
         return None
-    trim = getattr(library, "malloc_trim", None)
-    if trim is None:
+    function = getattr(library, name, None)
+    if function is None:
         return None
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
-    return trim
+    function.argtypes = list(argtypes)
+    function.restype = restype
+    return function
 
 
 #: glibc's mallopt parameter M_ARENA_MAX (malloc.h)
@@ -53,24 +54,14 @@ def share_one_heap() -> bool:
     the limit was set (False off glibc, where it does nothing)."""
     if "MALLOC_ARENA_MAX" in os.environ:
         return False
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
-    try:
-        mallopt = getattr(ctypes.CDLL(name), "mallopt", None)
-    except OSError:
-        return False
-    if mallopt is None:
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return bool(mallopt(_M_ARENA_MAX, 1))
+    mallopt = _libc_function("mallopt", (ctypes.c_int, ctypes.c_int), ctypes.c_int)
+    return mallopt is not None and bool(mallopt(_M_ARENA_MAX, 1))
 
 
 def release_free_memory() -> bool:
     """Return the free pages of glibc's heap to the operating system (``malloc_trim(0)``); nothing is freed that is
     in use. Returns whether the C library could (False off glibc, where it does nothing)."""
-    trim = _malloc_trim()
+    trim = _libc_function("malloc_trim", (ctypes.c_size_t,), ctypes.c_int)
     if trim is None:
         return False
     trim(0)

@@ -708,10 +708,7 @@ def _group_log_likelihood(
     total: Any = 0.0
     members = block.members[:, :, None]
     for attribute in block.attributes:
-        lookup = block.lookups.get(attribute)
-        if lookup is None:
-            candidates = block.candidate_values[attribute][:, None, :]
-            lookup = block.lookups[attribute] = _lookup(data, len(model.log_prior[attribute]), members, candidates)
+        lookup = _block_lookup(data, block, attribute, len(model.log_prior[attribute]))
         if rows is None:
             joint = _looked_up(model, data, attribute, members, lookup)
             missing = lookup.missing
@@ -721,6 +718,23 @@ def _group_log_likelihood(
         # adding the scalar 0.0 when nothing is missing gives what adding an array of 0.0 gives, bit for bit
         total = total + joint + missing
     return total
+
+
+def _block_lookup(data: _ReleaseData, block: _GroupBlock, attribute: str, n_values: int) -> _Lookup:
+    """The block's :class:`_Lookup` of ``attribute`` (every member against every candidate), built on first use."""
+    lookup = block.lookups.get(attribute)
+    if lookup is None:
+        lookup = block.lookups[attribute] = _lookup(
+            data, n_values, block.members[:, :, None], block.candidate_values[attribute][:, None, :]
+        )
+    return lookup
+
+
+def _sid_lookup(data: _ReleaseData, sid: _SidBlock, n_values: int) -> _Lookup:
+    """The SID entries' :class:`_Lookup` (each entry's record against its value), built on first use."""
+    if sid.lookup is None:
+        sid.lookup = _lookup(data, n_values, sid.records, sid.values, clip=False)
+    return sid.lookup
 
 
 #: Largest group size whose fold's groups are updated alone by a held-out fold's E-step (:func:`_e_step`)
@@ -758,9 +772,8 @@ def _e_step(model: NaiveBayesModel | None, data: _ReleaseData, fold: int | None 
         if model is None:
             weights = availability.copy()
         else:
-            if sid.lookup is None:
-                sid.lookup = _lookup(data, len(model.log_prior[attribute]), sid.records, sid.values, clip=False)
-            log_w = _looked_up(model, data, attribute, sid.records, sid.lookup, entries) + np.log(availability)
+            lookup = _sid_lookup(data, sid, len(model.log_prior[attribute]))
+            log_w = _looked_up(model, data, attribute, sid.records, lookup, entries) + np.log(availability)
             peak = np.full(len(data.feature_codes), -np.inf)
             np.maximum.at(peak, records, log_w)
             weights = np.exp(log_w - peak[records])
@@ -996,23 +1009,16 @@ def _fold_scores(
 def _prepare_shared(data: _ReleaseData) -> None:
     """Build now what the EM paths would build on first use and then only read: every attribute's M-step pairs
     (:func:`_m_step_pairs`, which shares its index with the blocks as look-ups) and every block's and SID's
-    look-up (:func:`_lookup`, as :func:`_group_log_likelihood` and :func:`_e_step` would, with the model's number
-    of values, which is the domain's). Afterwards an EM path writes only responsibilities and fold plans, so two
+    look-up (:func:`_block_lookup`, :func:`_sid_lookup`, as :func:`_group_log_likelihood` and :func:`_e_step` would,
+    with the model's number of values, which is the domain's). Afterwards an EM path writes only responsibilities and fold plans, so two
     paths can share ``data`` through :func:`_fold_view`."""
     for attribute in data.domains:
         _m_step_pairs(data, attribute)
     for block in data.groups:
         for attribute in block.attributes:
-            if attribute not in block.lookups:
-                block.lookups[attribute] = _lookup(
-                    data,
-                    len(data.domains[attribute]),
-                    block.members[:, :, None],
-                    block.candidate_values[attribute][:, None, :],
-                )
+            _block_lookup(data, block, attribute, len(data.domains[attribute]))
     for attribute, sid in data.sids.items():
-        if sid.lookup is None:
-            sid.lookup = _lookup(data, len(data.domains[attribute]), sid.records, sid.values, clip=False)
+        _sid_lookup(data, sid, len(data.domains[attribute]))
 
 
 def _fold_view(data: _ReleaseData) -> _ReleaseData:
@@ -1044,17 +1050,14 @@ def _held_out_scores(
     bit, as one path after the other: the same operations on the same arrays, the scores added in the same order."""
     _prepare_shared(data)
     if threads >= 2:
-        from concurrent.futures import ThreadPoolExecutor, wait
+        from concurrent.futures import ThreadPoolExecutor
 
         # fold 1 on a thread of its own, fold 0 on this one (one thread more, not two: each thread that allocates
-        # may get a heap arena of its own, which the others' free memory does not serve)
+        # may get a heap arena of its own, which the others' free memory does not serve); leaving the block waits
+        # for fold 1 even when fold 0 fails
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="held-out-fold") as pool:
             second = pool.submit(_fold_scores, _fold_view(data), smoothing, n_iterations, 1, on_round)
-            try:
-                first = _fold_scores(_fold_view(data), smoothing, n_iterations, 0, on_round)
-            except BaseException:
-                wait([second])  # fold 1 ends before fold 0's error is raised
-                raise
+            first = _fold_scores(_fold_view(data), smoothing, n_iterations, 0, on_round)
             per_fold = [first, second.result()]
     else:
         per_fold = [_fold_scores(data, smoothing, n_iterations, fold, on_round) for fold in (0, 1)]

@@ -500,7 +500,7 @@ def _structure(release: PublishedRelease) -> AuditStructure:
     per_sid = distinct_per_group(sid_codes[known], value_codes[known], n_sids)
     ells = release.ell_by_attribute
     required = np.asarray([ells.get(str(a), ell) for a in attributes], dtype=np.int64)
-    n_sids_below = int((per_sid < required[attribute_of_sid]).sum()) if n_sids else 0
+    n_sids_below = int((per_sid < required[attribute_of_sid]).sum())
     # SAC~ groups of L = ell records with L distinct values of every attribute
     sac = release.sac_released
     if len(sac):

@@ -158,6 +158,21 @@ def test_the_held_out_folds_paths_are_those_of_weighting_every_pair_by_its_fold(
         assert not np.array_equal(path[0].log_conditional["relationship"][0], path[-1].log_conditional["relationship"][0])
 
 
+def _fit_on(tables, **options):
+    """The learned-model adversary's fit (gate 9) on the release ``tables`` of Adult's columns."""
+    from pipeline.core.posterior import fit_naive_bayes_on_release
+
+    return fit_naive_bayes_on_release(
+        QUASI_IDENTIFIERS,
+        SENSITIVE,
+        sac_released=tables.sac_released,
+        attribute_table=tables.attribute_table,
+        id_table=tables.id_table,
+        attribute_clusters=tables.attribute_clusters,
+        **options,
+    )
+
+
 def test_the_two_held_out_folds_on_two_threads_give_the_fit_of_one_thread(adult_records, monkeypatch):
     """Gate 9's fit with ``threads=2`` runs fold 1's EM path on a second thread while fold 0's runs on this one; the
     held-out scores, the chosen number of rounds, the model and every responsibility must be those of one thread, bit
@@ -180,13 +195,8 @@ def test_the_two_held_out_folds_on_two_threads_give_the_fit_of_one_thread(adult_
     fits = {}
     for threads in (1, 2):
         reports: list[int] = []
-        fits[threads] = module.fit_naive_bayes_on_release(
-            QUASI_IDENTIFIERS,
-            SENSITIVE,
-            sac_released=tables.sac_released,
-            attribute_table=tables.attribute_table,
-            id_table=tables.id_table,
-            attribute_clusters=tables.attribute_clusters,
+        fits[threads] = _fit_on(
+            tables,
             n_iterations=8,
             progress=lambda done, total, reports=reports: reports.append(done),
             threads=threads,
@@ -225,23 +235,6 @@ def test_an_error_in_the_second_threads_fold_is_raised(adult_records, monkeypatc
 
     monkeypatch.setattr(module, "_fold_scores", failing_fold_scores)
     with pytest.raises(MemoryError, match="fold 1"):
-        module.fit_naive_bayes_on_release(
-            QUASI_IDENTIFIERS,
-            SENSITIVE,
-            sac_released=tables.sac_released,
-            attribute_table=tables.attribute_table,
-            id_table=tables.id_table,
-            attribute_clusters=tables.attribute_clusters,
-            n_iterations=3,
-            threads=2,
-        )
+        _fit_on(tables, n_iterations=3, threads=2)
     with pytest.raises(ValueError, match="threads must be >= 1"):
-        module.fit_naive_bayes_on_release(
-            QUASI_IDENTIFIERS,
-            SENSITIVE,
-            sac_released=tables.sac_released,
-            attribute_table=tables.attribute_table,
-            id_table=tables.id_table,
-            attribute_clusters=tables.attribute_clusters,
-            threads=0,
-        )
+        _fit_on(tables, threads=0)
