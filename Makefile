@@ -19,7 +19,14 @@ $(VENV)/.installed: pyproject.toml uv.lock | $(UV)
 	$(UV) sync --frozen --compile-bytecode --python $(PYTHON)
 	touch $@
 
-env: $(VENV)/.installed
+# the release's compiled loops, ahead of time (pipeline/core/compiled.py): rebuilt when a kernel's source changes;
+# without a C compiler the build says so and the kernels run just in time (numba), with the same results
+KERNEL_SOURCES := pipeline/core/compiled.py pipeline/core/grouping_kernel.py pipeline/core/grouping_trie.py pipeline/core/rating_kernel.py
+$(VENV)/.kernels: $(VENV)/.installed $(KERNEL_SOURCES)
+	$(VENV)/bin/python -m pipeline.core.compiled
+	touch $@
+
+env: $(VENV)/.installed $(VENV)/.kernels
 
 # the instance configuration of pipeline/cli/common.py (run queue, run monitoring, run retries, no telemetry)
 # (always run: it writes the file when missing and upgrades the telemetry-only file of earlier versions)
@@ -80,4 +87,4 @@ ui-screenshots: env
 	MSA_RELEASE_SAVE_SCREENSHOTS=1 $(VENV)/bin/python -m pytest -q tests/e2e/test_browser.py
 
 clean:
-	rm -rf $(VENV) .tools
+	rm -rf $(VENV) .tools pipeline/core/_compiled

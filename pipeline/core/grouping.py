@@ -102,12 +102,12 @@ def group_sac(
 
     Notes
     -----
-    The greedy loop runs compiled (:mod:`pipeline.core.grouping_kernel`, numba): records with
-    the same sensitive tuple share a FIFO key, and "the first compatible record" walks the heads
-    of the keys in table order over a hierarchical bitset, skipping incompatible keys one bit
-    each; the result is the same as the rescan of P1's Algorithm 11 (equivalence tests in
-    ``tests/core``). The first call in a fresh checkout compiles the loop (a few seconds; numba
-    caches it in ``__pycache__``).
+    The greedy loop runs compiled (:mod:`pipeline.core.grouping_kernel`): records with the same
+    sensitive tuple share a FIFO key, and "the first compatible record" is a pruned depth-first walk
+    of a trie over the keys (:mod:`pipeline.core.grouping_trie`); the result is the same as the
+    rescan of P1's Algorithm 11 (equivalence tests in ``tests/core``). The loop is compiled ahead of
+    time by ``make env`` (:mod:`pipeline.core.compiled`); without that build, the first call in a
+    fresh checkout compiles it just in time (a few seconds; numba caches it in ``__pycache__``).
 
     References
     ----------
@@ -146,9 +146,12 @@ def group_sac(
     key_codes = np.zeros((n_keys, m), dtype=np.int64)
     key_codes[key] = codes
     key_levels = key_codes[:, level_order]
-    # imported here, not at module load: numba's import costs about 0.3-0.8 s, which every command that never groups
-    # (audit, report, the code location's load) would pay
-    from pipeline.core.grouping_kernel import build_trie, group_records
+    # the loop ahead-of-time compiled when built (no numba import), else numba's (imported here, not at module load:
+    # its import costs about 0.3-0.8 s, which every command that never groups would pay)
+    from pipeline.core.compiled import kernel
+    from pipeline.core.grouping_trie import build_trie
+
+    group_records = kernel("group_records")
 
     tries = tuple(build_trie(key[p], key_levels, level_order, stratum_level=False) for p in (sac_positions, ir_positions))
     stratum_tries = tries
@@ -186,7 +189,7 @@ def _stratum_trie(
     part_keys: np.ndarray, part_strata: np.ndarray, key_levels: np.ndarray, level_order: list[int], n_strata: int
 ) -> tuple[np.ndarray, ...]:
     """The per-stratum trie of one part: keys (stratum, sensitive tuple), the stratum on top, never excluded."""
-    from pipeline.core.grouping_kernel import build_trie
+    from pipeline.core.grouping_trie import build_trie
 
     pair = _dense(part_strata * max(len(key_levels), 1) + part_keys)
     n_pairs = int(pair.max()) + 1 if len(pair) else 0

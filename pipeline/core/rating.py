@@ -252,18 +252,19 @@ def create_sids(
 
     taken_array: np.ndarray | None = None
     if steps is None:
-        # the main loop compiled (numba; the same SIDs as the readable loops below, which also record the trace); imported
-        # here, not at module load: numba's import costs about 0.3-0.8 s, which every command that never rates would pay
-        from pipeline.core.rating_kernel import improved_sid_loop, plain_sid_loop
+        # the main loop compiled (the same SIDs as the readable loops below, which also record the trace): ahead of
+        # time when built (no numba import), else numba's, imported here, not at module load (its import costs about
+        # 0.3-0.8 s, which every command that never rates would pay)
+        from pipeline.core.compiled import kernel
 
         left = sizes.copy()
         if method == "improved":
-            taken_array, comparisons, final_sequence = improved_sid_loop(
+            taken_array, comparisons, final_sequence = kernel("improved_sid_loop")(
                 left, np.asarray(sequence, dtype=np.int64), np.asarray(dangerous, dtype=np.int64), ell
             )
             reorder_comparisons = comparisons.tolist()
         else:
-            taken_array, final_sequence = plain_sid_loop(left, np.asarray(sequence, dtype=np.int64), ell)
+            taken_array, final_sequence = kernel("plain_sid_loop")(left, np.asarray(sequence, dtype=np.int64), ell)
         sequence = final_sequence.tolist()
         remaining = left.tolist()
     elif method == "improved":
