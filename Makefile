@@ -21,7 +21,8 @@ $(VENV)/.installed: pyproject.toml uv.lock | $(UV)
 
 # the release's compiled loops, ahead of time (pipeline/core/compiled.py): rebuilt when a kernel's source changes;
 # without a C compiler the build says so and the kernels run just in time (numba), with the same results
-KERNEL_SOURCES := pipeline/core/compiled.py pipeline/core/grouping_kernel.py pipeline/core/grouping_trie.py pipeline/core/rating_kernel.py
+KERNEL_SOURCES := pipeline/core/compiled.py pipeline/core/grouping_kernel.py pipeline/core/grouping_trie.py pipeline/core/rating_kernel.py \
+	pipeline/core/kl_anonymity/kernels.py pipeline/core/kl_anonymity/greedy_kernel.py
 $(VENV)/.kernels: $(VENV)/.installed $(KERNEL_SOURCES)
 	$(VENV)/bin/python -m pipeline.core.compiled
 	touch $@

@@ -1,9 +1,11 @@
 """The release's compiled loops, ahead of time: one extension module built by ``make env`` with numba's AOT compiler.
 
-The greedy loop of Algorithm 11 (:mod:`pipeline.core.grouping_kernel`) and Rating's SID loop
-(:mod:`pipeline.core.rating_kernel`) are numba functions. Compiled just in time, their first use in a process costs
-numba's import and the load of its cached machine code: about 0.45 s and 120-140 MiB (LLVM) on every release, a
-quarter of the peak memory of Adult's whole ``msa-release run`` (issue 18). Compiled ahead of time
+The greedy loop of Algorithm 11 (:mod:`pipeline.core.grouping_kernel`), Rating's SID loop
+(:mod:`pipeline.core.rating_kernel`) and the (k, ℓ) model's kernels (:mod:`pipeline.core.kl_anonymity.kernels`,
+:mod:`pipeline.core.kl_anonymity.greedy_kernel`) are numba functions. Compiled just in time, their first use in a
+process costs numba's import and the load of its cached machine code: on Adult about 0.5 s and 140 MiB (LLVM) for the
+mixed release and about 1 s and 135 MiB for ``--model kl``, a quarter of the peak memory of the whole
+``msa-release run`` (issue 18). Compiled ahead of time
 (:mod:`numba.pycc`) the same functions are a plain extension module that imports in under a millisecond and needs
 neither numba nor LLVM at run time.
 
@@ -14,7 +16,7 @@ carries a digest of the kernels' source files, of this file (the signatures) and
 versions (:func:`source_digest`), so an edited kernel is never served by a stale build: it runs just in time until
 ``make env`` builds it again.
 
-Build: ``python -m pipeline.core.compiled`` (``make env`` runs it; it needs a C compiler and takes about 10 s). A
+Build: ``python -m pipeline.core.compiled`` (``make env`` runs it; it needs a C compiler and takes about 30 s). A
 machine without one runs every kernel just in time, with the same results. ``numba.pycc`` is pending deprecation
 in numba (since 0.57; no removal date, its replacement not released as of 0.68): when it goes, the build step fails
 with a message and the just-in-time path remains.
@@ -29,7 +31,7 @@ import importlib.util
 import platform
 import sys
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import ModuleType
@@ -40,9 +42,13 @@ import numpy as np
 __all__ = ["KERNELS", "build", "built_module", "kernel", "source_digest"]
 
 _TRIE = "UniTuple(int64[:], 14)"
+_KL_KERNELS = "pipeline.core.kl_anonymity.kernels"
+#: The (k, ℓ) table's arrays (:class:`pipeline.core.kl_anonymity.table.EncodedTable`): ancestors, range tensor,
+#: heights, weights.
+_KL_TABLE = "int64[:, :, :], float64[:, :, :], int64[:], float64[:]"
 
 #: Every kernel compiled ahead of time: its name → (the module of its numba source, its one signature). The
-#: signatures are those the callers use: int64 arrays of any layout in, C-contiguous int64 arrays out.
+#: signatures are those the callers use (int64 and float64 arrays of any layout in; the return types numba infers).
 KERNELS: dict[str, tuple[str, str]] = {
     "group_records": (
         "pipeline.core.grouping_kernel",
@@ -54,6 +60,17 @@ KERNELS: dict[str, tuple[str, str]] = {
         "Tuple((int64[::1], int64[::1], int64[::1]))(int64[:], int64[:], int64[:], int64)",
     ),
     "plain_sid_loop": ("pipeline.core.rating_kernel", "Tuple((int64[::1], int64[:]))(int64[:], int64[:], int64)"),
+    "cluster_levels_compiled": (_KL_KERNELS, "int64[::1](int64[:, :, :], int64[:])"),
+    "cluster_cost_compiled": (_KL_KERNELS, f"float64({_KL_TABLE}, int64[:])"),
+    "bipartition_costs": (_KL_KERNELS, f"float64[::1]({_KL_TABLE}, int64[:], int64)"),
+    "bipartition_diversity": (_KL_KERNELS, "int8[:, ::1](int64[:], int64[:], int64[:, :], int64[:], int64, int64)"),
+    "greedy_certificate_compiled": (_KL_KERNELS, "int64(int64[:], int64[:, :], int64)"),
+    "largest_totally_different_compiled": (_KL_KERNELS, "int64[::1](int64[:, :])"),
+    "greedy_witness_compiled": (_KL_KERNELS, "int64[::1](int64[:, :])"),
+    "greedy_labels": (
+        "pipeline.core.kl_anonymity.greedy_kernel",
+        f"int64[::1]({_KL_TABLE}, int64[:], int64[:, :], int64[:], float64[:, :], int64, int64, int64, int64)",
+    ),
 }
 
 #: The source files the kernels are compiled from (beyond the modules of :data:`KERNELS`): the trie's layout.
@@ -124,10 +141,12 @@ def _default_module() -> ModuleType | None:
     return built_module()
 
 
+@cache
 def kernel(name: str) -> Callable[..., Any]:
     """The compiled kernel ``name`` (a key of :data:`KERNELS`): from the ahead-of-time module when it is built for
     the current sources, else numba's just-in-time function (which imports numba and
-    compiles or loads it on first call). Both compute the same; see the module docstring.
+    compiles or loads it on first call). Both compute the same; see the module docstring. Cached: the (k, ℓ) model
+    calls some kernels hundreds of thousands of times.
 
     Raises
     ------

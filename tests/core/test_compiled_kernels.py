@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +19,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.core import compiled
+from pipeline.core import kl_anonymity as kl
 from pipeline.core.grouping import group_sac
+from pipeline.core.hierarchies import load_hierarchies
 from pipeline.core.rating import create_sids
+from tests.core.test_kl_anonymity import random_table
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ADULT = PROJECT_ROOT / "data" / "adult" / "adult.data"
@@ -31,9 +35,25 @@ ADULT_COLUMNS = [
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
+    """The folder of a module built from the current sources: ``make env``'s when it is current, else one built here
+    (about 30 s)."""
+    if compiled.built_module() is not None:
+        return compiled.BUILD_DIRECTORY
     folder = tmp_path_factory.mktemp("kernels")
     compiled.build(folder)
     return folder
+
+
+@contextmanager
+def serving(module):
+    """``kernel()`` serves ``module``'s functions (None: numba's just-in-time ones) inside the block."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(compiled, "_default_module", lambda: module)
+        compiled.kernel.cache_clear()
+        try:
+            yield
+        finally:
+            compiled.kernel.cache_clear()
 
 
 def test_the_build_is_one_module_named_after_the_sources_that_imports_without_numba(built):
@@ -54,13 +74,50 @@ def test_the_build_is_one_module_named_after_the_sources_that_imports_without_nu
     assert done.stdout.split() == ["False", "False"]
 
 
+def test_grouping_rating_and_the_kl_model_run_without_numba_when_built(built):
+    """A release's algorithms reach their kernels through ``kernel()`` only: with the module built, a fresh
+    interpreter that groups, rates and runs the (k, ℓ) model never imports numba or LLVM."""
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        import numpy as np
+        import pandas as pd
+        from pipeline.core import compiled
+        compiled.BUILD_DIRECTORY = Path({str(built)!r})
+        from pipeline.core import kl_anonymity as kl
+        from pipeline.core.grouping import group_sac
+        from pipeline.core.rating import create_sids
+        from tests.core.test_kl_anonymity import random_table
+        frame, hierarchies = random_table(7, 60, n_sensitive=2)
+        sensitive = [c for c in frame.columns if c.startswith("s")]
+        frame = frame.assign(row_id=np.arange(1, len(frame) + 1))
+        groups = group_sac(frame, sensitive, frame["row_id"][:30], frame["row_id"][30:], ell=2, quasi_identifiers=["zip"])
+        sids = create_sids(frame["row_id"].tolist(), frame[sensitive[0]].tolist(), ell=2)
+        table = kl.encode_table(frame, ["zip", "age"], sensitive, hierarchies)
+        clusters, _ = kl.blocked_clusters(table, k=3, ell=2, max_block_size=16, whole_table_tuples=0)
+        assert len(groups.groups) and sids.n_sids and len(clusters)
+        print("numba" in sys.modules, "llvmlite" in sys.modules)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "False"]
+
+
 def test_a_module_built_from_other_sources_is_not_used(built, monkeypatch):
     assert compiled.built_module(built) is not None
     monkeypatch.setattr(compiled, "_numba_version", lambda: "0.0.0")  # a numba upgrade changes the digest
     assert compiled.built_module(built) is None
-    monkeypatch.setattr(compiled, "_default_module", lambda: compiled.built_module(built))
-    just_in_time = compiled.kernel("group_records")
-    assert type(just_in_time).__module__.startswith("numba")  # numba's dispatcher, not the stale build
+    monkeypatch.setattr(compiled, "BUILD_DIRECTORY", built)
+    compiled._default_module.cache_clear()
+    compiled.kernel.cache_clear()
+    try:
+        served = compiled.kernel("group_records")
+    finally:
+        compiled._default_module.cache_clear()
+        compiled.kernel.cache_clear()
+    assert type(served).__module__.startswith("numba")  # numba's dispatcher, not the stale build
 
 
 def test_an_edited_kernel_source_changes_the_digest(tmp_path, monkeypatch):
@@ -117,11 +174,9 @@ def _sids(values, ell, method):
 def test_ahead_of_time_grouping_equals_just_in_time(built, table, ell, qi_aware):
     frame, attributes, in_sac = table
     quasi_identifiers = ["zone"] if qi_aware else None
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(compiled, "_default_module", lambda: None)
+    with serving(None):
         expected = _grouping(frame, attributes, in_sac, ell, quasi_identifiers)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(compiled, "_default_module", lambda: compiled.built_module(built))
+    with serving(compiled.built_module(built)):
         assert type(compiled.kernel("group_records")).__name__ != "CPUDispatcher"
         assert _grouping(frame, attributes, in_sac, ell, quasi_identifiers) == expected
 
@@ -131,25 +186,64 @@ def test_ahead_of_time_grouping_equals_just_in_time(built, table, ell, qi_aware)
 def test_ahead_of_time_sid_creation_equals_just_in_time(built, table, ell, method):
     frame, attributes, _ = table
     values = frame[attributes[0]].tolist()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(compiled, "_default_module", lambda: None)
+    with serving(None):
         expected = _sids(values, ell, method)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(compiled, "_default_module", lambda: compiled.built_module(built))
+    with serving(compiled.built_module(built)):
         assert _sids(values, ell, method) == expected
 
 
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(6, 120), n_sensitive=st.integers(2, 3), k=st.integers(2, 4))
+def test_ahead_of_time_kl_clustering_equals_just_in_time(built, seed, n, n_sensitive, k):
+    frame, hierarchies = random_table(seed, n, n_sensitive=n_sensitive)
+    sensitive = [c for c in frame.columns if c.startswith("s")]
+    table = kl.encode_table(frame, ["zip", "age"], sensitive, hierarchies)
+    outcomes = []
+    for module in (None, compiled.built_module(built)):
+        with serving(module):
+            served = {type(compiled.kernel(name)).__name__ for name in ("greedy_labels", "bipartition_costs")}
+            assert ("CPUDispatcher" in served) == (module is None)
+            try:  # the whole-table greedy (compiled), then blocks of at most 16 records (bipartitions, certificates)
+                whole = kl.blocked_clusters(table, k=k, ell=2)
+                blocked = kl.blocked_clusters(table, k=k, ell=2, max_block_size=16, whole_table_tuples=0)
+                outcome = ([c.tolist() for c in whole[0]], whole[1], [c.tolist() for c in blocked[0]], blocked[1])
+            except kl.InfeasibleError as error:
+                outcome = str(error)
+            cost = kl.cluster_cost(table, np.arange(len(table)))
+            diverse = (kl.diverse(table.sensitive_codes), kl.diverse_witness(table.sensitive_codes).tolist())
+        outcomes.append((outcome, cost, diverse))
+    assert outcomes[0] == outcomes[1]
+
+
 @pytest.mark.slow
-def test_on_adult_both_builds_group_and_rate_alike(built, monkeypatch):
+def test_on_adult_both_builds_group_and_rate_alike(built):
     adult = pd.read_csv(ADULT, header=None, names=ADULT_COLUMNS, skipinitialspace=True, na_values="?").dropna()
     adult = adult.reset_index(drop=True).assign(row_id=lambda f: np.arange(1, len(f) + 1))
     attributes = ["education", "occupation", "relationship"]
     in_sac = (adult["age"] % 3 == 0).to_numpy()  # a third of the records as SAC, spread over the table
     outcomes = []
     for module in (None, compiled.built_module(built)):
-        monkeypatch.setattr(compiled, "_default_module", lambda module=module: module)
-        grouping = _grouping(adult, attributes, in_sac, 3, ["sex", "race"])
-        sids = [_sids(adult[a].tolist(), 3, "improved") for a in attributes]
+        with serving(module):
+            grouping = _grouping(adult, attributes, in_sac, 3, ["sex", "race"])
+            sids = [_sids(adult[a].tolist(), 3, "improved") for a in attributes]
         outcomes.append((grouping, sids))
     assert outcomes[0] == outcomes[1]
     assert len(outcomes[0][0][0]) > 1000  # thousands of groups: the comparison is not vacuous
+
+
+@pytest.mark.slow
+def test_on_adult_both_builds_give_the_same_kl_release(built):
+    quasi_identifiers = ["sex", "race", "marital-status", "native-country", "workclass"]
+    sensitive_attributes = ["education", "occupation", "relationship"]
+    adult = pd.read_csv(ADULT, header=None, names=ADULT_COLUMNS, skipinitialspace=True, na_values="?").dropna()
+    adult = adult.reset_index(drop=True).assign(row_id=lambda f: np.arange(1, len(f) + 1))
+    hierarchies = load_hierarchies(PROJECT_ROOT / "data" / "adult" / "hierarchies", quasi_identifiers)
+    outcomes = []
+    for module in (None, compiled.built_module(built)):
+        with serving(module):
+            result = kl.kl_anonymize(adult, quasi_identifiers, sensitive_attributes, hierarchies, k=3, ell=3)
+        outcomes.append((result.assignments, result.clusters, result.total_cost, result.n_blocks))
+    pd.testing.assert_frame_equal(outcomes[0][0], outcomes[1][0])
+    pd.testing.assert_frame_equal(outcomes[0][1], outcomes[1][1])
+    assert outcomes[0][2:] == outcomes[1][2:]
+    assert len(outcomes[0][1]) > 1000  # thousands of clusters

@@ -8,7 +8,7 @@ import numpy as np
 
 from pipeline.core.kl_anonymity.costs import cluster_cost
 from pipeline.core.kl_anonymity.diverse import records_diverse_at_least
-from pipeline.core.kl_anonymity.kernels import bipartition_costs, bipartition_diversity
+from pipeline.core.compiled import kernel
 from pipeline.core.kl_anonymity.greedy import _validate_parameters, greedy_clusters
 from pipeline.core.kl_anonymity.table import GREEDY_MAX_TUPLES, EncodedTable, InfeasibleError
 from pipeline.core.progress import Progress, no_progress
@@ -160,11 +160,11 @@ def refine_clusters(table: EncodedTable, clusters: Sequence[np.ndarray], *, k: i
         best: tuple[float, list[np.ndarray]] | None = None  # (total cost, the parts)
         if len(cluster) <= REFINE_EXHAUSTIVE_MAX:
             rest = cluster[1:]
-            totals = bipartition_costs(table.ancestors, table.range_tensor, table.heights, table.weights, cluster, k)
+            totals = kernel("bipartition_costs")(table.ancestors, table.range_tensor, table.heights, table.weights, cluster, k)
             masks = np.flatnonzero(totals <= cost + 1e-9)
             # the greedy certificates of every candidate's two sides in one compiled call; a side it cannot decide
             # (2) is decided by records_diverse_at_least's exact search, as _allowable would
-            certified = bipartition_diversity(cluster, *table.sensitive_tuples, masks.astype(np.int64), k, ell)
+            certified = kernel("bipartition_diversity")(cluster, *table.sensitive_tuples, masks.astype(np.int64), k, ell)
             bits = np.arange(len(rest))
             for i, mask in enumerate(masks):
                 total = float(totals[mask])

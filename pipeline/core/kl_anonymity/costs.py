@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pipeline.core.kl_anonymity.kernels import cluster_cost_compiled, cluster_levels_compiled
+from pipeline.core.compiled import kernel
 from pipeline.core.kl_anonymity.table import EncodedTable
 
 
@@ -23,7 +23,7 @@ def cluster_generalization(table: EncodedTable, positions: Sequence[int] | np.nd
     if positions.size == 0:
         raise ValueError("a cluster needs at least one record")
     ancestors = table.ancestors
-    levels = cluster_levels_compiled(ancestors, positions)  # the root level is always constant
+    levels = kernel("cluster_levels_compiled")(ancestors, positions)  # the root level is always constant
     return [(int(level), int(ancestors[positions[0], i, level])) for i, level in enumerate(levels)]
 
 
@@ -47,7 +47,7 @@ def cluster_cost(table: EncodedTable, positions: Sequence[int] | np.ndarray) -> 
     positions = np.asarray(positions, dtype=np.int64)
     if positions.size == 0:
         raise ValueError("a cluster needs at least one record")
-    return float(cluster_cost_compiled(table.ancestors, table.range_tensor, table.heights, table.weights, positions))
+    return float(kernel("cluster_cost_compiled")(table.ancestors, table.range_tensor, table.heights, table.weights, positions))
 
 
 def cluster_naive_cost(table: EncodedTable, positions: Sequence[int] | np.ndarray) -> int:

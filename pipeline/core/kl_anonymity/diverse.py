@@ -6,11 +6,7 @@ import itertools
 
 import numpy as np
 
-from pipeline.core.kl_anonymity.kernels import (
-    greedy_certificate_compiled,
-    greedy_witness_compiled,
-    largest_totally_different_compiled,
-)
+from pipeline.core.compiled import kernel
 from pipeline.core.kl_anonymity.table import DIVERSE_EXACT_LIMIT, EncodedTable
 
 
@@ -134,13 +130,13 @@ def tuples_diverse_at_least(chosen: np.ndarray, tuples: np.ndarray, ell: int) ->
     fails and at most ``DIVERSE_EXACT_LIMIT`` tuples are distinct, else False."""
     if len(chosen) < ell:
         return False
-    found = greedy_certificate_compiled(chosen, tuples, ell)
+    found = kernel("greedy_certificate_compiled")(chosen, tuples, ell)
     if found < 0:
         return False
     if found >= ell:
         return True
     distinct = np.unique(chosen)
-    return len(distinct) <= DIVERSE_EXACT_LIMIT and len(largest_totally_different_compiled(tuples[distinct])) >= ell
+    return len(distinct) <= DIVERSE_EXACT_LIMIT and len(kernel("largest_totally_different_compiled")(tuples[distinct])) >= ell
 
 
 def diverse_witness(sensitive_codes: np.ndarray) -> np.ndarray:
@@ -181,8 +177,8 @@ def tuples_diverse(chosen: np.ndarray, tuples: np.ndarray) -> int:
         return 0
     distinct = np.unique(chosen)
     if len(distinct) <= DIVERSE_EXACT_LIMIT:
-        return len(largest_totally_different_compiled(tuples[distinct]))
-    return int(greedy_certificate_compiled(chosen, tuples, 0))
+        return len(kernel("largest_totally_different_compiled")(tuples[distinct]))
+    return int(kernel("greedy_certificate_compiled")(chosen, tuples, 0))
 
 
 def records_witness(table: EncodedTable, positions: np.ndarray) -> np.ndarray:
@@ -193,9 +189,9 @@ def records_witness(table: EncodedTable, positions: np.ndarray) -> np.ndarray:
     if len(distinct) == 0:
         return np.array([], dtype=np.int64)
     if len(distinct) <= DIVERSE_EXACT_LIMIT:
-        chosen = largest_totally_different_compiled(tuples[distinct])
+        chosen = kernel("largest_totally_different_compiled")(tuples[distinct])
     else:
-        chosen = greedy_witness_compiled(tuples[distinct])
+        chosen = kernel("greedy_witness_compiled")(tuples[distinct])
     return np.sort(first[chosen]).astype(np.int64)
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from pipeline.core.kl_anonymity.costs import edge_weights
 from pipeline.core.kl_anonymity.diverse import EXACT_PARTNER_CHECKS, diverse, diverse_at_least, records_witness
-from pipeline.core.kl_anonymity.greedy_kernel import greedy_labels
+from pipeline.core.compiled import kernel
 from pipeline.core.kl_anonymity.table import DIVERSE_EXACT_LIMIT, GREEDY_MAX_TUPLES, EncodedTable, InfeasibleError
 
 
@@ -74,7 +74,7 @@ def greedy_clusters(
         )
         if len(quasi_identifier_tuples) <= GREEDY_MAX_TUPLES:
             tuple_ids, tuples = table.sensitive_tuples
-            labels = greedy_labels(
+            labels = kernel("greedy_labels")(
                 table.ancestors,
                 table.range_tensor,
                 table.heights,
