@@ -11,7 +11,7 @@ pandas metadata, no timestamps (Parquet has none); each is written under a tempo
 that fails while writing removes the parts it wrote, so no part of a failed shard is left behind.
 
 Framework-free: no Dagster, no Great Expectations; and no DuckDB (the driver stages and publishes): a worker process
-imports only what releasing a shard needs (pandas, pyarrow, numba and the pure core).
+imports only what releasing a shard needs (pandas, pyarrow, the compiled kernels and the pure core).
 """
 
 from __future__ import annotations
