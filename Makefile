@@ -9,7 +9,7 @@ export MSA_RELEASE_HOME ?= $(CURDIR)/var
 export GX_ANALYTICS_ENABLED := false
 export DAGSTER_HOME ?= $(MSA_RELEASE_HOME)/dagster
 
-.PHONY: dagster-home ui-screenshots release test test-fast lint typecheck experiments attacks privacy-report kl-quality bench bench-kl ui env clean
+.PHONY: dagster-home ui-screenshots release test test-fast lint typecheck experiments attacks privacy-report kl-quality bench bench-kl ui env kernels clean
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -19,15 +19,13 @@ $(VENV)/.installed: pyproject.toml uv.lock | $(UV)
 	$(UV) sync --frozen --compile-bytecode --python $(PYTHON)
 	touch $@
 
-# the release's compiled loops, ahead of time (pipeline/core/compiled.py): rebuilt when a kernel's source changes;
-# without a C compiler the build says so and the kernels run just in time (numba), with the same results
-KERNEL_SOURCES := pipeline/core/compiled.py pipeline/core/grouping_kernel.py pipeline/core/grouping_trie.py pipeline/core/rating_kernel.py \
-	pipeline/core/kl_anonymity/kernels.py pipeline/core/kl_anonymity/greedy_kernel.py
-$(VENV)/.kernels: $(VENV)/.installed $(KERNEL_SOURCES)
+# the release's compiled loops, ahead of time (pipeline/core/compiled.py): built once for the kernels' current sources
+# (nothing to do, and nothing printed, when that module is there); without a C compiler the step says so and the
+# kernels run just in time (numba), with the same results
+kernels: $(VENV)/.installed
 	$(VENV)/bin/python -m pipeline.core.compiled
-	touch $@
 
-env: $(VENV)/.installed $(VENV)/.kernels
+env: $(VENV)/.installed kernels
 
 # the instance configuration of pipeline/cli/common.py (run queue, run monitoring, run retries, no telemetry)
 # (always run: it writes the file when missing and upgrades the telemetry-only file of earlier versions)

@@ -6,12 +6,14 @@ The greedy loop of Algorithm 11 (:mod:`pipeline.core.grouping_kernel`), Rating's
 process costs numba's import and the load of its cached machine code: on Adult about 0.5 s and 140 MiB (LLVM) for the
 mixed release and about 1 s and 135 MiB for ``--model kl``, a quarter of the peak memory of the whole
 ``msa-release run`` (issue 18). Compiled ahead of time
-(:mod:`numba.pycc`) the same functions are a plain extension module that imports in under a millisecond and needs
+(:mod:`numba.pycc`) the same functions are a plain extension module that loads in about a millisecond and needs
 neither numba nor LLVM at run time.
 
 :func:`kernel` gives the ahead-of-time function when the module is built *for the current sources*, else the
 numba function (compiled on first use, cached in ``__pycache__``): the two are the same code through the same
-compiler, and ``tests/core/test_compiled_kernels.py`` checks that they return the same arrays. The module's name
+compiler, and ``tests/core/test_compiled_kernels.py`` checks that they return the same arrays. The ahead-of-time
+functions have one signature each (:data:`KERNELS`) and do not check their arguments, so :func:`kernel` wraps them
+in a check that raises a ``TypeError`` for any other type, dtype or number of dimensions. The module's name
 carries a digest of the kernels' source files, of this file (the signatures) and of the Python, numpy and numba
 versions (:func:`source_digest`), so an edited kernel is never served by a stale build: it runs just in time until
 ``make env`` builds it again.
@@ -31,6 +33,7 @@ import importlib.util
 import platform
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
@@ -39,37 +42,105 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["KERNELS", "build", "built_module", "kernel", "source_digest"]
+__all__ = ["KERNELS", "KernelSignature", "build", "built_module", "kernel", "source_digest"]
 
-_TRIE = "UniTuple(int64[:], 14)"
-_KL_KERNELS = "pipeline.core.kl_anonymity.kernels"
+
+@dataclass(frozen=True)
+class _Array:
+    """An array argument: its numba dtype and number of dimensions (any layout)."""
+
+    dtype: str
+    ndim: int
+
+    @property
+    def numba(self) -> str:
+        return f"{self.dtype}[{', '.join(':' * self.ndim)}]"
+
+    def accepts(self, value: object) -> bool:
+        return isinstance(value, np.ndarray) and value.ndim == self.ndim and value.dtype == _NUMPY_DTYPES[self.dtype]
+
+
+@dataclass(frozen=True)
+class _Scalar:
+    """An int64 or boolean scalar argument."""
+
+    numba: str
+
+    def accepts(self, value: object) -> bool:
+        if self.numba == "boolean":
+            return isinstance(value, bool | np.bool_)
+        return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
+@dataclass(frozen=True)
+class _Tuple:
+    """A tuple argument of ``count`` items of one kind (a trie: 14 int64 arrays)."""
+
+    item: _Array | _Tuple
+    count: int
+
+    @property
+    def numba(self) -> str:
+        return f"UniTuple({self.item.numba}, {self.count})"
+
+    def accepts(self, value: object) -> bool:
+        return isinstance(value, tuple) and len(value) == self.count and all(self.item.accepts(v) for v in value)
+
+
+_NUMPY_DTYPES = {"int64": np.dtype(np.int64), "float64": np.dtype(np.float64)}
+
+
+@dataclass(frozen=True)
+class KernelSignature:
+    """One kernel's only signature in the ahead-of-time module: its numba source module, its result's numba type
+    and its arguments. The ahead-of-time functions do not check their arguments (a wrong dtype reads memory as
+    another type, or crashes the process), so :func:`kernel` checks them against ``arguments`` first."""
+
+    module: str
+    returns: str
+    arguments: tuple[_Array | _Scalar | _Tuple, ...]
+
+    @property
+    def numba(self) -> str:
+        """The signature as numba's ``CC.export`` takes it."""
+        return f"{self.returns}({', '.join(argument.numba for argument in self.arguments)})"
+
+
+_INT = _Scalar("int64")
+_BOOLEAN = _Scalar("boolean")
+_I64 = {ndim: _Array("int64", ndim) for ndim in (1, 2, 3)}
+_F64 = {ndim: _Array("float64", ndim) for ndim in (1, 2, 3)}
+_TRIES = _Tuple(_Tuple(_I64[1], 14), 2)  # the SAC and IR tries of pipeline.core.grouping_trie
 #: The (k, ℓ) table's arrays (:class:`pipeline.core.kl_anonymity.table.EncodedTable`): ancestors, range tensor,
 #: heights, weights.
-_KL_TABLE = "int64[:, :, :], float64[:, :, :], int64[:], float64[:]"
+_KL_TABLE = (_I64[3], _F64[3], _I64[1], _F64[1])
+_KL_KERNELS = "pipeline.core.kl_anonymity.kernels"
 
-#: Every kernel compiled ahead of time: its name → (the module of its numba source, its one signature). The
-#: signatures are those the callers use (int64 and float64 arrays of any layout in; the return types numba infers).
-KERNELS: dict[str, tuple[str, str]] = {
-    "group_records": (
+#: Every kernel compiled ahead of time, by name: its one signature, the one its callers use (int64 and float64
+#: arrays of any layout in; the result types numba infers for them).
+KERNELS: dict[str, KernelSignature] = {
+    "group_records": KernelSignature(
         "pipeline.core.grouping_kernel",
-        "Tuple((int64[::1], int64[::1], int64[::1], boolean[::1]))"
-        f"(int64, int64[:, :], int64[:, :], int64[:], UniTuple({_TRIE}, 2), UniTuple({_TRIE}, 2), boolean)",
+        "Tuple((int64[::1], int64[::1], int64[::1], boolean[::1]))",
+        (_INT, _I64[2], _I64[2], _I64[1], _TRIES, _TRIES, _BOOLEAN),
     ),
-    "improved_sid_loop": (
+    "improved_sid_loop": KernelSignature(
         "pipeline.core.rating_kernel",
-        "Tuple((int64[::1], int64[::1], int64[::1]))(int64[:], int64[:], int64[:], int64)",
+        "Tuple((int64[::1], int64[::1], int64[::1]))",
+        (_I64[1], _I64[1], _I64[1], _INT),
     ),
-    "plain_sid_loop": ("pipeline.core.rating_kernel", "Tuple((int64[::1], int64[:]))(int64[:], int64[:], int64)"),
-    "cluster_levels_compiled": (_KL_KERNELS, "int64[::1](int64[:, :, :], int64[:])"),
-    "cluster_cost_compiled": (_KL_KERNELS, f"float64({_KL_TABLE}, int64[:])"),
-    "bipartition_costs": (_KL_KERNELS, f"float64[::1]({_KL_TABLE}, int64[:], int64)"),
-    "bipartition_diversity": (_KL_KERNELS, "int8[:, ::1](int64[:], int64[:], int64[:, :], int64[:], int64, int64)"),
-    "greedy_certificate_compiled": (_KL_KERNELS, "int64(int64[:], int64[:, :], int64)"),
-    "largest_totally_different_compiled": (_KL_KERNELS, "int64[::1](int64[:, :])"),
-    "greedy_witness_compiled": (_KL_KERNELS, "int64[::1](int64[:, :])"),
-    "greedy_labels": (
+    "plain_sid_loop": KernelSignature("pipeline.core.rating_kernel", "Tuple((int64[::1], int64[:]))", (_I64[1], _I64[1], _INT)),
+    "cluster_levels_compiled": KernelSignature(_KL_KERNELS, "int64[::1]", (_I64[3], _I64[1])),
+    "cluster_cost_compiled": KernelSignature(_KL_KERNELS, "float64", (*_KL_TABLE, _I64[1])),
+    "bipartition_costs": KernelSignature(_KL_KERNELS, "float64[::1]", (*_KL_TABLE, _I64[1], _INT)),
+    "bipartition_diversity": KernelSignature(_KL_KERNELS, "int8[:, ::1]", (_I64[1], _I64[1], _I64[2], _I64[1], _INT, _INT)),
+    "greedy_certificate_compiled": KernelSignature(_KL_KERNELS, "int64", (_I64[1], _I64[2], _INT)),
+    "largest_totally_different_compiled": KernelSignature(_KL_KERNELS, "int64[::1]", (_I64[2],)),
+    "greedy_witness_compiled": KernelSignature(_KL_KERNELS, "int64[::1]", (_I64[2],)),
+    "greedy_labels": KernelSignature(
         "pipeline.core.kl_anonymity.greedy_kernel",
-        f"int64[::1]({_KL_TABLE}, int64[:], int64[:, :], int64[:], float64[:, :], int64, int64, int64, int64)",
+        "int64[::1]",
+        (*_KL_TABLE, _I64[1], _I64[2], _I64[1], _F64[2], _INT, _INT, _INT, _INT),
     ),
 }
 
@@ -81,18 +152,26 @@ BUILD_DIRECTORY = Path(__file__).with_name("_compiled")
 
 
 def _source_path(module_name: str) -> Path:
-    spec = importlib.util.find_spec(module_name)
-    if spec is None or spec.origin is None:  # pragma: no cover - a module of this package
-        raise ImportError(f"cannot find the kernel module {module_name}")
-    return Path(spec.origin)
+    """The file of a kernel module of this package, found without importing it or its package (in a mixed release,
+    ``pipeline.core.kl_anonymity``'s ``__init__`` would import the whole (k, ℓ) model)."""
+    package, _, relative = module_name.partition(f"{__package__}.")
+    if package or not relative:
+        raise ValueError(f"{module_name} is not a module of {__package__}")
+    return Path(__file__).parent.joinpath(*relative.split(".")).with_suffix(".py")
 
 
 def source_digest() -> str:
     """16 hex digits identifying what the extension module is compiled from: the bytes of every kernel module, of
     :data:`EXTRA_SOURCES` and of this file, and the Python, numpy and numba versions and the machine type. Reads
-    a few files; imports neither the kernels nor numba."""
+    a few files (about 20 ms); imports neither the kernels nor numba.
+
+    Raises
+    ------
+    OSError
+        A source file cannot be read (e.g. the package runs from a zip archive).
+    """
     digest = hashlib.sha256()
-    modules = sorted({module for module, _ in KERNELS.values()} | set(EXTRA_SOURCES))
+    modules = sorted({signature.module for signature in KERNELS.values()} | set(EXTRA_SOURCES))
     for path in [Path(__file__), *(_source_path(module) for module in modules)]:
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     versions = (sys.version.split()[0], np.__version__, _numba_version(), platform.machine())
@@ -114,8 +193,11 @@ def _module_name(digest: str) -> str:
 def built_module(directory: Path | None = None) -> ModuleType | None:
     """The ahead-of-time module built from the current sources in ``directory`` (default
     :data:`BUILD_DIRECTORY`), imported; None when there is none (never built, built from other sources or
-    versions, or not loadable on this machine)."""
-    name = _module_name(source_digest())
+    versions, not loadable on this machine, or the sources not readable as files)."""
+    try:
+        name = _module_name(source_digest())
+    except OSError:  # e.g. the package imported from a zip archive (Spark's --py-files): run just in time
+        return None
     folder = BUILD_DIRECTORY if directory is None else Path(directory)
     for suffix in EXTENSION_SUFFIXES:
         path = folder / f"{name}{suffix}"
@@ -144,20 +226,49 @@ def _default_module() -> ModuleType | None:
 @cache
 def kernel(name: str) -> Callable[..., Any]:
     """The compiled kernel ``name`` (a key of :data:`KERNELS`): from the ahead-of-time module when it is built for
-    the current sources, else numba's just-in-time function (which imports numba and
-    compiles or loads it on first call). Both compute the same; see the module docstring. Cached: the (k, ℓ) model
-    calls some kernels hundreds of thousands of times.
+    the current sources, else numba's just-in-time function (which imports numba and compiles or loads it on first
+    call). Both compute the same; see the module docstring. The ahead-of-time function comes wrapped in a check of
+    its arguments against :data:`KERNELS` (numba's dispatcher would compile another specialization instead; the
+    compiled function would misread them). Cached: the (k, ℓ) model calls some kernels thousands of times.
 
     Raises
     ------
     KeyError
         ``name`` is not a kernel.
+    TypeError
+        (from the returned function) An argument's type, dtype or number of dimensions is not the signature's.
     """
-    module_name, _ = KERNELS[name]
+    signature = KERNELS[name]
     built = _default_module()
-    if built is not None:
-        return getattr(built, name)
-    return getattr(importlib.import_module(module_name), name)
+    if built is None:
+        return getattr(importlib.import_module(signature.module), name)
+    compiled = getattr(built, name)
+    arguments = signature.arguments
+
+    def checked(*values: Any) -> Any:
+        if len(values) != len(arguments) or not all(a.accepts(v) for a, v in zip(arguments, values, strict=True)):
+            raise TypeError(_mismatch(name, signature, values))
+        return compiled(*values)
+
+    checked.__name__ = checked.__qualname__ = name
+    checked.__doc__ = compiled.__doc__
+    return checked
+
+
+def _mismatch(name: str, signature: KernelSignature, values: tuple[Any, ...]) -> str:
+    def described(value: Any) -> str:
+        if isinstance(value, np.ndarray):
+            return f"{value.dtype}[{value.ndim}d]"
+        return type(value).__name__
+
+    if len(values) != len(signature.arguments):
+        return f"kernel {name} takes {len(signature.arguments)} arguments ({signature.numba}), got {len(values)}"
+    wrong = next(i for i, (a, v) in enumerate(zip(signature.arguments, values, strict=True)) if not a.accepts(v))
+    return (
+        f"kernel {name}: argument {wrong + 1} must be {signature.arguments[wrong].numba}, got "
+        f"{described(values[wrong])} (the ahead-of-time build has one signature: {signature.numba}; convert the "
+        "argument, e.g. np.asarray(value, dtype=np.int64))"
+    )
 
 
 def build(directory: Path | None = None) -> Path:
@@ -182,9 +293,9 @@ def build(directory: Path | None = None) -> Path:
         compiler = CC(name)  # type: ignore[no-untyped-call]
         compiler.output_dir = str(folder)
         compiler.verbose = False
-        for kernel_name, (module_name, signature) in KERNELS.items():
-            function = getattr(importlib.import_module(module_name), kernel_name)
-            compiler.export(kernel_name, signature)(function.py_func)  # type: ignore[no-untyped-call]
+        for kernel_name, signature in KERNELS.items():
+            function = getattr(importlib.import_module(signature.module), kernel_name)
+            compiler.export(kernel_name, signature.numba)(function.py_func)  # type: ignore[no-untyped-call]
         try:
             compiler.compile()
         except Exception as error:  # noqa: BLE001  (the compiler's errors have no common type)
@@ -199,8 +310,10 @@ def build(directory: Path | None = None) -> Path:
 
 
 def main() -> int:  # pragma: no cover - exercised by make env
-    """``python -m pipeline.core.compiled``: build the module; on failure say so and exit 0 (the kernels then run
-    just in time, with the same results)."""
+    """``python -m pipeline.core.compiled``: build the module unless the one of the current sources is there; on
+    failure say so and exit 0 (the kernels then run just in time, with the same results)."""
+    if built_module() is not None:
+        return 0
     try:
         path = build()
     except Exception as error:  # noqa: BLE001  (numba.pycc missing or failing: the kernels still run just in time)

@@ -174,9 +174,9 @@ def create_sids(
         (SPEC §6.5).
     trace
         Record the steps in SPEC §16.3 notation: the main loop then runs as the readable Python loops below (slower;
-        for tests and teaching). Without it the main loop runs compiled (:mod:`pipeline.core.rating_kernel`, numba),
-        with the same result (``tests/core/test_rating_kernel.py``); the first call in a fresh checkout compiles it
-        (a few seconds, cached in ``__pycache__``).
+        for tests and teaching). Without it the main loop runs compiled (:mod:`pipeline.core.rating_kernel`: ahead
+        of time when ``make env`` built it, :mod:`pipeline.core.compiled`, else by numba on the first call, a few
+        seconds, cached in ``__pycache__``), with the same result (``tests/core/test_rating_kernel.py``).
 
     Returns
     -------

@@ -543,8 +543,8 @@ def kl_diversity_summary(kl_released: pd.DataFrame, sensitive_attributes: Sequen
     ----------
     SPEC §14.1 and §15 #27 (``Diverse`` = largest set of pairwise totally different tuples).
     """
-    # the (k, ℓ) package compiles its kernels with numba (~60 MiB): imported by the (k, ℓ) gate only, not by every
-    # process that verifies a mixed or sharded release
+    # the (k, ℓ) package (its model and kernels): imported by the (k, ℓ) gate only, not by every process that verifies
+    # a mixed or sharded release
     from pipeline.core.kl_anonymity.diverse import tuples_diverse, tuples_diverse_at_least
 
     attributes = list(sensitive_attributes)
