@@ -34,7 +34,7 @@ import platform
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import ModuleType
@@ -198,27 +198,29 @@ def built_module(directory: Path | None = None) -> ModuleType | None:
         name = _module_name(source_digest())
     except OSError:  # e.g. the package imported from a zip archive (Spark's --py-files): run just in time
         return None
-    folder = BUILD_DIRECTORY if directory is None else Path(directory)
-    for suffix in EXTENSION_SUFFIXES:
-        path = folder / f"{name}{suffix}"
-        if not path.is_file():
-            continue
-        if name in sys.modules:
-            return sys.modules[name]
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:  # pragma: no cover - an extension file always has a spec
-            return None
-        module = importlib.util.module_from_spec(spec)
-        try:
-            spec.loader.exec_module(module)
-        except ImportError:  # built for another ABI: run just in time
-            return None
-        sys.modules[name] = module
-        return module
-    return None
+    path = _extension_path(BUILD_DIRECTORY if directory is None else Path(directory), name)
+    if path is None:
+        return None
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:  # pragma: no cover - an extension file always has a spec
+        return None
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except ImportError:  # built for another ABI: run just in time
+        return None
+    sys.modules[name] = module
+    return module
 
 
-@lru_cache(maxsize=1)
+def _extension_path(folder: Path, name: str) -> Path | None:
+    """The extension module file ``name`` in ``folder`` (any of this interpreter's suffixes), or None."""
+    return next((folder / f"{name}{suffix}" for suffix in EXTENSION_SUFFIXES if (folder / f"{name}{suffix}").is_file()), None)
+
+
+@cache
 def _default_module() -> ModuleType | None:
     return built_module()
 
@@ -300,7 +302,7 @@ def build(directory: Path | None = None) -> Path:
             compiler.compile()
         except Exception as error:  # noqa: BLE001  (the compiler's errors have no common type)
             raise RuntimeError(f"compiling the kernels ahead of time failed: {error}") from error
-    built = next((folder / f"{name}{suffix}" for suffix in EXTENSION_SUFFIXES if (folder / f"{name}{suffix}").is_file()), None)
+    built = _extension_path(folder, name)
     if built is None:  # pragma: no cover - the compiler reported success
         raise RuntimeError(f"compiling the kernels ahead of time wrote no module {name} in {folder}")
     for stale in folder.glob("_kernels_*"):

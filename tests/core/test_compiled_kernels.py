@@ -26,13 +26,9 @@ from pipeline.core.grouping import group_sac
 from pipeline.core.hierarchies import load_hierarchies
 from pipeline.core.rating import create_sids
 from tests.core.test_kl_anonymity import random_table
+from tests.core.test_scale_equivalence import skewed_tables
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-ADULT = PROJECT_ROOT / "data" / "adult" / "adult.data"
-ADULT_COLUMNS = [
-    "age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation", "relationship", "race",
-    "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country", "income",
-]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -142,24 +138,10 @@ def test_kernel_refuses_an_unknown_name():
 
 @st.composite
 def tables(draw):
-    """Records with 2-4 sensitive attributes of skewed values, a SAC/IR split and two quasi-identifiers."""
-    n = draw(st.integers(0, 150))
-    m = draw(st.integers(2, 4))
+    """The equivalence tests' skewed tables (``tests/core/test_scale_equivalence.py``) with a quasi-identifier."""
+    frame, attributes, in_sac = draw(skewed_tables())
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    columns = {}
-    for j in range(m):
-        n_values = draw(st.integers(1, 8))
-        weights = rng.dirichlet(np.full(n_values, draw(st.sampled_from([0.3, 1.0, 5.0]))))
-        columns[f"S{j}"] = [f"v{k}" for k in rng.choice(n_values, size=n, p=weights)]
-    frame = pd.DataFrame(
-        {
-            "row_id": rng.permutation(np.arange(1, n + 1)) * 5,
-            "zone": [f"z{k}" for k in rng.integers(0, draw(st.integers(1, 5)), size=n)],
-            **columns,
-        }
-    )
-    in_sac = rng.random(n) < draw(st.sampled_from([0.2, 0.5, 0.9]))
-    return frame, list(columns), in_sac
+    return frame.assign(zone=[f"z{k}" for k in rng.integers(0, draw(st.integers(1, 5)), size=len(frame))]), attributes, in_sac
 
 
 def _grouping(frame, attributes, in_sac, ell, quasi_identifiers):
@@ -284,11 +266,10 @@ def test_a_module_from_a_zip_archive_runs_just_in_time(monkeypatch):
 
 
 @pytest.mark.slow
-def test_on_adult_both_builds_group_and_rate_alike(built):
-    adult = pd.read_csv(ADULT, header=None, names=ADULT_COLUMNS, skipinitialspace=True, na_values="?").dropna()
-    adult = adult.reset_index(drop=True).assign(row_id=lambda f: np.arange(1, len(f) + 1))
+def test_on_adult_both_builds_group_and_rate_alike(built, adult_records):
+    adult = adult_records
     attributes = ["education", "occupation", "relationship"]
-    in_sac = (adult["age"] % 3 == 0).to_numpy()  # a third of the records as SAC, spread over the table
+    in_sac = np.arange(len(adult)) % 3 == 0  # a third of the records as SAC, spread over the table
     outcomes = []
     for module in (None, compiled.built_module(built)):
         with serving(module):
@@ -300,11 +281,10 @@ def test_on_adult_both_builds_group_and_rate_alike(built):
 
 
 @pytest.mark.slow
-def test_on_adult_both_builds_give_the_same_kl_release(built):
+def test_on_adult_both_builds_give_the_same_kl_release(built, adult_records):
+    adult = adult_records
     quasi_identifiers = ["sex", "race", "marital-status", "native-country", "workclass"]
     sensitive_attributes = ["education", "occupation", "relationship"]
-    adult = pd.read_csv(ADULT, header=None, names=ADULT_COLUMNS, skipinitialspace=True, na_values="?").dropna()
-    adult = adult.reset_index(drop=True).assign(row_id=lambda f: np.arange(1, len(f) + 1))
     hierarchies = load_hierarchies(PROJECT_ROOT / "data" / "adult" / "hierarchies", quasi_identifiers)
     outcomes = []
     for module in (None, compiled.built_module(built)):

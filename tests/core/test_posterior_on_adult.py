@@ -60,10 +60,7 @@ def _posteriors(records, tables, **options):
         QUASI_IDENTIFIERS,
         SENSITIVE,
         ell=3,
-        sac_released=tables.sac_released,
-        attribute_table=tables.attribute_table,
-        id_table=tables.id_table,
-        attribute_clusters=tables.attribute_clusters,
+        **_release_arguments(tables),
         **options,
     )
 
@@ -133,14 +130,7 @@ def test_the_held_out_folds_paths_are_those_of_weighting_every_pair_by_its_fold(
     tables = _release_tables(records, "p1")
 
     def release_data():
-        data, _ = module._release_data(
-            QUASI_IDENTIFIERS,
-            SENSITIVE,
-            sac_released=tables.sac_released,
-            attribute_table=tables.attribute_table,
-            id_table=tables.id_table,
-            attribute_clusters=tables.attribute_clusters,
-        )
+        data, _ = module._release_data(QUASI_IDENTIFIERS, SENSITIVE, **_release_arguments(tables))
         return data
 
     probe = release_data()
@@ -158,19 +148,21 @@ def test_the_held_out_folds_paths_are_those_of_weighting_every_pair_by_its_fold(
         assert not np.array_equal(path[0].log_conditional["relationship"][0], path[-1].log_conditional["relationship"][0])
 
 
+def _release_arguments(tables) -> dict:
+    """The release ``tables`` as the posterior functions' keyword arguments."""
+    return {
+        "sac_released": tables.sac_released,
+        "attribute_table": tables.attribute_table,
+        "id_table": tables.id_table,
+        "attribute_clusters": tables.attribute_clusters,
+    }
+
+
 def _fit_on(tables, **options):
     """The learned-model adversary's fit (gate 9) on the release ``tables`` of Adult's columns."""
     from pipeline.core.posterior import fit_naive_bayes_on_release
 
-    return fit_naive_bayes_on_release(
-        QUASI_IDENTIFIERS,
-        SENSITIVE,
-        sac_released=tables.sac_released,
-        attribute_table=tables.attribute_table,
-        id_table=tables.id_table,
-        attribute_clusters=tables.attribute_clusters,
-        **options,
-    )
+    return fit_naive_bayes_on_release(QUASI_IDENTIFIERS, SENSITIVE, **_release_arguments(tables), **options)
 
 
 def test_the_two_held_out_folds_on_two_threads_give_the_fit_of_one_thread(adult_records, monkeypatch):
