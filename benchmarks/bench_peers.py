@@ -13,7 +13,11 @@
   records suppressed: anjana's ``l_diversity`` protects one sensitive attribute per call, so
   ``tests/release/anjana_adult.py`` (the script of the anjana audit test) calls it once per sensitive attribute,
   each call generalizing further from the previous call's output; the process reads the CSV, runs anjana and writes
-  its table.
+  its table;
+* the stack floor (``python -m benchmarks.stack_floor``): the libraries the release is built on (pandas and pyarrow,
+  DuckDB, Dagster and its SQLite storage, Great Expectations as the gates import it, matplotlib's Agg figures),
+  imported and nothing else. What the release takes above it is the project's work and Dagster's run bookkeeping;
+  the targets' notes quote it.
 
 anjana cannot be installed beside this project's pins (anjana 1.2.3 pins numpy 2.0.2 and pycanon 1.3.5, which pins
 scipy 1.15.3, while mlxtend 0.25.0 needs scipy >= 1.16.3; the dev group pins pycanon < 1.2.1), so neither the project's
@@ -68,6 +72,8 @@ PEER_TARGETS = {
     "kl_over_anjana_ratio": 1.0,
 }
 DEFAULT_PEER_TIMEOUT_SECONDS = 900.0
+#: The configuration that times :mod:`benchmarks.stack_floor` (quoted in the targets' notes).
+FLOOR_KEY = "stack-floor"
 
 
 @dataclass(frozen=True)
@@ -76,9 +82,9 @@ class PeerRun:
 
     key: str
     label: str
-    tool: str  # "msa" or "anjana"
-    model: str  # "mixed", "rating" or "kl"
-    ell: int
+    tool: str  # "msa", "anjana" or "floor" (the stack's imports alone, :mod:`benchmarks.stack_floor`)
+    model: str | None = None  # "mixed", "rating" or "kl"; None for the floor
+    ell: int | None = None
     k: int | None = None
     #: further ``msa-release run`` options of the README's command for this model
     options: tuple[str, ...] = ()
@@ -91,7 +97,7 @@ class PeerRun:
         ValueError
             For an anjana configuration.
         """
-        if self.tool != "msa":
+        if self.tool != "msa" or self.ell is None:
             raise ValueError(f"{self.key} is not an msa-release run")
         arguments = [] if self.model == "mixed" else ["--model", self.model]
         if self.k is not None:
@@ -109,6 +115,8 @@ PEER_RUNS = (
     PeerRun("msa-kl-k5-l2", "msa kl k=5 ℓ=2", "msa", "kl", 2, 5),
     PeerRun("anjana-k3-l3", f"anjana {ANJANA_VERSION} k=3 ℓ=3", "anjana", "kl", 3, 3),
     PeerRun("anjana-k5-l2", f"anjana {ANJANA_VERSION} k=5 ℓ=2", "anjana", "kl", 2, 5),
+    # what no change inside pipeline/ can remove: the libraries the release is built on, imported as it imports them
+    PeerRun(FLOOR_KEY, "stack floor: the release's libraries imported, no release (`python -m benchmarks.stack_floor`)", "floor"),
 )
 
 
@@ -174,6 +182,9 @@ def evaluate_peer_targets(summaries: dict[str, dict], not_run: dict[str, str] | 
     def figure(key: str, name: str):
         return (summaries.get(key) or {}).get(name)
 
+    floor_wall, floor_peak = figure(FLOOR_KEY, "median_wall_seconds"), figure(FLOOR_KEY, "tree_peak_rss_mb")
+    floor_seconds = f"; the stack's imports alone ({FLOOR_KEY}): {floor_wall:.2f} s" if floor_wall is not None else ""
+    floor_mib = f"; the stack's imports alone ({FLOOR_KEY}): {floor_peak:.0f} MiB" if floor_peak is not None else ""
     mixed_note = not_run.get("msa-mixed-l3", "median of the measured runs, warm (one unmeasured warm-up run)")
     add(
         "peers_mixed_wall_seconds",
@@ -181,7 +192,7 @@ def evaluate_peer_targets(summaries: dict[str, dict], not_run: dict[str, str] | 
         figure("msa-mixed-l3", "median_wall_seconds"),
         PEER_TARGETS["mixed_wall_seconds"],
         "s",
-        mixed_note,
+        mixed_note + floor_seconds,
     )
     add(
         "peers_mixed_tree_peak_rss_mb",
@@ -189,13 +200,15 @@ def evaluate_peer_targets(summaries: dict[str, dict], not_run: dict[str, str] | 
         figure("msa-mixed-l3", "tree_peak_rss_mb"),
         PEER_TARGETS["mixed_tree_peak_rss_mb"],
         "MiB",
-        not_run.get("msa-mixed-l3", "largest over the measured runs"),
+        not_run.get("msa-mixed-l3", "largest over the measured runs") + floor_mib,
     )
     for k, ell in ((3, 3), (5, 2)):
         ours, theirs = f"msa-kl-k{k}-l{ell}", f"anjana-k{k}-l{ell}"
         mine, anjana = figure(ours, "median_wall_seconds"), figure(theirs, "median_wall_seconds")
         if mine is not None and anjana:
             ratio, note = round(mine / anjana, 3), f"msa-release {mine:.2f} s, anjana {anjana:.2f} s (median wall)"
+            if floor_wall is not None:
+                note += f"{floor_seconds}, {floor_wall / anjana:.2f} x anjana's whole command"
         else:
             missing = [f"{key}: {not_run.get(key, 'no successful run')}" for key, v in ((ours, mine), (theirs, anjana)) if not v]
             ratio, note = None, "; ".join(missing)
@@ -297,6 +310,13 @@ def render_peers_markdown(results: dict) -> str:
         "table. anjana does not publish several sensitive attributes linked to each other, run gates, an audit or a "
         "report: the comparison is of the whole command each tool needs for a release of Adult.",
         "",
+        "Stack floor: `python -m benchmarks.stack_floor` imports the libraries `msa-release run` is built on as the "
+        "release imports them (pandas and pyarrow, DuckDB with one in-memory connection, Dagster and its SQLite "
+        "storage, Great Expectations as the gates import it, matplotlib's Agg figures) and does nothing else: no "
+        "record is read and no run is made. What a release takes above it is the project's own work and Dagster's run "
+        "bookkeeping; what it takes itself no change inside `pipeline/` removes while the CLI's release runs on these "
+        "libraries.",
+        "",
         "Raw figures: `peers.json`.",
         "",
     ]
@@ -397,6 +417,8 @@ def peer_command(run: PeerRun, *, work_dir: Path, anjana_python: str | None, anj
     if run.tool == "msa":
         home = work_dir / "homes" / run.key
         return [bench._tool("msa-release"), "run", *ADULT_RUN_ARGUMENTS, *run.msa_arguments(), "--quiet", "--home", str(home)]
+    if run.tool == "floor":
+        return [sys.executable, "-m", "benchmarks.stack_floor"]
     return [
         str(anjana_python),
         str(ANJANA_SCRIPT),

@@ -38,8 +38,9 @@ peak from the profile is taken when larger). A Spark Connect server (``--spark-r
 descendant and is not counted.
 
 Sections (``--sections``, ``make bench SECTIONS=…``, default both): ``sizes`` (everything above: README.md, results.json,
-scaling.png) and ``peers`` (issue 18: msa-release and anjana side by side on Adult in one sitting, median of ``--runs``
-round-robin rounds, wall, CPU and process-tree peak, the targets with pass / miss: peers.md, peers.json;
+scaling.png) and ``peers`` (issue 18: msa-release and anjana side by side on Adult in one sitting, with the floor of the
+libraries the release imports, median of ``--runs`` round-robin rounds, wall, CPU and process-tree peak, the targets
+with pass / miss: peers.md, peers.json;
 ``benchmarks/bench_peers.py``). The size section also marks issue 18's 1M target (default mixed: the ``local``
 engine's 1M run, else the ``memory`` engine's; ≤ 20 s and ≤ 1 GiB) when ``--sizes`` has 1m.
 
@@ -1854,7 +1855,7 @@ def main(argv: list[str] | None = None) -> int:
         "--sections",
         default=",".join(SECTIONS),
         help="comma-separated sections to run: sizes (every --sizes on every --engine: README.md, results.json, "
-        "scaling.png) and peers (issue 18: msa-release and anjana side by side on Adult, median of --runs "
+        "scaling.png) and peers (issue 18: msa-release and anjana side by side on Adult, and the stack floor, median of --runs "
         "round-robin rounds: peers.md, peers.json; benchmarks/bench_peers.py); default both",
     )
     parser.add_argument(

@@ -2,6 +2,8 @@
 numbers (no run, no timing). The limits are issue 18's: warm default mixed on Adult ≤ 6 s and ≤ 400 MiB; --model kl
 at (3, 3) and (5, 2) no slower than anjana at the same (k, ℓ); 1M default mixed ≤ 20 s and ≤ 1 GiB."""
 
+import sys
+
 import pytest
 
 from benchmarks import bench_peers as peers
@@ -134,6 +136,37 @@ def test_size_section_marks_the_1m_target_of_issue_18():
     assert targets["mixed_1m_wall_seconds"]["verdict"] == "not measured"
 
 
+def test_the_targets_quote_the_stack_floor_when_it_was_measured():
+    summaries = {
+        "msa-mixed-l3": _summary(8.4, peak=418.0),
+        "msa-kl-k3-l3": _summary(10.95),
+        "anjana-k3-l3": _summary(3.12),
+        peers.FLOOR_KEY: _summary(4.03, peak=322.4),
+    }
+    targets = _targets(summaries)
+    assert targets["peers_mixed_wall_seconds"]["note"].endswith("the stack's imports alone (stack-floor): 4.03 s")
+    assert targets["peers_mixed_tree_peak_rss_mb"]["note"].endswith("the stack's imports alone (stack-floor): 322 MiB")
+    kl = targets["peers_kl_k3_l3_over_anjana"]
+    assert kl["value"] == 3.51 and kl["verdict"] == "miss"  # 10.95 / 3.12; the floor changes no verdict
+    assert kl["note"] == (
+        "msa-release 10.95 s, anjana 3.12 s (median wall); the stack's imports alone (stack-floor): 4.03 s, "
+        "1.29 x anjana's whole command"
+    )
+    without = _targets({key: value for key, value in summaries.items() if key != peers.FLOOR_KEY})
+    assert "stack" not in without["peers_mixed_wall_seconds"]["note"] + without["peers_kl_k3_l3_over_anjana"]["note"]
+    assert [t["target"] for t in peers.evaluate_peer_targets(summaries)] == [
+        t["target"] for t in peers.evaluate_peer_targets({})
+    ]  # no target of its own: the floor is context, not a target
+
+
+def test_the_stack_floor_runs_its_module_in_this_interpreter(tmp_path):
+    floor = next(run for run in peers.PEER_RUNS if run.key == peers.FLOOR_KEY)
+    command = peers.peer_command(floor, work_dir=tmp_path, anjana_python=None, anjana_input=tmp_path / "in.csv")
+    assert command == [sys.executable, "-m", "benchmarks.stack_floor"]
+    with pytest.raises(ValueError, match="not an msa-release run"):
+        floor.msa_arguments()
+
+
 def test_run_peers_warms_up_once_then_runs_round_robin_and_writes_the_report(monkeypatch, tmp_path):
     order = []
 
@@ -146,9 +179,10 @@ def test_run_peers_warms_up_once_then_runs_round_robin_and_writes_the_report(mon
     monkeypatch.setattr(peers, "measure_command", fake_measure)
     monkeypatch.setattr(bench, "machine_description", lambda: {"cpu_model": "test", "load_average_at_start": [0.0]})
     results = peers.run_peers(output_dir=tmp_path / "report", work_dir=tmp_path / "work", rounds=2, log=lambda *_: None)
-    msa = [run.key for run in peers.PEER_RUNS if run.tool == "msa"]
-    assert order == msa * 3  # one warm-up round (not measured), then 2 rounds in the same order
-    assert all(len(results["runs"][key]["measurements"]) == 2 for key in msa)
+    measured = [run.key for run in peers.PEER_RUNS if run.tool != "anjana"]  # msa-release's runs and the stack floor
+    assert measured[-1] == peers.FLOOR_KEY and len(measured) == 5
+    assert order == measured * 3  # one warm-up round (not measured), then 2 rounds in the same order
+    assert all(len(results["runs"][key]["measurements"]) == 2 for key in measured)
     assert results["runs"]["anjana-k3-l3"]["not_run"] == "uv is not installed"
     text = (tmp_path / "report" / "peers.md").read_text()
     assert "| anjana 1.2.3 k=3 ℓ=3 | not run | — | — | uv is not installed |" in text
