@@ -13,13 +13,7 @@ import dagster as dg
 import pytest
 
 from pipeline import jobs
-from pipeline.cli.common import (
-    DAGSTER_YAML,
-    LEGACY_DAGSTER_YAML,
-    POOLS_DAGSTER_YAML,
-    RUN_QUEUE_DAGSTER_YAML,
-    write_dagster_yaml,
-)
+from pipeline.cli.common import DAGSTER_YAML, LEGACY_DAGSTER_YAML, RUN_QUEUE_DAGSTER_YAML, write_dagster_yaml
 from pipeline.definitions import build_definitions
 from pipeline.resources import ReleaseStore
 from pipeline.run_events import process_alive_since
@@ -268,14 +262,10 @@ def test_the_dagster_yaml_queues_release_runs_and_enables_monitoring_and_retries
     before_pools = tmp_path / "before_pools"  # written by the version before the publish pool: replaced too
     before_pools.mkdir()
     (before_pools / "dagster.yaml").write_text(RUN_QUEUE_DAGSTER_YAML)
-    with_compute_logs = tmp_path / "with_compute_logs"  # written before compute logs were turned off: replaced too
-    with_compute_logs.mkdir()
-    (with_compute_logs / "dagster.yaml").write_text(POOLS_DAGSTER_YAML)
-    for home in (legacy, custom, fresh, before_pools, with_compute_logs):
+    for home in (legacy, custom, fresh, before_pools):
         write_dagster_yaml(home)
     assert (legacy / "dagster.yaml").read_text() == DAGSTER_YAML == (fresh / "dagster.yaml").read_text()
     assert (before_pools / "dagster.yaml").read_text() == DAGSTER_YAML
-    assert (with_compute_logs / "dagster.yaml").read_text() == DAGSTER_YAML
     assert (custom / "dagster.yaml").read_text() == "telemetry:\n  enabled: true\n"  # the steward's own: kept
     monkeypatch.setenv("DAGSTER_HOME", str(fresh))
     with dg.DagsterInstance.get() as instance:
@@ -287,8 +277,6 @@ def test_the_dagster_yaml_queues_release_runs_and_enables_monitoring_and_retries
         # sharded_release's publish step is in a pool of one (issue 17), enforced per run (no in-process waiting)
         assert concurrency.pool_config.default_pool_limit == 1
         assert str(concurrency.pool_config.pool_granularity.value) == "run"
-        # no compute logs (issue 18): a run's stdout and stderr are not copied into the home by helper processes
-        assert type(instance.compute_log_manager).__name__ == "NoOpComputeLogManager"
 
 
 def test_the_dagster_yaml_creates_private_directories_and_keeps_an_existing_mode(tmp_path):

@@ -47,42 +47,11 @@ run_retries:
   max_retries: 0
 """
 
-#: The configuration written before compute logs were turned off (issue 18): replaced by ``DAGSTER_YAML`` when found
-#: unchanged.
-POOLS_DAGSTER_YAML = """\
-telemetry:
-  enabled: false
-# msa-release: runs of this home hold its release lock; the queue keeps the others QUEUED (not failed on the lock);
-# runs with a step in a pool (sharded_release's publish step: msa_release_publish) start one at a time
-concurrency:
-  runs:
-    tag_concurrency_limits:
-      - key: msa_release/release_lock
-        limit: 1
-  pools:
-    default_limit: 1
-    granularity: run
-# runs stuck STARTING or CANCELING are failed; a run whose process died is failed by the inbox sensor's next tick
-# and by the next msa-release command (pipeline.run_events.fail_orphaned_runs)
-run_monitoring:
-  enabled: true
-  start_timeout_seconds: 300
-  cancel_timeout_seconds: 300
-  poll_interval_seconds: 30
-# only runs tagged dagster/max_retries are retried (the inbox sensor's: worker died, not a gate's refusal)
-run_retries:
-  enabled: true
-  max_retries: 0
-"""
-
 #: The Dagster instance configuration this project writes (``msa-release``, ``make ui``/``release``): the run queue
 #: starts one run tagged ``msa_release/release_lock`` (every job of the code location) at a time, and one run at a
 #: time using a concurrency pool (``sharded_release``'s publish step is in pool ``msa_release_publish``; limit 1,
 #: enforced per run by the queue, so an in-process step never waits on a slot); run monitoring fails runs stuck
-#: starting or cancelling, and run retries re-run the runs tagged ``dagster/max_retries`` (the inbox's). Compute logs
-#: (the runs' stdout and stderr copied into the home) are off: the event log is the run's record, and capturing them
-#: took four helper processes per run (``tail -F`` and Dagster's ``watch_orphans.py`` for each stream: on Adult's
-#: release about 22 MiB of the process tree and 0.4 s, issue 18).
+#: starting or cancelling, and run retries re-run the runs tagged ``dagster/max_retries`` (the inbox's).
 DAGSTER_YAML = """\
 telemetry:
   enabled: false
@@ -107,18 +76,13 @@ run_monitoring:
 run_retries:
   enabled: true
   max_retries: 0
-# no compute logs: the event log is the run's record (the steps report through it, never with a value of the data);
-# copying stdout and stderr into the home took four helper processes per run (tail -F and watch_orphans.py per stream)
-compute_logs:
-  module: dagster._core.storage.noop_compute_log_manager
-  class: NoOpComputeLogManager
 """
 
 
 def write_dagster_yaml(dagster_home: Path) -> Path:
     """Create ``<dagster_home>/dagster.yaml`` (``DAGSTER_YAML``) unless one exists; one that still holds
-    ``LEGACY_DAGSTER_YAML``, ``RUN_QUEUE_DAGSTER_YAML`` or ``POOLS_DAGSTER_YAML`` exactly (written by an earlier
-    version) is replaced. Any other file is the steward's and is kept. Returns its path."""
+    ``LEGACY_DAGSTER_YAML`` exactly (written by an earlier version) is replaced. Any other file is the
+    steward's and is kept. Returns its path."""
     # its run history is private: every directory created here, the missing parents too (the release home, when
     # DAGSTER_HOME is <home>/dagster and `make` runs first), is 0700; an existing one keeps its mode
     for directory in [*reversed(dagster_home.parents), dagster_home]:
@@ -131,7 +95,7 @@ def write_dagster_yaml(dagster_home: Path) -> Path:
         current = config.read_text()
     except FileNotFoundError:
         current = None
-    if current is None or current in (LEGACY_DAGSTER_YAML, RUN_QUEUE_DAGSTER_YAML, POOLS_DAGSTER_YAML):
+    if current is None or current in (LEGACY_DAGSTER_YAML, RUN_QUEUE_DAGSTER_YAML):
         staged = config.with_name(".dagster.yaml.tmp")
         staged.write_text(DAGSTER_YAML)
         staged.replace(config)
