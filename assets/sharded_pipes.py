@@ -119,7 +119,8 @@ def launch_shard_release(
     Raises
     ------
     dagster.Failure
-        The job exited with a non-zero status (its error, naming the shard or the file, is on the step's stderr).
+        The job exited with a non-zero status (its error, naming the shard or the file, is on the step's stderr: the
+        terminal of an ``msa-release`` command, the run's compute logs in the UI for a run started there).
     """
     from dagster._core.errors import DagsterPipesExecutionError  # raised by PipesSubprocessClient; not exported
 
@@ -133,7 +134,8 @@ def launch_shard_release(
     except DagsterPipesExecutionError as error:
         raise dg.Failure(
             f"the Spark job launched through Dagster Pipes ({SPARK_JOB_MODULE}) failed: {error}; its error (the shard, "
-            "the file) is on this step's stderr; nothing is published"
+            "the file) is on this step's stderr (the terminal of an msa-release command; the run's stderr in the UI "
+            "for a run started there); nothing is published"
         ) from None
     metadata: dict[str, Any] = {}
     for result in invocation.get_results(implicit_materializations=False):

@@ -95,7 +95,7 @@ class PeerRun:
         Raises
         ------
         ValueError
-            For an anjana configuration.
+            For an anjana configuration or the stack floor, or an msa-release configuration without ℓ.
         """
         if self.tool != "msa" or self.ell is None:
             raise ValueError(f"{self.key} is not an msa-release run")
@@ -413,12 +413,21 @@ def write_anjana_input(path: Path) -> int:
 
 
 def peer_command(run: PeerRun, *, work_dir: Path, anjana_python: str | None, anjana_input: Path) -> list[str]:
-    """The command of one configuration (msa-release in its own home under ``work_dir``; anjana in its environment)."""
+    """The command of one configuration (msa-release in its own home under ``work_dir``; anjana in its environment;
+    the stack floor in this interpreter).
+
+    Raises
+    ------
+    ValueError
+        An anjana configuration without k or ℓ.
+    """
     if run.tool == "msa":
         home = work_dir / "homes" / run.key
         return [bench._tool("msa-release"), "run", *ADULT_RUN_ARGUMENTS, *run.msa_arguments(), "--quiet", "--home", str(home)]
     if run.tool == "floor":
         return [sys.executable, "-m", "benchmarks.stack_floor"]
+    if run.k is None or run.ell is None:
+        raise ValueError(f"{run.key}: anjana's configuration needs k and ℓ")
     return [
         str(anjana_python),
         str(ANJANA_SCRIPT),

@@ -165,6 +165,10 @@ def test_the_stack_floor_runs_its_module_in_this_interpreter(tmp_path):
     assert command == [sys.executable, "-m", "benchmarks.stack_floor"]
     with pytest.raises(ValueError, match="not an msa-release run"):
         floor.msa_arguments()
+    with pytest.raises(ValueError, match="needs k and ℓ"):  # an anjana row never runs with "None" arguments
+        peers.peer_command(
+            peers.PeerRun("anjana-x", "anjana", "anjana"), work_dir=tmp_path, anjana_python="python", anjana_input=tmp_path
+        )
 
 
 def test_run_peers_warms_up_once_then_runs_round_robin_and_writes_the_report(monkeypatch, tmp_path):

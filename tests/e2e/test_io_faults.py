@@ -5,7 +5,8 @@ The run (the first 2,000 records of Adult, in this process through click's runne
 touches the release home (``tests/io_faults.py``): the release lock, ``releases/`` (staging directory, each table of
 ``release.duckdb`` and its Parquet file, ``manifest.json``, ``report.html``, ``report.json``, every fsync, the rename,
 ``LATEST``), the warehouse (each DuckDB statement of the IO manager), the registry, and the Dagster instance (its
-directories, compute logs and each kind of event stored in its event log). Then each distinct call point fails in
+directories and each kind of event stored in its event log; the command's own runs capture no compute logs,
+``pipeline.cli.common.command_instance``). Then each distinct call point fails in
 turn, with ENOSPC (a full disk stays full) and with EIO. After each fault:
 
 - the command exits non-zero with one line naming the cause (the errno's text, or the Dagster instance's database
@@ -15,8 +16,8 @@ turn, with ENOSPC (a full disk stays full) and with EIO. After each fault:
   published, and it must be complete);
 - the release lock is free, and the next run without the fault succeeds and leaves no hidden entry in ``releases/``.
 
-A run may survive only the faults of :data:`TOLERATED` (Dagster's compute logs; the read of an earlier release's
-manifest for ordering), and then its release must be complete; any other fault that ends in exit status 0 is an error
+A run may survive only the faults of :data:`TOLERATED` (Dagster's compute logs, where a home's own ``dagster.yaml``
+turns them on for the command; a log message; the read of an earlier release's manifest for ordering), and then its release must be complete; any other fault that ends in exit status 0 is an error
 swallowed.
 
 Each case costs two runs (20 to 30 s), so the cases are capped (``MSA_RELEASE_FAULT_CASES``, default 8, breadth
