@@ -10,15 +10,13 @@ pandas and pyarrow for the tables, matplotlib for report.html's figures).
 What it loads (:data:`STACK_MODULES`, then :func:`checks.gx_runner.great_expectations_modules`, the release's own
 lean import of Great Expectations, then one in-memory DuckDB connection, the library's initialization that the
 release's warehouse check pays for first) is a subset of what a release of Adult loads:
-``tests/benchmarks/test_stack_floor.py`` checks that every module in ``sys.modules`` here is in a release's too, so
-the floor never counts an import the release does not make.
+``tests/benchmarks/test_stack_floor.py`` checks that every module :func:`load_stack` puts in ``sys.modules`` is in a
+release's too, so the floor never counts an import the release does not make.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
-import os
 import sys
 
 #: The libraries the release imports, by the module that loads each as the release does: pandas (with pyarrow),
@@ -44,10 +42,9 @@ def load_stack() -> None:
     ImportError
         A library of the project's environment is missing (run ``make env``).
     """
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     for name in STACK_MODULES:
         importlib.import_module(name)
-    from checks.gx_runner import great_expectations_modules
+    from checks.gx_runner import great_expectations_modules  # sets GX_ANALYTICS_ENABLED=false first, as in a release
 
     great_expectations_modules()
     import duckdb
@@ -55,12 +52,9 @@ def load_stack() -> None:
     duckdb.connect(":memory:").close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Load the stack; with ``--modules``, print the sorted names in ``sys.modules`` as one JSON line (the test's
-    comparison with a release). Returns the exit status (0)."""
+def main() -> int:
+    """``python -m benchmarks.stack_floor``: load the stack (:func:`load_stack`); returns the exit status (0)."""
     load_stack()
-    if "--modules" in (sys.argv[1:] if argv is None else argv):
-        print(json.dumps(sorted(sys.modules)))
     return 0
 
 
