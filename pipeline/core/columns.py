@@ -211,11 +211,28 @@ def combine_codes(columns: Sequence[np.ndarray]) -> np.ndarray:
     return inverse.reshape(-1).astype(np.int64)
 
 
+#: The flags of :func:`distinct_per_group`'s table path: at most this many bytes per (group, code) pair counted
+#: (the sort path's own copy of the pairs is 8), above a floor that small inputs may always use.
+_DISTINCT_TABLE_BYTES_PER_PAIR = 32
+_DISTINCT_TABLE_FLOOR = 1 << 20
+
+
 def distinct_per_group(group_index: np.ndarray, codes: np.ndarray, n_groups: int) -> np.ndarray:
     """int64 array (n_groups,): number of distinct ``codes`` (int, >= -1; -1 counts as a value)
-    per dense ``group_index`` (0..n_groups-1), by counting unique (group, code) pairs (one sort)."""
+    per dense ``group_index`` (0..n_groups-1), by counting unique (group, code) pairs.
+
+    When the (groups x codes) table of flags is small (at most ``_DISTINCT_TABLE_BYTES_PER_PAIR`` bytes per pair,
+    or ``_DISTINCT_TABLE_FLOOR`` in all) every pair sets its flag and each group's flags are counted: 2-4x faster
+    than sorting the pairs at 1M records (issue 18). Otherwise the pairs are sorted and the first of each run is
+    counted. Both give the same counts."""
     radix = int(codes.max(initial=0)) + 2
-    pairs = np.sort(group_index.astype(np.int64) * radix + codes.astype(np.int64) + 1)  # sorting beats hashing here
+    pairs = group_index.astype(np.int64) * radix + codes.astype(np.int64) + 1
+    cells = int(n_groups) * radix
+    if cells <= max(_DISTINCT_TABLE_FLOOR, _DISTINCT_TABLE_BYTES_PER_PAIR * len(pairs)):
+        seen = np.zeros(cells, dtype=bool)
+        seen[pairs] = True
+        return np.count_nonzero(seen.reshape(int(n_groups), radix), axis=1).astype(np.int64)
+    pairs.sort()  # sorting beats hashing here
     first = np.ones(len(pairs), dtype=bool)
     first[1:] = pairs[1:] != pairs[:-1]
     return np.bincount(pairs[first] // radix, minlength=n_groups).astype(np.int64)

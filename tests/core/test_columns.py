@@ -1,11 +1,14 @@
-"""The text helpers of pipeline/core/columns.py give what the per-row ``astype(str)`` they replace gives."""
+"""The text helpers of pipeline/core/columns.py give what the per-row ``astype(str)`` they replace gives; the code
+helpers give what pandas gives."""
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.core.columns import as_text, first_occurrences, sorted_text_codes
+from pipeline.core import columns
+from pipeline.core.columns import as_text, distinct_per_group, first_occurrences, sorted_text_codes
 
 values = st.one_of(st.sampled_from(["b", "a", "HS-grad", "10th", "9th", "é", ""]), st.none(), st.integers(0, 12))
 
@@ -72,3 +75,25 @@ def test_present_sorted_categories_equal_pandas_remove_unused_then_sorted(cells,
     assert got.categories.tolist() == expected.categories.tolist()
     assert got.codes.tolist() == expected.codes.tolist()
     assert present_sorted_categories(expected) is expected
+
+
+@pytest.mark.parametrize("path", ["table", "sort"])
+@settings(max_examples=150, deadline=None)
+@given(
+    pairs=st.lists(st.tuples(st.integers(0, 9), st.integers(-1, 40)), max_size=60),
+    extra_groups=st.integers(0, 3),
+)
+def test_distinct_per_group_equals_pandas_nunique(path, pairs, extra_groups):
+    """Both paths (the flag table, and the sort used when the table would be large) count what pandas' nunique
+    counts per group, -1 included as a value; groups without a pair count 0."""
+    group = np.array([g for g, _ in pairs], dtype=np.int64)
+    codes = np.array([c for _, c in pairs], dtype=np.int64)
+    n_groups = int(group.max(initial=-1)) + 1 + extra_groups
+    expected = pd.Series(codes).groupby(group).nunique().reindex(range(n_groups), fill_value=0).to_numpy()
+    with pytest.MonkeyPatch.context() as patch:
+        if path == "sort":
+            patch.setattr(columns, "_DISTINCT_TABLE_FLOOR", 0)
+            patch.setattr(columns, "_DISTINCT_TABLE_BYTES_PER_PAIR", 0)
+        got = distinct_per_group(group, codes, n_groups)
+    assert got.dtype == np.int64
+    assert got.tolist() == expected.tolist()
