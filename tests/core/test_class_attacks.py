@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.core.class_attacks import class_candidate_sets, class_posteriors, one_known_value_in_classes
 from pipeline.core.composition import intersection_attack
@@ -69,3 +72,31 @@ def test_candidate_sets_are_the_class_values_and_compose():
     # class 2 on a: {3, 4, 5, 6} ∩ {1, 2, 3, 4} = {3, 4}, not pinned
     assert composed["n_records"] == 8 and composed["share_pinned_a"] == pytest.approx(1 / 8)
     assert composed["share_whole_tuple_pinned"] == 0.0
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.integers(1, 4), st.sampled_from(["x", "y", "z", None]), st.sampled_from(["p", "q", "r"]), st.sampled_from(["1", "2"])),
+        min_size=1,
+        max_size=30,
+    ),
+    categorical=st.booleans(),
+)
+def test_one_known_value_equals_pandas_nunique_over_the_texts(rows, categorical):
+    """The share of records pinned is what pandas' groupby-nunique over the values' texts gives (the definition:
+    all rows of the class holding the record's known value hold one value of another attribute), a missing value
+    counted as one more value, categorical columns as their texts."""
+    table = pd.DataFrame(rows, columns=["cluster_id", "a", "b", "c"])
+    if categorical:
+        table = table.astype({"a": "category", "b": "category"})
+    texts = {column: table[column].astype(str).to_numpy(dtype=object) for column in ("a", "b", "c")}
+    exposed = np.zeros(len(table), dtype=bool)
+    for known in ("a", "b", "c"):
+        keys = pd.MultiIndex.from_arrays([table["cluster_id"].to_numpy(), texts[known]])
+        for other in ("a", "b", "c"):
+            if other != known:
+                exposed |= pd.Series(texts[other]).groupby(keys, sort=False).transform("nunique").to_numpy() == 1
+    got = one_known_value_in_classes(table, ["a", "b", "c"])
+    assert got["share_records_pinning_another_value"] == pytest.approx(float(exposed.mean()))
+    assert got["n_released"] == len(table)
