@@ -77,7 +77,12 @@ def test_candidate_sets_are_the_class_values_and_compose():
 @settings(max_examples=100, deadline=None)
 @given(
     rows=st.lists(
-        st.tuples(st.integers(1, 4), st.sampled_from(["x", "y", "z", None]), st.sampled_from(["p", "q", "r"]), st.sampled_from(["1", "2"])),
+        st.tuples(
+            st.integers(1, 4),
+            st.sampled_from(["x", "y", "z", None]),
+            st.sampled_from(["p", "q", "r"]),
+            st.sampled_from(["1", "2"]),
+        ),
         min_size=1,
         max_size=30,
     ),

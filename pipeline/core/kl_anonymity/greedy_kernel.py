@@ -362,7 +362,10 @@ def greedy_labels(
                             kept += 1
                             if e == c or (
                                 best_exact >= 0
-                                and (size[e] > size[best_exact] or (size[e] == size[best_exact] and smallest[e] > smallest[best_exact]))
+                                and (
+                                    size[e] > size[best_exact]
+                                    or (size[e] == size[best_exact] and smallest[e] > smallest[best_exact])
+                                )
                             ):
                                 continue
                             if restricted and not _cluster_extends(
