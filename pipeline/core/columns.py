@@ -224,7 +224,14 @@ def distinct_per_group(group_index: np.ndarray, codes: np.ndarray, n_groups: int
     When the (groups x codes) table of flags is small (at most ``_DISTINCT_TABLE_BYTES_PER_PAIR`` bytes per pair,
     or ``_DISTINCT_TABLE_FLOOR`` in all) every pair sets its flag and each group's flags are counted: 2-4x faster
     than sorting the pairs at 1M records (issue 18). Otherwise the pairs are sorted and the first of each run is
-    counted. Both give the same counts."""
+    counted. Both give the same counts.
+
+    Raises
+    ------
+    ValueError
+        A group index outside ``0..n_groups-1``."""
+    if len(group_index) and (int(group_index.min()) < 0 or int(group_index.max()) >= n_groups):
+        raise ValueError(f"group indices must lie in 0..{n_groups - 1}, got {int(group_index.min())}..{int(group_index.max())}")
     radix = int(codes.max(initial=0)) + 2
     pairs = group_index.astype(np.int64) * radix + codes.astype(np.int64) + 1
     cells = int(n_groups) * radix

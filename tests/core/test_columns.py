@@ -97,3 +97,10 @@ def test_distinct_per_group_equals_pandas_nunique(path, pairs, extra_groups):
         got = distinct_per_group(group, codes, n_groups)
     assert got.dtype == np.int64
     assert got.tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("groups", [[-1, 0, 1], [0, 1, 2]])
+def test_distinct_per_group_refuses_a_group_outside_its_range(groups):
+    """A group index below 0 or at ``n_groups`` or above is refused (the flag table would wrap it silently)."""
+    with pytest.raises(ValueError, match="group indices"):
+        distinct_per_group(np.array(groups, dtype=np.int64), np.array([1, 2, 3], dtype=np.int64), 2)

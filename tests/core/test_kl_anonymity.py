@@ -300,6 +300,15 @@ def test_weights_scale_the_cost():
         kl.encode_table(frame, ["zip"], ["s0"], hierarchies, weights={"age": 1.0})
 
 
+@pytest.mark.parametrize("weight", [-1.0, float("inf"), float("nan"), 1e308])
+def test_weights_that_are_negative_not_finite_or_overflow_the_cost_are_refused(weight):
+    """A weight below 0, infinite or NaN, or so large that S overflows, is refused with a message (an infinite cost
+    made the greedy read outside its arrays)."""
+    frame, hierarchies = random_table(3, 20)
+    with pytest.raises(ValueError, match="weights"):
+        kl.encode_table(frame, ["zip", "age"], ["s0", "s1"], hierarchies, weights={"zip": weight})
+
+
 # ------------------------------------------------------------------ hierarchies
 
 

@@ -157,17 +157,22 @@ def test_compiled_greedy_equals_the_numpy_greedy(seed, n, n_sensitive, k, ell):
     assert [c.tolist() for c in kl.greedy_clusters(table, k=k, ell=ell)] == [c.tolist() for c in expected]
 
 
-def crowded(seed: int, n: int, n_sensitive: int, n_zip: int, n_age: int, n_values: int) -> kl.EncodedTable:
+def crowded(
+    seed: int, n: int, n_sensitive: int, n_zip: int, n_age: int, n_values: int, weights: tuple[float, float] = (1.0, 1.0)
+) -> kl.EncodedTable:
     """A random table whose records share few quasi-identifier tuples (``n_zip`` x ``n_age`` at most), so every tuple
     holds many records: the case of the compiled greedy's shortcut (records still alone, clusters of one tuple,
-    clusters of several tuples per tuple), with ``n_values`` values per sensitive attribute."""
+    clusters of several tuples per tuple), with ``n_values`` values per sensitive attribute and the cost weights of
+    zip and age (0 makes many costs tie)."""
     frame, hierarchies = random_table(seed, n, n_sensitive=n_sensitive)
     rng = np.random.default_rng(seed + 1)
     frame["zip"] = rng.choice(["11", "12", "21", "22"][:n_zip], n)
     frame["age"] = rng.integers(0, n_age, n).astype(str)
     for j in range(n_sensitive):
         frame[f"s{j}"] = rng.choice(list("abcdef")[:n_values], n)
-    return kl.encode_table(frame, ["zip", "age"], [f"s{j}" for j in range(n_sensitive)], hierarchies)
+    return kl.encode_table(
+        frame, ["zip", "age"], [f"s{j}" for j in range(n_sensitive)], hierarchies, weights=dict(zip(["zip", "age"], weights))
+    )
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -180,11 +185,13 @@ def crowded(seed: int, n: int, n_sensitive: int, n_zip: int, n_age: int, n_value
     st.integers(2, 6),
     st.integers(1, 6),
     st.integers(1, 4),
+    st.tuples(st.sampled_from([0.0, 0.5, 1.0, 3.0]), st.sampled_from([0.0, 1.0, 2.5])),
 )
-def test_compiled_greedy_equals_the_numpy_greedy_on_crowded_tuples(seed, n, n_sensitive, n_zip, n_age, n_values, k, ell):
+def test_compiled_greedy_equals_the_numpy_greedy_on_crowded_tuples(seed, n, n_sensitive, n_zip, n_age, n_values, k, ell, weights):
     """Many records per quasi-identifier tuple, few sensitive values (partners that do not extend a witness set are
-    common, and every round and the repair run): the compiled loop's shortcut takes the reference's decisions."""
-    table = crowded(seed, n, n_sensitive, n_zip, n_age, n_values)
+    common, and every round and the repair run), weights of 0 included (ties): the compiled loop's shortcut takes
+    the reference's decisions."""
+    table = crowded(seed, n, n_sensitive, n_zip, n_age, n_values, weights)
     ell = min(ell, k)
     try:
         expected = kl.greedy_clusters(table, k=k, ell=ell, compiled=False)

@@ -45,7 +45,8 @@ def greedy_clusters(
         Precomputed :func:`edge_weights` (default: computed here).
     compiled
         Run the compiled loop of :mod:`pipeline.core.kl_anonymity.greedy_kernel` (the default; same clusters,
-        memory ``O(n + d²)`` for ``d`` distinct quasi-identifier tuples) when neither ``trace`` nor
+        memory ``O(n + d²)`` for ``d`` distinct quasi-identifier tuples, plus at most 64 MB of counts per tuple and
+        sensitive value) when neither ``trace`` nor
         ``weights_matrix`` is given and ``d <= GREEDY_MAX_TUPLES``; else this module's numpy loop over the ``n × n``
         matrix (the reference).
 
@@ -61,7 +62,7 @@ def greedy_clusters(
 
     Notes
     -----
-    ``O(k·n²)`` time; ``O(n²)`` memory in numpy, ``O(n + d²)`` compiled. The diversity test inside (``Diverse(C ∪ D) >
+    ``O(k·n²)`` time; ``O(n²)`` memory in numpy, ``O(n + d²)`` compiled (and the counts above). The diversity test inside (``Diverse(C ∪ D) >
     Diverse(C)``) uses :func:`diverse` (exact on small sets).
     """
     n = len(table)

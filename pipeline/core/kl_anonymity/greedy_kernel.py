@@ -24,7 +24,8 @@ This loop takes the same decisions without the matrix:
   and value), else the smallest of its clusters of two or more records. Clusters that span several tuples are
   compared as before, through per-tuple lists of their records. When no partner is eligible at any distance, the
   full visit runs as without the shortcut. Weights or ranges that are not finite and >= 0, or a hierarchy of height
-  0, turn the shortcut off.
+  0, turn the shortcut off. The decisions are the same as long as the costs stay finite (``encode_table`` refuses
+  weights that could overflow them: with an infinite cost increase the order of partners is no longer total).
 
 Same floating-point operations in the same order as the reference, so the same clusters
 (``tests/core/test_kl_kernels.py`` checks the equality on random tables). Integer and float arrays in, one label per
@@ -44,8 +45,8 @@ from pipeline.core.kl_anonymity.kernels import (
 
 __all__ = ["greedy_labels"]
 
-#: Largest (buckets x sensitive values) table of counts the shortcut keeps (int64: 400 MB); above it, no counts.
-_MAX_VALUE_COUNTS = 50_000_000
+#: Largest (buckets x sensitive values) table of counts the shortcut keeps (int64: 64 MB); above it, no counts.
+_MAX_VALUE_COUNTS = 8_000_000
 
 
 @njit(cache=True)
@@ -258,7 +259,7 @@ def greedy_labels(
     value_offset = np.zeros(m + 1, dtype=np.int64)
     for j in range(m):
         value_offset[j + 1] = value_offset[j] + (tuples[:, j].max() + 1 if len(tuples) else 1)
-    counted = fast and n_qi * value_offset[m] <= _MAX_VALUE_COUNTS
+    counted = fast and ell > 1 and n_qi * value_offset[m] <= _MAX_VALUE_COUNTS  # ℓ = 1: no cluster is restricted
     n_alone = bucket_start[1:] - bucket_start[:n_qi]
     alone_values = np.zeros((n_qi if counted else 0, value_offset[m]), dtype=np.int64)
     if counted:

@@ -143,7 +143,8 @@ def encode_table(
     pipeline.core.hierarchies.HierarchyError
         A quasi-identifier has no hierarchy or holds a value its hierarchy does not list.
     ValueError
-        A negative weight or a weight for an unknown attribute.
+        A negative or non-finite weight, a weight for an unknown attribute, or weights so large that the cost ``S``
+        of the whole table would overflow float64.
     """
     from pipeline.core.hierarchies import HierarchyError
 
@@ -156,8 +157,8 @@ def encode_table(
     unknown = sorted(set(weights) - set(quasi_identifiers))
     if unknown:
         raise ValueError(f"weights given for {unknown}, which are not quasi-identifiers")
-    if any(w < 0 for w in weights.values()):
-        raise ValueError(f"weights must be >= 0, got {weights}")
+    if any(not (0 <= float(w) < np.inf) for w in weights.values()):
+        raise ValueError(f"weights must be finite numbers >= 0, got {weights}")
     ordered = records.sort_values("row_id", kind="stable")
     chosen = []
     for attribute in quasi_identifiers:
@@ -171,6 +172,13 @@ def encode_table(
         ]
     ).astype(np.int32)
     sa_codes = np.column_stack([sorted_text_codes(ordered[a])[0] for a in sensitive_attributes]).astype(np.int32)
+    weight_array = np.array([float(weights.get(a, 1.0)) for a in quasi_identifiers])
+    largest_cost = float(len(ordered)) * float(np.sum(weight_array * np.array([h.range_matrix.max() for h in chosen])))
+    if not np.isfinite(largest_cost):
+        raise ValueError(
+            f"weights {weights} are too large: the cost S of {len(ordered)} records would overflow; use weights of the "
+            "order of 1 (only their ratios matter)"
+        )
     return EncodedTable(
         row_ids=ordered["row_id"].to_numpy(np.int64),
         quasi_identifiers=tuple(quasi_identifiers),
@@ -178,5 +186,5 @@ def encode_table(
         hierarchies=tuple(chosen),
         quasi_identifier_codes=qi_codes.reshape(len(ordered), len(quasi_identifiers)),
         sensitive_codes=sa_codes.reshape(len(ordered), len(sensitive_attributes)),
-        weights=np.array([float(weights.get(a, 1.0)) for a in quasi_identifiers]),
+        weights=weight_array,
     )
