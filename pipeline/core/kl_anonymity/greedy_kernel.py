@@ -94,6 +94,12 @@ def _round9(x: float) -> float:
 
 
 @njit(cache=True)
+def _rounded_increase(size: np.ndarray, record_cost: np.ndarray, c: int, d: int, cost: float) -> float:
+    """The reference's cost increase of C ∪ D (per-record cost ``cost``) over C and D apart, rounded to 1e-9."""
+    return _round9((size[c] + size[d]) * cost - size[c] * record_cost[c] - size[d] * record_cost[d])
+
+
+@njit(cache=True)
 def _distinct_tuple_ids(
     tuple_ids: np.ndarray, head: int, next_member: np.ndarray, mark: np.ndarray, stamp: int, buffer: np.ndarray
 ) -> np.ndarray:
@@ -378,8 +384,7 @@ def greedy_labels(
                     if best_exact >= 0:
                         d = best_exact
                         cost = _merge_cost(ancestors, range_tensor, heights, weights, level, c, d, candidate_levels)
-                        increase = (size[c] + size[d]) * cost - size[c] * record_cost[c] - size[d] * record_cost[d]
-                        rounded = _round9(increase)
+                        rounded = _rounded_increase(size, record_cost, c, d, cost)
                         if chosen < 0 or _before(
                             value, rounded, size[d], smallest[d], value, best_increase, size[chosen], smallest[chosen]
                         ):
@@ -395,8 +400,7 @@ def greedy_labels(
                         ):
                             continue
                         cost = _merge_cost(ancestors, range_tensor, heights, weights, level, c, d, candidate_levels)
-                        increase = (size[c] + size[d]) * cost - size[c] * record_cost[c] - size[d] * record_cost[d]
-                        rounded = _round9(increase)
+                        rounded = _rounded_increase(size, record_cost, c, d, cost)
                         if chosen < 0 or _before(
                             value, rounded, size[d], smallest[d], value, best_increase, size[chosen], smallest[chosen]
                         ):
@@ -422,36 +426,15 @@ def greedy_labels(
                     link_of[d] = value
                     visited[n_visited] = d
                     n_visited += 1
-                    extending[d] = False
-                    if restricted:  # does some member of D extend C's witness set?
-                        v = d
-                        while v >= 0 and not extending[d]:
-                            t = tuple_ids[v]
-                            if tuple_checked[t] != stamp:
-                                tuple_checked[t] = stamp
-                                free = True
-                                for w_index in range(witness_len[c]):
-                                    other = witness[c, w_index]
-                                    for j in range(m):
-                                        if tuples[t, j] == tuples[other, j]:
-                                            free = False
-                                            break
-                                    if not free:
-                                        break
-                                tuple_extends[t] = free
-                            if tuple_extends[t]:
-                                extending[d] = True
-                            v = next_member[v]
+                    # does some member of D extend C's witness set?
+                    extending[d] = restricted and _cluster_extends(
+                        d, c, tuple_ids, tuples, next_member, witness, witness_len, tuple_checked, tuple_extends, stamp
+                    )
             for index in range(level_start, n_visited):
                 d = visited[index]
                 if restricted and not extending[d]:
                     continue
-                exact = True  # D's members share one quasi-identifier tuple: C ∪ D depends on that tuple only
-                for i in range(q):
-                    if level[d, i] != 0:
-                        exact = False
-                        break
-                if exact:
+                if _is_exact(level, d):  # D's members share one quasi-identifier tuple: C ∪ D depends on that tuple only
                     b = quasi_identifier_ids[d]
                     if cost_stamp[b] != stamp:
                         cost_stamp[b] = stamp
@@ -460,8 +443,7 @@ def greedy_labels(
                     new_levels[:] = levels_cache[b]
                 else:
                     cost = _merge_cost(ancestors, range_tensor, heights, weights, level, c, d, new_levels)
-                increase = (size[c] + size[d]) * cost - size[c] * record_cost[c] - size[d] * record_cost[d]
-                rounded = _round9(increase)
+                rounded = _rounded_increase(size, record_cost, c, d, cost)
                 if chosen < 0 or _before(
                     value, rounded, size[d], smallest[d], value, best_increase, size[chosen], smallest[chosen]
                 ):
@@ -474,7 +456,7 @@ def greedy_labels(
                 d = visited[index]
                 cost = _merge_cost(ancestors, range_tensor, heights, weights, level, c, d, new_levels)
                 keys_link[index] = link_of[d]
-                keys_increase[index] = _round9((size[c] + size[d]) * cost - size[c] * record_cost[c] - size[d] * record_cost[d])
+                keys_increase[index] = _rounded_increase(size, record_cost, c, d, cost)
             taken = np.zeros(n_visited, dtype=np.bool_)
             first = -1
             for _ in range(min(exact_partner_checks, n_visited)):
@@ -514,10 +496,7 @@ def greedy_labels(
                     if counted:
                         for j in range(m):
                             alone_values[b, value_offset[j] + tuples[tuple_ids[head], j]] -= 1
-            merged_exact = True
-            for i in range(q):
-                if best_levels[i] != 0:
-                    merged_exact = False
+            merged_exact = not best_levels.any()
             if merged_exact:
                 if not listed[c]:
                     b = quasi_identifier_ids[c]
