@@ -160,16 +160,16 @@ def class_posteriors(
     if (raw_positions < 0).any():
         raise KeyError("a released row is not in the raw records")
     population = population_posterior(raw_records, quasi_identifiers, sensitive_attributes, smoothing)
-    classes = released[class_column].to_numpy()
+    # a member's share of its class, counted over integer codes (issue 18: a pandas groupby over a MultiIndex of the
+    # class and the value's text took about 0.8 s on Adult); the same numbers: both sides are counts of members
+    classes = pd.factorize(released[class_column], use_na_sentinel=False)[0].astype(np.int64)
+    class_sizes = np.bincount(classes)[classes]
     above = np.zeros((n, len(sensitive_attributes)), dtype=bool)
     posteriors = []
     for j, attribute in enumerate(sensitive_attributes):
-        values = as_text(released[attribute]).to_numpy(dtype=object)
-        keys = pd.MultiIndex.from_arrays([classes, values])
-        share = (
-            pd.Series(np.ones(n)).groupby(keys, sort=False).transform("sum")
-            / pd.Series(np.ones(n)).groupby(classes, sort=False).transform("sum")
-        ).to_numpy()
+        values = sorted_text_codes(released[attribute])[0]  # the value's text, as as_text gives it
+        _, pair = np.unique(combine_codes([classes, values]), return_inverse=True)
+        share = np.bincount(pair.reshape(-1))[pair.reshape(-1)] / class_sizes
         bound = np.maximum(1.0 / ell, population[attribute][raw_positions]) + slack
         above[:, j] = share > bound + 1e-12
         posteriors.append(share)

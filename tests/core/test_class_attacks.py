@@ -105,3 +105,49 @@ def test_one_known_value_equals_pandas_nunique_over_the_texts(rows, categorical)
     got = one_known_value_in_classes(table, ["a", "b", "c"])
     assert got["share_records_pinning_another_value"] == pytest.approx(float(exposed.mean()))
     assert got["n_released"] == len(table)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(1, 4),
+            st.sampled_from(["x", "y", "z", None]),
+            st.sampled_from(["p", "q", "r"]),
+            st.sampled_from(["u", "v"]),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    categorical=st.booleans(),
+    ell=st.integers(1, 3),
+)
+def test_class_posteriors_equal_the_shares_pandas_counts_over_the_texts(rows, categorical, ell):
+    """Every member's posterior is its value's share of its class, as pandas counts it over the values' texts (a
+    missing value is one more value, categorical columns count as their texts): the cells above the bound, the records
+    above it, the largest and the mean posterior are those of that definition."""
+    n = len(rows)
+    released = pd.DataFrame(rows, columns=["cluster_id", "a", "b", "q"]).assign(row_id=range(101, 101 + n))
+    if categorical:
+        released = released.astype({"a": "category", "b": "category"})
+    raw = pd.DataFrame({"row_id": range(1, n + 1), "q": released["q"], "a": released["a"].astype(str), "b": released["b"]})
+    row_map = pd.DataFrame({"row_id": range(101, 101 + n), "source_row_id": range(1, n + 1)})
+    got = class_posteriors(raw, released, row_map, ["q"], ["a", "b"], ell=ell, slack=0.05)
+    from pipeline.core.posterior import population_posterior
+
+    population = population_posterior(raw, ["q"], ["a", "b"], 1.0)
+    shares, above = [], []
+    for attribute in ("a", "b"):
+        keys = pd.MultiIndex.from_arrays([released["cluster_id"].to_numpy(), released[attribute].astype(str).to_numpy(dtype=object)])
+        share = (
+            pd.Series(np.ones(n)).groupby(keys, sort=False).transform("sum")
+            / pd.Series(np.ones(n)).groupby(released["cluster_id"].to_numpy(), sort=False).transform("sum")
+        ).to_numpy()
+        shares.append(share)
+        above.append(share > np.maximum(1.0 / ell, population[attribute]) + 0.05 + 1e-12)
+    stacked, above_cells = np.concatenate(shares), np.column_stack(above)
+    assert got["n_cells"] == 2 * n
+    assert got["n_cells_above_bound"] == int(above_cells.sum())
+    assert got["n_records_above_bound"] == int(above_cells.any(axis=1).sum())
+    assert got["max_posterior"] == float(stacked.max())
+    assert got["mean_posterior"] == pytest.approx(float(stacked.mean()), rel=1e-15)
