@@ -495,13 +495,23 @@ def kl_equivalence_class_summary(
             base: {hierarchy.label(level, int(hierarchy.codes[code, level])) for level in range(hierarchy.height + 1)}
             for code, base in enumerate(hierarchy.base_values)
         }
-        truthful &= np.fromiter(
-            (label in ancestors.get(value, ()) for label, value in zip(released[attribute], original[attribute], strict=True)),
+        # each distinct (label, raw value) pair is looked up once (a missing raw value has no ancestor)
+        label_codes, labels = pd.factorize(released[attribute])
+        value_codes, values = pd.factorize(original[attribute])
+        _, first, pair = np.unique(combine_codes([label_codes, value_codes]), return_index=True, return_inverse=True)
+        pair_truthful = np.array(
+            [value_codes[row] >= 0 and labels[label_codes[row]] in ancestors.get(values[value_codes[row]], ()) for row in first],
             dtype=bool,
-            count=len(released),
         )
-    tuples = released[quasi_identifiers].agg("\x1f".join, axis=1) if quasi_identifiers else pd.Series("", index=released.index)
-    frame = pd.DataFrame({"cluster_id": released["cluster_id"].to_numpy(), "tuple": tuples.to_numpy(), "truthful": truthful})
+        truthful &= pair_truthful[pair.reshape(-1)]
+    # one integer per distinct generalised tuple (issue 18: joining each row's labels into one text took about 0.2 s on
+    # Adult; codes also keep apart tuples whose joined texts would coincide)
+    tuples = (
+        combine_codes([pd.factorize(released[c])[0] for c in quasi_identifiers])
+        if quasi_identifiers
+        else np.zeros(len(released), dtype=np.int64)
+    )
+    frame = pd.DataFrame({"cluster_id": released["cluster_id"].to_numpy(), "tuple": tuples, "truthful": truthful})
     grouped = frame.groupby("cluster_id", sort=True, observed=True)
     summary = pd.DataFrame(
         {

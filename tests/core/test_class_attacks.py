@@ -138,7 +138,9 @@ def test_class_posteriors_equal_the_shares_pandas_counts_over_the_texts(rows, ca
     population = population_posterior(raw, ["q"], ["a", "b"], 1.0)
     shares, above = [], []
     for attribute in ("a", "b"):
-        keys = pd.MultiIndex.from_arrays([released["cluster_id"].to_numpy(), released[attribute].astype(str).to_numpy(dtype=object)])
+        keys = pd.MultiIndex.from_arrays(
+            [released["cluster_id"].to_numpy(), released[attribute].astype(str).to_numpy(dtype=object)]
+        )
         share = (
             pd.Series(np.ones(n)).groupby(keys, sort=False).transform("sum")
             / pd.Series(np.ones(n)).groupby(released["cluster_id"].to_numpy(), sort=False).transform("sum")

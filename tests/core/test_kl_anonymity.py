@@ -7,7 +7,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pipeline.core import kl_anonymity as kl
@@ -407,3 +407,76 @@ def test_refinement_improves_the_golden_3_2_case(golden_table):
     greedy = kl.greedy_clusters(golden_table, k=3, ell=2)
     refined = kl.refine_clusters(golden_table, greedy, k=3, ell=2)
     assert sum(kl.cluster_cost(golden_table, c) for c in refined) == pytest.approx(133126.0)
+
+
+_ZIP_LABELS = ["1301", "1302", "1401", "13*", "14*", "**", "9999"]  # 9999: a label the hierarchy does not know
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(1, 3),  # the class
+            st.sampled_from(_ZIP_LABELS),  # the published label
+            st.sampled_from(["1301", "1302", "1401", None]),  # the member's raw value (None: no raw row)
+            # two more quasi-identifiers whose texts hold a joiner: ("a\x1fb", "c") and ("a", "b\x1fc") are two tuples
+            st.sampled_from(["a\x1fb", "a"]),
+            st.sampled_from(["b\x1fc", "c"]),
+        ),
+        min_size=1,
+        max_size=25,
+    )
+)
+@example(rows=[(1, "1301", "1301", "a\x1fb", "c"), (1, "1301", "1301", "a", "b\x1fc")])  # joined texts coincide
+def test_equivalence_class_summary_is_the_row_by_row_definition(rows):
+    """Gate 1's derived frame: per class, its rows, its distinct generalised tuples and whether every published label
+    is its member's raw value or one of the value's ancestors, as a row-by-row reading of the definition gives them
+    (a member without a raw row is not truthful; tuples are compared as tuples, not as joined texts)."""
+    from pipeline.core.verification import kl_equivalence_class_summary
+
+    zip_hierarchy = Hierarchy.from_rows([[z, z[:2] + "*", "**"] for z in ["1301", "1302", "1401"]], attribute="zip")
+    other_hierarchy = Hierarchy.from_rows([[v, "*"] for v in ["a\x1fb", "a"]], attribute="other")
+    more_hierarchy = Hierarchy.from_rows([[v, "*"] for v in ["b\x1fc", "c"]], attribute="more")
+    released = pd.DataFrame(
+        {
+            "row_id": range(1, len(rows) + 1),
+            "cluster_id": [r[0] for r in rows],
+            "zip": [r[1] for r in rows],
+            "other": [r[3] for r in rows],
+            "more": [r[4] for r in rows],
+        }
+    )
+    known = [i for i, r in enumerate(rows) if r[2] is not None]
+    original = pd.DataFrame(
+        {
+            "row_id": [i + 1 for i in known],
+            "zip": [rows[i][2] for i in known],
+            "other": [rows[i][3] for i in known],
+            "more": [rows[i][4] for i in known],
+        }
+    )
+    got = kl_equivalence_class_summary(
+        released,
+        ["zip", "other", "more"],
+        original_quasi_identifiers=original,
+        hierarchies={"zip": zip_hierarchy, "other": other_hierarchy, "more": more_hierarchy},
+    )
+    ancestors = {z: {z, z[:2] + "*", "**"} for z in ["1301", "1302", "1401"]}
+    expected = []
+    for cluster in sorted({r[0] for r in rows}):
+        members = [r for r in rows if r[0] == cluster]
+        expected.append(
+            (
+                cluster,
+                len(members),
+                len({(r[1], r[3], r[4]) for r in members}),
+                all(r[2] is not None and r[1] in ancestors[r[2]] for r in members),
+            )
+        )
+    assert list(got.itertuples(index=False, name=None)) == expected
+    assert got.dtypes.astype(str).to_dict() == {
+        "cluster_id": "int64",
+        "n_rows": "int64",
+        "n_quasi_identifier_tuples": "int64",
+        "generalization_truthful": "bool",
+    }
