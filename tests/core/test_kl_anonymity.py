@@ -480,3 +480,32 @@ def test_equivalence_class_summary_is_the_row_by_row_definition(rows):
         "n_quasi_identifier_tuples": "int64",
         "generalization_truthful": "bool",
     }
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    seed=st.integers(0, 10_000), n=st.integers(2, 70), k=st.integers(1, 4), ell=st.integers(1, 4), n_sensitive=st.integers(1, 3)
+)
+def test_sorted_cut_is_the_first_cut_whose_two_sides_are_allowable(seed, n, k, ell, n_sensitive):
+    """The blocked method's sorted cut (skipping cuts where a side has fewer than ℓ distinct values of an attribute)
+    returns the cut the plain search returns: the first one, from the middle outwards, whose two sides each have at
+    least k records and Diverse ≥ ℓ; None when there is none."""
+    from pipeline.core.kl_anonymity.blocks import _allowable, _split_sorted
+
+    frame, hierarchies = random_table(seed, n, n_sensitive=n_sensitive)
+    table = kl.encode_table(frame, ["zip", "age"], [f"s{j}" for j in range(n_sensitive)], hierarchies)
+    ordered = np.random.default_rng(seed).permutation(n).astype(np.int64)
+    expected = None
+    middle, step = n // 2, max(1, n // 64)
+    for offset in range(0, middle - k + 1, step):
+        for cut in (middle - offset, middle + offset):
+            if expected is None and k <= cut <= n - k:
+                if _allowable(table, ordered[:cut], k, ell) and _allowable(table, ordered[cut:], k, ell):
+                    expected = cut
+    got = _split_sorted(table, ordered, k, ell)
+    if expected is None:
+        assert got is None
+    else:
+        assert got is not None
+        np.testing.assert_array_equal(got[0], ordered[:expected])
+        np.testing.assert_array_equal(got[1], ordered[expected:])
