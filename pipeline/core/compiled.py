@@ -140,7 +140,7 @@ KERNELS: dict[str, KernelSignature] = {
     "greedy_labels": KernelSignature(
         "pipeline.core.kl_anonymity.greedy_kernel",
         "int64[::1]",
-        (*_KL_TABLE, _I64[1], _I64[2], _I64[1], _F64[2], _INT, _INT, _INT, _INT),
+        (*_KL_TABLE, _I64[1], _I64[2], _I64[1], _F64[2], _INT, _INT, _INT, _INT, _INT),
     ),
 }
 

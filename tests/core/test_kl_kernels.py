@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from pipeline.core import kl_anonymity as kl
 from pipeline.core.kl_anonymity.diverse import records_diverse, records_diverse_at_least, records_witness
+from pipeline.core.kl_anonymity.greedy import GREEDY_MAX_VALUE_COUNTS
 from pipeline.core.kl_anonymity.kernels import (
     bipartition_costs,
     bipartition_diversity,
@@ -144,14 +145,18 @@ def test_compiled_diverse_certificate_and_witness_equal_numpy(spec, ell, data):
 
 
 def assert_compiled_greedy_equals_numpy(table: kl.EncodedTable, k: int, ell: int) -> None:
-    """The compiled greedy gives the numpy reference's clusters, or both refuse the table."""
+    """The compiled greedy gives the numpy reference's clusters, or both refuse the table: with its partner search's
+    table of counts (the default cap) and without it (cap 0, the path of tables above the cap)."""
     try:
         expected = kl.greedy_clusters(table, k=k, ell=ell, compiled=False)
     except kl.InfeasibleError:
-        with pytest.raises(kl.InfeasibleError):
-            kl.greedy_clusters(table, k=k, ell=ell)
+        for cap in (GREEDY_MAX_VALUE_COUNTS, 0):
+            with pytest.raises(kl.InfeasibleError):
+                kl.greedy_clusters(table, k=k, ell=ell, max_value_counts=cap)
         return
-    assert [c.tolist() for c in kl.greedy_clusters(table, k=k, ell=ell)] == [c.tolist() for c in expected]
+    for cap in (GREEDY_MAX_VALUE_COUNTS, 0):
+        got = kl.greedy_clusters(table, k=k, ell=ell, max_value_counts=cap)
+        assert [c.tolist() for c in got] == [c.tolist() for c in expected], f"max_value_counts={cap}"
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -11,6 +11,10 @@ from pipeline.core.kl_anonymity.diverse import EXACT_PARTNER_CHECKS, diverse, di
 from pipeline.core.compiled import kernel
 from pipeline.core.kl_anonymity.table import DIVERSE_EXACT_LIMIT, GREEDY_MAX_TUPLES, EncodedTable, InfeasibleError
 
+#: Largest (quasi-identifier tuples × sensitive values) table of counts the compiled loop's partner search keeps
+#: (int64 cells: 64 MB); above it the search scans the records still alone without counts (the same clusters).
+GREEDY_MAX_VALUE_COUNTS = 8_000_000
+
 
 def _validate_parameters(n: int, k: int, ell: int) -> None:
     if ell < 1 or k < 1:
@@ -29,6 +33,7 @@ def greedy_clusters(
     trace: list[Any] | None = None,
     weights_matrix: np.ndarray | None = None,
     compiled: bool = True,
+    max_value_counts: int = GREEDY_MAX_VALUE_COUNTS,
 ) -> list[np.ndarray]:
     """SPEC §14.3 approximation (greedy graph aggregation) on the whole ``table``.
 
@@ -49,6 +54,9 @@ def greedy_clusters(
         sensitive value) when neither ``trace`` nor
         ``weights_matrix`` is given and ``d <= GREEDY_MAX_TUPLES``; else this module's numpy loop over the ``n × n``
         matrix (the reference).
+    max_value_counts
+        The compiled loop's cap on its table of counts (:data:`GREEDY_MAX_VALUE_COUNTS`; 0: no counts, as above the
+        cap; the tests compare both paths with the reference).
 
     Returns
     -------
@@ -88,6 +96,7 @@ def greedy_clusters(
                 ell,
                 EXACT_PARTNER_CHECKS,
                 DIVERSE_EXACT_LIMIT,
+                int(max_value_counts),
             )
             order = np.argsort(labels, kind="stable")
             groups = np.split(order, np.flatnonzero(np.diff(labels[order])) + 1)

@@ -45,9 +45,6 @@ from pipeline.core.kl_anonymity.kernels import (
 
 __all__ = ["greedy_labels"]
 
-#: Largest (buckets x sensitive values) table of counts the shortcut keeps (int64: 64 MB); above it, no counts.
-_MAX_VALUE_COUNTS = 8_000_000
-
 
 @njit(cache=True)
 def _merge_cost(
@@ -197,6 +194,7 @@ def greedy_labels(
     ell: int,
     exact_partner_checks: int,
     exact_limit: int,
+    max_value_counts: int,
 ) -> np.ndarray:
     """SPEC §14.3 on ``n`` records; int64 ``(n,)``: every record's cluster, named by a member record.
 
@@ -212,6 +210,10 @@ def greedy_labels(
         The model's parameters (validated by the caller; the table is feasible).
     exact_partner_checks, exact_limit
         ``EXACT_PARTNER_CHECKS`` and ``DIVERSE_EXACT_LIMIT`` of :mod:`pipeline.core.kl_anonymity.diverse`.
+    max_value_counts
+        Largest (tuples × sensitive values) table of counts the partner search's shortcut keeps (int64 cells,
+        ``GREEDY_MAX_VALUE_COUNTS`` of :mod:`pipeline.core.kl_anonymity.greedy`); above it, or at 0, the shortcut
+        scans the records still alone without counts (the same clusters).
     """
     n = len(tuple_ids)
     q = ancestors.shape[1]
@@ -265,7 +267,7 @@ def greedy_labels(
     value_offset = np.zeros(m + 1, dtype=np.int64)
     for j in range(m):
         value_offset[j + 1] = value_offset[j] + (tuples[:, j].max() + 1 if len(tuples) else 1)
-    counted = fast and ell > 1 and n_qi * value_offset[m] <= _MAX_VALUE_COUNTS  # ℓ = 1: no cluster is restricted
+    counted = fast and ell > 1 and n_qi * value_offset[m] <= max_value_counts  # ℓ = 1: no cluster is restricted
     n_alone = bucket_start[1:] - bucket_start[:n_qi]
     alone_values = np.zeros((n_qi if counted else 0, value_offset[m]), dtype=np.int64)
     if counted:
