@@ -91,6 +91,11 @@ def one_known_value_in_classes(
     -------
     dict
         ``share_records_pinning_another_value`` (float in [0, 1]), ``n_released`` (int).
+
+    Raises
+    ------
+    ValueError
+        A released row without a class (a missing ``class_column``).
     """
     n = len(released)
     if n == 0 or len(sensitive_attributes) < 2:
@@ -99,7 +104,7 @@ def one_known_value_in_classes(
     # integer codes of the values' texts and of the classes; distinct values per (class, known value) counted over
     # the codes (issue 18: a pandas groupby-nunique over the texts per pair of attributes took about 1 s on Adult)
     codes = {a: sorted_text_codes(released[a])[0].astype(np.int64) for a in sensitive_attributes}
-    classes = pd.factorize(released[class_column])[0].astype(np.int64)
+    classes = _class_codes(released, class_column)
     for known in sensitive_attributes:
         _, group = np.unique(combine_codes([classes, codes[known]]), return_inverse=True)
         group = group.reshape(-1)
@@ -149,6 +154,8 @@ def class_posteriors(
     ------
     KeyError
         A missing column or a row id absent from the row map.
+    ValueError
+        A released row without a class (a missing ``class_column``).
     """
     n = len(released)
     if n == 0:
@@ -162,7 +169,7 @@ def class_posteriors(
     population = population_posterior(raw_records, quasi_identifiers, sensitive_attributes, smoothing)
     # a member's share of its class, counted over integer codes (issue 18: a pandas groupby over a MultiIndex of the
     # class and the value's text took about 0.8 s on Adult); the same numbers: both sides are counts of members
-    classes = pd.factorize(released[class_column], use_na_sentinel=False)[0].astype(np.int64)
+    classes = _class_codes(released, class_column)
     class_sizes = np.bincount(classes)[classes]
     above = np.zeros((n, len(sensitive_attributes)), dtype=bool)
     posteriors = []
@@ -235,3 +242,21 @@ def class_attack_figures(
         "max_abs_spearman_input_order": round(float(order["spearman"].abs().max()), 6) if order is not None else 0.0,
         "slack": slack,
     }
+
+
+def _class_codes(released: pd.DataFrame, class_column: str) -> np.ndarray:
+    """int64 ``(len(released),)``: the class of every released row as a code (equal ids, equal code).
+
+    Raises
+    ------
+    ValueError
+        A row without a class: every released row belongs to one equivalence class, so a missing id is a malformed
+        release (the class attacks would otherwise count it as a class of its own or leave it out)."""
+    codes = pd.factorize(released[class_column], use_na_sentinel=True)[0].astype(np.int64)
+    missing = int((codes < 0).sum())
+    if missing:
+        raise ValueError(
+            f"{missing} released row(s) have no {class_column!r}: every row of a (k, ℓ) release belongs to one equivalence "
+            "class; check the table passed as the release"
+        )
+    return codes

@@ -17,6 +17,7 @@ __all__ = [
     "category_texts",
     "combine_codes",
     "distinct_per_group",
+    "factorize_by_text",
     "first_occurrences",
     "joint_text_codes",
     "present_sorted_categories",
@@ -115,6 +116,27 @@ def values_mask(column: pd.Series, values: Iterable[str]) -> np.ndarray:
     return column.astype(str).isin(wanted).to_numpy()
 
 
+def factorize_by_text(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(series, use_na_sentinel=True)`` with the values grouped by their text: int64 codes
+    ``(len(series),)`` (-1 for a missing value) and the object array of the distinct values' texts (``str(value)``, one
+    per code). The text is made once per distinct value when the values are strings (or the column is of an integer
+    or boolean dtype), where equal values print alike; otherwise (floats, an object column mixing types) once per row,
+    since values that compare equal may print differently (``1``, ``1.0`` and ``True``; ``0.0`` and ``-0.0``) and
+    must get different codes, as their texts differ. Not for categorical columns (their categories are the texts)."""
+    codes, uniques = pd.factorize(series, use_na_sentinel=True)
+    dtype = series.dtype
+    exact = pd.api.types.is_integer_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
+    if not exact:
+        exact = all(isinstance(value, str) for value in np.asarray(uniques, dtype=object))
+    if exact:
+        return codes.astype(np.int64), np.asarray(pd.Index(uniques).astype(str), dtype=object)
+    missing = series.isna().to_numpy()
+    codes, uniques = pd.factorize(series.astype(str).to_numpy(dtype=object))
+    codes = codes.astype(np.int64)
+    codes[missing] = -1
+    return codes, np.asarray(uniques, dtype=object)
+
+
 def text_ranks(series: pd.Series) -> np.ndarray:
     """int64 codes (len(series),) whose order is the order of the values' text (equal text,
     equal code; missing values -1)."""
@@ -123,8 +145,7 @@ def text_ranks(series: pd.Series) -> np.ndarray:
         _, inverse = np.unique(text, return_inverse=True)
         codes = series.cat.codes.to_numpy()
         return np.where(codes < 0, -1, inverse.reshape(-1)[np.where(codes < 0, 0, codes)]).astype(np.int64)
-    codes, uniques = pd.factorize(series, use_na_sentinel=True)
-    text = np.asarray(pd.Index(uniques).astype(str), dtype=object)
+    codes, text = factorize_by_text(series)
     _, inverse = np.unique(text, return_inverse=True)
     inverse = inverse.reshape(-1).astype(np.int64)
     return np.where(codes < 0, -1, inverse[np.clip(codes, 0, None)] if len(inverse) else -1).astype(np.int64)
@@ -142,9 +163,8 @@ def sorted_text_codes(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
             distinct.append(str(np.nan))
             raw = np.where(raw < 0, len(distinct) - 1, raw)
     else:
-        raw, uniques = pd.factorize(series, use_na_sentinel=True)
-        raw = raw.astype(np.int64)
-        distinct = list(pd.Index(uniques).astype(str))
+        raw, texts = factorize_by_text(series)
+        distinct = list(texts)
         missing = raw < 0
         if missing.any():  # None and NaN have different texts: take them row by row (only the missing rows)
             missing_codes, missing_texts = pd.factorize(series[missing].astype(str).to_numpy(dtype=object))
@@ -168,8 +188,7 @@ def text_codes(series: pd.Series, domain: pd.Index) -> np.ndarray:
         distinct = series.cat.categories
         codes = series.cat.codes.to_numpy().astype(np.int64)
     else:
-        codes, distinct = pd.factorize(series, use_na_sentinel=True)
-        codes = codes.astype(np.int64)
+        codes, distinct = factorize_by_text(series)
     positions = domain.get_indexer(pd.Index(distinct).astype(str)).astype(np.int64) if len(distinct) else np.zeros(0, np.int64)
     if not len(positions):
         return np.full(len(codes), -1, dtype=np.int64)
@@ -184,8 +203,8 @@ def joint_text_codes(first: pd.Series, second: pd.Series) -> tuple[np.ndarray, n
     def parts(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
         if isinstance(series.dtype, pd.CategoricalDtype):
             return np.asarray(series.cat.categories.astype(str), dtype=object), series.cat.codes.to_numpy().astype(np.int64)
-        codes, uniques = pd.factorize(series, use_na_sentinel=True)  # text made once per distinct value
-        return np.asarray(pd.Index(uniques).astype(str), dtype=object), codes.astype(np.int64)
+        codes, texts = factorize_by_text(series)  # text made once per distinct value when they are strings
+        return texts, codes
 
     first_values, first_codes = parts(first)
     second_values, second_codes = parts(second)

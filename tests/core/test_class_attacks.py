@@ -79,9 +79,9 @@ def test_candidate_sets_are_the_class_values_and_compose():
     rows=st.lists(
         st.tuples(
             st.integers(1, 4),
-            st.sampled_from(["x", "y", "z", None]),
+            st.sampled_from(["x", "y", "z", None, 1, 1.0, True]),  # 1, 1.0 and True: equal values, three texts
             st.sampled_from(["p", "q", "r"]),
-            st.sampled_from(["1", "2"]),
+            st.sampled_from(["1", "2", 0.0, -0.0]),  # 0.0 and -0.0 likewise
         ),
         min_size=1,
         max_size=30,
@@ -94,7 +94,7 @@ def test_one_known_value_equals_pandas_nunique_over_the_texts(rows, categorical)
     counted as one more value, categorical columns as their texts."""
     table = pd.DataFrame(rows, columns=["cluster_id", "a", "b", "c"])
     if categorical:
-        table = table.astype({"a": "category", "b": "category"})
+        table = table.astype({"a": str, "b": str}).astype({"a": "category", "b": "category"})
     texts = {column: table[column].astype(str).to_numpy(dtype=object) for column in ("a", "b", "c")}
     exposed = np.zeros(len(table), dtype=bool)
     for known in ("a", "b", "c"):
@@ -112,8 +112,8 @@ def test_one_known_value_equals_pandas_nunique_over_the_texts(rows, categorical)
     rows=st.lists(
         st.tuples(
             st.integers(1, 4),
-            st.sampled_from(["x", "y", "z", None]),
-            st.sampled_from(["p", "q", "r"]),
+            st.sampled_from(["x", "y", "z", None, 1, 1.0, True]),  # 1, 1.0 and True: equal values, three texts
+            st.sampled_from(["p", "q", "r", 0.0, -0.0]),  # 0.0 and -0.0 likewise
             st.sampled_from(["u", "v"]),
         ),
         min_size=1,
@@ -129,8 +129,10 @@ def test_class_posteriors_equal_the_shares_pandas_counts_over_the_texts(rows, ca
     n = len(rows)
     released = pd.DataFrame(rows, columns=["cluster_id", "a", "b", "q"]).assign(row_id=range(101, 101 + n))
     if categorical:
-        released = released.astype({"a": "category", "b": "category"})
-    raw = pd.DataFrame({"row_id": range(1, n + 1), "q": released["q"], "a": released["a"].astype(str), "b": released["b"]})
+        released = released.astype({"a": str, "b": str}).astype({"a": "category", "b": "category"})
+    raw = pd.DataFrame(
+        {"row_id": range(1, n + 1), "q": released["q"], "a": released["a"].astype(str), "b": released["b"].astype(str)}
+    )
     row_map = pd.DataFrame({"row_id": range(101, 101 + n), "source_row_id": range(1, n + 1)})
     got = class_posteriors(raw, released, row_map, ["q"], ["a", "b"], ell=ell, slack=0.05)
     from pipeline.core.posterior import population_posterior
@@ -153,3 +155,14 @@ def test_class_posteriors_equal_the_shares_pandas_counts_over_the_texts(rows, ca
     assert got["n_records_above_bound"] == int(above_cells.any(axis=1).sum())
     assert got["max_posterior"] == float(stacked.max())
     assert got["mean_posterior"] == pytest.approx(float(stacked.mean()), rel=1e-15)
+
+
+def test_a_released_row_without_a_class_is_refused():
+    raw = _raw()
+    released, row_map = _release(raw)
+    released = released.astype({"cluster_id": "Int64"})
+    released.loc[2, "cluster_id"] = pd.NA
+    with pytest.raises(ValueError, match="have no 'cluster_id'"):
+        class_posteriors(raw, released, row_map, ["q"], ["a", "b"], ell=2)
+    with pytest.raises(ValueError, match="have no 'cluster_id'"):
+        one_known_value_in_classes(released, ["a", "b"])

@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 from pipeline.core import columns
 from pipeline.core.columns import as_text, distinct_per_group, first_occurrences, sorted_text_codes
 
-values = st.one_of(st.sampled_from(["b", "a", "HS-grad", "10th", "9th", "é", ""]), st.none(), st.integers(0, 12))
+values = st.one_of(
+    st.sampled_from(["b", "a", "HS-grad", "10th", "9th", "é", "", "1", "1.0", "True", "nan"]),
+    st.none(),
+    st.integers(0, 12),
+    # values that compare equal but print differently: 1, 1.0 and True; 0.0 and -0.0; and a missing float
+    st.sampled_from([1.0, True, False, 0.0, -0.0, float("nan")]),
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -104,3 +110,32 @@ def test_distinct_per_group_refuses_a_group_outside_its_range(groups):
     """A group index below 0 or at ``n_groups`` or above is refused (the flag table would wrap it silently)."""
     with pytest.raises(ValueError, match="group indices"):
         distinct_per_group(np.array(groups, dtype=np.int64), np.array([1, 2, 3], dtype=np.int64), 2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(column=st.lists(values, max_size=40), as_float=st.booleans())
+def test_text_codes_ranks_and_joint_codes_group_the_values_by_their_text(column, as_float):
+    """text_ranks, text_codes and joint_text_codes give equal codes exactly to equal texts (``astype(str)``) and -1 to
+    missing values, on object columns mixing types and on float columns (0.0 and -0.0 print differently)."""
+    series = pd.Series(column, dtype=object)
+    if as_float:
+        series = pd.to_numeric(series.map(lambda v: v if isinstance(v, (int, float)) else None), errors="coerce").astype(float)
+    texts = series.astype(str).to_numpy(dtype=object)
+    missing = series.isna().to_numpy()
+    ranks = columns.text_ranks(series)
+    assert (ranks[missing] == -1).all()
+    present = np.flatnonzero(~missing)
+    for i in present:
+        for j in present:
+            assert (ranks[i] == ranks[j]) == (texts[i] == texts[j])
+            assert (ranks[i] < ranks[j]) == (texts[i] < texts[j])
+    domain = pd.Index(sorted(set(texts[~missing])) + ["unused"])
+    codes = columns.text_codes(series, domain)
+    assert codes.tolist() == [-1 if m else domain.get_loc(t) for t, m in zip(texts, missing, strict=True)]
+    other = pd.Series(list(reversed(column)), dtype=object)
+    first, second = columns.joint_text_codes(series, other)
+    other_texts, other_missing = other.astype(str).to_numpy(dtype=object), other.isna().to_numpy()
+    assert (first[missing] == -1).all() and (second[other_missing] == -1).all()
+    for i in present:
+        for j in np.flatnonzero(~other_missing):
+            assert (first[i] == second[j]) == (texts[i] == other_texts[j])
