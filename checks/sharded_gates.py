@@ -247,10 +247,10 @@ def build_sharded_gates() -> dg.AssetChecksDefinition:
                 description=description,
                 additional_deps=[
                     dg.AssetKey([PRIVATE, "shard_summaries"]),
-                    # the utility gate's refusal diagnosis reads the staged records and the global rules
+                    # the data-loss gates' refusal diagnosis reads the staged records and the global rules
                     *(
                         [dg.AssetKey([PRIVATE, "sharded_input_summary"]), dg.AssetKey([PRIVATE, "sharded_strong_rules"])]
-                        if name == "utility_within_thresholds"
+                        if name in DATA_LOSS_GATES
                         else []
                     ),
                 ],
@@ -277,6 +277,7 @@ def build_sharded_gates() -> dg.AssetChecksDefinition:
         n_shards = int(sharded_release_candidate.iloc[0]["n_shards"])
         summary_outcome = validate_frame(shard_summaries, suites.shard_summary_suite(n_shards=n_shards))
         failed: list[str] = []
+        refused_rules: dg.AssetCheckResult | None = None  # gate 4's failed result, refused after the utility gate
         for name in SHARDED_GATES:
             result = evaluate_sharded_gate(
                 name, settings, shard_summaries, sharded_release_candidate, summary_outcome=summary_outcome
@@ -288,24 +289,54 @@ def build_sharded_gates() -> dg.AssetChecksDefinition:
                 severity=result.severity,
                 metadata=result.metadata,
             )
-            if name == "utility_within_thresholds" and not result.passed:
-                # refused for data loss: the check carries the diagnosis and refusal.html is written, as in the
-                # in-memory jobs (issue 15); raises the refusal after the result (the last gate: all are reported)
-                also = [gate for gate in failed if gate in DATA_LOSS_GATES]  # rule_confidence_preserved: one page
-                yield from _refuse_for_data_loss(
-                    context,
-                    checked,
-                    settings,
-                    store,
-                    sharded_release_candidate,
-                    sharded_input_summary,
-                    sharded_strong_rules,
-                    also_refused_by=also,
-                )
+            if name == "rule_confidence_preserved" and not result.passed:
+                # refused for data loss too: diagnosed with the utility gate's figures of the loss (the last gate)
+                failed.append(name)
+                refused_rules = checked
+                continue
+            if name == "utility_within_thresholds":
+                loss_figures = {key: value.value for key, value in (checked.metadata or {}).items()}
+                if not result.passed:
+                    # refused for data loss: the check carries the diagnosis and refusal.html is written, as in the
+                    # in-memory jobs (issue 15); raises the refusal after the result (the last gate: all are reported)
+                    if refused_rules is not None:
+                        yield refused_rules
+                    also = [gate for gate in failed if gate in DATA_LOSS_GATES]  # rule_confidence_preserved: one page
+                    yield from _refuse_for_data_loss(
+                        context,
+                        checked,
+                        settings,
+                        store,
+                        sharded_release_candidate,
+                        sharded_input_summary,
+                        sharded_strong_rules,
+                        gate=name,
+                        loss_figures=loss_figures,
+                        also_refused_by=also,
+                    )
+                    return
+                yield checked
+                if refused_rules is not None:
+                    # gate 4 alone refused (the loss is within the utility thresholds): its check carries the
+                    # diagnosis and refusal.html, as the in-memory jobs' gate 4 does
+                    yield from _refuse_for_data_loss(
+                        context,
+                        refused_rules,
+                        settings,
+                        store,
+                        sharded_release_candidate,
+                        sharded_input_summary,
+                        sharded_strong_rules,
+                        gate="rule_confidence_preserved",
+                        loss_figures=loss_figures,
+                        also_refused_by=[],
+                    )
                 return
             if not result.passed:
                 failed.append(name)
             yield checked
+        if refused_rules is not None:  # no utility gate in the list (never today): gate 4's result as it is
+            yield refused_rules
 
     return gates
 
@@ -325,36 +356,38 @@ def _refuse_for_data_loss(
     input_summary: pd.DataFrame,
     strong_rules: pd.DataFrame,
     *,
+    gate: str,
+    loss_figures: dict,
     also_refused_by: list[str],
 ) -> Iterator[dg.AssetCheckResult]:
-    """The failed utility gate with the refusal diagnosis (:func:`checks.refusal.refuse_for_data_loss`): the
-    sensitive attributes of the staged records (:func:`pipeline.release.sharded_report.read_staged_records`) and the
-    GLOBAL strong rules, the loss from the reduced counts. Above :data:`DIAGNOSIS_MAX_RECORDS` eligible records, or
-    when the staged records cannot be read, ``checked`` is yielded as it is (the CLI still prints why)."""
+    """The failed data-loss gate ``gate`` (``utility_within_thresholds`` or ``rule_confidence_preserved``) with the
+    refusal diagnosis (:func:`checks.refusal.refuse_for_data_loss`): the sensitive attributes of the staged records
+    (:func:`pipeline.release.sharded_report.read_staged_records`) and the GLOBAL strong rules, the loss from the
+    reduced counts and the utility gate's figures ``loss_figures`` (``suppressed_cells``, ``attribute_cells``). Above
+    :data:`DIAGNOSIS_MAX_RECORDS` eligible records, or when the staged records cannot be read, ``checked`` is yielded
+    as it is (the CLI still prints why)."""
     from checks.refusal import refuse_for_data_loss
     from pipeline.core.diagnosis import CandidateLoss
     from pipeline.release.sharded_report import read_staged_records
 
     candidate = candidate_frame.iloc[0]
-    figures = {key: value.value for key, value in (checked.metadata or {}).items()}
+    figures = loss_figures
     n_eligible = int(candidate["n_input"]) - int(candidate["n_dropped_missing"])
     first = input_summary.iloc[0]
     if n_eligible > DIAGNOSIS_MAX_RECORDS:
-        context.log.info(
-            f"utility_within_thresholds: no refusal diagnosis in the check (above {DIAGNOSIS_MAX_RECORDS:,} records)"
-        )
+        context.log.info(f"{gate}: no refusal diagnosis in the check (above {DIAGNOSIS_MAX_RECORDS:,} records)")
         yield checked
         return
     try:
         records = read_staged_records(Path(str(first["staging_dir"])), int(first["n_shards"]), settings.sensitive_attributes)
     except OSError as error:
-        context.log.info(f"utility_within_thresholds: no refusal diagnosis in the check ({type(error).__name__})")
+        context.log.info(f"{gate}: no refusal diagnosis in the check ({type(error).__name__})")
         yield checked
         return
     yield from refuse_for_data_loss(
         context,
         checked,
-        gate="utility_within_thresholds",
+        gate=gate,
         settings=settings,
         store=store,
         raw_records=records,

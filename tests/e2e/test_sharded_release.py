@@ -425,3 +425,70 @@ def test_spark_launched_through_pipes_publishes_what_the_local_engine_publishes(
     assert metadata["spark_launch"] == "pipes" and metadata["spark_job_n_shards"] == 4
     assert metadata["spark_job_gates_failed"] == [] and metadata["spark_job_n_records"] == metadata["n_records"]
     assert not any((home / "private" / "shards").iterdir())  # the job file (it holds the home secret) went with the staging
+
+
+@pytest.mark.slow
+def test_a_sharded_release_refused_by_rule_confidence_alone_explains_itself(tmp_path):
+    """Issue 15's hand table (health = yes on 18 of 20 records: 16 deletions at ℓ = 2) with the loss accepted
+    (--max-deleted-share 1): the utility gate passes and gate 4 alone refuses the sharded release. As in the in-memory
+    jobs, its check in Dagster carries the diagnosis (the rule by its attributes, no value of the data) and the step
+    fails with that paragraph, not Dagster's "blocking asset check failed" (what the UI, a schedule's or the inbox's
+    run show); refusal.html is written in the private home, and nothing is published."""
+    import dagster as dg
+
+    from tests.core.test_diagnosis import hand_table
+
+    _require_sharding_pieces()
+    path = tmp_path / "dominant.csv"
+    table = hand_table().drop(columns="row_id")
+    table["zip"] = [f"Z{k:05d}" for k in range(20)]
+    table.to_csv(path, index=False)
+    home = tmp_path / "home"
+    outcome = _run(
+        home,
+        "--input",
+        str(path),
+        "--quasi-identifiers",
+        "zip",
+        "--sensitive-attributes",
+        "health,job,hobby",
+        "--ell",
+        "2",
+        "--min-confidence",
+        "0.8",
+        "--min-support",
+        "1",
+        "--max-deleted-share",
+        "1",
+        "--max-suppressed-share",
+        "1",
+    )
+    assert outcome.exit_code == 1, outcome.output
+    assert "gate rule_confidence_preserved: FAILED" in outcome.output
+    assert "gate utility_within_thresholds: passed" in outcome.output
+    assert "16 of 20 records (80.0 %) would be deleted" in outcome.output
+    assert "hobby = p ⇒ health = yes (support 9 records, confidence 0.90)" in outcome.output
+    (page,) = (home / "refusals").glob("*/refusal.html")
+    assert "health = yes" in page.read_text()
+    assert not any(f"Z{k:05d}" in page.read_text() for k in range(20))
+    assert not (home / "releases" / "LATEST").exists()
+    assert not any((home / "private" / "shards").iterdir())
+    with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
+        (run,) = instance.get_runs()
+        checks = {
+            r.event_log_entry.dagster_event.event_specific_data.check_name: r.event_log_entry.dagster_event.event_specific_data
+            for r in instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION).records
+        }
+        failures = [
+            r.event_log_entry.dagster_event.event_specific_data
+            for r in instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
+        ]
+    assert checks["utility_within_thresholds"].passed and not checks["rule_confidence_preserved"].passed
+    description = checks["rule_confidence_preserved"].description or ""
+    assert description.startswith("Release refused: 16 of 20 records (80.0 %) would be deleted")
+    assert "hobby ⇒ health (support 9 records, confidence 0.90)" in description and "yes" not in description.split(" Details")[0]
+    assert page.parent.name == run.run_id and str(page) in description
+    assert len(failures) == 1 and failures[0].user_failure_data is not None
+    assert failures[0].user_failure_data.description == description
+    assert failures[0].user_failure_data.metadata["gate"].value == "rule_confidence_preserved"
+    assert "DagsterAssetCheckFailedError" not in failures[0].error.to_string()
