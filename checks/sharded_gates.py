@@ -276,72 +276,47 @@ def build_sharded_gates() -> dg.AssetChecksDefinition:
     ) -> Iterator[dg.AssetCheckResult]:
         n_shards = int(sharded_release_candidate.iloc[0]["n_shards"])
         summary_outcome = validate_frame(shard_summaries, suites.shard_summary_suite(n_shards=n_shards))
-        failed: list[str] = []
-        refused_rules: dg.AssetCheckResult | None = None  # gate 4's failed result, refused after the utility gate
+        results: dict[str, dg.AssetCheckResult] = {}
+        refused: list[str] = []  # the data-loss gates that failed, refused once every gate is reported
         for name in SHARDED_GATES:
             result = evaluate_sharded_gate(
                 name, settings, shard_summaries, sharded_release_candidate, summary_outcome=summary_outcome
             )
-            checked = dg.AssetCheckResult(
+            results[name] = dg.AssetCheckResult(
                 asset_key=SHARDED_GATED,
                 check_name=name,
                 passed=result.passed,
                 severity=result.severity,
                 metadata=result.metadata,
             )
-            if name == "rule_confidence_preserved" and not result.passed:
-                # refused for data loss too: diagnosed with the utility gate's figures of the loss (the last gate)
-                failed.append(name)
-                refused_rules = checked
-                continue
-            if name == "utility_within_thresholds":
-                loss_figures = {key: value.value for key, value in (checked.metadata or {}).items()}
-                if not result.passed:
-                    # refused for data loss: the check carries the diagnosis and refusal.html is written, as in the
-                    # in-memory jobs (issue 15); raises the refusal after the result (the last gate: all are reported)
-                    if refused_rules is not None:
-                        yield refused_rules
-                    also = [gate for gate in failed if gate in DATA_LOSS_GATES]  # rule_confidence_preserved: one page
-                    yield from _refuse_for_data_loss(
-                        context,
-                        checked,
-                        settings,
-                        store,
-                        sharded_release_candidate,
-                        sharded_input_summary,
-                        sharded_strong_rules,
-                        gate=name,
-                        loss_figures=loss_figures,
-                        also_refused_by=also,
-                    )
-                    return
-                yield checked
-                if refused_rules is not None:
-                    # gate 4 alone refused (the loss is within the utility thresholds): its check carries the
-                    # diagnosis and refusal.html, as the in-memory jobs' gate 4 does
-                    yield from _refuse_for_data_loss(
-                        context,
-                        refused_rules,
-                        settings,
-                        store,
-                        sharded_release_candidate,
-                        sharded_input_summary,
-                        sharded_strong_rules,
-                        gate="rule_confidence_preserved",
-                        loss_figures=loss_figures,
-                        also_refused_by=[],
-                    )
-                return
-            if not result.passed:
-                failed.append(name)
-            yield checked
-        if refused_rules is not None:  # no utility gate in the list (never today): gate 4's result as it is
-            yield refused_rules
+            if name in DATA_LOSS_GATES and not result.passed:
+                refused.append(name)
+            else:
+                yield results[name]
+        if refused:
+            # refused for data loss: the check carries the diagnosis and refusal.html is written, as in the in-memory
+            # jobs (issue 15), then the refusal is raised. The utility gate's refusal names gate 4 too (one page); gate
+            # 4 alone is refused by its own check.
+            gate = "utility_within_thresholds" if "utility_within_thresholds" in refused else refused[0]
+            also = [other for other in refused if other != gate]
+            for other in also:
+                yield results[other]
+            yield from _refuse_for_data_loss(
+                context,
+                results[gate],
+                settings,
+                store,
+                sharded_release_candidate,
+                sharded_input_summary,
+                sharded_strong_rules,
+                gate=gate,
+                also_refused_by=also,
+            )
 
     return gates
 
 
-#: Up to this many eligible records, a sharded release refused by the utility gate reads the sensitive attributes of
+#: Up to this many eligible records, a sharded release refused by a data-loss gate reads the sensitive attributes of
 #: the PRIVATE staged records into the gates' step to diagnose the refusal (the in-memory jobs' diagnosis, refusal.html);
 #: above it the check carries the gate's figures only (the driver of a large release holds no record-level table).
 DIAGNOSIS_MAX_RECORDS = 1_000_000
@@ -357,13 +332,12 @@ def _refuse_for_data_loss(
     strong_rules: pd.DataFrame,
     *,
     gate: str,
-    loss_figures: dict,
     also_refused_by: list[str],
 ) -> Iterator[dg.AssetCheckResult]:
     """The failed data-loss gate ``gate`` (``utility_within_thresholds`` or ``rule_confidence_preserved``) with the
     refusal diagnosis (:func:`checks.refusal.refuse_for_data_loss`): the sensitive attributes of the staged records
     (:func:`pipeline.release.sharded_report.read_staged_records`) and the GLOBAL strong rules, the loss from the
-    reduced counts and the utility gate's figures ``loss_figures`` (``suppressed_cells``, ``attribute_cells``). Above
+    reduced counts (:func:`utility_figures_of`, the utility gate's figures). Above
     :data:`DIAGNOSIS_MAX_RECORDS` eligible records, or when the staged records cannot be read, ``checked`` is yielded
     as it is (the CLI still prints why)."""
     from checks.refusal import refuse_for_data_loss
@@ -371,7 +345,7 @@ def _refuse_for_data_loss(
     from pipeline.release.sharded_report import read_staged_records
 
     candidate = candidate_frame.iloc[0]
-    figures = loss_figures
+    figures = utility_figures_of(settings, candidate)
     n_eligible = int(candidate["n_input"]) - int(candidate["n_dropped_missing"])
     first = input_summary.iloc[0]
     if n_eligible > DIAGNOSIS_MAX_RECORDS:

@@ -175,8 +175,8 @@ def class_posteriors(
     posteriors = []
     for j, attribute in enumerate(sensitive_attributes):
         values = sorted_text_codes(released[attribute])[0]  # the value's text, as as_text gives it
-        _, pair = np.unique(combine_codes([classes, values]), return_inverse=True)
-        share = np.bincount(pair.reshape(-1))[pair.reshape(-1)] / class_sizes
+        pair = np.unique(combine_codes([classes, values]), return_inverse=True)[1].reshape(-1)
+        share = np.bincount(pair)[pair] / class_sizes
         bound = np.maximum(1.0 / ell, population[attribute][raw_positions]) + slack
         above[:, j] = share > bound + 1e-12
         posteriors.append(share)

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 import pipeline.cli.run as run_command
 from pipeline.cli import main
-from tests.core.test_diagnosis import hand_table
+from tests.core.test_diagnosis import HAND_TABLE_OPTIONS, write_hand_table_csv
 
 
 @dg.asset
@@ -29,10 +29,7 @@ def utility_within_thresholds() -> dg.AssetCheckResult:
 
 
 def test_a_utility_refusal_prints_the_diagnosis_and_writes_refusal_html(tmp_path, monkeypatch):
-    path = tmp_path / "dominant.csv"
-    table = hand_table().drop(columns="row_id")
-    table["zip"] = [f"Z{k:05d}" for k in range(20)]
-    table.to_csv(path, index=False)
+    path = write_hand_table_csv(tmp_path / "dominant.csv")
     result = dg.materialize([candidate, utility_within_thresholds], raise_on_error=False)
     assert not result.success
     home = tmp_path / "home"
@@ -45,16 +42,7 @@ def test_a_utility_refusal_prints_the_diagnosis_and_writes_refusal_html(tmp_path
             "run",
             "--input",
             str(path),
-            "--quasi-identifiers",
-            "zip",
-            "--sensitive-attributes",
-            "health,job,hobby",
-            "--ell",
-            "2",
-            "--min-confidence",
-            "0.8",
-            "--min-support",
-            "1",
+            *HAND_TABLE_OPTIONS,
             "--home",
             str(home),
         ],

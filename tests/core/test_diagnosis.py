@@ -17,6 +17,8 @@ health = yes has a job, so the 18 yes records are the rule holders.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -44,6 +46,31 @@ def hand_table() -> pd.DataFrame:
     return pd.DataFrame(
         {"row_id": range(1, 21), "zip": [f"9{k:04d}" for k in range(20)], "health": health, "job": job, "hobby": hobby}
     )
+
+
+def write_hand_table_csv(path: Path) -> Path:
+    """:func:`hand_table` as the CSV a user would run (no ``row_id``; a distinct ``zip`` per record, the
+    quasi-identifier), written to ``path``; returns ``path``. Run it with :data:`HAND_TABLE_OPTIONS`."""
+    table = hand_table().drop(columns="row_id")
+    table["zip"] = [f"Z{k:05d}" for k in range(20)]
+    table.to_csv(path, index=False)
+    return path
+
+
+#: ``msa-release run``'s options for :func:`write_hand_table_csv`'s table (after ``--input``): 16 of its 20 records
+#: are deleted at ℓ = 2.
+HAND_TABLE_OPTIONS = (
+    "--quasi-identifiers",
+    "zip",
+    "--sensitive-attributes",
+    "health,job,hobby",
+    "--ell",
+    "2",
+    "--min-confidence",
+    "0.8",
+    "--min-support",
+    "1",
+)
 
 
 def hand_diagnosis(ell: int = 2, deviation: float | None = 0.3) -> Diagnosis:

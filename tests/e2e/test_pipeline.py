@@ -214,12 +214,9 @@ def test_refusal_for_data_loss_explains_itself_in_the_check_and_the_run_failure(
     has a description in config-key vocabulary naming the loss, the rule's value and the options; the run's failure is
     that paragraph (no Dagster "blocking asset check failed" error); refusal.html is in the private home and names no
     quasi-identifier value."""
-    from tests.core.test_diagnosis import hand_table
+    from tests.core.test_diagnosis import write_hand_table_csv
 
-    path = tmp_path / "dominant.csv"
-    table = hand_table().drop(columns="row_id")
-    table["zip"] = [f"Z{k:05d}" for k in range(20)]
-    table.to_csv(path, index=False)
+    path = write_hand_table_csv(tmp_path / "dominant.csv")
     home = tmp_path / "home"
     settings = {
         "input_path": str(path),

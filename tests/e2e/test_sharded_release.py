@@ -436,28 +436,16 @@ def test_a_sharded_release_refused_by_rule_confidence_alone_explains_itself(tmp_
     run show); refusal.html is written in the private home, and nothing is published."""
     import dagster as dg
 
-    from tests.core.test_diagnosis import hand_table
+    from tests.core.test_diagnosis import HAND_TABLE_OPTIONS, write_hand_table_csv
 
     _require_sharding_pieces()
-    path = tmp_path / "dominant.csv"
-    table = hand_table().drop(columns="row_id")
-    table["zip"] = [f"Z{k:05d}" for k in range(20)]
-    table.to_csv(path, index=False)
+    path = write_hand_table_csv(tmp_path / "dominant.csv")
     home = tmp_path / "home"
     outcome = _run(
         home,
         "--input",
         str(path),
-        "--quasi-identifiers",
-        "zip",
-        "--sensitive-attributes",
-        "health,job,hobby",
-        "--ell",
-        "2",
-        "--min-confidence",
-        "0.8",
-        "--min-support",
-        "1",
+        *HAND_TABLE_OPTIONS,
         "--max-deleted-share",
         "1",
         "--max-suppressed-share",
