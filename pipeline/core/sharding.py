@@ -82,6 +82,7 @@ __all__ = [
     "shard_offsets",
     "shard_order_replay_sigmas",
     "shard_salt",
+    "sid_gate_partial",
     "shard_secret",
     "shard_seed",
     "splitmix64",
@@ -595,6 +596,73 @@ def _ell_per_attribute(parameters: ShardParameters) -> dict[str, int] | None:
     return None
 
 
+def sid_gate_partial(
+    attribute_table: pd.DataFrame,
+    id_table: pd.DataFrame,
+    sensitive_attributes: Sequence[str],
+    *,
+    ell: EllRequirement,
+    per_attribute_ell: Mapping[str, int] | None,
+) -> dict[str, Any]:
+    """Gate 2's partial of one shard: its SIDs checked against ℓ (or ℓ_i of their attribute).
+
+    Parameters
+    ----------
+    attribute_table
+        The shard's attribute table: ``row_id`` and one SID column (Int32, <NA> for a suppressed cell) per sensitive
+        attribute.
+    id_table
+        The shard's ID table: ``attribute``, ``sid``, ``value``, ``count``.
+    sensitive_attributes
+        In schema order.
+    ell
+        ℓ, or attribute -> ℓ_i.
+    per_attribute_ell
+        ℓ_i per attribute when the run sets them (the per-attribute path), else None.
+
+    Returns
+    -------
+    dict
+        ``n_sids``, ``min_distinct_values_observed`` (None without SIDs), ``n_suppressed_cells``,
+        ``n_attribute_table_rows``, ``n_sids_failing`` (fewer than ℓ / ℓ_i distinct values, a value's share above
+        1/ℓ / 1/ℓ_i, or records not matching occurrences) and ``per_attribute`` (:func:`shard_partials`).
+
+    References
+    ----------
+    P1 Definition 2; SPEC §6.6, §6.7, §9.3.
+    """
+    sensitive = list(sensitive_attributes)
+    ell_size = group_size(ell)
+    ells = ell_by_attribute(ell, sensitive)
+    sids = verification.sid_diversity_per_attribute(
+        verification.sid_diversity_summary(attribute_table, id_table, sensitive), ells
+    )
+    if per_attribute_ell is None:
+        failing = (
+            (sids["n_distinct_values"] < ell_size)
+            | (sids["max_value_share"] > 1.0 / ell_size + 1e-12)
+            | ~sids["records_match_occurrences"]
+        )
+    else:
+        failing = (
+            (sids["n_distinct_values"] < min(ells.values())) | ~sids["meets_ell_required"] | ~sids["records_match_occurrences"]
+        )
+    by_attribute = verification.sid_diversity_by_attribute(sids, attribute_table, ells)
+    for figures in by_attribute.values():
+        del figures["ell_required"]
+        if figures["n_sids"] == 0:
+            figures["min_distinct_values_observed"] = None
+    n_suppressed_cells = int(attribute_table[sensitive].isna().sum().sum()) if len(attribute_table) else 0
+    return {
+        "n_sids": len(sids),
+        "min_distinct_values_observed": int(sids["n_distinct_values"].min()) if len(sids) else None,
+        "n_suppressed_cells": n_suppressed_cells,
+        "n_attribute_table_rows": len(attribute_table),
+        "n_sids_failing": int(failing.sum()),
+        "per_attribute": by_attribute,
+    }
+
+
 def _optional_min(values: Sequence[Any]) -> Any:
     present = [v for v in values if v is not None]
     return min(present) if present else None
@@ -773,7 +841,6 @@ def shard_partials(
     sensitive = list(parameters.sensitive_attributes)
     ell_size = group_size(parameters.ell)
     per_attribute_ell = _ell_per_attribute(parameters)
-    ells = ell_by_attribute(parameters.ell, sensitive)
     rules = model.rules
     attribute_table = attribute_table.astype({a: "Int32" for a in sensitive})
     original = row_map.merge(records[["row_id", *sensitive]], left_on="source_row_id", right_on="row_id", suffixes=("", "_raw"))[
@@ -798,34 +865,11 @@ def shard_partials(
     }
 
     # gate 2: SIDs ℓ-diverse (ℓ_i per attribute)
-    sids = verification.sid_diversity_per_attribute(
-        verification.sid_diversity_summary(attribute_table, id_table, sensitive), ells
+    partials["attribute_table_is_l_diverse"] = sid_gate_partial(
+        attribute_table, id_table, sensitive, ell=parameters.ell, per_attribute_ell=per_attribute_ell
     )
-    if per_attribute_ell is None:
-        failing = (
-            (sids["n_distinct_values"] < ell_size)
-            | (sids["max_value_share"] > 1.0 / ell_size + 1e-12)
-            | ~sids["records_match_occurrences"]
-        )
-    else:
-        failing = (
-            (sids["n_distinct_values"] < min(ells.values())) | ~sids["meets_ell_required"] | ~sids["records_match_occurrences"]
-        )
-    by_attribute = verification.sid_diversity_by_attribute(sids, attribute_table, ells)
-    for figures in by_attribute.values():
-        del figures["ell_required"]
-        if figures["n_sids"] == 0:
-            figures["min_distinct_values_observed"] = None
-    n_suppressed_cells = int(attribute_table[sensitive].isna().sum().sum()) if len(attribute_table) else 0
-    partials["attribute_table_is_l_diverse"] = {
-        "n_sids": len(sids),
-        "min_distinct_values_observed": int(sids["n_distinct_values"].min()) if len(sids) else None,
-        "n_suppressed_cells": n_suppressed_cells,
-        "n_attribute_table_rows": len(attribute_table),
-        "n_sids_failing": int(failing.sum()),
-        "per_attribute": by_attribute,
-    }
-    del groups, sids, failing  # each gate's frames are freed once its partial is taken (a 1M-record shard's peak)
+    n_suppressed_cells = partials["attribute_table_is_l_diverse"]["n_suppressed_cells"]
+    del groups  # each gate's frames are freed once its partial is taken (a 1M-record shard's peak)
 
     # gate 3: the GLOBAL-rule adversary; SAC~ holders are final here, attribute-table holders need global counts
     holders = rule_holders(records[["row_id", *sensitive]], rules, row_map=row_map)

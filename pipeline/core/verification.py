@@ -133,7 +133,8 @@ def sid_diversity_summary(
     pandas.DataFrame
         ``attribute``, ``sid``, ``n_distinct_values``, ``n_value_occurrences`` (sum of
         ``count``), ``n_records`` (attribute-table rows pointing to the SID), ``max_value_share``
-        (largest count / occurrences, float; Def. 2 requires <= 1/ℓ) and
+        (the occurrences of the SID's most frequent value, summed over every ID-table row of that value, / all its
+        occurrences, float; Def. 2 requires <= 1/ℓ) and
         ``records_match_occurrences`` (bool: each value occurrence stands for one record).
 
     References
@@ -167,17 +168,24 @@ def sid_diversity_summary(
     present = (np.bincount(id_key, minlength=space) > 0) | (records_all > 0)
     keys = np.flatnonzero(present).astype(np.int64)
     n_keys = len(keys)
-    max_all = np.zeros(space, dtype=np.int64)
-    np.maximum.at(max_all, id_key, count)
-    max_count = max_all[keys]
     occurrences = occurrences_all[keys].astype(np.int64)
     n_records = records_all[keys].astype(np.int64)
-    # distinct values per key: runs of the sorted (key, value) pairs
+    # distinct values per key, and each value's occurrences: runs of the sorted (key, value) pairs. A value's share
+    # sums its count over every ID-table row that lists it (a value listed twice with count 1 is 2 occurrences of it,
+    # not two values of 1: Def. 2 bounds the value, not the row)
     value_radix = int(value_index.max(initial=0)) + 1
-    pairs = np.sort(id_key * value_radix + value_index)
+    pair_keys = id_key * value_radix + value_index
+    order = np.argsort(pair_keys, kind="stable")
+    pairs = pair_keys[order]
     first = np.ones(len(pairs), dtype=bool)
     first[1:] = pairs[1:] != pairs[:-1]
-    n_distinct = np.bincount(pairs[first] // value_radix, minlength=space)[keys].astype(np.int64)
+    starts = np.flatnonzero(first)
+    pair_key_of_run = pairs[starts] // value_radix
+    n_distinct = np.bincount(pair_key_of_run, minlength=space)[keys].astype(np.int64)
+    max_all = np.zeros(space, dtype=np.int64)
+    if len(starts):
+        np.maximum.at(max_all, pair_key_of_run, np.add.reduceat(count[order], starts))
+    max_count = max_all[keys]
     name_of_rank = np.empty(len(names), dtype=object)
     name_of_rank[rank_of_name] = np.asarray(names, dtype=object)
     return pd.DataFrame(
