@@ -92,7 +92,14 @@ from pipeline.models import (
     settings_of_job,
 )
 from pipeline.models import jobs as publishing_jobs
-from pipeline.resources import ReleaseSettings, ReleaseStore
+from pipeline.resources import (  # the Adult example's settings, re-exported where the jobs apply them
+    ADULT_EXAMPLE_INPUT,
+    ADULT_EXAMPLE_SETTINGS,
+    NULL_MEANS_DEFAULT,
+    ReleaseSettings,
+    ReleaseStore,
+    adult_example_settings,
+)
 from pipeline.run_events import (
     HOST_TAG,
     INPUT_SHA256_TAG,
@@ -161,39 +168,6 @@ JOB_DESCRIPTIONS = {
     "kl): raw table -> hierarchies -> equivalence classes of >= k records with Diverse >= ℓ -> gates -> published "
     "release.",
 }
-
-
-#: The Adult example's explicit utility override, per model (issue 15). The default Adult release deletes about 6,100
-#: of its 30,718 eligible records (19.8 %; Rating: 13.6 %), above the utility gate's default of 10 %. In the run config
-#: schema of the jobs of these models the setting's default is null ("not set"); a run of the Adult example (its
-#: ``input_path`` left at Adult's) that leaves it null gets this value, which the manifest, the CLI summary and
-#: report.html then show as an override; any other input gets the settings' default (0.10).
-ADULT_EXAMPLE_SETTINGS: dict[str, dict[str, float]] = {
-    "mixed": {"max_deleted_share": 0.25},
-    "rating": {"max_deleted_share": 0.25},
-}
-#: Settings whose null in a run config means "not set" (:func:`adult_example_settings`).
-NULL_MEANS_DEFAULT = frozenset(key for values in ADULT_EXAMPLE_SETTINGS.values() for key in values)
-#: The input of the Adult example (``ReleaseSettings.input_path``'s default).
-ADULT_EXAMPLE_INPUT = ReleaseSettings.model_fields["input_path"].default
-
-
-def adult_example_settings(model: str, settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The values that the settings of :data:`ADULT_EXAMPLE_SETTINGS` left null (not set) take in a run of ``model``
-    with ``settings`` (the run config's settings, Dagster's defaults filled in): the Adult example's value when the
-    input is the Adult example, else the settings' own default. A setting the run sets is never changed.
-
-    Returns
-    -------
-    dict
-        Setting -> value, for every setting of ``model``'s Adult example that ``settings`` holds as null or lacks.
-    """
-    example = settings.get("input_path", ADULT_EXAMPLE_INPUT) == ADULT_EXAMPLE_INPUT
-    return {
-        key: value if example else ReleaseSettings.model_fields[key].default
-        for key, value in ADULT_EXAMPLE_SETTINGS.get(model, {}).items()
-        if settings.get(key) is None
-    }
 
 
 #: Tag of every job of the code location (they all hold the release lock of the home while they run): the run queue

@@ -115,9 +115,16 @@ def plan(**options) -> None:
     from pipeline.evaluation.plan import release_plan
     from pipeline.io.loading import InputError
     from pipeline.release.home_secret import load_or_create_secret
-    from pipeline.resources import ReleaseSettings
+    from pipeline.resources import ADULT_EXAMPLE_INPUT, ReleaseSettings, adult_example_settings
 
     settings = ReleaseSettings(**config)
+    # a threshold neither given nor set takes what run would give it: the Adult example's explicit override when the
+    # input is the Adult example (pipeline.resources.ADULT_EXAMPLE_SETTINGS, 0.25 deleted for mixed and Rating), else
+    # the setting's default
+    unset = {name: thresholds.get(name, config.get(name)) for name in ("max_deleted_share", "max_suppressed_share")}
+    thresholds.update(
+        adult_example_settings(str(settings.model), {"input_path": config.get("input_path", ADULT_EXAMPLE_INPUT), **unset})
+    )
     secret = load_or_create_secret(use_home(options["home"])) if settings.randomness == "home-secret" else None
     try:
         result = release_plan(

@@ -98,3 +98,31 @@ def test_an_ell_the_table_cannot_take_is_refused_by_the_preflight_row(tmp_path):
     # job has 4 distinct values: ℓ = 5 cannot be ℓ-diverse (msa-release run refuses it before running)
     assert rows[5]["gates"]["preflight"] == "refuse" and "'job' (4 distinct values)" in rows[5]["refusal"]
     assert rows[5]["n_deleted"] is None and rows[2]["gates"]["preflight"] == "pass"
+
+
+def _adult_plan(tmp_path, *arguments: str):
+    return CliRunner().invoke(
+        main,
+        ["plan", "--json", "--home", str(tmp_path / "home"), "--ell-values", "3", "--min-confidence-values", "0.8", *arguments],
+        catch_exceptions=False,
+    )
+
+
+def test_the_adult_example_is_planned_with_the_threshold_run_gives_it(tmp_path):
+    # `msa-release run` of the Adult example (no --input) sets max_deleted_share 0.25 (issue 15); plan predicts that run
+    result = _adult_plan(tmp_path)
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    assert document["max_deleted_share"] == 0.25
+    assert document["max_suppressed_share"] == 0.1
+    (row,) = document["rows"]
+    assert 0.1 < row["deleted_share"] <= 0.25  # about 19.8 %: refused at 0.10, published at 0.25
+    assert row["gates"]["utility_within_thresholds"] == "pass"
+
+
+def test_a_threshold_given_to_plan_wins_over_the_adult_examples(tmp_path):
+    result = _adult_plan(tmp_path, "--max-deleted-share", "0.1")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    assert document["max_deleted_share"] == 0.1
+    assert document["rows"][0]["gates"]["utility_within_thresholds"] == "refuse"
