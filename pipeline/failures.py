@@ -33,6 +33,7 @@ __all__ = [
     "step_failures",
     "structured_failures",
     "with_structured_failures",
+    "without_foreign_causes",
 ]
 
 #: The metadata keys of a structured failure (``errno`` only for an ``OSError``).
@@ -69,11 +70,39 @@ def failure_of(error: BaseException, *, file: str | Path | None = None) -> dg.Fa
 
 @contextmanager
 def structured_failures(*, file: str | Path | None = None) -> Iterator[None]:
-    """Raise :func:`failure_of` (chained to the original) for an ``MsaReleaseError`` or ``OSError`` raised inside."""
+    """Raise :func:`failure_of` (chained to the original) for an ``MsaReleaseError`` or ``OSError`` raised inside.
+
+    The original's chain is cut at the first cause that is neither (:func:`without_foreign_causes`): Dagster stores the
+    whole chain, messages included, in the run's event log, and a library's message can quote the input (DuckDB's
+    CSV errors quote the offending line, "Original Line: …")."""
     try:
         yield
     except (MsaReleaseError, OSError) as error:
-        raise failure_of(error, file=file) from error
+        raise failure_of(error, file=file) from without_foreign_causes(error)
+
+
+def without_foreign_causes(error: BaseException) -> BaseException:
+    """``error`` with its chain of causes (``__cause__``, else an unsuppressed ``__context__``) cut before the first
+    one that is not an ``MsaReleaseError`` or an ``OSError`` (whose messages never quote a value: the project's own
+    say which file, column or line, an ``OSError`` its errno text and path). Changes the chain in place; returns
+    ``error``."""
+    current = error
+    seen = {id(current)}
+    while True:
+        cause = (
+            current.__cause__
+            if current.__cause__ is not None
+            else (None if current.__suppress_context__ else current.__context__)
+        )
+        if cause is None or id(cause) in seen:
+            return error
+        if not isinstance(cause, (MsaReleaseError, OSError)):
+            current.__cause__ = None
+            current.__context__ = None
+            current.__suppress_context__ = True
+            return error
+        seen.add(id(cause))
+        current = cause
 
 
 def with_structured_failures(function: F) -> F:

@@ -470,7 +470,7 @@ def _stage(
                     ).fetchall()
                     per_column[column] = ([r[0] for r in rows], [int(r[1]) for r in rows], [int(r[2]) for r in rows])
             except duckdb.Error as error:
-                raise scan.error(error) from error
+                raise scan.error(error) from None  # DuckDB's message quotes the offending line
             check_value_lengths(path, per_column, max_value_length=options["max_value_length"], first_line=scan.first_line)
             digests.append(check_file_unchanged(path, before))
             n_input = pq.read_metadata(copy).num_rows

@@ -440,3 +440,32 @@ def test_headerless_input_read_with_a_header_leaks_no_record(tokenized, tmp_path
         leaks, previewed = _leaks_in_event_log(instance, result.run_id)
     assert leaks == [] and previewed == set(), leaks[:10]
     assert _leaks_on_disk(dagster_home) == []
+
+
+@pytest.mark.parametrize("job", ["release", "sharded_release"])
+def test_a_line_the_csv_reader_cannot_parse_leaves_no_value_in_the_event_log(tokenized, tmp_path, job):
+    """A record with an unclosed quote (a red team's case): DuckDB's error quotes the offending line and the lines after
+    it ("Original Line: …"). The step fails with exit status 2 naming the file and the line, and neither its failure
+    nor anything stored in DAGSTER_HOME holds a value: before, the default job's failure kept DuckDB's error as its
+    cause, which Dagster stores with the run (135 whole records of the red team's file)."""
+    from pipeline.failures import step_failures
+
+    directory, _ = tokenized
+    lines = (directory / "tokenized.csv").read_text().splitlines()
+    lines[10] += ',"QQSA0V9999QQ unclosed'
+    broken = tmp_path / "broken.csv"
+    broken.write_text("\n".join(lines) + "\n")
+    dagster_home = tmp_path / "dagster_home"
+    dagster_home.mkdir()
+    (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        result = run_job(tmp_path / "home", job, settings(broken), instance=instance)
+        assert not result.success
+        failures = step_failures(result)
+        assert [f.exit_status for f in failures] == [2], failures
+        assert "broken.csv" in failures[0].message
+        for text in (failures[0].message, failures[0].error_text):
+            assert not SENSITIVE_TOKEN.search(text) and IDENTIFIER_TOKEN not in text, text
+        leaks, previewed = _leaks_in_event_log(instance, result.run_id)
+    assert leaks == [] and previewed == set(), leaks[:10]
+    assert _leaks_on_disk(dagster_home) == []
