@@ -3,9 +3,10 @@
 Every piece of randomness that protects a release (record order before grouping and SID creation,
 SAC~ permutations, SID numbers, release row ids) and every keyed digest (manifest input digest,
 release-series registry) derives from it through :mod:`pipeline.core.keyed`. It never leaves the
-private home: it is not published, not logged and not shown in Dagster metadata. Losing it only
-means that later releases cannot be compared with earlier ones by the registry; copying it to
-another home makes that home's releases replay this one's.
+private home: it is not published, not logged and not shown in Dagster metadata. Losing it means
+that later releases cannot be compared with earlier ones by the registry, so a home whose registry
+holds releases refuses to create a new one (restore the file, or move the registry aside to start
+a new series on purpose); copying it to another home makes that home's releases replay this one's.
 """
 
 from __future__ import annotations
@@ -47,12 +48,15 @@ def load_or_create_secret(home: str | Path) -> bytes:
     Raises
     ------
     HomeSecretError
-        If the file exists with another size, or cannot be read or written.
+        If the file exists with another size, or cannot be read or written; or if it is missing while the home's
+        release registry (``<home>/registry``) holds releases: they were fingerprinted with the lost secret, so a
+        new one would let a release of the same records through the composition refusal without a word.
     """
     home = Path(home)
     path = home / SECRET_FILE
     try:
         if not path.exists():
+            _refuse_a_new_secret_beside_registered_releases(home, path)
             home.mkdir(parents=True, exist_ok=True, mode=0o700)
             temporary = home / f".{SECRET_FILE}.{os.getpid()}.tmp"
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -76,6 +80,23 @@ def load_or_create_secret(home: str | Path) -> bytes:
             "to start a new release series (earlier releases can then no longer be recognised)"
         )
     return data
+
+
+def _refuse_a_new_secret_beside_registered_releases(home: Path, path: Path) -> None:
+    """Raise :class:`HomeSecretError` when ``<home>/registry`` holds a release's entry (the secret was lost, not never
+    created)."""
+    registry = home / "registry"  # pipeline.release.registry.registry_dir
+    try:
+        entries = [entry for entry in registry.iterdir() if not entry.name.startswith(".")]
+    except FileNotFoundError:
+        return
+    if entries:
+        raise HomeSecretError(
+            f"the home secret {path} is missing, but the home's release registry {registry} holds {len(entries)} "
+            "release(s) fingerprinted with it; restore secret.key from a backup. To start a new release series on "
+            f"purpose, move {registry} aside first: releases made with a new secret cannot be compared with the "
+            "earlier ones, so a release of the same records would no longer be refused as a recomposition"
+        )
 
 
 def read_secret_if_present(home: str | Path) -> bytes | None:

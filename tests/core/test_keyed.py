@@ -82,3 +82,24 @@ def test_record_hashes_of_categorical_columns_equal_those_of_the_same_values_as_
     # categories in another order and unused categories change nothing either
     shuffled = as_categories.assign(text=as_categories["text"].cat.set_categories(["c", "zz", "b", "a"]))
     assert np.array_equal(keyed_record_hashes(shuffled, list(frame.columns), secret, "purpose"), expected)
+
+
+def test_a_lost_secret_is_not_replaced_while_the_registry_holds_releases(tmp_path):
+    # a red team deleted secret.key between two runs: the second, different release of the same records was published
+    # without the composition refusal (its fingerprints, keyed with a new secret, matched nothing)
+    registry = tmp_path / "registry"
+    registry.mkdir()
+    (registry / "20261127T000000Z-00000000.parquet").write_bytes(b"an entry")
+    with pytest.raises(HomeSecretError, match="restore secret.key") as raised:
+        load_or_create_secret(tmp_path)
+    assert str(registry) in str(raised.value) and "1 release(s)" in str(raised.value)
+    assert not (tmp_path / "secret.key").exists()
+    # moved aside on purpose: a new series starts
+    registry.rename(tmp_path / "registry.old")
+    assert len(load_or_create_secret(tmp_path)) == 32
+
+
+def test_an_empty_registry_does_not_stop_the_first_secret(tmp_path):
+    (tmp_path / "registry").mkdir()
+    (tmp_path / "registry" / ".entry.tmp").write_bytes(b"")  # an interrupted write's temporary file
+    assert len(load_or_create_secret(tmp_path)) == 32
