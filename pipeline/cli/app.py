@@ -14,7 +14,26 @@ import click
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
+class Commands(click.Group):
+    """The command group: a project error (:class:`pipeline.errors.MsaReleaseError`) that a command does not report
+    itself ends the command with its message on one line and its exit status (2 unusable input, 1 otherwise), as
+    click reports its own errors, never with a traceback. Its message is safe to print: the project's errors name
+    files, columns, lines and settings, never a value."""
+
+    def invoke(self, ctx: click.Context):
+        from pipeline.errors import MsaReleaseError
+
+        try:
+            return super().invoke(ctx)
+        except MsaReleaseError as error:
+            if isinstance(error, click.ClickException):
+                raise
+            failure = click.ClickException(str(error).strip() or type(error).__name__)
+            failure.exit_code = int(getattr(error, "exit_status", 1))
+            raise failure from None
+
+
+@click.group(cls=Commands, context_settings=CONTEXT_SETTINGS)
 @click.version_option(package_name="msa-release", prog_name="msa-release", message="%(prog)s %(version)s")
 @click.pass_context
 def main(context: click.Context) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -125,12 +127,10 @@ def audit(
         )
     except AuditError as error:
         raise UnusableInput(str(error)) from error
-    if output:
-        target = Path(output)
-    else:
-        target = use_home(home) / "audits" / report.release.release_id / "audit.json"
+    target = Path(output) if output else use_home(home) / "audits" / report.release.release_id / "audit.json"
+    with _writing_audit(target):
         target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(report.as_json(), indent=2) + "\n")
+        target.write_text(json.dumps(report.as_json(), indent=2) + "\n")
     click.echo(render_audit(report, target))
     if not report.passed:
         sys.exit(1)
@@ -174,14 +174,30 @@ def _audit_table(
     _write_class_audit(result, target)
 
 
+@contextmanager
+def _writing_audit(target: Path) -> Iterator[None]:
+    """Exit 1 with one line (the machine's error, where, and what to do) when the audit's report cannot be written
+    (a read-only or full home), instead of a traceback; the audit's verdict is not printed then."""
+    try:
+        yield
+    except OSError as error:
+        click.echo(
+            f"msa-release audit: the audit was computed but NOT written to {target}: {machine_failure_line(error)}; "
+            "or pass --output <a file in a writable directory>",
+            err=True,
+        )
+        sys.exit(1)
+
+
 def _write_class_audit(result: dict, target: Path) -> None:
     """Write the JSON and report.html of a class audit beside it, print the summary, exit 1 on FAIL."""
     from pipeline.reporting.class_audit_report import class_audit_html, render_class_audit
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(result, indent=2) + "\n")
     page = target.parent / "report.html"
-    page.write_text(class_audit_html(result))
+    with _writing_audit(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(result, indent=2) + "\n")
+        page.write_text(class_audit_html(result))
     click.echo(render_class_audit(result, target, page))
     if result["verdict"] != "PASS":
         sys.exit(1)

@@ -126,3 +126,15 @@ def test_a_threshold_given_to_plan_wins_over_the_adult_examples(tmp_path):
     document = json.loads(result.output)
     assert document["max_deleted_share"] == 0.1
     assert document["rows"][0]["gates"]["utility_within_thresholds"] == "refuse"
+
+
+def test_a_project_error_the_command_does_not_report_is_one_line_not_a_traceback(tmp_path):
+    # the home's secret lost while its registry holds a release (pipeline.release.home_secret): plan stops on one line
+    registry = tmp_path / "home" / "registry"
+    registry.mkdir(parents=True)
+    (registry / "20261127T000000Z-00000000.parquet").write_bytes(b"an entry")
+    result = _plan(tmp_path)
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)
+    assert "Error: the home secret" in result.output and "restore secret.key" in result.output
+    assert "Traceback" not in result.output

@@ -187,3 +187,29 @@ def test_a_parts_adversary_on_a_second_thread_gives_the_same_figures(sharded_rel
     assert figures[2]["adversary"]["n_records_exposed"] > 0  # the adversary had something to measure
     assert json.dumps(figures[2], sort_keys=True) == json.dumps(figures[1], sort_keys=True)
     assert threads[0] == threading.current_thread().name and threads[1] != threads[0]
+
+
+def test_a_damaged_part_is_one_line_and_exit_status_2(sharded_release, tmp_path):
+    """A red team truncated a part file: the audit printed two tracebacks and exited 1 (the in-memory layout: one
+    line, exit 2). The shard's AuditError, wrapped by the part map, now ends the command as the other unusable inputs."""
+    import shutil
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(sharded_release, damaged)
+    part = damaged / "id_table" / "part-00001.parquet"
+    part.write_bytes(part.read_bytes()[:500])
+    result = CliRunner().invoke(main, ["audit", str(damaged), "--raw", str(ADULT), "--output", str(tmp_path / "a.json")])
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit) and "Traceback" not in result.output
+    assert "part-00001.parquet" in result.output and "not a readable Parquet file" in result.output
+    assert not (tmp_path / "a.json").exists()
+
+
+def test_an_audit_that_cannot_be_written_is_one_line_and_exit_status_1(sharded_release, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    target = blocker / "audits" / "audit.json"  # its parent is a file: the write fails as on a read-only home
+    result = CliRunner().invoke(main, ["audit", str(sharded_release), "--raw", str(ADULT), "--output", str(target)])
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)
+    assert "NOT written" in result.output and str(blocker / "audits") in result.output
