@@ -281,6 +281,7 @@ def sensitive_tuple_counts(settings: ReleaseSettings, sharded_input_summary: pd.
             ell=settings.feasibility_ell(),
             source=Path(settings.input_path).name,
             n_input=int(first["n_input"]),
+            n_records=int(counts["n_records"].sum()),  # one row per distinct tuple: the message counts records
         )
     return counts
 

@@ -1079,7 +1079,13 @@ def _clean_column(series: pd.Series, *, strip_whitespace: bool, tokens: set[str]
 
 
 def check_ell_feasible(
-    records: pd.DataFrame, sensitive_attributes: Sequence[str], *, ell: int | Mapping[str, int], source: str, n_input: int
+    records: pd.DataFrame,
+    sensitive_attributes: Sequence[str],
+    *,
+    ell: int | Mapping[str, int],
+    source: str,
+    n_input: int,
+    n_records: int | None = None,
 ) -> None:
     """Refuse a table that no model can make ℓ-diverse, naming the reason.
 
@@ -1101,6 +1107,9 @@ def check_ell_feasible(
         The input's name, for the message.
     n_input
         Records read before the missing-value policy, for the message.
+    n_records
+        The records ``records`` stands for when it holds one row per distinct sensitive tuple (the sharded job's
+        counts; the distinct values are the same); None: ``len(records)``.
 
     Raises
     ------
@@ -1113,7 +1122,7 @@ def check_ell_feasible(
     per_attribute = {a: int(ell[a]) for a in sensitive_attributes} if isinstance(ell, Mapping) else None
     if per_attribute is not None:
         ell = max(per_attribute.values())
-    n = len(records)
+    n = len(records) if n_records is None else int(n_records)
     if n < ell:
         what_to_do = (
             f"options: (1) add records; (2) lower {setting('ell')} to at most {n}"

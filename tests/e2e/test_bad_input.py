@@ -523,6 +523,22 @@ CLI_CASES = [
         expected=("['b'] have the same value in all 3 records", "known for everyone", "Remove it from --sensitive-attributes"),
         absent=("discloses nothing",),
     ),
+    # repeated records (a red team's case): the default engine checks the counts of the distinct sensitive tuples, and
+    # its message counted tuples as records ("in all 2 records"; identical rows: "1 record(s) remain … 3 dropped for
+    # a missing sensitive value" although nothing was missing)
+    Case(
+        "single_valued_sensitive_repeated_records",
+        [["1", "x", "p"], ["2", "x", "p"], ["3", "y", "p"], ["4", "y", "p"]],
+        ["q", "a", "b"],
+        expected=("['b'] have the same value in all 4 records", "known for everyone"),
+    ),
+    Case(
+        "identical_records",
+        [["1", "x", "p"]] * 4,
+        ["q", "a", "b"],
+        expected=("['a', 'b'] have the same value in all 4 records",),
+        absent=("dropped for a missing",),
+    ),
     Case(
         "all_records_dropped",
         [["1", "NULL", "p"], ["2", "y", ""], ["3", "?", "q"]],
