@@ -400,11 +400,11 @@ def _csv_header(path: Path, delimiter: str, *, compression: str = "none") -> lis
             opened = path.open(newline="", encoding="utf-8-sig")
         with opened as handle:
             header = next(csv.reader(handle, delimiter=delimiter, quotechar='"', doublequote=True), None)
-    except UnicodeDecodeError as error:
+    except UnicodeDecodeError:
         raise InputError(
-            f"{path}, line 1: the file is not UTF-8 encoded; convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8 "
-            f"{path.name} > {path.stem}-utf8{path.suffix})"
-        ) from error
+            f"{path}, line {_first_line_not_utf8(path, compression)}: the file is not UTF-8 encoded; convert it to UTF-8 "
+            f"(e.g. iconv -f latin1 -t utf-8 {path.name} > {path.stem}-utf8{path.suffix})"
+        ) from None
     except csv.Error as error:
         raise InputError(
             f"{path}, line 1: the header row cannot be parsed ({error}); check {setting('delimiter')} and the quoting"
@@ -417,6 +417,22 @@ def _csv_header(path: Path, delimiter: str, *, compression: str = "none") -> lis
             f"{_without_header_example()} for a file without header"
         )
     return [name.strip() or f"column{k}" for k, name in enumerate(header, start=1)]
+
+
+def _first_line_not_utf8(path: Path, compression: str) -> int:
+    """The line (1-based) of the first byte sequence of ``path`` that is not UTF-8, among its first MiB (Python's text
+    reader decodes a whole block at once, so its error does not say which line); 1 when none is found there."""
+    try:
+        opened = gzip.open(path, "rb") if compression == "gzip" else path.open("rb")
+        with opened as handle:
+            data = handle.read(1 << 20)
+    except (OSError, EOFError):
+        return 1
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return data.count(b"\n", 0, error.start) + 1
+    return 1
 
 
 #: Bytes of a CSV file's beginning that :func:`detect_csv_header` looks at.
