@@ -131,10 +131,14 @@ def resolve_input_path(path: str | Path) -> Path:
             f"Parquet file with {setting('input_path')} (copy a pipe's or a device's content into a file first)"
         )
     if not resolved.is_file():
-        raise InputError(
-            f"input file {str(path)!r} not found (looked in {Path.cwd()} and {PROJECT_ROOT}); "
-            f"pass an existing CSV or Parquet file with {setting('input_path')}"
-        )
+        if resolved.is_symlink():
+            reason = "is a symbolic link to a file that does not exist, or a loop of links"
+        elif candidate.is_absolute():
+            reason = "not found"
+        else:
+            searched = list(dict.fromkeys([str(Path.cwd()), str(PROJECT_ROOT)]))  # each directory once
+            reason = f"not found (looked in {' and '.join(searched)})"
+        raise InputError(f"input file {str(path)!r} {reason}; pass an existing CSV or Parquet file with {setting('input_path')}")
     return resolved.resolve()
 
 

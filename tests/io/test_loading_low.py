@@ -52,6 +52,21 @@ def test_a_fifo_is_not_a_regular_file_and_is_never_opened(tmp_path):
     assert "not found" not in message
 
 
+def test_a_missing_absolute_path_names_no_directory_it_was_not_looked_for_in(tmp_path):
+    # a red team's case: "not found (looked in /work/main and /work/main)" for an absolute path
+    with pytest.raises(InputError) as refused:
+        load(tmp_path / "nonexistent.csv")
+    message = str(refused.value)
+    assert "nonexistent.csv' not found;" in message and "looked in" not in message
+
+
+def test_a_loop_of_symbolic_links_is_named_as_such(tmp_path):
+    (tmp_path / "one.csv").symlink_to(tmp_path / "two.csv")
+    (tmp_path / "two.csv").symlink_to(tmp_path / "one.csv")
+    with pytest.raises(InputError, match="symbolic link to a file that does not exist, or a loop of links"):
+        load(tmp_path / "one.csv")
+
+
 def test_the_cli_refuses_a_fifo_with_exit_2(tmp_path):
     from click.testing import CliRunner
 
