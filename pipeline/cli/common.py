@@ -495,14 +495,22 @@ def failure_exit_status(result) -> int:
 
 
 def report_run_failures(result) -> bool:
-    """Echo to stderr why a run stopped before any step ran (its resources could not be set up: a damaged or
-    unwritable warehouse, a release lock that cannot be opened, …), one line each; True if there was such a failure.
+    """Echo to stderr why a run stopped outside its steps, one line each; True if there was such a failure: before any
+    step ran (its resources could not be set up: a damaged or unwritable warehouse, a release lock that cannot be
+    opened, …), or interrupted (Ctrl-C, SIGTERM), named with the step that was running.
     The messages are this project's own (they name files, never a value of the input) or the machine's error."""
     from pipeline.failures import run_failures
 
     failures = run_failures(result)
+    steps_started = [event.step_key for event in result.all_events if event.event_type_value == "STEP_START"]
     for failure in failures:
-        click.echo(f"  the run stopped before its first step: {failure.message}", err=True)
+        if "DagsterExecutionInterruptedError" in failure.error_text:  # Ctrl-C, or SIGTERM / SIGINT sent to the process
+            where = f"during step {steps_started[-1]}" if steps_started else "before its first step"
+            click.echo(f"  the run was interrupted {where} (Ctrl-C, or a signal sent to the process)", err=True)
+        elif steps_started:
+            click.echo(f"  the run stopped outside its steps, after step {steps_started[-1]} began: {failure.message}", err=True)
+        else:
+            click.echo(f"  the run stopped before its first step: {failure.message}", err=True)
     return bool(failures)
 
 
