@@ -92,8 +92,8 @@ from pipeline.cli.common import (
 @click.option(
     "--posterior-gate",
     type=click.Choice(["block", "warn"]),
-    help="Posterior gate: block the release or only warn (default warn until the attribute table passes it; "
-    "recorded in the manifest).",
+    help="Posterior gate: block (default) refuses a release with a cell above the learned-model bound; warn "
+    "publishes it as a comparison and says so (recorded in the manifest).",
 )
 @click.option(
     "--grouping",
