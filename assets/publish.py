@@ -42,6 +42,7 @@ from pipeline.asset_keys import (
 from pipeline.evaluation import profiling
 from pipeline.failures import with_structured_failures
 from pipeline.core.adversary import candidate_adversary, rule_holders
+from pipeline.core.series import INPUT_KEY
 from pipeline.models import CandidateRelease, PublicationModel, settings_of_job
 from pipeline.models.base import adversary_asset, runs_strong_rule_adversary
 from pipeline.release.audit import table_digests
@@ -356,7 +357,9 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
         target_dir = store.releases_dir if promotion.promoted else store.comparisons_dir
         raw_records, row_map = frames["raw_records"], frames[owner.row_map_asset]
         quasi_identifiers, sensitive_attributes = list(settings.quasi_identifiers), list(settings.sensitive_attributes)
-        configuration = model.series_configuration(parameters)
+        # the settings the registry compares, and the input file by its keyed digest (another release of the same file
+        # is a recomposition even over other columns, whose record fingerprints match nothing)
+        configuration = {**model.series_configuration(parameters), INPUT_KEY: str(frames["input_summary"].iloc[0]["input_hmac"])}
         release_row_ids = release_row_ids_of(raw_records, row_map)
         # release series: refuse to compose with an earlier, different release of the same records (RecompositionRefused)
         fingerprints, recomposition = check_series(

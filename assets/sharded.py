@@ -635,6 +635,7 @@ def publish_sharded(
     from pipeline.release.failpoints import failpoint
     from pipeline.release.promotion import decide_promotion
     from pipeline.release.publish import contract_schemas
+    from pipeline.core.series import INPUT_KEY
     from pipeline.release.registry import ShardFingerprints, check_sharded_series, write_sharded_registry_entry
     from pipeline.release.sharded_publish import publish_sharded_release
     from pipeline.reporting.release_report import REPORT_DATA
@@ -664,6 +665,7 @@ def publish_sharded(
     offsets = shard_offsets([s["counts"] for s in summaries])
     # release series: refuse to compose with an earlier, different release of the same records (RecompositionRefused)
     configuration = sharded_series_configuration(settings, summaries)
+    configuration[INPUT_KEY] = str(input_summary["input_hmac"])  # the input by its keyed digest, as the release job's
     recomposition = check_sharded_series(
         store.home,
         [staging_dir / "output" / s["fingerprints"]["path"] for s in summaries],

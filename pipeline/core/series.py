@@ -14,7 +14,10 @@ The rule implemented here: a new release may share records with an earlier relea
 home only if it is the *same* release, i.e. the same configuration (:data:`CONFIGURATION_KEYS`;
 the seed excluded) and the same multiset of records. Anything else is a recomposition, refused
 unless the custodian allows it explicitly. Records are compared by keyed fingerprints (home
-secret), never stored in clear.
+secret) of their values in the release's columns, never stored in clear; a release made from the
+same input file (the same content, :data:`INPUT_KEY`) with another configuration is a
+recomposition too, whatever its columns (its fingerprints, over other columns or another column
+order, match none of the earlier release's).
 
 The safe way to publish updates of a growing table (keep earlier groups fixed and group only the
 new records, in the spirit of m-invariance, Xiao & Tao, SIGMOD 2007) is documented in
@@ -34,12 +37,14 @@ from pipeline.core.keyed import keyed_record_hashes
 
 __all__ = [
     "CONFIGURATION_KEYS",
+    "INPUT_KEY",
     "REGISTRY_PURPOSE",
     "Recomposition",
     "changed_settings",
     "find_recompositions",
     "record_fingerprints",
     "recomposition_of",
+    "same_input_file",
 ]
 
 #: Settings that change what a release publishes about a record. The seed is not one of them: two
@@ -68,6 +73,13 @@ CONFIGURATION_KEYS = (
 )
 
 
+#: The configuration entry that names the release's input file by content: its keyed digest (``input_hmac`` of the
+#: manifest; the home secret keys it). Not a setting (not in :data:`CONFIGURATION_KEYS`): two releases of the same file
+#: are the same release only with the same settings and records, and another release of it is a recomposition even
+#: when their record fingerprints, over other columns, share nothing. Registry entries written before it was recorded
+#: lack it (the registry then reads it from the release's manifest).
+INPUT_KEY = "input_hmac"
+
 #: the purpose of the registry's keyed record hashes (:func:`pipeline.core.keyed.derive_hash_key`): the same key in
 #: every job and engine, so that a record has the same fingerprint in all of them
 REGISTRY_PURPOSE = "release-registry"
@@ -94,8 +106,9 @@ class Recomposition:
     """An earlier release the new one would compose with.
 
     ``release_id``: the earlier release; ``n_shared_records``: records in both (multiset
-    intersection); ``n_only_new`` / ``n_only_earlier``: records in one of them only;
-    ``changed_settings``: configuration keys whose values differ (names only).
+    intersection of their fingerprints); ``n_only_new`` / ``n_only_earlier``: records in one of them only;
+    ``changed_settings``: configuration keys whose values differ (names only); ``same_input_file``: both were made
+    from the same input file (:data:`INPUT_KEY`).
     """
 
     release_id: str
@@ -103,8 +116,12 @@ class Recomposition:
     n_only_new: int
     n_only_earlier: int
     changed_settings: tuple[str, ...]
+    same_input_file: bool = False
 
     def describe(self) -> str:
+        if self.same_input_file and self.n_shared_records == 0:  # other columns: no fingerprint in common
+            settings = ", ".join(self.changed_settings) or "none"
+            return f"release {self.release_id} was made from the same input file with other settings ({settings})"
         what = []
         if self.changed_settings:
             what.append("other settings (" + ", ".join(self.changed_settings) + ")")
@@ -136,7 +153,7 @@ def recomposition_of(
     configuration: Mapping[str, Any],
     earlier_configuration: Mapping[str, Any],
 ) -> Recomposition | None:
-    """The decision of :func:`find_recompositions` for one earlier release, from counts alone (so that a caller that
+    """The decision of :func:`find_recompositions` for one earlier release, from counts (and the two inputs' digests) alone (so that a caller that
     counts the multiset intersection out of core, e.g. DuckDB over a sharded release's fingerprint files, decides
     exactly as the in-memory job does).
 
@@ -154,15 +171,24 @@ def recomposition_of(
     Returns
     -------
     Recomposition or None
-        None when nothing is shared, or when it is the same release (same configuration, same multiset of records).
+        None when nothing is shared and the inputs differ (or either digest is unknown), or when it is the same
+        release (same configuration, same multiset of records).
     """
-    if n_shared_records == 0:
+    same_input = same_input_file(configuration, earlier_configuration)
+    if n_shared_records == 0 and not same_input:
         return None
     changed = changed_settings(configuration, earlier_configuration)
     only_new, only_earlier = n_records - n_shared_records, n_earlier_records - n_shared_records
     if changed or only_new or only_earlier:
-        return Recomposition(release_id, n_shared_records, only_new, only_earlier, changed)
+        return Recomposition(release_id, n_shared_records, only_new, only_earlier, changed, same_input)
     return None
+
+
+def same_input_file(configuration: Mapping[str, Any], earlier_configuration: Mapping[str, Any]) -> bool:
+    """Whether both configurations name their input by the same keyed digest (:data:`INPUT_KEY`); False when either
+    lacks it."""
+    new, earlier = configuration.get(INPUT_KEY), earlier_configuration.get(INPUT_KEY)
+    return bool(new) and new == earlier
 
 
 def find_recompositions(

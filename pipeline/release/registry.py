@@ -36,6 +36,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.core.series import INPUT_KEY
 from pipeline.errors import ReleaseRefusedError
 
 __all__ = [
@@ -193,8 +194,25 @@ def registry_entries(home: str | Path, *, shared_only: bool = False) -> list[tup
         if shared_only and metadata.get(_AREA_KEY, b"releases") != b"releases":
             continue
         configuration = json.loads(metadata.get(_CONFIGURATION_KEY, b"{}"))
+        if INPUT_KEY not in configuration:  # an entry written before the input's digest was recorded in it
+            digest = _input_digest_of_manifest(home, path.stem)
+            if digest is not None:
+                configuration[INPUT_KEY] = digest
         entries.append((path.stem, path, configuration, int(footer.metadata.num_rows)))
     return entries
+
+
+def _input_digest_of_manifest(home: str | Path, release_id: str) -> str | None:
+    """``input_hmac`` of the release's manifest (``releases/`` or ``comparisons/`` of the home), or None when neither
+    holds a readable one."""
+    for area in ("releases", "comparisons"):
+        try:
+            manifest = json.loads((Path(home) / area / release_id / "manifest.json").read_text())
+        except (OSError, ValueError):
+            continue
+        digest = manifest.get(INPUT_KEY) if isinstance(manifest, dict) else None
+        return str(digest) if digest else None
+    return None
 
 
 def read_registry(home: str | Path, *, shared_only: bool = False) -> list[tuple[str, np.ndarray, dict]]:
@@ -387,6 +405,7 @@ def _manifest_entries(found) -> list[dict]:
             "n_only_new": r.n_only_new,
             "n_only_earlier": r.n_only_earlier,
             "changed_settings": list(r.changed_settings),
+            "same_input_file": r.same_input_file,
         }
         for r in found
     ]

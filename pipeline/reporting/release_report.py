@@ -1338,9 +1338,10 @@ def _not_protected(manifest: Mapping, data: Mapping | None) -> list[str]:
         "people made outside this home (another home, another tool, an earlier publication): this home refuses "
         "overlapping releases of its own only"
         + (" (and this release was published with allow_recomposition)" if manifest.get("allow_recomposition") else "")
-        + ", and it recognises records by their values in the release's columns: a release of the same people over "
-        "other columns (or the same columns in another order) is not recognised, and other people with the same "
-        "values count as the same records; nothing is measured against releases made elsewhere."
+        + ", and it recognises records by their values in the release's columns and the input by its content: a "
+        "release of the same people over other columns (or the same columns in another order) made from another file "
+        "is not recognised, and other people with the same values count as the same records; nothing is measured "
+        "against releases made elsewhere."
     )
     items.append(
         "<strong>Background knowledge beyond the measured adversaries.</strong> The gates measure the named "

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
-from pipeline.core.series import find_recompositions, record_fingerprints
+from pipeline.core.series import INPUT_KEY, find_recompositions, record_fingerprints
 from pipeline.release.publish import list_releases, read_latest
 from tests.conftest import example_frame, example_quasi_identifiers
 
@@ -47,6 +47,25 @@ def test_find_recompositions_by_hand():
     assert not np.array_equal(base, record_fingerprints(records, ["q", "s"], bytes(32)))
 
 
+def test_the_same_input_file_with_other_settings_is_a_recomposition_even_with_no_fingerprint_in_common():
+    # a newcomer's case: the same file over other columns (or another column order) gives other fingerprints; the
+    # input's keyed digest (input_hmac) still names the same file
+    records = pd.DataFrame({"q": ["a", "b"], "s": ["x", "y"], "t": ["u", "v"]})
+    earlier = record_fingerprints(records, ["q", "s", "t"], SECRET)
+    new = record_fingerprints(records, ["q", "t", "s"], SECRET)  # another order: no fingerprint in common
+    assert not set(earlier.tolist()) & set(new.tolist())
+    old_configuration = {"model": "mixed", "sensitive_attributes": ["s", "t"], INPUT_KEY: "digest-1"}
+    new_configuration = {"model": "mixed", "sensitive_attributes": ["t", "s"], INPUT_KEY: "digest-1"}
+    (found,) = find_recompositions(new, new_configuration, [("r1", earlier, old_configuration)])
+    assert (found.n_shared_records, found.changed_settings, found.same_input_file) == (0, ("sensitive_attributes",), True)
+    assert found.describe() == "release r1 was made from the same input file with other settings (sensitive_attributes)"
+    # another file (or an entry whose input is unknown): nothing shared, nothing found
+    assert find_recompositions(new, {**new_configuration, INPUT_KEY: "digest-2"}, [("r1", earlier, old_configuration)]) == []
+    assert find_recompositions(new, {**new_configuration, INPUT_KEY: None}, [("r1", earlier, old_configuration)]) == []
+    # the same file and the same settings: the same release
+    assert find_recompositions(earlier, old_configuration, [("r1", earlier, old_configuration)]) == []
+
+
 @pytest.fixture
 def example_csv(golden, tmp_path, monkeypatch) -> tuple[dict, Path]:
     monkeypatch.setenv("MSA_RELEASE_HOME", str(tmp_path / "unused-home"))
@@ -59,7 +78,11 @@ def example_csv(golden, tmp_path, monkeypatch) -> tuple[dict, Path]:
 
 
 def _run(example, path, home, *extra):
-    arguments = [
+    return CliRunner().invoke(main, [*_arguments(example, path, home), *extra])
+
+
+def _arguments(example, path, home) -> list[str]:
+    return [
         "run",
         "--input",
         str(path),
@@ -73,9 +96,7 @@ def _run(example, path, home, *extra):
         "1",
         "--home",
         str(home),
-        *extra,
     ]
-    return CliRunner().invoke(main, arguments)
 
 
 def test_a_second_release_with_another_ell_is_refused_unless_allowed(example_csv, tmp_path):
@@ -131,6 +152,27 @@ def test_a_second_release_with_another_ell_is_refused_unless_allowed(example_csv
     for release in (home / "releases").iterdir():
         if release.is_dir():
             assert not any(p.name.endswith(".parquet") and p.stem.startswith("2026") for p in release.iterdir())
+
+
+@pytest.mark.parametrize("engine", ["memory", "local"])
+def test_a_release_of_the_same_file_over_other_columns_is_refused(example_csv, tmp_path, engine):
+    """A newcomer published the default Adult release, then the same file with one sensitive attribute fewer (and a red
+    team the same attributes in another order): both were published (exit 0, "recomposition": []), since records are
+    fingerprinted over the release's columns. The input's keyed digest now names the same file: refused."""
+    example, path = example_csv
+    home = tmp_path / "home"
+    first = _run(example, path, home, "--engine", engine, "--ell", "2")
+    assert first.exit_code == 0, first.output
+    published = read_latest(home / "releases")
+    reordered = [*example["SA"][1:], example["SA"][0]]
+    for columns in (reordered, example["SA"][:-1]):
+        arguments = [*_arguments(example, path, home), "--engine", engine]
+        arguments[arguments.index("--sensitive-attributes") + 1] = ",".join(columns)
+        refused = CliRunner().invoke(main, [*arguments, "--ell", "2"])
+        assert refused.exit_code == 1, refused.output
+        said = " ".join(refused.output.split())
+        assert f"release {published.name} was made from the same input file with other settings (sensitive_attributes)" in said
+        assert read_latest(home / "releases") == published
 
 
 def test_a_comparison_is_neither_refused_by_nor_refusing_shared_releases(example_csv, tmp_path):

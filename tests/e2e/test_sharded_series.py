@@ -107,6 +107,7 @@ def test_a_sharded_release_is_checked_against_an_in_memory_one(sample, tmp_path)
             "n_only_new": 0,
             "n_only_earlier": 0,
             "changed_settings": ["ell", "n_shards", "shard_assignment"],
+            "same_input_file": True,
         }
         for release_id in sorted((memory_id, one_release.name))
     ]

@@ -105,7 +105,14 @@ def test_the_out_of_core_comparison_decides_as_the_in_memory_one(tmp_path):
     with pytest.raises(RecompositionRefused, match=r"release r1 holds 4 of the same records with other settings \(ell\)"):
         check_sharded_series(home, same, {"model": "mixed", "ell": 2}, allow_recomposition=False)
     assert check_sharded_series(home, same, {"model": "mixed", "ell": 2}, allow_recomposition=True) == [
-        {"release_id": "r1", "n_shared_records": 4, "n_only_new": 0, "n_only_earlier": 0, "changed_settings": ["ell"]}
+        {
+            "release_id": "r1",
+            "n_shared_records": 4,
+            "n_only_new": 0,
+            "n_only_earlier": 0,
+            "changed_settings": ["ell"],
+            "same_input_file": False,  # neither configuration names its input
+        }
     ]
     # a subset (one of the duplicates gone): 3 shared, 1 no longer present; an appended record: 4 shared, 1 new
     subset = _fingerprint_files(tmp_path / "subset", RECORDS.iloc[:1], RECORDS.iloc[1:3])
@@ -184,3 +191,21 @@ def test_the_in_memory_entry_keeps_each_record_with_its_row_id(tmp_path):
     for position in range(4):
         one = record_fingerprints(records.iloc[[position]], COLUMNS, SECRET)[0]
         assert by_fingerprint[one] == row_ids[position]
+
+
+def test_an_entry_written_before_the_input_digest_was_recorded_takes_it_from_its_releases_manifest(tmp_path):
+    import json
+
+    from pipeline.core.series import INPUT_KEY
+    from pipeline.release.registry import registry_entries, write_registry_entry
+
+    fingerprints = np.arange(3, dtype=np.uint64)
+    write_registry_entry(tmp_path, "old-shared", fingerprints, {"model": "mixed"})  # no input digest in the entry
+    write_registry_entry(tmp_path, "old-comparison", fingerprints, {"model": "rating"}, area="comparisons")
+    write_registry_entry(tmp_path, "orphan", fingerprints, {"model": "mixed"})  # its release directory is gone
+    write_registry_entry(tmp_path, "new", fingerprints, {"model": "mixed", INPUT_KEY: "in-the-entry"})
+    for area, release_id, digest in (("releases", "old-shared", "from-manifest"), ("comparisons", "old-comparison", "cmp")):
+        (tmp_path / area / release_id).mkdir(parents=True)
+        (tmp_path / area / release_id / "manifest.json").write_text(json.dumps({INPUT_KEY: digest}))
+    digests = {release_id: configuration.get(INPUT_KEY) for release_id, _, configuration, _ in registry_entries(tmp_path)}
+    assert digests == {"old-shared": "from-manifest", "old-comparison": "cmp", "orphan": None, "new": "in-the-entry"}
