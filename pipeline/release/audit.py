@@ -927,10 +927,16 @@ def assemble_report(
         disclosure_override_used=bool(manifest.get("disclosure_override_used", False)),
     )
     warnings = None
-    if not raw.is_release_input:
+    if raw.is_release_input is False:
         warnings = [
             "the raw table is not the release's input (SHA-256 differs): the rules and the metrics describe "
             "this table, not the one the release was made from"
+        ]
+    elif raw.is_release_input is None:  # no home secret found: the manifest's keyed input digest cannot be checked
+        warnings = [
+            "whether the raw table is the release's input is not known: the manifest names its input by a digest keyed "
+            "with the home secret, and no secret.key was found beside the release or in $MSA_RELEASE_HOME; the rules "
+            "and the metrics describe this table"
         ]
     return AuditReport(
         verdict="PASS" if not reasons else "FAIL",

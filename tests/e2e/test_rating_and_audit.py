@@ -411,6 +411,24 @@ def test_audit_of_the_mixed_release_passes(published, audits):
     assert sorted(r["released_confidence"] for r in metrics["rules"]) == pytest.approx(expected_conf)
 
 
+def test_an_audit_without_the_home_secret_says_the_input_is_unknown_not_different(published, tmp_path, monkeypatch):
+    """A copy of the release outside its home, no $MSA_RELEASE_HOME: the manifest's keyed input digest cannot be
+    checked. The audit said "the raw table is not the release's input (SHA-256 differs)" although it is (a red team
+    ran it after deleting the home's secret); it now says that it does not know."""
+    import shutil
+
+    copy = tmp_path / "elsewhere" / "releases" / published.mixed_release.name
+    shutil.copytree(published.mixed_release, copy)
+    monkeypatch.delenv("MSA_RELEASE_HOME", raising=False)
+    target = tmp_path / "audit.json"
+    outcome = _audit(copy, published.csv, target)
+    assert outcome.exit_code == 0, outcome.output
+    report = json.loads(target.read_text())
+    assert report["raw"]["is_release_input"] is None
+    (warning,) = report["warnings"]
+    assert warning.startswith("whether the raw table is the release's input is not known") and "SHA-256 differs" not in warning
+
+
 def test_audit_of_the_rating_release_fails_with_three_certain_records(published, audits):
     outcome, report, target = audits["rating"]
     assert outcome.exit_code == 1, outcome.output
