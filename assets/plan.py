@@ -10,7 +10,8 @@ import dagster as dg
 from pipeline.asset_keys import PLAN
 from pipeline.core.plan import plan_markdown
 from pipeline.evaluation.plan import DEFAULT_ELL_VALUES, DEFAULT_MIN_CONFIDENCE_VALUES, release_plan
-from pipeline.resources import ReleaseSettings, ReleaseStore
+from pipeline.failures import with_structured_failures
+from pipeline.resources import DEFAULT_MAX_DELETED_SHARE, ReleaseSettings, ReleaseStore, adult_example_settings
 
 
 class PlanConfig(dg.Config):
@@ -29,17 +30,29 @@ class PlanConfig(dg.Config):
     "running the model's algorithm on the input with the home secret (nothing is published). Metadata: the plan "
     "as a table (counts and shares only) and the recommendation.",
 )
+@with_structured_failures  # an unusable input fails the step with its message only (a reader's error can quote the input)
 def release_plan_asset(
     context: dg.AssetExecutionContext, config: PlanConfig, settings: ReleaseSettings, store: ReleaseStore
 ) -> dg.MaterializeResult:
-    """The plan of the configured input and model (metadata only: no value of the table)."""
+    """The plan of the configured input and model (metadata only: no value of the table).
+
+    The utility threshold is the one the release job gives the run: for the Adult example (its input left at Adult's),
+    ``max_deleted_share`` at its default counts as not set and takes the example's value (0.25 for mixed and Rating,
+    :data:`pipeline.resources.ADULT_EXAMPLE_SETTINGS`), as the release jobs' run config does; the plan job's settings
+    cannot tell a value left at the default from one set to it."""
     started = time.monotonic()
     secret = store.home_secret() if settings.randomness == "home-secret" else None
+    left_at_default = settings.max_deleted_share == DEFAULT_MAX_DELETED_SHARE
+    thresholds = adult_example_settings(
+        str(settings.model),
+        {"input_path": settings.input_path, "max_deleted_share": None if left_at_default else settings.max_deleted_share},
+    )
     plan = release_plan(
         settings,
         secret=secret,
         ell_values=config.ell_values or None,
         min_confidence_values=config.min_confidence_values or None,
+        max_deleted_share=thresholds.get("max_deleted_share"),
     )
     configured = next((row for row in plan.rows if row.configured), None)
     metadata: dict[str, object] = {
@@ -49,6 +62,7 @@ def release_plan_asset(
         "n_settings": len(plan.rows),
         "n_settings_passing": sum(row.passes for row in plan.rows),
         "n_records": plan.profile.n_records,
+        "max_deleted_share": float(plan.max_deleted_share),
         "seconds": round(time.monotonic() - started, 3),
     }
     if configured is not None and configured.n_deleted is not None:

@@ -120,8 +120,13 @@ class Recomposition:
 
     def describe(self) -> str:
         if self.same_input_file and self.n_shared_records == 0:  # other columns: no fingerprint in common
-            settings = ", ".join(self.changed_settings) or "none"
-            return f"release {self.release_id} was made from the same input file with other settings ({settings})"
+            if self.changed_settings:
+                return (
+                    f"release {self.release_id} was made from the same input file with other settings "
+                    f"({', '.join(self.changed_settings)})"
+                )
+            # the same settings, yet no record in common: the file was read otherwise (missing-value tokens, …)
+            return f"release {self.release_id} was made from the same input file read with other reading options"
         what = []
         if self.changed_settings:
             what.append("other settings (" + ", ".join(self.changed_settings) + ")")

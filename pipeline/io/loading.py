@@ -814,7 +814,7 @@ def _read_csv(
         relation = connection.sql(scan.sql, params=scan.params)
         return _to_categorical_frame(relation, path=path, max_value_length=max_value_length, first_line=scan.first_line)
     except duckdb.Error as error:
-        raise _csv_error(path, error) from error
+        raise _csv_error(path, error) from None  # DuckDB's message quotes the offending line ("Original Line: …")
     finally:
         connection.close()
 

@@ -442,7 +442,7 @@ def test_headerless_input_read_with_a_header_leaks_no_record(tokenized, tmp_path
     assert _leaks_on_disk(dagster_home) == []
 
 
-@pytest.mark.parametrize("job", ["release", "sharded_release"])
+@pytest.mark.parametrize("job", ["release", "sharded_release", "plan"])
 def test_a_line_the_csv_reader_cannot_parse_leaves_no_value_in_the_event_log(tokenized, tmp_path, job):
     """A record with an unclosed quote (a red team's case): DuckDB's error quotes the offending line and the lines after
     it ("Original Line: …"). The step fails with exit status 2 naming the file and the line, and neither its failure

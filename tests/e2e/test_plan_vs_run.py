@@ -168,6 +168,26 @@ def test_the_plan_job_materializes_the_plan_without_a_value_of_the_table(home, p
     assert leaked == []
 
 
+def test_the_plan_job_plans_the_adult_example_with_the_threshold_its_run_gets(home):
+    """The release jobs give the Adult example max_deleted_share 0.25 (issue 15); the plan job planned it at 0.10 and
+    marked ℓ = 3 refused where the run publishes (a reviewer's finding, after the CLI's plan was fixed)."""
+    from pipeline.definitions import build_definitions
+
+    job = build_definitions(home).resolve_job_def("plan")
+    ops = {"release_plan": {"config": {"ell_values": [3], "min_confidence_values": [0.8]}}}
+
+    def planned(settings: dict) -> dict:
+        result = job.execute_in_process(run_config={"resources": {"settings": {"config": settings}}, "ops": ops})
+        (event,) = result.get_asset_materialization_events()
+        return {key: value.value for key, value in event.materialization.metadata.items()}
+
+    metadata = planned({})  # the Adult example, every setting at its default
+    assert metadata["max_deleted_share"] == 0.25
+    assert metadata["configured_passes"] is True and 0.1 < metadata["configured_deleted_share"] <= 0.25
+    metadata = planned({"max_deleted_share": 0.15})  # a threshold set to anything but the default is the run's own
+    assert metadata["max_deleted_share"] == 0.15 and metadata["configured_passes"] is False
+
+
 @pytest.mark.slow
 def test_on_adult_plan_predicts_the_deletions_of_msa_release_run(tmp_path):
     """Adult at the default settings (ℓ = 3, min_confidence 0.8): ``msa-release plan`` and then ``msa-release run`` in

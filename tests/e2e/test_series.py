@@ -64,6 +64,9 @@ def test_the_same_input_file_with_other_settings_is_a_recomposition_even_with_no
     assert find_recompositions(new, {**new_configuration, INPUT_KEY: None}, [("r1", earlier, old_configuration)]) == []
     # the same file and the same settings: the same release
     assert find_recompositions(earlier, old_configuration, [("r1", earlier, old_configuration)]) == []
+    # the same file and settings but no record in common (read with other missing-value tokens, say): refused, so named
+    (found,) = find_recompositions(new, old_configuration, [("r1", earlier, old_configuration)])
+    assert found.describe() == "release r1 was made from the same input file read with other reading options"
 
 
 @pytest.fixture
