@@ -17,6 +17,7 @@ from typing import Any
 import dagster as dg
 
 __all__ = [
+    "COMMAND_TAG",
     "FAILURE_REASON_TAG",
     "HOST_TAG",
     "INPUT_SHA256_TAG",
@@ -26,6 +27,7 @@ __all__ = [
     "RELEASE_TAGS",
     "OrphanedRun",
     "StepProgress",
+    "cancel_runs_not_started",
     "fail_orphaned_runs",
     "process_alive_since",
     "remind_missed_retries",
@@ -125,6 +127,28 @@ MAX_RETRY_REMINDERS = 3
 RETRY_REMINDERS_TAG = "msa_release/retry_reminders"
 #: Tag naming the machine a run's process runs on (the orphan sweep only judges runs of its own machine).
 HOST_TAG = "msa_release/host"
+#: Tag whose value is unique per ``msa-release`` command that runs a job (:func:`cancel_runs_not_started`).
+COMMAND_TAG = "msa_release/command"
+
+
+def cancel_runs_not_started(instance: dg.DagsterInstance, command: str) -> list[str]:
+    """Mark canceled every run tagged ``COMMAND_TAG = command`` that is still NOT_STARTED: the command was interrupted
+    (Ctrl-C) after Dagster created its run and before the run began, which otherwise stays "not started" in the UI
+    forever (no process ever owns it, so the orphan sweep, which judges runs by their processes, cannot end it).
+
+    Returns
+    -------
+    list[str]
+        The run ids canceled.
+    """
+    canceled = []
+    filters = dg.RunsFilter(tags={COMMAND_TAG: command}, statuses=[dg.DagsterRunStatus.NOT_STARTED])
+    for record in instance.get_run_records(filters=filters):
+        instance.report_run_canceled(
+            record.dagster_run, message="the command that created this run was interrupted (Ctrl-C) before it started"
+        )
+        canceled.append(record.dagster_run.run_id)
+    return canceled
 
 
 @dataclass(frozen=True)

@@ -709,8 +709,9 @@ def execute_job(
     # 4 GiB of frames that every later step had already reloaded from the warehouse. The jobs run with the
     # in-process executor, so the steps still run in this process, one at a time.
     import socket
+    import uuid
 
-    from pipeline.run_events import HOST_TAG, fail_orphaned_runs
+    from pipeline.run_events import COMMAND_TAG, HOST_TAG, cancel_runs_not_started, fail_orphaned_runs
 
     try:
         with _jobs_built_once(), command_instance(dagster_home) as instance, without_event_log_write_errors():
@@ -718,28 +719,30 @@ def execute_job(
             for orphan in fail_orphaned_runs(instance):
                 if not quiet:
                     click.echo(f"msa-release: {orphan.message}", err=True)
-            run_tags = {**(tags or {}), HOST_TAG: socket.gethostname()}
-            if not progress:
-                result = dg.execute_job(job, instance=instance, run_config=config, tags=run_tags, raise_on_error=False)
-                return result, home
-            import uuid
-
-            from pipeline.run_events import PROGRESS_TAG, StepProgress
-
-            tag = uuid.uuid4().hex
-            reporter = StepProgress(
-                instance,
-                tag,
-                lambda line: click.echo(line, err=True),
-                min_step_seconds=0.0,
-                heartbeat_seconds=PROGRESS_HEARTBEAT_SECONDS,
-            ).start()
+            command = uuid.uuid4().hex
+            run_tags = {**(tags or {}), HOST_TAG: socket.gethostname(), COMMAND_TAG: command}
             try:
-                result = dg.execute_job(
-                    job, instance=instance, run_config=config, raise_on_error=False, tags={**run_tags, PROGRESS_TAG: tag}
-                )
-            finally:
-                reporter.stop()
+                if not progress:
+                    result = dg.execute_job(job, instance=instance, run_config=config, tags=run_tags, raise_on_error=False)
+                    return result, home
+                from pipeline.run_events import PROGRESS_TAG, StepProgress
+
+                reporter = StepProgress(
+                    instance,
+                    command,
+                    lambda line: click.echo(line, err=True),
+                    min_step_seconds=0.0,
+                    heartbeat_seconds=PROGRESS_HEARTBEAT_SECONDS,
+                ).start()
+                try:
+                    result = dg.execute_job(
+                        job, instance=instance, run_config=config, raise_on_error=False, tags={**run_tags, PROGRESS_TAG: command}
+                    )
+                finally:
+                    reporter.stop()
+            except KeyboardInterrupt:  # Ctrl-C before the run began: its NOT_STARTED run would stay so in the UI forever
+                cancel_runs_not_started(instance, command)
+                raise
     except Exception as error:
         failure = instance_failure(error, dagster_home)
         if failure is None:
