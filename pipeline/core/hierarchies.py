@@ -162,6 +162,7 @@ class Hierarchy:
                 f"hierarchy {source} for {attribute!r}: the last column has {len(labels[-1])} different labels; "
                 "it must be a single root such as '*' on every row"
             )
+        _check_labels_name_one_set(rows, labels, attribute=attribute, source=source)
         if level_ranges is None:
             ranges = tuple(np.bincount(codes[:, h], minlength=len(labels[h])).astype(np.float64) for h in range(width))
         else:
@@ -202,6 +203,52 @@ class Hierarchy:
     def label(self, level: int, code: int) -> str:
         """Label of node ``code`` at ``level``."""
         return self.labels[level][code]
+
+
+def _check_labels_name_one_set(
+    rows: Sequence[Sequence[str]], labels: Sequence[tuple[str, ...]], *, attribute: str, source: str
+) -> None:
+    """Refuse a generalized label that reads as something it does not stand for: a label (column 2 onwards) that is
+    also a base value but stands for other base values too (a record generalized to it would be published with a value
+    it does not have: rows ``A;B;*`` and ``B;A;*`` publish A's records as B), or one label that stands for different
+    sets of base values in two columns. A label equal to its own base value alone (``A;A;*``) is allowed.
+
+    Raises
+    ------
+    HierarchyError
+        Naming the rows and columns (never the label: it may be a value of the data).
+    """
+    base_row = {row[0]: b for b, row in enumerate(rows)}
+    levels_of: dict[str, list[int]] = {}
+    for level in range(1, len(labels)):
+        for label in labels[level]:
+            levels_of.setdefault(label, []).append(level)
+    suspects = {label: levels for label, levels in levels_of.items() if len(levels) > 1 or label in base_row}
+    if not suspects:
+        return
+    covered: dict[tuple[str, int], list[int]] = {}
+    for level in sorted({level for levels in suspects.values() for level in levels}):
+        for b, row in enumerate(rows):
+            if row[level] in suspects:
+                covered.setdefault((row[level], level), []).append(b)
+    for label, levels in suspects.items():
+        first = covered[(label, levels[0])]
+        if label in base_row and first != [base_row[label]]:
+            other = next(b for b in first if b != base_row[label])
+            raise HierarchyError(
+                f"hierarchy {source} for {attribute!r}: the label in column {levels[0] + 1} of row {other + 1} is also the "
+                f"base value of row {base_row[label] + 1}, but does not stand for that value alone: a record generalized "
+                "to it would be published with a value it does not have; name generalized labels so that no value of "
+                "the data reads as one (a range, a group name, a mask such as 021**)"
+            )
+        for level in levels[1:]:
+            if covered[(label, level)] != first:
+                row = covered[(label, level)][0]
+                raise HierarchyError(
+                    f"hierarchy {source} for {attribute!r}: the label in column {level + 1} of row {row + 1} is also the "
+                    f"label in column {levels[0] + 1} of row {first[0] + 1}, standing for other base values there; give "
+                    "labels of different levels different names"
+                )
 
 
 def read_hierarchy(path: str | Path, *, attribute: str | None = None, delimiter: str = ";") -> Hierarchy:

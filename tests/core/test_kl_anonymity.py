@@ -329,6 +329,14 @@ def test_hierarchy_ranges_count_base_values():
         ([["a", "x", "*"], ["b", "y", "+"]], "the last column has 2 different labels; it must be a single root"),
         ([["a", "x", "p", "*"], ["b", "x", "q", "*"]], "column 2 of rows 1 and 2 is the same but column 3 differs"),
         ([["a", "", "*"]], "empty label"),
+        # a red team's cycle: labels that are other rows' values publish records with values they do not have
+        (
+            [["02138", "02142", "*"], ["02139", "02142", "*"], ["02141", "02138", "*"], ["02142", "02138", "*"]],
+            "column 2 of row 1 is also the base value of row 4, but does not stand for that value alone",
+        ),
+        ([["m", "f", "*"], ["f", "m", "*"]], "column 2 of row 1 is also the base value of row 2"),
+        # one label for two different sets of base values on two levels
+        ([["a", "x", "p", "*"], ["b", "x", "p", "*"], ["c", "y", "x", "*"]], "column 3 of row 3 is also the label in column 2"),
     ],
 )
 def test_invalid_hierarchies_are_refused(rows, message):
@@ -336,6 +344,12 @@ def test_invalid_hierarchies_are_refused(rows, message):
         Hierarchy.from_rows(rows, attribute="t", source="t.csv")
     labels = {label for row in rows for label in row if label not in ("", "*")}
     assert "t.csv" in str(raised.value) and not [label for label in labels if repr(label) in str(raised.value)]
+
+
+def test_a_label_equal_to_its_own_base_value_alone_is_allowed():
+    # "a;a;*" (a value kept at level 1) and a group name shared by two values are ordinary hierarchies
+    hierarchy = Hierarchy.from_rows([["a", "a", "*"], ["b", "bc", "*"], ["c", "bc", "*"]], attribute="t")
+    assert hierarchy.labels[1] == ("a", "bc")
 
 
 def test_value_missing_from_hierarchy_names_the_record_not_the_value(tmp_path):
