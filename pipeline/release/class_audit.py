@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,10 @@ __all__ = [
 
 #: The label a tool writes for a suppressed quasi-identifier value (ARX, anjana, sdcMicro's ``*``).
 SUPPRESSED_LABEL = "*"
+#: Sensitive cells of another tool's table that are no value: a suppressed cell and the run's default missing-value
+#: tokens (``missing_value_tokens``: empty, ``NULL``, ``?``). :func:`audit_generalized_table` audits each as the most
+#: frequent value of its attribute in its class (the worst case: it adds no diversity).
+NOT_A_SENSITIVE_VALUE = frozenset({SUPPRESSED_LABEL, "", "NULL", "?"})
 
 
 class ClassAuditError(UnusableInputError, ValueError):
@@ -98,7 +103,12 @@ def read_generalized_table(path: str | Path, columns: Sequence[str]) -> pd.DataF
     except (OSError, ValueError, csv.Error) as error:
         if isinstance(error, ClassAuditError):
             raise
-        raise ClassAuditError(f"{file}: cannot read the table ({type(error).__name__}); check the file") from None
+        if isinstance(error, UnicodeDecodeError):
+            raise ClassAuditError(f"{file}: the file is not UTF-8 encoded; convert it to UTF-8 (e.g. iconv)") from None
+        # pandas names the line of a row with too many fields ("Expected 4 fields in line 3, saw 5"), never its content
+        line = re.search(r"fields in line (\d+), saw (\d+)", str(error))
+        where = f", line {line.group(1)} has {line.group(2)} fields, more than the header" if line else ""
+        raise ClassAuditError(f"{file}: cannot read the table ({type(error).__name__}{where}); check the file") from None
     table.columns = [str(c).strip() for c in table.columns]
     missing = [c for c in columns if c not in table.columns]
     if missing:
@@ -106,7 +116,63 @@ def read_generalized_table(path: str | Path, columns: Sequence[str]) -> pd.DataF
             f"{file} has no column(s) {missing}; name the table's columns with --quasi-identifiers and "
             "--sensitive-attributes (its header lists the columns it has)"
         )
+    if not len(table):
+        raise ClassAuditError(f"{file}: the table has no records (a header row only); pass the published table")
+    if file.suffix.lower() != ".parquet":
+        _refuse_short_rows(file, delimiter)
     return pd.DataFrame({c: table[c].astype(str).str.strip() for c in columns})
+
+
+def _refuse_short_rows(file: Path, delimiter: str) -> None:
+    """Refuse a CSV with a row of fewer fields than its header (pandas fills them with empty text, which would read
+    as empty values), naming how many and the first line; never a value."""
+    with file.open(newline="", encoding="utf-8") as handle:
+        reader = csv.reader(handle, delimiter=delimiter, skipinitialspace=True)
+        width = len(next(reader, []))
+        short, first = 0, 0
+        for row in reader:
+            if row and len(row) < width:
+                short += 1
+                first = first or reader.line_num
+    if short:
+        raise ClassAuditError(
+            f"{file}: {short} row(s) have fewer fields than the header, the first on line {first}; every row needs "
+            "every column (write an empty field for an empty value)"
+        )
+
+
+def worst_case_sensitive_values(
+    table: pd.DataFrame, quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str]
+) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Another tool's table with every sensitive cell that is no value (:data:`NOT_A_SENSITIVE_VALUE`: suppressed,
+    empty, a missing-value token) replaced by the most frequent value of its attribute in its equivalence class (the
+    first in text order among ties; a class with no value of the attribute gets one label for all its cells), so
+    that no such cell counts as a further distinct value: the distinct and entropy ℓ and Diverse are then those of
+    the values the table does publish (the worst case for the record whose value was hidden).
+
+    Returns
+    -------
+    (pandas.DataFrame, dict)
+        The table (a copy; quasi-identifiers unchanged) and the number of cells replaced per sensitive attribute.
+    """
+    classes = equivalence_class_codes(table, quasi_identifiers)
+    table = table.copy()
+    replaced: dict[str, int] = {}
+    for attribute in sensitive_attributes:
+        values = table[attribute].astype(str)
+        hidden = values.isin(NOT_A_SENSITIVE_VALUE).to_numpy()
+        replaced[attribute] = int(hidden.sum())
+        if not hidden.any():
+            continue
+        shown = pd.DataFrame({"class": classes[~hidden], "value": values.to_numpy()[~hidden]})
+        counts = shown.groupby(["class", "value"]).size().reset_index(name="n")
+        counts = counts.sort_values(["class", "n", "value"], ascending=[True, False, True], kind="stable")
+        most_frequent = counts.drop_duplicates("class").set_index("class")["value"]
+        fill = pd.Series(classes[hidden]).map(most_frequent).fillna(SUPPRESSED_LABEL).to_numpy()
+        column = values.to_numpy(dtype=object).copy()
+        column[hidden] = fill
+        table[attribute] = column
+    return table, replaced
 
 
 def hierarchy_levels(table: pd.DataFrame, hierarchies_dir: str | Path, quasi_identifiers: Sequence[str]) -> dict[str, Any]:
@@ -300,6 +366,8 @@ def audit_generalized_table(
         raise ClassAuditError(f"k and ell must be >= 1 (got k={k}, ell={ell})")
     path = Path(table_path)
     table = read_generalized_table(path, [*quasi_identifiers, *sensitive_attributes])
+    # a suppressed or missing sensitive cell is no value: audited as its class's most frequent value (the worst case)
+    table, hidden_cells = worst_case_sensitive_values(table, quasi_identifiers, sensitive_attributes)
     classes = class_audit(table, quasi_identifiers, sensitive_attributes, ell=ell, slack=slack)
     levels = hierarchy_levels(table, hierarchies_dir, quasi_identifiers) if hierarchies_dir is not None else None
     raw_section, adversary, workload = None, None, None
@@ -323,7 +391,13 @@ def audit_generalized_table(
     return {
         "verdict": verdict,
         "reasons": reasons,
-        "warnings": _warnings(classes, ell=ell),
+        "warnings": _warnings(classes, ell=ell)
+        + [
+            f"{attribute}: {n} cell(s) suppressed or missing (*, empty, NULL, ?), audited as their class's most "
+            "frequent value of it (the worst case: no added diversity)"
+            for attribute, n in hidden_cells.items()
+            if n
+        ],
         "identity_risk": identity_risk([table], list(quasi_identifiers)) if quasi_identifiers else None,
         "table": {
             "path": str(path),

@@ -190,3 +190,56 @@ def test_the_page_escapes_every_text(tmp_path):
     page = class_audit_html(audit_generalized_table(tmp_path / "t.csv", ["zip"], ["<s1>", "s2"], k=3, ell=3))
     assert "<s1>" not in page and "&lt;s1&gt;" in page
     assert "<script" not in page
+
+
+@pytest.mark.parametrize("hidden", ["*", "", "?", "NULL"])
+def test_a_suppressed_or_missing_sensitive_cell_adds_no_diversity(tmp_path, hidden):
+    """A red team's table: one class of three records, two publishing flu and aspirin and one whose sensitive cells
+    are suppressed or missing. It passed at k = 3, ℓ = 2 (the hidden cells counted as a second distinct value); the
+    hidden cell is now audited as its class's most frequent value, so the class has one distinct value: FAIL."""
+    rows = [("021**", "*", "flu", "aspirin"), ("021**", "*", "flu", "aspirin"), ("021**", "*", hidden, hidden)]
+    path = tmp_path / "t.csv"
+    path.write_text("zip,sex,diagnosis,drug\n" + "".join(",".join(row) + "\n" for row in rows))
+    outcome = audit(
+        *table_arguments(path, ["zip", "sex"], ["diagnosis", "drug"]),
+        "--k",
+        "3",
+        "--ell",
+        "2",
+        "--output",
+        str(tmp_path / "a.json"),
+        home=tmp_path / "h",
+    )
+    assert outcome.exit_code == 1, outcome.output
+    report = json.loads((tmp_path / "a.json").read_text())
+    assert report["classes"]["per_attribute"]["diagnosis"]["distinct_ell"] == 1
+    assert report["classes"]["diverse"]["smallest"] == 1
+    assert any("diagnosis: 1 cell(s) suppressed or missing" in warning for warning in report["warnings"])
+
+
+def test_the_most_frequent_value_of_the_class_fills_a_hidden_cell():
+    from pipeline.release.class_audit import worst_case_sensitive_values
+
+    table = pd.DataFrame(
+        {"zip": ["1*", "1*", "1*", "1*", "2*"], "s": ["a", "b", "b", "*", "?"]},
+    )
+    filled, replaced = worst_case_sensitive_values(table, ["zip"], ["s"])
+    assert filled["s"].tolist() == ["a", "b", "b", "b", "*"]  # class 2* has no value: one label for its cells
+    assert replaced == {"s": 2}
+    assert table["s"].tolist() == ["a", "b", "b", "*", "?"]  # the caller's frame is left as it was
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("zip,s1,s2\n1*,a,x\n1*,b\n", "1 row(s) have fewer fields than the header, the first on line 3"),
+        ("zip,s1,s2\n1*,a,x\n1*,b,y,extra\n", "line 3 has 4 fields, more than the header"),
+        ("zip,s1,s2\n", "the table has no records"),
+    ],
+)
+def test_ragged_or_empty_tables_exit_2_naming_the_line(tmp_path, text, expected):
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    outcome = audit(*table_arguments(path, ["zip"], ["s1", "s2"]), home=tmp_path / "h")
+    assert outcome.exit_code == 2, outcome.output
+    assert expected in " ".join(outcome.output.split())
