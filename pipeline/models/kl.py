@@ -9,6 +9,8 @@ References: P2; SPEC §14.
 
 from __future__ import annotations
 
+import math
+
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -170,9 +172,9 @@ class KLModel:
         unknown = sorted(set(configured) - set(quasi_identifiers))
         if unknown:
             raise ValueError(f"generalization_weights names {unknown}, which are not quasi-identifiers {list(quasi_identifiers)}")
-        negative = sorted(name for name, weight in configured.items() if not weight >= 0)
+        negative = sorted(name for name, weight in configured.items() if not 0 <= weight < math.inf)
         if negative:
-            raise ValueError(f"generalization_weights must be >= 0; {negative} are not")
+            raise ValueError(f"generalization_weights must be finite numbers >= 0; {negative} are not")
         return parameters
 
     def build(self, inputs: Frames, parameters: KLParameters, *, secret: bytes | None) -> CandidateRelease:

@@ -188,7 +188,9 @@ def test_settings_defaults_and_kl_fields():
         ({"k": 2, "ell": 3}, "k >= ell"),
         ({"kl_method": "fastest"}, "Input should be 'blocked', 'greedy' or 'exact'"),
         ({"generalization_weights": {"education": 2.0}}, "not quasi-identifiers"),
-        ({"generalization_weights": {"sex": -1.0}}, "must be >= 0"),
+        ({"generalization_weights": {"sex": -1.0}}, "must be finite numbers >= 0"),
+        # a red team's age=inf (or 1e309) started a run that failed in its step (exit 1); the inbox accepted 1e400
+        ({"generalization_weights": {"sex": float("inf")}}, "must be finite numbers >= 0"),
         ({"k": 200, "ell": 3, "max_block_size": 256}, "at least 2k=400"),
         ({"k": 1}, "greater than or equal to 2"),
     ],
