@@ -786,8 +786,10 @@ def _sha256(path: Path) -> str:
 def _read_settings(path: Path) -> dict:
     if path.is_symlink():
         raise ValueError(f"{path.name} is a symbolic link: refused (put the settings file itself in the inbox)")
-    if not path.is_file():
+    if not path.exists():
         return {}
+    if not path.is_file():  # a directory or a pipe (which would block the tick): its settings would be lost unnoticed
+        raise ValueError(f"{path.name} is not a regular file (a directory or a pipe): refused (write the settings to a file)")
     try:
         settings = json.loads(path.read_text())
     except (OSError, ValueError) as error:
@@ -795,6 +797,15 @@ def _read_settings(path: Path) -> dict:
     if not isinstance(settings, dict):
         raise ValueError(f"{path} must hold a JSON object of settings keys")
     return settings
+
+
+#: The longest reason the inbox gives for skipping a file (a settings file can name a key or value megabytes long,
+#: and the reason is logged and shown by the sensor at every tick)
+MAX_REASON_CHARACTERS = 400
+
+
+def _shortened(text: str, limit: int = MAX_REASON_CHARACTERS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _looks_complete(path: Path, input_format: str) -> str | None:
@@ -1207,7 +1218,7 @@ def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
             request = inbox_run_request(path, settings, sha256=sha256)
         except ValueError as error:
             new_cursor[name] = [*signature, sha256]
-            skipped.append(f"{name}: unusable settings ({error})")
+            skipped.append(f"{name}: unusable settings ({_shortened(str(error))})")
             continue
         outcome = inbox_file_outcome(instance, request) if instance is not None else None
         if outcome is None:  # no run yet: request one (Dagster drops a run key it has already seen)

@@ -100,6 +100,29 @@ def test_symbolic_links_and_files_outside_the_inbox_are_refused(inbox, tmp_path)
     assert "alias.csv: a symbolic link, refused" in data.skip_message
 
 
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_a_settings_file_that_is_a_directory_or_a_pipe_is_refused(inbox, kind):
+    """A red team's case: a directory (or a FIFO) named <file>.settings.json was ignored, so the file ran with the
+    shared settings only; a stricter per-file setting would have been lost without a word."""
+    home, folder, text = inbox
+    _drop(folder, "a.csv", text)
+    settings = folder / "a.csv.settings.json"
+    settings.mkdir() if kind == "directory" else os.mkfifo(settings)
+    data = _evaluate(home)
+    assert data.run_requests == []
+    assert "a.csv.settings.json is not a regular file (a directory or a pipe): refused" in data.skip_message
+
+
+def test_a_skip_reason_is_capped(inbox):
+    # a settings key megabytes long: the reason (logged and shown at every tick) stays short
+    home, folder, text = inbox
+    _drop(folder, "a.csv", text)
+    (folder / "a.csv.settings.json").write_text(json.dumps({"A" * 100_000: 1}))
+    data = _evaluate(home)
+    assert data.run_requests == [] and "a.csv: unusable settings (" in data.skip_message
+    assert len(data.skip_message) < 1_000
+
+
 def test_a_symlinked_settings_file_is_refused(inbox, tmp_path):
     home, folder, text = inbox
     _drop(folder, "a.csv", text)

@@ -261,7 +261,7 @@ def read_hierarchy(path: str | Path, *, attribute: str | None = None, delimiter:
     """
     path = Path(path)
     try:
-        with path.open(newline="", encoding="utf-8") as handle:
+        with path.open(newline="", encoding="utf-8-sig") as handle:  # a byte-order mark is not part of the first value
             rows = [[cell.strip() for cell in row] for row in csv.reader(handle, delimiter=delimiter) if row and any(row)]
     except (OSError, UnicodeDecodeError) as error:
         raise HierarchyError(f"cannot read hierarchy file {path}: {error}") from error
@@ -269,12 +269,21 @@ def read_hierarchy(path: str | Path, *, attribute: str | None = None, delimiter:
 
 
 def find_hierarchy_file(directory: str | Path, attribute: str) -> Path | None:
-    """``<directory>/<anything>_hierarchy_<attribute>.csv`` (ARX naming) or ``<attribute>.csv``."""
+    """``<directory>/<anything>_hierarchy_<attribute>.csv`` (ARX naming) or ``<attribute>.csv``; None when neither.
+
+    Raises
+    ------
+    HierarchyError
+        Two or more such files (which one was meant cannot be told: both are named).
+    """
     directory = Path(directory)
     exact = directory / f"{attribute}.csv"
-    if exact.is_file():
-        return exact
-    matches = sorted(directory.glob(f"*_hierarchy_{attribute}.csv"))
+    matches = [*([exact] if exact.is_file() else []), *sorted(directory.glob(f"*_hierarchy_{attribute}.csv"))]
+    if len(matches) > 1:
+        raise HierarchyError(
+            f"{len(matches)} hierarchy files for {attribute!r} in {directory}: {', '.join(m.name for m in matches)}; "
+            "keep one (named <attribute>.csv or <anything>_hierarchy_<attribute>.csv)"
+        )
     return matches[0] if matches else None
 
 

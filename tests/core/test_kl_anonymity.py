@@ -352,6 +352,23 @@ def test_a_label_equal_to_its_own_base_value_alone_is_allowed():
     assert hierarchy.labels[1] == ("a", "bc")
 
 
+def test_a_byte_order_mark_is_not_part_of_the_first_value(tmp_path):
+    # a red team's sex.csv saved with a BOM: its first value read as "\ufeffFemale" and the data's Female was "missing"
+    path = tmp_path / "sex.csv"
+    path.write_text("Female;*\nMale;*\n", encoding="utf-8-sig")
+    assert read_hierarchy(path).base_values == ("Female", "Male")
+
+
+def test_two_hierarchy_files_for_one_attribute_are_refused_naming_both(tmp_path):
+    from pipeline.core.hierarchies import find_hierarchy_file
+
+    (tmp_path / "sex.csv").write_text("F;*\nM;*\n")
+    assert find_hierarchy_file(tmp_path, "sex") == tmp_path / "sex.csv"
+    (tmp_path / "adult_hierarchy_sex.csv").write_text("F;*\nM;*\n")
+    with pytest.raises(HierarchyError, match="2 hierarchy files for 'sex'.*sex.csv, adult_hierarchy_sex.csv"):
+        find_hierarchy_file(tmp_path, "sex")
+
+
 def test_value_missing_from_hierarchy_names_the_record_not_the_value(tmp_path):
     """Issue 14: the message names the column, the data, the hierarchy file, the record and what to do; the
     value (a quasi-identifier of someone in the data) is never shown."""
