@@ -243,9 +243,9 @@ def _check_labels_name_one_set(
             )
         for level in levels[1:]:
             if covered[(label, level)] != first:
-                row = covered[(label, level)][0]
+                row_number = covered[(label, level)][0] + 1
                 raise HierarchyError(
-                    f"hierarchy {source} for {attribute!r}: the label in column {level + 1} of row {row + 1} is also the "
+                    f"hierarchy {source} for {attribute!r}: the label in column {level + 1} of row {row_number} is also the "
                     f"label in column {levels[0] + 1} of row {first[0] + 1}, standing for other base values there; give "
                     "labels of different levels different names"
                 )
