@@ -26,6 +26,7 @@ from pipeline.errors import MsaReleaseError
 
 __all__ = [
     "FAILURE_KEYS",
+    "error_chain",
     "RUN_STEP",
     "StepFailure",
     "failure_of",
@@ -81,28 +82,30 @@ def structured_failures(*, file: str | Path | None = None) -> Iterator[None]:
         raise failure_of(error, file=file) from without_foreign_causes(error)
 
 
+def error_chain(error: BaseException | None) -> list[BaseException]:
+    """``error``, its cause, the cause's cause… (``__cause__`` or ``__context__``), each once; [] for None."""
+    chain: list[BaseException] = []
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
 def without_foreign_causes(error: BaseException) -> BaseException:
-    """``error`` with its chain of causes (``__cause__``, else an unsuppressed ``__context__``) cut before the first
-    one that is not an ``MsaReleaseError`` or an ``OSError`` (whose messages never quote a value: the project's own
-    say which file, column or line, an ``OSError`` its errno text and path). Changes the chain in place; returns
-    ``error``."""
-    current = error
-    seen = {id(current)}
-    while True:
-        cause = (
-            current.__cause__
-            if current.__cause__ is not None
-            else (None if current.__suppress_context__ else current.__context__)
-        )
-        if cause is None or id(cause) in seen:
-            return error
+    """``error`` with its chain of causes (:func:`error_chain`) cut before the first one that is not an
+    ``MsaReleaseError`` or an ``OSError`` (whose messages never quote a value: the project's own say which file, column
+    or line, an ``OSError`` its errno text and path). Changes the chain in place; returns ``error``."""
+    chain = error_chain(error)
+    for previous, cause in zip(chain, chain[1:], strict=False):
         if not isinstance(cause, (MsaReleaseError, OSError)):
-            current.__cause__ = None
-            current.__context__ = None
-            current.__suppress_context__ = True
-            return error
-        seen.add(id(cause))
-        current = cause
+            previous.__cause__ = None
+            previous.__context__ = None
+            previous.__suppress_context__ = True
+            break
+    return error
 
 
 def with_structured_failures(function: F) -> F:

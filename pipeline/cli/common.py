@@ -758,18 +758,6 @@ class InstanceFailure(MsaReleaseError, click.ClickException):
     exit_code = MsaReleaseError.exit_status
 
 
-def error_chain(error: BaseException | None) -> list[BaseException]:
-    """``error``, its cause, the cause's cause… (``__cause__`` or ``__context__``), each once; [] for None."""
-    chain: list[BaseException] = []
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    return chain
-
-
 def instance_failure(error: BaseException, dagster_home: Path) -> click.ClickException | None:
     """The one-line error of a failure of the Dagster instance in ``dagster_home`` (its configuration, its SQLite
     storage, its directory), or None for any other error (raised as it is).
@@ -780,6 +768,8 @@ def instance_failure(error: BaseException, dagster_home: Path) -> click.ClickExc
     """
     import yaml
     from dagster._core.errors import DagsterInvalidConfigError
+
+    from pipeline.failures import error_chain
 
     chain = error_chain(error)
     text = " ".join(f"{type(e).__name__}: {e}" for e in chain)

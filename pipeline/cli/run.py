@@ -28,7 +28,6 @@ from pipeline.cli.common import (
     print_refusal_diagnosis,
     diagnose_after_run,
     InstanceFailure,
-    error_chain,
     hold_release_lock,
     input_options,
     latest_release,
@@ -284,6 +283,8 @@ def run(**options) -> None:
     except machine_errors() as error:  # the lock, LATEST, the Dagster instance: disk full, I/O error, not writable
         _report_machine_failure(error, home, state)
     except InstanceFailure as failure:  # the Dagster instance's disk is full: say whether the release is published
+        from pipeline.failures import error_chain
+
         cause = next((e for e in error_chain(failure.__cause__) if isinstance(e, machine_errors())), None)
         if failure.exit_code != 1 or cause is None:
             raise

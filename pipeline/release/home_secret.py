@@ -85,7 +85,9 @@ def load_or_create_secret(home: str | Path) -> bytes:
 def _refuse_a_new_secret_beside_registered_releases(home: Path, path: Path) -> None:
     """Raise :class:`HomeSecretError` when ``<home>/registry`` holds a release's entry (the secret was lost, not never
     created)."""
-    registry = home / "registry"  # pipeline.release.registry.registry_dir
+    from pipeline.release.registry import registry_dir  # only when the secret is missing: a rare path
+
+    registry = registry_dir(home)
     try:
         entries = [entry for entry in registry.iterdir() if not entry.name.startswith(".")]
     except FileNotFoundError:

@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.core.series import INPUT_KEY
+from pipeline.release.promotion import COMPARISONS, RELEASES
 from pipeline.errors import ReleaseRefusedError
 
 __all__ = [
@@ -205,7 +206,7 @@ def registry_entries(home: str | Path, *, shared_only: bool = False) -> list[tup
 def _input_digest_of_manifest(home: str | Path, release_id: str) -> str | None:
     """``input_hmac`` of the release's manifest (``releases/`` or ``comparisons/`` of the home), or None when neither
     holds a readable one."""
-    for area in ("releases", "comparisons"):
+    for area in (RELEASES, COMPARISONS):
         try:
             manifest = json.loads((Path(home) / area / release_id / "manifest.json").read_text())
         except (OSError, ValueError):
