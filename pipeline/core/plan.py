@@ -239,7 +239,8 @@ class Plan:
     max_deleted_share, max_suppressed_share, confidence_tolerance
         The thresholds the predictions were judged with.
     recommendation
-        One line: the setting with the least loss that passes every predicted gate, or why none does.
+        One line (:func:`recommend`): the least-loss setting at least as private as the configured one that passes
+        every predicted gate, or why none does.
     seconds
         Wall time of the whole plan (reading, mining and every row).
     not_predicted
@@ -296,11 +297,46 @@ def _loss(row: PlanRow) -> str:
     return deleted + (f", up to {_percent(worst)} of an attribute's cells suppressed" if worst else ", no cell suppressed")
 
 
+def _at_least_as_private(row: PlanRow, configured: PlanRow) -> bool:
+    """Whether ``row`` protects at least what ``configured`` protects: an ℓ at least the configured one (the
+    strong-rule adversary's bound 1/ℓ no larger) and every strong rule of the configured setting still a strong rule
+    (a min_confidence at most the configured one, or a higher one that mines as many rules: the same rules)."""
+    if row.ell < configured.ell:
+        return False
+    if configured.min_confidence is None or row.min_confidence is None:
+        return configured.min_confidence is None and row.min_confidence is None
+    if row.min_confidence <= configured.min_confidence:
+        return True
+    # a higher min_confidence keeps a subset of the configured strong rules: the same set when as many are mined
+    return row.n_strong_rules is not None and row.n_strong_rules == configured.n_strong_rules
+
+
+def _weaker_by(row: PlanRow, configured: PlanRow) -> str:
+    """What ``row`` gives up against ``configured``, in the adversaries' terms (one clause)."""
+    parts = []
+    if row.ell < configured.ell:
+        parts.append(
+            f"the strong-rule adversary's bound rises from 1/{configured.ell} to 1/{row.ell} and groups and SIDs "
+            f"hold {row.ell} distinct values instead of {configured.ell}"
+        )
+    if (row.n_strong_rules or 0) < (configured.n_strong_rules or 0):
+        parts.append(
+            f"rules of confidence {configured.min_confidence:g} to {row.min_confidence:g} are no longer strong rules, so no "
+            f"longer bounded ({row.n_strong_rules} strong rule(s) instead of {configured.n_strong_rules})"
+        )
+    return "; ".join(parts)
+
+
 def recommend(rows: Sequence[PlanRow]) -> str:
-    """The recommendation line: the setting with the least loss (deleted share, then suppressed share) that passes
-    every predicted gate, and the best one at the configured ℓ when that differs; or why no setting passes (the
-    refusals, counted by gate)."""
+    """The recommendation line. Privacy first: the configured setting (its ℓ and min_confidence) is the custodian's
+    privacy requirement, so the recommended setting is the one with the least loss (deleted share, then suppressed
+    share; then the larger ℓ) among the settings that pass every predicted gate AND are at least as private as the
+    configured one (ℓ no smaller, min_confidence no larger). A weaker setting with less loss is named after it, with
+    what it gives up, as a decision for the privacy officer, never as the recommendation. Without a configured row
+    (not made by :func:`pipeline.core.plan`'s callers), the least-loss passing setting. When nothing passes: the
+    refusals, counted by gate."""
     passing = [row for row in rows if row.passes and row.deleted_share is not None]
+    configured = next((row for row in rows if row.configured), None)
     if not passing:
         by_gate: dict[str, int] = {}
         for row in rows:
@@ -315,22 +351,46 @@ def recommend(rows: Sequence[PlanRow]) -> str:
             "(--ell-values, --min-confidence-values), drop a sensitive attribute with a dominant value, or raise a "
             "threshold knowingly (the override is recorded)."
         )
-    best = min(passing, key=_loss_key)
-    line = f"Recommended: {_setting(best)} ({_loss(best)}; every predicted gate passes)."
-    configured = [row for row in rows if row.configured]
-    if configured and (best.n_strong_rules or 0) < (configured[0].n_strong_rules or 0):
-        line += (
-            f" It protects {best.n_strong_rules} strong rule(s) instead of {configured[0].n_strong_rules}: a rule below "
-            "min_confidence is not part of the disclosure bound."
-        )
-    if configured and configured[0].ell != best.ell:
-        at_ell = [row for row in passing if row.ell == configured[0].ell]
-        if at_ell:
-            chosen = min(at_ell, key=_loss_key)
-            line += f" At the configured ℓ = {chosen.ell}: {_setting(chosen)} ({_loss(chosen)})."
+    if configured is None:
+        best = min(passing, key=_loss_key)
+        return f"Recommended: {_setting(best)} ({_loss(best)}; every predicted gate passes)."
+    private = [row for row in passing if _at_least_as_private(row, configured)]
+    weaker = [row for row in passing if not _at_least_as_private(row, configured)]
+    requirement = f"ℓ ≥ {configured.ell}" + (
+        f" and every strong rule of min_confidence {configured.min_confidence:g} bounded"
+        if configured.min_confidence is not None
+        else ""
+    )
+    if private:
+        best = min(private, key=_loss_key)
+        if best is configured:
+            line = f"Recommended: the configured setting, {_setting(best)} ({_loss(best)}; every predicted gate passes)."
         else:
-            line += f" No setting passes at the configured ℓ = {configured[0].ell}."
-    return line
+            line = (
+                f"Recommended: {_setting(best)} ({_loss(best)}; every predicted gate passes; at least as private as "
+                f"the configured setting: {requirement})."
+            )
+        cheaper = [row for row in weaker if _loss_key(row)[:2] < _loss_key(best)[:2]]
+        if cheaper:
+            option = min(cheaper, key=_loss_key)
+            line += (
+                " Less loss only with weaker protection, a decision for the privacy officer and not a recommendation: "
+                f"{_setting(option)} ({_loss(option)}): {_weaker_by(option, configured)}"
+            )
+            at_ell = [row for row in cheaper if row.ell >= configured.ell]
+            if option.ell < configured.ell and at_ell:
+                same = min(at_ell, key=_loss_key)
+                line += f". At ℓ = {same.ell}: {_setting(same)} ({_loss(same)}): {_weaker_by(same, configured)}"
+            line += "."
+        return line
+    option = min(weaker, key=_loss_key)
+    refusing = sorted({row.refusal.split(":", 1)[0] for row in rows if _at_least_as_private(row, configured) and row.refusal})
+    because = f" ({', '.join(refusing)})" if refusing else ""
+    return (
+        f"No setting passes every predicted gate at the configured privacy or stronger ({requirement}){because}. "
+        f"A weaker setting passes, a decision for the privacy officer and not a recommendation: {_setting(option)} "
+        f"({_loss(option)}): {_weaker_by(option, configured)}. Or raise a threshold knowingly (the override is recorded)."
+    )
 
 
 def _percent(share: float | None) -> str:

@@ -22,7 +22,9 @@ from pipeline.core.plan import (
 )
 
 
-def _row(ell: int, min_confidence: float, deleted: int, *, n: int = 100, refuse: str | None = None, configured=False) -> PlanRow:
+def _row(
+    ell: int, min_confidence: float, deleted: int, *, n: int = 100, refuse: str | None = None, configured=False, rules: int = 2
+) -> PlanRow:
     gates = {
         "preflight": "pass",
         "utility_within_thresholds": "pass",
@@ -38,7 +40,7 @@ def _row(ell: int, min_confidence: float, deleted: int, *, n: int = 100, refuse:
         min_confidence=min_confidence,
         min_support=5,
         configured=configured,
-        n_strong_rules=2,
+        n_strong_rules=rules,
         n_rule_holders=10,
         n_rule_holders_released=8,
         n_sac_released=30,
@@ -110,21 +112,61 @@ def test_gate_predictions_name_the_refusing_gate_with_its_figures():
     assert gates["utility_within_thresholds"] == "not predicted"
 
 
-def test_the_recommendation_is_the_passing_setting_with_the_least_loss():
+def test_the_recommendation_never_weakens_the_configured_privacy():
+    # Adult's plan (README): the configured ℓ = 3 / 0.8 passes, ℓ = 2 / 0.9 deletes far fewer records; the
+    # recommendation is a setting at least as private as the configured one, the weaker one only named as a trade-off
     rows = [
         _row(2, 0.8, 3),
-        _row(2, 0.9, 1),
-        _row(3, 0.8, 20, refuse="utility_within_thresholds", configured=True),
-        _row(3, 0.9, 8),
-        _row(4, 0.9, 0, refuse="rule_confidence_preserved"),
+        _row(2, 0.9, 1, rules=1),
+        _row(3, 0.7, 20),
+        _row(3, 0.8, 20, configured=True),
+        _row(3, 0.9, 8, rules=1),
+        _row(4, 0.8, 40, refuse="utility_within_thresholds"),
     ]
     line = recommend(rows)
-    assert line.startswith("Recommended: ℓ = 2, min_confidence 0.9 (1 records deleted (1.0 %), no cell suppressed")
-    assert "At the configured ℓ = 3: ℓ = 3, min_confidence 0.9 (8 records deleted (8.0 %)" in line
-    fewer_rules = [_row(2, 0.9, 1), PlanRow(**{**_row(3, 0.8, 20, configured=True).__dict__, "n_strong_rules": 4})]
-    assert "It protects 2 strong rule(s) instead of 4" in recommend(fewer_rules)
+    # 0.7 and 0.8 at ℓ = 3 tie on loss and ℓ, both at least as private: the configured 0.8 is named
+    assert line.startswith("Recommended: the configured setting, ℓ = 3, min_confidence 0.8 (20 records deleted (20.0 %)")
+    assert "not a recommendation: ℓ = 2, min_confidence 0.9 (1 records deleted (1.0 %)" in line
+    assert "bound rises from 1/3 to 1/2" in line and "rules of confidence 0.8 to 0.9 are no longer strong rules" in line
+    assert "ℓ = 3, min_confidence 0.9 (8" not in line.split("not a recommendation")[0]
+    # the cheapest weaker option at the configured ℓ is named too, with what it gives up
+    assert line.endswith(
+        "At ℓ = 3: ℓ = 3, min_confidence 0.9 (8 records deleted (8.0 %), no cell suppressed): rules of confidence 0.8 "
+        "to 0.9 are no longer strong rules, so no longer bounded (1 strong rule(s) instead of 2)."
+    )
+
+
+def test_a_stronger_setting_with_less_loss_is_recommended():
+    rows = [_row(3, 0.8, 20, configured=True), _row(4, 0.8, 10), _row(3, 0.7, 15), _row(2, 0.8, 1)]
+    line = recommend(rows)
+    assert line.startswith(
+        "Recommended: ℓ = 4, min_confidence 0.8 (10 records deleted (10.0 %), no cell suppressed; every predicted gate "
+        "passes; at least as private as the configured setting: ℓ ≥ 3 and every strong rule of min_confidence 0.8 bounded)."
+    )
+    assert "not a recommendation: ℓ = 2, min_confidence 0.8" in line
     # equal loss: the larger ℓ wins
-    assert recommend([_row(2, 0.8, 0), _row(3, 0.8, 0)]).startswith("Recommended: ℓ = 3")
+    assert recommend([_row(3, 0.8, 0, configured=True), _row(4, 0.8, 0)]).startswith("Recommended: ℓ = 4")
+    # nothing weaker with less loss: no trade-off named
+    assert "not a recommendation" not in recommend([_row(3, 0.8, 5, configured=True), _row(2, 0.8, 5)])
+    # a higher min_confidence that mines the same rules bounds the same rules: at least as private
+    assert recommend([_row(3, 0.8, 20, configured=True), _row(3, 0.9, 8)]).startswith("Recommended: ℓ = 3, min_confidence 0.9")
+
+
+def test_when_only_weaker_settings_pass_nothing_is_recommended():
+    rows = [
+        _row(2, 0.9, 1, rules=1),
+        _row(3, 0.8, 20, refuse="utility_within_thresholds", configured=True),
+        _row(3, 0.9, 8, rules=1),
+        _row(4, 0.8, 0, refuse="rule_confidence_preserved"),
+    ]
+    line = recommend(rows)
+    assert line.startswith(
+        "No setting passes every predicted gate at the configured privacy or stronger (ℓ ≥ 3 and every strong rule of "
+        "min_confidence 0.8 bounded) "
+        "(rule_confidence_preserved, utility_within_thresholds)."
+    )
+    assert "not a recommendation: ℓ = 2, min_confidence 0.9 (1 records deleted (1.0 %)" in line
+    assert not line.startswith("Recommended")
 
 
 def test_without_a_passing_setting_the_recommendation_counts_the_refusals():
