@@ -47,7 +47,7 @@ SHARDED_GATES: dict[str, str] = {
     "the deleted list, and the shards' counts add up to the records read minus those dropped for a missing value.",
     "no_probability_tilt": "Gate 6: no SID of an attribute other than the global S_max holds a strong value, in any shard.",
     "release_carries_no_input_order": "Gate 7, per shard: no published id or SID column of any shard carries its "
-    "records' input order (|Spearman ρ| ≤ max(0.05, 4/√(n−1)) with n the shard's rows), and the order-replay adversary "
+    "records' input order (|Spearman ρ| ≤ max(0.05, z_S/√(n−1)) with n the shard's rows and z_S 4 at S = 1, Bonferroni over the S shards above: 4.32 at S = 4), and the order-replay adversary "
     "attacking every shard on its own (replays Rating from the shard's ID table) guesses attribute-table cells no "
     "better than chance + 4σ, its guesses added up over the shards, and no shard's own guesses better than chance + "
     "z·σ (z = 4 for one shard, Bonferroni over S shards: 4.32 at S = 4; pooling alone dilutes one leaky shard). Not covered: an adversary correlating the "

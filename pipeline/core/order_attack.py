@@ -63,15 +63,17 @@ class OrderReplayResult:
         return float((self.per_attribute["accuracy"] - self.per_attribute["chance"]).max())
 
 
-def order_gate_limits(n: int, floor: float = 0.05) -> float:
+def order_gate_limits(n: int, floor: float = 0.05, *, sigmas: float = 4.0) -> float:
     """The largest |Spearman ρ| accepted between a published column of ``n`` rows and the input position.
 
-    ``max(floor, 4 / sqrt(n - 1))``: 4 standard errors of ρ under independence (so a random
-    order fails with probability about 6e-5), and never below ``floor`` (the issue's 0.05).
+    ``max(floor, sigmas / sqrt(n - 1))``: ``sigmas`` (default 4) standard errors of ρ under independence (so a
+    random order fails with probability about 6e-5 at 4), and never below ``floor`` (the issue's 0.05). A sharded
+    release judges each of its S shards with ``sigmas`` = :func:`pipeline.core.sharding.shard_order_replay_sigmas`
+    (S) (Bonferroni over the shards, as its per-shard order replay).
     """
     if n < 3:
         return 1.0
-    return max(float(floor), 4.0 / float(np.sqrt(n - 1)))
+    return max(float(floor), float(sigmas) / float(np.sqrt(n - 1)))
 
 
 def _average_ranks(values: np.ndarray) -> np.ndarray:
@@ -94,6 +96,8 @@ def input_order_correlations(
     tables: dict[str, pd.DataFrame],
     row_map: pd.DataFrame,
     id_columns: dict[str, Sequence[str]],
+    *,
+    sigmas: float = 4.0,
 ) -> pd.DataFrame:
     """Spearman ρ between every published id/SID column and the input position of the row's record.
 
@@ -106,6 +110,8 @@ def input_order_correlations(
     id_columns
         Per table, the columns to check (e.g. ``row_id``, ``group_id``, the SID columns). NULL
         cells (suppressed) are left out.
+    sigmas
+        Standard errors of ρ the limit allows (:func:`order_gate_limits`; 4 for one release).
 
     Returns
     -------
@@ -132,7 +138,7 @@ def input_order_correlations(
             keep = values.notna().to_numpy()
             n = int(keep.sum())
             rho = _spearman(values[keep].to_numpy(np.float64), input_position.to_numpy(np.float64)[keep]) if n >= 3 else 0.0
-            limit = order_gate_limits(n)
+            limit = order_gate_limits(n, sigmas=sigmas)
             rows.append(
                 {"table": name, "column": column, "rows": n, "spearman": rho, "limit": limit, "passed": abs(rho) <= limit}
             )

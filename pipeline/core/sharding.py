@@ -571,6 +571,7 @@ def release_shard(
         attribute_clusters=tables.attribute_clusters,
         row_map=tables.row_map,
         deleted=deleted,
+        n_shards=n_shards,
     )
     return ShardRelease(
         shard=shard,
@@ -737,21 +738,27 @@ def _order_partial(
     row_map: pd.DataFrame,
     original: pd.DataFrame,
     sensitive: list[str],
+    n_shards: int,
 ) -> dict[str, Any]:
     """Gate 7's partial: Spearman ρ of the shard's published ids against its records' input positions
-    (:func:`pipeline.core.order_attack.input_order_correlations`) and the order-replay adversary on the shard
-    (:func:`pipeline.core.order_attack.order_replay_attack`), as counts and sums."""
+    (:func:`pipeline.core.order_attack.input_order_correlations`, each column's limit at
+    :func:`shard_order_replay_sigmas` (``n_shards``) standard errors: Bonferroni over the shards, as the per-shard
+    order replay, so that clean shards raise no more false alarms at S shards than one release does at 4) and the
+    order-replay adversary on the shard (:func:`pipeline.core.order_attack.order_replay_attack`), as counts and
+    sums."""
     order_map = row_map.assign(input_row_number=row_map["source_row_id"])
     correlations = input_order_correlations(
         {"sac_released": sac_released, "attribute_table": attribute_table},
         order_map,
         {"sac_released": ["row_id", "group_id"], "attribute_table": ["row_id", *sensitive]},
+        sigmas=shard_order_replay_sigmas(n_shards),
     )
     replay = order_replay_attack(attribute_table, id_table, sensitive, original).per_attribute
     return {
         "spearman": [
             {
                 "column": f"{row.table}.{row.column}",
+                "rows": int(row.rows),
                 "abs_spearman": abs(float(row.spearman)),
                 "limit": float(row.limit),
                 "passed": bool(row.passed),
@@ -781,6 +788,7 @@ def shard_partials(
     attribute_clusters: pd.DataFrame,
     row_map: pd.DataFrame,
     deleted: pd.DataFrame,
+    n_shards: int = 1,
 ) -> dict[str, dict[str, Any]]:
     """The gate partials of one shard (or of any release: the union as one "shard" reduces to the whole release's
     figures), from the pure gate functions of :mod:`pipeline.core.verification`, :mod:`pipeline.core.adversary` and
@@ -794,6 +802,9 @@ def shard_partials(
         The global model and the run's parameters (rules, S_max, clusters; ℓ, thresholds).
     sac_released, attribute_table, id_table, attribute_clusters, row_map, deleted
         The shard's release (local ids) and its private row map and deleted records.
+    n_shards
+        S, the number of shards of the release (1: the whole release): gate 7's ρ limits are Bonferroni-corrected
+        over the S shards (:func:`shard_order_replay_sigmas`).
 
     Returns
     -------
@@ -826,7 +837,8 @@ def shard_partials(
         - ``utility_within_thresholds``: ``n_deleted``, ``n_sac_released``, ``n_attribute_table``,
           ``suppressed_cells`` ({attribute: int}).
         - ``release_carries_no_input_order`` (with ``parameters.evaluate_order``): ``spearman`` (a list of {``column`` ("table.column"),
-          ``abs_spearman``, ``limit``, ``passed``}) and ``order_replay`` ({attribute: ``cells``, ``correct``,
+          ``rows``, ``abs_spearman``, ``limit`` (max(0.05, z_S/√(rows−1)), z_S = :func:`shard_order_replay_sigmas`),
+          ``passed``}) and ``order_replay`` ({attribute: ``cells``, ``correct``,
           ``expected_correct``, ``variance_correct``}).
         - ``posterior_within_bound`` (with ``parameters.evaluate_posterior``): ``n_records``, ``n_cells``,
           ``n_cells_above_bound``, ``n_records_above_bound``, ``n_sac_cells_above_bound``,
@@ -974,7 +986,7 @@ def shard_partials(
     # gate 7, per shard: Spearman ρ of the published ids against the input positions, the order-replay adversary
     if parameters.evaluate_order:
         partials["release_carries_no_input_order"] = _order_partial(
-            sac_released, attribute_table, id_table, row_map, original, sensitive
+            sac_released, attribute_table, id_table, row_map, original, sensitive, n_shards
         )
     del original  # gates 1 and 7 only: not held while gate 9 fits its model
 

@@ -146,7 +146,8 @@ def order_frame(frame: pd.DataFrame, sensitive_attributes: Sequence[str]) -> pd.
 
     - ``spearman``: one row per shard and published id/SID column (``name`` ``shard <s>: <table>.<column>``): the
       shard's |Spearman ρ| of that column against its records' input positions and the shard's own limit
-      max(0.05, 4/√(n−1)), as the shard computed them (:func:`pipeline.core.order_attack.input_order_correlations`).
+      max(0.05, z_S/√(n−1)) (z_S = :func:`pipeline.core.sharding.shard_order_replay_sigmas`: 4 at S = 1, 4.32 at
+      S = 4), as the shard computed them (:func:`pipeline.core.order_attack.input_order_correlations`).
     - ``order_replay``: one row per sensitive attribute: the order-replay adversary attacking every shard on its own,
       its correct guesses, chance and variance added up over the shards
       (:func:`pipeline.core.sharding.pooled_order_replay`), exactly the figures ``reduce_gates`` reports; and, for
