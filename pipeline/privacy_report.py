@@ -41,7 +41,7 @@ from pipeline.core.columns import as_text
 from pipeline.core.composition import candidate_sets, intersection_attack, one_known_value_at_row_level
 from pipeline.core.metrics import additional_information_loss
 from pipeline.models import DEFAULT_MODEL, publication_model
-from pipeline.models.kl import KL
+from pipeline.models.kl import KL, STRONG_RULE_MIN_CONFIDENCE
 from pipeline.release.home_secret import SECRET_FILE
 
 __all__ = ["CONFIGURATIONS", "run_privacy_report"]
@@ -150,7 +150,10 @@ def _run_kl(home: Path, settings: dict, sensitive: list[str]) -> tuple[dict, dic
     row_map = row_map.assign(input_row_number=row_map["source_row_id"])
     n_records = _records_after_missing(summary)
     # the same figures every (k, ℓ) release carries in its manifest (``attacks``)
-    attacks = class_attack_figures(raw, released, row_map, quasi, sensitive, ell=int(settings.get("ell", 3)))
+    ell = int(settings.get("ell", 3))
+    attacks = class_attack_figures(
+        raw, released, row_map, quasi, sensitive, ell=ell, min_confidence=STRONG_RULE_MIN_CONFIDENCE, min_support=max(ell, 5)
+    )
     figures.update(
         {
             "n_generalized_quasi_identifier_cells": _generalized_cells(raw, row_map, [released], settings),
@@ -169,6 +172,10 @@ def _run_kl(home: Path, settings: dict, sensitive: list[str]) -> tuple[dict, dic
             "no_certain_attribute_table_cell.n_cells_above_bound": 0,
             "one_known_value.share_records_pinning_another_value": attacks["one_known_value_share"],
             "one_known_value.n_released": len(released),
+            # not a gate of the (k, ℓ) model: the same adversary, measured on its classes
+            "disclosure_within_bound.max_disclosure_probability": attacks["strong_rule_max_probability"],
+            "disclosure_within_bound.n_records_above_bound": attacks["strong_rule_records_above_bound"],
+            "disclosure_within_bound.n_records_certain": attacks["strong_rule_records_certain"],
         }
     )
     return figures, class_candidate_sets(released, row_map, sensitive)
@@ -361,6 +368,8 @@ def _markdown(results: dict, sensitive: list[str]) -> str:
         "disclosure_within_bound.max_disclosure_probability",
         lambda v: "n/a" if v is None else f"{v:.3f}",
     )
+    row("strong-rule adversary: records above 1/ℓ", "disclosure_within_bound.n_records_above_bound")
+    row("strong-rule adversary: records disclosed with certainty", "disclosure_within_bound.n_records_certain")
     lines += [
         "",
         "## The red team's figures (issue 12), on the default release of earlier versions",

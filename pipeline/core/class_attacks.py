@@ -12,6 +12,10 @@ victim's class, not its row. What each adversary of ``docs/attacks.md`` gets:
 * **one known value** (Li et al., Slicing, TKDE 2012): rows are published whole, so knowing the
   victim's value on one attribute narrows the class to the rows holding it; when those rows agree
   on another attribute, that value is pinned (:func:`one_known_value_in_classes`).
+* **strong rules** (P1 §3.3, SPEC §10): the adversary knows the strong rules mined on the input and the victim's
+  class and antecedent value; the class's rows holding the antecedent are the candidates, so a class whose holders
+  all hold the consequent discloses it with certainty
+  (:func:`pipeline.core.class_audit.whole_record_rule_adversary`). Nothing in P2's model bounds it.
 * **composition** (Ganta, Kasiviswanathan & Smith, KDD 2008): the candidate set of a record on an
   attribute is the set of values of its class (:func:`class_candidate_sets`), intersected with
   another release's by :func:`pipeline.core.composition.intersection_attack`.
@@ -200,6 +204,8 @@ def class_attack_figures(
     ell: int,
     slack: float = 0.05,
     class_column: str = "cluster_id",
+    min_confidence: float | None = None,
+    min_support: int = 5,
 ) -> dict[str, Any]:
     """The figures of the issue-12 adversaries on one (k, ℓ) release, for its manifest, report and metadata.
 
@@ -211,6 +217,11 @@ def class_attack_figures(
         The (k, ℓ) table (``row_id``, ``class_column``, sensitive attributes).
     row_map
         PRIVATE: ``row_id`` (release) -> ``source_row_id``.
+    min_confidence, min_support
+        With ``min_confidence``: the strong-rule adversary too, with the rules of at least ``min_support`` records
+        and that confidence mined on ``raw_records`` (:func:`pipeline.core.rules.mine_strong_rules`, the mixed
+        model's rules for the same settings), attacking the release's classes
+        (:func:`pipeline.core.class_audit.whole_record_rule_adversary`, as ``msa-release audit --table``).
 
     Returns
     -------
@@ -218,8 +229,17 @@ def class_attack_figures(
         ``learned_model_cells_above_bound``, ``learned_model_cells``, ``learned_model_records_above_bound``,
         ``learned_model_max_posterior`` (:func:`class_posteriors`, bound ``max(1/ℓ, population) + slack``),
         ``one_known_value_share`` (:func:`one_known_value_in_classes`), ``max_abs_spearman_input_order`` (row and
-        class ids against the input position, :func:`pipeline.core.order_attack.input_order_correlations`), and
-        ``slack``. Numbers only; none of them is a gate.
+        class ids against the input position, :func:`pipeline.core.order_attack.input_order_correlations`),
+        ``slack``; with ``min_confidence`` also ``strong_rule_min_confidence``, ``strong_rule_min_support``,
+        ``strong_rule_n_rules``, ``strong_rule_max_probability``, ``strong_rule_records_exposed`` (hold both
+        values of a rule), ``strong_rule_records_above_bound`` (probability above 1/ℓ) and
+        ``strong_rule_records_certain`` (probability 1). Numbers only; none of them is a gate.
+
+    Raises
+    ------
+    ValueError
+        A sensitive attribute of fewer than 2 (rules need 2) with ``min_confidence``, or ``min_confidence``
+        outside (0, 1].
     """
     from pipeline.core.order_attack import input_order_correlations
 
@@ -233,6 +253,25 @@ def class_attack_figures(
         if len(released) >= 3
         else None
     )
+    rules: dict[str, Any] = {}
+    if min_confidence is not None:
+        from pipeline.core.class_audit import whole_record_rule_adversary
+        from pipeline.core.rules import mine_strong_rules
+
+        mined = mine_strong_rules(
+            raw_records, list(sensitive_attributes), min_confidence=min_confidence, backend="counting", min_support=min_support
+        )
+        classes = pd.factorize(released[class_column], sort=False)[0].astype(np.int64)
+        exposure = whole_record_rule_adversary(released, classes, mined, ell=ell)
+        rules = {
+            "strong_rule_min_confidence": float(min_confidence),
+            "strong_rule_min_support": int(min_support),
+            "strong_rule_n_rules": exposure["n_rules"],
+            "strong_rule_max_probability": exposure["max_probability"],
+            "strong_rule_records_exposed": exposure["n_records_exposed"],
+            "strong_rule_records_above_bound": exposure["n_records_above_bound"],
+            "strong_rule_records_certain": exposure["n_records_certain"],
+        }
     return {
         "learned_model_cells": posterior["n_cells"],
         "learned_model_cells_above_bound": posterior["n_cells_above_bound"],
@@ -241,6 +280,7 @@ def class_attack_figures(
         "one_known_value_share": round(known["share_records_pinning_another_value"], 6),
         "max_abs_spearman_input_order": round(float(order["spearman"].abs().max()), 6) if order is not None else 0.0,
         "slack": slack,
+        **rules,
     }
 
 

@@ -35,6 +35,9 @@ KL_GATES = (
 #: the hierarchies and their weights, and the slack of the adversaries measured on the release (the manifest's
 #: ``attacks``).
 KL_SETTINGS = ("k", "kl_method", "max_block_size", "hierarchies_dir", "generalization_weights", "posterior_slack")
+#: The confidence of the strong rules whose adversary is measured on every (k, ℓ) release (the manifest's ``attacks``,
+#: not gated): the mixed model's default (P1 §6), as ``msa-release audit --table`` uses without a manifest's.
+STRONG_RULE_MIN_CONFIDENCE = 0.8
 
 
 @dataclass(frozen=True)
@@ -269,6 +272,10 @@ class KLModel:
                 parameters.sensitive_attributes,
                 ell=parameters.ell,
                 slack=parameters.posterior_slack,
+                # the strong rules the mixed model bounds by default (P1 §6: min_confidence 0.8, support ≥ max(ℓ, 5)),
+                # as `msa-release audit --table` mines them: the (k, ℓ) model does not bound this adversary
+                min_confidence=STRONG_RULE_MIN_CONFIDENCE,
+                min_support=max(parameters.ell, 5),
             ),
         }
 

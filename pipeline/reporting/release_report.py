@@ -1071,6 +1071,23 @@ def kl_section(manifest: Mapping, data: Mapping | None) -> str:
                         "input order: largest |Spearman ρ| of row_id / cluster_id with the input position",
                         attacks.get("max_abs_spearman_input_order"),
                     ),
+                    *(
+                        [
+                            (
+                                "strong-rule adversary (the strong rules of the input at min_confidence "
+                                f"{attacks.get('strong_rule_min_confidence')}, support ≥ "
+                                f"{attacks.get('strong_rule_min_support')}; the victim's class and antecedent value): "
+                                "records whose consequent value is disclosed above 1/ℓ",
+                                f"{_number(attacks.get('strong_rule_records_above_bound'))} of "
+                                f"{_number(attacks.get('strong_rule_records_exposed'))} rule holders "
+                                f"({_number(attacks.get('strong_rule_n_rules'))} rules)",
+                            ),
+                            ("… of them disclosed with certainty", attacks.get("strong_rule_records_certain")),
+                            ("… largest disclosure probability", attacks.get("strong_rule_max_probability")),
+                        ]
+                        if attacks.get("strong_rule_n_rules") is not None
+                        else []
+                    ),
                 ],
                 numeric=[False, True],
             )
@@ -1309,6 +1326,19 @@ def _not_protected(manifest: Mapping, data: Mapping | None) -> list[str]:
             "<strong>Other sensitive values of the victim.</strong> An adversary who knows a person's class and one of "
             f"their sensitive values pins another value for {_e(format_share(attacks.get('one_known_value_share')))} "
             "of the records (measured on this release, not gated)."
+        )
+    if attacks and attacks.get("strong_rule_n_rules") is not None:
+        items.append(
+            "<strong>The strong-rule adversary.</strong> An adversary who knows the strong association rules between "
+            "sensitive values (confidence at least "
+            f"{_e(format_figure(attacks.get('strong_rule_min_confidence')))}, held by at least "
+            f"{_e(format_figure(attacks.get('strong_rule_min_support')))} records: "
+            f"{_e(format_figure(attacks.get('strong_rule_n_rules')))} rules in this input) and a person's class and "
+            "antecedent value: the (k, ℓ) model does not bound it. On this release it learns the consequent value of "
+            f"{_e(format_figure(attacks.get('strong_rule_records_above_bound')))} rule holders with probability above "
+            f"1/ℓ, {_e(format_figure(attacks.get('strong_rule_records_certain')))} of them with certainty (highest "
+            f"probability {_e(format_figure(attacks.get('strong_rule_max_probability')))}; measured, not gated). The "
+            "mixed model bounds it by 1/ℓ."
         )
     if manifest.get("min_support") is not None and manifest.get("min_confidence") is not None:
         items.append(

@@ -8,7 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.core.class_attacks import class_candidate_sets, class_posteriors, one_known_value_in_classes
+from pipeline.core.class_attacks import (
+    class_attack_figures,
+    class_candidate_sets,
+    class_posteriors,
+    one_known_value_in_classes,
+)
 from pipeline.core.composition import intersection_attack
 
 
@@ -166,3 +171,36 @@ def test_a_released_row_without_a_class_is_refused():
         class_posteriors(raw, released, row_map, ["q"], ["a", "b"], ell=2)
     with pytest.raises(ValueError, match="have no 'cluster_id'"):
         one_known_value_in_classes(released, ["a", "b"])
+
+
+def test_the_strong_rule_adversary_is_measured_on_the_classes():
+    # a = 1 ⇒ b = p (4 of the 5 holders of a = 1: confidence 0.8) and b = p ⇒ a = 1 (4 of 4); every other pair of
+    # values is held by one record, below min_support 2: two strong rules
+    raw = pd.DataFrame(
+        {
+            "row_id": range(1, 11),
+            "q": ["x"] * 10,
+            "a": ["1", "1", "1", "1", "1", "2", "3", "4", "5", "6"],
+            "b": ["p", "p", "p", "p", "q", "r", "s", "t", "u", "v"],
+        }
+    )
+    # class 1: rows 1, 2, 3, 6 (the holders of a = 1 all hold p: certain for rows 1-3); class 2: rows 4, 5, 7-10 (a = 1
+    # is held by rows 4 and 5, p by row 4 alone: b = p ⇒ a = 1 pins row 4's a, a = 1 ⇒ b = p gives it 1/2)
+    order = [1, 2, 3, 6, 4, 5, 7, 8, 9, 10]
+    released = (
+        raw.set_index("row_id")
+        .loc[order]
+        .reset_index()
+        .assign(cluster_id=[1, 1, 1, 1, 2, 2, 2, 2, 2, 2], release_row_id=range(101, 111))
+    )
+    row_map = pd.DataFrame({"row_id": range(101, 111), "source_row_id": order})
+    released = released.drop(columns="row_id").rename(columns={"release_row_id": "row_id"})
+    figures = class_attack_figures(raw, released, row_map, ["q"], ["a", "b"], ell=2, min_confidence=0.8, min_support=2)
+    assert figures["strong_rule_n_rules"] == 2
+    assert figures["strong_rule_records_exposed"] == 4
+    assert figures["strong_rule_records_above_bound"] == 4
+    assert figures["strong_rule_records_certain"] == 4
+    assert figures["strong_rule_max_probability"] == 1.0
+    assert (figures["strong_rule_min_confidence"], figures["strong_rule_min_support"]) == (0.8, 2)
+    # without min_confidence the figures are not measured
+    assert "strong_rule_n_rules" not in class_attack_figures(raw, released, row_map, ["q"], ["a", "b"], ell=2)
