@@ -287,6 +287,28 @@ def find_hierarchy_file(directory: str | Path, attribute: str) -> Path | None:
     return matches[0] if matches else None
 
 
+def hierarchy_digests(directory: str | Path | None, quasi_identifiers: Sequence[str]) -> dict[str, str | None]:
+    """Quasi-identifier -> SHA-256 (hex) of the content of its hierarchy file in ``directory``
+    (:func:`find_hierarchy_file`), None for a quasi-identifier without one (or every one without ``directory``): what
+    a release's generalization depends on, for the home's series registry (:mod:`pipeline.core.series`).
+
+    Raises
+    ------
+    HierarchyError
+        Two hierarchy files for one quasi-identifier.
+    OSError
+        A hierarchy file cannot be read.
+    """
+    import hashlib
+
+    folder = Path(directory) if directory is not None else None
+    digests: dict[str, str | None] = {}
+    for name in quasi_identifiers:
+        found = find_hierarchy_file(folder, name) if folder is not None and folder.is_dir() else None
+        digests[name] = hashlib.sha256(found.read_bytes()).hexdigest() if found is not None else None
+    return digests
+
+
 def load_hierarchies(
     directory: str | Path,
     attributes: Sequence[str],

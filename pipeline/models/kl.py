@@ -325,7 +325,10 @@ class KLModel:
         }
 
     def series_configuration(self, parameters: KLParameters) -> dict[str, Any]:
-        """The settings that change what the release says about a record; the mixed/Rating keys None."""
+        """The settings that change what the release says about a record; the mixed/Rating keys None;
+        ``hierarchies`` the digests of the generalization hierarchy files."""
+        from pipeline.core.hierarchies import hierarchy_digests
+
         return {
             "model": self.name,
             "ell": parameters.ell,
@@ -341,6 +344,7 @@ class KLModel:
             "kl_method": parameters.kl_method,
             "max_block_size": parameters.max_block_size,
             "generalization_weights": dict(parameters.generalization_weights),
+            "hierarchies": hierarchy_digests(parameters.hierarchies_dir, parameters.quasi_identifiers),
         }
 
     def table_schemas(self, quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str]) -> dict[str, dict[str, str]]:

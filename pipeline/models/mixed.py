@@ -435,7 +435,10 @@ class MixedModel:
         }
 
     def series_configuration(self, parameters: MixedParameters) -> dict[str, Any]:
-        """The settings that change what the release says about a record (never the seed); the (k, ℓ) keys None."""
+        """The settings that change what the release says about a record (never the seed); the (k, ℓ) keys None;
+        ``hierarchies`` the digests of the qi_aware grouping's hierarchy files (None for each without one)."""
+        from pipeline.core.hierarchies import hierarchy_digests
+
         return {
             "model": self.name,
             # ℓ_i per attribute change what the release says of a record as much as ℓ does
@@ -452,6 +455,9 @@ class MixedModel:
             "kl_method": None,
             "max_block_size": None,
             "generalization_weights": None,
+            "hierarchies": hierarchy_digests(
+                parameters.hierarchies_path if parameters.qi_aware else None, parameters.quasi_identifiers
+            ),
         }
 
     def table_schemas(self, quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str]) -> dict[str, dict[str, str]]:

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
-from pipeline.core.series import INPUT_KEY, find_recompositions, record_fingerprints
+from pipeline.core.series import INPUT_KEY, changed_settings, find_recompositions, record_fingerprints
 from pipeline.release.publish import list_releases, read_latest
 from tests.conftest import example_frame, example_quasi_identifiers
 
@@ -67,6 +67,17 @@ def test_the_same_input_file_with_other_settings_is_a_recomposition_even_with_no
     # the same file and settings but no record in common (read with other missing-value tokens, say): refused, so named
     (found,) = find_recompositions(new, old_configuration, [("r1", earlier, old_configuration)])
     assert found.describe() == "release r1 was made from the same input file read with other reading options"
+
+
+def test_a_key_added_later_is_unknown_in_older_entries_not_a_change():
+    # registry entries written before "hierarchies" was recorded lack it: not known, so not a change (else every
+    # release after the upgrade would be refused against its own earlier release); recorded on both sides, compared
+    old = {"model": "mixed", "ell": 3}
+    new = {"model": "mixed", "ell": 3, "hierarchies": {"age": "d1", "sex": None}}
+    assert changed_settings(new, old) == () and changed_settings(old, new) == ()
+    assert changed_settings(new, {**new, "hierarchies": {"age": "d2", "sex": None}}) == ("hierarchies",)
+    assert changed_settings(new, {**new, "hierarchies": {"age": None, "sex": None}}) == ("hierarchies",)
+    assert changed_settings(new, dict(new)) == ()
 
 
 @pytest.fixture
@@ -199,3 +210,34 @@ def test_a_comparison_is_neither_refused_by_nor_refusing_shared_releases(example
     manifest = json.loads((comparison / "manifest.json").read_text())
     assert manifest["allow_recomposition"] is False and manifest["promotion"]["promoted"] is False
     assert [(r["release_id"], r["changed_settings"]) for r in manifest["recomposition"]] == [(shared.name, ["ell"])]
+
+
+@pytest.mark.parametrize("engine", ["memory", "local"])
+def test_a_release_with_other_hierarchies_is_refused(example_csv, tmp_path, engine):
+    """Red team, session 38: the default Adult release, then the same file with two hierarchy files removed from a
+    copy of the folder (--hierarchies), were both published from one home ("recomposition": []): the hierarchies
+    decide the qi_aware strata, so the groups, SIDs and deletions, and the two releases' intersection pinned age for
+    0.84 % of the records. The registry now compares the hierarchy files' digests."""
+    example, path = example_csv
+    home = tmp_path / "home"
+    countries = sorted({str(r["qi"]["Country"]) for r in example["input"]})
+    asia = {"China", "India", "Japan"}
+    coarse, fine = tmp_path / "coarse", tmp_path / "fine"
+    for folder, lines in (
+        (coarse, [f"{c};*" for c in countries]),
+        (fine, [f"{c};{'Asia' if c in asia else 'Elsewhere'};*" for c in countries]),
+    ):
+        folder.mkdir()
+        (folder / "Country.csv").write_text("\n".join(lines) + "\n")
+    first = _run(example, path, home, "--engine", engine, "--ell", "2", "--hierarchies", str(coarse))
+    assert first.exit_code == 0, first.output
+    published = read_latest(home / "releases")
+    # the same hierarchies again: the same release, allowed
+    again = _run(example, path, home, "--engine", engine, "--ell", "2", "--hierarchies", str(coarse))
+    assert again.exit_code == 0, again.output
+    latest = read_latest(home / "releases")
+    refused = _run(example, path, home, "--engine", engine, "--ell", "2", "--hierarchies", str(fine))
+    assert refused.exit_code == 1, refused.output
+    said = " ".join(refused.output.split())
+    assert "(hierarchies)" in said and "release refused: it would compose with" in said
+    assert read_latest(home / "releases") == latest and published.name in said
