@@ -70,8 +70,9 @@ NOT_PREDICTED = {
     "posterior_within_bound": "not predicted: the learned-model adversary fits naive Bayes by EM on the release, as "
     "costly as the run itself",
     "structural gates": "not predicted: ℓ-diversity of groups and SIDs, records accounted for, no probability tilt "
-    "hold by construction and fail only on a defect; release_carries_no_input_order fails only with "
-    "randomness spec-reference",
+    "hold by construction and fail only on a defect; release_carries_no_input_order: its rank correlations are "
+    "predicted (they refuse randomness spec-reference, whose ids follow the input order), its order-replay adversary "
+    "is not",
 }
 
 #: A gate's predicted status: ``pass``, ``refuse``, ``overridden`` (fails but a setting accepts it), ``n/a`` (does not
@@ -335,8 +336,25 @@ def recommend(rows: Sequence[PlanRow]) -> str:
     what it gives up, as a decision for the privacy officer, never as the recommendation. Without a configured row
     (not made by :func:`pipeline.core.plan`'s callers), the least-loss passing setting. When nothing passes: the
     refusals, counted by gate."""
-    passing = [row for row in rows if row.passes and row.deleted_share is not None]
+    # a setting that passes only because a gate is overridden (allow_disclosure) does not keep that gate's bound: never
+    # recommended (such a release is a comparison, never the shared release)
+    passing = [
+        row
+        for row in rows
+        if row.passes and row.deleted_share is not None and not any(status == "overridden" for status in row.gates.values())
+    ]
     configured = next((row for row in rows if row.configured), None)
+    if not passing and any(row.passes for row in rows):
+        by_gate_overridden: dict[str, int] = {}
+        for row in rows:
+            for gate, status in row.gates.items():
+                if status == "overridden":
+                    by_gate_overridden[gate] = by_gate_overridden.get(gate, 0) + 1
+        named = ", ".join(f"{gate} in {count} of {len(rows)}" for gate, count in by_gate_overridden.items())
+        return (
+            f"No setting passes every predicted gate without an override ({named}): an overridden gate's bound does not "
+            "hold, and such a release is a comparison, never the shared release. Nothing is recommended."
+        )
     if not passing:
         by_gate: dict[str, int] = {}
         for row in rows:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -255,6 +255,7 @@ def _model_row(
             summary, exact_required=n_deleted == 0 and sum(suppressed.values()) == 0, tolerance=parameters.confidence_tolerance
         )
     certainty = suppressed_cell_certainty(attribute_table, tables["id_table"], sensitive, parameters.ell)
+    order_refusal = _order_refusal(release, candidate.row_map, sensitive)
     gates, refusal = gate_predictions(
         infeasible=None,
         deleted_share=deleted_share,
@@ -270,6 +271,9 @@ def _model_row(
         certain_cells_pass=bool(certainty["within_bound"].all()),
         ell=parameters.ell,
     )
+    if order_refusal is not None and gates.get("preflight") == "pass":
+        gates["release_carries_no_input_order"] = "refuse"
+        refusal = refusal or order_refusal
     return PlanRow(
         model=model.name,
         ell=parameters.ell,
@@ -290,6 +294,28 @@ def _model_row(
         gates=gates,
         refusal=refusal,
         seconds=time.monotonic() - started,
+    )
+
+
+def _order_refusal(release: Mapping[str, pd.DataFrame], row_map: pd.DataFrame, sensitive: Sequence[str]) -> str | None:
+    """Gate 7's rank correlations on the candidate (:func:`pipeline.core.order_attack.input_order_correlations`, the
+    columns the gate checks: SAC~ ``row_id`` and ``group_id``, the attribute table's ``row_id`` and SIDs): the refusal
+    text for the column furthest above its limit, or None when every column is within it. With ``randomness:
+    spec-reference`` the ids follow the input order (|ρ| 0.65 on Adult) and the run refuses the release."""
+    from pipeline.core.order_attack import input_order_correlations
+
+    correlations = input_order_correlations(
+        {"sac_released": release["sac_released"], "attribute_table": release["attribute_table"]},
+        row_map.assign(input_row_number=row_map["source_row_id"]),
+        {"sac_released": ["row_id", "group_id"], "attribute_table": ["row_id", *sensitive]},
+    )
+    failing = correlations[~correlations["passed"].astype(bool)]
+    if not len(failing):
+        return None
+    worst = failing.loc[failing["spearman"].abs().idxmax()]
+    return (
+        f"release_carries_no_input_order: |Spearman ρ| {abs(float(worst['spearman'])):.3f} of {worst['table']}.{worst['column']} "
+        f"with the input position (max {float(worst['limit']):.3f}); randomness home-secret keys the order"
     )
 
 

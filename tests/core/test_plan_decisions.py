@@ -233,3 +233,16 @@ def test_in_table_order_is_the_keyed_order_restricted_to_each_part():
     order = records["row_id"].to_numpy()[keyed_table_order(records, ["a"], secret)].tolist()
     ordered = in_table_order(records, parts, ["a"], secret)
     assert [p.tolist() for p in ordered] == [sorted(p.tolist(), key=order.index) for p in parts]
+
+
+def test_a_setting_that_passes_only_by_an_override_is_never_recommended():
+    # plan --model rating --allow-disclosure on Adult: every row "publishes (overridden: disclosure_within_bound)"
+    overridden = [_row(2, 0.9, 1), _row(3, 0.8, 20, configured=True)]
+    for row in overridden:
+        row.gates["disclosure_within_bound"] = "overridden"
+    line = recommend(overridden)
+    assert line.startswith("No setting passes every predicted gate without an override (disclosure_within_bound in 2 of 2)")
+    assert "Nothing is recommended" in line and "Recommended:" not in line
+    # beside a setting that keeps the bound, the overridden one is not a candidate, even with less loss
+    line = recommend([overridden[0], _row(3, 0.8, 20, configured=True)])
+    assert line.startswith("Recommended: the configured setting, ℓ = 3") and "ℓ = 2" not in line

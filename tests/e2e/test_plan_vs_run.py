@@ -221,3 +221,21 @@ def test_on_adult_plan_predicts_the_deletions_of_msa_release_run(tmp_path):
     assert 5_000 < deleted < 7_500 and json.loads(planned.stdout)["profile"]["n_records"] == 30718
     if ran.returncode == 0:
         assert f"{deleted} deleted" in ran.stdout
+
+
+@pytest.mark.slow
+def test_on_adult_the_plan_predicts_that_spec_reference_randomness_is_refused():
+    """Red team, session 38: ``plan --randomness spec-reference`` predicted "publishes" where ``run`` refuses it by
+    gate 7 (the reference algorithms number ids in the input order: |ρ| 0.646 on Adult). The plan now computes the
+    gate's rank correlations on its candidate; with the home's keyed order they pass."""
+    adult = {"max_deleted_share": 0.25}
+    reference = release_plan(
+        ReleaseSettings(**adult, randomness="spec-reference"), secret=None, ell_values=[3], min_confidence_values=[0.8]
+    )
+    (row,) = [r for r in reference.rows if r.configured]
+    assert row.gates["release_carries_no_input_order"] == "refuse" and not row.passes
+    assert row.refusal.startswith("release_carries_no_input_order: |Spearman ρ| 0.6")
+    assert "Recommended" not in reference.recommendation
+    keyed = release_plan(ReleaseSettings(**adult), secret=TEST_HOME_SECRET, ell_values=[3], min_confidence_values=[0.8])
+    (row,) = [r for r in keyed.rows if r.configured]
+    assert "release_carries_no_input_order" not in row.gates and row.passes
