@@ -46,7 +46,7 @@ from pipeline.core.series import INPUT_KEY
 from pipeline.models import CandidateRelease, PublicationModel, settings_of_job
 from pipeline.models.base import adversary_asset, runs_strong_rule_adversary
 from pipeline.release.audit import table_digests
-from pipeline.release.promotion import COMPARISON_NOTICE, decide_promotion
+from pipeline.release.promotion import COMPARISON_NOTICE, decide_promotion, loosened_bounds
 from pipeline.release.manifest import release_overrides, utility_of_checks
 from pipeline.release.publish import contract_schemas, package_versions, publish_release
 from pipeline.release.registry import check_series, write_registry_entry
@@ -352,7 +352,9 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
                 "allow_disclosure": settings.allow_disclosure,
                 "posterior_gate": settings.posterior_gate,
                 "allow_recomposition": settings.allow_recomposition,
+                "posterior_slack": settings.posterior_slack,
             },
+            loosened=loosened_bounds(settings.posterior_slack, gates),
         )
         target_dir = store.releases_dir if promotion.promoted else store.comparisons_dir
         raw_records, row_map = frames["raw_records"], frames[owner.row_map_asset]

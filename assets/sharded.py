@@ -635,7 +635,7 @@ def publish_sharded(
     from pipeline.core.sharding import shard_offsets
     from pipeline.models.mixed import query_workload_figures
     from pipeline.release.failpoints import failpoint
-    from pipeline.release.promotion import decide_promotion
+    from pipeline.release.promotion import decide_promotion, loosened_bounds
     from pipeline.release.publish import contract_schemas
     from pipeline.core.series import INPUT_KEY
     from pipeline.release.registry import ShardFingerprints, check_sharded_series, write_sharded_registry_entry
@@ -659,7 +659,9 @@ def publish_sharded(
             "allow_disclosure": settings.allow_disclosure,
             "posterior_gate": settings.posterior_gate,
             "allow_recomposition": settings.allow_recomposition,
+            "posterior_slack": settings.posterior_slack,
         },
+        loosened=loosened_bounds(settings.posterior_slack, gates),
     )
     input_summary = sharded_input_summary.iloc[0]
     staging_dir = Path(str(input_summary["staging_dir"]))

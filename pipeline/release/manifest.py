@@ -319,6 +319,19 @@ OVERRIDE_RULES: dict[str, tuple[Callable[[Any, Any], bool], Callable[[Any, Any],
         lambda v, d: f"the learned-model adversary may guess a true value up to {v:g} above max(1/ℓ, population "
         f"posterior) (default {d:g})",
     ),
+    # the strong-rule adversary the disclosure gate bounds knows the rules of at least min_support records and
+    # min_confidence (red team, session 38: --min-support 1000 mined no rule, so the gate bounded nothing on a shared
+    # Rating release whose adversary reaches 0.47 with the default rules)
+    "min_support": (
+        _above,
+        lambda v, d: f"strong rules held by fewer than {v:g} records (default {d:g}) are not mined, so the disclosure "
+        "gate does not bound them",
+    ),
+    "min_confidence": (
+        _above,
+        lambda v, d: f"rules of confidence below {v:g} (default {d:g}) are not strong rules, so the disclosure gate does "
+        "not bound them",
+    ),
     "allow_recomposition": (
         lambda v, d: bool(v) and not bool(d),
         lambda v, d: "may share records with an earlier, different release of this home; intersecting the two can pin values",
@@ -363,6 +376,10 @@ def release_overrides(values: Mapping[str, Any], defaults: Mapping[str, Any], na
             continue
         weakens, effect = OVERRIDE_RULES[name]
         value, default = _plain(values[name]), _plain(defaults.get(name))
+        if name == "min_support":  # 0 means max(ℓ, 5) records (ReleaseSettings.effective_min_support)
+            effective = max(int(values.get("ell") or 0), 5)
+            value = int(value) if value else effective
+            default = int(default) if default else effective
         if weakens(value, default):
             overrides.append({"setting": name, "value": value, "default": default, "effect": effect(value, default)})
     return overrides

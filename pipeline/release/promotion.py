@@ -9,8 +9,9 @@ The setting ``promote`` decides, with the gates' verdict:
 - ``promote: false`` (``--no-promote``): always a comparison;
 - unset (the default): shared, except for a *baseline* model (``rating``: a model to compare with, whose strong-rule
   adversary usually beats 1/ℓ) and for a release that a gate found above its bound and an override let through
-  (``allow_disclosure``: gate ``failed_overridden``; ``posterior_gate: warn``: the gate failed and only warned):
-  those are comparisons;
+  (``allow_disclosure``: gate ``failed_overridden``; ``posterior_gate: warn``: the gate failed and only warned; a
+  ``posterior_slack`` raised above its default that let through an excess above the default's bound,
+  :func:`loosened_bounds`): those are comparisons;
 - ``promote: true`` (``--promote``): shared where that is safe, i.e. when every applicable gate passed (a baseline
   model within every bound, or a run that set an override it did not need, which its manifest records under
   ``promotion.overrides_set``); a release above a bound stays a comparison even then, and its ``promotion.reason``
@@ -30,7 +31,39 @@ __all__ = [
     "Promotion",
     "decide_promotion",
     "is_comparison",
+    "loosened_bounds",
 ]
+
+#: The learned-model gate's default slack (``ReleaseSettings.posterior_slack``): the bound every shared release keeps.
+DEFAULT_POSTERIOR_SLACK = 0.05
+
+
+def loosened_bounds(
+    posterior_slack: float, gates: Sequence[Mapping[str, Any]], *, default_slack: float = DEFAULT_POSTERIOR_SLACK
+) -> list[str]:
+    """The gates that passed only because their bound was loosened: ``posterior_within_bound`` when ``posterior_slack``
+    is above ``default_slack`` and some posterior of a true value is more than ``default_slack`` above max(1/ℓ,
+    population posterior), i.e. the gate's figure ``max_excess`` (the largest posterior minus its bound, the bound
+    with ``posterior_slack``) plus ``posterior_slack`` is above ``default_slack`` (an unknown figure counts as above).
+    Red team, session 38: ``--posterior-slack 1.0`` put a release with 63,289 cells above the default bound into
+    ``releases/`` as the shared one.
+
+    ``gates``: :func:`assets.publish.gate_outcomes` (``name``, ``status``, ``observed``)."""
+    slack, default = float(posterior_slack), float(default_slack)
+    if slack <= default:
+        return []
+    for gate in gates:
+        if gate.get("name") == "posterior_within_bound" and gate.get("status") == "passed":
+            excess = (gate.get("observed") or {}).get("max_excess")
+            over = None if excess is None else float(excess) + slack
+            if over is None or over - default > 1e-12:
+                shown = "unknown" if over is None else f"{over:.3f}"
+                return [
+                    f"posterior_within_bound passed only with posterior_slack {slack:g} (the largest posterior of a "
+                    f"true value is {shown} above max(1/ℓ, population posterior); the default bound allows {default:g})"
+                ]
+    return []
+
 
 #: Directory (under the home) of the shared releases, and of the comparisons.
 RELEASES, COMPARISONS = "releases", "comparisons"
@@ -88,6 +121,7 @@ def decide_promotion(
     overridden: Sequence[str] = (),
     warned: Sequence[str] = (),
     settings: Mapping[str, Any] | None = None,
+    loosened: Sequence[str] = (),
 ) -> Promotion:
     """Decide whether a release that its gates let through is shared or a comparison (rules: module docstring).
 
@@ -103,7 +137,11 @@ def decide_promotion(
         The gates that failed and were accepted by ``allow_disclosure`` / only warned (``posterior_gate: warn``):
         :class:`pipeline.models.base.GateVerdict`'s fields. Non-empty means the release is above a bound.
     settings
-        The run's settings (``allow_disclosure``, ``posterior_gate``, ``allow_recomposition``) for ``overrides_set``.
+        The run's settings (``allow_disclosure``, ``posterior_gate``, ``allow_recomposition``, ``posterior_slack``) for
+        ``overrides_set``.
+    loosened
+        :func:`loosened_bounds`: gates that passed only with a loosened bound; non-empty means the release is above
+        the default bound, so a comparison (even with ``promote``).
 
     Returns
     -------
@@ -116,12 +154,23 @@ def decide_promotion(
             ("allow_disclosure", bool(settings.get("allow_disclosure"))),
             ("posterior_gate: warn", str(settings.get("posterior_gate") or "") == "warn"),
             ("allow_recomposition", bool(settings.get("allow_recomposition"))),
+            (
+                "posterior_slack",
+                float(settings.get("posterior_slack") or DEFAULT_POSTERIOR_SLACK) > DEFAULT_POSTERIOR_SLACK,
+            ),
         )
         if is_set
     )
     above = [*overridden, *warned]
     if promote is False:
         return Promotion(False, False, "promote is off (--no-promote): published as a comparison", overrides_set)
+    if loosened and not above:
+        why = "; ".join(loosened) + ": it is above the default bound"
+        if promote:
+            return Promotion(
+                False, True, f"--promote refused: {why}; a release above a bound is never the shared one", overrides_set
+            )
+        return Promotion(False, None, f"{why}, so it is a comparison (never the shared release)", overrides_set)
     if above:
         why = f"gate(s) {', '.join(above)} failed and an override let the release through: it is above its bound"
         if promote:

@@ -289,6 +289,27 @@ def test_posterior_gate_warn_publishes_a_sharded_release_above_the_bound_as_a_co
 
 
 @pytest.mark.slow
+def test_a_raised_posterior_slack_publishes_a_release_above_the_default_bound_as_a_comparison(tmp_path):
+    """Red team, session 38: ``--grouping p1 --posterior-slack 1.0`` passed gate 9 (every excess is below 1) and
+    became the shared LATEST, although 63,289 cells were above the default bound (+ 0.05) every shared release keeps.
+    A loosened bound that let an excess above the default through now makes the release a comparison, recorded."""
+    _require_sharding_pieces()
+    home = tmp_path / "home"
+    outcome = _run(home, "--grouping", "p1", "--posterior-slack", "1.0")
+    assert outcome.exit_code == 0, outcome.output
+    assert not (home / "releases" / "LATEST").exists()
+    (comparison,) = (home / "comparisons").iterdir()
+    manifest = json.loads((comparison / "manifest.json").read_text())
+    status = {check["name"]: check["status"] for check in manifest["checks"]}
+    assert set(status.values()) == {"passed"}
+    posterior = next(c for c in manifest["checks"] if c["name"] == "posterior_within_bound")["observed"]
+    assert posterior["max_excess"] + 1.0 > 0.05  # the largest posterior minus max(1/ℓ, population), above 0.05
+    assert "posterior_within_bound passed only with posterior_slack 1" in manifest["promotion"]["reason"]
+    assert "posterior_slack" in manifest["promotion"]["overrides_set"]
+    assert "posterior_slack" in {o["setting"] for o in manifest["overrides"]}
+
+
+@pytest.mark.slow
 def test_spark_on_local_2_publishes_what_the_local_engine_publishes(tmp_path):
     """``--engine spark --spark-master local[2]`` and ``--engine local`` on the same home (same secret, same S = 4):
     the same table digests, the manifest naming the engine."""

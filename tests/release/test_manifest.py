@@ -128,6 +128,23 @@ def test_overrides_list_every_setting_that_weakens_a_default_and_only_those():
     assert "allow_disclosure" not in {o["setting"] for o in release_overrides(weakened, defaults, ["max_deleted_share"])}
 
 
+def test_rule_thresholds_above_their_defaults_are_overrides():
+    # red team, session 38: --min-support 1000 mined no rule, so the disclosure gate bounded nothing on a shared release
+    from pipeline.release.manifest import release_overrides
+
+    defaults = {"min_support": 0, "min_confidence": 0.8, "ell": 3}
+    names = ["min_support", "min_confidence"]
+    (support,) = release_overrides({**defaults, "min_support": 1000}, defaults, names)
+    assert (support["value"], support["default"]) == (1000, 5) and "fewer than 1000 records" in support["effect"]
+    (confidence,) = release_overrides({**defaults, "min_confidence": 0.9}, defaults, names)
+    assert confidence["setting"] == "min_confidence" and "below 0.9" in confidence["effect"]
+    # lower thresholds mine more rules: stricter, not overrides; 0 is max(ℓ, 5); at ℓ = 7 a support of 6 is stricter
+    assert release_overrides({**defaults, "min_support": 1, "min_confidence": 0.7}, defaults, names) == []
+    assert release_overrides({**defaults, "min_support": 5}, defaults, names) == []
+    assert release_overrides({**defaults, "ell": 7, "min_support": 6}, {**defaults, "ell": 7}, names) == []
+    assert [o["setting"] for o in release_overrides({**defaults, "min_support": 6}, defaults, names)] == ["min_support"]
+
+
 def test_the_utility_section_is_typed_and_read_from_the_gate():
     from pipeline.release.manifest import utility_of_checks
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from pipeline.release.locking import acquire_release_lock
-from pipeline.release.promotion import COMPARISON_NOTICE, decide_promotion, is_comparison
+from pipeline.release.promotion import COMPARISON_NOTICE, decide_promotion, is_comparison, loosened_bounds
 from pipeline.release.publish import (
     MANIFEST_COLUMNS,
     OWNER_MARK_SUFFIX,
@@ -137,3 +137,23 @@ def test_the_report_advice_suggests_a_comparison_never_a_shared_leaky_release():
     assert page.index("COMPARISON — not for sharing") < page.index("<h1>")
     shared = render_report({**comparison, "promotion": {"promoted": True, "overrides_set": []}}, None)
     assert "COMPARISON" not in shared.split("<h1>")[0]
+
+
+def test_a_loosened_posterior_bound_that_let_an_excess_through_is_never_shared():
+    # max_excess is the largest posterior minus its bound max(1/ℓ, population) + posterior_slack
+    passed = [{"name": "posterior_within_bound", "status": "passed", "observed": {"max_excess": -0.69}}]  # 0.31 above
+    within = [{"name": "posterior_within_bound", "status": "passed", "observed": {"max_excess": -0.98}}]  # 0.02 above
+    assert loosened_bounds(0.05, passed) == []  # the default slack: nothing loosened
+    assert loosened_bounds(1.0, within) == []  # raised, but every posterior is within the default bound
+    (why,) = loosened_bounds(1.0, passed)
+    assert why.startswith(
+        "posterior_within_bound passed only with posterior_slack 1 (the largest posterior of a true value is 0.310 above"
+    )
+    assert loosened_bounds(1.0, [{"name": "posterior_within_bound", "status": "passed", "observed": {}}])  # unknown
+    for promote in (None, True):
+        decision = decide_promotion(
+            promote=promote, baseline=False, model="mixed", settings={"posterior_slack": 1.0}, loosened=[why]
+        )
+        assert not decision.promoted and "above the default bound" in decision.reason
+        assert decision.overrides_set == ("posterior_slack",)
+    assert decide_promotion(promote=None, baseline=False, model="mixed", settings={"posterior_slack": 1.0}).promoted
