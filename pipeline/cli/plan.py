@@ -9,6 +9,7 @@ import click
 
 from pipeline.cli.app import main
 from pipeline.cli.common import (
+    EllOption,
     FiniteFloatRange,
     check_model_options,
     input_options,
@@ -54,7 +55,12 @@ def _confidences(text: str | None) -> list[float] | None:
     type=click.Choice([choice.value for choice in Model]),
     help="Publication model (default mixed; rating; kl: only the preflight is predicted).",
 )
-@click.option("--ell", type=click.IntRange(min=2, max=1000), help="The configured ℓ (default 3), always planned.")
+@click.option(
+    "--ell",
+    type=EllOption(),
+    help="The configured ℓ (default 3), always planned. Per-attribute ℓ (education=4,…) is not predicted: refused, "
+    "naming what to do.",
+)
 @click.option(
     "--min-confidence",
     type=FiniteFloatRange(min=0.0, max=1.0, min_open=True),
@@ -112,7 +118,7 @@ def plan(**options) -> None:
 
     from pipeline.core.hierarchies import HierarchyError
     from pipeline.core.plan import plan_json, plan_text
-    from pipeline.evaluation.plan import release_plan
+    from pipeline.evaluation.plan import PerAttributeEllNotPlanned, release_plan
     from pipeline.io.loading import InputError
     from pipeline.release.home_secret import load_or_create_secret
     from pipeline.resources import ADULT_EXAMPLE_INPUT, ReleaseSettings, adult_example_settings
@@ -137,5 +143,8 @@ def plan(**options) -> None:
     except (InputError, HierarchyError) as error:
         click.echo("msa-release plan: nothing planned (the input was checked as run checks it)", err=True)
         click.echo(f"  unusable input: {error}", err=True)
+        sys.exit(2)
+    except PerAttributeEllNotPlanned as error:
+        click.echo(f"msa-release plan: nothing planned: {error}", err=True)
         sys.exit(2)
     click.echo(plan_json(result) if as_json else plan_text(result))

@@ -404,6 +404,10 @@ def _values(given: Sequence[Any] | None, default: Sequence[Any], configured: Any
     return sorted({*values, configured})
 
 
+class PerAttributeEllNotPlanned(ValueError):
+    """The settings give one ℓ_i per sensitive attribute (``ell_per_attribute``), which the plan does not predict."""
+
+
 def release_plan(
     settings: Any,
     *,
@@ -444,12 +448,24 @@ def release_plan(
         (k, ℓ) model: a hierarchy missing or not covering the data.
     ValueError
         ``secret`` is None with ``randomness: home-secret`` (the prediction would not be the run's).
+    PerAttributeEllNotPlanned
+        ``settings.ell_per_attribute`` is set (one ℓ_i per sensitive attribute is not predicted).
     """
     from pipeline.core.rules import mine_strong_rules
     from pipeline.io.loading import InfeasibleInput, check_ell_feasible, load_records
     from pipeline.models import publication_model
 
     started = time.monotonic()
+    if getattr(settings, "ell_per_attribute", None):
+        # red team, session 38: the plan job planned a uniform ℓ = L = max ℓ_i as "the configured setting" (13,482
+        # deleted, refused) where the run with ℓ_i deleted 4,722 and published
+        raise PerAttributeEllNotPlanned(
+            "per-attribute ℓ (ell_per_attribute "
+            + ", ".join(f"{name}={value}" for name, value in dict(settings.ell_per_attribute).items())
+            + ") is not predicted by the plan, which plans one ℓ for every sensitive attribute; plan a uniform ℓ "
+            "(--ell 3), or run the per-attribute setting as a comparison (msa-release run --no-promote --ell …) to see "
+            "its deletions and gates"
+        )
     if secret is None and settings.randomness == "home-secret":
         raise ValueError("randomness 'home-secret' needs the home secret: the keyed orders decide which records are deleted")
     model = publication_model(settings.model)

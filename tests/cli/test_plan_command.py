@@ -138,3 +138,25 @@ def test_a_project_error_the_command_does_not_report_is_one_line_not_a_traceback
     assert isinstance(result.exception, SystemExit)
     assert "Error: the home secret" in result.output and "restore secret.key" in result.output
     assert "Traceback" not in result.output
+
+
+def test_per_attribute_ell_is_refused_with_what_to_do(tmp_path):
+    # red team, session 38: the CLI said "not a valid integer range" and the plan job planned a uniform ℓ = max ℓ_i as
+    # the configured setting (13,482 deleted, refused) where the run with ℓ_i deleted 4,722 and published
+    result = _plan(tmp_path, "--ell", "disease=3,drug=2,job=2")
+    assert result.exit_code == 2
+    said = " ".join(result.output.split())
+    assert "nothing planned: per-attribute ℓ (ell_per_attribute disease=3, drug=2, job=2) is not predicted" in said
+    assert "msa-release run --no-promote --ell" in said
+    from pipeline.evaluation.plan import PerAttributeEllNotPlanned, release_plan
+    from pipeline.resources import ReleaseSettings
+
+    settings = ReleaseSettings(
+        input_path=str(TABLE),
+        quasi_identifiers=["zip", "sex"],
+        sensitive_attributes=["disease", "drug", "job"],
+        ell=3,
+        ell_per_attribute={"disease": 3, "drug": 2, "job": 2},
+    )
+    with pytest.raises(PerAttributeEllNotPlanned, match="is not predicted by the plan"):
+        release_plan(settings, secret=bytes(32))
