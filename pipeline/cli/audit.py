@@ -257,7 +257,8 @@ def render_audit(report: AuditReport, target: Path) -> str:
             for size, n in risk.records_in_classes_smaller_than.items()
             if size != "2"
         ),
-        f"  structure      {structure.n_sids} SIDs ({structure.n_sids_below_ell} below ell), "
+        f"  structure      {structure.n_sids} SIDs ({structure.n_sids_below_ell} below ell, "
+        f"{structure.n_sids_value_above_share} with a value above 1/ell or counts not matching the attribute table), "
         f"{structure.n_groups} groups ({structure.n_groups_not_ell_diverse} not ell-diverse), "
         f"counts match manifest: {structure.record_counts_match_manifest}",
         f"  utility        AIL {format_figure(metrics.additional_information_loss)}, RCE "

@@ -28,6 +28,7 @@ from pipeline.core.columns import distinct_per_group
 from pipeline.core.identity_risk import identity_risk
 from pipeline.core.metrics import additional_information_loss, domain_sizes, reconstruction_error
 from pipeline.core.rules import mine_strong_rules, resolve_mining_backend
+from pipeline.core.verification import sid_diversity_summary
 from pipeline.io.loading import InputError, load_records
 from pipeline.release.publish import MODEL_TABLES, InvalidLatest, read_latest
 from pipeline.errors import UnusableInputError
@@ -501,6 +502,23 @@ def _structure(release: PublishedRelease) -> AuditStructure:
     ells = release.ell_by_attribute
     required = np.asarray([ells.get(str(a), ell) for a in attributes], dtype=np.int64)
     n_sids_below = int((per_sid < required[attribute_of_sid]).sum())
+    # no value of a SID above 1/ℓ_i of its occurrences (the ID table's counts, a value's rows added up), and every
+    # occurrence one attribute-table record naming the SID: gate 2's own summary (sid_diversity_summary) on the files
+    # (red team, session 38: a SID edited to hold one value 4 times out of 6 passed an audit that counted distinct
+    # values only)
+    if "count" in release.id_table.columns and len(release.id_table):
+        summary = sid_diversity_summary(
+            release.attribute_table.astype({a: "Int64" for a in sensitive_attribute_columns}),
+            release.id_table,
+            sensitive_attribute_columns,
+        )
+        bound = summary["attribute"].map(lambda a: 1.0 / ells.get(str(a), ell)).to_numpy(np.float64)
+        bad = (summary["max_value_share"].to_numpy(np.float64) > bound + 1e-12) | ~summary["records_match_occurrences"].to_numpy(
+            bool
+        )
+        n_sids_share = int(bad.sum())
+    else:
+        n_sids_share = 0
     # SAC~ groups of L = ell records with L distinct values of every attribute
     sac = release.sac_released
     if len(sac):
@@ -521,10 +539,11 @@ def _structure(release: PublishedRelease) -> AuditStructure:
     return AuditStructure(
         n_sids=n_sids,
         n_sids_below_ell=n_sids_below,
+        n_sids_value_above_share=n_sids_share,
         n_groups=n_groups,
         n_groups_not_ell_diverse=n_groups_bad,
         record_counts_match_manifest=bool(counts_match),
-        passed=bool(n_sids_below == 0 and n_groups_bad == 0 and counts_match),
+        passed=bool(n_sids_below == 0 and n_sids_share == 0 and n_groups_bad == 0 and counts_match),
     )
 
 

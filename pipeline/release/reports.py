@@ -274,6 +274,10 @@ class AuditStructure(_Contract):
 
     n_sids: int
     n_sids_below_ell: int
+    #: SIDs of attribute i whose most frequent value holds more than 1/ℓ_i of the SID's occurrences (the ID table's
+    #: counts), or whose counts do not add up to the attribute table's rows naming the SID (gate 2's ``max_value_share``
+    #: and occurrence check, on the files); 0 in audits written before 2026-11-27
+    n_sids_value_above_share: int = 0
     n_groups: int
     n_groups_not_ell_diverse: int
     record_counts_match_manifest: StrictBool

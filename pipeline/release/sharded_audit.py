@@ -215,6 +215,7 @@ def _part_figures(task: PartTask, part: PublishedRelease) -> dict[str, Any]:
         "n_suppressed_cells": int(part.attribute_table[attributes].isna().sum().sum()),
         "n_sids": structure.n_sids,
         "n_sids_below_ell": structure.n_sids_below_ell,
+        "n_sids_value_above_share": structure.n_sids_value_above_share,
         "n_groups": structure.n_groups,
         "n_groups_not_ell_diverse": structure.n_groups_not_ell_diverse,
     }
@@ -296,6 +297,7 @@ def reduce_part_figures(
         n_deleted=n_deleted,
     )
     n_sids_below = sum(int(p["n_sids_below_ell"]) for p in partials)
+    n_sids_share = sum(int(p.get("n_sids_value_above_share", 0)) for p in partials)
     n_groups_bad = sum(int(p["n_groups_not_ell_diverse"]) for p in partials)
     counts_match = n_sac == int(manifest.get("n_sac_released", n_sac)) and n_attribute_table == int(
         manifest.get("n_attribute_table", n_attribute_table)
@@ -303,10 +305,11 @@ def reduce_part_figures(
     structure = AuditStructure(
         n_sids=sum(int(p["n_sids"]) for p in partials),
         n_sids_below_ell=n_sids_below,
+        n_sids_value_above_share=n_sids_share,
         n_groups=sum(int(p["n_groups"]) for p in partials),
         n_groups_not_ell_diverse=n_groups_bad,
         record_counts_match_manifest=bool(counts_match),
-        passed=bool(n_sids_below == 0 and n_groups_bad == 0 and counts_match),
+        passed=bool(n_sids_below == 0 and n_sids_share == 0 and n_groups_bad == 0 and counts_match),
     )
     if any("adversary" not in p for p in partials):
         return metrics, structure, None

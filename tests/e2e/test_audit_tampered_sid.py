@@ -1,0 +1,90 @@
+"""``msa-release audit`` checks each SID's value shares on the files, as gate 2 does (red team, session 38: a release
+copy whose ID table was edited so that one education SID held Bachelors 4 times out of 6, with 3 matching
+attribute-table rows added and the manifest's count raised, passed the audit, which counted distinct values only)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+from click.testing import CliRunner
+
+from pipeline.cli import main
+from pipeline.release.audit import audit_release
+from pipeline.release.publish import read_latest
+from tests.conftest import example_frame, example_quasi_identifiers
+
+
+def _publish(golden, tmp_path: Path, monkeypatch) -> tuple[Path, Path, dict]:
+    monkeypatch.setenv("GX_ANALYTICS_ENABLED", "false")
+    example = golden["example_A"]
+    path = tmp_path / "example_a.csv"
+    example_frame(example).drop(columns="row_id").to_csv(path, index=False)
+    home = tmp_path / "home"
+    monkeypatch.setenv("MSA_RELEASE_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--input",
+            str(path),
+            "--quasi-identifiers",
+            ",".join(example_quasi_identifiers(example)),
+            "--sensitive-attributes",
+            ",".join(example["SA"]),
+            "--min-confidence",
+            str(example["min_conf"]),
+            "--min-support",
+            "1",
+            "--ell",
+            "2",
+            "--max-deleted-share",
+            "1",
+            "--home",
+            str(home),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    return home / "releases" / read_latest(home / "releases").name, path, example
+
+
+def test_a_sid_edited_above_one_over_ell_fails_the_audit(golden, tmp_path, monkeypatch):
+    release, raw, example = _publish(golden, tmp_path, monkeypatch)
+    clean = audit_release(release, raw, workers=1)
+    assert clean.verdict == "PASS" and clean.structure.n_sids_value_above_share == 0
+    copy = tmp_path / "copy" / release.name
+    shutil.copytree(release, copy)
+    id_parts = sorted((copy / "id_table").glob("*.parquet"))
+    at_parts = sorted((copy / "attribute_table").glob("*.parquet"))
+    id_table = pd.concat([pd.read_parquet(p) for p in id_parts], ignore_index=True)
+    attribute_table = pd.concat([pd.read_parquet(p) for p in at_parts], ignore_index=True)
+    attribute = str(example["SA"][0])
+    sid = int(attribute_table[attribute].dropna().iloc[0])
+    rows = id_table.index[(id_table["attribute"] == attribute) & (id_table["sid"] == sid)]
+    total = int(id_table.loc[rows, "count"].sum())
+    assert id_table.loc[rows, "value"].nunique() >= 2  # still 2 distinct values: only the shares tell
+    # one value's count doubled with as many attribute-table rows naming the SID: its share > 1/2, counts consistent
+    id_table.loc[rows[0], "count"] += total
+    holder = attribute_table[attribute_table[attribute] == sid].iloc[[0] * total]
+    added = holder.assign(
+        row_id=range(int(attribute_table["row_id"].max()) + 1, int(attribute_table["row_id"].max()) + 1 + total)
+    )
+    for part in [*id_parts[1:], *at_parts[1:]]:
+        part.unlink()
+    id_table.to_parquet(id_parts[0], index=False)
+    pd.concat([attribute_table, added.astype(attribute_table.dtypes.to_dict())], ignore_index=True).to_parquet(
+        at_parts[0], index=False
+    )
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["n_attribute_table"] = int(manifest["n_attribute_table"]) + total
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    tampered = audit_release(copy, raw, workers=1)
+    assert tampered.structure.n_sids_below_ell == 0 and tampered.structure.record_counts_match_manifest
+    # the edited SID (a value above 1/2) and the SIDs the added rows name on the other two attributes, whose counts
+    # were not raised (occurrences no longer match the records naming them)
+    assert tampered.structure.n_sids_value_above_share == 3
+    assert tampered.verdict == "FAIL"
+    assert "the release files break ℓ-diversity or the manifest's record counts" in tampered.reasons
