@@ -482,6 +482,12 @@ def no_certain_attribute_table_cell(
             "n_attribute_table_rows_with_a_suppressed_cell": at_rows,
             "max_cell_probability": float(summary["max_probability"].max()) if len(summary) else 0.0,
             "bound": 1.0 / settings.ell,
+            # per-attribute ℓ: each attribute's cells are bounded by 1/ℓ_i, not 1/L (red team, session 38)
+            **(
+                {"bound_per_attribute": dg.MetadataValue.json({a: 1.0 / v for a, v in settings.ell_by_attribute().items()})}
+                if settings.ell_per_attribute
+                else {}
+            ),
             "residual_policy": settings.residual_policy,
         },
     )

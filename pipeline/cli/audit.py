@@ -247,7 +247,15 @@ def render_audit(report: AuditReport, target: Path) -> str:
         f"  disclosure     max {adversary.max_probability} over {format_figure(adversary.n_released_records)} released "
         "records (the adversary cannot tell rule holders apart, so it scores every released record); "
         f"{format_figure(adversary.n_records_exposed)} released records with a positive probability, "
-        f"{format_figure(adversary.n_records_above_bound)} released records above the bound 1/{release.ell}, "
+        f"{format_figure(adversary.n_records_above_bound)} released records above the bound "
+        + (
+            f"1/{release.ell}"
+            if not release.ell_per_attribute
+            else "1/ℓ_j of each rule's consequent ("
+            + ", ".join(f"{name} 1/{value}" for name, value in release.ell_per_attribute.items())
+            + ")"
+        )
+        + ", "
         f"{format_figure(adversary.n_records_certain)} certain",
         *([f"                 {no_strong_rules_sentence(release.model)}"] if adversary.n_rules == 0 else []),
         f"  identity       {format_count_share(risk.n_unique, risk.n_records)} released records unique on their published "

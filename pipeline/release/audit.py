@@ -944,6 +944,7 @@ def assemble_report(
         ell=ell,
         min_confidence=float(manifest["min_confidence"]),
         disclosure_override_used=bool(manifest.get("disclosure_override_used", False)),
+        ell_per_attribute=ells if len(set(ells.values())) > 1 else None,
     )
     warnings = None
     if raw.is_release_input is False:

@@ -230,6 +230,9 @@ class AuditedRelease(_Contract):
     ell: int
     min_confidence: float
     disclosure_override_used: StrictBool
+    #: ℓ_i per sensitive attribute when they differ (the manifest's ``ell_per_attribute``), else None: a rule's
+    #: disclosure bound is 1/ℓ_j of its consequent's attribute
+    ell_per_attribute: dict[str, int] | None = None
 
 
 class AuditedRawTable(_Contract):

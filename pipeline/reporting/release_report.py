@@ -1312,11 +1312,24 @@ def _not_protected(manifest: Mapping, data: Mapping | None) -> list[str]:
             "quasi-identifiers; nothing hides membership."
         )
     if model == "mixed":
+        n_sac, n_table = manifest.get("n_sac_released"), manifest.get("n_attribute_table")
+        n_clusters, n_attributes = manifest.get("n_clusters"), len(manifest.get("sensitive_attributes") or [])
+        if n_sac is not None and n_table is not None and n_clusters is not None:
+            # a cluster of 2 or more attributes exists iff there are fewer clusters than attributes; then every SAC~
+            # row's known value pins its cluster partners (pipeline.core.composition.one_known_value_at_row_level)
+            pinned = int(n_sac) if int(n_clusters) < n_attributes else 0
+            measured = (
+                f"one known value pins another for {_e(format_count_share(pinned, int(n_sac) + int(n_table)))} of the "
+                "released records (the SAC~ rows, whose attribute clusters hold two or more attributes; measured on "
+                "this release, not gated)"
+            )
+        else:
+            measured = "one known value can pin another (not measured on this release)"
         items.append(
             "<strong>Other sensitive values of the victim.</strong> An adversary who already knows some of a person's "
-            "sensitive values beyond the strong rules (from another source): inside a SAC~ group, values of attributes "
-            "in the same cluster stay linked, so one known value can pin another (not measured on this release; "
-            "<code>make privacy-report</code> measures the one-known-value attack, docs/attacks.md)."
+            "sensitive values beyond the strong rules (from another source) and the person's SAC~ row: inside a SAC~ "
+            f"group, values of attributes in the same cluster stay linked, so {measured}. The attribute table "
+            "bucketizes every attribute on its own: one known value says nothing about the others there."
         )
     attacks = manifest.get("attacks")
     if isinstance(attacks, str):
