@@ -507,16 +507,23 @@ def _structure(release: PublishedRelease) -> AuditStructure:
     # (red team, session 38: a SID edited to hold one value 4 times out of 6 passed an audit that counted distinct
     # values only)
     if "count" in release.id_table.columns and len(release.id_table):
-        summary = sid_diversity_summary(
-            release.attribute_table.astype({a: "Int64" for a in sensitive_attribute_columns}),
-            release.id_table,
-            sensitive_attribute_columns,
-        )
+        table = release.attribute_table
+        # an attribute-table column missing from the files names no SID (every occurrence of its SIDs then unmatched)
+        missing = {a: pd.array([pd.NA] * len(table), dtype="Int64") for a in sensitive_attribute_columns if a not in table}
+        # rows naming no attribute belong to no SID and a row without a value is no occurrence (as above); a negative SID is no SID Rating makes: counted as
+        # broken, and left out of the summary (which addresses SIDs from 0)
+        named = release.id_table[release.id_table["attribute"].notna() & release.id_table["value"].notna()]
+        negative = named["sid"].to_numpy(np.int64) < 0
+        n_negative = int(named.loc[negative, ["attribute", "sid"]].drop_duplicates().shape[0])
+        cells = table.assign(**missing).astype({a: "Int64" for a in sensitive_attribute_columns})
+        for attribute in sensitive_attribute_columns:
+            cells[attribute] = cells[attribute].where(cells[attribute] >= 0)  # a cell naming a negative SID: as above
+        summary = sid_diversity_summary(cells, named[~negative], sensitive_attribute_columns)
         bound = summary["attribute"].map(lambda a: 1.0 / ells.get(str(a), ell)).to_numpy(np.float64)
         bad = (summary["max_value_share"].to_numpy(np.float64) > bound + 1e-12) | ~summary["records_match_occurrences"].to_numpy(
             bool
         )
-        n_sids_share = int(bad.sum())
+        n_sids_share = int(bad.sum()) + n_negative
     else:
         n_sids_share = 0
     # SAC~ groups of L = ell records with L distinct values of every attribute

@@ -85,6 +85,7 @@ AUDIT = {
         "ell": 2,
         "min_confidence": 0.75,
         "disclosure_override_used": True,
+        "ell_per_attribute": None,
     },
     "raw": {"path": "raw.csv", "sha256": None, "is_release_input": None, "n_records": 16},
     "adversary": {
@@ -113,6 +114,7 @@ AUDIT = {
     "structure": {
         "n_sids": 8,
         "n_sids_below_ell": 0,
+        "n_sids_value_above_share": 0,
         "n_groups": 0,
         "n_groups_not_ell_diverse": 0,
         "record_counts_match_manifest": True,
