@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline.errors import UnusableInputError
+
 from pipeline.core.plan import (
     DEFAULT_MAX_DELETED_SHARE,
     DEFAULT_MAX_SUPPRESSED_SHARE,
@@ -404,8 +406,9 @@ def _values(given: Sequence[Any] | None, default: Sequence[Any], configured: Any
     return sorted({*values, configured})
 
 
-class PerAttributeEllNotPlanned(ValueError):
-    """The settings give one ℓ_i per sensitive attribute (``ell_per_attribute``), which the plan does not predict."""
+class PerAttributeEllNotPlanned(UnusableInputError, ValueError):
+    """The settings give one ℓ_i per sensitive attribute (``ell_per_attribute``), which the plan does not predict
+    (exit 2)."""
 
 
 def release_plan(
