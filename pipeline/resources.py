@@ -730,6 +730,15 @@ class ReleaseStore(dg.ConfigurableResource):
 
     home: str = Field(description="Absolute path of $MSA_RELEASE_HOME.")
 
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """Refuse a run whose config moves the warehouse (and its release lock) out of this home
+        (:func:`pipeline.warehouse.check_one_home`; the warehouse refuses a moved store the same way)."""
+        from pipeline.warehouse import check_one_home, run_config_override
+
+        database = run_config_override(context, "io_manager", "database")
+        if database is not None:
+            check_one_home(self.home, database)
+
     @property
     def releases_dir(self) -> Path:
         return Path(self.home) / "releases"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 from pathlib import Path
 
 import pandas as pd
@@ -382,6 +383,44 @@ def _tagged_lock_wait(context) -> float:
     return seconds if 0.0 <= seconds < float("inf") else 0.0
 
 
+class HomeMismatch(UnusableInputError):
+    """A run whose configuration puts the releases (``store.home``) in another home than the warehouse and its release
+    lock (``io_manager.database``): its publish would bypass the lock that serializes the home's runs and, with
+    another home's registry, the refusal of a recomposition (exit 2)."""
+
+
+def run_config_override(context: Any, resource: str, field: str) -> str | None:
+    """The value the run's config gives ``resources.<resource>.config.<field>``, or None when the run config does not
+    set it (the code location's value then applies). ``context``: a resource's init context."""
+    run = getattr(context, "dagster_run", None)
+    config = getattr(run, "run_config", None) or {}
+    section = ((config.get("resources") or {}).get(resource) or {}) if isinstance(config, dict) else {}
+    value = (section.get("config") or {}).get(field) if isinstance(section, dict) else None
+    return None if value is None else str(value)
+
+
+def check_one_home(releases_home: str | Path, database: str | Path) -> None:
+    """Refuse a run whose releases would go to another home than its warehouse's (red team, session 38: a Launchpad
+    run config with ``store: {config: {home: other}}`` published in a fresh home, outside the first home's registry
+    and lock; one with ``io_manager: {config: {database: other/warehouse.duckdb}}`` took another lock, so two runs
+    published overlapping releases in one home at once).
+
+    Raises
+    ------
+    HomeMismatch
+        ``releases_home`` is not the directory of ``database``.
+    """
+    releases, warehouse = Path(releases_home).expanduser().resolve(), Path(database).expanduser().resolve().parent
+    if releases != warehouse:
+        raise HomeMismatch(
+            f"this run would publish under {releases} but keep its warehouse and release lock in {warehouse}: one run "
+            "uses one home, whose lock serializes its runs and whose registry refuses a second, different release of "
+            "the same records. Set resources.store.config.home and resources.io_manager.config.database "
+            "(<home>/warehouse.duckdb) to the same home, or leave both to the code location (msa-release --home, "
+            "$MSA_RELEASE_HOME)"
+        )
+
+
 class WarehouseIOManager(DuckDBIOManager):
     """DuckDB IO manager whose tables are always replaced, never appended to.
 
@@ -410,6 +449,9 @@ class WarehouseIOManager(DuckDBIOManager):
     def setup_for_execution(self, context) -> None:
         from pipeline.resources import home_access_warning
 
+        releases_home = run_config_override(context, "store", "home")
+        if releases_home is not None:  # the store's home set by the run: it must be this warehouse's home
+            check_one_home(releases_home, self.database)
         home = Path(self.database).resolve().parent
         home.mkdir(parents=True, exist_ok=True, mode=WAREHOUSE_DIRECTORY_MODE)  # an existing home keeps its mode
         warning = home_access_warning(home)
