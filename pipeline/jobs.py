@@ -783,7 +783,14 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+#: The longest file name (bytes) the file systems the inbox runs on take: a data file whose ``<name>.settings.json``
+#: would be longer cannot have one
+MAX_NAME_BYTES = 255
+
+
 def _read_settings(path: Path) -> dict:
+    if len(path.name.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+        return {}  # no file of that name can exist (red team, session 38: the stat raised, and stopped every tick)
     if path.is_symlink():
         raise ValueError(f"{path.name} is a symbolic link: refused (put the settings file itself in the inbox)")
     if not path.exists():
@@ -1186,6 +1193,13 @@ def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
         name = path.name
         if name.startswith("."):
             continue
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:  # red team, session 38: the run's tags refused it, and every tick failed on it
+            shown = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            if Path(shown).suffix.lower() in DATA_SUFFIXES:
+                skipped.append(f"{shown}: its name is not valid UTF-8; rename it (a UTF-8 name) to release it")
+            continue
         if name.lower().endswith(IN_PROGRESS_SUFFIXES):
             if Path(name[: name.rindex(".")]).suffix.lower() in DATA_SUFFIXES:
                 skipped.append(f"{name}: still being written (write-then-rename), waiting for its rename")
@@ -1219,6 +1233,9 @@ def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
         except ValueError as error:
             new_cursor[name] = [*signature, sha256]
             skipped.append(f"{name}: unusable settings ({_shortened(str(error))})")
+            continue
+        except OSError as error:  # one file's trouble never stops the others
+            skipped.append(f"{name}: its settings file cannot be read ({error.strerror or error})")
             continue
         outcome = inbox_file_outcome(instance, request) if instance is not None else None
         if outcome is None:  # no run yet: request one (Dagster drops a run key it has already seen)

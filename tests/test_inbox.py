@@ -413,3 +413,24 @@ def test_remind_missed_retries_reports_again_a_failure_the_retry_daemon_missed(t
         assert failures("no_retry") == 1 and failures("retried") == 1
         message = instance.get_records_for_run("missed", of_type=dg.DagsterEventType.RUN_FAILURE).records[-1]
         assert "no retry has started after" in message.event_log_entry.dagster_event.message
+
+
+def test_a_badly_named_file_is_skipped_and_the_others_still_run(inbox):
+    """Red team, session 38: a file whose name is not valid UTF-8, or so long that its <name>.settings.json cannot
+    exist, made every tick fail (UnicodeEncodeError in the run's tags; ENAMETOOLONG), so no other file ran."""
+    home, folder, text = inbox
+    _drop(folder, "good.csv", text)
+    bad = os.fsencode(folder) + b"/bad\xffname.csv"
+    with open(bad, "w") as handle:
+        handle.write(text)
+    past = time.time() - 120
+    os.utime(bad, (past, past))
+    _drop(folder, "n" * 240 + ".csv", text)
+    data = _evaluate(home)
+    # the long name runs, with the shared settings; the bad name is no run (its reason is logged)
+    assert set(_keys(data)) == {"good.csv", "n" * 240 + ".csv"}
+    (folder / "good.csv").unlink()
+    (folder / ("n" * 240 + ".csv")).unlink()
+    alone = _evaluate(home)
+    assert alone.run_requests == []
+    assert "bad\ufffdname.csv: its name is not valid UTF-8; rename it" in alone.skip_message
