@@ -401,7 +401,7 @@ def missing_hierarchies_error(quasi_identifiers: Sequence[str], input_name: str)
 
 
 def load_available_hierarchies(directory: str | Path, attributes: Sequence[str]) -> dict[str, Hierarchy]:
-    """The hierarchies of ``attributes`` that ``directory`` holds (none if it does not exist).
+    """The hierarchies of ``attributes`` that ``directory`` holds.
 
     Used by the QI-aware grouping of the mixed model, where a quasi-identifier without a
     hierarchy is generalized to ``*`` instead of being an error (the (k, ℓ) model needs every
@@ -410,11 +410,17 @@ def load_available_hierarchies(directory: str | Path, attributes: Sequence[str])
     Raises
     ------
     HierarchyError
-        A hierarchy file exists but is unreadable or invalid.
+        ``directory`` is not a folder (a mistyped ``hierarchies_dir`` / ``--hierarchies`` used to be ignored, every
+        quasi-identifier then published as ``*``: red team, session 38), or a hierarchy file exists but is
+        unreadable or invalid.
     """
     directory = Path(directory)
     if not directory.is_dir():
-        return {}
+        raise HierarchyError(
+            f"the hierarchy folder {directory} (hierarchies_dir / --hierarchies) "
+            f"{'is not a folder' if directory.exists() else 'does not exist'}: fix the path, or leave the setting "
+            "empty to publish a group's or stratum's differing quasi-identifiers as '*'"
+        )
     found = {}
     for attribute in attributes:
         path = find_hierarchy_file(directory, attribute)

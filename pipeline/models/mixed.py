@@ -153,8 +153,19 @@ class MixedModel:
     baseline: bool = False
 
     def check_input(self, settings: Any, records: pd.DataFrame) -> None:
-        """Nothing beyond the input's own checks: the hierarchies the qi_aware grouping reads are optional (a
-        quasi-identifier without one is published as it is)."""
+        """The hierarchy folder the qi_aware grouping reads, when one is set, exists (the hierarchies themselves are
+        optional: a quasi-identifier without one is published as ``*`` where group or stratum members differ).
+
+        Raises
+        ------
+        pipeline.core.hierarchies.HierarchyError
+            ``hierarchies_dir`` names no folder, or a hierarchy file in it is invalid.
+        """
+        from pipeline.core.hierarchies import load_available_hierarchies
+
+        directory = settings.hierarchies_path() if str(getattr(settings, "grouping", "qi_aware")) == "qi_aware" else None
+        if directory is not None:
+            load_available_hierarchies(directory, list(settings.quasi_identifiers))
 
     # ------------------------------------------------------------------ parameters
     def parameters(self, settings: Any) -> MixedParameters:

@@ -1,0 +1,76 @@
+"""A mistyped hierarchy folder is refused, not ignored (red team of the Dagster UI, session 38: ``--hierarchies`` or
+``hierarchies_dir`` naming no folder published every quasi-identifier of a differing group as ``*``, exit 0)."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import main
+from tests.conftest import example_frame, example_quasi_identifiers
+from tests.jobs import run_job
+
+
+def _options(golden, tmp_path) -> tuple[dict, list[str]]:
+    example = golden["example_A"]
+    path = tmp_path / "example_a.csv"
+    example_frame(example).drop(columns="row_id").to_csv(path, index=False)
+    settings = {
+        "input_path": str(path),
+        "quasi_identifiers": example_quasi_identifiers(example),
+        "sensitive_attributes": list(example["SA"]),
+        "min_confidence": float(example["min_conf"]),
+        "min_support": 1,
+        "ell": 2,
+        "max_deleted_share": 1.0,
+        "hierarchies_dir": str(tmp_path / "no-such-folder"),
+    }
+    arguments = [
+        "run",
+        "--input",
+        settings["input_path"],
+        "--quasi-identifiers",
+        ",".join(settings["quasi_identifiers"]),
+        "--sensitive-attributes",
+        ",".join(settings["sensitive_attributes"]),
+        "--min-confidence",
+        str(settings["min_confidence"]),
+        "--min-support",
+        "1",
+        "--ell",
+        "2",
+        "--max-deleted-share",
+        "1",
+        "--hierarchies",
+        settings["hierarchies_dir"],
+    ]
+    return settings, arguments
+
+
+@pytest.mark.parametrize("engine", ["memory", "local"])
+def test_the_command_refuses_a_missing_hierarchy_folder_before_running(golden, tmp_path, monkeypatch, engine):
+    monkeypatch.setenv("GX_ANALYTICS_ENABLED", "false")
+    _, arguments = _options(golden, tmp_path)
+    home = tmp_path / "home"
+    result = CliRunner().invoke(main, [*arguments, "--engine", engine, "--home", str(home)])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert "the input was checked before running anything" in said
+    assert f"the hierarchy folder {tmp_path / 'no-such-folder'} (hierarchies_dir / --hierarchies) does not exist" in said
+    assert not (home / "releases").exists()
+
+
+@pytest.mark.parametrize("job_name", ["release", "sharded_release"])
+def test_a_launched_run_with_a_missing_hierarchy_folder_publishes_nothing(golden, tmp_path, monkeypatch, job_name):
+    monkeypatch.setenv("GX_ANALYTICS_ENABLED", "false")
+    settings, _ = _options(golden, tmp_path)
+    home = tmp_path / "home"
+    result = run_job(home, job_name, settings)
+    assert not result.success
+    messages = " ".join(
+        str(event.event_specific_data.error.message)
+        for event in result.all_events
+        if event.is_step_failure and event.event_specific_data.error is not None
+    )
+    assert "(hierarchies_dir / --hierarchies) does not exist" in messages
+    assert not (home / "releases").exists()
