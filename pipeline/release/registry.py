@@ -379,8 +379,30 @@ def check_series(
                         "an adversary who can locate a victim's row in both)"
                     )
         pinned = (" Measured: " + "; ".join(pins) + ".") if pins else ""
-        raise RecompositionRefused(_refusal(found, pinned))
+        raise RecompositionRefused(_refusal(found, pinned + _unpublished_note(home, found)))
     return fingerprints, _manifest_entries(found)
+
+
+def _unpublished_note(home: str | Path, found) -> str:
+    """The sentence a refusal adds for the earlier releases whose directory is in neither ``releases/`` nor
+    ``comparisons/`` of the home (red team, session 38: a run killed between its registry entry and its publish left an
+    entry that refused every later change, the message naming a release that was never published), or empty."""
+    from pipeline.release.promotion import COMPARISONS, RELEASES
+
+    missing = [
+        r.release_id
+        for r in found
+        if not (Path(home) / RELEASES / r.release_id).is_dir() and not (Path(home) / COMPARISONS / r.release_id).is_dir()
+    ]
+    if not missing:
+        return ""
+    listed = ", ".join(missing[:5]) + (", …" if len(missing) > 5 else "")
+    return (
+        f" Release(s) {listed} are not in this home's releases/ or comparisons/: removed by retention (their files may "
+        "still be out there: the refusal stands), or never published because their run was interrupted after "
+        "registering them; only in that second case, move registry/<release_id>.parquet out of the registry "
+        "(keep it aside) and run again."
+    )
 
 
 def _refusal(found, pinned: str) -> str:
@@ -503,5 +525,5 @@ def check_sharded_series(
             if recomposition is not None:
                 found.append(recomposition)
     if found and not allow_recomposition and not comparison:
-        raise RecompositionRefused(_refusal(found, SHARDED_PINS_NOTE))
+        raise RecompositionRefused(_refusal(found, SHARDED_PINS_NOTE + _unpublished_note(home, found)))
     return _manifest_entries(found)

@@ -171,6 +171,10 @@ def test_a_kill_after_the_registry_entry_leaves_a_stricter_home(sample, tmp_path
     # stricter: another ℓ is refused naming the unpublished entry too; not broken: the same settings publish
     refused = _run(sample, home, *S2, "--ell", "2")
     assert refused.exit_code == 1 and f"release {orphan} holds" in _said(refused), refused.output
+    # the refusal says which earlier release is not in the home and what to do if it was never published
+    assert f"Release(s) {orphan} are not in this home's releases/ or comparisons/" in _said(refused)
+    assert f"Release(s) {previous.name}" not in _said(refused)
+    assert "move registry/<release_id>.parquet out of the registry" in _said(refused)
     again = _run(sample, home, *S2)
     assert again.exit_code == 0, again.output
     assert _latest(home) != previous and _manifest(_latest(home))["recomposition"] == []
