@@ -434,3 +434,26 @@ def test_a_badly_named_file_is_skipped_and_the_others_still_run(inbox):
     alone = _evaluate(home)
     assert alone.run_requests == []
     assert "bad\ufffdname.csv: its name is not valid UTF-8; rename it" in alone.skip_message
+
+
+def test_content_whose_run_failed_because_another_file_was_removed_runs_again(inbox, tmp_path):
+    """Red team, session 38: gone.csv was requested, removed before its run read it (the run failed: input file not
+    found); the same content dropped as gone-again.csv went straight to failed/ with gone.csv's reason, and could never
+    run again with these settings. A run that failed only because another name's file was missing is no verdict on
+    this file: it gets a run of its own (a new run key); a failure of its own run is final, as before."""
+    home, folder, text = inbox
+    _drop(folder, "gone.csv", text)
+    (tmp_path / "dagster").mkdir()
+    with dg.DagsterInstance.local_temp(tempdir=str(tmp_path / "dagster")) as instance:
+        first = _evaluate_with(instance, home)
+        (request,) = first.run_requests
+        (folder / "gone.csv").unlink()
+        assert not _run_request(home, instance, request).success
+        _drop(folder, "gone-again.csv", text)
+        second = _evaluate_with(instance, home, first.cursor)
+        (again,) = second.run_requests
+        assert again.tags["msa_release/inbox_file"] == "gone-again.csv" and again.run_key != request.run_key
+        assert (folder / "gone-again.csv").exists() and not (folder / "failed").exists()
+        assert _run_request(home, instance, again).success
+        _evaluate_with(instance, home, second.cursor)
+        assert (folder / "processed" / "gone-again.csv").read_text() == text
