@@ -1233,6 +1233,14 @@ def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
             if now - status.st_mtime < _settle_seconds():
                 skipped.append(f"{name}: changed {now - status.st_mtime:.0f} s ago, waiting until it is complete")
                 continue
+            # its own settings file settles too (red team, session 38: a settings file written just after its data file
+            # came too late, and the file was released with the shared settings)
+            own = path.with_name(name + FILE_SETTINGS_SUFFIX)
+            if len(own.name.encode("utf-8")) <= MAX_NAME_BYTES and own.is_file() and not own.is_symlink():
+                age = now - own.stat().st_mtime
+                if age < _settle_seconds():
+                    skipped.append(f"{name}: its settings file changed {age:.0f} s ago, waiting until it is complete")
+                    continue
             problem = _looks_complete(path, DATA_SUFFIXES[suffix])
             if problem:
                 skipped.append(f"{name}: {problem}")

@@ -69,6 +69,7 @@ def test_runs_are_keyed_by_content_and_settings(inbox):
     _drop(folder, "b.csv", text)
     _drop(folder, "c.csv", text)
     (folder / "c.csv.settings.json").write_text(json.dumps({"seed": 7}))
+    _age(folder / "c.csv.settings.json")
     _drop(folder, "d.csv", text + text.splitlines()[1] + "\n")
     keys = _keys(_evaluate(home))
     assert keys["a.csv"] == keys["b.csv"]
@@ -118,6 +119,7 @@ def test_a_skip_reason_is_capped(inbox):
     home, folder, text = inbox
     _drop(folder, "a.csv", text)
     (folder / "a.csv.settings.json").write_text(json.dumps({"A" * 100_000: 1}))
+    _age(folder / "a.csv.settings.json")
     data = _evaluate(home)
     assert data.run_requests == [] and "a.csv: unusable settings (" in data.skip_message
     assert len(data.skip_message) < 1_000
@@ -205,6 +207,7 @@ def test_files_are_moved_aside_once_their_runs_are_over_and_never_run_again(inbo
         "\n".join(",".join(c for i, c in enumerate(line.split(",")) if i != dropped) for line in text.splitlines()) + "\n",
     )
     (folder / "bad.csv.settings.json").write_text(json.dumps({"seed": 3}))
+    _age(folder / "bad.csv.settings.json")
     (tmp_path / "dagster").mkdir()
     with dg.DagsterInstance.local_temp(tempdir=str(tmp_path / "dagster")) as instance:
         first = _evaluate_with(instance, home)
@@ -457,3 +460,16 @@ def test_content_whose_run_failed_because_another_file_was_removed_runs_again(in
         assert _run_request(home, instance, again).success
         _evaluate_with(instance, home, second.cursor)
         assert (folder / "processed" / "gone-again.csv").read_text() == text
+
+
+def test_a_file_waits_for_its_settings_file_to_settle(inbox):
+    """Red team, session 38: a <name>.settings.json written just after its (settled) data file came too late: the file
+    was released with the shared settings. Its own settings file must settle too."""
+    home, folder, text = inbox
+    _drop(folder, "a.csv", text)
+    (folder / "a.csv.settings.json").write_text(json.dumps({"seed": 3}))  # just written
+    data = _evaluate(home)
+    assert data.run_requests == [] and "a.csv: its settings file changed" in data.skip_message
+    _age(folder / "a.csv.settings.json")
+    (request,) = _evaluate(home).run_requests
+    assert request.run_config["resources"]["settings"]["config"]["seed"] == 3

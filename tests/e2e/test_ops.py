@@ -268,6 +268,7 @@ def test_sensor_skips_partial_unreadable_and_misconfigured_files(inbox, monkeypa
     bad_settings.write_text("x,y\n1,2\n")
     (folder / "bad.csv.settings.json").write_text(json.dumps({"ell": 1}))
     _age(bad_settings)
+    _age(folder / "bad.csv.settings.json")
     (folder / "notes.txt").write_text("ignored")
     (folder / "directory.csv").mkdir()
     data = _evaluate(home)
@@ -294,6 +295,7 @@ def test_sensor_routes_kl_and_parquet(inbox):
     pd.read_csv(csv).astype(str).to_parquet(parquet)
     _age(parquet)
     (home / "inbox" / "table.parquet.settings.json").write_text(json.dumps({"model": "kl", "k": 4}))
+    _age(home / "inbox" / "table.parquet.settings.json")  # a file's own settings file settles too
     requests = {r.tags["msa_release/inbox_file"]: r for r in _evaluate(home).run_requests}
     assert requests["table.parquet"].job_name == "kl_release"
     config = requests["table.parquet"].run_config["resources"]["settings"]["config"]
