@@ -953,17 +953,34 @@ def assemble_report(
         disclosure_override_used=bool(manifest.get("disclosure_override_used", False)),
         ell_per_attribute=ells if len(set(ells.values())) > 1 else None,
     )
-    warnings = None
+    warnings: list[str] | None = None
+    # rule thresholds above the defaults: the release bounds fewer rules than a default release (red team, session 38:
+    # --min-support 1000 mined no rule on Adult, and the audit, mining at the manifest's support, passed it)
+    default_support = max(ell, 5)
+    support = manifest.get("min_support")
+    weaker = []
+    if support is not None and int(support) > default_support:
+        weaker.append(f"min_support {int(support)} (default {default_support})")
+    if float(manifest["min_confidence"]) > 0.8 and float(adversary.min_confidence) > 0.8:
+        weaker.append(f"min_confidence {float(manifest['min_confidence']):g} (default 0.8)")
+    if weaker:
+        warnings = [
+            f"the release was made with {' and '.join(weaker)}: it bounds only the rules above those thresholds, and "
+            "this audit mined the same; an adversary who knows the weaker rules is not measured (audit with "
+            "--min-confidence 0.8 for the confidence; the support is the release's)"
+        ]
     if raw.is_release_input is False:
         warnings = [
+            *(warnings or []),
             "the raw table is not the release's input (SHA-256 differs): the rules and the metrics describe "
-            "this table, not the one the release was made from"
+            "this table, not the one the release was made from",
         ]
     elif raw.is_release_input is None:  # no home secret found: the manifest's keyed input digest cannot be checked
         warnings = [
+            *(warnings or []),
             "whether the raw table is the release's input is not known: the manifest names its input by a digest keyed "
             "with the home secret, and no secret.key was found beside the release or in $MSA_RELEASE_HOME; the rules "
-            "and the metrics describe this table"
+            "and the metrics describe this table",
         ]
     return AuditReport(
         verdict="PASS" if not reasons else "FAIL",

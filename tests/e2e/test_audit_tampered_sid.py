@@ -17,7 +17,7 @@ from pipeline.release.publish import read_latest
 from tests.conftest import example_frame, example_quasi_identifiers
 
 
-def _publish(golden, tmp_path: Path, monkeypatch) -> tuple[Path, Path, dict]:
+def _publish(golden, tmp_path: Path, monkeypatch, min_support: str = "1") -> tuple[Path, Path, dict]:
     monkeypatch.setenv("GX_ANALYTICS_ENABLED", "false")
     example = golden["example_A"]
     path = tmp_path / "example_a.csv"
@@ -38,7 +38,7 @@ def _publish(golden, tmp_path: Path, monkeypatch) -> tuple[Path, Path, dict]:
             "--min-confidence",
             str(example["min_conf"]),
             "--min-support",
-            "1",
+            min_support,
             "--ell",
             "2",
             "--max-deleted-share",
@@ -88,3 +88,14 @@ def test_a_sid_edited_above_one_over_ell_fails_the_audit(golden, tmp_path, monke
     assert tampered.structure.n_sids_value_above_share == 3
     assert tampered.verdict == "FAIL"
     assert "the release files break ℓ-diversity or the manifest's record counts" in tampered.reasons
+
+
+def test_an_audit_of_a_release_with_weaker_rule_thresholds_says_what_it_does_not_measure(golden, tmp_path, monkeypatch):
+    # red team, session 38: --min-support 1000 mined no rule on Adult, and the audit (mining at the manifest's
+    # support) passed it without a word; min_support above max(ℓ, 5) is now an override and the audit warns
+    release, raw, _ = _publish(golden, tmp_path, monkeypatch, min_support="50")
+    manifest = json.loads((release / "manifest.json").read_text())
+    assert "min_support" in {o["setting"] for o in manifest["overrides"]}
+    report = audit_release(release, raw, workers=1)
+    (warning,) = [w for w in report.warnings or [] if "min_support" in w]
+    assert warning.startswith("the release was made with min_support 50 (default 5): it bounds only the rules above")
