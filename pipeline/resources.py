@@ -510,7 +510,12 @@ class ReleaseSettings(dg.ConfigurableResource):
         """What the input's early ℓ check reads (:func:`pipeline.io.loading.check_ell_feasible`): ℓ_i per attribute for
         Rating (its SIDs need ℓ_i values), else ℓ = L (SAC~ groups need L distinct values on every attribute; (k, ℓ)
         classes Diverse >= ℓ)."""
-        return self.ell_requirement() if self.model == "rating" else int(self.ell)
+        from pipeline.io.loading import LargestEll
+
+        if self.model == "rating":
+            return self.ell_requirement()
+        # the mixed model with ℓ_i: L = max ℓ_i, naming the ℓ_i in a refusal
+        return LargestEll(self.ell_by_attribute()) if self.ell_per_attribute and self.model == "mixed" else int(self.ell)
 
     @model_validator(mode="after")
     def _columns_consistent(self) -> ReleaseSettings:

@@ -1098,6 +1098,22 @@ def _clean_column(series: pd.Series, *, strip_whitespace: bool, tokens: set[str]
     return new_codes.astype(np.int64), categories.astype(object), np.asarray(missing, dtype=bool)
 
 
+class LargestEll(int):
+    """ℓ = L = max ℓ_i as an int (the mixed model's SAC~ group size with per-attribute ℓ), carrying the ℓ_i it came
+    from so that :func:`check_ell_feasible` names them (red team, session 38: "ℓ = 20 … 'education'" where education's
+    ℓ_i was 2 and age's 20 made the groups need 20 distinct values of every attribute)."""
+
+    per_attribute: dict[str, int]
+
+    def __new__(cls, per_attribute: Mapping[str, int]) -> LargestEll:
+        value = super().__new__(cls, max(int(v) for v in per_attribute.values()))
+        value.per_attribute = {str(k): int(v) for k, v in per_attribute.items()}
+        return value
+
+    def __reduce__(self):  # pickled (the Spark job file) as what it is
+        return (LargestEll, (self.per_attribute,))
+
+
 def check_ell_feasible(
     records: pd.DataFrame,
     sensitive_attributes: Sequence[str],
@@ -1180,6 +1196,17 @@ def check_ell_feasible(
             )
         return
     short = {a: count for a, count in distinct.items() if count < ell}
+    if short and isinstance(ell, LargestEll):
+        listed = ", ".join(f"{a!r} ({count} distinct values)" for a, count in short.items())
+        largest = ", ".join(f"{a}={v}" for a, v in ell.per_attribute.items() if v == int(ell))
+        raise InfeasibleInput(
+            f"{source}: the mixed model's SAC~ groups hold L = max ℓ_i = {int(ell)} records ({largest}) with L distinct "
+            f"values of every sensitive attribute, more than sensitive attribute(s) {listed} have. Options: (1) lower "
+            f"the largest ℓ_i in {setting('ell_per_attribute')} to at most {min(short.values())}; (2) --model rating, "
+            f"whose SIDs need only each attribute's own ℓ_i; (3) remove these attributes from "
+            f"{setting('sensitive_attributes')}",
+            column=next(iter(short)),
+        )
     if short:
         listed = ", ".join(f"{a!r} ({count} distinct values)" for a, count in short.items())
         raise InfeasibleInput(

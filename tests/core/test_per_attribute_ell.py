@@ -285,3 +285,21 @@ def test_the_early_check_holds_each_attribute_to_its_own_ell_for_rating():
         check_ell_feasible(records, ["A", "B"], ell=4, source="t.csv", n_input=8)
     assert ReleaseSettings(model="rating", ell_per_attribute=SENSITIVE).feasibility_ell() == SENSITIVE
     assert ReleaseSettings(ell_per_attribute=SENSITIVE).feasibility_ell() == 4
+
+
+def test_the_mixed_model_s_refusal_names_the_largest_ell_i_it_comes_from():
+    # red team, session 38: "ℓ = 20 is larger than … 'education'" when education's ℓ_i was 2 and age's 20 made the
+    # SAC~ groups need 20 distinct values of every attribute
+    import pickle
+
+    from pipeline.io.loading import InfeasibleInput, LargestEll, check_ell_feasible
+
+    records = pd.DataFrame({"a": list("xyzw") * 5, "b": [str(i) for i in range(20)]})
+    ell = LargestEll({"a": 2, "b": 5})
+    assert ell == 5 and isinstance(ell, int) and pickle.loads(pickle.dumps(ell)).per_attribute == {"a": 2, "b": 5}
+    with pytest.raises(InfeasibleInput) as raised:
+        check_ell_feasible(records, ["a", "b"], ell=ell, source="t.csv", n_input=20)
+    message = str(raised.value)
+    assert "SAC~ groups hold L = max ℓ_i = 5 records (b=5)" in message and "'a' (4 distinct values)" in message
+    assert "lower the largest ℓ_i" in message and "--model rating" in message
+    check_ell_feasible(records, ["a", "b"], ell=LargestEll({"a": 2, "b": 4}), source="t.csv", n_input=20)  # feasible
