@@ -148,11 +148,17 @@ def one_known_value_at_row_level(
         ``share_records_pinning_another_value`` (SAC~ rows in a cluster of ≥ 2 attributes, of all
         released records), ``largest_cluster`` (attributes pinned together), ``n_released``.
     """
-    if sac_released is None or not len(sac_released) or attribute_clusters is None or not len(attribute_clusters):
+    n_sac = 0 if sac_released is None else len(sac_released)
+    return one_known_value_from_counts(n_sac, attribute_clusters, n_released)
+
+
+def one_known_value_from_counts(n_sac_released: int, attribute_clusters: pd.DataFrame | None, n_released: int) -> dict[str, Any]:
+    """:func:`one_known_value_at_row_level` from the number of SAC~ rows (what a sharded release's manifest counts)
+    and the published ``attribute_clusters`` (``cluster_id``, ``attribute``); the same dict."""
+    if not n_sac_released or attribute_clusters is None or not len(attribute_clusters):
         return {"share_records_pinning_another_value": 0.0, "largest_cluster": 1, "n_released": int(n_released)}
-    sizes = attribute_clusters.groupby("cluster_id").size()
-    largest = int(sizes.max())
-    exposed = len(sac_released) if largest >= 2 else 0
+    largest = int(attribute_clusters.groupby("cluster_id").size().max())
+    exposed = int(n_sac_released) if largest >= 2 else 0
     return {
         "share_records_pinning_another_value": exposed / max(n_released, 1),
         "largest_cluster": largest,

@@ -146,6 +146,16 @@ class QueryWorkload(_Contract):
     max_records: int | None = None
 
 
+class OneKnownValue(_Contract):
+    """The one-known-value adversary at row level measured on a mixed or Rating release
+    (:func:`pipeline.core.composition.one_known_value_from_counts`): the share of released records whose SAC~ row
+    lets one known value pin another (SAC~ rows in an attribute cluster of 2+ attributes)."""
+
+    share_records_pinning_another_value: float
+    largest_cluster: int
+    n_released: int
+
+
 class ReportData(_Contract):
     """The common part of ``report.json`` (every model); the sections of the built-in models are optional here and
     required by :class:`MixedReportData` and :class:`KlReportData`."""
@@ -158,6 +168,7 @@ class ReportData(_Contract):
     kl: KlSection | None = None
     identity_risk: IdentityRisk | None = None  # None in releases made before it was recorded
     query_workload: QueryWorkload | None = None  # None in releases made before it was measured
+    one_known_value: OneKnownValue | None = None  # mixed and Rating; None in releases made before 2026-11-27
 
     @field_validator("model")
     @classmethod

@@ -458,12 +458,16 @@ def sharded_report_data(
         {name: [triple[name] for triple in files] for name in ("sac_released", "attribute_table")},
         list(manifest["quasi_identifiers"]),
     )
+    from pipeline.core.composition import one_known_value_from_counts
+
+    n_sac, n_table = int(manifest.get("n_sac_released") or 0), int(manifest.get("n_attribute_table") or 0)
     return {
         "report_format": REPORT_DATA_FORMAT,
         "model": manifest["model"],
         "metrics": metrics,
         "rules": rule_list,
         "identity_risk": risk,
+        "one_known_value": one_known_value_from_counts(n_sac, attribute_clusters, n_sac + n_table),
     }
 
 

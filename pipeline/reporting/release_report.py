@@ -173,9 +173,19 @@ def mixed_report_data(release, rules, *, domain: Mapping[str, int]) -> dict:
     """
     from pipeline.release.audit import release_metrics
 
+    from pipeline.core.composition import one_known_value_from_counts
+
     metrics = release_metrics(release, rules, domain=domain)
     rule_list = metrics.pop("rules")
-    return {"report_format": REPORT_DATA_FORMAT, "model": release.manifest["model"], "metrics": metrics, "rules": rule_list}
+    n_sac = len(release.sac_released)
+    return {
+        "report_format": REPORT_DATA_FORMAT,
+        "model": release.manifest["model"],
+        "metrics": metrics,
+        "rules": rule_list,
+        # the one-known-value adversary at row level, measured on the release (its SAC~ rows and attribute clusters)
+        "one_known_value": one_known_value_from_counts(n_sac, release.attribute_clusters, n_sac + len(release.attribute_table)),
+    }
 
 
 #: Figures of the private Rating baseline kept in report.json (aggregates only).
@@ -1312,14 +1322,12 @@ def _not_protected(manifest: Mapping, data: Mapping | None) -> list[str]:
             "quasi-identifiers; nothing hides membership."
         )
     if model == "mixed":
-        n_sac, n_table = manifest.get("n_sac_released"), manifest.get("n_attribute_table")
-        n_clusters, n_attributes = manifest.get("n_clusters"), len(manifest.get("sensitive_attributes") or [])
-        if n_sac is not None and n_table is not None and n_clusters is not None:
-            # a cluster of 2 or more attributes exists iff there are fewer clusters than attributes; then every SAC~
-            # row's known value pins its cluster partners (pipeline.core.composition.one_known_value_at_row_level)
-            pinned = int(n_sac) if int(n_clusters) < n_attributes else 0
+        known = (data or {}).get("one_known_value") or {}
+        if known.get("n_released") is not None:
+            # every SAC~ row whose attribute clusters hold 2+ attributes (pipeline.core.composition)
+            pinned = round(float(known["share_records_pinning_another_value"]) * int(known["n_released"]))
             measured = (
-                f"one known value pins another for {_e(format_count_share(pinned, int(n_sac) + int(n_table)))} of the "
+                f"one known value pins another for {_e(format_count_share(pinned, int(known['n_released'])))} of the "
                 "released records (the SAC~ rows, whose attribute clusters hold two or more attributes; measured on "
                 "this release, not gated)"
             )

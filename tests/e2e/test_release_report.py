@@ -3,6 +3,7 @@ self-contained, with the contract the browser test relies on, golden figures of 
 (Example A: RCE 13 mixed / 14 Rating, confidences 3/4 recovered / 3/16 estimated, Rating's
 disclosure 1), the Rating comparison, the (k, ℓ) page, and `msa-release report`."""
 
+import html
 import json
 import re
 from fractions import Fraction
@@ -384,3 +385,17 @@ def test_every_report_carries_the_query_workload(example_a_releases, kl_release)
             assert data[name]["n_queries"] == 1000 and 0 <= data[name]["median"] <= data[name]["p90"]
         text = text_without_images(release / REPORT_HTML)
         assert "Query workload" in text and "Half of the W1 queries are off by at most" in text
+
+
+def test_the_mixed_report_measures_the_one_known_value_adversary(example_a_releases):
+    """The docs reviewer and a diff review, session 38: report.html said "not measured on this release" of the
+    one-known-value adversary. SPEC §16 Example A: clusters [[S1, S2], [S3]] (a cluster of 2), groups of 2 holding 8 of
+    the 16 records, nothing deleted: one known value pins another for the 8 SAC~ records, half of those released."""
+    example = example_a_releases["example"]
+    n_sac = sum(len(group) for group in example["groups"])
+    n_released = len(example["input"]) - len(example["deleted_ids"])
+    assert max(len(c) for c in example["clusters"]) >= 2 and (n_sac, n_released) == (8, 16)
+    data = json.loads((example_a_releases["mixed"] / REPORT_DATA).read_text())
+    assert data["one_known_value"] == {"share_records_pinning_another_value": 0.5, "largest_cluster": 2, "n_released": 16}
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", (example_a_releases["mixed"] / REPORT_HTML).read_text())).split())
+    assert "one known value pins another for 8 (50 %) of the released records" in text

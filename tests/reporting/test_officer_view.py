@@ -248,16 +248,18 @@ def test_the_box_of_what_is_not_protected_names_adversaries_and_figures(page):
 
 def test_the_one_known_value_adversary_is_measured_from_the_release_counts():
     # the docs reviewer, session 38: the mixed page said "not measured on this release" of an adversary the release's
-    # own counts measure (every SAC~ row of a cluster of 2+ attributes; Adult: 50.6 % in PRIVACY.md)
-    def box(manifest: dict) -> str:
-        page = render_report(manifest, DATA)
+    # own SAC~ rows and attribute clusters measure (report.json's one_known_value; Adult: 50.6 % in PRIVACY.md)
+    def box(data: dict) -> str:
+        page = render_report(MANIFEST, data)
         return visible_text(page.split('<div class="not-protected">')[1].split("</div>")[0])
 
-    two_clusters = box({**MANIFEST, "n_clusters": 2})  # 4 attributes in 2 clusters: some cluster holds 2
-    assert "one known value pins another for 12,420 (50.6 %) of the released records" in two_clusters
-    assert "not measured on this release" not in two_clusters
-    assert "pins another for 0 (0 %)" in box({**MANIFEST, "n_clusters": 4})  # every attribute on its own
-    assert "one known value can pin another (not measured on this release)" in box(MANIFEST)  # an older manifest
+    known = {"share_records_pinning_another_value": 12420 / 24556, "largest_cluster": 2, "n_released": 24556}
+    measured = box({**DATA, "one_known_value": known})
+    assert "one known value pins another for 12,420 (50.6 %) of the released records" in measured
+    assert "not measured on this release" not in measured
+    alone = {**known, "share_records_pinning_another_value": 0.0, "largest_cluster": 1}
+    assert "pins another for 0 (0 %)" in box({**DATA, "one_known_value": alone})  # every attribute on its own
+    assert "one known value can pin another (not measured on this release)" in box(DATA)  # a report.json before it
 
 
 def test_ail_and_rce_are_read_in_plain_words(page):
