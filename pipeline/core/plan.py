@@ -306,10 +306,18 @@ def _at_least_as_private(row: PlanRow, configured: PlanRow) -> bool:
         return False
     if configured.min_confidence is None or row.min_confidence is None:
         return configured.min_confidence is None and row.min_confidence is None
-    if row.min_confidence <= configured.min_confidence:
-        return True
-    # a higher min_confidence keeps a subset of the configured strong rules: the same set when as many are mined
-    return row.n_strong_rules is not None and row.n_strong_rules == configured.n_strong_rules
+    support, configured_support = row.min_support or 0, configured.min_support or 0
+    if row.min_confidence <= configured.min_confidence and support <= configured_support:
+        return True  # both thresholds no higher: every configured rule is still mined
+    # a higher threshold keeps a subset of the configured strong rules (a row of ℓ >= 6 mines at support max(ℓ, 5),
+    # above the configured ℓ = 3's 5: a diff review, session 38); the same set only when as many are mined and neither
+    # threshold is lower (a lower one could add rules while a higher one drops others)
+    return (
+        row.n_strong_rules is not None
+        and row.n_strong_rules == configured.n_strong_rules
+        and row.min_confidence >= configured.min_confidence
+        and support >= configured_support
+    )
 
 
 def _weaker_by(row: PlanRow, configured: PlanRow) -> str:
@@ -321,10 +329,20 @@ def _weaker_by(row: PlanRow, configured: PlanRow) -> str:
             f"hold {row.ell} distinct values instead of {configured.ell}"
         )
     if (row.n_strong_rules or 0) < (configured.n_strong_rules or 0):
-        parts.append(
-            f"rules of confidence {configured.min_confidence:g} to {row.min_confidence:g} are no longer strong rules, so no "
-            f"longer bounded ({row.n_strong_rules} strong rule(s) instead of {configured.n_strong_rules})"
-        )
+        if (
+            row.min_confidence is not None
+            and configured.min_confidence is not None
+            and row.min_confidence > configured.min_confidence
+        ):
+            parts.append(
+                f"rules of confidence {configured.min_confidence:g} to {row.min_confidence:g} are no longer strong rules, "
+                f"so no longer bounded ({row.n_strong_rules} strong rule(s) instead of {configured.n_strong_rules})"
+            )
+        else:
+            parts.append(
+                f"rules held by {configured.min_support} to {row.min_support} records are no longer strong rules, so no "
+                f"longer bounded ({row.n_strong_rules} strong rule(s) instead of {configured.n_strong_rules})"
+            )
     return "; ".join(parts)
 
 
@@ -364,6 +382,12 @@ def recommend(rows: Sequence[PlanRow]) -> str:
         if not by_gate:
             return "No recommendation: the outcome of these settings is not predicted (see the notes)."
         reasons = ", ".join(f"{gate} refuses {count}" for gate, count in sorted(by_gate.items(), key=lambda kv: -kv[1]))
+        if by_gate.get("release_carries_no_input_order") == len(rows):
+            return (
+                f"No setting passes every predicted gate ({reasons} of {len(rows)}): the input-order gate refuses "
+                "randomness spec-reference (its ids follow the input order) whatever ℓ or min_confidence: use "
+                "--randomness home-secret (the default)."
+            )
         return (
             f"No setting passes every predicted gate ({reasons} of {len(rows)}): try more ℓ or min_confidence values "
             "(--ell-values, --min-confidence-values), drop a sensitive attribute with a dominant value, or raise a "
@@ -401,13 +425,21 @@ def recommend(rows: Sequence[PlanRow]) -> str:
                 line += f". At ℓ = {same.ell}: {_setting(same)} ({_loss(same)}): {_weaker_by(same, configured)}"
             line += "."
         return line
-    option = min(weaker, key=_loss_key)
+    # the passing setting closest to the requirement (the largest ℓ, then the most rules, then the least loss), and
+    # the least-loss one when it differs (a diff review, session 38: naming only the least-loss one named the weakest)
+    closest = min(weaker, key=lambda row: (-row.ell, -(row.n_strong_rules or 0), *_loss_key(row)))
+    cheapest = min(weaker, key=_loss_key)
     refusing = sorted({row.refusal.split(":", 1)[0] for row in rows if _at_least_as_private(row, configured) and row.refusal})
     because = f" ({', '.join(refusing)})" if refusing else ""
+    named = f"{_setting(closest)} ({_loss(closest)}): {_weaker_by(closest, configured)}"
+    if cheapest is not closest:
+        named += f"; with the least loss, {_setting(cheapest)} ({_loss(cheapest)}): {_weaker_by(cheapest, configured)}"
+    advice = "Or raise a threshold knowingly (the override is recorded)."
+    if refusing == ["release_carries_no_input_order"]:
+        advice = "The input-order gate refuses randomness spec-reference whatever ℓ: use --randomness home-secret."
     return (
         f"No setting passes every predicted gate at the configured privacy or stronger ({requirement}){because}. "
-        f"A weaker setting passes, a decision for the privacy officer and not a recommendation: {_setting(option)} "
-        f"({_loss(option)}): {_weaker_by(option, configured)}. Or raise a threshold knowingly (the override is recorded)."
+        f"Weaker settings pass, a decision for the privacy officer and not a recommendation: the closest, {named}. {advice}"
     )
 
 

@@ -165,8 +165,28 @@ def test_when_only_weaker_settings_pass_nothing_is_recommended():
         "min_confidence 0.8 bounded) "
         "(rule_confidence_preserved, utility_within_thresholds)."
     )
-    assert "not a recommendation: ℓ = 2, min_confidence 0.9 (1 records deleted (1.0 %)" in line
+    # the closest to the requirement first (ℓ = 3, its one rule), then the least-loss one (ℓ = 2)
+    assert "not a recommendation: the closest, ℓ = 3, min_confidence 0.9 (8 records deleted (8.0 %)" in line
+    assert "; with the least loss, ℓ = 2, min_confidence 0.9 (1 records deleted (1.0 %)" in line
     assert not line.startswith("Recommended")
+
+
+def test_a_higher_support_of_a_larger_ell_is_not_at_least_as_private_unless_it_keeps_every_rule():
+    # a diff review, session 38: rows of ℓ >= 6 mine at support max(ℓ, 5) = 6 > the configured ℓ = 3's 5; one that lost
+    # a rule was called "at least as private" because its min_confidence was no higher
+    configured = PlanRow(**{**_row(3, 0.8, 20, refuse="utility_within_thresholds", configured=True, rules=4).__dict__})
+    lost = PlanRow(**{**_row(6, 0.8, 10, rules=3).__dict__, "min_support": 6})
+    kept = PlanRow(**{**_row(6, 0.8, 10, rules=4).__dict__, "min_support": 6})
+    line = recommend([configured, lost])
+    assert line.startswith("No setting passes every predicted gate at the configured privacy or stronger")
+    assert "rules held by 5 to 6 records are no longer strong rules" in line
+    assert recommend([configured, kept]).startswith("Recommended: ℓ = 6, min_confidence 0.8")
+
+
+def test_spec_reference_randomness_is_told_to_change_randomness_not_ell():
+    rows = [_row(ell, 0.8, 1, refuse="release_carries_no_input_order", configured=ell == 3) for ell in (2, 3, 4)]
+    line = recommend(rows)
+    assert "whatever ℓ or min_confidence: use --randomness home-secret" in line and "try more ℓ" not in line
 
 
 def test_without_a_passing_setting_the_recommendation_counts_the_refusals():
