@@ -480,8 +480,10 @@ def metrics_of(
     }
 
 
-def _structure(release: PublishedRelease) -> AuditStructure:
-    """ℓ-diversity of SIDs and groups, and record counts, checked on the files (SPEC §9.1, §9.3)."""
+def _structure(release: PublishedRelease, *, check_shares: bool = True) -> AuditStructure:
+    """ℓ-diversity of SIDs and groups, and record counts, checked on the files (SPEC §9.1, §9.3); with
+    ``check_shares`` (the audit; report.json's part figures do not use it) also each SID's value shares and
+    occurrences."""
     ell, sensitive_attribute_columns = release.ell, release.sensitive_attributes
     # distinct values per (attribute, SID) (a missing value is not a value), each attribute against its own ℓ_i
     # (SPEC §6.7): integer codes and one sort (distinct_per_group), not a pandas groupby-nunique
@@ -506,13 +508,18 @@ def _structure(release: PublishedRelease) -> AuditStructure:
     # occurrence one attribute-table record naming the SID: gate 2's own summary (sid_diversity_summary) on the files
     # (red team, session 38: a SID edited to hold one value 4 times out of 6 passed an audit that counted distinct
     # values only)
-    if "count" in release.id_table.columns and len(release.id_table):
+    if check_shares and "count" in release.id_table.columns and len(release.id_table):
         table = release.attribute_table
-        # an attribute-table column missing from the files names no SID (every occurrence of its SIDs then unmatched)
-        missing = {a: pd.array([pd.NA] * len(table), dtype="Int64") for a in sensitive_attribute_columns if a not in table}
+        # only the SID columns (a copy of the whole attribute table cost a 1M-record publish 200-280 MiB); a column
+        # missing from the files names no SID (every occurrence of its SIDs then unmatched)
+        cells = pd.DataFrame(
+            {
+                a: table[a].astype("Int64") if a in table else pd.array([pd.NA] * len(table), dtype="Int64")
+                for a in sensitive_attribute_columns
+            }
+        )
         # rows naming no attribute belong to no SID and a row without a value is no occurrence (as above)
         named = release.id_table[release.id_table["attribute"].notna() & release.id_table["value"].notna()]
-        cells = table.assign(**missing).astype({a: "Int64" for a in sensitive_attribute_columns})
         # SIDs shifted to start at 0 in this part: the summary addresses (attribute, SID) densely, and a sharded
         # release's later parts carry the earlier shards' offsets (a diff review, session 38: 20M offsets cost 0.4 s
         # and 170 MB per part); any SID, even one the ID table lacks or a negative one, is compared as it is
