@@ -748,6 +748,8 @@ SETTINGS_SHA256_TAG = "msa_release/settings_sha256"
 #: Sub-folders of the inbox where a file goes once its run is over: published, or failed (refused, unusable, crashed
 #: beyond its retries, canceled). Never looked into by the sensor (it reads the inbox's own files only).
 PROCESSED, FAILED = "processed", "failed"
+#: An inbox file whose content's only runs were for other names and failed because their file was gone: run it again
+RERUN = "rerun"
 #: Suffix of the sidecar written beside a file set aside: ``<name>.result.json`` (run id, status, reason, release).
 RESULT_SUFFIX = ".result.json"
 #: Longest failure reason kept in a sidecar (characters).
@@ -788,9 +790,15 @@ def _sha256(path: Path) -> str:
 MAX_NAME_BYTES = 255
 
 
+def _can_exist(path: Path) -> bool:
+    """Whether a file of ``path``'s name can exist: its name fits :data:`MAX_NAME_BYTES` (red team, session 38: the
+    stat of a data file's too-long ``<name>.settings.json`` raised, and stopped every tick)."""
+    return len(path.name.encode("utf-8", "surrogateescape")) <= MAX_NAME_BYTES
+
+
 def _read_settings(path: Path) -> dict:
-    if len(path.name.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
-        return {}  # no file of that name can exist (red team, session 38: the stat raised, and stopped every tick)
+    if not _can_exist(path):
+        return {}
     if path.is_symlink():
         raise ValueError(f"{path.name} is a symbolic link: refused (put the settings file itself in the inbox)")
     if not path.exists():
@@ -976,7 +984,8 @@ class InboxOutcome:
     finished
         True when no run of the key is queued, running or waiting for a retry.
     status
-        :data:`PROCESSED` (a run published), :data:`FAILED` (every run failed or was canceled), or ``"running"``.
+        :data:`PROCESSED` (a run published), :data:`FAILED` (every run failed or was canceled), ``"running"``, or
+        :data:`RERUN` (every run was for another file name and failed because that file was gone).
     run_id
         The run that decides (the successful one, else the newest).
     reason
@@ -1058,23 +1067,13 @@ def inbox_file_outcome(instance: dg.DagsterInstance, request: dg.RunRequest) -> 
         )
         return InboxOutcome(True, PROCESSED, succeeded[0].run_id, where, release)
     newest = runs[0]  # get_runs: newest first
-    return InboxOutcome(True, FAILED, newest.run_id, _failure_reason(instance, newest))
-
-
-def _failed_only_because_another_file_went_missing(
-    instance: dg.DagsterInstance | None, request: dg.RunRequest, outcome: InboxOutcome
-) -> bool:
-    """Whether ``outcome`` (failed) comes only from runs of the same content and settings launched for OTHER inbox
-    file names, the newest of which failed because its own input file was gone (``input file … not found``): not a
-    verdict on this file, which no run has read."""
-    if instance is None or not outcome.finished or outcome.status != FAILED:
-        return False
-    tags = {key: request.tags[key] for key in (INPUT_SHA256_TAG, SETTINGS_SHA256_TAG)}
-    runs = instance.get_runs(filters=dg.RunsFilter(tags=tags))
+    reason = _failure_reason(instance, newest)
     name = request.tags.get("msa_release/inbox_file")
-    if not runs or any(run.tags.get("msa_release/inbox_file") == name for run in runs):
-        return False
-    return "not found" in outcome.reason and "input file" in outcome.reason
+    if "input file" in reason and "not found" in reason and all(run.tags.get("msa_release/inbox_file") != name for run in runs):
+        # red team, session 38: the same content's run under another name failed because that file was removed before
+        # it was read: no verdict on this file, which no run has read (evaluate_inbox gives it a run of its own)
+        return InboxOutcome(False, RERUN, newest.run_id, reason)
+    return InboxOutcome(True, FAILED, newest.run_id, reason)
 
 
 def set_aside(inbox: Path, path: Path, outcome: InboxOutcome) -> Path:
@@ -1236,7 +1235,7 @@ def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
             # its own settings file settles too (red team, session 38: a settings file written just after its data file
             # came too late, and the file was released with the shared settings)
             own = path.with_name(name + FILE_SETTINGS_SUFFIX)
-            if len(own.name.encode("utf-8")) <= MAX_NAME_BYTES and own.is_file() and not own.is_symlink():
+            if _can_exist(own) and own.is_file() and not own.is_symlink():
                 age = now - own.stat().st_mtime
                 if age < _settle_seconds():
                     skipped.append(f"{name}: its settings file changed {age:.0f} s ago, waiting until it is complete")
@@ -1262,9 +1261,7 @@ def evaluate_inbox(context: dg.SensorEvaluationContext, store: ReleaseStore):
             skipped.append(f"{name}: its settings file cannot be read ({error.strerror or error})")
             continue
         outcome = inbox_file_outcome(instance, request) if instance is not None else None
-        if outcome is not None and _failed_only_because_another_file_went_missing(instance, request, outcome):
-            # red team, session 38: a run of the same content under another name failed because that file was
-            # removed before its run read it; this file is intact and was never run: a run of its own (a new run key)
+        if outcome is not None and outcome.status == RERUN:  # a run of its own: a new run key (Dagster drops a seen one)
             outcome = None
             request = request.with_replaced_attrs(run_key=f"{request.run_key}-{hashlib.sha256(name.encode()).hexdigest()[:8]}")
         if outcome is None:  # no run yet: request one (Dagster drops a run key it has already seen)

@@ -41,8 +41,9 @@ from pipeline.core.columns import as_text
 from pipeline.core.composition import candidate_sets, intersection_attack, one_known_value_at_row_level
 from pipeline.core.metrics import additional_information_loss
 from pipeline.models import DEFAULT_MODEL, publication_model
-from pipeline.models.kl import KL, STRONG_RULE_MIN_CONFIDENCE
+from pipeline.models.kl import KL
 from pipeline.release.home_secret import SECRET_FILE
+from pipeline.settings import DEFAULT_MIN_CONFIDENCE, default_min_support
 
 __all__ = ["CONFIGURATIONS", "run_privacy_report"]
 
@@ -152,7 +153,14 @@ def _run_kl(home: Path, settings: dict, sensitive: list[str]) -> tuple[dict, dic
     # the same figures every (k, ℓ) release carries in its manifest (``attacks``)
     ell = int(settings.get("ell", 3))
     attacks = class_attack_figures(
-        raw, released, row_map, quasi, sensitive, ell=ell, min_confidence=STRONG_RULE_MIN_CONFIDENCE, min_support=max(ell, 5)
+        raw,
+        released,
+        row_map,
+        quasi,
+        sensitive,
+        ell=ell,
+        min_confidence=DEFAULT_MIN_CONFIDENCE,
+        min_support=default_min_support(ell),
     )
     figures.update(
         {

@@ -12,7 +12,9 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from pipeline.home import ensure_release_home, home_access_warning, release_home
 from pipeline.settings import (
+    DEFAULT_MIN_CONFIDENCE,
     DEFAULT_MIN_SHARD_ROWS,
+    DEFAULT_POSTERIOR_SLACK,
     DEFAULT_SHARD_ROWS,
     MAX_SEED,
     SHARDING_SETTINGS,
@@ -23,6 +25,7 @@ from pipeline.settings import (
     PosteriorGate,
     ResidualPolicy,
     SparkLaunch,
+    default_min_support,
 )
 
 __all__ = [
@@ -188,7 +191,7 @@ class ReleaseSettings(dg.ConfigurableResource):
         "attribute. Not for the (k, ℓ) model. On the command line: --ell education=4,occupation=3,age=2,relationship=2.",
     )
     min_confidence: float = Field(
-        default=0.8,
+        default=DEFAULT_MIN_CONFIDENCE,
         gt=0.0,
         le=1.0,
         description="Minimum confidence of a strong rule, in (0, 1]; compared with >= (mixed, Rating; not used by kl).",
@@ -292,7 +295,7 @@ class ReleaseSettings(dg.ConfigurableResource):
         "suppressed, per attribute; above it the release is refused. Raising it is recorded as an override.",
     )
     posterior_slack: float = Field(
-        default=0.05,
+        default=DEFAULT_POSTERIOR_SLACK,
         ge=0.0,
         le=1.0,
         description="Posterior gate: tolerance added to max(1/ℓ, population posterior) when bounding the learned-model "
@@ -681,7 +684,7 @@ class ReleaseSettings(dg.ConfigurableResource):
 
     def effective_min_support(self) -> int:
         """``min_support`` in records: as set, or max(ℓ, 5) when it is 0 (the default)."""
-        return int(self.min_support) if self.min_support else max(int(self.ell), 5)
+        return int(self.min_support) if self.min_support else default_min_support(self.ell)
 
     def hierarchies_path(self) -> Path | None:
         """``hierarchies_dir`` resolved like ``input_path``: as given (absolute, or existing relative to

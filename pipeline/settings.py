@@ -14,7 +14,9 @@ from __future__ import annotations
 import enum
 
 __all__ = [
+    "DEFAULT_MIN_CONFIDENCE",
     "DEFAULT_MIN_SHARD_ROWS",
+    "DEFAULT_POSTERIOR_SLACK",
     "DEFAULT_SHARD_ROWS",
     "MAX_SEED",
     "SHARDING_SETTINGS",
@@ -25,7 +27,19 @@ __all__ = [
     "Model",
     "PosteriorGate",
     "ResidualPolicy",
+    "default_min_support",
 ]
+
+#: Defaults of the strong rules' confidence and of the learned-model gate's slack (P1 §6; issue 12): what a shared
+#: release bounds unless a recorded override raises them (``ReleaseSettings``, the overrides, promotion, the audit).
+DEFAULT_MIN_CONFIDENCE = 0.8
+DEFAULT_POSTERIOR_SLACK = 0.05
+
+
+def default_min_support(ell: int) -> int:
+    """The support (records) of a strong rule when ``min_support`` is not set (0): max(ℓ, 5)."""
+    return max(int(ell), 5)
+
 
 #: Largest seed (and min_support) accepted: the manifest stores them as signed 64-bit integers (DuckDB BIGINT), so a
 #: larger one is refused when the settings are read instead of failing at publish (issue 14).

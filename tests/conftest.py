@@ -26,6 +26,47 @@ def example_quasi_identifiers(example: dict) -> list[str]:
     return list(example["input"][0]["qi"])
 
 
+def example_release_settings(example: dict, directory: Path, **overrides) -> dict:
+    """The ``settings`` config of a release of a golden example: its CSV written to ``directory``, its columns and
+    min_confidence, every rule mined (min_support 1), ℓ = 2 and any deletion accepted, then ``overrides``."""
+    path = directory / "example.csv"
+    example_frame(example).drop(columns="row_id").to_csv(path, index=False)
+    return {
+        "input_path": str(path),
+        "quasi_identifiers": example_quasi_identifiers(example),
+        "sensitive_attributes": list(example["SA"]),
+        "min_confidence": float(example["min_conf"]),
+        "min_support": 1,
+        "ell": 2,
+        "max_deleted_share": 1.0,
+        **overrides,
+    }
+
+
+#: ``msa-release run`` option of each setting :func:`example_release_settings` gives
+RUN_OPTIONS = {
+    "input_path": "--input",
+    "quasi_identifiers": "--quasi-identifiers",
+    "sensitive_attributes": "--sensitive-attributes",
+    "min_confidence": "--min-confidence",
+    "min_support": "--min-support",
+    "ell": "--ell",
+    "max_deleted_share": "--max-deleted-share",
+    "hierarchies_dir": "--hierarchies",
+}
+
+
+def run_arguments(settings: dict) -> list[str]:
+    """``msa-release run`` and the options of ``settings`` (keys of :data:`RUN_OPTIONS`)."""
+    arguments = ["run"]
+    for key, value in settings.items():
+        arguments += [
+            RUN_OPTIONS[key],
+            ",".join(value) if isinstance(value, list) else f"{value:g}" if isinstance(value, float) else str(value),
+        ]
+    return arguments
+
+
 ADULT_COLUMNS = (
     "age,workclass,fnlwgt,education,education-num,marital-status,occupation,relationship,race,sex,"
     "capital-gain,capital-loss,hours-per-week,native-country,income"

@@ -956,12 +956,10 @@ def preflight(config: dict, *, home_option: str | None) -> Path:
             from pipeline.engines.staging import input_files
 
             input_files(settings.input_path, input_format=settings.input_format)
-            # the hierarchy folder (the sharded job is the mixed model's; its check reads no record)
-            from pipeline.core.hierarchies import load_available_hierarchies
+            # the hierarchy folder (the sharded job is the mixed model's)
+            from pipeline.models.mixed import check_hierarchy_folder
 
-            directory = settings.hierarchies_path() if settings.grouping == "qi_aware" else None
-            if directory is not None:
-                load_available_hierarchies(directory, list(settings.quasi_identifiers))
+            check_hierarchy_folder(settings)
         else:
             loaded = load_records(
                 settings.input_path,

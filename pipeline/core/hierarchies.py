@@ -400,6 +400,25 @@ def missing_hierarchies_error(quasi_identifiers: Sequence[str], input_name: str)
     )
 
 
+def require_hierarchy_folder(directory: str | Path) -> Path:
+    """``directory`` as a :class:`~pathlib.Path` when it is a folder.
+
+    Raises
+    ------
+    HierarchyError
+        It is not a folder (a mistyped ``hierarchies_dir`` / ``--hierarchies`` used to be ignored, every
+        quasi-identifier then published as ``*``: red team, session 38).
+    """
+    folder = Path(directory)
+    if not folder.is_dir():
+        raise HierarchyError(
+            f"the hierarchy folder {folder} (hierarchies_dir / --hierarchies) "
+            f"{'is not a folder' if folder.exists() else 'does not exist'}: fix the path, or leave the setting "
+            "empty to publish a group's or stratum's differing quasi-identifiers as '*'"
+        )
+    return folder
+
+
 def load_available_hierarchies(directory: str | Path, attributes: Sequence[str]) -> dict[str, Hierarchy]:
     """The hierarchies of ``attributes`` that ``directory`` holds.
 
@@ -410,17 +429,10 @@ def load_available_hierarchies(directory: str | Path, attributes: Sequence[str])
     Raises
     ------
     HierarchyError
-        ``directory`` is not a folder (a mistyped ``hierarchies_dir`` / ``--hierarchies`` used to be ignored, every
-        quasi-identifier then published as ``*``: red team, session 38), or a hierarchy file exists but is
+        ``directory`` is not a folder (:func:`require_hierarchy_folder`), or a hierarchy file exists but is
         unreadable or invalid.
     """
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise HierarchyError(
-            f"the hierarchy folder {directory} (hierarchies_dir / --hierarchies) "
-            f"{'is not a folder' if directory.exists() else 'does not exist'}: fix the path, or leave the setting "
-            "empty to publish a group's or stratum's differing quasi-identifiers as '*'"
-        )
+    directory = require_hierarchy_folder(directory)
     found = {}
     for attribute in attributes:
         path = find_hierarchy_file(directory, attribute)

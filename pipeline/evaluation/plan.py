@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.errors import UnusableInputError
+from pipeline.settings import default_min_support
 
 from pipeline.core.plan import (
     DEFAULT_MAX_DELETED_SHARE,
@@ -512,7 +513,7 @@ def release_plan(
         for ell in ells:
             reason = infeasible(ell)
             for confidence in confidences:
-                min_support = int(settings.min_support) if settings.min_support else max(ell, 5)
+                min_support = int(settings.min_support) if settings.min_support else default_min_support(ell)
                 configured = ell == settings.ell and confidence == settings.min_confidence
                 if reason is not None:
                     rows.append(_refused_row(model.name, ell, confidence, min_support, configured=configured, reason=reason))

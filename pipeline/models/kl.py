@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from pipeline.settings import DEFAULT_MIN_CONFIDENCE, default_min_support
 from pipeline.models.base import CandidateRelease, Frames, GateOutcome, GateVerdict, gate_status_verdict, utility_lines
 from pipeline.models.mixed import dropped_line, gate_lines, query_workload_figures
 
@@ -35,9 +36,6 @@ KL_GATES = (
 #: the hierarchies and their weights, and the slack of the adversaries measured on the release (the manifest's
 #: ``attacks``).
 KL_SETTINGS = ("k", "kl_method", "max_block_size", "hierarchies_dir", "generalization_weights", "posterior_slack")
-#: The confidence of the strong rules whose adversary is measured on every (k, ℓ) release (the manifest's ``attacks``,
-#: not gated): the mixed model's default (P1 §6), as ``msa-release audit --table`` uses without a manifest's.
-STRONG_RULE_MIN_CONFIDENCE = 0.8
 
 
 @dataclass(frozen=True)
@@ -274,8 +272,8 @@ class KLModel:
                 slack=parameters.posterior_slack,
                 # the strong rules the mixed model bounds by default (P1 §6: min_confidence 0.8, support ≥ max(ℓ, 5)),
                 # as `msa-release audit --table` mines them: the (k, ℓ) model does not bound this adversary
-                min_confidence=STRONG_RULE_MIN_CONFIDENCE,
-                min_support=max(parameters.ell, 5),
+                min_confidence=DEFAULT_MIN_CONFIDENCE,
+                min_support=default_min_support(parameters.ell),
             ),
         }
 

@@ -153,19 +153,9 @@ class MixedModel:
     baseline: bool = False
 
     def check_input(self, settings: Any, records: pd.DataFrame) -> None:
-        """The hierarchy folder the qi_aware grouping reads, when one is set, exists (the hierarchies themselves are
-        optional: a quasi-identifier without one is published as ``*`` where group or stratum members differ).
-
-        Raises
-        ------
-        pipeline.core.hierarchies.HierarchyError
-            ``hierarchies_dir`` names no folder, or a hierarchy file in it is invalid.
-        """
-        from pipeline.core.hierarchies import load_available_hierarchies
-
-        directory = settings.hierarchies_path() if str(getattr(settings, "grouping", "qi_aware")) == "qi_aware" else None
-        if directory is not None:
-            load_available_hierarchies(directory, list(settings.quasi_identifiers))
+        """:func:`check_hierarchy_folder` (the hierarchies themselves are optional: a quasi-identifier without one is
+        published as ``*`` where group or stratum members differ)."""
+        check_hierarchy_folder(settings)
 
     # ------------------------------------------------------------------ parameters
     def parameters(self, settings: Any) -> MixedParameters:
@@ -531,6 +521,21 @@ def query_workload_figures(report_data: Mapping[str, Any]) -> dict[str, float]:
         if workload.get(name)
         for figure in ("median", "p90")
     }
+
+
+def check_hierarchy_folder(settings: Any) -> None:
+    """The hierarchy folder the qi_aware grouping reads, when one is set, is a folder (its files are read by the run).
+
+    Raises
+    ------
+    pipeline.core.hierarchies.HierarchyError
+        ``hierarchies_dir`` names no folder.
+    """
+    from pipeline.core.hierarchies import require_hierarchy_folder
+
+    directory = settings.hierarchies_path() if str(getattr(settings, "grouping", "qi_aware")) == "qi_aware" else None
+    if directory is not None:
+        require_hierarchy_folder(directory)
 
 
 def quasi_identifier_hierarchies(parameters: MixedParameters) -> dict[str, Any]:

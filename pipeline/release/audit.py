@@ -29,6 +29,7 @@ from pipeline.core.identity_risk import identity_risk
 from pipeline.core.metrics import additional_information_loss, domain_sizes, reconstruction_error
 from pipeline.core.rules import mine_strong_rules, resolve_mining_backend
 from pipeline.core.verification import sid_diversity_summary
+from pipeline.settings import DEFAULT_MIN_CONFIDENCE, default_min_support
 from pipeline.io.loading import InputError, load_records
 from pipeline.release.publish import MODEL_TABLES, InvalidLatest, read_latest
 from pipeline.errors import UnusableInputError
@@ -966,18 +967,18 @@ def assemble_report(
     warnings: list[str] | None = None
     # rule thresholds above the defaults: the release bounds fewer rules than a default release (red team, session 38:
     # --min-support 1000 mined no rule on Adult, and the audit, mining at the manifest's support, passed it)
-    default_support = max(ell, 5)
+    default_support = default_min_support(ell)
     support = manifest.get("min_support")
     weaker = []
     if support is not None and int(support) > default_support:
         weaker.append(f"min_support {int(support)} (default {default_support})")
-    if float(manifest["min_confidence"]) > 0.8 and float(adversary.min_confidence) > 0.8:
-        weaker.append(f"min_confidence {float(manifest['min_confidence']):g} (default 0.8)")
+    if float(manifest["min_confidence"]) > DEFAULT_MIN_CONFIDENCE and float(adversary.min_confidence) > DEFAULT_MIN_CONFIDENCE:
+        weaker.append(f"min_confidence {float(manifest['min_confidence']):g} (default {DEFAULT_MIN_CONFIDENCE:g})")
     if weaker:
         warnings = [
             f"the release was made with {' and '.join(weaker)}: it bounds only the rules above those thresholds, and "
             "this audit mined the same; an adversary who knows the weaker rules is not measured (audit with "
-            "--min-confidence 0.8 for the confidence; the support is the release's)"
+            f"--min-confidence {DEFAULT_MIN_CONFIDENCE:g} for the confidence; the support is the release's)"
         ]
     if raw.is_release_input is False:
         warnings = [

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.core.class_audit import class_audit, equivalence_class_codes, whole_record_rule_adversary
+from pipeline.settings import default_min_support
 from pipeline.errors import UnusableInputError
 
 __all__ = [
@@ -283,10 +284,10 @@ def _rule_adversary(
         list(sensitive_attributes),
         min_confidence=min_confidence,
         backend=backend,
-        min_support=max(ell, 5),
+        min_support=default_min_support(ell),
     )
     figures = whole_record_rule_adversary(table, classes, rules, ell=ell)
-    return {"min_confidence": float(min_confidence), "min_support": max(ell, 5), **figures}
+    return {"min_confidence": float(min_confidence), "min_support": default_min_support(ell), **figures}
 
 
 def _verdict(classes: Mapping[str, Any], *, k: int, ell: int, extra: Sequence[str] = ()) -> tuple[str, list[str]]:

@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveInt, StrictBool, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
+from pipeline.settings import default_min_support
+
 __all__ = [
     "InputReading",
     "Manifest",
@@ -377,7 +379,7 @@ def release_overrides(values: Mapping[str, Any], defaults: Mapping[str, Any], na
         weakens, effect = OVERRIDE_RULES[name]
         value, default = _plain(values[name]), _plain(defaults.get(name))
         if name == "min_support":  # 0 means max(ℓ, 5) records (ReleaseSettings.effective_min_support)
-            effective = max(int(values.get("ell") or 0), 5)
+            effective = default_min_support(int(values.get("ell") or 0))
             value = int(value) if value else effective
             default = int(default) if default else effective
         if weakens(value, default):

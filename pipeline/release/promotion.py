@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.settings import DEFAULT_POSTERIOR_SLACK
+
 __all__ = [
     "COMPARISONS",
     "COMPARISON_NOTICE",
@@ -33,9 +35,6 @@ __all__ = [
     "is_comparison",
     "loosened_bounds",
 ]
-
-#: The learned-model gate's default slack (``ReleaseSettings.posterior_slack``): the bound every shared release keeps.
-DEFAULT_POSTERIOR_SLACK = 0.05
 
 
 def loosened_bounds(

@@ -387,8 +387,6 @@ def _unpublished_note(home: str | Path, found) -> str:
     """The sentence a refusal adds for the earlier releases whose directory is in neither ``releases/`` nor
     ``comparisons/`` of the home (red team, session 38: a run killed between its registry entry and its publish left an
     entry that refused every later change, the message naming a release that was never published), or empty."""
-    from pipeline.release.promotion import COMPARISONS, RELEASES
-
     missing = [
         r.release_id
         for r in found

@@ -14,41 +14,19 @@ from click.testing import CliRunner
 from pipeline.cli import main
 from pipeline.release.audit import audit_release
 from pipeline.release.publish import read_latest
-from tests.conftest import example_frame, example_quasi_identifiers
+from tests.conftest import example_release_settings, run_arguments
 
 
-def _publish(golden, tmp_path: Path, monkeypatch, min_support: str = "1") -> tuple[Path, Path, dict]:
+def _publish(golden, tmp_path: Path, monkeypatch, min_support: int = 1) -> tuple[Path, Path, dict]:
     monkeypatch.setenv("GX_ANALYTICS_ENABLED", "false")
     example = golden["example_A"]
-    path = tmp_path / "example_a.csv"
-    example_frame(example).drop(columns="row_id").to_csv(path, index=False)
     home = tmp_path / "home"
     monkeypatch.setenv("MSA_RELEASE_HOME", str(home))
     monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
-    result = CliRunner().invoke(
-        main,
-        [
-            "run",
-            "--input",
-            str(path),
-            "--quasi-identifiers",
-            ",".join(example_quasi_identifiers(example)),
-            "--sensitive-attributes",
-            ",".join(example["SA"]),
-            "--min-confidence",
-            str(example["min_conf"]),
-            "--min-support",
-            min_support,
-            "--ell",
-            "2",
-            "--max-deleted-share",
-            "1",
-            "--home",
-            str(home),
-        ],
-    )
+    settings = example_release_settings(example, tmp_path, min_support=min_support)
+    result = CliRunner().invoke(main, [*run_arguments(settings), "--home", str(home)])
     assert result.exit_code == 0, result.output
-    return home / "releases" / read_latest(home / "releases").name, path, example
+    return home / "releases" / read_latest(home / "releases").name, Path(settings["input_path"]), example
 
 
 def test_a_sid_edited_above_one_over_ell_fails_the_audit(golden, tmp_path, monkeypatch):
@@ -93,7 +71,7 @@ def test_a_sid_edited_above_one_over_ell_fails_the_audit(golden, tmp_path, monke
 def test_an_audit_of_a_release_with_weaker_rule_thresholds_says_what_it_does_not_measure(golden, tmp_path, monkeypatch):
     # red team, session 38: --min-support 1000 mined no rule on Adult, and the audit (mining at the manifest's
     # support) passed it without a word; min_support above max(ℓ, 5) is now an override and the audit warns
-    release, raw, _ = _publish(golden, tmp_path, monkeypatch, min_support="50")
+    release, raw, _ = _publish(golden, tmp_path, monkeypatch, min_support=50)
     manifest = json.loads((release / "manifest.json").read_text())
     assert "min_support" in {o["setting"] for o in manifest["overrides"]}
     report = audit_release(release, raw, workers=1)

@@ -7,44 +7,13 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
-from tests.conftest import example_frame, example_quasi_identifiers
+from tests.conftest import example_release_settings, run_arguments
 from tests.jobs import run_job
 
 
 def _options(golden, tmp_path) -> tuple[dict, list[str]]:
-    example = golden["example_A"]
-    path = tmp_path / "example_a.csv"
-    example_frame(example).drop(columns="row_id").to_csv(path, index=False)
-    settings = {
-        "input_path": str(path),
-        "quasi_identifiers": example_quasi_identifiers(example),
-        "sensitive_attributes": list(example["SA"]),
-        "min_confidence": float(example["min_conf"]),
-        "min_support": 1,
-        "ell": 2,
-        "max_deleted_share": 1.0,
-        "hierarchies_dir": str(tmp_path / "no-such-folder"),
-    }
-    arguments = [
-        "run",
-        "--input",
-        settings["input_path"],
-        "--quasi-identifiers",
-        ",".join(settings["quasi_identifiers"]),
-        "--sensitive-attributes",
-        ",".join(settings["sensitive_attributes"]),
-        "--min-confidence",
-        str(settings["min_confidence"]),
-        "--min-support",
-        "1",
-        "--ell",
-        "2",
-        "--max-deleted-share",
-        "1",
-        "--hierarchies",
-        settings["hierarchies_dir"],
-    ]
-    return settings, arguments
+    settings = example_release_settings(golden["example_A"], tmp_path, hierarchies_dir=str(tmp_path / "no-such-folder"))
+    return settings, run_arguments(settings)
 
 
 @pytest.mark.parametrize("engine", ["memory", "local"])

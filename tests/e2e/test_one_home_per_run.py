@@ -5,27 +5,11 @@ elsewhere took another home's lock, so two runs published overlapping releases i
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import dagster as dg
 import pytest
 
-from tests.conftest import example_frame, example_quasi_identifiers
-
-
-def _settings(golden, tmp_path: Path) -> dict:
-    example = golden["example_A"]
-    path = tmp_path / "example_a.csv"
-    example_frame(example).drop(columns="row_id").to_csv(path, index=False)
-    return {
-        "input_path": str(path),
-        "quasi_identifiers": example_quasi_identifiers(example),
-        "sensitive_attributes": list(example["SA"]),
-        "min_confidence": float(example["min_conf"]),
-        "min_support": 1,
-        "ell": 2,
-        "max_deleted_share": 1.0,
-    }
+from tests.conftest import example_release_settings
 
 
 @pytest.mark.parametrize(
@@ -41,7 +25,12 @@ def test_a_run_config_moving_the_store_or_the_warehouse_alone_is_refused(
     monkeypatch.setenv("GX_ANALYTICS_ENABLED", "false")
     home, other = tmp_path / "home", tmp_path / "other"
     job = build_definitions(home).resolve_job_def(job_name)
-    run_config = {"resources": {"settings": {"config": _settings(golden, tmp_path)}, resource: {"config": config(other)}}}
+    run_config = {
+        "resources": {
+            "settings": {"config": example_release_settings(golden["example_A"], tmp_path)},
+            resource: {"config": config(other)},
+        }
+    }
     with pytest.raises(dg.DagsterResourceFunctionError) as raised:
         job.execute_in_process(run_config=run_config, instance=dg.DagsterInstance.ephemeral())
     message = " ".join(str(raised.value.__cause__ or raised.value).split())
