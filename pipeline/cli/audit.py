@@ -33,6 +33,13 @@ if TYPE_CHECKING:  # pydantic's models: imported by the audit when it runs, not 
     help="Threshold of the adversary's rules (default: the release's; --table: 0.8).",
 )
 @click.option(
+    "--min-support",
+    type=click.IntRange(min=1),
+    help="Least support of the adversary's rules, in raw records holding both values (default: the release's; a "
+    "(k, ℓ) release or --table: max(ℓ, 5)). Lower than the release's, it measures an adversary who knows rules the "
+    "release did not bound.",
+)
+@click.option(
     "--table",
     "table_path",
     type=click.Path(exists=True, dir_okay=False),
@@ -73,6 +80,7 @@ def audit(
     release_dir: str | None,
     raw_path: str | None,
     min_confidence: float | None,
+    min_support: int | None,
     table_path: str | None,
     quasi_identifiers: str | None,
     sensitive_attributes: str | None,
@@ -100,7 +108,17 @@ def audit(
         if release_dir is not None:
             raise UnusableInput("pass either RELEASE_DIR or --table, not both")
         _audit_table(
-            table_path, quasi_identifiers, sensitive_attributes, hierarchies_dir, raw_path, k, ell, min_confidence, output, home
+            table_path,
+            quasi_identifiers,
+            sensitive_attributes,
+            hierarchies_dir,
+            raw_path,
+            k,
+            ell,
+            min_confidence,
+            min_support,
+            output,
+            home,
         )
         return
     if release_dir is None:
@@ -110,7 +128,11 @@ def audit(
 
         try:
             result = audit_kl_release(
-                release_dir, raw_path=raw_path, hierarchies_dir=hierarchies_dir, min_confidence=min_confidence
+                release_dir,
+                raw_path=raw_path,
+                hierarchies_dir=hierarchies_dir,
+                min_confidence=min_confidence,
+                min_support=min_support,
             )
         except ClassAuditError as error:
             raise UnusableInput(str(error)) from error
@@ -123,7 +145,12 @@ def audit(
 
     try:
         report = audit_release(
-            release_dir, raw_path, min_confidence=min_confidence, hierarchies_dir=hierarchies_dir, workers=workers
+            release_dir,
+            raw_path,
+            min_confidence=min_confidence,
+            min_support=min_support,
+            hierarchies_dir=hierarchies_dir,
+            workers=workers,
         )
     except AuditError as error:
         raise UnusableInput(str(error)) from error
@@ -152,6 +179,7 @@ def _audit_table(
     k: int,
     ell: int,
     min_confidence: float | None,
+    min_support: int | None,
     output: str | None,
     home: str | None,
 ) -> None:
@@ -167,6 +195,7 @@ def _audit_table(
             hierarchies_dir=hierarchies_dir,
             raw_path=raw_path,
             min_confidence=0.8 if min_confidence is None else min_confidence,
+            min_support=min_support,
         )
     except ClassAuditError as error:
         raise UnusableInput(str(error)) from error
@@ -243,7 +272,8 @@ def render_audit(report: AuditReport, target: Path) -> str:
         *[f"  reason         {reason}" for reason in report.reasons],
         *[f"  WARNING        {warning}" for warning in report.warnings or []],
         f"  rules          {adversary.n_rules} strong rules mined from {report.raw.path} "
-        f"(min_confidence {adversary.min_confidence})",
+        f"(min_confidence {adversary.min_confidence}"
+        + (f", min_support {adversary.min_support} records)" if adversary.min_support is not None else ")"),
         f"  disclosure     max {adversary.max_probability} over {format_figure(adversary.n_released_records)} released "
         "records (the adversary cannot tell rule holders apart, so it scores every released record); "
         f"{format_figure(adversary.n_records_exposed)} released records with a positive probability, "

@@ -601,6 +601,7 @@ def audit_release(
     raw_path: str | Path,
     *,
     min_confidence: float | None = None,
+    min_support: int | None = None,
     max_listed_records: int = 1000,
     hierarchies_dir: str | Path | None = None,
     workers: int = 2,
@@ -616,12 +617,18 @@ def audit_release(
 
     if is_sharded(directory):  # part files: measured part by part, never a whole-table frame
         return audit_sharded_release(
-            directory, raw_path, min_confidence=min_confidence, max_listed_records=max_listed_records, workers=workers
+            directory,
+            raw_path,
+            min_confidence=min_confidence,
+            min_support=min_support,
+            max_listed_records=max_listed_records,
+            workers=workers,
         )
     return run_audit(
         directory,
         raw_path,
         min_confidence=min_confidence,
+        min_support=min_support,
         max_listed_records=max_listed_records,
         hierarchies_dir=hierarchies_dir,
     ).report
@@ -632,6 +639,7 @@ def run_audit(
     raw_path: str | Path,
     *,
     min_confidence: float | None = None,
+    min_support: int | None = None,
     max_listed_records: int = 1000,
     mining_backend: str = "auto",
     duckdb_mining_threshold: int = 100_000,
@@ -648,6 +656,10 @@ def run_audit(
         ``input_reading`` (format, header, column names, delimiter, missing-value tokens).
     min_confidence
         Threshold of the adversary's rules (default: the release's).
+    min_support
+        Least support of the adversary's rules, a count of raw records (default: the release's ``min_support``;
+        1 for a release made before it existed). Lower than the release's: the audit measures an adversary who
+        knows rules the release did not bound.
     max_listed_records
         At most this many release row ids above the bound are listed in the result.
     mining_backend, duckdb_mining_threshold
@@ -681,6 +693,7 @@ def run_audit(
         raw_label=str(raw_path),
         input_sha256=loaded.input_sha256,
         min_confidence=min_confidence,
+        min_support=min_support,
         max_listed_records=max_listed_records,
         mining_backend=mining_backend,
         duckdb_mining_threshold=duckdb_mining_threshold,
@@ -771,6 +784,7 @@ def audit_release_against(
     raw_label: str,
     input_sha256: str | None,
     min_confidence: float | None = None,
+    min_support: int | None = None,
     max_listed_records: int = 1000,
     mining_backend: str = "auto",
     duckdb_mining_threshold: int = 100_000,
@@ -791,6 +805,8 @@ def audit_release_against(
         How the raw table is named in the report (a path, or a description).
     input_sha256
         SHA-256 of the raw file (to say whether it is the release's input), or None when unknown.
+    min_confidence, min_support
+        The adversary's rule thresholds (default: the release's), as :func:`run_audit`.
     rules
         The strong rules of ``records`` at the release's threshold and ``min_support`` when already mined (the
         run's ``strong_rules``); mined here when None.
@@ -805,6 +821,8 @@ def audit_release_against(
     """
     manifest = release.manifest
     threshold = float(manifest["min_confidence"]) if min_confidence is None else float(min_confidence)
+    # the release's own rule set: support >= its min_support (releases made before min_support existed: 1)
+    support = int(manifest.get("min_support") or 1) if min_support is None else int(min_support)
     if rules is None:
         backend = resolve_mining_backend(
             mining_backend,
@@ -812,10 +830,8 @@ def audit_release_against(
             duckdb_threshold=duckdb_mining_threshold,
             n_items=sum(int(records[a].nunique()) for a in release.sensitive_attributes),
         )
-        # the release's own rule set: support >= its min_support (releases made before min_support existed: 1)
-        min_support = int(manifest.get("min_support") or 1)
         rules = mine_strong_rules(
-            records, release.sensitive_attributes, min_confidence=threshold, backend=backend, min_support=min_support
+            records, release.sensitive_attributes, min_confidence=threshold, backend=backend, min_support=support
         )
     per_attribute = release.ell_by_attribute
     view = adversary_view(
@@ -836,6 +852,7 @@ def audit_release_against(
         rules,
         view,
         min_confidence=threshold,
+        min_support=support,
         raw=AuditedRawTable(path=raw_label, sha256=input_sha256, is_release_input=raw_matches, n_records=len(records)),
         metrics=metrics,
         max_listed_records=max_listed_records,
@@ -852,6 +869,7 @@ def audit_report(
     raw: AuditedRawTable,
     metrics: Mapping[str, object],
     max_listed_records: int = 1000,
+    min_support: int | None = None,
 ) -> AuditReport:
     """The audit report of a release from the adversary's view of it (no adversary run here).
 
@@ -866,6 +884,8 @@ def audit_report(
         :func:`pipeline.core.adversary.released_records_view` of the run's one pass on the candidate).
     min_confidence
         The threshold of ``rules``.
+    min_support
+        Their least support (default: the manifest's ``min_support``, 1 when it has none).
     raw
         The raw table the rules were mined from.
     metrics
@@ -909,6 +929,7 @@ def audit_report(
     exposed = view["probability"] > 0
     adversary = AdversaryFigures(
         min_confidence=float(min_confidence),
+        min_support=int(manifest.get("min_support") or 1) if min_support is None else int(min_support),
         n_rules=len(rules),
         bound=1.0 / ell,
         n_released_records=len(view),
@@ -970,7 +991,8 @@ def assemble_report(
     default_support = default_min_support(ell)
     support = manifest.get("min_support")
     weaker = []
-    if support is not None and int(support) > default_support:
+    audited_support = adversary.min_support if adversary.min_support is not None else support
+    if support is not None and int(support) > default_support and int(audited_support) > default_support:
         weaker.append(f"min_support {int(support)} (default {default_support})")
     if float(manifest["min_confidence"]) > DEFAULT_MIN_CONFIDENCE and float(adversary.min_confidence) > DEFAULT_MIN_CONFIDENCE:
         weaker.append(f"min_confidence {float(manifest['min_confidence']):g} (default {DEFAULT_MIN_CONFIDENCE:g})")
@@ -978,7 +1000,7 @@ def assemble_report(
         warnings = [
             f"the release was made with {' and '.join(weaker)}: it bounds only the rules above those thresholds, and "
             "this audit mined the same; an adversary who knows the weaker rules is not measured (audit with "
-            f"--min-confidence {DEFAULT_MIN_CONFIDENCE:g} for the confidence; the support is the release's)"
+            f"--min-confidence {DEFAULT_MIN_CONFIDENCE:g} --min-support {default_support} to measure them)"
         ]
     if raw.is_release_input is False:
         warnings = [

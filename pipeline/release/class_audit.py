@@ -273,8 +273,11 @@ def _rule_adversary(
     *,
     ell: int,
     min_confidence: float,
+    min_support: int | None = None,
 ) -> dict[str, Any]:
     from pipeline.core.rules import mine_strong_rules, resolve_mining_backend
+
+    support = default_min_support(ell) if min_support is None else int(min_support)
 
     backend = resolve_mining_backend(
         "auto", len(raw), duckdb_threshold=100_000, n_items=sum(int(raw[a].nunique()) for a in sensitive_attributes)
@@ -284,10 +287,10 @@ def _rule_adversary(
         list(sensitive_attributes),
         min_confidence=min_confidence,
         backend=backend,
-        min_support=default_min_support(ell),
+        min_support=support,
     )
     figures = whole_record_rule_adversary(table, classes, rules, ell=ell)
-    return {"min_confidence": float(min_confidence), "min_support": default_min_support(ell), **figures}
+    return {"min_confidence": float(min_confidence), "min_support": support, **figures}
 
 
 def _verdict(classes: Mapping[str, Any], *, k: int, ell: int, extra: Sequence[str] = ()) -> tuple[str, list[str]]:
@@ -331,6 +334,7 @@ def audit_generalized_table(
     raw_path: str | Path | None = None,
     min_confidence: float = 0.8,
     slack: float = 0.05,
+    min_support: int | None = None,
 ) -> dict[str, Any]:
     """Audit another tool's generalized or suppressed table (``msa-release audit --table``).
 
@@ -347,7 +351,8 @@ def audit_generalized_table(
         Optional ARX hierarchies: labels are checked and the generalization measured (:func:`hierarchy_levels`).
     raw_path
         Optional raw table (CSV with a header, or Parquet, holding the same column names): the strong rules are
-        mined on it (``min_confidence``, support ``≥ max(ℓ, 5)``) for the strong-rule adversary.
+        mined on it (``min_confidence``, support ``≥ min_support``, default ``max(ℓ, 5)`` records) for the strong-rule
+        adversary.
 
     Returns
     -------
@@ -384,6 +389,7 @@ def audit_generalized_table(
             sensitive_attributes,
             ell=ell,
             min_confidence=min_confidence,
+            min_support=min_support,
         )
         workload = _query_workload(table, raw, quasi_identifiers, sensitive_attributes, hierarchies_dir)
     verdict, reasons = _verdict(classes, k=k, ell=ell)
@@ -487,6 +493,7 @@ def audit_kl_release(
     raw_path: str | Path | None = None,
     hierarchies_dir: str | Path | None = None,
     min_confidence: float | None = None,
+    min_support: int | None = None,
 ) -> dict[str, Any]:
     """Audit a published (k, ℓ) release from its files (``msa-release audit`` on a kl release).
 
@@ -496,7 +503,8 @@ def audit_kl_release(
         ``<home>/releases/<release_id>`` (or a releases directory with LATEST) of a ``kl`` release.
     raw_path
         Optional: its input, read with the manifest's ``input_reading``; the strong-rule adversary then runs on the
-        release (rules at ``min_confidence``, default the manifest's or 0.8, support ``≥ max(ℓ, 5)``).
+        release (rules at ``min_confidence``, default the manifest's or 0.8, and support ``≥ min_support`` records,
+        default ``max(ℓ, 5)``).
     hierarchies_dir
         Optional (with ``raw_path``): the release's hierarchies (their SHA-256 must match the manifest's); the join
         and one-known-value attacks then run for every raw record.
@@ -545,7 +553,9 @@ def audit_kl_release(
         threshold = float(min_confidence if min_confidence is not None else manifest.get("min_confidence") or 0.8)
         if len(sensitive_attributes) >= 2:
             cluster_codes = pd.factorize(released["cluster_id"])[0].astype(np.int64)
-            adversary = _rule_adversary(released, cluster_codes, raw, sensitive_attributes, ell=ell, min_confidence=threshold)
+            adversary = _rule_adversary(
+                released, cluster_codes, raw, sensitive_attributes, ell=ell, min_confidence=threshold, min_support=min_support
+            )
         if hierarchies_dir is not None:
             _check_release_hierarchies(manifest, hierarchies_dir, quasi_identifiers)
             attacks = _kl_attacks(released, raw, hierarchies_dir, quasi_identifiers, sensitive_attributes, ell=ell)

@@ -269,6 +269,9 @@ class AdversaryFigures(_Contract):
     """The strong-rule adversary on every released record (SPEC §10)."""
 
     min_confidence: float
+    #: the rules' least support (a count of raw records holding antecedent and consequent): the release's, or the
+    #: audit's ``--min-support``; None in audits written before 2026-11-27
+    min_support: int | None = None
     n_rules: int
     bound: float  # 1/ℓ
     n_released_records: int

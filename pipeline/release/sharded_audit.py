@@ -262,6 +262,7 @@ def reduce_part_figures(
     *,
     min_confidence: float | None = None,
     max_listed_records: int = 1000,
+    min_support: int | None = None,
 ) -> tuple[dict[str, Any], AuditStructure, AdversaryFigures | None]:
     """The release's figures from the parts' (:func:`part_figures`): the metrics dict of
     :func:`pipeline.release.audit.release_metrics`, the structure checks (record counts against the manifest's
@@ -336,6 +337,7 @@ def reduce_part_figures(
         )
     adversary = AdversaryFigures(
         min_confidence=threshold,
+        min_support=int(manifest.get("min_support") or 1) if min_support is None else int(min_support),
         n_rules=len(rules),
         bound=1.0 / int(manifest["ell"]),
         n_released_records=sum(int(a["n_released_records"]) for a in adversaries),
@@ -482,6 +484,7 @@ def audit_sharded_release(
     raw_path: str | Path,
     *,
     min_confidence: float | None = None,
+    min_support: int | None = None,
     max_listed_records: int = 1000,
     workers: int = 2,
     mining_backend: str = "auto",
@@ -498,7 +501,7 @@ def audit_sharded_release(
         The raw table the adversary mines its strong rules from (read with the manifest's ``input_reading``).
     workers
         Processes measuring the parts (one part triple each at a time).
-    min_confidence, max_listed_records, mining_backend, duckdb_mining_threshold
+    min_confidence, min_support, max_listed_records, mining_backend, duckdb_mining_threshold
         As :func:`pipeline.release.audit.run_audit`.
 
     Raises
@@ -522,9 +525,8 @@ def audit_sharded_release(
         duckdb_threshold=duckdb_mining_threshold,
         n_items=sum(int(records[a].nunique()) for a in attributes),
     )
-    rules = mine_strong_rules(
-        records, attributes, min_confidence=threshold, backend=backend, min_support=int(manifest.get("min_support") or 1)
-    )
+    support = int(manifest.get("min_support") or 1) if min_support is None else int(min_support)
+    rules = mine_strong_rules(records, attributes, min_confidence=threshold, backend=backend, min_support=support)
     domain = domain_sizes(records, attributes)
     n_raw, input_sha256 = len(records), loaded.input_sha256
     del records, loaded
@@ -540,6 +542,7 @@ def audit_sharded_release(
         domain=domain,
         raw=raw,
         min_confidence=threshold,
+        min_support=support,
         max_listed_records=max_listed_records,
         workers=workers,
     )
@@ -554,6 +557,7 @@ def audit_parts(
     min_confidence: float | None = None,
     max_listed_records: int = 1000,
     workers: int = 2,
+    min_support: int | None = None,
 ) -> AuditReport:
     """The audit of a sharded release part by part against strong rules already mined (the ``sharded_release`` job
     passes its global rules and the domain sizes of its tuple counts; :func:`audit_sharded_release` mines them from
@@ -570,8 +574,8 @@ def audit_parts(
         Sensitive attribute -> distinct values in the input (RCE).
     raw
         How the report names the table the rules come from.
-    min_confidence
-        The rules' threshold (default: the release's).
+    min_confidence, min_support
+        The rules' thresholds (default: the release's).
     max_listed_records, workers
         As :func:`audit_sharded_release`. A release of one part with ``workers`` >= 2 is measured in this process with
         the strong-rule adversary on a second thread (:class:`PartTask` ``threads``; the same figures).
@@ -611,6 +615,7 @@ def audit_parts(
         rules,
         min_confidence=threshold,
         max_listed_records=max_listed_records,
+        min_support=min_support,
     )
     assert adversary is not None
     risk = sharded_identity_risk(

@@ -17,14 +17,14 @@ from pipeline.release.publish import read_latest
 from tests.conftest import example_release_settings, run_arguments
 
 
-def _publish(golden, tmp_path: Path, monkeypatch, min_support: int = 1) -> tuple[Path, Path, dict]:
+def _publish(golden, tmp_path: Path, monkeypatch, min_support: int = 1, extra: tuple[str, ...] = ()) -> tuple[Path, Path, dict]:
     monkeypatch.setenv("GX_ANALYTICS_ENABLED", "false")
     example = golden["example_A"]
     home = tmp_path / "home"
     monkeypatch.setenv("MSA_RELEASE_HOME", str(home))
     monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
     settings = example_release_settings(example, tmp_path, min_support=min_support)
-    result = CliRunner().invoke(main, [*run_arguments(settings), "--home", str(home)])
+    result = CliRunner().invoke(main, [*run_arguments(settings), *extra, "--home", str(home)])
     assert result.exit_code == 0, result.output
     return home / "releases" / read_latest(home / "releases").name, Path(settings["input_path"]), example
 
@@ -77,3 +77,29 @@ def test_an_audit_of_a_release_with_weaker_rule_thresholds_says_what_it_does_not
     report = audit_release(release, raw, workers=1)
     (warning,) = [w for w in report.warnings or [] if "min_support" in w]
     assert warning.startswith("the release was made with min_support 50 (default 5): it bounds only the rules above")
+    # ... and --min-support measures that adversary (session 38's note: the audit could mine at the release's support
+    # only): every rule of the example, which the release did not bound
+    output = tmp_path / "audit-support-1.json"
+    outcome = CliRunner().invoke(
+        main, ["audit", str(release), "--raw", str(raw), "--min-support", "1", "--workers", "1", "--output", str(output)]
+    )
+    assert outcome.exit_code in (0, 1), outcome.output
+    measured = json.loads(output.read_text())
+    assert measured["adversary"]["min_support"] == 1 and report.adversary.min_support == 50
+    assert measured["adversary"]["n_rules"] > report.adversary.n_rules
+    assert "min_support 1 records" in outcome.output
+    assert not [w for w in measured.get("warnings") or [] if "min_support" in w]
+    # the release bounded none of the example's 2 rules: 5 released records above 1/ℓ, which the default audit missed
+    assert (report.adversary.n_rules, measured["adversary"]["n_rules"]) == (0, 2)
+    assert report.verdict == "PASS" and measured["verdict"] == "FAIL" and outcome.exit_code == 1
+    assert measured["adversary"]["n_records_above_bound"] == 5
+
+
+def test_min_support_of_the_audit_on_an_in_memory_release(golden, tmp_path, monkeypatch):
+    # the same on the in-memory job's release (one file per table, no parts: pipeline.release.audit.run_audit)
+    release, raw, _ = _publish(golden, tmp_path, monkeypatch, min_support=50, extra=("--engine", "memory"))
+    assert not (release / "id_table").is_dir()
+    default, measured = audit_release(release, raw), audit_release(release, raw, min_support=1)
+    assert (default.adversary.min_support, measured.adversary.min_support) == (50, 1)
+    assert (default.adversary.n_rules, measured.adversary.n_rules) == (0, 2)
+    assert (default.verdict, measured.verdict, measured.adversary.n_records_above_bound) == ("PASS", "FAIL", 5)

@@ -493,6 +493,21 @@ def test_audit_of_a_kl_release_passes_with_its_figures(published, tmp_path):
     assert report["raw"]["n_records"] == len(loaded_records(published.csv))
 
 
+def test_min_support_of_the_audit_reaches_the_kl_releases_strong_rule_adversary(published, tmp_path):
+    """``audit --min-support`` on a (k, ℓ) release: the adversary mines at that support (default max(ℓ, 5)). This
+    35-record table has no strong rule at any support, so only the threshold is checked here; the rules it gives are
+    checked on Adult by tests/release/test_table_audit.py (the same adversary)."""
+    reports = {}
+    for support in (None, 1):
+        target = tmp_path / f"support-{support}.json"
+        arguments = ["audit", str(published.release), "--raw", str(published.csv), "--output", str(target)]
+        outcome = CliRunner().invoke(main, [*arguments, *(["--min-support", str(support)] if support else [])])
+        assert outcome.exit_code in (0, 1), outcome.output
+        reports[support] = json.loads(target.read_text())["strong_rule_adversary"]
+    ell = int(json.loads((published.release / "manifest.json").read_text())["ell"])
+    assert (reports[None]["min_support"], reports[1]["min_support"]) == (max(ell, 5), 1)
+
+
 def test_audit_of_a_tampered_kl_release_fails(published, tmp_path):
     """A copy of the release whose first class holds one sensitive tuple only: Diverse 1 < ℓ = 2, exit status 1."""
     import shutil

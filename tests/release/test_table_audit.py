@@ -243,3 +243,22 @@ def test_ragged_or_empty_tables_exit_2_naming_the_line(tmp_path, text, expected)
     outcome = audit(*table_arguments(path, ["zip"], ["s1", "s2"]), home=tmp_path / "h")
     assert outcome.exit_code == 2, outcome.output
     assert expected in " ".join(outcome.output.split())
+
+
+def test_min_support_sets_the_strong_rule_adversarys_rules(adult_release, tmp_path):
+    # session 38's closing note: the audit mined at one support only; --min-support now chooses the adversary's
+    (target,) = adult_release["targets"]
+    default = json.loads(target.read_text())["strong_rule_adversary"]
+    assert default["min_support"] == 5  # max(ℓ, 5) at ℓ = 3
+    raw = adult_release["path"].parent / "adult_raw.csv"
+    output = tmp_path / "audit.json"
+    outcome = audit(
+        *table_arguments(adult_release["path"]),
+        "--k", "5", "--ell", "3", "--raw", str(raw), "--min-support", "400", "--output", str(output),
+        home=adult_release["home"],
+    )  # fmt: skip
+    assert outcome.exit_code in (0, 1), outcome.output
+    adversary = json.loads(output.read_text())["strong_rule_adversary"]
+    assert adversary["min_support"] == 400
+    assert "support >= 400" in outcome.output
+    assert 0 < adversary["n_rules"] < default["n_rules"]
