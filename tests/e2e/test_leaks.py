@@ -469,3 +469,33 @@ def test_a_line_the_csv_reader_cannot_parse_leaves_no_value_in_the_event_log(tok
         leaks, previewed = _leaks_in_event_log(instance, result.run_id)
     assert leaks == [] and previewed == set(), leaks[:10]
     assert _leaks_on_disk(dagster_home) == []
+
+
+@pytest.mark.parametrize("job", ["release", "plan"])
+def test_a_row_the_csv_reader_meets_after_its_first_vector_leaves_no_value_in_the_event_log(tmp_path, job):
+    """Red team, session 39: DuckDB parses the first 2,048 records when the query runs and the rest while the Arrow
+    reader fetches them, where its error arrives as an ``OSError`` quoting the whole line; the in-memory job and the
+    plan let it through, so the traceback printed the record and the run's failure events stored it. Now the same exit
+    status 2 naming the file and line as a row in the first vector, and no value anywhere."""
+    from pipeline.failures import step_failures
+
+    source = tmp_path / "tokenized.csv"
+    tokenized_adult(source, n_rows=3000)
+    lines = source.read_text().splitlines()
+    lines[2900] += ",QQSA0V9998QQ"  # one field too many, on line 2,901 of the file (record 2,900)
+    broken = tmp_path / "late.csv"
+    broken.write_text("\n".join(lines) + "\n")
+    dagster_home = tmp_path / "dagster_home"
+    dagster_home.mkdir()
+    (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        result = run_job(tmp_path / "home", job, settings(broken), instance=instance)
+        assert not result.success
+        failures = step_failures(result)
+        assert [f.exit_status for f in failures] == [2], failures
+        assert "late.csv, line 2901: the row has 17 fields" in failures[0].message
+        for text in (failures[0].message, failures[0].error_text):
+            assert not SENSITIVE_TOKEN.search(text) and IDENTIFIER_TOKEN not in text, text
+        leaks, previewed = _leaks_in_event_log(instance, result.run_id)
+    assert leaks == [] and previewed == set(), leaks[:10]
+    assert _leaks_on_disk(dagster_home) == []

@@ -1,0 +1,50 @@
+"""Errors the reader meets after the first records (red team, session 39).
+
+DuckDB parses a table's first 2,048 records when the query runs and the rest while the Arrow reader fetches the
+batches; there its errors arrive as ``OSError`` (or an Arrow exception) carrying DuckDB's text, which for a CSV quotes
+the whole offending line. Both formats now give the same :class:`~pipeline.io.loading.InputError` at any depth: the
+file, the line (CSV) and what to do, never a value, nothing chained."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.io.loading import InputError, load_records
+
+
+def _csv(path: Path, n_records: int, *, ragged_record: int) -> Path:
+    rows = ["q,a,b"] + [f"{i % 7},v{i % 13},w{i % 11}" for i in range(n_records)]
+    rows[ragged_record] += ",SECRET-VALUE-QQ"  # rows[k] is record k, on line k + 1 of the file
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("record", [10, 2_100, 9_990])
+def test_a_ragged_row_gives_its_line_at_any_depth(tmp_path, record):
+    path = _csv(tmp_path / "ragged.csv", 10_000, ragged_record=record)
+    with pytest.raises(InputError) as raised:
+        load_records(path, quasi_identifiers=["q"], sensitive_attributes=["a", "b"])
+    message = str(raised.value)
+    assert message.startswith(f"{path}, line {record + 1}: the row has 4 fields but the header")
+    assert "SECRET" not in message and "v1" not in message
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__
+
+
+def test_a_damaged_later_row_group_of_a_parquet_file_is_named(tmp_path):
+    n = 20_000
+    table = pa.table(
+        {"q": [str(i % 7) for i in range(n)], "a": [f"v{i % 13}" for i in range(n)], "b": [f"w{i % 11}" for i in range(n)]}
+    )
+    path = tmp_path / "damaged.parquet"
+    pq.write_table(table, path, row_group_size=4_000, compression="none", use_dictionary=False)
+    offset = pq.ParquetFile(path).metadata.row_group(4).column(1).data_page_offset  # the last row group's column a
+    data = bytearray(path.read_bytes())
+    data[offset : offset + 64] = b"\xff" * 64
+    path.write_bytes(bytes(data))
+    with pytest.raises(InputError, match=r"damaged.parquet: cannot be read as Parquet \(") as raised:
+        load_records(path, quasi_identifiers=["q"], sensitive_attributes=["a", "b"])
+    assert raised.value.__cause__ is None
