@@ -109,13 +109,18 @@ class LoadedRecords:
     missing_quasi_identifier_by_column: dict[str, int] = field(default_factory=dict)
 
 
+#: Characters DuckDB's file readers take as a glob pattern in a path (``*``, ``?``, ``[…]``).
+GLOB_CHARACTERS = frozenset("*?[")
+
+
 def resolve_input_path(path: str | Path) -> Path:
     """Resolve ``path`` against the working directory, then against the project root.
 
     Raises
     ------
     InputError
-        If neither exists.
+        If neither exists, if it is not a regular file, or if the resolved path holds a character of
+        :data:`GLOB_CHARACTERS` (DuckDB would read every file the pattern matches).
     """
     candidate = Path(path).expanduser()
     if candidate.is_absolute() or candidate.exists():
@@ -139,7 +144,18 @@ def resolve_input_path(path: str | Path) -> Path:
             searched = list(dict.fromkeys([str(Path.cwd()), str(PROJECT_ROOT)]))  # each directory once
             reason = f"not found (looked in {' and '.join(searched)})"
         raise InputError(f"input file {str(path)!r} {reason}; pass an existing CSV or Parquet file with {setting('input_path')}")
-    return resolved.resolve()
+    resolved = resolved.resolve()
+    pattern = sorted({c for c in str(resolved) if c in GLOB_CHARACTERS})
+    if pattern:
+        # DuckDB's read_csv / read_parquet expand a path as a glob pattern: 'x?.csv' also read x1.csv, whose records
+        # were published with the file's (red team, session 39)
+        raise InputError(
+            f"input file {str(path)!r}: its path holds {' '.join(pattern)}, which the reader takes as a file-name "
+            "pattern (it would read every file the pattern matches, not this one alone); rename the file (or the "
+            f"folder holding {' '.join(pattern)}), or link it under a plain name (ln -s) and pass that with "
+            f"{setting('input_path')}"
+        )
+    return resolved
 
 
 def _special_file_kind(path: Path) -> str:

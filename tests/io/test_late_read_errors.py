@@ -48,3 +48,47 @@ def test_a_damaged_later_row_group_of_a_parquet_file_is_named(tmp_path):
     with pytest.raises(InputError, match=r"damaged.parquet: cannot be read as Parquet \(") as raised:
         load_records(path, quasi_identifiers=["q"], sensitive_attributes=["a", "b"])
     assert raised.value.__cause__ is None
+
+
+@pytest.mark.parametrize("name", ["x?.csv", "x*.csv", "x[1].csv", "p?.parquet"])
+def test_a_file_name_duckdb_would_expand_as_a_pattern_is_refused(tmp_path, name):
+    # red team, session 39: 'x?.csv' read x?.csv and x1.csv (10,000 records from a 5,000-record file), all published
+    rows = "q,a,b\n" + "".join(f"{i % 7},v{i % 13},w{i % 11}\n" for i in range(50))
+    for file in (name, name.replace("?", "1").replace("*", "1").replace("[1]", "1")):
+        target = tmp_path / file
+        if target.suffix == ".parquet":
+            pq.write_table(pa.table({"q": ["1"] * 5, "a": ["x"] * 5, "b": ["y"] * 5}), target)
+        else:
+            target.write_text(rows)
+    with pytest.raises(InputError, match="which the reader takes as a file-name pattern") as raised:
+        load_records(tmp_path / name, quasi_identifiers=["q"], sensitive_attributes=["a", "b"])
+    assert "rename the file" in str(raised.value)
+
+
+def test_the_cli_refuses_a_pattern_name_with_exit_2_and_publishes_nothing(tmp_path):
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    rows = "q,a,b\n" + "".join(f"{i % 7},v{i % 13},w{i % 11}\n" for i in range(50))
+    (tmp_path / "x?.csv").write_text(rows)
+    (tmp_path / "x1.csv").write_text(rows)
+    home = tmp_path / "home"
+    outcome = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--input",
+            str(tmp_path / "x?.csv"),
+            "--quasi-identifiers",
+            "q",
+            "--sensitive-attributes",
+            "a,b",
+            "--home",
+            str(home),
+        ],
+        env={"MSA_RELEASE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")},
+    )
+    assert outcome.exit_code == 2, outcome.output
+    assert "file-name pattern" in outcome.output
+    assert not (home / "releases").exists() or not any((home / "releases").iterdir())
