@@ -1053,13 +1053,16 @@ FLOATING_TYPE_IDS = ("float", "double")
 
 
 def _as_text(column: str, *, floating: bool) -> str:
-    """SQL turning the (quoted) Parquet column ``column`` into text; NaN becomes NULL when ``floating``.
+    """SQL turning the (quoted) Parquet column ``column`` into text; when ``floating``, NaN becomes NULL and negative
+    zero the text of zero (``-0.0`` is ``0.0``: one number, so one value; as two, a SID holding only ``-0.0`` and
+    ``0.0`` was certified ℓ-diverse at ℓ = 2, red team, session 39).
 
-    The test is on the text (``nan``, ``-nan``), not ``isnan``: DuckDB folds ``isnan`` to false from the Parquet
-    column statistics, which leave NaN out of their minimum and maximum (found with a NaN in the first row)."""
+    The tests are on the text (``nan``, ``-nan``, ``-0.0``), not ``isnan`` or a comparison: DuckDB folds ``isnan`` to
+    false from the Parquet column statistics, which leave NaN out of their minimum and maximum (found with a NaN in
+    the first row)."""
     text = f"CAST({column} AS VARCHAR)"
     if floating:
-        return f"CASE WHEN {text} IN ('nan', '-nan') THEN NULL ELSE {text} END"
+        return f"CASE WHEN {text} IN ('nan', '-nan') THEN NULL WHEN {text} = '-0.0' THEN '0.0' ELSE {text} END"
     return text
 
 

@@ -92,3 +92,23 @@ def test_the_cli_refuses_a_pattern_name_with_exit_2_and_publishes_nothing(tmp_pa
     assert outcome.exit_code == 2, outcome.output
     assert "file-name pattern" in outcome.output
     assert not (home / "releases").exists() or not any((home / "releases").iterdir())
+
+
+def test_negative_zero_is_the_value_zero_in_a_floating_point_parquet_column(tmp_path):
+    # red team, session 39: -0.0 and 0.0 were two sensitive values, so a SID holding only them passed ℓ = 2
+    values = [0.0, -0.0, 1.5, -0.0, 0.0, 2.25]
+    path = tmp_path / "zeros.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "q": ["a", "b", "c", "d", "e", "f"],
+                "f": pa.array(values, pa.float64()),
+                "g": pa.array(values, pa.float32()),
+                "h": ["x"] * 3 + ["y"] * 3,
+            }
+        ),
+        path,
+    )
+    records = load_records(path, quasi_identifiers=["q"], sensitive_attributes=["f", "g", "h"]).records
+    for column in ("f", "g"):
+        assert records[column].astype(str).tolist() == ["0.0", "0.0", "1.5", "0.0", "0.0", "2.25"]
