@@ -37,6 +37,10 @@ __all__ = [
 ]
 
 RESERVED_COLUMNS = ("row_id", "group_id")
+#: Names the models' own working tables give their columns beside the configured ones (Rating's strata of
+#: quasi-identifier tuples): a configured column of that name cannot be held beside them (red team, session 39:
+#: ``stratum`` as a quasi-identifier failed deep in the run, with a traceback from ``plan``)
+WORKING_COLUMNS = ("stratum",)
 
 
 def validate_model_columns(columns: Sequence[str], quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str]) -> None:
@@ -47,7 +51,8 @@ def validate_model_columns(columns: Sequence[str], quasi_identifiers: Sequence[s
     ValueError
         Fewer than 2 sensitive attributes, a configured column absent from ``columns``, a
         column configured twice or as both quasi-identifier and sensitive attribute, or a
-        column named like a release-contract column (``row_id``, ``group_id``).
+        column named like a release-contract column (``row_id``, ``group_id``) or a working column of the models
+        (:data:`WORKING_COLUMNS`).
     """
     if len(sensitive_attributes) < 2:
         raise ValueError(
@@ -67,6 +72,12 @@ def validate_model_columns(columns: Sequence[str], quasi_identifiers: Sequence[s
     reserved = [c for c in [*quasi_identifiers, *sensitive_attributes] if c in RESERVED_COLUMNS]
     if reserved:
         raise ValueError(f"column name(s) {reserved} are reserved by the release contract; rename them in the input")
+    working = [c for c in [*quasi_identifiers, *sensitive_attributes] if c in WORKING_COLUMNS]
+    if working:
+        raise ValueError(
+            f"column name(s) {working} are used by the models' working tables (Rating's strata); rename them in the "
+            "input (a CSV's header, or the column names option)"
+        )
 
 
 def keyed_table_order(records: pd.DataFrame, content_columns: Sequence[str], secret: bytes) -> np.ndarray:

@@ -112,3 +112,34 @@ def test_negative_zero_is_the_value_zero_in_a_floating_point_parquet_column(tmp_
     records = load_records(path, quasi_identifiers=["q"], sensitive_attributes=["f", "g", "h"]).records
     for column in ("f", "g"):
         assert records[column].astype(str).tolist() == ["0.0", "0.0", "1.5", "0.0", "0.0", "2.25"]
+
+
+@pytest.mark.parametrize("role", ["quasi-identifier", "sensitive attribute"])
+def test_a_column_named_like_the_models_working_column_is_refused_up_front(tmp_path, role):
+    # red team, session 39: a quasi-identifier named 'stratum' gave a traceback from plan ("cannot insert stratum,
+    # already exists") and a withheld shard error from run
+    path = tmp_path / "stratum.csv"
+    path.write_text("stratum,a,b\n" + "".join(f"{i % 7},v{i % 13},w{i % 11}\n" for i in range(50)))
+    columns = {"quasi_identifiers": ["stratum"], "sensitive_attributes": ["a", "b"]}
+    if role == "sensitive attribute":
+        path.write_text("q,stratum,b\n" + "".join(f"{i % 7},v{i % 13},w{i % 11}\n" for i in range(50)))
+        columns = {"quasi_identifiers": ["q"], "sensitive_attributes": ["stratum", "b"]}
+    with pytest.raises(InputError, match=r"column name\(s\) \['stratum'\] are used by the models' working tables"):
+        load_records(path, **columns)
+
+
+def test_plan_refuses_a_stratum_column_with_exit_2(tmp_path):
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    path = tmp_path / "stratum.csv"
+    path.write_text("stratum,a,b\n" + "".join(f"{i % 7},v{i % 13},w{i % 11}\n" for i in range(50)))
+    home = tmp_path / "home"
+    outcome = CliRunner().invoke(
+        main,
+        ["plan", "--input", str(path), "--quasi-identifiers", "stratum", "--sensitive-attributes", "a,b", "--home", str(home)],
+        env={"MSA_RELEASE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")},
+    )
+    assert outcome.exit_code == 2, outcome.output
+    assert "working tables" in outcome.output
