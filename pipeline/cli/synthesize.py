@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import click
 
@@ -69,6 +70,13 @@ def synthesize(**options) -> None:
         source_path = resolve_input_path(settings.input_path)
     except InputError as error:
         raise UnusableInput(str(error)) from error
+    target = Path(options["output"]).expanduser()
+    if target.exists() and target.resolve() == source_path:  # the same file by any name (resolve follows links)
+        # red team, session 39: --output equal to --input replaced the source CSV with the Parquet sample
+        raise UnusableInput(
+            f"--output {options['output']} is the input file ({source_path}): writing the sample there would replace "
+            "the source; pass another --output"
+        )
     result = write_synthetic(
         loaded.records.drop(columns="row_id"),
         settings.sensitive_attributes,

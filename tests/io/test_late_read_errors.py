@@ -143,3 +143,38 @@ def test_plan_refuses_a_stratum_column_with_exit_2(tmp_path):
     )
     assert outcome.exit_code == 2, outcome.output
     assert "working tables" in outcome.output
+
+
+@pytest.mark.parametrize("same", ["name", "link"])
+def test_synthesize_refuses_to_write_over_its_input(tmp_path, same):
+    # red team, session 39: --output equal to --input replaced the source CSV with the Parquet sample (exit 0)
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    source = tmp_path / "source.csv"
+    text = "q,a,b\n" + "".join(f"{i % 7},v{i % 13},w{i % 11}\n" for i in range(50))
+    source.write_text(text)
+    output = source
+    if same == "link":
+        output = tmp_path / "link.csv"
+        output.symlink_to(source)
+    outcome = CliRunner().invoke(
+        main,
+        [
+            "synthesize",
+            "--rows",
+            "10",
+            "--input",
+            str(source),
+            "--output",
+            str(output),
+            "--quasi-identifiers",
+            "q",
+            "--sensitive-attributes",
+            "a,b",
+        ],
+    )
+    assert outcome.exit_code == 2, outcome.output
+    assert "is the input file" in outcome.output
+    assert source.read_text() == text
