@@ -329,8 +329,10 @@ class AuditReport(_Contract):
 
     def as_json(self) -> dict[str, Any]:
         """The JSON object of ``msa-release audit`` (``warnings`` only when there are some, ``query_workload`` only
-        when measured)."""
-        left_out = {name for name in ("warnings", "query_workload") if getattr(self, name) is None}
+        when measured, ``adversary.min_support`` only when known: audits written before it existed round-trip)."""
+        left_out: dict[str, Any] = {name: True for name in ("warnings", "query_workload") if getattr(self, name) is None}
+        if self.adversary.min_support is None:
+            left_out["adversary"] = {"min_support"}
         return self.model_dump(mode="json", exclude_none=False, exclude=left_out)
 
 
