@@ -8,7 +8,7 @@ import pandas as pd
 
 from pipeline.asset_keys import INGEST, KINDS, PRIVATE, table_metadata
 from pipeline.failures import structured_failures
-from pipeline.io.loading import InputError, load_records
+from pipeline.io.loading import InputError, input_cleaning_counts, load_records
 from pipeline.core.keyed import input_hmac
 from pipeline.resources import ReleaseSettings, ReleaseStore
 from pipeline.run_events import INPUT_SHA256_TAG
@@ -73,6 +73,7 @@ def raw_records(context: dg.AssetExecutionContext, settings: ReleaseSettings, st
                 "input_hmac": input_hmac(store.home_secret(), loaded.input_sha256),
                 # JSON {sensitive attribute: records dropped that miss it} (counts only; the manifest's copy)
                 "dropped_missing_by_attribute": json.dumps(loaded.dropped_missing_by_attribute),
+                **input_cleaning_counts(loaded.missing_quasi_identifier_by_column, loaded.look_alike_values),
             }
         ]
     )

@@ -90,10 +90,24 @@ def input_reading(settings: ReleaseSettings) -> dict:
 def dropped_missing_by_attribute(summary: pd.Series) -> dict[str, int]:
     """The input summary's records dropped per sensitive attribute with a missing value (JSON text; ``{}`` in a
     warehouse written before the column existed)."""
-    text = summary.get("dropped_missing_by_attribute")
+    return summary_counts(summary, "dropped_missing_by_attribute")
+
+
+def summary_counts(summary: pd.Series, key: str) -> dict[str, int]:
+    """A ``{column: count}`` JSON column of the input summary (``{}`` in a warehouse written before it existed)."""
+    text = summary.get(key)
     if not isinstance(text, str) or not text:
         return {}
-    return {str(attribute): int(n) for attribute, n in json.loads(text).items()}
+    return {str(column): int(n) for column, n in json.loads(text).items()}
+
+
+def input_cleaning_fields(summary: pd.Series) -> dict[str, dict[str, int]]:
+    """The manifest's ``missing_quasi_identifier_by_column`` and ``look_alike_spellings_merged`` from the input
+    summary (:func:`pipeline.io.loading.input_cleaning_counts`)."""
+    return {
+        "missing_quasi_identifier_by_column": summary_counts(summary, "missing_quasi_identifier_by_column"),
+        "look_alike_spellings_merged": summary_counts(summary, "look_alike_spellings_merged"),
+    }
 
 
 def release_metadata_fields(settings: ReleaseSettings, model: PublicationModel) -> dict[str, str | int | float]:
@@ -404,6 +418,7 @@ def build_publish_asset(job: str, owner: PublicationModel) -> dg.AssetsDefinitio
             "n_input": int(summary["n_input"]),
             "n_dropped_missing": int(summary["n_dropped_missing"]),
             "dropped_missing_by_attribute": dropped_missing_by_attribute(summary),
+            **input_cleaning_fields(summary),
             **model.manifest_section(frames, parameters, verdict, settings),
             "checks": gates,
             "utility": utility_of_checks(gates),

@@ -11,6 +11,7 @@ import difflib
 import gzip
 import hashlib
 import io
+import json
 import re
 import stat
 import string
@@ -107,6 +108,18 @@ class LoadedRecords:
     look_alike_values: dict = field(default_factory=dict)
     dropped_missing_by_attribute: dict[str, int] = field(default_factory=dict)
     missing_quasi_identifier_by_column: dict[str, int] = field(default_factory=dict)
+
+
+def input_cleaning_counts(
+    missing_quasi_identifier_by_column: Mapping[str, int], look_alike_values: Mapping[str, Mapping[str, int]]
+) -> dict[str, str]:
+    """The input summary's JSON columns of what reading changed, counts only, never a value: per quasi-identifier the
+    records whose value was missing (published as ``?``), and per column the look-alike spellings merged into another
+    (case, Unicode compatibility forms, invisible characters; :func:`pipeline.io.loading.load_records`)."""
+    return {
+        "missing_quasi_identifier_by_column": json.dumps({str(c): int(n) for c, n in missing_quasi_identifier_by_column.items()}),
+        "look_alike_spellings_merged": json.dumps({str(c): int(v["n_values_merged"]) for c, v in look_alike_values.items()}),
+    }
 
 
 #: Characters DuckDB's file readers take as a glob pattern in a path (``*``, ``?``, ``[…]``).

@@ -21,7 +21,7 @@ import pandas as pd
 
 from pipeline.settings import DEFAULT_MIN_CONFIDENCE, default_min_support
 from pipeline.models.base import CandidateRelease, Frames, GateOutcome, GateVerdict, gate_status_verdict, utility_lines
-from pipeline.models.mixed import dropped_line, gate_lines, query_workload_figures
+from pipeline.models.mixed import dropped_line, gate_lines, input_cleaning_lines, query_workload_figures
 
 __all__ = ["KL", "KLModel", "KLParameters", "discernibility", "render_kl_summary"]
 
@@ -412,6 +412,7 @@ def render_kl_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -
         f"  sensitive      {', '.join(manifest['sensitive_attributes'])} (unchanged)",
         f"  report         {path / 'report.html'}",
         f"  records        {manifest['n_input']} read, {dropped_line(manifest)}",
+        *input_cleaning_lines(manifest),
         f"                 {n_released} released, {manifest['n_suppressed_records']} suppressed",
         *utility_lines(manifest),
         f"  clusters       {n_clusters} equivalence classes, average size {n_released / n_clusters if n_clusters else 0:.2f} "

@@ -586,6 +586,7 @@ def render_summary(manifest: Mapping[str, Any], path: Path, elapsed: float) -> s
         *ell_per_attribute_line(manifest),
         f"  report         {path / 'report.html'}",
         f"  records        {manifest['n_input']} read, {dropped_line(manifest)}",
+        *input_cleaning_lines(manifest),
         f"                 {manifest['n_sac_released']} in SAC~, {manifest['n_attribute_table']} in the attribute table, "
         f"{manifest['n_deleted']} deleted",
         f"  suppressed     {manifest['n_suppressed_cells']} attribute-table cells",
@@ -651,6 +652,24 @@ def disclosure_line(disclosure: Mapping[str, Any], ell: int) -> str:
         f"holders (records that hold a strong rule); {figure('n_records_above_bound')} rule holders above the bound "
         f"{bound}, {figure('n_records_certain')} certain"
     )
+
+
+def input_cleaning_lines(manifest: Mapping[str, Any]) -> list[str]:
+    """The summary's lines about what reading the input changed (the manifest's ``missing_quasi_identifier_by_column``
+    and ``look_alike_spellings_merged``; none when nothing changed or the manifest predates them). Counts only."""
+    lines = []
+    missing = manifest.get("missing_quasi_identifier_by_column") or {}
+    if missing:
+        detail = ", ".join(f"{column} {n}" for column, n in missing.items())
+        lines.append(f"                 missing quasi-identifier values kept as '?': {detail}")
+    merged = manifest.get("look_alike_spellings_merged") or {}
+    if merged:
+        detail = ", ".join(f"{column} {n}" for column, n in merged.items())
+        lines.append(
+            f"                 look-alike spellings merged into another before counting diversity (case, Unicode forms, "
+            f"invisible characters): {detail}"
+        )
+    return lines
 
 
 def dropped_line(manifest: Mapping[str, Any]) -> str:

@@ -164,6 +164,11 @@ class Manifest(BaseModel):
     n_input: int | None = None
     n_dropped_missing: int | None = None
     dropped_missing_by_attribute: dict[str, int] | None = None
+    # what reading the input changed, counts only (issue 14's cleaning; reported since session 39): per
+    # quasi-identifier the records whose value was missing (published as '?'), per column the look-alike spellings
+    # merged into another
+    missing_quasi_identifier_by_column: dict[str, int] | None = None
+    look_alike_spellings_merged: dict[str, int] | None = None
     checks: list[JsonObject] | None = None
     stage_seconds: dict[str, float] | None = None
     package_versions: dict[str, str] | None = None

@@ -79,6 +79,8 @@ MANIFEST_COLUMNS = {
     "n_input": "BIGINT",
     "n_dropped_missing": "BIGINT",
     "dropped_missing_by_attribute": "VARCHAR",  # JSON {sensitive attribute: records dropped that miss it}
+    "missing_quasi_identifier_by_column": "VARCHAR",  # JSON {quasi-identifier: records published with '?' for it}
+    "look_alike_spellings_merged": "VARCHAR",  # JSON {column: look-alike spellings merged into another}
     "n_sac_released": "BIGINT",
     "n_attribute_table": "BIGINT",
     "n_deleted": "BIGINT",
@@ -119,6 +121,8 @@ MANIFEST_JSON_COLUMNS = (
     "quasi_identifiers",
     "ell_per_attribute",
     "dropped_missing_by_attribute",
+    "missing_quasi_identifier_by_column",
+    "look_alike_spellings_merged",
     "sensitive_attributes",
     "checks",
     "attacks",
