@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -141,7 +141,8 @@ def audit(
         return
     if raw_path is None:
         raise UnusableInput("a mixed or Rating release is audited against its raw table: pass --raw RAW")
-    from pipeline.release.audit import AuditError, audit_release
+    from pipeline.engines.local import ShardFailed
+    from pipeline.release.audit import AuditError, DamagedRelease, audit_release
 
     try:
         report = audit_release(
@@ -152,6 +153,12 @@ def audit(
             hierarchies_dir=hierarchies_dir,
             workers=workers,
         )
+    except DamagedRelease as error:
+        _damaged(release_dir, str(error))
+    except ShardFailed as error:
+        if "DamagedRelease" not in str(error):  # a part's damage, named by the part's own message
+            raise
+        _damaged(release_dir, str(error))
     except AuditError as error:
         raise UnusableInput(str(error)) from error
     target = Path(output) if output else use_home(home) / "audits" / report.release.release_id / "audit.json"
@@ -161,6 +168,13 @@ def audit(
     click.echo(render_audit(report, target))
     if not report.passed:
         sys.exit(1)
+
+
+def _damaged(release_dir: str, reason: str) -> NoReturn:
+    """Print the FAIL verdict of a release whose files break its contract (:class:`DamagedRelease`) and exit 1: the
+    audit cannot measure it, and a damaged release fails its audit."""
+    click.echo(f"Audit of release {release_dir}: FAIL (the release is damaged)\n  reason         {reason}")
+    sys.exit(1)
 
 
 def _columns(option: str, value: str | None) -> list[str]:

@@ -70,6 +70,61 @@ class AuditError(UnusableInputError, ValueError):
     """The release directory or the raw table cannot be audited; the message says why."""
 
 
+class DamagedRelease(AuditError):
+    """The release's files break its contract where the audit's figures need it (a contract column missing or
+    added, a release row id twice, a SAC~ group or SID with fewer than ℓ distinct values): the verdict is FAIL
+    (exit status 1), with the message naming the table, column or count, never a value (red team, session 39: these
+    gave tracebacks, or "its message is withheld" on a sharded release)."""
+
+    exit_status = 1
+
+
+def contract_columns(name: str, manifest: Mapping) -> list[str]:
+    """The columns table ``name`` of a mixed or Rating release holds (the release contract): ``sac_released``
+    row_id, group_id, quasi-identifiers, sensitive attributes; ``attribute_table`` row_id, quasi-identifiers, one SID
+    column per sensitive attribute; ``id_table`` attribute, sid, value, count; ``attribute_clusters`` cluster_id,
+    attribute."""
+    quasi_identifiers, sensitive = list(manifest["quasi_identifiers"]), list(manifest["sensitive_attributes"])
+    return {
+        "sac_released": ["row_id", "group_id", *quasi_identifiers, *sensitive],
+        "attribute_table": ["row_id", *quasi_identifiers, *sensitive],
+        "id_table": ["attribute", "sid", "value", "count"],
+        "attribute_clusters": ["cluster_id", "attribute"],
+    }[name]
+
+
+def check_release_frames(tables: Mapping[str, pd.DataFrame], manifest: Mapping, where: str | Path) -> None:
+    """Refuse frames read from a release (the whole release, or one part of a sharded one) that break the contract
+    where the audit's figures need it: a contract column missing or an extra one, or a release row id held twice.
+
+    Raises
+    ------
+    DamagedRelease
+        Names ``where``, the table and the columns, or how many row ids repeat; never a value.
+    """
+    for name, frame in tables.items():
+        expected = contract_columns(name, manifest)
+        missing = [c for c in expected if c not in frame.columns]
+        extra = [str(c) for c in frame.columns if c not in expected]
+        if missing or extra:
+            raise DamagedRelease(
+                f"{where}: the release is damaged: table {name} "
+                + (f"has no column(s) {missing}" if missing else "")
+                + (" and " if missing and extra else "")
+                + (f"has column(s) {extra} the contract does not list" if extra else "")
+                + " (its manifest's quasi-identifiers and sensitive attributes); audit the release as it was published"
+            )
+    row_ids = [tables[name]["row_id"] for name in ("sac_released", "attribute_table") if name in tables]
+    if row_ids:
+        repeated = int(pd.concat(row_ids, ignore_index=True).duplicated().sum())
+        if repeated:
+            raise DamagedRelease(
+                f"{where}: the release is damaged: {repeated} row(s) of sac_released and attribute_table repeat a "
+                "release row id held by another (every published record has one row id); audit the release as it was "
+                "published"
+            )
+
+
 @dataclass(frozen=True)
 class PublishedRelease:
     """A release directory read back: the manifest and the contract tables as pandas frames.
@@ -141,6 +196,8 @@ def read_release(path: str | Path) -> PublishedRelease:
     ------
     AuditError
         No manifest, an unknown model, a (k, ℓ) release (not audited here), or a contract table missing.
+    DamagedRelease
+        A table breaks the contract (:func:`check_release_frames`).
     """
     directory, manifest = read_audited_manifest(path)
     model = manifest["model"]
@@ -163,6 +220,7 @@ def read_release(path: str | Path) -> PublishedRelease:
             tables[name] = read_parquet_frame(files, categorical=name in ("sac_released", "attribute_table", "id_table"))
         else:
             tables[name] = pd.DataFrame({c: pd.Series(dtype=object) for c in empty_columns[name]})
+    check_release_frames(tables, manifest, directory)
     return PublishedRelease(path=directory, manifest=manifest, **contract_dtypes(tables, sensitive_attributes))
 
 
@@ -398,6 +456,16 @@ def disclosure_histogram(probabilities: np.ndarray) -> dict[str, int]:
         )
         counts[f"({left}, {right}]"] = int(inside.sum())
     return counts
+
+
+def broken_diversity_message(where: str | Path, error: ValueError) -> str:
+    """:class:`DamagedRelease`'s message when the utility figures refuse a release (``error`` from
+    :func:`pipeline.core.metrics.additional_information_loss`, whose messages name counts and ℓ, never a value)."""
+    return (
+        f"{where}: the release is damaged: {str(error).splitlines()[0] if str(error) else type(error).__name__} (the "
+        "files break ℓ-diversity: a SAC~ group or a SID lost records or values after the release was published); "
+        "audit the release as it was published"
+    )
 
 
 def release_metrics(release: PublishedRelease, rules: pd.DataFrame, *, domain: Mapping[str, int]) -> dict:
@@ -846,7 +914,10 @@ def audit_release_against(
         raw_matches = is_release_input
     else:
         raw_matches = _is_release_input(release.path, manifest, input_sha256) if input_sha256 is not None else None
-    metrics = release_metrics(release, rules, domain=domain_sizes(records, release.sensitive_attributes))
+    try:
+        metrics = release_metrics(release, rules, domain=domain_sizes(records, release.sensitive_attributes))
+    except ValueError as error:  # the utility figures need every published set to hold ℓ values (AIL's formula)
+        raise DamagedRelease(broken_diversity_message(release.path, error)) from None
     report = audit_report(
         release,
         rules,

@@ -47,10 +47,13 @@ from pipeline.core.identity_risk import identity_risk_from_class_sizes
 from pipeline.core.metrics import additional_information_loss, domain_sizes, reconstruction_error
 from pipeline.release.audit import (
     AuditError,
+    DamagedRelease,
     PublishedRelease,
     _is_release_input,
     _structure,
     assemble_report,
+    broken_diversity_message,
+    check_release_frames,
     contract_dtypes,
     disclosure_histogram,
     load_raw_as_released,
@@ -131,6 +134,7 @@ def read_part(task: PartTask) -> PublishedRelease:
     belong to the whole release). The only place the out-of-core audit reads record-level data."""
     tables = {name: read_parquet_frame([str(task.files[name])]) for name in PART_TABLES}
     manifest = {k: v for k, v in task.manifest.items() if k not in ("n_deleted", "n_sac_released", "n_attribute_table")}
+    check_release_frames(tables, manifest, Path(str(task.files["attribute_table"])).parent.parent)
     return PublishedRelease(
         path=Path(str(task.files["attribute_table"])).parent.parent,
         manifest=manifest,
@@ -179,14 +183,17 @@ def _part_figures(task: PartTask, part: PublishedRelease) -> dict[str, Any]:
     """:func:`part_figures` of a part read, without the adversary's partial."""
     attributes = part.sensitive_attributes
     n_part = len(part.sac_released) + len(part.attribute_table)
-    ail = additional_information_loss(
-        sac_released=part.sac_released,
-        attribute_table=part.attribute_table,
-        id_table=part.id_table,
-        sensitive_attributes=attributes,
-        ell=part.ell_by_attribute,
-        n_deleted=0,
-    )
+    try:
+        ail = additional_information_loss(
+            sac_released=part.sac_released,
+            attribute_table=part.attribute_table,
+            id_table=part.id_table,
+            sensitive_attributes=attributes,
+            ell=part.ell_by_attribute,
+            n_deleted=0,
+        )
+    except ValueError as error:  # every published set must hold ℓ values for AIL's formula
+        raise DamagedRelease(broken_diversity_message(f"part {task.shard} of {part.path}", error)) from None
     rce = reconstruction_error(
         sac_released=part.sac_released,
         attribute_table=part.attribute_table,

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
@@ -103,3 +104,45 @@ def test_min_support_of_the_audit_on_an_in_memory_release(golden, tmp_path, monk
     assert (default.adversary.min_support, measured.adversary.min_support) == (50, 1)
     assert (default.adversary.n_rules, measured.adversary.n_rules) == (0, 2)
     assert (default.verdict, measured.verdict, measured.adversary.n_records_above_bound) == ("PASS", "FAIL", 5)
+
+
+def _table_files(release: Path, table: str) -> list[Path]:
+    parts = sorted((release / table).glob("*.parquet"))
+    return parts or [release / f"{table}.parquet"]
+
+
+@pytest.mark.parametrize("engine", ["local", "memory"])
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        ("drop a sac_released row", "a published possible-value set has fewer than ℓ"),
+        ("repeat an attribute_table row", "repeat a release row id held by another"),
+        ("rename a sensitive column", "has no column(s)"),
+    ],
+)
+def test_an_audit_of_a_damaged_release_fails_naming_the_damage(golden, tmp_path, monkeypatch, engine, damage, reason):
+    # red team, session 39: these gave a traceback (exit 1, like FAIL) or, on a sharded release, "shard 0 of 1
+    # failed: KeyError: its message is withheld", naming no table or column
+    release, raw, example = _publish(golden, tmp_path, monkeypatch, extra=("--engine", engine))
+    copy = tmp_path / "copy" / release.name
+    shutil.copytree(release, copy)
+    attribute = str(example["SA"][0])
+    if damage == "drop a sac_released row":
+        (path,) = _table_files(copy, "sac_released")
+        frame = pd.read_parquet(path)
+        assert len(frame)
+        frame.iloc[1:].to_parquet(path, index=False)
+    elif damage == "repeat an attribute_table row":
+        (path,) = _table_files(copy, "attribute_table")
+        frame = pd.read_parquet(path)
+        pd.concat([frame, frame.iloc[:1]], ignore_index=True).to_parquet(path, index=False)
+    else:
+        (path,) = _table_files(copy, "attribute_table")
+        pd.read_parquet(path).rename(columns={attribute: f"{attribute}_renamed"}).to_parquet(path, index=False)
+    outcome = CliRunner().invoke(
+        main, ["audit", str(copy), "--raw", str(raw), "--workers", "1", "--output", str(tmp_path / "a.json")]
+    )
+    assert outcome.exit_code == 1, outcome.output
+    assert outcome.exception is None or isinstance(outcome.exception, SystemExit), outcome.exception
+    assert "FAIL (the release is damaged)" in outcome.output and reason in outcome.output, outcome.output
+    assert "withheld" not in outcome.output
