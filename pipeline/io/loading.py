@@ -386,6 +386,11 @@ def _csv_compression(path: Path) -> str:
     """
     with path.open("rb") as handle:
         head = handle.read(64)
+    if head.startswith(b"PAR1"):  # Parquet's magic bytes (red team, session 39: "not UTF-8, iconv -f latin1" before)
+        raise InputError(
+            f"{path}: the file is Parquet, not CSV (it starts with Parquet's magic bytes); read it as Parquet with "
+            f"{setting_example('input_format', 'parquet')}, or name it .parquet"
+        )
     compression = "gzip" if head.startswith(b"\x1f\x8b") else "none"
     if compression == "gzip":
         try:
@@ -542,8 +547,11 @@ def _csv_error(path: Path, error: Exception) -> InputError:
     ragged = re.search(r"Expected Number of Columns: (\d+) Found: (\d+)", text)
     lowered = text.lower()
     if ragged:
+        expected, found = int(ragged.group(1)), int(ragged.group(2))
+        # DuckDB stops counting one field past the expected number: a longer row says expected + 1
+        fields = f"more than {expected}" if found == expected + 1 else str(found)
         return InputError(
-            f"{where}: the row has {ragged.group(2)} fields but the header (or {setting('column_names')}) has {ragged.group(1)}; "
+            f"{where}: the row has {fields} fields but the header (or {setting('column_names')}) has {expected}; "
             "every row must have the same number of fields: fix the row, or quote a value that contains the "
             'delimiter ("a,b")'
         )

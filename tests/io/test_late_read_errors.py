@@ -29,7 +29,7 @@ def test_a_ragged_row_gives_its_line_at_any_depth(tmp_path, record):
     with pytest.raises(InputError) as raised:
         load_records(path, quasi_identifiers=["q"], sensitive_attributes=["a", "b"])
     message = str(raised.value)
-    assert message.startswith(f"{path}, line {record + 1}: the row has 4 fields but the header")
+    assert message.startswith(f"{path}, line {record + 1}: the row has more than 3 fields but the header")
     assert "SECRET" not in message and "v1" not in message
     assert raised.value.__cause__ is None and raised.value.__suppress_context__
 
@@ -178,3 +178,29 @@ def test_synthesize_refuses_to_write_over_its_input(tmp_path, same):
     assert outcome.exit_code == 2, outcome.output
     assert "is the input file" in outcome.output
     assert source.read_text() == text
+
+
+def test_a_row_longer_than_the_column_names_is_not_given_a_made_up_length(tmp_path):
+    # red team, session 39: 3 --column-names on a 15-field file said "the row has 4 fields" (DuckDB stops counting one
+    # past the expected number)
+    path = tmp_path / "wide.csv"
+    path.write_text("".join(",".join(f"c{j}{i % 5}" for j in range(15)) + "\n" for i in range(20)))
+    with pytest.raises(InputError, match=r"wide.csv, line 1: the row has more than 3 fields but the header \(or"):
+        load_records(
+            path, quasi_identifiers=["q"], sensitive_attributes=["a", "b"], csv_header=False, column_names=["q", "a", "b"]
+        )
+
+
+def test_a_short_row_keeps_its_exact_length(tmp_path):
+    path = tmp_path / "short.csv"
+    path.write_text("q,a,b\n1,x,p\n2,y\n")
+    with pytest.raises(InputError, match=r"short.csv, line 3: the row has 2 fields but the header"):
+        load_records(path, quasi_identifiers=["q"], sensitive_attributes=["a", "b"])
+
+
+def test_a_parquet_file_named_csv_is_named_parquet(tmp_path):
+    path = tmp_path / "table.csv"
+    pq.write_table(pa.table({"q": ["1", "2"], "a": ["x", "y"], "b": ["p", "q"]}), path)
+    with pytest.raises(InputError, match=r"table.csv: the file is Parquet, not CSV") as raised:
+        load_records(path, quasi_identifiers=["q"], sensitive_attributes=["a", "b"])
+    assert "iconv" not in str(raised.value)
