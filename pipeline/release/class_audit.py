@@ -69,6 +69,27 @@ def release_model(release_dir: str | Path) -> str | None:
         return None
 
 
+def check_column_roles(quasi_identifiers: Sequence[str], sensitive_attributes: Sequence[str]) -> None:
+    """Refuse a column listed twice in one role or in both (red team, session 39: ``--sensitive-attributes
+    education,education`` was merged into one attribute without a word and passed; a column in both roles gave a FAIL
+    verdict instead of a usage error).
+
+    Raises
+    ------
+    ClassAuditError
+        Naming the columns.
+    """
+    for option, names in (("--quasi-identifiers", quasi_identifiers), ("--sensitive-attributes", sensitive_attributes)):
+        repeated = sorted({n for n in names if list(names).count(n) > 1})
+        if repeated:
+            raise ClassAuditError(f"{option} lists {repeated} more than once; list each column once")
+    both = sorted(set(quasi_identifiers) & set(sensitive_attributes))
+    if both:
+        raise ClassAuditError(
+            f"column(s) {both} are listed as quasi-identifier and as sensitive attribute; give each column one role"
+        )
+
+
 def read_generalized_table(path: str | Path, columns: Sequence[str]) -> pd.DataFrame:
     """Read another tool's generalized table: CSV (delimiter ``,``, ``;`` or tab, found from the header line; a
     header row is required) or Parquet, every column as text.
@@ -370,6 +391,7 @@ def audit_generalized_table(
     """
     if k < 1 or ell < 1:
         raise ClassAuditError(f"k and ell must be >= 1 (got k={k}, ell={ell})")
+    check_column_roles(quasi_identifiers, sensitive_attributes)
     path = Path(table_path)
     table = read_generalized_table(path, [*quasi_identifiers, *sensitive_attributes])
     # a suppressed or missing sensitive cell is no value: audited as its class's most frequent value (the worst case)

@@ -262,3 +262,20 @@ def test_min_support_sets_the_strong_rule_adversarys_rules(adult_release, tmp_pa
     assert adversary["min_support"] == 400
     assert "support >= 400" in outcome.output
     assert 0 < adversary["n_rules"] < default["n_rules"]
+
+
+@pytest.mark.parametrize(
+    ("quasi_identifiers", "sensitive_attributes", "named"),
+    [
+        (QUASI_IDENTIFIERS, ["education", "education"], "--sensitive-attributes lists ['education'] more than once"),
+        (["sex", "sex", "race"], SENSITIVE_ATTRIBUTES, "--quasi-identifiers lists ['sex'] more than once"),
+        (["sex", "education"], SENSITIVE_ATTRIBUTES, "column(s) ['education'] are listed as quasi-identifier and as sensitive"),
+    ],
+)
+def test_a_column_listed_twice_or_in_both_roles_is_a_usage_error(
+    adult_release, tmp_path, quasi_identifiers, sensitive_attributes, named
+):
+    # red team, session 39: the duplicate was merged silently (one sensitive attribute left, PASS); both roles gave FAIL
+    outcome = audit(*table_arguments(adult_release["path"], quasi_identifiers, sensitive_attributes), home=tmp_path / "home")
+    assert outcome.exit_code == 2, outcome.output
+    assert named in outcome.output
