@@ -26,6 +26,7 @@ from assets.mixed_model import available_hierarchies, release_secret
 from assets.publish import (
     dropped_missing_by_attribute,
     input_cleaning_fields,
+    summary_counts,
     gate_outcomes,
     input_reading,
     run_profile,
@@ -289,19 +290,22 @@ def sensitive_tuple_counts(settings: ReleaseSettings, sharded_input_summary: pd.
     table that cannot be ℓ-diverse is refused here as the in-memory job refuses it when reading (exit status 2): every
     sensitive attribute needs ℓ distinct values, which the distinct tuples hold exactly when the records do."""
     from pipeline.engines.staging import sensitive_tuple_counts as count_tuples
-    from pipeline.io.loading import check_ell_feasible
+    from pipeline.io.loading import InfeasibleInput, check_ell_feasible, note_look_alikes
 
     first = sharded_input_summary.iloc[0]
     counts = count_tuples(Path(str(first["staging_dir"])), list(settings.sensitive_attributes))
     with structured_failures(file=settings.input_path):
-        check_ell_feasible(
-            counts,
-            list(settings.sensitive_attributes),
-            ell=settings.feasibility_ell(),
-            source=Path(settings.input_path).name,
-            n_input=int(first["n_input"]),
-            n_records=int(counts["n_records"].sum()),  # one row per distinct tuple: the message counts records
-        )
+        try:
+            check_ell_feasible(
+                counts,
+                list(settings.sensitive_attributes),
+                ell=settings.feasibility_ell(),
+                source=Path(settings.input_path).name,
+                n_input=int(first["n_input"]),
+                n_records=int(counts["n_records"].sum()),  # one row per distinct tuple: the message counts records
+            )
+        except InfeasibleInput as error:
+            raise note_look_alikes(error, summary_counts(first, "look_alike_spellings_merged")) from None
     return counts
 
 

@@ -67,6 +67,23 @@ class InfeasibleInput(InputError):
     """A readable table that no model can make ℓ-diverse (too few records or distinct values)."""
 
 
+def note_look_alikes(error: InfeasibleInput, spellings_merged: Mapping[str, int]) -> InfeasibleInput:
+    """``error`` with a sentence saying that look-alike spellings of its column were merged before the values were
+    counted, when they were (``spellings_merged``: column -> spellings merged into another); ``error`` itself
+    otherwise. Red team, session 39: a column of ``yes``/``YES`` was refused as "the same value in all records", which
+    is false of the file as written."""
+    merged = int(spellings_merged.get(str(error.column), 0)) if error.column else 0
+    if not merged:
+        return error
+    return InfeasibleInput(
+        f"{error} (in {error.column!r}, {merged} spelling(s) differing from another only by upper/lower case, Unicode "
+        "compatibility form or invisible characters were merged into it before the values were counted: they are one "
+        "value; make them distinct in the input if they are not)",
+        file=error.file,
+        column=error.column,
+    )
+
+
 class ValueTooLong(InputError):
     """A value of a configured column longer than ``max_value_length`` bytes (UTF-8); refused when the input is read."""
 
@@ -1411,7 +1428,10 @@ def load_records(
             f"and {setting('missing_value_tokens')} (a token may match real values)"
         )
     if ell is not None:
-        check_ell_feasible(records, sensitive_attributes, ell=ell, source=str(resolved), n_input=n_input)
+        try:
+            check_ell_feasible(records, sensitive_attributes, ell=ell, source=str(resolved), n_input=n_input)
+        except InfeasibleInput as error:
+            raise note_look_alikes(error, {c: int(v["n_values_merged"]) for c, v in look_alikes.items()}) from None
     return LoadedRecords(
         records=records,
         n_input=n_input,

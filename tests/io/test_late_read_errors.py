@@ -204,3 +204,35 @@ def test_a_parquet_file_named_csv_is_named_parquet(tmp_path):
     with pytest.raises(InputError, match=r"table.csv: the file is Parquet, not CSV") as raised:
         load_records(path, quasi_identifiers=["q"], sensitive_attributes=["a", "b"])
     assert "iconv" not in str(raised.value)
+
+
+@pytest.mark.parametrize("engine", ["local", "memory"])
+def test_a_refusal_for_too_few_values_says_when_look_alike_spellings_were_merged(tmp_path, engine):
+    # red team, session 39: a column of yes/YES was refused as "the same value in all 5000 records", false of the file
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    path = tmp_path / "answers.csv"
+    path.write_text("q,a,b\n" + "".join(f"{i % 7},{'yes' if i % 2 else 'YES'},w{i % 11}\n" for i in range(60)))
+    home = tmp_path / "home"
+    outcome = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--input",
+            str(path),
+            "--quasi-identifiers",
+            "q",
+            "--sensitive-attributes",
+            "a,b",
+            "--engine",
+            engine,
+            "--home",
+            str(home),
+        ],
+        env={"MSA_RELEASE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")},
+    )
+    assert outcome.exit_code == 2, outcome.output
+    assert "have the same value in all 60 records" in outcome.output
+    assert "in 'a', 1 spelling(s) differing from another only by upper/lower case" in outcome.output
