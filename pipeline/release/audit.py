@@ -809,7 +809,14 @@ def load_raw_as_released(directory: Path, manifest: Mapping, raw_path: str | Pat
         )
     except InputError as error:
         message = str(error)
-        raise AuditError(message if str(raw_path) in message else f"raw table {raw_path}: {message}") from error
+        raise AuditError(
+            (message if str(raw_path) in message else f"raw table {raw_path}: {message}")
+            # the reader's advice names the run's options; the audit reads RAW as the manifest says the release read
+            # its input, so the remedy is the release's own input file (red team, session 39)
+            + f". The audit reads the raw table as the release read its input (the manifest's input_reading: "
+            f"{typed.input_format}, header {typed.csv_header}, delimiter {typed.delimiter!r}) and the release's "
+            "quasi-identifiers and sensitive attributes; pass the release's own input file with --raw"
+        ) from None
 
 
 def _query_workload(release: PublishedRelease, records: pd.DataFrame, hierarchies_dir: Path) -> QueryWorkload | None:

@@ -146,3 +146,16 @@ def test_an_audit_of_a_damaged_release_fails_naming_the_damage(golden, tmp_path,
     assert outcome.exception is None or isinstance(outcome.exception, SystemExit), outcome.exception
     assert "FAIL (the release is damaged)" in outcome.output and reason in outcome.output, outcome.output
     assert "withheld" not in outcome.output
+
+
+def test_an_unreadable_raw_table_is_explained_in_the_audits_terms(golden, tmp_path, monkeypatch):
+    # red team, session 39: the reader's advice named the run's options (--quasi-identifiers, --no-header), which
+    # audit does not have: the raw table is read as the manifest says the release read its input
+    release, raw, example = _publish(golden, tmp_path, monkeypatch)
+    other = tmp_path / "other.csv"
+    pd.read_csv(raw).drop(columns=[str(example["SA"][0])]).to_csv(other, index=False)
+    outcome = CliRunner().invoke(main, ["audit", str(release), "--raw", str(other), "--workers", "1"])
+    assert outcome.exit_code == 2, outcome.output
+    assert "other.csv" in outcome.output
+    assert "the manifest's input_reading: auto, header True, delimiter ','" in outcome.output
+    assert "pass the release's own input file with --raw" in outcome.output
