@@ -740,9 +740,12 @@ class ReleaseStore(dg.ConfigurableResource):
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         """Refuse a run whose config moves the warehouse (and its release lock) out of this home
-        (:func:`pipeline.warehouse.check_one_home`; the warehouse refuses a moved store the same way)."""
+        (:func:`pipeline.warehouse.check_one_home`; the warehouse refuses a moved store the same way), and a home
+        whose path the release's file reader would take as a pattern (:func:`pipeline.home.check_home_path`)."""
+        from pipeline.home import check_home_path
         from pipeline.warehouse import check_one_home, run_config_override
 
+        check_home_path(self.home)
         database = run_config_override(context, "io_manager", "database")
         if database is not None:
             check_one_home(self.home, database)

@@ -606,12 +606,15 @@ def newest_comparison(home: Path) -> Path | None:
 def use_home(home_option: str | None) -> Path:
     """The release home: ``--home`` when given (exported as $MSA_RELEASE_HOME), else the default; created 0700 if
     absent, an existing directory's mode never changed (a warning on stderr when others can access it)."""
+    from pipeline.home import HomePathError
     from pipeline.resources import ensure_release_home, home_access_warning, release_home
 
     try:
         if home_option:
             os.environ["MSA_RELEASE_HOME"] = str(Path(home_option).resolve())
         home = ensure_release_home(release_home())
+    except HomePathError as error:
+        raise UnusableInput(str(error)) from None
     except (OSError, RuntimeError) as error:  # RuntimeError: a symlink loop (Path.resolve, Python 3.11)
         raise UnusableInput(
             f"the release home {home_option or os.environ.get('MSA_RELEASE_HOME', 'var')!r} cannot be used as a "

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.core.values import canonical_spellings, merge_look_alike_values
+from pipeline.home import GLOB_CHARACTERS
 from pipeline.core.mixed_model import RESERVED_COLUMNS, validate_model_columns
 from pipeline.errors import UnusableInputError
 from pipeline.vocabulary import setting, setting_example
@@ -137,10 +138,6 @@ def input_cleaning_counts(
         "missing_quasi_identifier_by_column": json.dumps({str(c): int(n) for c, n in missing_quasi_identifier_by_column.items()}),
         "look_alike_spellings_merged": json.dumps({str(c): int(v["n_values_merged"]) for c, v in look_alike_values.items()}),
     }
-
-
-#: Characters DuckDB's file readers take as a glob pattern in a path (``*``, ``?``, ``[…]``).
-GLOB_CHARACTERS = frozenset("*?[")
 
 
 def resolve_input_path(path: str | Path) -> Path:

@@ -236,3 +236,23 @@ def test_a_refusal_for_too_few_values_says_when_look_alike_spellings_were_merged
     assert outcome.exit_code == 2, outcome.output
     assert "have the same value in all 60 records" in outcome.output
     assert "in 'a', 1 spelling(s) differing from another only by upper/lower case" in outcome.output
+
+
+def test_a_home_whose_path_duckdb_would_take_as_a_pattern_is_refused_up_front(tmp_path):
+    # session 39: a home 'h[1]' failed the default engine's second step with DuckDB's "No files found that match the
+    # pattern" (the staged shards under the home)
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    path = tmp_path / "table.csv"
+    path.write_text("q,a,b\n" + "".join(f"{i % 7},v{i % 13},w{i % 11}\n" for i in range(60)))
+    home = tmp_path / "h[1]"
+    outcome = CliRunner().invoke(
+        main,
+        ["run", "--input", str(path), "--quasi-identifiers", "q", "--sensitive-attributes", "a,b", "--home", str(home)],
+        env={"MSA_RELEASE_HOME": str(home), "DAGSTER_HOME": str(tmp_path / "dagster")},
+    )
+    assert outcome.exit_code == 2, outcome.output
+    assert "holds [ in its path, which the release's file reader (DuckDB) takes as a file-name pattern" in outcome.output
+    assert not home.exists()
