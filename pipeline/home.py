@@ -9,14 +9,16 @@ import os
 import stat
 from pathlib import Path
 
+from pipeline.errors import UnusableInputError
+
 __all__ = ["GLOB_CHARACTERS", "HomePathError", "check_home_path", "ensure_release_home", "home_access_warning", "release_home"]
 
 #: Characters DuckDB's file readers take as a glob pattern in a path (``*``, ``?``, ``[…]``).
 GLOB_CHARACTERS = frozenset("*?[")
 
 
-class HomePathError(ValueError):
-    """A release home whose path cannot hold the release's files (see :func:`check_home_path`)."""
+class HomePathError(UnusableInputError, ValueError):
+    """A release home whose path cannot hold the release's files (see :func:`check_home_path`; exit 2)."""
 
 
 def check_home_path(home: Path | str) -> None:
