@@ -156,7 +156,7 @@ def audit(
     except DamagedRelease as error:
         _damaged(release_dir, str(error))
     except ShardFailed as error:
-        if "DamagedRelease" not in str(error):  # a part's damage, named by the part's own message
+        if not isinstance(error.__cause__, DamagedRelease):  # a part's damage (the project's errors stay the cause)
             raise
         _damaged(release_dir, str(error))
     except AuditError as error:

@@ -126,8 +126,10 @@ def input_files(paths: str | Path | Sequence[str | Path], *, input_format: str =
     for entry in listed:
         candidate = Path(entry).expanduser()
         if candidate.is_dir():
+            # each file through resolve_input_path: the checks of a single input (a name DuckDB would take as a
+            # pattern included: review, session 39)
             found = sorted(
-                p.resolve()
+                resolve_input_path(p)
                 for p in candidate.iterdir()
                 if p.is_file() and not p.name.startswith(".") and _format_of(p) is not None
             )

@@ -73,13 +73,15 @@ def note_look_alikes(error: InfeasibleInput, spellings_merged: Mapping[str, int]
     counted, when they were (``spellings_merged``: column -> spellings merged into another); ``error`` itself
     otherwise. Red team, session 39: a column of ``yes``/``YES`` was refused as "the same value in all records", which
     is false of the file as written."""
-    merged = int(spellings_merged.get(str(error.column), 0)) if error.column else 0
-    if not merged:
+    text = str(error)
+    named = {c: int(n) for c, n in spellings_merged.items() if int(n) and (c == error.column or repr(str(c)) in text)}
+    if not named:
         return error
+    detail = "; ".join(f"in {c!r}, {n} spelling(s)" for c, n in named.items())
     return InfeasibleInput(
-        f"{error} (in {error.column!r}, {merged} spelling(s) differing from another only by upper/lower case, Unicode "
-        "compatibility form or invisible characters were merged into it before the values were counted: they are one "
-        "value; make them distinct in the input if they are not)",
+        f"{text} ({detail} differing from another only by upper/lower case, Unicode compatibility form or invisible "
+        "characters were merged into it before the values were counted: they are one value; make them distinct in "
+        "the input if they are not)",
         file=error.file,
         column=error.column,
     )
@@ -179,8 +181,7 @@ def resolve_input_path(path: str | Path) -> Path:
         raise InputError(
             f"input file {str(path)!r}: its path holds {' '.join(pattern)}, which the reader takes as a file-name "
             "pattern (it would read every file the pattern matches, not this one alone); rename the file (or the "
-            f"folder holding {' '.join(pattern)}), or link it under a plain name (ln -s) and pass that with "
-            f"{setting('input_path')}"
+            f"folder holding {' '.join(pattern)}), or copy it to a plain name, and pass that with {setting('input_path')}"
         )
     return resolved
 
@@ -386,6 +387,17 @@ _WIDE_BOMS = {
 }
 
 
+def _ends_with_parquet_magic(path: Path) -> bool:
+    """Whether the file's last 4 bytes are Parquet's magic ``PAR1`` (a Parquet file starts and ends with it; a CSV
+    whose first column is named ``PAR1…`` does not end with it)."""
+    with path.open("rb") as handle:
+        handle.seek(0, 2)
+        if handle.tell() < 8:
+            return False
+        handle.seek(-4, 2)
+        return handle.read(4) == b"PAR1"
+
+
 def _csv_compression(path: Path) -> str:
     """``"gzip"`` for a gzip-compressed CSV (read directly, whatever its name), else ``"none"``.
 
@@ -400,7 +412,7 @@ def _csv_compression(path: Path) -> str:
     """
     with path.open("rb") as handle:
         head = handle.read(64)
-    if head.startswith(b"PAR1"):  # Parquet's magic bytes (red team, session 39: "not UTF-8, iconv -f latin1" before)
+    if head.startswith(b"PAR1") and _ends_with_parquet_magic(path):  # red team, session 39: "iconv -f latin1" before
         raise InputError(
             f"{path}: the file is Parquet, not CSV (it starts with Parquet's magic bytes); read it as Parquet with "
             f"{setting_example('input_format', 'parquet')}, or name it .parquet"
@@ -550,6 +562,21 @@ def _without_header_example() -> str:
     return f"{header} {names}" if header.startswith("--") else f"{header} and {names}"
 
 
+def parquet_error(path: Path, error: BaseException) -> InputError:
+    """The :class:`InputError` of a Parquet file DuckDB or Arrow cannot read, from the error's first line with every
+    quoted span blanked: DuckDB quotes a cell it cannot decode (``value "…" is not valid UTF8!``), so its text is
+    never repeated as it is (review, session 39). A string that is not UTF-8 gets its own advice."""
+    text = str(error).strip()
+    first = text.splitlines()[0] if text else type(error).__name__
+    if "not valid utf8" in first.lower() or "invalid string encoding" in first.lower():
+        return InputError(
+            f"{path}: a text value of the Parquet file is not valid UTF-8; write its strings as UTF-8 (or as binary "
+            "columns left out of the configuration)"
+        )
+    blanked = re.sub(r'"[^"]*"', '"…"', re.sub(r"'[^']*'", "'…'", first))
+    return InputError(f"{path}: cannot be read as Parquet ({blanked}); check that the file is complete and valid Parquet")
+
+
 def _csv_error(path: Path, error: Exception) -> InputError:
     """A short, actionable message for a DuckDB CSV error (raised as :class:`duckdb.Error` by the query, or as
     :class:`OSError` / :class:`pyarrow.ArrowException` by the Arrow reader when the parser meets the row while the
@@ -631,7 +658,7 @@ class InputScan:
         offending line is never quoted)."""
         if self.input_format == "csv":
             return _csv_error(self.path, error)
-        return InputError(f"{self.path}: cannot be read as Parquet ({str(error).strip().splitlines()[0]})")
+        return parquet_error(self.path, error)
 
 
 def open_input_scan(
@@ -680,7 +707,7 @@ def open_input_scan(
                 for_model=for_model,
             )
         except duckdb.Error as error:
-            raise InputError(f"{path}: cannot be read as Parquet ({str(error).strip().splitlines()[0]})") from error
+            raise parquet_error(path, error) from None
     if fmt != "csv":
         raise InputError(f"unknown input format {input_format!r}; use 'csv', 'parquet' or 'auto'")
     return _csv_scan(
@@ -997,11 +1024,10 @@ def _parquet_scan(
     try:
         relation = connection.read_parquet(str(path))
     except duckdb.Error as error:
-        first = str(error).strip().splitlines()[0]
+        reason = str(parquet_error(path, error)).removeprefix(f"{path}: ")
         raise InputError(
-            f"{path}: cannot be read as Parquet ({first}); pass a valid Parquet file, or {setting_example('input_format', 'csv')} "
-            "if it is a CSV file"
-        ) from error
+            f"{path}: {reason}; or, if it is a CSV file, read it with {setting_example('input_format', 'csv')}"
+        ) from None
     stored = list(relation.columns)
     # the names as written: DuckDB renames a repeated or case-variant name ('A' after 'a' becomes 'A_1')
     written = _parquet_schema_names(path, fallback=stored)
@@ -1065,8 +1091,7 @@ def _read_parquet(
             first_line=None,
         )
     except _READ_ERRORS as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise InputError(f"{path}: cannot be read as Parquet ({first})") from None
+        raise parquet_error(path, error) from None
     finally:
         connection.close()
 

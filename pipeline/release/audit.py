@@ -462,9 +462,9 @@ def broken_diversity_message(where: str | Path, error: ValueError) -> str:
     """:class:`DamagedRelease`'s message when the utility figures refuse a release (``error`` from
     :func:`pipeline.core.metrics.additional_information_loss`, whose messages name counts and ℓ, never a value)."""
     return (
-        f"{where}: the release is damaged: {str(error).splitlines()[0] if str(error) else type(error).__name__} (the "
-        "files break ℓ-diversity: a SAC~ group or a SID lost records or values after the release was published); "
-        "audit the release as it was published"
+        f"{where}: the release is damaged: {str(error).splitlines()[0] if str(error) else type(error).__name__} (its "
+        "files no longer hold what was published: a SAC~ group or a SID lost records or values, or a SID is missing "
+        "from the ID table); audit the release as it was published"
     )
 
 
@@ -1077,7 +1077,8 @@ def assemble_report(
     if weaker:
         warnings = [
             f"the release was made with {' and '.join(weaker)}: it bounds only the rules above those thresholds, and "
-            "this audit mined the same; an adversary who knows the weaker rules is not measured (audit with "
+            f"this audit mined at min_support {audited_support} and min_confidence {float(adversary.min_confidence):g}; "
+            "an adversary who knows the weaker rules is not measured (audit with "
             f"--min-confidence {DEFAULT_MIN_CONFIDENCE:g} --min-support {default_support} to measure them)"
         ]
     if raw.is_release_input is False:

@@ -256,3 +256,66 @@ def test_a_home_whose_path_duckdb_would_take_as_a_pattern_is_refused_up_front(tm
     assert outcome.exit_code == 2, outcome.output
     assert "holds [ in its path, which the release's file reader (DuckDB) takes as a file-name pattern" in outcome.output
     assert not home.exists()
+
+
+@pytest.mark.parametrize("record", [5, 15_000])
+def test_a_parquet_string_that_is_not_utf8_is_refused_without_quoting_it(tmp_path, record):
+    # review, session 39: DuckDB quotes the cell it cannot decode ('value "SECRETVALUE\xff\xfe" is not valid UTF8!'),
+    # and the message repeated DuckDB's first line on both engines
+    from pipeline.engines.staging import stage_input
+
+    n = 20_000
+    cells = [f"v{i % 13}".encode() for i in range(n)]
+    cells[record] = b"SECRETVALUE\xff\xfe"
+    path = tmp_path / "bytes.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "q": [str(i % 7) for i in range(n)],
+                "a": pa.array(cells, pa.binary()).view(pa.string()),
+                "b": [f"w{i % 11}" for i in range(n)],
+            }
+        ),
+        path,
+        row_group_size=4_000,
+    )
+    with pytest.raises(InputError) as raised:
+        load_records(path, quasi_identifiers=["q"], sensitive_attributes=["a", "b"])
+    assert "not valid UTF-8" in str(raised.value) and "SECRET" not in str(raised.value)
+    assert raised.value.__cause__ is None
+    with pytest.raises(InputError) as staged:
+        stage_input(
+            path, tmp_path / "staging", quasi_identifiers=["q"], sensitive_attributes=["a", "b"], salt=1, min_shard_rows=1
+        )
+    assert "SECRET" not in str(staged.value)
+
+
+def test_a_directory_input_refuses_a_file_name_duckdb_would_expand(tmp_path):
+    # review, session 39: a directory holding x?.csv and x1.csv read x1.csv twice (the directory listing skipped the check)
+    from pipeline.engines.staging import input_files
+
+    folder = tmp_path / "delivery"
+    folder.mkdir()
+    rows = "q,a,b\n" + "".join(f"{i % 7},v{i % 13},w{i % 11}\n" for i in range(50))
+    (folder / "x?.csv").write_text(rows)
+    (folder / "x1.csv").write_text(rows)
+    with pytest.raises(InputError, match="which the reader takes as a file-name pattern"):
+        input_files(folder)
+
+
+def test_a_csv_whose_first_column_is_named_par1_is_a_csv(tmp_path):
+    # review, session 39: the Parquet check looked at the first 4 bytes only
+    path = tmp_path / "par.csv"
+    path.write_text("PAR1,a,b\n" + "".join(f"{i % 7},v{i % 13},w{i % 11}\n" for i in range(50)))
+    loaded = load_records(path, quasi_identifiers=["PAR1"], sensitive_attributes=["a", "b"])
+    assert len(loaded.records) == 50
+
+
+def test_the_look_alike_note_covers_every_column_the_refusal_names(tmp_path):
+    # review, session 39: with 'a' constant and 'b' holding yes/YES, the note named only the first column
+    path = tmp_path / "two.csv"
+    path.write_text("q,a,b,c\n" + "".join(f"{i % 7},x,{'yes' if i % 2 else 'YES'},w{i % 11}\n" for i in range(60)))
+    with pytest.raises(InputError) as raised:
+        load_records(path, quasi_identifiers=["q"], sensitive_attributes=["a", "b", "c"], ell=2)
+    message = str(raised.value)
+    assert "['a', 'b']" in message and "in 'b', 1 spelling(s)" in message and "in 'a'" not in message
