@@ -560,7 +560,11 @@ CLI_CASES = [
         expected=("4 record(s) remain", "fewer than ℓ = 5", "lower --ell to at most 4"),
     ),
     Case("ragged_rows", raw=b"q,a,b\n1,x,p\n2,y\n3,z,r\n", expected=("ragged_rows.csv, line 3", "2 fields", "has 3")),
-    Case("ragged_rows_too_many", raw=b"q,a,b\n1,x,p\n2,y,q,extra\n3,z,r\n", expected=("line 3", "more than 3 fields", "quote a value")),
+    Case(
+        "ragged_rows_too_many",
+        raw=b"q,a,b\n1,x,p\n2,y,q,extra\n3,z,r\n",
+        expected=("line 3", "more than 3 fields", "quote a value"),
+    ),
     Case("unclosed_quote", raw=b'q,a,b\n1,"x,p\n2,y,q\n', expected=("line 2", "quoted value is not closed")),
     Case(
         "not_utf8", raw="q,a,b\n1,x,p\n2,café,p\n3,y,q\n".encode("latin-1"), expected=("line 3: the file is not UTF-8", "iconv")
