@@ -132,6 +132,8 @@ def read_generalized_table(path: str | Path, columns: Sequence[str]) -> pd.DataF
         where = f", line {line.group(1)} has {line.group(2)} fields, more than the header" if line else ""
         raise ClassAuditError(f"{file}: cannot read the table ({type(error).__name__}{where}); check the file") from None
     table.columns = [str(c).strip() for c in table.columns]
+    if file.suffix.lower() == ".parquet":
+        _refuse_nested_columns(file, columns)
     missing = [c for c in columns if c not in table.columns]
     if missing:
         raise ClassAuditError(
@@ -143,6 +145,37 @@ def read_generalized_table(path: str | Path, columns: Sequence[str]) -> pd.DataF
     if file.suffix.lower() != ".parquet":
         _refuse_short_rows(file, delimiter)
     return pd.DataFrame({c: table[c].astype(str).str.strip() for c in columns})
+
+
+def _refuse_nested_columns(file: Path, columns: Sequence[str]) -> None:
+    """Refuse a Parquet table whose audited columns hold lists, structs, maps or binary values: one cell must be one
+    value (red team, session 39: a list quasi-identifier was audited as the text of each list), as the release's
+    reader refuses them (:data:`pipeline.io.loading.NESTED_TYPE_IDS`).
+
+    Raises
+    ------
+    ClassAuditError
+        Naming the columns and their types.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(file)
+    nested = [
+        f"{name!r} ({schema.field(name).type})"
+        for name in columns
+        if name in schema.names
+        and (
+            pa.types.is_nested(schema.field(name).type)
+            or pa.types.is_binary(schema.field(name).type)
+            or pa.types.is_large_binary(schema.field(name).type)
+        )
+    ]
+    if nested:
+        raise ClassAuditError(
+            f"{file}: column(s) {', '.join(nested)} hold nested or binary values, not one value per cell; flatten them "
+            "into text or number columns before auditing"
+        )
 
 
 def _refuse_short_rows(file: Path, delimiter: str) -> None:

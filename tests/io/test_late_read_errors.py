@@ -319,3 +319,15 @@ def test_the_look_alike_note_covers_every_column_the_refusal_names(tmp_path):
         load_records(path, quasi_identifiers=["q"], sensitive_attributes=["a", "b", "c"], ell=2)
     message = str(raised.value)
     assert "['a', 'b']" in message and "in 'b', 1 spelling(s)" in message and "in 'a'" not in message
+
+
+def test_a_column_named_in_another_unicode_form_gets_a_hint(tmp_path):
+    # red team, session 39: a header in NFD ('diagnosé' as e + combining accent) with the name configured in NFC got
+    # "not in the input" and no hint
+    import unicodedata
+
+    nfd, nfc = unicodedata.normalize("NFD", "diagnosé"), unicodedata.normalize("NFC", "diagnosé")
+    path = tmp_path / "nfd.csv"
+    path.write_text(f"q,{nfd},b\n" + "".join(f"{i % 7},v{i % 13},w{i % 11}\n" for i in range(20)))
+    with pytest.raises(InputError, match="another Unicode normalization form, NFC and NFD"):
+        load_records(path, quasi_identifiers=["q"], sensitive_attributes=[nfc, "b"])

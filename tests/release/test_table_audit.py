@@ -279,3 +279,15 @@ def test_a_column_listed_twice_or_in_both_roles_is_a_usage_error(
     outcome = audit(*table_arguments(adult_release["path"], quasi_identifiers, sensitive_attributes), home=tmp_path / "home")
     assert outcome.exit_code == 2, outcome.output
     assert named in outcome.output
+
+
+def test_a_nested_parquet_column_is_refused_naming_it(tmp_path):
+    # red team, session 39: a list quasi-identifier was accepted (each list audited as its text)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "nested.parquet"
+    pq.write_table(pa.table({"q": [[1, 2], [3]] * 5, "a": ["x", "y"] * 5, "b": ["p", "q"] * 5}), path)
+    outcome = audit(*table_arguments(path, ["q"], ["a", "b"]), home=tmp_path / "home")
+    assert outcome.exit_code == 2, outcome.output
+    assert "column(s) 'q' (list<" in outcome.output and "hold nested or binary values" in outcome.output
