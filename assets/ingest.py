@@ -8,7 +8,13 @@ import pandas as pd
 
 from pipeline.asset_keys import INGEST, KINDS, PRIVATE, table_metadata
 from pipeline.failures import structured_failures
-from pipeline.io.loading import InputError, input_cleaning_counts, load_records
+from pipeline.io.loading import (
+    InputError,
+    input_cleaning_counts,
+    input_cleaning_metadata,
+    load_records,
+    look_alike_warning,
+)
 from pipeline.core.keyed import input_hmac
 from pipeline.resources import ReleaseSettings, ReleaseStore
 from pipeline.run_events import INPUT_SHA256_TAG
@@ -81,24 +87,15 @@ def raw_records(context: dg.AssetExecutionContext, settings: ReleaseSettings, st
         "n_input": loaded.n_input,
         "n_dropped_missing": loaded.n_dropped_missing,
         "n_missing_quasi_identifier": loaded.n_missing_quasi_identifier,
-        **{f"n_dropped_missing_{column}": n for column, n in loaded.dropped_missing_by_attribute.items()},
-        **{f"n_missing_quasi_identifier_{column}": n for column, n in loaded.missing_quasi_identifier_by_column.items()},
+        **input_cleaning_metadata(
+            loaded.dropped_missing_by_attribute, loaded.missing_quasi_identifier_by_column, loaded.look_alike_values
+        ),
         "n_records": len(loaded.records),
-        # look-alike spellings merged (counts only; the spellings are never shown)
-        "n_look_alike_values_merged": sum(c["n_values_merged"] for c in loaded.look_alike_values.values()),
-        "n_records_respelled": sum(c["n_records_respelled"] for c in loaded.look_alike_values.values()),
-        **{f"n_look_alike_values_merged_{column}": c["n_values_merged"] for column, c in loaded.look_alike_values.items()},
         **table_metadata(loaded.records, rows_in=loaded.n_input, started=started),
     }
-    if loaded.look_alike_values:
-        context.log.warning(
-            "look-alike spellings merged before counting diversity (case, Unicode compatibility forms, invisible "
-            "characters): "
-            + ", ".join(
-                f"{column}: {c['n_values_merged']} spelling(s), {c['n_records_respelled']} record(s)"
-                for column, c in loaded.look_alike_values.items()
-            )
-        )
+    warning = look_alike_warning(loaded.look_alike_values)
+    if warning:
+        context.log.warning(warning)
     context.add_output_metadata(figures, output_name="raw_records")
     context.add_output_metadata(
         {

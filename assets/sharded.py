@@ -36,7 +36,7 @@ from assets.publish import (
 )
 from pipeline.asset_keys import CANDIDATE, KINDS, PRIVATE, inputs
 from pipeline.errors import UnusableInputError
-from pipeline.io.loading import input_cleaning_counts
+from pipeline.io.loading import input_cleaning_counts, input_cleaning_metadata, look_alike_warning
 from pipeline.failures import structured_failures, with_structured_failures
 from pipeline.models import SHARDED_RELEASE_JOB
 from pipeline.resources import ReleaseSettings, ReleaseStore
@@ -238,26 +238,17 @@ def sharded_input(context: dg.AssetExecutionContext, settings: ReleaseSettings, 
         ]
     )
     frame = pd.DataFrame({"shard": range(len(shard_records)), "n_records": shard_records}).astype("int64")
-    look_alikes = staged.look_alike_values
-    if look_alikes:  # as the in-memory job's raw_records says it (counts only; the spellings are never shown)
-        context.log.warning(
-            "look-alike spellings merged before counting diversity (case, Unicode compatibility forms, invisible "
-            "characters): "
-            + ", ".join(
-                f"{column}: {c['n_values_merged']} spelling(s), {c['n_records_respelled']} record(s)"
-                for column, c in look_alikes.items()
-            )
-        )
+    warning = look_alike_warning(staged.look_alike_values)  # as the in-memory job's raw_records says it
+    if warning:
+        context.log.warning(warning)
     context.add_output_metadata(
         {
             "n_input": int(staged.n_input),
             "n_dropped_missing": int(staged.n_dropped_missing),
             "n_missing_quasi_identifier": int(staged.n_missing_quasi_identifier),
-            **{f"n_dropped_missing_{column}": int(n) for column, n in staged.dropped_missing_by_attribute.items()},
-            **{f"n_missing_quasi_identifier_{column}": int(n) for column, n in staged.missing_quasi_identifier_by_column.items()},
-            "n_look_alike_values_merged": sum(int(c["n_values_merged"]) for c in look_alikes.values()),
-            "n_records_respelled": sum(int(c["n_records_respelled"]) for c in look_alikes.values()),
-            **{f"n_look_alike_values_merged_{column}": int(c["n_values_merged"]) for column, c in look_alikes.items()},
+            **input_cleaning_metadata(
+                staged.dropped_missing_by_attribute, staged.missing_quasi_identifier_by_column, staged.look_alike_values
+            ),
             "n_records": int(plan.n_records),
             "n_shards": int(plan.n_shards),
             "seconds": round(time.monotonic() - started, 3),

@@ -69,6 +69,37 @@ class InfeasibleInput(InputError):
     """A readable table that no model can make ℓ-diverse (too few records or distinct values)."""
 
 
+def input_cleaning_metadata(
+    dropped_missing_by_attribute: Mapping[str, int],
+    missing_quasi_identifier_by_column: Mapping[str, int],
+    look_alike_values: Mapping[str, Mapping[str, int]],
+) -> dict[str, int]:
+    """The input step's numeric metadata of what reading changed, counts only (the same keys on both engines):
+    records dropped per sensitive attribute, missing quasi-identifier values per column, look-alike spellings merged
+    and records respelled, in all and per column."""
+    return {
+        **{f"n_dropped_missing_{column}": int(n) for column, n in dropped_missing_by_attribute.items()},
+        **{f"n_missing_quasi_identifier_{column}": int(n) for column, n in missing_quasi_identifier_by_column.items()},
+        "n_look_alike_values_merged": sum(int(c["n_values_merged"]) for c in look_alike_values.values()),
+        "n_records_respelled": sum(int(c["n_records_respelled"]) for c in look_alike_values.values()),
+        **{f"n_look_alike_values_merged_{column}": int(c["n_values_merged"]) for column, c in look_alike_values.items()},
+    }
+
+
+def look_alike_warning(look_alike_values: Mapping[str, Mapping[str, int]]) -> str | None:
+    """The input step's warning about look-alike spellings merged (counts only, never a spelling); None when none."""
+    if not look_alike_values:
+        return None
+    return (
+        "look-alike spellings merged before counting diversity (case, Unicode compatibility forms, invisible "
+        "characters): "
+        + ", ".join(
+            f"{column}: {c['n_values_merged']} spelling(s), {c['n_records_respelled']} record(s)"
+            for column, c in look_alike_values.items()
+        )
+    )
+
+
 def note_look_alikes(error: InfeasibleInput, spellings_merged: Mapping[str, int]) -> InfeasibleInput:
     """``error`` with a sentence saying that look-alike spellings of its column were merged before the values were
     counted, when they were (``spellings_merged``: column -> spellings merged into another); ``error`` itself

@@ -468,6 +468,29 @@ def broken_diversity_message(where: str | Path, error: ValueError) -> str:
     )
 
 
+def information_loss(release: PublishedRelease, *, n_deleted: int, where: str | Path) -> float:
+    """AIL of a release or of one part of a sharded one (:func:`pipeline.core.metrics.additional_information_loss`
+    on its files, ℓ_i per attribute).
+
+    Raises
+    ------
+    DamagedRelease
+        A published set holds fewer than ℓ values, or a SID is missing from the ID table (:func:`broken_diversity_message`,
+        naming ``where``).
+    """
+    try:
+        return additional_information_loss(
+            sac_released=release.sac_released,
+            attribute_table=release.attribute_table,
+            id_table=release.id_table,
+            sensitive_attributes=release.sensitive_attributes,
+            ell=release.ell_by_attribute,
+            n_deleted=n_deleted,
+        )
+    except ValueError as error:  # every published set must hold ℓ values for AIL's formula
+        raise DamagedRelease(broken_diversity_message(where, error)) from None
+
+
 def release_metrics(release: PublishedRelease, rules: pd.DataFrame, *, domain: Mapping[str, int]) -> dict:
     """Utility metrics of a release (SPEC §11): AIL, RCE, rule confidences, suppression.
 
@@ -508,14 +531,7 @@ def release_metrics(release: PublishedRelease, rules: pd.DataFrame, *, domain: M
         domain_sizes=dict(domain),
         n_deleted=n_deleted,
     )
-    ail = additional_information_loss(
-        sac_released=release.sac_released,
-        attribute_table=release.attribute_table,
-        id_table=release.id_table,
-        sensitive_attributes=sensitive_attribute_columns,
-        ell=release.ell_by_attribute,
-        n_deleted=n_deleted,
-    )
+    ail = information_loss(release, n_deleted=n_deleted, where=release.path)
     n_suppressed = int(release.attribute_table[sensitive_attribute_columns].isna().sum().sum())
     return metrics_of(recovered, ail=ail, rce=rce, n_records=n_records, n_suppressed_cells=n_suppressed, n_deleted=n_deleted)
 

@@ -44,17 +44,16 @@ import pandas as pd
 
 from pipeline.core.adversary import adversary_view, recover_rule_confidences, rule_bounds, with_released_confidence
 from pipeline.core.identity_risk import identity_risk_from_class_sizes
-from pipeline.core.metrics import additional_information_loss, domain_sizes, reconstruction_error
+from pipeline.core.metrics import domain_sizes, reconstruction_error
 from pipeline.release.audit import (
     AuditError,
-    DamagedRelease,
     PublishedRelease,
     _is_release_input,
     _structure,
     assemble_report,
-    broken_diversity_message,
     check_release_frames,
     contract_dtypes,
+    information_loss,
     disclosure_histogram,
     load_raw_as_released,
     metrics_of,
@@ -183,17 +182,7 @@ def _part_figures(task: PartTask, part: PublishedRelease) -> dict[str, Any]:
     """:func:`part_figures` of a part read, without the adversary's partial."""
     attributes = part.sensitive_attributes
     n_part = len(part.sac_released) + len(part.attribute_table)
-    try:
-        ail = additional_information_loss(
-            sac_released=part.sac_released,
-            attribute_table=part.attribute_table,
-            id_table=part.id_table,
-            sensitive_attributes=attributes,
-            ell=part.ell_by_attribute,
-            n_deleted=0,
-        )
-    except ValueError as error:  # every published set must hold ℓ values for AIL's formula
-        raise DamagedRelease(broken_diversity_message(f"part {task.shard} of {part.path}", error)) from None
+    ail = information_loss(part, n_deleted=0, where=f"part {task.shard} of {part.path}")
     rce = reconstruction_error(
         sac_released=part.sac_released,
         attribute_table=part.attribute_table,

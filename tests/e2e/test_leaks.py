@@ -442,19 +442,11 @@ def test_headerless_input_read_with_a_header_leaks_no_record(tokenized, tmp_path
     assert _leaks_on_disk(dagster_home) == []
 
 
-@pytest.mark.parametrize("job", ["release", "sharded_release", "plan"])
-def test_a_line_the_csv_reader_cannot_parse_leaves_no_value_in_the_event_log(tokenized, tmp_path, job):
-    """A record with an unclosed quote (a red team's case): DuckDB's error quotes the offending line and the lines after
-    it ("Original Line: …"). The step fails with exit status 2 naming the file and the line, and neither its failure
-    nor anything stored in DAGSTER_HOME holds a value: before, the default job's failure kept DuckDB's error as its
-    cause, which Dagster stores with the run (135 whole records of the red team's file)."""
+def _assert_refused_without_a_value(tmp_path: Path, job: str, broken: Path, named: str) -> None:
+    """Run ``job`` on ``broken``: one step fails with exit status 2, its message holds ``named``, and neither the
+    failure nor the run's event log nor anything under its DAGSTER_HOME holds a sensitive value or an identifier."""
     from pipeline.failures import step_failures
 
-    directory, _ = tokenized
-    lines = (directory / "tokenized.csv").read_text().splitlines()
-    lines[10] += ',"QQSA0V9999QQ unclosed'
-    broken = tmp_path / "broken.csv"
-    broken.write_text("\n".join(lines) + "\n")
     dagster_home = tmp_path / "dagster_home"
     dagster_home.mkdir()
     (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
@@ -463,12 +455,26 @@ def test_a_line_the_csv_reader_cannot_parse_leaves_no_value_in_the_event_log(tok
         assert not result.success
         failures = step_failures(result)
         assert [f.exit_status for f in failures] == [2], failures
-        assert "broken.csv" in failures[0].message
+        assert named in failures[0].message
         for text in (failures[0].message, failures[0].error_text):
             assert not SENSITIVE_TOKEN.search(text) and IDENTIFIER_TOKEN not in text, text
         leaks, previewed = _leaks_in_event_log(instance, result.run_id)
     assert leaks == [] and previewed == set(), leaks[:10]
     assert _leaks_on_disk(dagster_home) == []
+
+
+@pytest.mark.parametrize("job", ["release", "sharded_release", "plan"])
+def test_a_line_the_csv_reader_cannot_parse_leaves_no_value_in_the_event_log(tokenized, tmp_path, job):
+    """A record with an unclosed quote (a red team's case): DuckDB's error quotes the offending line and the lines after
+    it ("Original Line: …"). The step fails with exit status 2 naming the file and the line, and neither its failure
+    nor anything stored in DAGSTER_HOME holds a value: before, the default job's failure kept DuckDB's error as its
+    cause, which Dagster stores with the run (135 whole records of the red team's file)."""
+    directory, _ = tokenized
+    lines = (directory / "tokenized.csv").read_text().splitlines()
+    lines[10] += ',"QQSA0V9999QQ unclosed'
+    broken = tmp_path / "broken.csv"
+    broken.write_text("\n".join(lines) + "\n")
+    _assert_refused_without_a_value(tmp_path, job, broken, "broken.csv")
 
 
 @pytest.mark.parametrize("job", ["release", "plan"])
@@ -477,25 +483,10 @@ def test_a_row_the_csv_reader_meets_after_its_first_vector_leaves_no_value_in_th
     reader fetches them, where its error arrives as an ``OSError`` quoting the whole line; the in-memory job and the
     plan let it through, so the traceback printed the record and the run's failure events stored it. Now the same exit
     status 2 naming the file and line as a row in the first vector, and no value anywhere."""
-    from pipeline.failures import step_failures
-
     source = tmp_path / "tokenized.csv"
     tokenized_adult(source, n_rows=3000)
     lines = source.read_text().splitlines()
     lines[2900] += ",QQSA0V9998QQ"  # one field too many, on line 2,901 of the file (record 2,900)
     broken = tmp_path / "late.csv"
     broken.write_text("\n".join(lines) + "\n")
-    dagster_home = tmp_path / "dagster_home"
-    dagster_home.mkdir()
-    (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
-        result = run_job(tmp_path / "home", job, settings(broken), instance=instance)
-        assert not result.success
-        failures = step_failures(result)
-        assert [f.exit_status for f in failures] == [2], failures
-        assert "late.csv, line 2901: the row has more than 16 fields" in failures[0].message
-        for text in (failures[0].message, failures[0].error_text):
-            assert not SENSITIVE_TOKEN.search(text) and IDENTIFIER_TOKEN not in text, text
-        leaks, previewed = _leaks_in_event_log(instance, result.run_id)
-    assert leaks == [] and previewed == set(), leaks[:10]
-    assert _leaks_on_disk(dagster_home) == []
+    _assert_refused_without_a_value(tmp_path, job, broken, "late.csv, line 2901: the row has more than 16 fields")

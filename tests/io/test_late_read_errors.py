@@ -16,6 +16,22 @@ import pytest
 from pipeline.io.loading import InputError, load_records
 
 
+def _table(n_records: int, header: str = "q,a,b") -> str:
+    """A CSV text of ``n_records`` records under ``header`` (three columns: 7, 13 and 11 distinct values)."""
+    return header + "\n" + "".join(f"{i % 7},v{i % 13},w{i % 11}\n" for i in range(n_records))
+
+
+def _invoke(home: Path, arguments: list[str], dagster_home: Path | None = None):
+    """``msa-release`` run in-process with ``home`` as $MSA_RELEASE_HOME (Dagster's home inside it unless given)."""
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    return CliRunner().invoke(
+        main, arguments, env={"MSA_RELEASE_HOME": str(home), "DAGSTER_HOME": str(dagster_home or home / "dagster")}
+    )
+
+
 def _csv(path: Path, n_records: int, *, ragged_record: int) -> Path:
     rows = ["q,a,b"] + [f"{i % 7},v{i % 13},w{i % 11}" for i in range(n_records)]
     rows[ragged_record] += ",SECRET-VALUE-QQ"  # rows[k] is record k, on line k + 1 of the file
@@ -53,7 +69,7 @@ def test_a_damaged_later_row_group_of_a_parquet_file_is_named(tmp_path):
 @pytest.mark.parametrize("name", ["x?.csv", "x*.csv", "x[1].csv", "p?.parquet"])
 def test_a_file_name_duckdb_would_expand_as_a_pattern_is_refused(tmp_path, name):
     # red team, session 39: 'x?.csv' read x?.csv and x1.csv (10,000 records from a 5,000-record file), all published
-    rows = "q,a,b\n" + "".join(f"{i % 7},v{i % 13},w{i % 11}\n" for i in range(50))
+    rows = _table(50)
     for file in (name, name.replace("?", "1").replace("*", "1").replace("[1]", "1")):
         target = tmp_path / file
         if target.suffix == ".parquet":
@@ -66,16 +82,12 @@ def test_a_file_name_duckdb_would_expand_as_a_pattern_is_refused(tmp_path, name)
 
 
 def test_the_cli_refuses_a_pattern_name_with_exit_2_and_publishes_nothing(tmp_path):
-    from click.testing import CliRunner
-
-    from pipeline.cli import main
-
-    rows = "q,a,b\n" + "".join(f"{i % 7},v{i % 13},w{i % 11}\n" for i in range(50))
+    rows = _table(50)
     (tmp_path / "x?.csv").write_text(rows)
     (tmp_path / "x1.csv").write_text(rows)
     home = tmp_path / "home"
-    outcome = CliRunner().invoke(
-        main,
+    outcome = _invoke(
+        home,
         [
             "run",
             "--input",
@@ -87,7 +99,6 @@ def test_the_cli_refuses_a_pattern_name_with_exit_2_and_publishes_nothing(tmp_pa
             "--home",
             str(home),
         ],
-        env={"MSA_RELEASE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")},
     )
     assert outcome.exit_code == 2, outcome.output
     assert "file-name pattern" in outcome.output
@@ -119,27 +130,22 @@ def test_a_column_named_like_the_models_working_column_is_refused_up_front(tmp_p
     # red team, session 39: a quasi-identifier named 'stratum' gave a traceback from plan ("cannot insert stratum,
     # already exists") and a withheld shard error from run
     path = tmp_path / "stratum.csv"
-    path.write_text("stratum,a,b\n" + "".join(f"{i % 7},v{i % 13},w{i % 11}\n" for i in range(50)))
+    path.write_text(_table(50, "stratum,a,b"))
     columns = {"quasi_identifiers": ["stratum"], "sensitive_attributes": ["a", "b"]}
     if role == "sensitive attribute":
-        path.write_text("q,stratum,b\n" + "".join(f"{i % 7},v{i % 13},w{i % 11}\n" for i in range(50)))
+        path.write_text(_table(50, "q,stratum,b"))
         columns = {"quasi_identifiers": ["q"], "sensitive_attributes": ["stratum", "b"]}
     with pytest.raises(InputError, match=r"column name\(s\) \['stratum'\] are used by the models' working tables"):
         load_records(path, **columns)
 
 
 def test_plan_refuses_a_stratum_column_with_exit_2(tmp_path):
-    from click.testing import CliRunner
-
-    from pipeline.cli import main
-
     path = tmp_path / "stratum.csv"
-    path.write_text("stratum,a,b\n" + "".join(f"{i % 7},v{i % 13},w{i % 11}\n" for i in range(50)))
+    path.write_text(_table(50, "stratum,a,b"))
     home = tmp_path / "home"
-    outcome = CliRunner().invoke(
-        main,
+    outcome = _invoke(
+        home,
         ["plan", "--input", str(path), "--quasi-identifiers", "stratum", "--sensitive-attributes", "a,b", "--home", str(home)],
-        env={"MSA_RELEASE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")},
     )
     assert outcome.exit_code == 2, outcome.output
     assert "working tables" in outcome.output
@@ -153,7 +159,7 @@ def test_synthesize_refuses_to_write_over_its_input(tmp_path, same):
     from pipeline.cli import main
 
     source = tmp_path / "source.csv"
-    text = "q,a,b\n" + "".join(f"{i % 7},v{i % 13},w{i % 11}\n" for i in range(50))
+    text = _table(50)
     source.write_text(text)
     output = source
     if same == "link":
@@ -209,15 +215,12 @@ def test_a_parquet_file_named_csv_is_named_parquet(tmp_path):
 @pytest.mark.parametrize("engine", ["local", "memory"])
 def test_a_refusal_for_too_few_values_says_when_look_alike_spellings_were_merged(tmp_path, engine):
     # red team, session 39: a column of yes/YES was refused as "the same value in all 5000 records", false of the file
-    from click.testing import CliRunner
-
-    from pipeline.cli import main
 
     path = tmp_path / "answers.csv"
     path.write_text("q,a,b\n" + "".join(f"{i % 7},{'yes' if i % 2 else 'YES'},w{i % 11}\n" for i in range(60)))
     home = tmp_path / "home"
-    outcome = CliRunner().invoke(
-        main,
+    outcome = _invoke(
+        home,
         [
             "run",
             "--input",
@@ -231,7 +234,6 @@ def test_a_refusal_for_too_few_values_says_when_look_alike_spellings_were_merged
             "--home",
             str(home),
         ],
-        env={"MSA_RELEASE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster")},
     )
     assert outcome.exit_code == 2, outcome.output
     assert "have the same value in all 60 records" in outcome.output
@@ -241,17 +243,14 @@ def test_a_refusal_for_too_few_values_says_when_look_alike_spellings_were_merged
 def test_a_home_whose_path_duckdb_would_take_as_a_pattern_is_refused_up_front(tmp_path):
     # session 39: a home 'h[1]' failed the default engine's second step with DuckDB's "No files found that match the
     # pattern" (the staged shards under the home)
-    from click.testing import CliRunner
-
-    from pipeline.cli import main
 
     path = tmp_path / "table.csv"
-    path.write_text("q,a,b\n" + "".join(f"{i % 7},v{i % 13},w{i % 11}\n" for i in range(60)))
+    path.write_text(_table(60))
     home = tmp_path / "h[1]"
-    outcome = CliRunner().invoke(
-        main,
+    outcome = _invoke(
+        home,
         ["run", "--input", str(path), "--quasi-identifiers", "q", "--sensitive-attributes", "a,b", "--home", str(home)],
-        env={"MSA_RELEASE_HOME": str(home), "DAGSTER_HOME": str(tmp_path / "dagster")},
+        dagster_home=tmp_path / "dagster",
     )
     assert outcome.exit_code == 2, outcome.output
     assert "holds [ in its path, which the release's file reader (DuckDB) takes as a file-name pattern" in outcome.output
@@ -296,7 +295,7 @@ def test_a_directory_input_refuses_a_file_name_duckdb_would_expand(tmp_path):
 
     folder = tmp_path / "delivery"
     folder.mkdir()
-    rows = "q,a,b\n" + "".join(f"{i % 7},v{i % 13},w{i % 11}\n" for i in range(50))
+    rows = _table(50)
     (folder / "x?.csv").write_text(rows)
     (folder / "x1.csv").write_text(rows)
     with pytest.raises(InputError, match="which the reader takes as a file-name pattern"):
