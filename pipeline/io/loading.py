@@ -361,6 +361,16 @@ def _check_columns(
                     else ""
                 )
                 hints.append(f"{column!r}: did you mean {close[0]!r}?{form}")
+        for name in names:
+            # the command line splits its column lists at commas: a name that holds one cannot be given there
+            parts = [part.strip() for part in name.split(",")]
+            if len(parts) > 1 and all(part in missing for part in parts if part):
+                hints.append(
+                    f"the column {name!r} holds a comma, and the command line's column lists are split at commas: "
+                    "rename that column in the file (a CSV's header row, a Parquet file's schema), or configure it "
+                    "where names are a list: the Dagster launchpad's run config or the inbox's settings.json (a "
+                    "JSON list)."
+                )
         if delimiter is not None and len(names) == 1:
             found = [d for d in (";", "\t", "|", ",") if d != delimiter and d in names[0]]
             if found:

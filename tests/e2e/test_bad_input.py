@@ -24,6 +24,8 @@ unknown_column                 configured column not in the header -> exit 2, th
 headerless_read_with_header    a headerless file read with its first record as header -> exit 2, no cell of that
                                record in the message (test_leaks.py: nor in the events of a run)
 column_name_case               'age' configured, header says 'Age' -> exit 2 "did you mean 'Age'?"
+column_name_with_a_comma       header names 'a,c', --sensitive-attributes a,c,b -> exit 2, says the command line splits
+                               at commas and where a list can hold the name (launchpad, inbox settings.json)
 wrong_delimiter                ';'-separated file read with ',' -> exit 2 "is the delimiter ';'?"
 headerless_without_names       --no-header without --column-names -> exit 2, asks for --column-names
 column_names_count_mismatch    --column-names shorter than a row -> exit 2, the line and the field counts
@@ -390,6 +392,13 @@ CLI_CASES = [
         absent=("QQSTATEGOVQQ", "QQBACHELORSQQ", "'39'"),
     ),
     Case("column_name_case", DIVERSE, ["q", "A", "b"], expected=("['a']", "did you mean 'A'?")),
+    Case(
+        "column_name_with_a_comma",
+        DIVERSE,
+        ["q", "a,c", "b"],
+        arguments=("--quasi-identifiers", "q", "--sensitive-attributes", "a,c,b", "--ell", "2"),
+        expected=("['a', 'c']", "the column 'a,c' holds a comma", "inbox's settings.json"),
+    ),
     Case("wrong_delimiter", raw=b"q;a;b\n1;x;p\n2;y;q\n", expected=("is the delimiter ';'?", "--delimiter")),
     Case(
         "headerless_without_names",
