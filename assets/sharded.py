@@ -38,7 +38,7 @@ from pipeline.asset_keys import CANDIDATE, KINDS, PRIVATE, inputs
 from pipeline.errors import UnusableInputError
 from pipeline.io.loading import input_cleaning_counts, input_cleaning_metadata, look_alike_warning
 from pipeline.failures import structured_failures, with_structured_failures
-from pipeline.models import SHARDED_RELEASE_JOB
+from pipeline.models import SHARDED_RELEASE_JOB, publication_model
 from pipeline.resources import ReleaseSettings, ReleaseStore
 from pipeline.run_events import INPUT_SHA256_TAG
 
@@ -568,7 +568,10 @@ def sharded_manifest(
         "dropped_missing_by_attribute": dropped_missing_by_attribute(input_summary),
         **input_cleaning_fields(input_summary),
         "allow_disclosure": bool(settings.allow_disclosure),
-        "disclosure_override_used": False,
+        # gate 3 failed with WARN severity (allow_disclosure let it through): a comparison, as the release job's
+        "disclosure_override_used": any(
+            g["name"] == "disclosure_within_bound" and g["status"] == "failed_overridden" for g in gates
+        ),
         "posterior_slack": float(settings.posterior_slack),
         "posterior_gate": str(settings.posterior_gate),
         # gate 9 failed and posterior_gate 'warn' let it through (WARN severity): a comparison, as the release job's
@@ -659,17 +662,21 @@ def publish_sharded(
 
     started = time.monotonic()
     gates = gate_outcomes(context)
-    failed = [g["name"] for g in gates if g["status"] == "failed"]
-    if failed:  # blocking checks already stop this step; a second lock on the door
-        raise dg.Failure(f"gate(s) {', '.join(failed)} failed: nothing is published")
+    # the release job's verdict (pipeline/models/mixed.py): a failed gate refuses (blocking checks already stop this
+    # step: a second lock on the door); gate 3 failed with WARN severity is accepted by allow_disclosure, gate 9's by
+    # posterior_gate 'warn'; either makes the release a comparison
+    mixed = publication_model("mixed")
+    verdict = mixed.verdict(gates, mixed.parameters(settings))
+    if verdict.refusal is not None:
+        raise dg.Failure(f"{verdict.refusal}: nothing is published")
     now = datetime.now(UTC)
     release_id = f"{now.strftime('%Y%m%dT%H%M%S')}Z-{context.run.run_id[:8]}"
     promotion = decide_promotion(
         promote=settings.promote,
         baseline=False,
         model="mixed",
-        overridden=[],
-        warned=[g["name"] for g in gates if g["status"] == "failed_overridden"],
+        overridden=list(verdict.overridden),
+        warned=list(verdict.warned),
         settings={
             "allow_disclosure": settings.allow_disclosure,
             "posterior_gate": settings.posterior_gate,

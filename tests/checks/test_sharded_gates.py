@@ -234,3 +234,27 @@ def test_gates_7_and_9_without_the_shards_partials_fail_and_say_so(name):
     result = evaluate_sharded_gate(name, SETTINGS, frame, _candidate(frame, PASSING, n_input=200))
     assert not result.passed
     assert "cannot be evaluated" in result.metadata["reason"].value
+
+
+def test_gate_3_above_the_bound_blocks_unless_allow_disclosure_and_then_only_warns():
+    """The release job's gate 3 (checks/gates.py) fails with WARN severity when ``allow_disclosure`` accepts the
+    disclosure; the sharded gate did not (session 39's note): it blocked, so the default engine refused what the
+    documented setting publishes as a comparison. A shard missing is never only a warning."""
+    from dagster import AssetCheckSeverity
+
+    above = {**PASSING, "disclosure_within_bound": {"passed": False, "max_disclosure_probability": 0.9}}
+    candidate = _candidate(FRAME, above, n_input=200)
+    blocked = evaluate_sharded_gate("disclosure_within_bound", SETTINGS, FRAME, candidate)
+    assert not blocked.passed and blocked.severity == AssetCheckSeverity.ERROR
+    assert blocked.metadata["overridden_by_allow_disclosure"].value is False
+    allowed = SETTINGS.model_copy(update={"allow_disclosure": True})
+    warned = evaluate_sharded_gate("disclosure_within_bound", allowed, FRAME, candidate)
+    assert not warned.passed and warned.severity == AssetCheckSeverity.WARN
+    assert warned.metadata["overridden_by_allow_disclosure"].value is True
+    assert warned.metadata["max_disclosure_probability"].value == 0.9
+    passing = evaluate_sharded_gate("disclosure_within_bound", allowed, FRAME, _candidate(FRAME, PASSING, n_input=200))
+    assert passing.passed and passing.metadata["overridden_by_allow_disclosure"].value is False
+    missing_shard = _candidate(FRAME, above, n_input=200)
+    missing_shard["n_shards"] = 3
+    result = evaluate_sharded_gate("disclosure_within_bound", allowed, FRAME, missing_shard)
+    assert not result.passed and result.severity == AssetCheckSeverity.ERROR

@@ -501,3 +501,43 @@ def test_a_sharded_release_refused_by_rule_confidence_alone_explains_itself(tmp_
     assert failures[0].user_failure_data.description == description
     assert failures[0].user_failure_data.metadata["gate"].value == "rule_confidence_preserved"
     assert "DagsterAssetCheckFailedError" not in failures[0].error.to_string()
+
+
+@pytest.mark.slow
+def test_allow_disclosure_publishes_a_sharded_release_above_the_disclosure_bound_as_a_comparison(tmp_path, monkeypatch):
+    """A deliberately leaky candidate: the reduce of the shards' partials reports a rule holder at 0.9 > 1/ℓ (the
+    mixed model bounds every strong rule, so only a fault makes gate 3 fail). Without ``--allow-disclosure`` the
+    default engine refuses it (exit 1, nothing published); with it, gate 3 fails with WARN severity and the release is a
+    comparison whose manifest says ``disclosure_override_used``, as the ``release`` job does (README: the
+    ``allow_disclosure`` setting). Before session 40 the sharded gate 3 ignored the setting and always refused."""
+    _require_sharding_pieces()
+    import pipeline.core.sharding as sharding
+
+    reduce_gates = sharding.reduce_gates
+
+    def leaky(*args, **kwargs):
+        reduced = reduce_gates(*args, **kwargs)
+        reduced["disclosure_within_bound"] = {
+            **reduced["disclosure_within_bound"],
+            "passed": False,
+            "max_disclosure_probability": 0.9,
+        }
+        return reduced
+
+    monkeypatch.setattr(sharding, "reduce_gates", leaky)
+    home = tmp_path / "home"
+    refused = _run(home, "--engine", "local", "--workers", "1")
+    assert refused.exit_code == 1, refused.output
+    assert "gate disclosure_within_bound: FAILED" in refused.output, refused.output
+    assert not (home / "releases" / "LATEST").exists() and not (home / "comparisons").exists()
+    outcome = _run(home, "--engine", "local", "--workers", "1", "--allow-disclosure")
+    assert outcome.exit_code == 0, outcome.output
+    assert "FAIL (overridden)  disclosure_within_bound" in outcome.output, outcome.output
+    assert not (home / "releases" / "LATEST").exists()
+    (comparison,) = (home / "comparisons").iterdir()
+    manifest = json.loads((comparison / "manifest.json").read_text())
+    assert manifest["allow_disclosure"] is True and manifest["disclosure_override_used"] is True
+    assert manifest["promotion"]["promoted"] is False
+    status = {check["name"]: check["status"] for check in manifest["checks"]}
+    assert status.pop("disclosure_within_bound") == "failed_overridden"
+    assert set(status.values()) == {"passed"}
