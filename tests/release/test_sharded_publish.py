@@ -281,4 +281,9 @@ def test_the_report_section_shows_the_shards_and_their_spread_and_nothing_when_u
     assert "12 shards" in page and "up to 1,000,000 records each" in page and "engine spark" in page and "4 workers" in page
     assert '<td>deleted records</td><td class="number">0</td><td class="number">1,234</td>' in page
     assert "999,871" in page and "20,480" in page
+    # gates 7 and 9 are per shard (red team, session 40: the page claimed every gate for the whole release)
+    assert "gates 7 (input order) and 9 (learned-model adversary) are measured on each shard on its own" in page
+    assert "attacks one shard at a time" in page and "hold for the whole release" in page
+    one = sharding_section({"sharding": {**sharding, "n_shards": 1}})
+    assert "every release gate (below) was measured on the whole release" in one and "one shard at a time" not in one
     assert sharding_section({"sharding": None}) == "" and sharding_section({}) == ""
