@@ -927,7 +927,18 @@ def report_step_failures(result) -> None:
             continue
         if failure.message.split(":", 1)[0].endswith("DagsterAssetCheckFailedError"):
             continue  # a blocking gate stopped the step: printed as its "gate …: FAILED" line (the sharded job's gates)
+        if any(mark in failure.error_text for mark in INTERRUPTED_QUERY_MARKS):
+            # Ctrl-C while DuckDB ran a query: DuckDB turns the interrupt into its own error
+            click.echo(
+                f"  the run was interrupted during step {failure.step} (Ctrl-C, or a signal sent to the process)", err=True
+            )
+            continue
         click.echo(f"  step {failure.step} failed: {failure.message}", err=True)
+
+
+#: How a step's error chain reads when Ctrl-C (or SIGINT / SIGTERM) reached DuckDB during a query: DuckDB raises its
+#: own error instead of Dagster's interrupt (seen with duckdb 2.0.0 while the IO manager loaded a step's input).
+INTERRUPTED_QUERY_MARKS = ("RuntimeError: Query interrupted", "InterruptException: ")
 
 
 def preflight(config: dict, *, home_option: str | None) -> Path:

@@ -342,6 +342,12 @@ def _run_and_summarize(options: dict, config: dict, job_name: str, job_config: d
         quiet=options["quiet"],
     )
     elapsed = time.monotonic() - started
+    if not result.success:
+        # an interrupted run (Ctrl-C, SIGTERM) skips the job's failure hook: the private staging of a sharded run
+        # (every input record) goes now, under the release lock this command holds, not at the home's next run
+        from assets.sharded import remove_staging
+
+        remove_staging(home)
     profile_error = None
     if options["profile"]:
         try:

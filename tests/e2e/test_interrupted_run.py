@@ -1,6 +1,6 @@
 """Ctrl-C during ``msa-release run`` (a red team's case): the command says which step was running when it was
 interrupted, not "the run stopped before its first step" (which it said after five steps had finished), publishes
-nothing and exits 1. The command runs as a user runs it: a process of its own, SIGINT sent once the shard step is
+nothing, leaves no private staging behind and exits 1. The command runs as a user runs it: a process of its own, SIGINT sent once the shard step is
 done (the gates step is then running)."""
 
 from __future__ import annotations
@@ -53,4 +53,9 @@ def test_ctrl_c_names_the_step_that_was_running_and_publishes_nothing(tmp_path):
     assert status == 1, output
     assert "NO release published" in output
     assert "the run was interrupted during step " in output and "before its first step" not in output, output
+    assert "Query interrupted" not in output, output  # DuckDB's error for the interrupt is named as the interrupt
     assert not (home / "releases" / "LATEST").exists()
+    # the interrupted step skips the job's failure hook; the command removes the run's private staging (every input
+    # record) itself, not the home's next run (session 40: it stayed on disk)
+    staging = home / "private" / "shards"
+    assert not staging.exists() or not any(staging.iterdir()), list(staging.iterdir())
