@@ -136,7 +136,16 @@ def audit(
             )
         except ClassAuditError as error:
             raise UnusableInput(str(error)) from error
-        target = Path(output) if output else use_home(home) / "audits" / str(result["release"]["release_id"]) / "audit.json"
+        other_raw = None
+        if result.get("raw") is not None:
+            from pipeline.release.audit import _is_release_input
+
+            directory = Path(str(result["release"]["directory"]))
+            manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+            if _is_release_input(directory, manifest, str(result["raw"]["sha256"])) is False:
+                other_raw = str(result["raw"]["sha256"])
+                result["raw"]["is_release_input"] = False
+        target = Path(output) if output else _default_target(home, str(result["release"]["release_id"]), other_raw)
         _write_class_audit(result, target)
         return
     if raw_path is None:
@@ -161,13 +170,25 @@ def audit(
         _damaged(release_dir, str(error))
     except AuditError as error:
         raise UnusableInput(str(error)) from error
-    target = Path(output) if output else use_home(home) / "audits" / report.release.release_id / "audit.json"
+    other_raw = report.raw.sha256 if report.raw.is_release_input is False else None
+    target = Path(output) if output else _default_target(home, str(report.release.release_id), other_raw)
     with _writing_audit(target):
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(report.as_json(), indent=2) + "\n")
     click.echo(render_audit(report, target))
     if not report.passed:
         sys.exit(1)
+
+
+def _default_target(home: str | None, release_id: str, other_raw_sha256: str | None) -> Path:
+    """Where an audit's JSON goes without --output: ``<home>/audits/<release_id>/audit.json``; an audit against a raw
+    table that is known not to be the release's input goes to ``<home>/audits/<release_id>/other-raw-<sha256
+    prefix>/audit.json``, so that it never replaces the audit against the input (a newcomer's audit with 20 rows of
+    the input, session 40, replaced it and passed: no rule is mined from 20 rows)."""
+    base = use_home(home) / "audits" / release_id
+    if other_raw_sha256 is None:
+        return base / "audit.json"
+    return base / f"other-raw-{other_raw_sha256[:12]}" / "audit.json"
 
 
 def _damaged(release_dir: str, reason: str) -> NoReturn:
@@ -277,12 +298,16 @@ def report(release_dir: str, raw_path: str | None) -> None:
 def render_audit(report: AuditReport, target: Path) -> str:
     """One screen of text about an audit (from :func:`pipeline.release.audit.audit_release`)."""
     from pipeline.reporting.formatting import format_count_share, format_figure
-    from pipeline.reporting.release_report import no_strong_rules_sentence
 
     adversary, structure, metrics, release = report.adversary, report.structure, report.metrics, report.release
     risk = report.identity_risk
+    against = (
+        " — against a raw table that is NOT the release's input (the verdict is about that table's rules)"
+        if report.raw.is_release_input is False
+        else ""
+    )
     lines = [
-        f"Audit of release {release.release_id} ({release.model}, ell={release.ell}): {report.verdict}",
+        f"Audit of release {release.release_id} ({release.model}, ell={release.ell}): {report.verdict}{against}",
         *[f"  reason         {reason}" for reason in report.reasons],
         *[f"  WARNING        {warning}" for warning in report.warnings or []],
         f"  rules          {adversary.n_rules} strong rules mined from {report.raw.path} "
@@ -301,7 +326,15 @@ def render_audit(report: AuditReport, target: Path) -> str:
         )
         + ", "
         f"{format_figure(adversary.n_records_certain)} certain",
-        *([f"                 {no_strong_rules_sentence(release.model)}"] if adversary.n_rules == 0 else []),
+        *(
+            [
+                "                 no strong rule was mined from this raw table at these thresholds: the strong-rule "
+                "adversary has no rule to use, so it learns nothing"
+                + (f" (the release itself has {format_figure(structure.n_groups)} SAC~ groups)" if structure.n_groups else "")
+            ]
+            if adversary.n_rules == 0
+            else []
+        ),
         f"  identity       {format_count_share(risk.n_unique, risk.n_records)} released records unique on their published "
         f"quasi-identifiers; smallest class k = {format_figure(risk.smallest_class)}; "
         + ", ".join(

@@ -159,3 +159,23 @@ def test_an_unreadable_raw_table_is_explained_in_the_audits_terms(golden, tmp_pa
     assert "other.csv" in outcome.output
     assert "the manifest's input_reading: auto, header True, delimiter ','" in outcome.output
     assert "pass the release's own input file with --raw" in outcome.output
+
+
+def test_an_audit_against_another_raw_table_says_so_and_keeps_the_inputs_audit(golden, tmp_path, monkeypatch):
+    # newcomer, session 40: an audit with 20 rows of the input mined no rule, printed PASS beside a one-line warning and
+    # replaced <home>/audits/<id>/audit.json, the audit against the input; it now goes beside it, and says so first
+    release, raw, _ = _publish(golden, tmp_path, monkeypatch)
+    home = tmp_path / "home"
+    first = CliRunner().invoke(main, ["audit", str(release), "--raw", str(raw), "--workers", "1", "--home", str(home)])
+    assert first.exit_code in (0, 1), first.output
+    own = home / "audits" / release.name / "audit.json"
+    kept = own.read_bytes()
+    assert json.loads(kept)["raw"]["is_release_input"] is True
+    other = tmp_path / "other.csv"
+    pd.read_csv(raw).iloc[:-1].to_csv(other, index=False)  # one record less: another table
+    outcome = CliRunner().invoke(main, ["audit", str(release), "--raw", str(other), "--workers", "1", "--home", str(home)])
+    assert outcome.exit_code in (0, 1), outcome.output
+    assert "against a raw table that is NOT the release's input" in outcome.output.splitlines()[0], outcome.output
+    assert own.read_bytes() == kept
+    (written,) = (home / "audits" / release.name).glob("other-raw-*/audit.json")
+    assert json.loads(written.read_text())["raw"]["is_release_input"] is False

@@ -334,7 +334,13 @@ def test_run_summary_and_audit_say_what_no_strong_rules_means():
     audit = copy.deepcopy(AUDIT)
     audit["adversary"]["n_rules"] = 0
     text = render_audit(validate_audit_report(audit), Path("audit.json"))
-    assert "disclosure gate is vacuous" in text and "equals plain Rating" not in text  # a Rating release
+    # the audit's rules come from the raw table it was given, not from the release: it says what it mined
+    # (session 40: "the mixed model then equals plain Rating" beside a release of 1,319 SAC~ groups)
+    assert "no strong rule was mined from this raw table" in text and "learns nothing" in text
+    assert "equals plain Rating" not in text and "vacuous" not in text
+    grouped = copy.deepcopy(audit)
+    grouped["structure"]["n_groups"] = 1319
+    assert "(the release itself has 1,319 SAC~ groups)" in render_audit(validate_audit_report(grouped), Path("a.json"))
 
 
 def test_the_box_says_so_when_no_released_record_is_unique():
