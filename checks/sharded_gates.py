@@ -9,7 +9,8 @@ shard computes them on its own release, and the suites of the ``release`` job ru
 figures (:func:`pipeline.engines.summaries.order_frame`, :func:`pipeline.engines.summaries.posterior_frame`); what that
 covers and what it does not is in README ("Scaling out"). Any failure stops ``sharded_release`` before its publish
 step, as in the ``release`` job; with ``posterior_gate: warn`` gate 9 fails with WARN severity and the release is
-published as a comparison (``comparisons/<id>/``, never LATEST), as the ``release`` job does.
+published as a comparison (``comparisons/<id>/``, never LATEST), as the ``release`` job does; so does gate 3 with
+``allow_disclosure``.
 """
 
 import json

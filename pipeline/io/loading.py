@@ -363,8 +363,8 @@ def _check_columns(
                 hints.append(f"{column!r}: did you mean {close[0]!r}?{form}")
         for name in names:
             # the command line splits its column lists at commas: a name that holds one cannot be given there
-            parts = [part.strip() for part in name.split(",")]
-            if len(parts) > 1 and all(part in missing for part in parts if part):
+            parts = [part.strip() for part in name.split(",") if part.strip()]
+            if "," in name and parts and all(part in missing for part in parts):
                 hints.append(
                     f"the column {name!r} holds a comma, and the command line's column lists are split at commas: "
                     "rename that column in the file (a CSV's header row, a Parquet file's schema), or configure it "

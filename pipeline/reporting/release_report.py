@@ -546,6 +546,7 @@ def sharding_section(manifest: Mapping) -> str:
     spread = sharding.get("per_shard") or {}
     labels = {"n_records": "records", "n_deleted": "deleted records", "n_suppressed_cells": "suppressed cells"}
     rows = [(label, *[int(v) for v in spread[key]]) for key, label in labels.items() if key in spread]
+    failed = [str(c.get("name")) for c in manifest.get("checks") or [] if c.get("status") not in (None, "passed")]
     if n_shards == 1:
         scope = "every release gate (below) was measured on the whole release"
     else:
@@ -556,6 +557,8 @@ def sharding_section(manifest: Mapping) -> str:
             "on its own</strong>: they hold against an adversary who attacks one shard at a time, not against one who "
             "fits a model on, or correlates the ids of, the whole union (README, “Scaling out”)"
         )
+    if failed:  # a comparison published with an override: what failed does not hold, whatever the sharding
+        scope += f"; except what failed: {', '.join(_e(name) for name in failed)} (see the gates below)"
     return (
         "<h2>Sharding</h2>"
         f"<p>Released as <strong>{_e(format_figure(n_shards))} shard{'s' if n_shards != 1 else ''}</strong> "

@@ -241,3 +241,18 @@ def test_a_constant_sensitive_attribute_is_refused_as_known_for_everyone(tmp_pat
     assert "Remove it from --sensitive-attributes" in message
     assert "HIV" not in message
     assert refused.value.column == "b"
+
+
+def test_the_comma_hint_names_only_a_column_made_of_configured_names(tmp_path):
+    """A header cell holding a comma gets the command line's comma hint only when its parts are configured names that
+    are missing (diff review, session 40: a cell ',' or ' , ' got it, although it names none)."""
+    from pipeline.io.loading import _check_columns
+
+    def message(names: list[str]) -> str:
+        with pytest.raises(InputError) as error:
+            _check_columns(tmp_path / "f.csv", names, ["q"], ["a", "b"], origin="the header row", delimiter=",")
+        return str(error.value)
+
+    assert "holds a comma" not in message(["q", ",", "b", "x"])
+    assert "holds a comma" not in message(["q", " , ", "b", "x"])
+    assert "the column 'a,b' holds a comma" in message(["q", "a,b", "x"])

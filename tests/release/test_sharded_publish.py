@@ -286,4 +286,10 @@ def test_the_report_section_shows_the_shards_and_their_spread_and_nothing_when_u
     assert "attacks one shard at a time" in page and "hold for the whole release" in page
     one = sharding_section({"sharding": {**sharding, "n_shards": 1}})
     assert "every release gate (below) was measured on the whole release" in one and "one shard at a time" not in one
+    # a comparison whose gate failed and an override accepted it (diff review, session 40): that gate does not hold
+    overridden = sharding_section(
+        {"sharding": sharding, "checks": [{"name": "disclosure_within_bound", "status": "failed_overridden"}]}
+    )
+    assert "except what failed: disclosure_within_bound" in overridden
+    assert "except what failed" not in page
     assert sharding_section({"sharding": None}) == "" and sharding_section({}) == ""
