@@ -383,9 +383,22 @@ def _refuse_for_data_loss(
             n_deleted=int(candidate["n_deleted"]),
             suppressed_cells={str(k): int(v) for k, v in dict(figures.get("suppressed_cells") or {}).items()},
             attribute_cells={str(k): int(v) for k, v in dict(figures.get("attribute_cells") or {}).items()},
+            max_confidence_deviation=_confidence_deviation(candidate, refused=[gate, *also_refused_by]),
         ),
         also_refused_by=also_refused_by,
     )
+
+
+def _confidence_deviation(candidate: pd.Series, *, refused: list[str]) -> float | None:
+    """Gate 4's largest deviation of a recovered rule confidence (the reduce's figure), when gate 4 is among the
+    ``refused`` data-loss gates: the diagnosis then names it and offers ``confidence_tolerance``, as the in-memory jobs'
+    does (newcomer, session 40: the default engine's refusal left both out, and its last resort, a higher
+    max_deleted_share, was refused again by gate 4). None otherwise, or when the reduce gave no figure."""
+    if "rule_confidence_preserved" not in refused:
+        return None
+    figures = json.loads(str(candidate["reduced_gates"])).get("rule_confidence_preserved") or {}
+    deviation = figures.get("max_confidence_deviation")
+    return float(deviation) if deviation is not None else None
 
 
 #: Every gate of ``sharded_release``, in gate order, in one check step.

@@ -524,7 +524,10 @@ def diagnose(
             Option(setting="ell", value="2", effect="ℓ is already the minimum (2); it cannot be lowered", available=False)
         )
     else:
-        lower = next((candidate for candidate in range(ell - 1, 1, -1) if codes.forced(attributes, candidate) == 0), 2)
+        # the largest lower ℓ whose dominant values force no deletion beyond what max_deleted_share allows (newcomer,
+        # session 40: ℓ = 6 refused, the advice said ℓ = 3 while ℓ = 4, forcing 1 deletion, published with 1.5 % lost)
+        allowed = 0 if settings.max_deleted_share is None else int(float(settings.max_deleted_share) * codes.n)
+        lower = next((candidate for candidate in range(ell - 1, 1, -1) if codes.forced(attributes, candidate) <= allowed), 2)
         option = Option(
             setting="ell",
             value=str(lower),

@@ -263,3 +263,24 @@ def test_two_data_loss_gates_refusing_the_same_loss_name_every_threshold_in_the_
     assert "--confidence-tolerance 0.31" in text and "--max-deleted-share 0.80" in text, text
     # the other order keeps the measured deviation too
     assert merge_diagnoses(utility, confidence).loss.max_confidence_deviation == 0.3
+
+
+def test_the_lower_ell_offered_is_the_largest_whose_forced_deletions_the_loss_threshold_allows():
+    # 100 records; 'x' is held by 26: at ℓ = 4 it forces ⌈(4·26 − 100) / 3⌉ = 2 deletions, within max_deleted_share
+    # 0.10 (10 records), at ℓ = 3 none. The advice used to be the largest ℓ forcing none (3), a weaker protection than
+    # needed (newcomer, session 40: ℓ = 4 published where the refusal of ℓ = 6 said ℓ = 3)
+    records = pd.DataFrame(
+        {
+            "a": ["x"] * 26 + [f"v{k % 37}" for k in range(74)],
+            "b": [f"w{k % 41}" for k in range(100)],
+        }
+    )
+    rules = mine_strong_rules(records, ["a", "b"], min_confidence=0.8, backend="counting", min_support=5)
+    common = dict(min_confidence=0.8, min_support=5, sensitive_attributes=("a", "b"), confidence_tolerance=0.05)
+    loss = CandidateLoss(n_records=100, n_deleted=30)
+    allowed = diagnose(records, rules, DiagnosisSettings(ell=5, max_deleted_share=0.10, **common), loss)
+    (option,) = [o for o in allowed.options if o.setting == "ell"]
+    assert option.value == "4" and option.forced_deletions == 2
+    strict = diagnose(records, rules, DiagnosisSettings(ell=5, max_deleted_share=0.01, **common), loss)
+    (option,) = [o for o in strict.options if o.setting == "ell"]
+    assert option.value == "3" and option.forced_deletions == 0
