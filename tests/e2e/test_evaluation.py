@@ -213,3 +213,63 @@ def test_the_per_attribute_verdict_compares_with_uniform_max():
     verdict, _ = _per_attribute_verdict(points(0.3))[12]
     assert verdict == "partly agrees (rating only)"
     assert _per_attribute_verdict([_point("ell", "mixed")]) == {}
+
+
+def test_the_report_names_this_tables_attribute_and_labels_adults_explanations(tmp_path):
+    """Newcomer, session 40: a report on a hospital table said "m=3 adds age" and explained Figure 2 by Adult's age
+    column. Figure 2's text now names the attribute the table adds at that m, and the fixed explanations, written for
+    UCI Adult, say so on another table."""
+    from pipeline.reporting.experiments_report import ADULT_WHY_LABEL, write_report
+
+    def timing(m, method, seconds):
+        return {
+            "figure": 2,
+            "n_records": 1000,
+            "m": m,
+            "method": method,
+            "median_seconds": seconds,
+            "min_seconds": seconds,
+            "max_seconds": seconds,
+            "identical_output": True,
+        }
+
+    timings = [timing(2, "plain", 0.1), timing(2, "improved", 0.1), timing(3, "plain", 0.9), timing(3, "improved", 0.2)]
+    verdict = _timing_verdicts(timings, ["diagnosis", "department", "medication"])[2][1]
+    assert "m=3 adds medication" in verdict and "age" not in verdict
+    plan = {
+        "default_ell": 3,
+        "default_min_confidence": 0.8,
+        "seed": 0,
+        "timing_repeats": 1,
+        "histogram_ells": [3, 2],
+    }
+    machine = {"platform": "linux", "cpu_count": 2, "python": "3.11"}
+    points = [_point("ell", "mixed", m=3), _point("ell", "rating", m=3)]
+    dataset = {
+        "description": "patients.csv",
+        "n_records": 1000,
+        "quasi_identifiers": ["age", "sex"],
+        "sensitive_attributes": ["diagnosis", "department", "medication"],
+    }
+    for name in ("other", "adult"):
+        (tmp_path / name).mkdir()
+    other = write_report(
+        tmp_path / "other" / "REPORT.md",
+        timings=timings,
+        points=points,
+        plan=plan,
+        dataset=dataset,
+        machine=machine,
+        wall_seconds={},
+    ).read_text()
+    assert f"**{ADULT_WHY_LABEL}:**" in other and "- **Why:**" not in other
+    adult = write_report(
+        tmp_path / "adult" / "REPORT.md",
+        timings=timings,
+        points=points,
+        plan=plan,
+        dataset={**dataset, "description": "UCI Adult (adult.data, CC BY 4.0)"},
+        machine=machine,
+        wall_seconds={},
+    ).read_text()
+    assert "- **Why:**" in adult and ADULT_WHY_LABEL not in adult
