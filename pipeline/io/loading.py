@@ -18,6 +18,9 @@ import string
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 import duckdb
@@ -378,20 +381,21 @@ def _check_columns(
                     f"the header was read as a single column: is the delimiter {found[0]!r}? "
                     f"({setting_example('delimiter', repr(found[0]))}; the current one is {delimiter!r})"
                 )
+        # each hint a sentence of its own, then the settings' advice (a sentence of its own after a hint)
+        hinted = "".join(" " + (h if h.endswith((".", "?")) else h + ".") for h in hints)
         if header_may_be_data:
             present = [c for c in dict.fromkeys(configured) if c in names]
-            raise InputError(
+            advice = f"{no_header_hint}; otherwise fix {columns_settings}, or the file's column names"
+            found = (
                 f"{path}: configured column(s) {missing} are not in the input (the header row has {len(names)} "
-                f"column(s); of the configured ones it names {present if present else 'none'}); "
-                + (" ".join(hints) + " " if hints else "")
-                + f"{no_header_hint}; otherwise fix {columns_settings}, or the file's column "
-                "names"
+                f"column(s); of the configured ones it names {present if present else 'none'})"
             )
-        raise InputError(
-            f"{path}: configured column(s) {missing} are not in the input (its columns, from {origin}: {names}); "
-            + (" ".join(hints) + " " if hints else "")
-            + f"fix {columns_settings}, or the file's column names"
-        )
+        else:
+            advice = f"fix {columns_settings}, or the file's column names"
+            found = f"{path}: configured column(s) {missing} are not in the input (its columns, from {origin}: {names})"
+        if not _ADVICE.get():
+            raise InputError(found + (";" + hinted if hinted else ""))
+        raise InputError(found + (";" + hinted + " " + advice[0].upper() + advice[1:] if hinted else "; " + advice))
     try:
         if for_model:  # the publication models' column rules (2 sensitive attributes, …); not for reading columns alone
             validate_model_columns(names, quasi_identifiers, sensitive_attributes)
@@ -406,6 +410,22 @@ def _check_columns(
             file=str(path),
             column=reserved[0],
         )
+
+
+#: Whether the reader's messages end with what to change in the run's settings (``--no-header``,
+#: ``--quasi-identifiers`` …): off while ``msa-release audit`` reads a raw table as a release's manifest says, where
+#: the remedy is the release's own input file (newcomer, session 40: the audit named options it does not have).
+_ADVICE: ContextVar[bool] = ContextVar("msa_release_reader_advice", default=True)
+
+
+@contextmanager
+def without_settings_advice() -> Iterator[None]:
+    """Read without the run-settings advice in the messages (:data:`_ADVICE`); the caller adds its own."""
+    token = _ADVICE.set(False)
+    try:
+        yield
+    finally:
+        _ADVICE.reset(token)
 
 
 def _loose_name(name: str) -> str:

@@ -30,7 +30,7 @@ from pipeline.core.metrics import additional_information_loss, domain_sizes, rec
 from pipeline.core.rules import mine_strong_rules, resolve_mining_backend
 from pipeline.core.verification import sid_diversity_summary
 from pipeline.settings import DEFAULT_MIN_CONFIDENCE, default_min_support
-from pipeline.io.loading import InputError, load_records
+from pipeline.io.loading import InputError, load_records, without_settings_advice
 from pipeline.release.publish import MODEL_TABLES, InvalidLatest, read_latest
 from pipeline.errors import UnusableInputError
 from pipeline.release.manifest import validate_contract, validate_input_reading
@@ -809,20 +809,21 @@ def load_raw_as_released(directory: Path, manifest: Mapping, raw_path: str | Pat
     except ValueError as error:
         raise AuditError(f"{directory / 'manifest.json'}: {error}") from None
     try:
-        return load_records(
-            raw_path,
-            quasi_identifiers=list(manifest["quasi_identifiers"]),
-            sensitive_attributes=list(manifest["sensitive_attributes"]),
-            input_format=typed.input_format,
-            csv_header=typed.csv_header,
-            column_names=typed.all_column_names(),
-            delimiter=typed.delimiter,
-            strip_whitespace=typed.strip_whitespace,
-            missing_value_tokens=typed.missing_value_tokens,
-            # the raw table the release was published from, with whatever max_value_length it was read with
-            # (the manifest does not record it): no limit here
-            max_value_length=None,
-        )
+        with without_settings_advice():  # the remedy is the release's own input file, said below
+            return load_records(
+                raw_path,
+                quasi_identifiers=list(manifest["quasi_identifiers"]),
+                sensitive_attributes=list(manifest["sensitive_attributes"]),
+                input_format=typed.input_format,
+                csv_header=typed.csv_header,
+                column_names=typed.all_column_names(),
+                delimiter=typed.delimiter,
+                strip_whitespace=typed.strip_whitespace,
+                missing_value_tokens=typed.missing_value_tokens,
+                # the raw table the release was published from, with whatever max_value_length it was read with
+                # (the manifest does not record it): no limit here
+                max_value_length=None,
+            )
     except InputError as error:
         message = str(error)
         raise AuditError(

@@ -179,3 +179,15 @@ def test_an_audit_against_another_raw_table_says_so_and_keeps_the_inputs_audit(g
     assert own.read_bytes() == kept
     (written,) = (home / "audits" / release.name).glob("other-raw-*/audit.json")
     assert json.loads(written.read_text())["raw"]["is_release_input"] is False
+
+
+def test_an_audit_against_a_table_without_the_releases_columns_names_no_run_option(golden, tmp_path, monkeypatch):
+    # newcomer, session 40: auditing a release with Adult as --raw said "read it with --no-header --column-names
+    # a,b,c; otherwise fix --quasi-identifiers / --sensitive-attributes": options audit does not have (or not for this)
+    release, _, _ = _publish(golden, tmp_path, monkeypatch)
+    adult = Path(__file__).resolve().parents[2] / "data" / "adult" / "adult.data"
+    outcome = CliRunner().invoke(main, ["audit", str(release), "--raw", str(adult), "--workers", "1"])
+    assert outcome.exit_code == 2, outcome.output
+    assert "are not in the input" in outcome.output and "pass the release's own input file with --raw" in outcome.output
+    for option in ("--no-header", "--column-names", "--quasi-identifiers", "--sensitive-attributes"):
+        assert option not in outcome.output, outcome.output

@@ -256,3 +256,12 @@ def test_the_comma_hint_names_only_a_column_made_of_configured_names(tmp_path):
     assert "holds a comma" not in message(["q", ",", "b", "x"])
     assert "holds a comma" not in message(["q", " , ", "b", "x"])
     assert "the column 'a,b' holds a comma" in message(["q", "a,b", "x"])
+
+
+def test_a_did_you_mean_hint_is_its_own_sentence_before_the_advice(tmp_path):
+    """Newcomer, session 40: "did you mean 'sex'? if the file has no header…" ran two sentences together."""
+    from pipeline.io.loading import _check_columns
+
+    with speaking(COMMAND_LINE), pytest.raises(InputError) as error:
+        _check_columns(tmp_path / "f.csv", ["q", "A", "b"], ["q"], ["a", "b"], origin="the header row", delimiter=",")
+    assert "it names ['q', 'b']); 'a': did you mean 'A'? If the file has no header row" in str(error.value)
