@@ -581,12 +581,15 @@ class ReleaseSettings(dg.ConfigurableResource):
         from pipeline.vocabulary import setting
 
         missing = [a for a in self.sensitive_attributes if a not in self.ell_per_attribute]
-        if missing:
-            raise ValueError(
-                f"{setting('ell_per_attribute')} gives no ℓ for sensitive attribute(s) {missing}: give every sensitive "
-                f"attribute ({list(self.sensitive_attributes)}) its ℓ_i"
-            )
         unknown = [a for a in self.ell_per_attribute if a not in self.sensitive_attributes]
+        if missing:
+            # a misspelt name is both: name it too (newcomer, session 40: dept=2 for department said only "no ℓ for
+            # ['department']")
+            raise ValueError(
+                f"{setting('ell_per_attribute')} gives no ℓ for sensitive attribute(s) {missing}"
+                + (f" and gives one for {unknown}, which is not a sensitive attribute (misspelt?)" if unknown else "")
+                + f": give every sensitive attribute ({list(self.sensitive_attributes)}) its ℓ_i"
+            )
         if unknown:
             raise ValueError(
                 f"{setting('ell_per_attribute')} gives an ℓ for {unknown}, which is not a sensitive attribute "

@@ -257,6 +257,11 @@ def nothing_runs(monkeypatch):
     [
         (["--ell", "education=4,occupation=3,age=2"], "--ell gives no ℓ for sensitive attribute(s) ['relationship']"),
         (["--ell", "education=4,occupation=3,age=2,relationship=2,sex=2"], "['sex'], which is not a sensitive attribute"),
+        (
+            ["--ell", "education=4,occupation=3,age=2,relation=2"],
+            "no ℓ for sensitive attribute(s) ['relationship'] and gives one for ['relation'], which is not a sensitive "
+            "attribute (misspelt?)",
+        ),
         (["--ell", "education=4,occupation=3,age=1,relationship=2"], "the ℓ of sensitive attribute 'age' must be"),
         (["--ell", "education=4,education=3"], "'education' is given twice"),
         (["--ell", "education"], "'education' is neither an integer nor name=integer pairs"),
@@ -265,7 +270,7 @@ def nothing_runs(monkeypatch):
             "(k, ℓ) model has one ℓ for the whole sensitive tuple",
         ),
     ],
-    ids=["missing", "unknown", "below-2", "twice", "not-a-pair", "kl"],
+    ids=["missing", "unknown", "misspelt", "below-2", "twice", "not-a-pair", "kl"],
 )
 def test_the_command_line_refuses_a_bad_mapping_with_exit_2(nothing_runs, tmp_path, arguments, expected):
     outcome = CliRunner().invoke(main, ["run", *arguments, "--home", str(tmp_path / "home")])
