@@ -413,8 +413,8 @@ def _refusal(found, pinned: str) -> str:
         "(on Adult, ℓ = 2 after ℓ = 3 pins the whole sensitive tuple of 5.1 % of the records by plain intersection of "
         "candidate sets, a lower bound; a red team linking the rows of earlier versions' releases through their input "
         "order pinned 48.7 %; see docs/series.md and docs/attacks.md). Publish with the earlier release's settings and records, use another "
-        "home for an unrelated series, or pass --allow-recomposition (allow_recomposition) to publish anyway "
-        "(recorded in the manifest)"
+        "home for an unrelated series, publish this one as a comparison that is never shared (--no-promote; promote: "
+        "false), or pass --allow-recomposition (allow_recomposition) to publish anyway (recorded in the manifest)"
     )
 
 

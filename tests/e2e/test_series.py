@@ -130,6 +130,7 @@ def test_a_second_release_with_another_ell_is_refused_unless_allowed(example_csv
     assert refused.exit_code == 1, refused.output
     assert "would compose with 2 earlier release(s)" in refused.output and "(ell)" in refused.output
     assert "--allow-recomposition" in refused.output
+    assert "publish this one as a comparison that is never shared (--no-promote" in refused.output  # newcomer, s40
     # the refusal says what the intersection with each earlier release would pin (from its published files)
     import re
 
