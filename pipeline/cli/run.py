@@ -427,7 +427,10 @@ def _run_and_summarize(options: dict, config: dict, job_name: str, job_config: d
             outcome = "not applicable"
         else:
             outcome = "passed" if evaluation.passed else "FAILED"
-        click.echo(f"  gate {evaluation.check_name}: {outcome} {json.dumps(figures, default=str)}", err=True)
+        # --quiet: a passed gate in one short line, a failed one with its figures (newcomer, session 40: every passed
+        # gate's figures came before the reason the release was refused)
+        shown = "" if options["quiet"] and outcome != "FAILED" else " " + json.dumps(figures, default=str)
+        click.echo(f"  gate {evaluation.check_name}: {outcome}{shown}", err=True)
         if evaluation.check_name == "disclosure_within_bound" and not evaluation.passed:
             click.echo(
                 "  the strong-rule adversary beats 1/ell on this release; use the mixed model, or, to compare "
