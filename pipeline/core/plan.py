@@ -293,7 +293,7 @@ def _setting(row: PlanRow) -> str:
 def _loss(row: PlanRow) -> str:
     if row.deleted_share is None:
         return "loss not predicted"
-    deleted = f"{row.n_deleted:,} records deleted ({_percent(row.deleted_share)})"
+    deleted = f"{row.n_deleted:,} record{'' if row.n_deleted == 1 else 's'} deleted ({_percent(row.deleted_share)})"
     worst = row.max_suppressed_share or 0.0
     return deleted + (f", up to {_percent(worst)} of an attribute's cells suppressed" if worst else ", no cell suppressed")
 

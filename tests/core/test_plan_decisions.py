@@ -126,7 +126,7 @@ def test_the_recommendation_never_weakens_the_configured_privacy():
     line = recommend(rows)
     # 0.7 and 0.8 at ℓ = 3 tie on loss and ℓ, both at least as private: the configured 0.8 is named
     assert line.startswith("Recommended: the configured setting, ℓ = 3, min_confidence 0.8 (20 records deleted (20.0 %)")
-    assert "not a recommendation: ℓ = 2, min_confidence 0.9 (1 records deleted (1.0 %)" in line
+    assert "not a recommendation: ℓ = 2, min_confidence 0.9 (1 record deleted (1.0 %)" in line
     assert "bound rises from 1/3 to 1/2" in line and "rules of confidence 0.8 to 0.9 are no longer strong rules" in line
     assert "ℓ = 3, min_confidence 0.9 (8" not in line.split("not a recommendation")[0]
     # the cheapest weaker option at the configured ℓ is named too, with what it gives up
