@@ -167,7 +167,7 @@ def test_when_only_weaker_settings_pass_nothing_is_recommended():
     )
     # the closest to the requirement first (ℓ = 3, its one rule), then the least-loss one (ℓ = 2)
     assert "not a recommendation: the closest, ℓ = 3, min_confidence 0.9 (8 records deleted (8.0 %)" in line
-    assert "; with the least loss, ℓ = 2, min_confidence 0.9 (1 records deleted (1.0 %)" in line
+    assert "; with the least loss, ℓ = 2, min_confidence 0.9 (1 record deleted (1.0 %)" in line
     assert not line.startswith("Recommended")
 
 
