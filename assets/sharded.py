@@ -38,6 +38,7 @@ from pipeline.asset_keys import CANDIDATE, KINDS, PRIVATE, inputs
 from pipeline.errors import UnusableInputError
 from pipeline.io.loading import input_cleaning_counts, input_cleaning_metadata, look_alike_warning
 from pipeline.failures import structured_failures, with_structured_failures
+from pipeline.engines.staging import remove_staging
 from pipeline.models import SHARDED_RELEASE_JOB, publication_model
 from pipeline.resources import ReleaseSettings, ReleaseStore
 from pipeline.run_events import INPUT_SHA256_TAG
@@ -82,22 +83,6 @@ def staging_dir_of(store: ReleaseStore, run_id: str) -> Path:
         if not directory.exists():
             directory.mkdir(mode=0o700, exist_ok=True)
     return path
-
-
-def remove_staging(home: Path, *, keep: str | None = None) -> list[Path]:
-    """Remove the PRIVATE staging directories of sharded runs under ``<home>/private/shards`` (every input record of
-    those runs), all but ``keep``'s (a run id). Runs of a home hold its release lock one at a time, so another run's
-    directory is a finished (published, refused or killed) run's. Returns what was removed."""
-    import shutil
-
-    root = Path(home) / "private" / "shards"
-    removed = []
-    if root.is_dir():
-        for entry in root.iterdir():
-            if entry.name != keep and entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
-                removed.append(entry)
-    return removed
 
 
 @dg.failure_hook(required_resource_keys={"store"})

@@ -345,7 +345,7 @@ def _run_and_summarize(options: dict, config: dict, job_name: str, job_config: d
     if not result.success:
         # an interrupted run (Ctrl-C, SIGTERM) skips the job's failure hook: the private staging of a sharded run
         # (every input record) goes now, under the release lock this command holds, not at the home's next run
-        from assets.sharded import remove_staging
+        from pipeline.engines.staging import remove_staging
 
         remove_staging(home)
     profile_error = None

@@ -52,6 +52,7 @@ from pipeline.vocabulary import setting
 
 __all__ = [
     "INPUT_SUFFIXES",
+    "remove_staging",
     "InputFile",
     "StagedInput",
     "input_files",
@@ -70,6 +71,22 @@ _MASK64 = (1 << 64) - 1
 _GOLDEN_GAMMA = 0x9E3779B97F4A7C15
 _MIX1 = 0xBF58476D1CE4E5B9
 _MIX2 = 0x94D049BB133111EB
+
+
+def remove_staging(home: Path, *, keep: str | None = None) -> list[Path]:
+    """Remove the PRIVATE staging directories of sharded runs under ``<home>/private/shards`` (every input record of
+    those runs), all but ``keep``'s (a run id). Runs of a home hold its release lock one at a time, so another run's
+    directory is a finished (published, refused, interrupted or killed) run's. Returns what was removed."""
+    import shutil
+
+    root = Path(home) / "private" / "shards"
+    removed = []
+    if root.is_dir():
+        for entry in root.iterdir():
+            if entry.name != keep and entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+                removed.append(entry)
+    return removed
 
 
 def staging_dir_for(home: Path, run_id: str) -> Path:
