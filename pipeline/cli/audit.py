@@ -142,9 +142,15 @@ def audit(
 
             directory = Path(str(result["release"]["directory"]))
             manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
-            if _is_release_input(directory, manifest, str(result["raw"]["sha256"])) is False:
+            is_input = _is_release_input(directory, manifest, str(result["raw"]["sha256"]))
+            result["raw"]["is_release_input"] = is_input
+            if is_input is False:
                 other_raw = str(result["raw"]["sha256"])
-                result["raw"]["is_release_input"] = False
+                result["warnings"] = [
+                    *result["warnings"],
+                    "the raw table is not the release's input (SHA-256 differs): the strong-rule adversary's rules "
+                    "and the attacks describe this table, not the one the release was made from",
+                ]
         target = Path(output) if output else _default_target(home, str(result["release"]["release_id"]), other_raw)
         _write_class_audit(result, target)
         return

@@ -261,6 +261,13 @@ def merge_diagnoses(first: Diagnosis, other: Diagnosis) -> Diagnosis:
     )
 
 
+def deviation_text(deviation: float, tolerance: float) -> str:
+    """Gate 4's deviation as the diagnosis writes it: two decimals, or three where two would round it down to the
+    tolerance it exceeds (diff review, session 40: 0.050187 was written "0.05 (allowed: 0.05)")."""
+    text = f"{deviation:.2f}"
+    return f"{deviation:.3f}" if float(text) <= tolerance < deviation else text
+
+
 def forced_deletions(count: int, n: int, ell: int) -> int:
     """Fewest records to delete so that a value held by ``count`` of ``n`` records is held by at most 1/ℓ of the
     rest: ``max(0, ⌈(ℓ·count − n) / (ℓ − 1)⌉)`` (the module docstring's bound; Anatomy's eligibility, Xiao & Tao 2006)."""
@@ -526,7 +533,9 @@ def diagnose(
     else:
         # the largest lower ℓ whose dominant values force no deletion beyond what max_deleted_share allows (newcomer,
         # session 40: ℓ = 6 refused, the advice said ℓ = 3 while ℓ = 4, forcing 1 deletion, published with 1.5 % lost)
-        allowed = 0 if settings.max_deleted_share is None else int(float(settings.max_deleted_share) * codes.n)
+        # exact: max_deleted_share 0.29 of 100 records allows 29 (a float product gave 28). Forced deletions also move
+        # rule confidences (gate 4); the option shows them, and `msa-release plan` predicts the gate for each ℓ
+        allowed = 0 if settings.max_deleted_share is None else math.floor(Fraction(str(settings.max_deleted_share)) * codes.n)
         lower = next((candidate for candidate in range(ell - 1, 1, -1) if codes.forced(attributes, candidate) <= allowed), 2)
         option = Option(
             setting="ell",
@@ -555,7 +564,8 @@ def diagnose(
                 Option(
                     setting="confidence_tolerance",
                     value=f"{float(tolerance):.2f}",
-                    effect=f"accepts confidences recovered from the release that are off by up to {deviation:.2f}; "
+                    effect="accepts confidences recovered from the release that are off by up to "
+                    f"{deviation_text(deviation, settings.confidence_tolerance)}; "
                     f"publishes with {loss.n_deleted:,} records ({_percent(loss.n_deleted / n if n else 0.0)}) deleted",
                     last_resort=True,
                 )
@@ -690,7 +700,8 @@ def diagnosis_lines(diagnosis: Diagnosis, vocabulary: str = "cli") -> list[str]:
     deviation = diagnosis.loss.max_confidence_deviation
     if "rule_confidence_preserved" in diagnosis.gates and deviation is not None and settings.confidence_tolerance is not None:
         lines.append(
-            f"  the deletions change the strong rules' confidences recovered from the release by up to {deviation:.2f} "
+            "  the deletions change the strong rules' confidences recovered from the release by up to "
+            f"{deviation_text(deviation, settings.confidence_tolerance)} "
             f"(allowed: {setting_name('confidence_tolerance', vocabulary)} {settings.confidence_tolerance:g})."
         )
     if diagnosis.n_strong_rules:

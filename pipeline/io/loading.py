@@ -314,6 +314,7 @@ def _check_columns(
     configured = [*quasi_identifiers, *sensitive_attributes]
     header_may_be_data = origin == "the header row"
     no_header_hint = f"if the file has no header row (its first line is a record), read it with {_without_header_example()}"
+    or_no_header = f", or {no_header_hint}" if _ADVICE.get() else ""
     columns_settings = f"{setting('quasi_identifiers')} / {setting('sensitive_attributes')}"
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:
@@ -325,9 +326,7 @@ def _check_columns(
                 [f"names column(s) {sorted(named)} more than once (1-based positions {named})"] * bool(named)
                 + [f"repeats a name at 1-based positions {unnamed}"] * bool(unnamed)
             )
-            raise InputError(
-                f"{path}: {origin} {described}; rename them so that every column name is unique, or {no_header_hint}"
-            )
+            raise InputError(f"{path}: {origin} {described}; rename them so that every column name is unique{or_no_header}")
         raise InputError(
             f"{path}: {origin} names column(s) {duplicated} more than once (1-based positions {positions}); "
             "rename them so that every column name is unique"
@@ -341,7 +340,7 @@ def _check_columns(
             raise InputError(
                 f"{path}: {origin} has column names that differ only in upper/lower case at 1-based positions "
                 f"{positions}" + (f" (among them the configured {named})" if named else "") + "; DuckDB does not tell "
-                f"such names apart: rename them so that every column name is unique ignoring case, or {no_header_hint}"
+                f"such names apart: rename them so that every column name is unique ignoring case{or_no_header}"
             )
         listed = [[names[k - 1] for k in group] for group in positions]
         raise InputError(
@@ -377,9 +376,10 @@ def _check_columns(
         if delimiter is not None and len(names) == 1:
             found = [d for d in (";", "\t", "|", ",") if d != delimiter and d in names[0]]
             if found:
+                set_it = f"{setting_example('delimiter', repr(found[0]))}; " if _ADVICE.get() else ""
                 hints.append(
                     f"the header was read as a single column: is the delimiter {found[0]!r}? "
-                    f"({setting_example('delimiter', repr(found[0]))}; the current one is {delimiter!r})"
+                    f"({set_it}the current one is {delimiter!r})"
                 )
         # each hint a sentence of its own, then the settings' advice (a sentence of its own after a hint)
         hinted = "".join(" " + (h if h.endswith((".", "?")) else h + ".") for h in hints)

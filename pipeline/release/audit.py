@@ -826,14 +826,21 @@ def load_raw_as_released(directory: Path, manifest: Mapping, raw_path: str | Pat
             )
     except InputError as error:
         message = str(error)
-        raise AuditError(
-            (message if str(raw_path) in message else f"raw table {raw_path}: {message}")
-            # the reader's advice names the run's options; the audit reads RAW as the manifest says the release read
-            # its input, so the remedy is the release's own input file (red team, session 39)
-            + f". The audit reads the raw table as the release read its input (the manifest's input_reading: "
-            f"{typed.input_format}, header {typed.csv_header}, delimiter {typed.delimiter!r}) and the release's "
-            "quasi-identifiers and sensitive attributes; pass the release's own input file with --raw"
-        ) from None
+        message = message if str(raw_path) in message else f"raw table {raw_path}: {message}"
+        raise AuditError(message + audit_reading_advice(typed.input_format, typed.csv_header, typed.delimiter, message)) from None
+
+
+def audit_reading_advice(input_format: str, csv_header: bool | None, delimiter: str, message: str) -> str:
+    """What an audit says after the reader's refusal of its ``--raw`` table: the audit reads it as the manifest says the
+    release read its input, so the remedy is the release's own input file, not the run's reading options (red team,
+    session 39; the reader's own advice is off while an audit reads, :func:`pipeline.io.loading.without_settings_advice`).
+    Starts with the separator ``message`` needs (a sentence after a '.' or '?', else '. ')."""
+    separator = " " if message.rstrip().endswith((".", "?")) else ". "
+    return (
+        f"{separator}The audit reads the raw table as the release read its input (the manifest's input_reading: "
+        f"{input_format}, header {csv_header}, delimiter {delimiter!r}) and the release's quasi-identifiers and "
+        "sensitive attributes; pass the release's own input file with --raw"
+    )
 
 
 def _query_workload(release: PublishedRelease, records: pd.DataFrame, hierarchies_dir: Path) -> QueryWorkload | None:

@@ -14,7 +14,10 @@ __all__ = ["class_audit_html", "render_class_audit"]
 def _subject(result: Mapping[str, Any]) -> str:
     if "release" in result:
         release = result["release"]
-        return f"release {release['release_id']} (kl, k={release['k']}, ell={release['ell']})"
+        other = (result.get("raw") or {}).get("is_release_input") is False
+        return f"release {release['release_id']} (kl, k={release['k']}, ell={release['ell']})" + (
+            " against a raw table that is NOT the release's input" if other else ""
+        )
     table = result["table"]
     return f"table {Path(table['path']).name} (required k={table['k']}, ell={table['ell']})"
 

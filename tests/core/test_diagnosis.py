@@ -284,3 +284,12 @@ def test_the_lower_ell_offered_is_the_largest_whose_forced_deletions_the_loss_th
     strict = diagnose(records, rules, DiagnosisSettings(ell=5, max_deleted_share=0.01, **common), loss)
     (option,) = [o for o in strict.options if o.setting == "ell"]
     assert option.value == "3" and option.forced_deletions == 0
+
+
+def test_a_deviation_just_above_the_tolerance_is_not_written_as_the_tolerance():
+    # diff review, session 40: 0.050187 read "by up to 0.05 (allowed: --confidence-tolerance 0.05)"
+    from pipeline.core.diagnosis import deviation_text
+
+    assert deviation_text(0.050187, 0.05) == "0.050"
+    assert deviation_text(0.0549, 0.05) == "0.055"
+    assert deviation_text(0.43, 0.05) == "0.43" and deviation_text(0.04, 0.05) == "0.04"

@@ -508,6 +508,39 @@ def test_min_support_of_the_audit_reaches_the_kl_releases_strong_rule_adversary(
     assert (reports[None]["min_support"], reports[1]["min_support"]) == (max(ell, 5), 1)
 
 
+def test_audit_of_a_kl_release_against_another_raw_table_says_so_and_goes_beside(published, tmp_path, monkeypatch):
+    """Diff review, session 40: the (k, ℓ) audit against a table that is not the release's input wrote beside the
+    audit against the input but said nothing; its first line and a warning now say so, and the JSON records it."""
+    home = published.home
+    monkeypatch.setenv("MSA_RELEASE_HOME", str(home))
+    other = tmp_path / "other.csv"
+    lines = published.csv.read_text().splitlines()
+    other.write_text("\n".join(lines[:-1]) + "\n")  # one record less
+    outcome = CliRunner().invoke(main, ["audit", str(published.release), "--raw", str(other), "--home", str(home)])
+    assert outcome.exit_code in (0, 1), outcome.output
+    assert "against a raw table that is NOT the release's input" in outcome.output.splitlines()[0], outcome.output
+    assert "WARNING        the raw table is not the release's input" in outcome.output
+    (written,) = (home / "audits" / published.release.name).glob("other-raw-*/audit.json")
+    assert json.loads(written.read_text())["raw"]["is_release_input"] is False
+    own = CliRunner().invoke(main, ["audit", str(published.release), "--raw", str(published.csv), "--home", str(home)])
+    assert own.exit_code in (0, 1), own.output
+    assert "NOT the release's input" not in own.output
+    kept = json.loads((home / "audits" / published.release.name / "audit.json").read_text())
+    assert kept["raw"]["is_release_input"] is True
+
+
+def test_an_unreadable_raw_table_of_a_kl_audit_is_explained_in_the_audits_terms(published, tmp_path):
+    """Diff review, session 40: the (k, ℓ) audit's raw reading still advised --no-header / --quasi-identifiers."""
+    other = tmp_path / "other.csv"
+    frame = pd.read_csv(published.csv)
+    frame.drop(columns=[SENSITIVE_ATTRIBUTES[0]]).to_csv(other, index=False)
+    outcome = CliRunner().invoke(main, ["audit", str(published.release), "--raw", str(other)])
+    assert outcome.exit_code == 2, outcome.output
+    assert "pass the release's own input file with --raw" in outcome.output
+    for option in ("--no-header", "--column-names", "--quasi-identifiers", "--sensitive-attributes"):
+        assert option not in outcome.output, outcome.output
+
+
 def test_audit_of_a_tampered_kl_release_fails(published, tmp_path):
     """A copy of the release whose first class holds one sensitive tuple only: Diverse 1 < ℓ = 2, exit status 1."""
     import shutil

@@ -5,7 +5,8 @@ again by gate 4 with no option that could work).
 
 The table is synthetic, made here: 4,000 patients whose department follows their diagnosis with probability 0.93 (12
 diagnoses, 9 departments), 2-3 medications per diagnosis; ℓ = 6 deletes about a fifth of the records and moves the
-recovered confidences of the diagnosis-department rules by about 0.1, above the default tolerance 0.05."""
+recovered confidences of the diagnosis-department rules by 0.05 to 0.11 (depending on the home secret), above the
+tolerance 0.01 the test sets."""
 
 from __future__ import annotations
 
@@ -76,10 +77,15 @@ def test_the_default_engines_refusal_names_gate_4_and_offers_the_tolerance(tmp_p
             "diagnosis,medication,department",
             "--ell",
             "6",
+            # the deviation depends on the home secret's choices (0.05–0.11 in the homes measured): a tolerance well
+            # below it makes gate 4 refuse in any home (diff review, session 40)
+            "--confidence-tolerance",
+            "0.01",
         ],
     )
     assert outcome.exit_code == 1, outcome.output
     assert "gate rule_confidence_preserved: FAILED" in outcome.output, outcome.output
     assert "the deletions change the strong rules' confidences recovered from the release by up to" in outcome.output
+    assert "(allowed: --confidence-tolerance 0.01)" in outcome.output
     assert "last resort, --confidence-tolerance" in outcome.output, outcome.output
     assert "last resort, --max-deleted-share" in outcome.output

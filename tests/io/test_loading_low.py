@@ -265,3 +265,36 @@ def test_a_did_you_mean_hint_is_its_own_sentence_before_the_advice(tmp_path):
     with speaking(COMMAND_LINE), pytest.raises(InputError) as error:
         _check_columns(tmp_path / "f.csv", ["q", "A", "b"], ["q"], ["a", "b"], origin="the header row", delimiter=",")
     assert "it names ['q', 'b']); 'a': did you mean 'A'? If the file has no header row" in str(error.value)
+
+
+def test_without_settings_advice_no_message_names_a_reading_option(tmp_path):
+    """While an audit reads its raw table (diff review, session 40), the reader names no run option: not in the
+    wrong-delimiter hint, nor in the refusals of repeated or case-variant header names."""
+    from pipeline.io.loading import _check_columns, without_settings_advice
+
+    cases = [
+        (["q;a;b"], ["q"], ["a", "b"]),  # one column: the delimiter hint
+        (["q", "a", "a", "b"], ["q"], ["a", "b"]),  # a repeated name
+        (["q", "a", "A", "b"], ["q"], ["a", "b"]),  # names differing only in case
+    ]
+    for names, quasi_identifiers, sensitive_attributes in cases:
+        for advice in (True, False):
+            with speaking(COMMAND_LINE), pytest.raises(InputError) as error:
+                if advice:
+                    _check_columns(
+                        tmp_path / "f.csv", names, quasi_identifiers, sensitive_attributes, origin="the header row", delimiter=","
+                    )
+                else:
+                    with without_settings_advice():
+                        _check_columns(
+                            tmp_path / "f.csv",
+                            names,
+                            quasi_identifiers,
+                            sensitive_attributes,
+                            origin="the header row",
+                            delimiter=",",
+                        )
+            options = [
+                o for o in ("--delimiter", "--no-header", "--column-names", "--quasi-identifiers") if o in str(error.value)
+            ]
+            assert bool(options) is advice, (names, advice, str(error.value))
