@@ -237,7 +237,11 @@ def class_audit(
             "n_records_in_classes_below_ell": int(sum(len(b) for b, bad in zip(blocks, below, strict=True) if bad)),
             "n_classes_decided_by_search": searched,
         },
-        "one_known_value": {"share_records_pinning_another_value": round(known["share_records_pinning_another_value"], 6)},
+        "one_known_value": {
+            "share_records_pinning_another_value": round(known["share_records_pinning_another_value"], 6),
+            "share_records_whole_tuple_pinned": round(known["share_records_whole_tuple_pinned"], 6),
+            "whole_tuple_pinned_by": {str(a): round(v, 6) for a, v in known["whole_tuple_pinned_by"].items()},
+        },
         "learned_model": {
             "slack": float(slack),
             "n_cells": int(above.size),

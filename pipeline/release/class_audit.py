@@ -373,7 +373,11 @@ def _warnings(classes: Mapping[str, Any], *, ell: int) -> list[str]:
             warnings.append(f"{attribute}: {figures['n_classes_below_ell']} classes with fewer than {ell} distinct values")
     share = classes["one_known_value"]["share_records_pinning_another_value"]
     if share > 0:
-        warnings.append(f"{share:.1%} of the records have another sensitive value pinned once one is known")
+        whole = classes["one_known_value"].get("share_records_whole_tuple_pinned")
+        warnings.append(
+            f"{share:.1%} of the records have another sensitive value pinned once one is known"
+            + (f", {whole:.1%} their whole sensitive tuple" if whole else "")
+        )
     learned = classes["learned_model"]
     if learned["n_cells_above_bound"]:
         warnings.append(

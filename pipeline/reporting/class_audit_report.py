@@ -22,6 +22,18 @@ def _subject(result: Mapping[str, Any]) -> str:
     return f"table {Path(table['path']).name} (required k={table['k']}, ell={table['ell']})"
 
 
+def _whole_tuple_clause(known: Mapping[str, Any]) -> str:
+    """ ", and X their whole sensitive tuple (knowing a: …)" when the audit measured it (audits written before session
+    40 did not)."""
+    share = known.get("share_records_whole_tuple_pinned")
+    if share is None:
+        return ""
+    by = known.get("whole_tuple_pinned_by") or {}
+    worst = sorted(by.items(), key=lambda item: -float(item[1]))[:2]
+    named = "; ".join(f"knowing {attribute}: {float(value):.1%}" for attribute, value in worst if float(value) > 0)
+    return f", {float(share):.1%} their whole sensitive tuple" + (f" ({named})" if named else "")
+
+
 def _lines(result: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(label, text) rows shared by the terminal summary and the page."""
     classes = result["classes"]
@@ -53,7 +65,7 @@ def _lines(result: Mapping[str, Any]) -> list[tuple[str, str]]:
         (
             "one value",
             f"{classes['one_known_value']['share_records_pinning_another_value']:.1%} of records have another "
-            "sensitive value pinned once one is known",
+            "sensitive value pinned once one is known" + _whole_tuple_clause(classes["one_known_value"]),
         ),
         (
             "learned",

@@ -1090,6 +1090,16 @@ def kl_section(manifest: Mapping, data: Mapping | None) -> str:
                         "one known value (the victim's class and one of its values): share of records with another value pinned",
                         attacks.get("one_known_value_share"),
                     ),
+                    *(
+                        [
+                            (
+                                "… share of records with their whole sensitive tuple pinned",
+                                attacks.get("one_known_value_whole_tuple_share"),
+                            )
+                        ]
+                        if attacks.get("one_known_value_whole_tuple_share") is not None
+                        else []
+                    ),
                     (
                         "input order: largest |Spearman ρ| of row_id / cluster_id with the input position",
                         attacks.get("max_abs_spearman_input_order"),
@@ -1359,7 +1369,13 @@ def _not_protected(manifest: Mapping, data: Mapping | None) -> list[str]:
         items.append(
             "<strong>Other sensitive values of the victim.</strong> An adversary who knows a person's class and one of "
             f"their sensitive values pins another value for {_e(format_share(attacks.get('one_known_value_share')))} "
-            "of the records (measured on this release, not gated)."
+            "of the records"
+            + (
+                f", and their whole sensitive tuple for {_e(format_share(attacks.get('one_known_value_whole_tuple_share')))}"
+                if attacks.get("one_known_value_whole_tuple_share") is not None
+                else ""
+            )
+            + " (measured on this release, not gated)."
         )
     if attacks and attacks.get("strong_rule_n_rules") is not None:
         items.append(

@@ -62,6 +62,29 @@ def test_one_known_value_pins_another_in_a_class():
     assert one_known_value_in_classes(table, ["a", "b"])["share_records_pinning_another_value"] == 0.0
 
 
+def test_one_known_value_pins_the_whole_tuple_only_when_every_other_value_is_pinned():
+    """Three attributes, one class of four rows. Knowing a = 1 pins b = p (both rows with a = 1 hold p) but not c (x
+    and y): another value pinned, not the whole tuple. Every c value is held by one row, so knowing c pins that
+    row's a and b: its whole tuple. Then c is made to repeat across a-values (x, y, x, y): nothing pins a whole tuple,
+    while a and b still pin each other."""
+    table = pd.DataFrame(
+        {
+            "cluster_id": [1, 1, 1, 1],
+            "a": ["1", "1", "2", "2"],
+            "b": ["p", "p", "q", "q"],
+            "c": ["x", "y", "z", "w"],
+        }
+    )
+    got = one_known_value_in_classes(table, ["a", "b", "c"])
+    assert got["share_records_pinning_another_value"] == 1.0
+    # knowing c pins a and b for every row (each c value is held by one row): every whole tuple, by c
+    assert got["whole_tuple_pinned_by"] == {"a": 0.0, "b": 0.0, "c": 1.0}
+    assert got["share_records_whole_tuple_pinned"] == 1.0
+    table["c"] = ["x", "y", "x", "y"]  # now no c value is unique to a row: c pins nothing, a and b pin only each other
+    got = one_known_value_in_classes(table, ["a", "b", "c"])
+    assert got["share_records_pinning_another_value"] == 1.0 and got["share_records_whole_tuple_pinned"] == 0.0
+
+
 def test_candidate_sets_are_the_class_values_and_compose():
     raw = _raw()
     released, row_map = _release(raw)
@@ -102,13 +125,23 @@ def test_one_known_value_equals_pandas_nunique_over_the_texts(rows, categorical)
         table = table.astype({"a": str, "b": str}).astype({"a": "category", "b": "category"})
     texts = {column: table[column].astype(str).to_numpy(dtype=object) for column in ("a", "b", "c")}
     exposed = np.zeros(len(table), dtype=bool)
+    whole = np.zeros(len(table), dtype=bool)
+    whole_by = {}
     for known in ("a", "b", "c"):
         keys = pd.MultiIndex.from_arrays([table["cluster_id"].to_numpy(), texts[known]])
+        pinned_all = np.ones(len(table), dtype=bool)
         for other in ("a", "b", "c"):
             if other != known:
-                exposed |= pd.Series(texts[other]).groupby(keys, sort=False).transform("nunique").to_numpy() == 1
+                pinned = pd.Series(texts[other]).groupby(keys, sort=False).transform("nunique").to_numpy() == 1
+                exposed |= pinned
+                pinned_all &= pinned
+        whole |= pinned_all
+        whole_by[known] = float(pinned_all.mean())
     got = one_known_value_in_classes(table, ["a", "b", "c"])
     assert got["share_records_pinning_another_value"] == pytest.approx(float(exposed.mean()))
+    # the whole tuple: every other attribute pinned by the same known value (red team, session 40)
+    assert got["share_records_whole_tuple_pinned"] == pytest.approx(float(whole.mean()))
+    assert got["whole_tuple_pinned_by"] == pytest.approx(whole_by)
     assert got["n_released"] == len(table)
 
 

@@ -820,3 +820,7 @@ def test_adult_kl_release_end_to_end(tmp_path, monkeypatch):
     assert attacks["learned_model_cells"] == 30718 * 4 and attacks["learned_model_cells_above_bound"] > 0
     assert attacks["one_known_value_share"] > 0.5 and 0 <= attacks["max_abs_spearman_input_order"] < 0.1
     assert "Adversaries measured on this release (not gated)" in (release / "report.html").read_text()
+    # red team, session 40: the whole sensitive tuple pinned by one known value (45.7 % knowing the age, measured by
+    # the red team on a (3, 3) release) is reported beside "another value"
+    assert 0.2 < attacks["one_known_value_whole_tuple_share"] <= attacks["one_known_value_share"]
+    assert "their whole sensitive tuple for" in (release / "report.html").read_text()
