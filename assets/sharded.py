@@ -39,7 +39,7 @@ from pipeline.errors import UnusableInputError
 from pipeline.io.loading import input_cleaning_counts, input_cleaning_metadata, look_alike_warning
 from pipeline.failures import structured_failures, with_structured_failures
 from pipeline.engines.staging import remove_staging
-from pipeline.models import SHARDED_RELEASE_JOB, publication_model
+from pipeline.models import SHARDED_RELEASE_JOB, GateVerdict, publication_model
 from pipeline.resources import ReleaseSettings, ReleaseStore
 from pipeline.run_events import INPUT_SHA256_TAG
 
@@ -519,6 +519,7 @@ def sharded_manifest(
     candidate: pd.Series,
     summaries: list[dict[str, Any]],
     gates: list[dict],
+    verdict: GateVerdict,
     recomposition: list[dict] | None = None,
 ) -> dict[str, Any]:
     """The manifest of a sharded release: today's keys of a mixed release (settings, counts, checks, utility,
@@ -553,14 +554,12 @@ def sharded_manifest(
         "dropped_missing_by_attribute": dropped_missing_by_attribute(input_summary),
         **input_cleaning_fields(input_summary),
         "allow_disclosure": bool(settings.allow_disclosure),
-        # gate 3 failed with WARN severity (allow_disclosure let it through): a comparison, as the release job's
-        "disclosure_override_used": any(
-            g["name"] == "disclosure_within_bound" and g["status"] == "failed_overridden" for g in gates
-        ),
+        # the mixed model's verdict on the gates (publish_sharded), as the release job's manifest records it
+        "disclosure_override_used": bool(verdict.overridden),
         "posterior_slack": float(settings.posterior_slack),
         "posterior_gate": str(settings.posterior_gate),
         # gate 9 failed and posterior_gate 'warn' let it through (WARN severity): a comparison, as the release job's
-        "posterior_gate_warned": any(g["name"] == "posterior_within_bound" and g["status"] == "failed_overridden" for g in gates),
+        "posterior_gate_warned": bool(verdict.warned),
         "min_confidence": float(settings.min_confidence),
         "min_support": settings.effective_min_support(),
         "seed": int(settings.seed),
@@ -701,6 +700,7 @@ def publish_sharded(
         candidate=sharded_release_candidate.iloc[0],
         summaries=summaries,
         gates=gates,
+        verdict=verdict,
         recomposition=recomposition,
     )
     schemas = contract_schemas(list(settings.quasi_identifiers), list(settings.sensitive_attributes), model="mixed")

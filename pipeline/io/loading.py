@@ -16,10 +16,9 @@ import re
 import stat
 import string
 import unicodedata
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from contextvars import ContextVar
 from pathlib import Path
 
@@ -314,7 +313,8 @@ def _check_columns(
     configured = [*quasi_identifiers, *sensitive_attributes]
     header_may_be_data = origin == "the header row"
     no_header_hint = f"if the file has no header row (its first line is a record), read it with {_without_header_example()}"
-    or_no_header = f", or {no_header_hint}" if _ADVICE.get() else ""
+    advise = _ADVICE.get()  # off while an audit reads (without_settings_advice)
+    or_no_header = f", or {no_header_hint}" if advise else ""
     columns_settings = f"{setting('quasi_identifiers')} / {setting('sensitive_attributes')}"
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:
@@ -376,7 +376,7 @@ def _check_columns(
         if delimiter is not None and len(names) == 1:
             found = [d for d in (";", "\t", "|", ",") if d != delimiter and d in names[0]]
             if found:
-                set_it = f"{setting_example('delimiter', repr(found[0]))}; " if _ADVICE.get() else ""
+                set_it = f"{setting_example('delimiter', repr(found[0]))}; " if advise else ""
                 hints.append(
                     f"the header was read as a single column: is the delimiter {found[0]!r}? "
                     f"({set_it}the current one is {delimiter!r})"
@@ -386,16 +386,16 @@ def _check_columns(
         if header_may_be_data:
             present = [c for c in dict.fromkeys(configured) if c in names]
             advice = f"{no_header_hint}; otherwise fix {columns_settings}, or the file's column names"
-            found = (
+            finding = (
                 f"{path}: configured column(s) {missing} are not in the input (the header row has {len(names)} "
                 f"column(s); of the configured ones it names {present if present else 'none'})"
             )
         else:
             advice = f"fix {columns_settings}, or the file's column names"
-            found = f"{path}: configured column(s) {missing} are not in the input (its columns, from {origin}: {names})"
-        if not _ADVICE.get():
-            raise InputError(found + (";" + hinted if hinted else ""))
-        raise InputError(found + (";" + hinted + " " + advice[0].upper() + advice[1:] if hinted else "; " + advice))
+            finding = f"{path}: configured column(s) {missing} are not in the input (its columns, from {origin}: {names})"
+        if not advise:
+            raise InputError(finding + (";" + hinted if hinted else ""))
+        raise InputError(finding + (";" + hinted + " " + advice[0].upper() + advice[1:] if hinted else "; " + advice))
     try:
         if for_model:  # the publication models' column rules (2 sensitive attributes, …); not for reading columns alone
             validate_model_columns(names, quasi_identifiers, sensitive_attributes)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -33,7 +33,7 @@ from pipeline.settings import DEFAULT_MIN_CONFIDENCE, default_min_support
 from pipeline.io.loading import InputError, load_records, without_settings_advice
 from pipeline.release.publish import MODEL_TABLES, InvalidLatest, read_latest
 from pipeline.errors import UnusableInputError
-from pipeline.release.manifest import validate_contract, validate_input_reading
+from pipeline.release.manifest import InputReading, validate_contract, validate_input_reading
 from pipeline.release.reports import (
     AdversaryFigures,
     AuditedRawTable,
@@ -808,26 +808,48 @@ def load_raw_as_released(directory: Path, manifest: Mapping, raw_path: str | Pat
         typed = validate_input_reading(reading)
     except ValueError as error:
         raise AuditError(f"{directory / 'manifest.json'}: {error}") from None
+    return read_as_released(raw_path, typed, manifest["quasi_identifiers"], manifest["sensitive_attributes"], error=AuditError)
+
+
+def read_as_released(
+    raw_path: str | Path,
+    reading: InputReading,
+    quasi_identifiers: Sequence[str],
+    sensitive_attributes: Sequence[str],
+    *,
+    error: type[Exception],
+):  # noqa: ANN201 (LoadedRecords)
+    """``raw_path`` read as a release read its input (``reading``: its manifest's validated ``input_reading``), for an
+    audit of a mixed, Rating or (k, ℓ) release.
+
+    Raises
+    ------
+    error
+        The reader refused the table: its message (naming the file) without the run's reading options, then
+        :func:`audit_reading_advice` (the remedy is the release's own input file).
+    """
     try:
         with without_settings_advice():  # the remedy is the release's own input file, said below
             return load_records(
                 raw_path,
-                quasi_identifiers=list(manifest["quasi_identifiers"]),
-                sensitive_attributes=list(manifest["sensitive_attributes"]),
-                input_format=typed.input_format,
-                csv_header=typed.csv_header,
-                column_names=typed.all_column_names(),
-                delimiter=typed.delimiter,
-                strip_whitespace=typed.strip_whitespace,
-                missing_value_tokens=typed.missing_value_tokens,
+                quasi_identifiers=list(quasi_identifiers),
+                sensitive_attributes=list(sensitive_attributes),
+                input_format=reading.input_format,
+                csv_header=reading.csv_header,
+                column_names=reading.all_column_names(),
+                delimiter=reading.delimiter,
+                strip_whitespace=reading.strip_whitespace,
+                missing_value_tokens=reading.missing_value_tokens,
                 # the raw table the release was published from, with whatever max_value_length it was read with
                 # (the manifest does not record it): no limit here
                 max_value_length=None,
             )
-    except InputError as error:
-        message = str(error)
+    except InputError as refused:
+        message = str(refused)
         message = message if str(raw_path) in message else f"raw table {raw_path}: {message}"
-        raise AuditError(message + audit_reading_advice(typed.input_format, typed.csv_header, typed.delimiter, message)) from None
+        raise error(
+            message + audit_reading_advice(reading.input_format, reading.csv_header, reading.delimiter, message)
+        ) from None
 
 
 def audit_reading_advice(input_format: str, csv_header: bool | None, delimiter: str, message: str) -> str:

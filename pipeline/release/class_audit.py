@@ -292,35 +292,17 @@ def _raw_records(
 ) -> tuple[pd.DataFrame, str]:
     """The raw table (as the release read its input when ``reading`` is its manifest's ``input_reading``; else a CSV
     with a header or a Parquet file, every column as text) and its SHA-256."""
-    from pipeline.io.loading import InputError, load_records, without_settings_advice
-    from pipeline.release.audit import audit_reading_advice
+    if reading is not None:
+        from pipeline.release.audit import read_as_released
+        from pipeline.release.manifest import validate_input_reading
 
-    typed = None
-    try:
-        if reading is not None:
-            from pipeline.release.manifest import validate_input_reading
-
+        try:
             typed = validate_input_reading(dict(reading))
-            with without_settings_advice():  # the remedy is the release's own input file, said below
-                loaded = load_records(
-                    raw_path,
-                    quasi_identifiers=list(quasi_identifiers),
-                    sensitive_attributes=list(sensitive_attributes),
-                    input_format=typed.input_format,
-                    csv_header=typed.csv_header,
-                    column_names=typed.all_column_names(),
-                    delimiter=typed.delimiter,
-                    strip_whitespace=typed.strip_whitespace,
-                    missing_value_tokens=typed.missing_value_tokens,
-                    max_value_length=None,
-                )
-            return loaded.records, loaded.input_sha256
-    except (InputError, ValueError) as error:
-        message = str(error)
-        message = message if str(raw_path) in message else f"raw table {raw_path}: {message}"
-        if typed is not None:
-            message += audit_reading_advice(typed.input_format, typed.csv_header, typed.delimiter, message)
-        raise ClassAuditError(message) from None
+        except ValueError as error:
+            message = str(error)
+            raise ClassAuditError(message if str(raw_path) in message else f"raw table {raw_path}: {message}") from None
+        loaded = read_as_released(raw_path, typed, quasi_identifiers, sensitive_attributes, error=ClassAuditError)
+        return loaded.records, loaded.input_sha256
     table = read_generalized_table(raw_path, [*quasi_identifiers, *sensitive_attributes])
     return table.assign(row_id=np.arange(1, len(table) + 1, dtype=np.int64)), _sha256(Path(raw_path))
 

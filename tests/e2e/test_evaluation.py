@@ -125,19 +125,21 @@ def _point(sweep, model, ell=3, m=4, confidence=0.8, **values):
     return base
 
 
-def test_timing_verdicts_follow_the_measurements():
-    def timing(figure, n, m, method, seconds):
-        return {
-            "figure": figure,
-            "n_records": n,
-            "m": m,
-            "method": method,
-            "median_seconds": seconds,
-            "min_seconds": seconds,
-            "max_seconds": seconds,
-            "identical_output": True,
-        }
+def timing(figure, n, m, method, seconds):
+    """One timing point of the SID-creation experiments (median = min = max), identical outputs."""
+    return {
+        "figure": figure,
+        "n_records": n,
+        "m": m,
+        "method": method,
+        "median_seconds": seconds,
+        "min_seconds": seconds,
+        "max_seconds": seconds,
+        "identical_output": True,
+    }
 
+
+def test_timing_verdicts_follow_the_measurements():
     faster = [
         timing(1, 1000, 4, "improved", 0.01),
         timing(1, 1000, 4, "plain", 0.05),
@@ -221,19 +223,12 @@ def test_the_report_names_this_tables_attribute_and_labels_adults_explanations(t
     UCI Adult, say so on another table."""
     from pipeline.reporting.experiments_report import ADULT_WHY_LABEL, write_report
 
-    def timing(m, method, seconds):
-        return {
-            "figure": 2,
-            "n_records": 1000,
-            "m": m,
-            "method": method,
-            "median_seconds": seconds,
-            "min_seconds": seconds,
-            "max_seconds": seconds,
-            "identical_output": True,
-        }
-
-    timings = [timing(2, "plain", 0.1), timing(2, "improved", 0.1), timing(3, "plain", 0.9), timing(3, "improved", 0.2)]
+    timings = [
+        timing(2, 1000, 2, "plain", 0.1),
+        timing(2, 1000, 2, "improved", 0.1),
+        timing(2, 1000, 3, "plain", 0.9),
+        timing(2, 1000, 3, "improved", 0.2),
+    ]
     verdict = _timing_verdicts(timings, ["diagnosis", "department", "medication"])[2][1]
     assert "m=3 adds medication" in verdict and "age" not in verdict
     plan = {
